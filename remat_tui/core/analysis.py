@@ -1,0 +1,218 @@
+"""Provides `analyze` (Contract 4): one target, one policy, one device -> Analysis.
+
+One trace of the forward `vjp` (with `return_shape=True`, as JAX's own
+`saved_residuals` does) and one of the backward pass feed everything: the
+residual list, both panes, their line maps, the names and the totals.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import jax
+from jax.tree_util import tree_flatten, tree_unflatten
+
+import remat_tui
+from remat_tui.core import jax_internals as ji
+from remat_tui.core import linemap, policies
+from remat_tui.core.devices import describe_device, resolve_device
+from remat_tui.core.loading import resolve_arguments
+from remat_tui.core.model import Analysis, NamedValue, Source
+from remat_tui.core.residuals import aval_bytes, find_residuals
+from remat_tui.core.usererrors import describe, user_traceback
+from remat_tui.errors import RematError
+from remat_tui.registry import Target
+
+
+def analyze(fn: Target | Callable, args: tuple | None = None, kwargs: dict | None = None,
+            policy: str | policies.PolicySpec = policies.AS_WRITTEN,
+            device: str | Any | None = None, cancelled: Callable[[], bool] | None = None
+            ) -> Analysis:
+    """Analyse `fn` (a Target or a callable with `args`) under `policy` on `device`.
+
+    `cancelled`, if given, is polled between the expensive steps so a caller
+    (the app's worker) can abandon a superseded analysis early.
+    """
+    target = fn if isinstance(fn, Target) else Target(
+        fn=fn, name=getattr(fn, "__name__", "f"), args=args or (), kwargs=kwargs)
+    if isinstance(fn, Target) and (args is not None or kwargs is not None):
+        raise TypeError("analyze: pass args/kwargs only with a plain callable, not a Target")
+    call_args, call_kwargs = resolve_arguments(target)
+    spec = policy if isinstance(policy, policies.PolicySpec) else policies.parse(
+        policy, target.policies)
+    dev = resolve_device(device)
+    start = time.perf_counter()
+    with jax.default_device(dev):
+        result = _trace(target, spec, call_args, call_kwargs, cancelled)
+    result.trace_seconds = time.perf_counter() - start
+    result.device = describe_device(dev)
+    return result
+
+
+class Cancelled(Exception):
+    """Raised inside analyze when the caller no longer wants the result."""
+
+
+def _check(cancelled):
+    if cancelled is not None and cancelled():
+        raise Cancelled()
+
+
+def _trace(target: Target, spec, args: tuple, kwargs: dict, cancelled) -> Analysis:
+    fn = target.fn
+    jax_policy = policies.build(spec, target.policies)
+    if spec.kind != policies.AS_WRITTEN:
+        fn = jax.checkpoint(fn, policy=jax_policy)
+    leaves, in_tree = tree_flatten((args, kwargs))
+    _require_differentiable(target, leaves)
+
+    def flat_fn(*flat):
+        a, kw = tree_unflatten(in_tree, flat)
+        out = fn(*a, **kw)
+        _require_array_output(target, out)
+        return out
+
+    try:
+        closed, (out_shape, vjp_shape) = jax.make_jaxpr(
+            lambda *a: jax.vjp(flat_fn, *a), return_shape=True)(*leaves)
+        _check(cancelled)
+        res_shapes, res_tree = tree_flatten(vjp_shape)
+        ct_shapes, ct_tree = tree_flatten(out_shape)
+
+        def backward(*flat):
+            vjp_fn = tree_unflatten(res_tree, flat[:len(res_shapes)])
+            return vjp_fn(tree_unflatten(ct_tree, flat[len(res_shapes):]))
+
+        backward_closed = jax.make_jaxpr(backward)(*res_shapes, *ct_shapes)
+    except (RematError, Cancelled):
+        raise
+    except Exception as exc:
+        raise RematError(f"{target.label}: tracing under policy {spec.canonical} failed: "
+                         f"{describe(exc)}\n{user_traceback(exc)}") from None
+    _check(cancelled)
+    fwd, bwd = closed.jaxpr, backward_closed.jaxpr
+    found = find_residuals(fwd, len(res_shapes), ji.arg_names(target.fn, args, kwargs))
+    _check(cancelled)
+    fwd_text, fwd_lay = linemap.layout(fwd)
+    _check(cancelled)
+    bwd_text, bwd_lay = linemap.layout(bwd)
+    residuals, fwd_marks, bwd_marks = _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay,
+                                                       len(res_shapes))
+    recompute = linemap.recomputed_eqns(bwd, set(bwd.invars[:len(res_shapes)]),
+                                        set(bwd.invars[len(res_shapes):]))
+    names = _named_values(fwd, bwd)
+    return Analysis(
+        target_file=target.file, target_name=target.name, policy=spec.canonical,
+        python=spec.python(target.name), device={}, residuals=residuals, names=names,
+        forward=linemap.make_view(fwd_text, fwd_lay, fwd_marks),
+        backward=linemap.make_view(bwd_text, bwd_lay, bwd_marks, recompute),
+        warnings=spec.warnings({n.name for n in names}), trace_seconds=0.0,
+        jax_version=jax.__version__, tool_version=remat_tui.__version__)
+
+
+def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
+    """Attach to each residual its lines and variable names in both panes."""
+    fwd_marks: dict[int, list[int]] = {}
+    bwd_marks: dict[int, list[int]] = {}
+    first_bwd_res = len(bwd_lay.invar_names) - len(bwd.invars)  # 0 unless names mis-parsed
+    readers: dict[Any, list[int]] = {}  # backward input var -> top-level eqns reading it
+    for k, eqn in enumerate(bwd.eqns):
+        for v in eqn.invars:
+            if isinstance(v, ji.Var):
+                readers.setdefault(v, []).append(k)
+    out = []
+    for idx, fr in enumerate(found):
+        r = fr.residual
+        fwd_lines: tuple[int, ...] = ()
+        fwd_var = None
+        if fr.eqn_index is not None:
+            fwd_lines = fwd_lay.span_lines(fr.eqn_index)
+            eqn = fwd.eqns[fr.eqn_index]
+            outs = fwd_lay.outvar_names(fr.eqn_index)
+            if fr.var in eqn.outvars and len(outs) == len(eqn.outvars):
+                fwd_var = outs[eqn.outvars.index(fr.var)]
+        elif r.kind in ("argument", "constant"):
+            names = fwd_lay.invar_names if r.kind == "argument" else fwd_lay.constvar_names
+            pool = fwd.invars if r.kind == "argument" else fwd.constvars
+            if fr.var in pool and len(names) == len(pool):
+                fwd_var = names[pool.index(fr.var)]
+                fwd_lines = (fwd_lay.header[fwd_var],)
+        bwd_lines: set[int] = set()
+        bwd_var = None
+        for pos in fr.outvar_positions:
+            if pos >= num_res or pos >= len(bwd.invars):
+                continue
+            invar = bwd.invars[pos]
+            if bwd_var is None and first_bwd_res == 0 and pos < len(bwd_lay.invar_names):
+                bwd_var = bwd_lay.invar_names[pos]
+                bwd_lines.add(bwd_lay.header[bwd_var])
+            for k in readers.get(invar, ()):
+                bwd_lines.update(bwd_lay.span_lines(k))
+        for line in fwd_lines:
+            fwd_marks.setdefault(line, []).append(idx)
+        for line in bwd_lines:
+            bwd_marks.setdefault(line, []).append(idx)
+        out.append(_with(r, forward_lines=fwd_lines, forward_var=fwd_var,
+                         backward_lines=tuple(sorted(bwd_lines)), backward_var=bwd_var))
+    return out, fwd_marks, bwd_marks
+
+
+def _with(r, **changes):
+    from dataclasses import replace
+
+    return replace(r, **changes)
+
+
+def _named_values(fwd, bwd) -> list[NamedValue]:
+    """Every checkpoint_name applied anywhere (sub-jaxprs included), first seen
+    first. Counted in the forward pass; a name that survives only in the
+    backward pass (recomputed under the policy) is counted there."""
+    fwd_eqns = _name_eqns(fwd)
+    bwd_eqns = _name_eqns(bwd)
+    out = []
+    for name in dict.fromkeys([*fwd_eqns, *bwd_eqns]):
+        eqns = fwd_eqns.get(name) or bwd_eqns[name]
+        avals = tuple(dict.fromkeys(ji.short(e.outvars[0].aval) for e in eqns))
+        frame = ji.user_frame(eqns[0].source_info)
+        out.append(NamedValue(name=name, avals=avals, bytes=aval_bytes(eqns[0].outvars[0].aval),
+                              count=len(eqns), source=None if frame is None else Source(*frame)))
+    return out
+
+
+def _name_eqns(jaxpr) -> dict[str, list]:
+    found: dict[str, list] = {}
+    visited: set[int] = set()
+
+    def walk(j):
+        if id(j) in visited:
+            return
+        visited.add(id(j))
+        for eqn in j.eqns:
+            name = ji.checkpoint_name(eqn)
+            if name is not None:
+                found.setdefault(name, []).append(eqn)
+            for sub in ji.sub_jaxprs(eqn):
+                walk(sub)
+
+    walk(jaxpr)
+    return found
+
+
+def _require_differentiable(target: Target, leaves: list) -> None:
+    import jax.numpy as jnp
+
+    dtypes = [getattr(x, "dtype", None) for x in leaves]
+    if not any(d is not None and jnp.issubdtype(d, jnp.inexact) for d in dtypes):
+        kinds = ", ".join(sorted({str(d) for d in dtypes})) or "no arguments"
+        raise RematError(f"{target.label}: no argument is a floating-point array ({kinds}), so "
+                         "there is nothing to differentiate. Give at least one float input, "
+                         "e.g. jnp.ones((4,), jnp.float32).")
+
+
+def _require_array_output(target: Target, out) -> None:
+    for leaf in jax.tree_util.tree_leaves(out):
+        if not hasattr(leaf, "dtype") or not hasattr(leaf, "shape"):
+            raise RematError(f"{target.label}: the function returned a "
+                             f"{type(leaf).__name__}, not an array; it must return arrays "
+                             "(or a pytree of arrays) to be differentiated.")

@@ -1,0 +1,115 @@
+"""Provides target loading (Contract 1): import a file, collect its targets.
+
+A target file is imported as a fresh module from its path, with its folder on
+`sys.path` during the import so it can import its neighbours.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+import sys
+
+from remat_tui import registry
+from remat_tui.core.usererrors import user_traceback
+from remat_tui.errors import RematError
+from remat_tui.registry import Target
+
+_module_ids = itertools.count()
+
+
+def load_targets(path: str) -> dict[str, Target]:
+    """Import the file at `path` and return its registered targets by name."""
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise RematError(f"{path}: no such file. Give the path of a Python file that "
+                         "registers targets with @remat_tui.target(...).")
+    spec = importlib.util.spec_from_file_location(f"remat_tui_target_{next(_module_ids)}", path)
+    if spec is None or spec.loader is None:
+        raise RematError(f"{path}: not a Python file remat-tui can import (expected a .py file).")
+    module = importlib.util.module_from_spec(spec)
+    folder = os.path.dirname(path)
+    collected: list[Target] = []
+    saved_collector, registry._collector = registry._collector, collected
+    sys.path.insert(0, folder)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        where = f"line {exc.lineno}" + (f", column {exc.offset}" if exc.offset else "")
+        text = f"\n    {exc.text.rstrip()}" if exc.text else ""
+        raise RematError(f"{path}: syntax error at {where}: {exc.msg}{text}") from None
+    except Exception as exc:  # the user's module raised: show their traceback
+        raise RematError(f"{path}: importing the file raised an exception.\n"
+                         f"{user_traceback(exc)}") from None
+    finally:
+        registry._collector = saved_collector
+        if sys.path and sys.path[0] == folder:
+            sys.path.pop(0)
+    targets: dict[str, Target] = {}
+    for t in collected:
+        if t.name in targets:
+            raise RematError(f"{path}: two targets are named '{t.name}'; "
+                             "pass name='...' to remat_tui.target to tell them apart.")
+        t.file = path
+        targets[t.name] = t
+    if not targets:
+        raise RematError(f"{path}: the file registers no targets. Decorate a function with "
+                         "@remat_tui.target(args=lambda: (...)) to analyse it.")
+    return targets
+
+
+def split_target_ref(ref: str) -> tuple[str, str | None]:
+    """`FILE[:NAME]` -> (FILE, NAME or None). A Windows drive colon is not a name."""
+    head, sep, tail = ref.rpartition(":")
+    if sep and head and tail and os.sep not in tail and not tail.endswith(".py"):
+        return head, tail
+    return ref, None
+
+
+def pick_target(targets: dict[str, Target], name: str | None) -> Target | None:
+    """The named target, the only target, or None when the user must choose."""
+    if name is not None:
+        if name not in targets:
+            some = next(iter(targets.values()))
+            raise RematError(f"{some.file}: no target named '{name}'. "
+                             f"Targets in this file: {', '.join(targets)}.")
+        return targets[name]
+    if len(targets) == 1:
+        return next(iter(targets.values()))
+    return None
+
+
+def load_target(ref: str) -> Target:
+    """Load `FILE[:NAME]`, demanding a name when the file has several targets."""
+    path, name = split_target_ref(ref)
+    targets = load_targets(path)
+    chosen = pick_target(targets, name)
+    if chosen is None:
+        raise RematError(f"{os.path.abspath(path)} has {len(targets)} targets: "
+                         f"{', '.join(targets)}. Pick one with FILE:NAME, "
+                         f"e.g. {path}:{next(iter(targets))}.")
+    return chosen
+
+
+def resolve_arguments(t: Target) -> tuple[tuple, dict]:
+    """Call the target's args/kwargs factories, with clear errors when they fail."""
+    return (_resolve(t, t.args, "args", tuple, ()),
+            _resolve(t, t.kwargs, "kwargs", dict, {}))
+
+
+def _resolve(t: Target, value, what: str, kind: type, empty):
+    if value is None:
+        return empty
+    if callable(value):
+        try:
+            value = value()
+        except Exception as exc:
+            raise RematError(f"{t.label}: the {what} factory raised an exception.\n"
+                             f"{user_traceback(exc)}") from None
+    if kind is tuple and isinstance(value, list):
+        value = tuple(value)
+    if not isinstance(value, kind):
+        raise RematError(f"{t.label}: {what} must be a {kind.__name__} (or a zero-argument "
+                         f"callable returning one), got {type(value).__name__}.")
+    return value

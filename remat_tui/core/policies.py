@@ -1,0 +1,263 @@
+"""Provides policy specs (Contract 2): parse, canonical spelling, JAX policy.
+
+A spec is the expression a user would write after `jax.checkpoint_policies.`.
+It is parsed with `ast` (never `eval`) into a `PolicySpec`, whose `canonical`
+spelling is the cache key and what reports print.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Callable
+
+from remat_tui.errors import RematError
+
+AS_WRITTEN = "as_written"
+
+# Every attribute of jax.checkpoint_policies that is a policy by itself,
+# with JAX's aliases mapped to the name we print.
+SIMPLE = {
+    "everything_saveable": "everything_saveable",
+    "nothing_saveable": "nothing_saveable",
+    "dots_saveable": "dots_saveable",
+    "checkpoint_dots": "dots_saveable",
+    "dots_with_no_batch_dims_saveable": "dots_with_no_batch_dims_saveable",
+    "checkpoint_dots_with_no_batch_dims": "dots_with_no_batch_dims_saveable",
+}
+NAME_LISTS = ("save_only_these_names", "save_any_names_but_these",
+              "save_anything_except_these_names")
+OFFLOAD_NAMES = "save_and_offload_only_these_names"
+OFFLOAD_DOTS = "offload_dot_with_no_batch_dims"
+BOTH = "save_from_both_policies"
+CALLABLE_FACTORIES = (*NAME_LISTS, OFFLOAD_NAMES, OFFLOAD_DOTS, BOTH)
+MEMORY_KINDS = ("device", "pinned_host", "unpinned_host")
+
+EXAMPLES = "e.g. dots_saveable, save_only_these_names('a', 'b') or as_written"
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A parsed policy. `kind` is the policy's function or attribute name."""
+
+    kind: str
+    names: tuple[str, ...] = ()          # name-list policies
+    offloaded: tuple[str, ...] = ()      # save_and_offload_only_these_names
+    src: str = "device"
+    dst: str = "pinned_host"
+    parts: tuple[PolicySpec, ...] = ()   # save_from_both_policies
+    declared: bool = False               # a policy the target declared
+
+    @property
+    def canonical(self) -> str:
+        if self.kind in NAME_LISTS:
+            return f"{self.kind}({', '.join(map(repr, self.names))})"
+        if self.kind == OFFLOAD_NAMES:
+            return (f"{OFFLOAD_NAMES}(names_which_can_be_saved={list(self.names)!r}, "
+                    f"names_which_can_be_offloaded={list(self.offloaded)!r}, "
+                    f"offload_src={self.src!r}, offload_dst={self.dst!r})")
+        if self.kind == OFFLOAD_DOTS:
+            return f"{OFFLOAD_DOTS}({self.src!r}, {self.dst!r})"
+        if self.kind == BOTH:
+            return f"{BOTH}({', '.join(p.canonical for p in self.parts)})"
+        return self.kind
+
+    def python(self, fn_name: str = "f") -> str:
+        """The line a user pastes to get this policy in their own code."""
+        if self.kind == AS_WRITTEN:
+            return f"{fn_name}  # as written: no outer jax.checkpoint"
+        if self.declared:
+            return f"jax.checkpoint({fn_name}, policy={self.kind})"
+        return f"jax.checkpoint({fn_name}, policy={self._expr()})"
+
+    def _expr(self) -> str:
+        if self.kind == BOTH:
+            inner = ", ".join(p._expr() for p in self.parts)
+            return f"jax.checkpoint_policies.{BOTH}({inner})"
+        return f"jax.checkpoint_policies.{self.canonical}"
+
+    def mentioned_names(self) -> set[str]:
+        """Every checkpoint_name the spec refers to."""
+        out = set(self.names) | set(self.offloaded)
+        for p in self.parts:
+            out |= p.mentioned_names()
+        return out
+
+    def warnings(self, defined_names: set[str] | None = None) -> list[str]:
+        """What the user should know before trusting this policy."""
+        notes = []
+        if self._uses("save_anything_except_these_names"):
+            notes.append("save_anything_except_these_names ignores its names in JAX: it "
+                         "saves everything (like everything_saveable). Use "
+                         "save_any_names_but_these to save named values except some.")
+        if defined_names is not None:
+            unknown = sorted(self.mentioned_names() - defined_names)
+            if unknown:
+                known = ", ".join(sorted(defined_names)) or "none"
+                notes.append(f"the function defines no checkpoint_name {', '.join(map(repr, unknown))}"
+                             f" (names it defines: {known}).")
+        return notes
+
+    def _uses(self, kind: str) -> bool:
+        return self.kind == kind or any(p._uses(kind) for p in self.parts)
+
+
+def parse(text: str, declared: dict[str, Callable] | None = None) -> PolicySpec:
+    """Parse a spec; `declared` are the target's own policies by name."""
+    source = text.strip()
+    for prefix in ("jax.checkpoint_policies.", "checkpoint_policies."):
+        if source.startswith(prefix):
+            source = source[len(prefix):]
+    if not source:
+        raise RematError(f"empty policy spec; expected a policy, {EXAMPLES}.")
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError as exc:
+        raise RematError(f"could not parse policy spec {text!r}: {exc.msg} at column "
+                         f"{exc.offset}; expected a policy, {EXAMPLES}.") from None
+    return _Parser(source, declared or {}).policy(tree.body)
+
+
+def build(spec: PolicySpec, declared: dict[str, Callable] | None = None):
+    """The JAX policy callable for `spec` (None for as_written)."""
+    import jax
+
+    cp = jax.checkpoint_policies
+    if spec.kind == AS_WRITTEN:
+        return None
+    if spec.declared:
+        return (declared or {})[spec.kind]
+    if spec.kind in NAME_LISTS:
+        return getattr(cp, spec.kind)(*spec.names)
+    if spec.kind == OFFLOAD_NAMES:
+        return cp.save_and_offload_only_these_names(
+            names_which_can_be_saved=list(spec.names),
+            names_which_can_be_offloaded=list(spec.offloaded),
+            offload_src=spec.src, offload_dst=spec.dst)
+    if spec.kind == OFFLOAD_DOTS:
+        return cp.offload_dot_with_no_batch_dims(spec.src, spec.dst)
+    if spec.kind == BOTH:
+        return cp.save_from_both_policies(*(build(p, declared) for p in spec.parts))
+    return getattr(cp, spec.kind)
+
+
+def builtin_specs() -> list[str]:
+    """The built-in policies that need no arguments, in the order the app lists them."""
+    return [AS_WRITTEN, "everything_saveable", "nothing_saveable", "dots_saveable",
+            "dots_with_no_batch_dims_saveable", f"{OFFLOAD_DOTS}('device', 'pinned_host')"]
+
+
+def names_policy(saved: list[str], offloaded: list[str]) -> PolicySpec:
+    """The policy that saves `saved`, offloads `offloaded` and recomputes the rest."""
+    if offloaded:
+        return PolicySpec(OFFLOAD_NAMES, names=tuple(sorted(saved)),
+                          offloaded=tuple(sorted(offloaded)))
+    return PolicySpec("save_only_these_names", names=tuple(sorted(saved)))
+
+
+class _Parser:
+    def __init__(self, source: str, declared: dict[str, Callable]):
+        self.source = source
+        self.declared = declared
+
+    def fail(self, node: ast.AST, what: str):
+        col = getattr(node, "col_offset", 0) + 1
+        raise RematError(f"policy spec {self.source!r}, column {col}: {what}")
+
+    def policy(self, node: ast.AST) -> PolicySpec:
+        if isinstance(node, ast.Name):
+            return self.bare(node)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            return self.call(node)
+        self.fail(node, f"expected a policy name or call, {EXAMPLES}.")
+
+    def bare(self, node: ast.Name) -> PolicySpec:
+        name = node.id
+        if name == AS_WRITTEN or name in SIMPLE:
+            return PolicySpec(SIMPLE.get(name, name))
+        if name in self.declared:
+            return PolicySpec(name, declared=True)
+        if name in CALLABLE_FACTORIES:
+            self.fail(node, f"{name} needs arguments, e.g. {name}(...).")
+        self.fail(node, f"unknown policy {name!r}; expected one of "
+                        f"{', '.join(self.known())}.")
+
+    def known(self) -> list[str]:
+        return [AS_WRITTEN, *SIMPLE, *CALLABLE_FACTORIES, *self.declared]
+
+    def call(self, node: ast.Call) -> PolicySpec:
+        name = node.func.id
+        if name in NAME_LISTS:
+            self.no_keywords(node)
+            return PolicySpec(name, names=self.unique(node, [self.string(a) for a in node.args]))
+        if name == OFFLOAD_NAMES:
+            return self.offload_names(node)
+        if name == OFFLOAD_DOTS:
+            src, dst = self.src_dst(node)
+            return PolicySpec(OFFLOAD_DOTS, src=src, dst=dst)
+        if name == BOTH:
+            self.no_keywords(node)
+            if len(node.args) != 2:
+                self.fail(node, f"{BOTH} takes exactly two policies.")
+            return PolicySpec(BOTH, parts=tuple(self.policy(a) for a in node.args))
+        if name == AS_WRITTEN or name in SIMPLE or name in self.declared:
+            self.fail(node, f"{name} takes no arguments; write it without parentheses.")
+        self.fail(node.func, f"unknown policy {name!r}; expected one of "
+                             f"{', '.join(self.known())}.")
+
+    def offload_names(self, node: ast.Call) -> PolicySpec:
+        if node.args:
+            self.fail(node.args[0], f"{OFFLOAD_NAMES} takes keyword arguments only.")
+        kw = {k.arg: k.value for k in node.keywords}
+        allowed = {"names_which_can_be_saved", "names_which_can_be_offloaded",
+                   "offload_src", "offload_dst"}
+        for k in node.keywords:
+            if k.arg not in allowed:
+                self.fail(k.value, f"unexpected keyword {k.arg!r}; expected "
+                                   f"{', '.join(sorted(allowed))}.")
+        saved = self.unique(node, self.string_list(kw.get("names_which_can_be_saved")))
+        offloaded = self.unique(node, self.string_list(kw.get("names_which_can_be_offloaded")))
+        both = set(saved) & set(offloaded)
+        if both:
+            self.fail(node, f"names {sorted(both)} are both saved and offloaded; "
+                            "a name can be in only one list.")
+        src = self.memory(kw.get("offload_src"), "device")
+        dst = self.memory(kw.get("offload_dst"), "pinned_host")
+        return PolicySpec(OFFLOAD_NAMES, names=saved, offloaded=offloaded, src=src, dst=dst)
+
+    def src_dst(self, node: ast.Call) -> tuple[str, str]:
+        values = list(node.args)
+        kw = {k.arg: k.value for k in node.keywords}
+        if len(values) > 2 or set(kw) - {"offload_src", "offload_dst"}:
+            self.fail(node, f"{OFFLOAD_DOTS} takes (offload_src, offload_dst).")
+        src = values[0] if len(values) > 0 else kw.get("offload_src")
+        dst = values[1] if len(values) > 1 else kw.get("offload_dst")
+        return self.memory(src, "device"), self.memory(dst, "pinned_host")
+
+    def memory(self, node: ast.AST | None, default: str) -> str:
+        if node is None:
+            return default
+        kind = self.string(node)
+        if kind not in MEMORY_KINDS:
+            self.fail(node, f"memory kind {kind!r} is not one of {', '.join(MEMORY_KINDS)}.")
+        return kind
+
+    def string(self, node: ast.AST) -> str:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        self.fail(node, f"expected a quoted name like 'mlp', got {ast.unparse(node)}.")
+
+    def string_list(self, node: ast.AST | None) -> list[str]:
+        if node is None:
+            return []
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return [self.string(e) for e in node.elts]
+        self.fail(node, f"expected a list of quoted names, got {ast.unparse(node)}.")
+
+    def no_keywords(self, node: ast.Call):
+        if node.keywords:
+            self.fail(node.keywords[0].value, f"{node.func.id} takes positional arguments only.")
+
+    @staticmethod
+    def unique(node, names: list[str]) -> tuple[str, ...]:
+        return tuple(sorted(set(names)))

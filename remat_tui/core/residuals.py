@@ -1,0 +1,101 @@
+"""Provides the residual list, computed the way `print_saved_residuals` does.
+
+The order and wording mirror `jax._src.ad_checkpoint._saved_residuals`
+(literals, constants, arguments, then equation outputs in program order);
+tests compare the result with JAX's own output at run time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from remat_tui.core import jax_internals as ji
+from remat_tui.core.model import Residual, Source
+
+
+@dataclass
+class FoundResidual:
+    """A residual plus the JAX objects the line maps need (not kept in the model)."""
+
+    residual: Residual
+    var: Any                 # the forward Var (or Literal) saved
+    eqn_index: int | None    # top-level forward equation defining it
+    outvar_positions: list[int]  # positions among the forward residual outputs
+
+
+def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[FoundResidual]:
+    """The residuals of a forward `vjp` jaxpr whose last `num_res` outputs are residuals."""
+    res_outvars = jaxpr.outvars[len(jaxpr.outvars) - num_res:]
+    names = arg_names or ("unknown",) * len(jaxpr.invars)
+    # JAX looks through reduce_precision to the equation that produced the value.
+    subst = {e.outvars[0]: e.invars[0] for e in jaxpr.eqns if ji.is_reduce_precision(e)}
+    positions: dict[Any, list[int]] = {}
+    literals = []
+    for i, v in enumerate(res_outvars):
+        if isinstance(v, ji.Literal):
+            literals.append((v, i))
+        else:
+            positions.setdefault(subst.get(v, v), []).append(i)
+
+    found: list[FoundResidual] = []
+
+    def add(var, text_tail, kind, eqn_index=None, pos=None, **extra):
+        aval = var.aval
+        text = f"{ji.short(aval)} {text_tail}"
+        found.append(FoundResidual(_residual(aval, text, kind, **extra), var, eqn_index,
+                                   pos if pos is not None else positions.get(var, [])))
+
+    for lit, i in literals:
+        add(lit, "from a literal", "literal", pos=[i])
+    for v in jaxpr.constvars:
+        if v in positions:
+            add(v, "from a constant", "constant")
+    for i, v in enumerate(jaxpr.invars):
+        if v in positions:
+            # JAX's fallback wording is a plain string with a literal "{i}" in it.
+            tail = (f"from the argument {names[i]}" if names[i]
+                    else "from the argument at flattened index {i}")
+            add(v, tail, "argument", argument=names[i] or None)
+    for k, eqn in enumerate(jaxpr.eqns):
+        for v in eqn.outvars:
+            if v not in positions:
+                continue
+            src = ji.summarize(eqn.source_info)
+            source = _source(eqn)
+            prim = eqn.primitive.name
+            if (name := ji.checkpoint_name(eqn)) is not None:
+                add(v, f"named '{name}' from {src}", "named", k, name=name, source=source,
+                    primitive=prim)
+            elif prim == "jit":
+                add(v, f"output of jitted function '{eqn.params['name']}' from {src}",
+                    "jit_output", k, source=source, primitive=prim)
+            else:
+                add(v, f"output of {prim} from {src}", "output", k, source=source,
+                    primitive=prim)
+    return found
+
+
+def _source(eqn) -> Source | None:
+    frame = ji.user_frame(eqn.source_info)
+    return None if frame is None else Source(*frame)
+
+
+def aval_bytes(aval) -> int:
+    shape = tuple(getattr(aval, "shape", ()))
+    try:
+        itemsize = np.dtype(aval.dtype).itemsize
+    except TypeError:  # extended dtypes (PRNG keys) know their own size
+        itemsize = getattr(aval.dtype, "itemsize", 0)
+    return int(math.prod(shape)) * int(itemsize)
+
+
+def _residual(aval, text, kind, primitive=None, name=None, argument=None, source=None):
+    return Residual(
+        text=text, aval=ji.short(aval), shape=tuple(int(d) for d in aval.shape),
+        dtype=str(aval.dtype), bytes=aval_bytes(aval),
+        memory="host" if ji.is_host(aval) else "device", kind=kind, primitive=primitive,
+        name=name, argument=argument, source=source)
