@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import io
 import os
 import statistics
@@ -85,6 +86,7 @@ def main() -> None:
     for i in range(opts.repeat):
         for name, run in sides.items():
             f = fresh(target.fn, spec, target.policies)
+            gc.collect()  # start each side with the same heap, not the last side's garbage
             start = time.perf_counter()
             run(f)
             times[name].append(time.perf_counter() - start)

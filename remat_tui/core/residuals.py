@@ -1,6 +1,6 @@
 """Provides the residual list, computed the way `print_saved_residuals` does.
 
-The order and wording mirror `jax._src.ad_checkpoint._saved_residuals`
+The order and wording mirror JAX's private `ad_checkpoint._saved_residuals`
 (literals, constants, arguments, then equation outputs in program order);
 tests compare the result with JAX's own output at run time.
 """

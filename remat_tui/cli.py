@@ -1,0 +1,96 @@
+"""Provides the command line: `remat-tui FILE[:NAME]` (the app) and
+`remat-tui report FILE[:NAME]` (headless).
+
+Imports only the standard library at module level, so `--help` is instant;
+jax loads when a target is analysed and textual only when the app starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from remat_tui import __version__
+from remat_tui.errors import RematError
+
+REPORT_FORMATS = ("json", "md", "html", "text")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", metavar="FILE[:NAME]",
+                        help="a Python file registering targets with @remat_tui.target; "
+                             ":NAME picks one when it has several")
+    parser.add_argument("--policy", default="as_written", metavar="SPEC",
+                        help="a jax.checkpoint policy, written as after "
+                             "jax.checkpoint_policies. (default: as_written, no checkpoint)")
+    parser.add_argument("--device", default=None, metavar="D",
+                        help="device to analyse on, e.g. cpu:1 (default: JAX's default)")
+
+
+def app_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="remat-tui",
+        description="See what JAX autodiff saves for the backward pass and what "
+                    "jax.checkpoint policies change. `remat-tui report --help` for the "
+                    "headless report.")
+    parser.add_argument("--version", action="version", version=f"remat-tui {__version__}")
+    _common(parser)
+    return parser
+
+
+def report_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="remat-tui report",
+        description="Print the saved residuals, both jaxprs and totals of one target "
+                    "under one policy.")
+    _common(parser)
+    parser.add_argument("--format", choices=REPORT_FORMATS, default="text",
+                        help="report format (default: text)")
+    parser.add_argument("-o", "--output", metavar="PATH",
+                        help="write to PATH (atomically) instead of standard output")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        if argv and argv[0] == "report":
+            return run_report(report_parser().parse_args(argv[1:]))
+        return run_app(app_parser().parse_args(argv))
+    except RematError as exc:
+        print(f"remat-tui: error: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def run_report(opts: argparse.Namespace) -> int:
+    from remat_tui.core.analysis import analyze
+    from remat_tui.core.loading import load_target
+    from remat_tui.report import render
+    from remat_tui.report.write import write_atomic
+
+    analysis = analyze(load_target(opts.target), policy=opts.policy, device=opts.device)
+    for warning in analysis.warnings:
+        print(f"remat-tui: warning: {warning}", file=sys.stderr)
+    text = render(analysis, opts.format)
+    if opts.output:
+        path = write_atomic(opts.output, text)
+        print(f"remat-tui: wrote {opts.format} report to {path}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def run_app(opts: argparse.Namespace) -> int:
+    from remat_tui.core.loading import split_target_ref
+    from remat_tui.core.policies import parse
+
+    parse(opts.policy)  # fail fast on a malformed spec (names are checked in the app)
+    path, name = split_target_ref(opts.target)
+    try:
+        from remat_tui.app.main import run
+    except ImportError:  # the app is not built yet: print the report instead
+        opts.format, opts.output = "text", None
+        return run_report(opts)
+    return run(path, name, policy=opts.policy, device=opts.device)

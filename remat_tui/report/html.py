@@ -1,0 +1,78 @@
+"""Provides the HTML report: one self-contained page (inline CSS, no scripts,
+no external resources), every user-supplied string escaped."""
+
+from __future__ import annotations
+
+from html import escape
+
+from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.report.units import human_bytes, summary, what, where
+
+CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 110em;
+       padding: 0 1em; color: #1d1f21; }
+code, pre { font: 12.5px/1.35 ui-monospace, SFMono-Regular, Menlo, monospace; }
+pre { background: #f6f8fa; padding: .8em; overflow-x: auto; }
+table { border-collapse: collapse; }
+th, td { border-bottom: 1px solid #ddd; padding: .25em .6em; text-align: left; }
+td.num { text-align: right; }
+.panes { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }
+.res { background: #fff3b0; }
+.rec { background: #e4ecff; }
+.mark { color: #8a6d00; font-weight: bold; }
+.warn { background: #fff0f0; border-left: 4px solid #d33; padding: .4em .8em; }
+"""
+
+
+def _pane(view: JaxprView) -> str:
+    rows = []
+    for i, line in enumerate(view.lines):
+        classes, marks = [], ""
+        if i in view.residual_lines:
+            classes.append("res")
+            marks = "  ◀ " + ",".join(f"R{k + 1}" for k in view.residual_lines[i])
+        if i in view.recompute_lines:
+            classes.append("rec")
+            marks += "  ↻"
+        text = escape(line) + (f'<span class="mark">{escape(marks)}</span>' if marks else "")
+        rows.append(f'<span class="{" ".join(classes)}">{text}</span>' if classes else text)
+    return "<pre>" + "\n".join(rows) + "</pre>"
+
+
+def render(a: Analysis) -> str:
+    target = f"{a.target_file}:{a.target_name}" if a.target_file else a.target_name
+    rows = "\n".join(
+        f"<tr><td>R{i}</td><td><code>{escape(r.aval)}</code></td>"
+        f'<td class="num">{human_bytes(r.bytes)}</td><td>{r.memory}</td><td>{r.kind}</td>'
+        f"<td>{escape(what(r))}</td><td>{escape(where(r))}</td></tr>"
+        for i, r in enumerate(a.residuals, 1))
+    warnings = "".join(f'<p class="warn">warning: {escape(w)}</p>' for w in a.warnings)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>remat-tui: {escape(a.target_name)} under {escape(a.policy)}</title>
+<style>{CSS}</style></head>
+<body>
+<h1>remat-tui report: <code>{escape(a.target_name)}</code></h1>
+<p>target <code>{escape(target)}</code> · policy <code>{escape(a.policy)}</code> ·
+device {escape(str(a.device.get('platform')))}:{escape(str(a.device.get('id')))}
+({escape(str(a.device.get('description')))}) · jax {escape(a.jax_version)} ·
+remat-tui {escape(a.tool_version)}</p>
+<p><strong>{escape(summary(a))}</strong></p>
+<p>Paste to get this policy:</p>
+<pre>{escape(a.python)}</pre>
+{warnings}
+<h2>Saved residuals</h2>
+<table><thead><tr><th>#</th><th>aval</th><th>bytes</th><th>memory</th><th>kind</th>
+<th>what</th><th>source</th></tr></thead>
+<tbody>
+{rows}
+</tbody></table>
+<p>As <code>jax.ad_checkpoint.print_saved_residuals</code> prints them:</p>
+<pre>{escape(chr(10).join(r.text for r in a.residuals))}</pre>
+<h2>Forward and backward jaxprs</h2>
+<p><span class="res">Highlighted</span> lines define (forward) or read (backward) the
+residuals marked; <span class="rec">blue ↻</span> lines recompute forward work.</p>
+<div class="panes"><div><h3>forward (vjp)</h3>{_pane(a.forward)}</div>
+<div><h3>backward</h3>{_pane(a.backward)}</div></div>
+</body></html>
+"""

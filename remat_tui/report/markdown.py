@@ -1,0 +1,69 @@
+"""Provides the Markdown report: totals, snippet, residual table, both jaxprs."""
+
+from __future__ import annotations
+
+from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.report.units import human_bytes, summary, what, where
+
+MARK_RESIDUAL, MARK_RECOMPUTE = "◀ R", "↻"
+
+
+def _cell(text: str) -> str:
+    """Table cells: escape the characters Markdown would read as syntax."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
+
+
+def _fence(body: str) -> str:
+    fence = "```"
+    while fence in body:
+        fence += "`"
+    return f"{fence}\n{body}\n{fence}"
+
+
+def marked_lines(view: JaxprView) -> list[str]:
+    """The jaxpr lines with residual (◀ R1,R2) and recomputation (↻) marks."""
+    width = max((len(line) for line in view.lines), default=0)
+    out = []
+    for i, line in enumerate(view.lines):
+        marks = []
+        if i in view.residual_lines:
+            marks.append(MARK_RESIDUAL + ",R".join(str(k + 1) for k in view.residual_lines[i]))
+        if i in view.recompute_lines:
+            marks.append(MARK_RECOMPUTE)
+        out.append(f"{line:<{width}}  {' '.join(marks)}".rstrip() if marks else line)
+    return out
+
+
+def render(a: Analysis) -> str:
+    target = f"{a.target_file}:{a.target_name}" if a.target_file else a.target_name
+    parts = [
+        f"# remat-tui report: `{_cell(a.target_name)}` under `{_cell(a.policy)}`",
+        "",
+        f"- target: `{_cell(target)}`",
+        f"- device: {a.device.get('platform')}:{a.device.get('id')} "
+        f"({_cell(str(a.device.get('description')))})",
+        f"- jax {a.jax_version}, remat-tui {a.tool_version}",
+        f"- **{summary(a)}**",
+        "",
+        "Paste to get this policy:",
+        "",
+        _fence(a.python),
+        "",
+    ]
+    if a.warnings:
+        parts += [*(f"> **warning:** {_cell(w)}" for w in a.warnings), ""]
+    parts += ["## Saved residuals", "",
+              "| # | aval | bytes | memory | kind | what | source |",
+              "|---:|---|---:|---|---|---|---|"]
+    for i, r in enumerate(a.residuals, 1):
+        parts.append(f"| R{i} | `{_cell(r.aval)}` | {human_bytes(r.bytes)} | {r.memory} | "
+                     f"{r.kind} | {_cell(what(r))} | {_cell(where(r))} |")
+    parts += ["", "As `jax.ad_checkpoint.print_saved_residuals` prints them:", "",
+              _fence("\n".join(r.text for r in a.residuals)), ""]
+    parts += ["## Forward (vjp) jaxpr", "", f"Lines marked `{MARK_RESIDUAL}n` define residual n.",
+              "", _fence("\n".join(marked_lines(a.forward))), ""]
+    parts += ["## Backward jaxpr", "",
+              f"Lines marked `{MARK_RESIDUAL}n` read residual n; `{MARK_RECOMPUTE}` "
+              "re-runs forward work (recomputation).", "",
+              _fence("\n".join(marked_lines(a.backward))), ""]
+    return "\n".join(parts)

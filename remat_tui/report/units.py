@@ -1,0 +1,38 @@
+"""Provides human-readable sizes and the one-line residual summary."""
+
+from __future__ import annotations
+
+from remat_tui.core.model import Analysis, Residual
+
+
+def human_bytes(n: int) -> str:
+    """1023 B, 1.2 KiB, 3.4 MiB, ... (binary units, as accelerator memory is sold)."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def what(r: Residual) -> str:
+    """The residual's origin in a few words: primitive, name or argument."""
+    if r.kind == "named":
+        return f"name '{r.name}'"
+    if r.kind == "argument":
+        return f"argument {r.argument}"
+    if r.kind in ("literal", "constant"):
+        return r.kind
+    return r.primitive or r.kind
+
+
+def where(r: Residual) -> str:
+    return r.source.short() if r.source else ""
+
+
+def summary(a: Analysis) -> str:
+    t = a.totals
+    host = f" + {human_bytes(t.host_bytes)} host" if t.host_bytes else ""
+    return (f"{t.count} residuals · {human_bytes(t.device_bytes)} device{host} · "
+            f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments · "
+            f"{a.backward.recompute_eqns} recomputed equations")

@@ -1,0 +1,69 @@
+"""Shared fixtures. Four CPU devices for device tests: XLA reads the flag when
+jax first initialises, so it is set here, before any test imports jax."""
+
+import contextlib
+import io
+import os
+import sys
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
+
+import pytest  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+def example(name: str) -> str:
+    return os.path.join(EXAMPLES, name)
+
+
+def jax_saved_residuals(fn, spec_text, args, kwargs, declared=None) -> list[str]:
+    """What jax.ad_checkpoint.print_saved_residuals prints, captured now (the oracle)."""
+    import jax
+
+    from remat_tui.core import policies
+
+    spec = policies.parse(spec_text, declared)
+    if spec.kind != policies.AS_WRITTEN:
+        fn = jax.checkpoint(fn, policy=policies.build(spec, declared))
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        jax.ad_checkpoint.print_saved_residuals(fn, *args, **kwargs)
+    return buf.getvalue().splitlines()
+
+
+@pytest.fixture(scope="session")
+def notebook_targets():
+    import remat_tui
+
+    return remat_tui.load_targets(example("notebook.py"))
+
+
+@pytest.fixture(scope="session")
+def mlp_target():
+    import remat_tui
+
+    return remat_tui.load_targets(example("mlp.py"))["loss"]
+
+
+@pytest.fixture
+def write_target(tmp_path):
+    """Write a target file and return its path."""
+
+    def write(source: str, name: str = "target.py") -> str:
+        path = tmp_path / name
+        path.write_text(source)
+        return str(path)
+
+    return write
+
+
+@pytest.fixture
+def remat_tui_cmd():
+    """The installed console script, as a user runs it."""
+    exe = os.path.join(os.path.dirname(sys.executable), "remat-tui")
+    if not os.path.exists(exe):
+        pytest.fail(f"remat-tui is not installed next to {sys.executable}; "
+                    "install the package (pip install -e '.[test]')")
+    return exe
