@@ -89,7 +89,8 @@ def format_jaxpr(jaxpr: Jaxpr) -> tuple[str, list[list[EqnRef]]]:
     printed, so swapping them for references changes only the source map."""
     tagged = _Tagger().jaxpr(jaxpr, (), None)
     source_map: list[list[tuple[int, int, Any]]] = []
-    text = core.pp_toplevel_jaxpr(tagged).format(source_map=source_map)
+    # use_color=False: JAX colours its output when stdout is a terminal.
+    text = core.pp_toplevel_jaxpr(tagged).format(use_color=False, source_map=source_map)
     per_line = [[ref for _, _, ref in regions if isinstance(ref, EqnRef)]
                 for regions in source_map]
     return text, per_line

@@ -20,7 +20,7 @@ def what(r: Residual) -> str:
     if r.kind == "named":
         return f"name '{r.name}'"
     if r.kind == "argument":
-        return f"argument {r.argument}"
+        return r.argument or "argument"
     if r.kind in ("literal", "constant"):
         return r.kind
     return r.primitive or r.kind

@@ -1,0 +1,1 @@
+"""Provides the Textual app. Imported only when the TUI is launched."""

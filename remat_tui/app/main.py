@@ -1,0 +1,470 @@
+"""Provides the RematApp: panes, residual table, policies, names, device, export.
+
+Workers only call the core and post messages (app/messages.py); handlers here
+change state and widgets. Analyses are cached per (target, policy, device).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+
+from pygments.lexers import PythonLexer
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, OptionList, Static
+from textual.widgets.option_list import Option
+
+from remat_tui.app.codeview import CodeView
+from remat_tui.app.commands import RematCommands
+from remat_tui.app.lexer import JaxprLexer
+from remat_tui.app.messages import AnalysisFailed, AnalysisReady, LoadFailed, TargetsLoaded
+from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen
+from remat_tui.core import policies
+from remat_tui.errors import RematError
+from remat_tui.report.units import human_bytes, what, where
+
+NAME_STATES = ("recompute", "save", "offload")
+NAME_MARKS = {"recompute": "R", "save": "S", "offload": "O"}
+
+
+class RematApp(App):
+    """remat-tui: what autodiff saves, and what a policy changes."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "remat-tui"
+    COMMANDS = App.COMMANDS | {RematCommands}
+    BINDINGS = [
+        Binding("0", "policy(0)", "policy", key_display="0-9"),
+        *(Binding(str(i), f"policy({i})", show=False) for i in range(1, 10)),
+        Binding("space", "cycle_name", "cycle name"),
+        Binding("n", "focus_names", "names", show=False),
+        Binding("r", "focus_residuals", "residuals", show=False),
+        Binding("d", "pick_device", "device"),
+        Binding("e", "export", "export"),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("q", "quit", "quit"),
+    ]
+
+    def __init__(self, path: str, name: str | None = None, policy: str = "as_written",
+                 device: str | None = None, show_timings: bool = True):
+        super().__init__()
+        self.path = path
+        self.target_name = name
+        self.requested_policy = policy
+        self.device = device
+        self.show_timings = show_timings
+        self.target = None
+        self.devices: list[str] = []
+        self.policy_specs: list[str] = []
+        self.spec: policies.PolicySpec | None = None
+        self.name_states: dict[str, str] = {}
+        self.cache: dict[tuple, object] = {}
+        self.shown = None
+        self.request = 0
+        self.pending: tuple | None = None
+        self.pending_since = 0.0
+        self.sources: dict[str, list[str]] = {}
+        self.source_file: str | None = None
+
+    # ---- layout -------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"remat-tui  {self.path}  loading JAX…", id="title")
+        with Horizontal(id="body"):
+            with Vertical(id="sidebar"):
+                yield OptionList(id="policies")
+                yield OptionList(id="names")
+                yield Static("", id="device")
+            with Vertical(id="main"):
+                yield Static("", id="error")
+                with Horizontal(id="panes"):
+                    yield CodeView(JaxprLexer(), id="forward")
+                    yield CodeView(JaxprLexer(), id="backward")
+                with Horizontal(id="lower"):
+                    yield DataTable(id="residuals", cursor_type="row", zebra_stripes=True)
+                    yield CodeView(PythonLexer(), id="source")
+        yield Static("", id="snippet")
+        yield Static("Loading JAX… (the first import takes a few seconds)", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#policies").border_title = "Policies"
+        self.query_one("#names").border_title = "Names  (space cycles)"
+        self.query_one("#forward").border_title = "forward (vjp)"
+        self.query_one("#backward").border_title = "backward"
+        self.query_one("#residuals").border_title = "Residuals"
+        self.query_one("#source").border_title = "Source"
+        self.query_one("#error").display = False
+        table = self.query_one(DataTable)
+        table.add_columns("#", "aval", "bytes", "kind", "source", "what")
+        self.set_interval(0.1, self.tick)
+        self.load()
+
+    # ---- loading (JAX import and the target file, off the UI thread) --------------------
+
+    @work(thread=True, group="load", exit_on_error=False)
+    def load(self) -> None:
+        try:
+            import jax
+
+            from remat_tui.core.devices import device_label
+            from remat_tui.core.loading import load_targets
+
+            targets = load_targets(self.path)
+            self.post_message(TargetsLoaded(targets, [device_label(d) for d in jax.devices()]))
+        except RematError as exc:
+            self.post_message(LoadFailed(exc.message))
+        except Exception as exc:  # our bug: say so, keep the app alive
+            self.log.error(traceback.format_exc())
+            self.post_message(LoadFailed(f"internal error while loading: {exc!r}"))
+
+    @on(TargetsLoaded)
+    def targets_loaded(self, message: TargetsLoaded) -> None:
+        self.devices = message.devices
+        targets = message.targets
+        if self.device is None:
+            self.device = self.devices[0]
+        elif self.device not in self.devices and not self.device.isdigit():
+            self.show_error(f"unknown device {self.device!r}; using {self.devices[0]}. "
+                            f"Available: {', '.join(self.devices)}")
+            self.device = self.devices[0]
+        if self.target_name is not None and self.target_name not in targets:
+            self.show_error(f"no target named {self.target_name!r} in {self.path}; "
+                            f"targets: {', '.join(targets)}. Pick one.")
+            self.target_name = None
+        if self.target_name is None and len(targets) > 1:
+            self.push_screen(PickScreen(f"{self.path} has {len(targets)} targets: pick one",
+                                        list(targets)),
+                             lambda name: self.start(targets[name or next(iter(targets))]))
+        else:
+            self.start(targets[self.target_name or next(iter(targets))])
+
+    @on(LoadFailed)
+    def load_failed(self, message: LoadFailed) -> None:
+        self.query_one("#title", Static).update(f"remat-tui  {self.path}  (not loaded)")
+        self.query_one("#status", Static).update("Fix the file and start remat-tui again · q quits")
+        self.show_error(message.message)
+
+    def start(self, target) -> None:
+        self.target = target
+        self.policy_specs = policies.builtin_specs() + list(target.policies)
+        options = self.query_one("#policies", OptionList)
+        options.clear_options()
+        options.add_options([Option(self.policy_label(i, s, False), id=s)
+                             for i, s in enumerate(self.policy_specs)])
+        self.apply_policy(self.requested_policy)
+        self.query_one(DataTable).focus()
+
+    # ---- requests, the cache, and the worker ---------------------------------------------
+
+    def key(self, spec_text: str) -> tuple:
+        return (self.target.name, spec_text, self.device)
+
+    def apply_policy(self, text: str) -> None:
+        """Parse and show a policy: from the cache at once, or traced in the background."""
+        if self.target is None:
+            return
+        try:
+            spec = policies.parse(text, self.target.policies)
+        except RematError as exc:
+            self.show_error(exc.message)
+            return
+        self.spec = spec
+        self.name_states = self.states_from(spec)
+        key = self.key(spec.canonical)
+        self.request += 1
+        if key in self.cache:
+            self.pending = None
+            self.show(self.cache[key])
+        else:
+            self.pending, self.pending_since = key, time.monotonic()
+            self.analyse(self.request, key, spec)
+        self.refresh_sidebar()
+
+    @work(thread=True, group="analysis", exit_on_error=False)
+    def analyse(self, request: int, key: tuple, spec) -> None:
+        from remat_tui.core.analysis import Cancelled, analyze
+
+        try:
+            result = analyze(self.target, policy=spec, device=key[2],
+                             cancelled=lambda: request != self.request and key != self.key(
+                                 policies.AS_WRITTEN))
+        except Cancelled:
+            return
+        except RematError as exc:
+            self.post_message(AnalysisFailed(request, key, exc.message))
+            return
+        except Exception as exc:  # our bug: report it in place, keep the last good state
+            self.log.error(traceback.format_exc())
+            self.post_message(AnalysisFailed(request, key, f"internal error: {exc!r}"))
+            return
+        self.post_message(AnalysisReady(request, key, result))
+
+    @on(AnalysisReady)
+    def analysis_ready(self, message: AnalysisReady) -> None:
+        self.cache[message.key] = message.analysis
+        if message.request == self.request:
+            self.pending = None
+            self.show(message.analysis)
+        elif self.shown is not None and message.key == self.key(policies.AS_WRITTEN):
+            self.update_status(self.shown)  # the baseline for the % difference arrived
+
+    @on(AnalysisFailed)
+    def analysis_failed(self, message: AnalysisFailed) -> None:
+        if message.request == self.request:
+            self.pending = None
+            self.show_error(message.message)
+            if self.shown is not None:
+                self.update_status(self.shown)
+
+    def ensure_baseline(self) -> None:
+        """Trace as_written too (once per device): the status line compares with it."""
+        key = self.key(policies.AS_WRITTEN)
+        if key not in self.cache and self.pending is None:
+            self.analyse(-1, key, policies.parse(policies.AS_WRITTEN))
+
+    # ---- drawing an analysis -------------------------------------------------------------
+
+    def show(self, a) -> None:
+        self.shown = a
+        self.show_error(None)
+        for pane_id, view in (("#forward", a.forward), ("#backward", a.backward)):
+            pane = self.query_one(pane_id, CodeView)
+            marks = {line: "R" + str(rs[0] + 1) for line, rs in view.residual_lines.items()}
+            for line in view.recompute_lines:
+                marks.setdefault(line, "↻")
+            pane.set_lines(view.lines, marks, set(view.residual_lines), view.recompute_lines)
+        self.query_one("#backward").border_subtitle = (
+            f"↻ {a.backward.recompute_eqns} recomputed equations")
+        table = self.query_one(DataTable)
+        row = table.cursor_row
+        table.clear()
+        for i, r in enumerate(a.residuals, 1):
+            table.add_row(f"R{i}", r.aval, human_bytes(r.bytes), r.kind, where(r), what(r),
+                          key=str(i - 1))
+        table.border_title = f"Residuals  {len(a.residuals)} · {human_bytes(a.totals.bytes)}"
+        if a.residuals:
+            table.move_cursor(row=min(max(row, 0), len(a.residuals) - 1))
+            self.select_residual(table.cursor_row)
+        else:
+            self.select_residual(-1)
+        for w in a.warnings:
+            self.notify(w, title="policy warning", severity="warning", timeout=8)
+        self.update_title()
+        self.update_status(a)
+        self.refresh_sidebar()
+        self.ensure_baseline()
+
+    def select_residual(self, index: int) -> None:
+        a = self.shown
+        fwd = self.query_one("#forward", CodeView)
+        bwd = self.query_one("#backward", CodeView)
+        if a is None or not 0 <= index < len(a.residuals):
+            fwd.selected = bwd.selected = frozenset()
+            return
+        r = a.residuals[index]
+        fwd.selected = frozenset(r.forward_lines)
+        bwd.selected = frozenset(r.backward_lines)
+        if r.forward_lines:
+            fwd.show_line(r.forward_lines[0])
+        readers = [line for line in r.backward_lines if line not in set(r.backward_lines[:1])]
+        if readers or r.backward_lines:
+            bwd.show_line((readers or list(r.backward_lines))[0])
+        self.show_source(r.source.file if r.source else self.target.file,
+                         r.source.line - 1 if r.source else None)
+
+    def show_source(self, path: str | None, line: int | None) -> None:
+        pane = self.query_one("#source", CodeView)
+        if path and path != self.source_file:
+            if path not in self.sources:
+                try:
+                    with open(path, encoding="utf-8") as fh:
+                        self.sources[path] = fh.read().splitlines()
+                except OSError as exc:
+                    self.sources[path] = [f"# cannot read {path}: {exc.strerror}"]
+            marked = {r.source.line - 1 for r in self.shown.residuals
+                      if r.source and r.source.file == path} if self.shown else set()
+            pane.set_lines(self.sources[path], {i: "R" for i in marked}, marked)
+            pane.border_title = f"Source  {os.path.relpath(path)}"
+            self.source_file = path
+        elif self.shown is not None and path == self.source_file:
+            marked = {r.source.line - 1 for r in self.shown.residuals
+                      if r.source and r.source.file == path}
+            pane.marked = marked
+            pane.marks = {i: "R" for i in marked}
+        pane.selected = frozenset() if line is None else frozenset({line})
+        if line is not None:
+            pane.show_line(line)
+
+    @on(DataTable.RowHighlighted)
+    def row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.select_residual(event.cursor_row)
+
+    def update_title(self) -> None:
+        policy = self.spec.canonical if self.spec else "?"
+        name = f"{self.path}:{self.target.name}" if self.target else self.path
+        self.query_one("#title", Static).update(
+            f"[b]remat-tui[/b]  {name}  policy [b]{policy}[/b]  {self.device}")
+        self.query_one("#device", Static).update(f"Device  {self.device}  (d changes)")
+
+    def update_status(self, a) -> None:
+        self.query_one("#snippet", Static).update(a.python)
+        t = a.totals
+        parts = [f"{t.count} residuals", f"{human_bytes(t.device_bytes)} device"]
+        if t.host_bytes:
+            parts.append(f"{human_bytes(t.host_bytes)} host")
+        base = self.cache.get(self.key(policies.AS_WRITTEN))
+        if base is not None and a is not base and base.totals.bytes:
+            change = (t.bytes - base.totals.bytes) / base.totals.bytes
+            parts.append(f"{change:+.0%} vs as_written")
+        parts.append(f"{a.backward.recompute_eqns} recomputed eqns")
+        if self.show_timings:
+            parts.append(f"traced in {a.trace_seconds:.2f} s")
+        self.query_one("#status", Static).update(" · ".join(parts))
+
+    def tick(self) -> None:
+        """While a trace runs, say so and for how long; the UI keeps answering keys."""
+        if self.pending is None:
+            return
+        elapsed = time.monotonic() - self.pending_since
+        clock = f" {elapsed:.1f} s" if self.show_timings else ""
+        spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"[int(elapsed * 10) % 10] if self.show_timings else "…"
+        self.query_one("#status", Static).update(
+            f"{spinner} tracing {self.pending[1]} on {self.pending[2]}{clock}"
+            + ("  (showing the last result until then)" if self.shown else ""))
+
+    def show_error(self, message: str | None) -> None:
+        error = self.query_one("#error", Static)
+        error.display = message is not None
+        if message is not None:
+            error.update(f"[b]error:[/b] {message}\n[dim]still showing the last good "
+                         "analysis; change the policy or device to try again[/dim]")
+            error.markup = True
+
+    # ---- sidebar: policies and names -----------------------------------------------------
+
+    def states_from(self, spec) -> dict[str, str]:
+        """Name states when `spec` is a names policy; empty (shown as ·) otherwise,
+        since other policies do not decide by name."""
+        if spec.kind not in ("save_only_these_names", policies.OFFLOAD_NAMES):
+            return {}
+        states = {n: "recompute" for n in self.known_names()}
+        states.update({n: "save" for n in spec.names})
+        states.update({n: "offload" for n in spec.offloaded})
+        return states
+
+    @staticmethod
+    def policy_label(index: int, spec: str, current: bool) -> str:
+        key = str(index) if index < 10 else " "
+        short = spec if len(spec) <= 26 else spec[:25] + "…"
+        return f"{'▶' if current else ' '}{key} {short}"
+
+    def known_names(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for a in self.cache.values():
+            for n in a.names:
+                seen.setdefault(n.name)
+        return list(seen)
+
+    def refresh_sidebar(self) -> None:
+        options = self.query_one("#policies", OptionList)
+        current = self.spec.canonical if self.spec else None
+        for i, s in enumerate(self.policy_specs):
+            options.replace_option_prompt_at_index(i, self.policy_label(i, s, s == current))
+        names = self.query_one("#names", OptionList)
+        highlighted = names.highlighted
+        names.clear_options()
+        info = {n.name: n for n in (self.shown.names if self.shown else [])}
+        for n in self.known_names():
+            mark = NAME_MARKS[self.name_states.get(n, "recompute")] if self.name_states else "·"
+            size = f" {human_bytes(info[n].bytes)}" if n in info else ""
+            names.add_option(Option(f"{mark} {n}{size}", id=n))
+        if names.option_count:
+            names.highlighted = min(highlighted or 0, names.option_count - 1)
+
+    @on(OptionList.OptionSelected, "#policies")
+    def policy_chosen(self, event: OptionList.OptionSelected) -> None:
+        self.apply_policy(self.policy_specs[event.option_index])
+
+    @on(OptionList.OptionSelected, "#names")
+    def name_chosen(self, event: OptionList.OptionSelected) -> None:
+        self.cycle_name(event.option.id)
+
+    def cycle_name(self, name: str) -> None:
+        states = dict(self.name_states)
+        current = states.get(name, "recompute")
+        states[name] = NAME_STATES[(NAME_STATES.index(current) + 1) % len(NAME_STATES)]
+        saved = [n for n, s in states.items() if s == "save"]
+        offloaded = [n for n, s in states.items() if s == "offload"]
+        self.apply_policy(policies.names_policy(saved, offloaded).canonical)
+
+    # ---- actions -------------------------------------------------------------------------
+
+    def action_policy(self, index: int) -> None:
+        if index < len(self.policy_specs):
+            self.apply_policy(self.policy_specs[index])
+
+    def action_cycle_name(self) -> None:
+        names = self.query_one("#names", OptionList)
+        if names.highlighted is None or not names.option_count:
+            self.notify("this function defines no checkpoint_name", severity="warning")
+            return
+        self.cycle_name(names.get_option_at_index(names.highlighted).id)
+
+    def action_focus_names(self) -> None:
+        self.query_one("#names").focus()
+
+    def action_focus_residuals(self) -> None:
+        self.query_one(DataTable).focus()
+
+    def action_pick_device(self) -> None:
+        if not self.devices:
+            return
+
+        def chosen(device: str | None) -> None:
+            if device and device != self.device:
+                self.device = device
+                self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
+
+        self.push_screen(PickScreen("Device (analyses are cached per device)", self.devices,
+                                    self.device), chosen)
+
+    def action_export(self) -> None:
+        if self.shown is None:
+            self.notify("nothing to export yet", severity="warning")
+            return
+        stem = f"remat-{self.shown.target_name}"
+        self.push_screen(ExportScreen(stem), self.export_to)
+
+    def export_to(self, choice: tuple[str, str] | None) -> None:
+        from remat_tui.report import render
+        from remat_tui.report.write import write_atomic
+
+        if choice is None:
+            return
+        path, fmt = choice
+        try:
+            data = self.export_screenshot() if fmt == "svg" else render(self.shown, fmt)
+            written = write_atomic(path, data)
+        except RematError as exc:
+            self.notify(exc.message, title="export failed", severity="error", timeout=10)
+            return
+        self.notify(f"wrote {written}", title=f"exported {fmt}")
+
+    def action_help(self) -> None:
+        rows = [(b.key_display or b.key, b.description) for b in self.BINDINGS
+                if b.description and b.show]
+        rows += [("↑ ↓ / enter", "move in a list; select a residual row or a policy"),
+                 ("tab", "move between panes"), ("n / r", "focus names / residuals"),
+                 ("ctrl+p", "command palette: type any policy spec to apply it")]
+        self.push_screen(HelpScreen(rows))
+
+
+def run(path: str, name: str | None, policy: str = "as_written", device: str | None = None
+        ) -> int:
+    RematApp(path, name, policy=policy, device=device).run()
+    return 0

@@ -1,0 +1,105 @@
+"""Provides the modal screens: help, target and device pickers, export."""
+
+from __future__ import annotations
+
+import os
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static
+
+EXPORT_FORMATS = ("html", "md", "json", "svg")
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key, generated from the bindings so it cannot drift."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
+
+    def __init__(self, rows: list[tuple[str, str]]):
+        super().__init__()
+        self.rows = rows
+
+    def compose(self) -> ComposeResult:
+        width = max(len(k) for k, _ in self.rows)
+        body = "\n".join(f"[b]{k:>{width}}[/b]  {d}" for k, d in self.rows)
+        with Vertical(id="dialog"):
+            yield Label("[b]remat-tui keys[/b]")
+            yield Static(body, markup=True)
+            yield Label("[dim]escape closes · ctrl+p opens the command palette[/dim]")
+
+
+class PickScreen(ModalScreen[str | None]):
+    """Choose one of several strings (a target, a device)."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+
+    def __init__(self, title: str, choices: list[str], current: str | None = None):
+        super().__init__()
+        self.title_text = title
+        self.choices = choices
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(f"[b]{self.title_text}[/b]")
+            yield OptionList(*self.choices, id="choices")
+
+    def on_mount(self) -> None:
+        options = self.query_one(OptionList)
+        if self.current in self.choices:
+            options.highlighted = self.choices.index(self.current)
+        options.focus()
+
+    @on(OptionList.OptionSelected)
+    def chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.choices[event.option_index])
+
+
+class ExportScreen(ModalScreen[tuple[str, str] | None]):
+    """Path and format for an export; returns (path, format)."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+
+    def __init__(self, default_stem: str):
+        super().__init__()
+        self.default_stem = default_stem
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label("[b]Export[/b]  (written atomically; an existing file is replaced)")
+            yield Input(value=f"{self.default_stem}.html", id="path")
+            with RadioSet(id="format"):
+                for i, fmt in enumerate(EXPORT_FORMATS):
+                    label = "svg (screenshot)" if fmt == "svg" else fmt
+                    yield RadioButton(label, value=i == 0, name=fmt)
+            yield Static("", id="export-error")
+            with Horizontal(id="buttons"):
+                yield Button("Export", variant="primary", id="export")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#path", Input).focus()
+
+    @on(RadioSet.Changed)
+    def format_changed(self, event: RadioSet.Changed) -> None:
+        path_input = self.query_one("#path", Input)
+        stem, _ = os.path.splitext(path_input.value)
+        path_input.value = f"{stem}.{event.pressed.name}"
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#export")
+    def export(self) -> None:
+        path = self.query_one("#path", Input).value.strip()
+        pressed = self.query_one(RadioSet).pressed_button
+        if not path:
+            self.query_one("#export-error", Static).update("[red]give a file path[/red]")
+            return
+        self.dismiss((path, pressed.name if pressed else "html"))
+
+    @on(Button.Pressed, "#cancel")
+    def cancel(self) -> None:
+        self.dismiss(None)
