@@ -62,10 +62,14 @@ class CodeView(ScrollView, can_focus=True):
         self.refresh()
 
     def show_line(self, line: int) -> None:
-        """Scroll so `line` is in view, about a third from the top."""
+        """Scroll so `line` is in view, about a third from the top. Deferred until
+        after the next refresh, when the pane's height is known."""
+        self.call_after_refresh(self._scroll_to_line, line)
+
+    def _scroll_to_line(self, line: int) -> None:
         if 0 <= line < len(self.lines):
             top = max(0, line - self.scrollable_content_region.height // 3)
-            self.scroll_to(y=top, animate=False)
+            self.scroll_to(y=top, animate=False, immediate=True)
 
     def watch_selected(self) -> None:
         self.refresh()
