@@ -34,6 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def fresh(fn, spec, declared):
     def wrapper(*a, **kw):
         return fn(*a, **kw)
+
     if spec.kind == policies.AS_WRITTEN:
         return wrapper
     return jax.checkpoint(wrapper, policy=policies.build(spec, declared))
@@ -51,7 +52,7 @@ def floor(fn, args, kwargs):
     cts, ct_tree = tree_flatten(out)
 
     def backward(*x):
-        return tree_unflatten(res_tree, x[:len(res)])(tree_unflatten(ct_tree, x[len(res):]))
+        return tree_unflatten(res_tree, x[: len(res)])(tree_unflatten(ct_tree, x[len(res) :]))
 
     bwd = jax.make_jaxpr(backward)(*res, *cts)
     return len(str(closed.jaxpr)) + len(str(bwd.jaxpr))
@@ -75,12 +76,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     opts = parser.parse_args()
     target = loading.load_targets(os.path.join(HERE, "..", "examples", "transformer.py"))[
-        opts.target]
+        opts.target
+    ]
     args, kwargs = loading.resolve_arguments(target)
     spec = policies.parse(opts.policy, target.policies)
-    sides = {"floor": lambda f: floor(f, args, kwargs),
-             "remat-tui": lambda f: ours(f, args, kwargs, target),
-             "notebook": lambda f: notebook_way(f, args, kwargs)}
+    sides = {
+        "floor": lambda f: floor(f, args, kwargs),
+        "remat-tui": lambda f: ours(f, args, kwargs, target),
+        "notebook": lambda f: notebook_way(f, args, kwargs),
+    }
     times: dict[str, list[float]] = {k: [] for k in sides}
     ours(fresh(target.fn, spec, target.policies), args, kwargs, target)  # warm imports
     for i in range(opts.repeat):
@@ -90,8 +94,11 @@ def main() -> None:
             start = time.perf_counter()
             run(f)
             times[name].append(time.perf_counter() - start)
-        print(f"  round {i + 1}/{opts.repeat}: " + ", ".join(
-            f"{k} {v[-1]:.2f}s" for k, v in times.items()), file=sys.stderr)
+        print(
+            f"  round {i + 1}/{opts.repeat}: "
+            + ", ".join(f"{k} {v[-1]:.2f}s" for k, v in times.items()),
+            file=sys.stderr,
+        )
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"target {opts.target}, policy {spec.canonical}, median of {opts.repeat}")
     for k, v in med.items():

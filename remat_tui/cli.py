@@ -17,22 +17,34 @@ REPORT_FORMATS = ("json", "md", "html", "text")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", metavar="FILE[:NAME]",
-                        help="a Python file registering targets with @remat_tui.target; "
-                             ":NAME picks one when it has several")
-    parser.add_argument("--policy", default="as_written", metavar="SPEC",
-                        help="a jax.checkpoint policy, written as after "
-                             "jax.checkpoint_policies. (default: as_written, no checkpoint)")
-    parser.add_argument("--device", default=None, metavar="D",
-                        help="device to analyse on, e.g. cpu:1 (default: JAX's default)")
+    parser.add_argument(
+        "target",
+        metavar="FILE[:NAME]",
+        help="a Python file registering targets with @remat_tui.target; "
+        ":NAME picks one when it has several",
+    )
+    parser.add_argument(
+        "--policy",
+        default="as_written",
+        metavar="SPEC",
+        help="a jax.checkpoint policy, written as after "
+        "jax.checkpoint_policies. (default: as_written, no checkpoint)",
+    )
+    parser.add_argument(
+        "--device",
+        default=None,
+        metavar="D",
+        help="device to analyse on, e.g. cpu:1 (default: JAX's default)",
+    )
 
 
 def app_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="remat-tui",
         description="See what JAX autodiff saves for the backward pass and what "
-                    "jax.checkpoint policies change. `remat-tui report --help` for the "
-                    "headless report.")
+        "jax.checkpoint policies change. `remat-tui report --help` for the "
+        "headless report.",
+    )
     parser.add_argument("--version", action="version", version=f"remat-tui {__version__}")
     _common(parser)
     return parser
@@ -42,12 +54,18 @@ def report_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="remat-tui report",
         description="Print the saved residuals, both jaxprs and totals of one target "
-                    "under one policy.")
+        "under one policy.",
+    )
     _common(parser)
-    parser.add_argument("--format", choices=REPORT_FORMATS, default="text",
-                        help="report format (default: text)")
-    parser.add_argument("-o", "--output", metavar="PATH",
-                        help="write to PATH (atomically) instead of standard output")
+    parser.add_argument(
+        "--format", choices=REPORT_FORMATS, default="text", help="report format (default: text)"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="write to PATH (atomically) instead of standard output",
+    )
     return parser
 
 

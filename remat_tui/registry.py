@@ -6,8 +6,9 @@ jax, and that import must stay instant.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 # The loader sets this to a fresh list while it imports a target file, so
 # registrations land with the file being loaded; outside the loader the
@@ -32,8 +33,12 @@ class Target:
         return f"{self.file}:{self.name}" if self.file else self.name
 
 
-def target(args: Any = (), kwargs: Any = None, name: str | None = None,
-           policies: dict[str, Callable] | None = None) -> Callable[[Callable], Callable]:
+def target(
+    args: Any = (),
+    kwargs: Any = None,
+    name: str | None = None,
+    policies: dict[str, Callable] | None = None,
+) -> Callable[[Callable], Callable]:
     """Register the decorated callable as a target; returns it unchanged.
 
     `args` is a tuple or a zero-argument callable returning one; `kwargs` a dict
@@ -44,11 +49,15 @@ def target(args: Any = (), kwargs: Any = None, name: str | None = None,
     def register(fn: Callable) -> Callable:
         target_name = name or getattr(fn, "__name__", None)
         if not target_name or target_name == "<lambda>":
-            raise TypeError("remat_tui.target: this callable has no usable __name__; "
-                            "pass name='...'")
+            raise TypeError(
+                "remat_tui.target: this callable has no usable __name__; pass name='...'"
+            )
         if _collector is not None:
-            _collector.append(Target(fn=fn, name=target_name, args=args, kwargs=kwargs,
-                                     policies=dict(policies or {})))
+            _collector.append(
+                Target(
+                    fn=fn, name=target_name, args=args, kwargs=kwargs, policies=dict(policies or {})
+                )
+            )
         return fn
 
     return register

@@ -8,7 +8,7 @@ import sys
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
-import pytest  # noqa: E402
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -64,6 +64,8 @@ def remat_tui_cmd():
     """The installed console script, as a user runs it."""
     exe = os.path.join(os.path.dirname(sys.executable), "remat-tui")
     if not os.path.exists(exe):
-        pytest.fail(f"remat-tui is not installed next to {sys.executable}; "
-                    "install the package (pip install -e '.[test]')")
+        pytest.fail(
+            f"remat-tui is not installed next to {sys.executable}; "
+            "install the package (pip install -e '.[test]')"
+        )
     return exe

@@ -14,9 +14,16 @@ def binders(line: str) -> list[str]:
     return re.findall(r"([A-Za-z_]\w*):\S+", line.split(" = ")[0])
 
 
-@pytest.mark.parametrize("policy", ["as_written", "nothing_saveable", "dots_saveable",
-                                    "save_and_offload_only_these_names(names_which_can_be"
-                                    "_saved=['a'], names_which_can_be_offloaded=['b'])"])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        "as_written",
+        "nothing_saveable",
+        "dots_saveable",
+        "save_and_offload_only_these_names(names_which_can_be"
+        "_saved=['a'], names_which_can_be_offloaded=['b'])",
+    ],
+)
 def test_forward_lines_define_the_residual_variable(notebook_targets, policy):
     a = remat_tui.analyze(notebook_targets["loss"], policy=policy)
     assert a.residuals
@@ -77,15 +84,17 @@ def test_names_are_found_everywhere_including_scan():
     targets = remat_tui.load_targets(__import__("conftest").example("transformer.py"))
     a = remat_tui.analyze(targets["scanned"], policy="nothing_saveable")
     names = {n.name: n for n in a.names}
-    assert set(names) == {"query_proj", "key_proj", "value_proj", "attention_out",
-                          "mlp_hidden"}
+    assert set(names) == {"query_proj", "key_proj", "value_proj", "attention_out", "mlp_hidden"}
     assert names["mlp_hidden"].avals == ("f32[1,128,2048]",)
     assert names["mlp_hidden"].bytes == 128 * 2048 * 4
 
 
 def test_totals_add_up(notebook_targets):
-    a = remat_tui.analyze(notebook_targets["loss"], policy="save_and_offload_only_these_names("
-                          "names_which_can_be_saved=['a'], names_which_can_be_offloaded=['b'])")
+    a = remat_tui.analyze(
+        notebook_targets["loss"],
+        policy="save_and_offload_only_these_names("
+        "names_which_can_be_saved=['a'], names_which_can_be_offloaded=['b'])",
+    )
     t = a.totals
     assert t.bytes == sum(r.bytes for r in a.residuals) == t.device_bytes + t.host_bytes
     host = [r for r in a.residuals if r.memory == "host"]
@@ -112,16 +121,41 @@ def test_plain_callable_and_device_choice():
 
 def test_json_object_follows_contract_3(notebook_targets):
     d = remat_tui.analyze(notebook_targets["f4"]).to_dict()
-    assert set(d) == {"schema", "tool", "jax_version", "target", "device", "policy",
-                      "residuals", "totals", "jaxprs"}
+    assert set(d) == {
+        "schema",
+        "tool",
+        "jax_version",
+        "target",
+        "device",
+        "policy",
+        "residuals",
+        "totals",
+        "jaxprs",
+    }
     assert d["schema"] == 1 and d["jax_version"] == jax.__version__
-    assert set(d["residuals"][0]) == {"text", "aval", "shape", "dtype", "bytes", "memory",
-                                      "kind", "primitive", "name", "argument", "source"}
+    assert set(d["residuals"][0]) == {
+        "text",
+        "aval",
+        "shape",
+        "dtype",
+        "bytes",
+        "memory",
+        "kind",
+        "primitive",
+        "name",
+        "argument",
+        "source",
+    }
     named = [r for r in d["residuals"] if r["kind"] == "named"]
     assert named and named[0]["name"] == "a"
     assert set(named[0]["source"]) == {"file", "line", "column", "function"}
-    assert set(d["totals"]) == {"count", "bytes", "bytes_excluding_arguments",
-                                "device_bytes", "host_bytes"}
+    assert set(d["totals"]) == {
+        "count",
+        "bytes",
+        "bytes_excluding_arguments",
+        "device_bytes",
+        "host_bytes",
+    }
 
 
 def test_integer_only_inputs_are_refused():

@@ -4,8 +4,8 @@ import json
 import os
 
 import pytest
-
 from conftest import ROOT, example, jax_saved_residuals
+
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.main import RematApp
 from remat_tui.app.messages import AnalysisReady
@@ -19,8 +19,11 @@ async def settle(app, pilot):
     for _ in range(600):
         await app.workers.wait_for_complete()
         await pilot.pause()
-        if app.target is not None and app.pending is None and not any(
-                w.is_running for w in app.workers):
+        if (
+            app.target is not None
+            and app.pending is None
+            and not any(w.is_running for w in app.workers)
+        ):
             return
         if app.query_one("#error").display and app.target is None:
             return
@@ -28,10 +31,9 @@ async def settle(app, pilot):
 
 
 def table_avals(app):
-    from textual.widgets import DataTable
+    from remat_tui.app.residual_table import ResidualTable
 
-    table = app.query_one(DataTable)
-    return [table.get_row_at(i)[1] for i in range(table.row_count)]
+    return [row[1] for row in app.query_one(ResidualTable).rows]
 
 
 def assert_shows_jax_residuals(app, spec):
@@ -71,8 +73,10 @@ async def test_cycle_names_composes_the_policy():
         await pilot.press("space")  # layer1: save -> offload
         await settle(app, pilot)
         spec = app.shown.policy
-        assert spec.startswith("save_and_offload_only_these_names(names_which_can_be_saved=[], "
-                               "names_which_can_be_offloaded=['layer1']")
+        assert spec.startswith(
+            "save_and_offload_only_these_names(names_which_can_be_saved=[], "
+            "names_which_can_be_offloaded=['layer1']"
+        )
         assert_shows_jax_residuals(app, spec)
         assert any(r.memory == "host" for r in app.shown.residuals)
         snippet = str(app.query_one("#snippet").render())
@@ -167,7 +171,8 @@ async def test_export(tmp_path, fmt):
     text = out.read_text()
     if fmt == "json":
         assert [r["text"] for r in json.loads(text)["residuals"]] == [
-            r.text for r in app.shown.residuals]
+            r.text for r in app.shown.residuals
+        ]
     elif fmt == "html":
         assert text.startswith("<!DOCTYPE html>") and app.shown.residuals[-1].aval in text
     elif fmt == "md":

@@ -5,19 +5,26 @@ import os
 import subprocess
 
 import pytest
-
 from conftest import example, jax_saved_residuals
 
 
 def run(cmd, *args, cwd=None):
     env = dict(os.environ)
-    return subprocess.run([cmd, *args], capture_output=True, text=True, timeout=300,
-                          cwd=cwd, env=env)
+    return subprocess.run(
+        [cmd, *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
+    )
 
 
 def test_report_json_matches_jax(remat_tui_cmd, notebook_targets):
-    proc = run(remat_tui_cmd, "report", example("notebook.py") + ":f", "--policy",
-               "dots_saveable", "--format", "json")
+    proc = run(
+        remat_tui_cmd,
+        "report",
+        example("notebook.py") + ":f",
+        "--policy",
+        "dots_saveable",
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     from remat_tui.core.loading import resolve_arguments
@@ -40,8 +47,9 @@ def test_report_to_file(remat_tui_cmd, tmp_path):
 def test_python_dash_m(tmp_path):
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "remat_tui", "--version"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "remat_tui", "--version"], capture_output=True, text=True
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("remat-tui ")
 
 
@@ -50,29 +58,38 @@ BAD_FILES = {
     "raises.py": "raise RuntimeError('no GPU configured')\n",
     "empty.py": "x = 1\n",
     "badargs.py": "import remat_tui\n@remat_tui.target(args=lambda: 1 / 0)\n"
-                  "def f(x):\n    return x\n",
+    "def f(x):\n    return x\n",
     "ints.py": "import remat_tui, jax.numpy as jnp\n"
-               "@remat_tui.target(args=lambda: (jnp.arange(3),))\ndef f(x):\n    return x * 2\n",
+    "@remat_tui.target(args=lambda: (jnp.arange(3),))\ndef f(x):\n    return x * 2\n",
     "strout.py": "import remat_tui, jax.numpy as jnp\n"
-                 "@remat_tui.target(args=lambda: (jnp.ones(3),))\ndef f(x):\n    return 'hi'\n",
+    "@remat_tui.target(args=lambda: (jnp.ones(3),))\ndef f(x):\n    return 'hi'\n",
 }
 
 
-@pytest.mark.parametrize("case,args,fragment", [
-    ("missing", ["/no/such/model.py"], "no such file"),
-    ("syntax", ["syntax.py"], "syntax error at line 1"),
-    ("raises", ["raises.py"], "RuntimeError: no GPU configured"),
-    ("empty", ["empty.py"], "registers no targets"),
-    ("name", [example("mlp.py") + ":nope"], "no target named 'nope'"),
-    ("badargs", ["badargs.py"], "ZeroDivisionError"),
-    ("ints", ["ints.py"], "no argument is a floating-point array"),
-    ("strout", ["strout.py"], "returned a str, not an array"),
-    ("policy", [example("mlp.py"), "--policy", "sometimes_saveable"],
-     "unknown policy 'sometimes_saveable'"),
-    ("spec", [example("mlp.py"), "--policy", "save_only_these_names(layer1)"],
-     "expected a quoted name"),
-    ("device", [example("mlp.py"), "--device", "gpu:0"], "unknown device 'gpu:0'"),
-])
+@pytest.mark.parametrize(
+    "case,args,fragment",
+    [
+        ("missing", ["/no/such/model.py"], "no such file"),
+        ("syntax", ["syntax.py"], "syntax error at line 1"),
+        ("raises", ["raises.py"], "RuntimeError: no GPU configured"),
+        ("empty", ["empty.py"], "registers no targets"),
+        ("name", [example("mlp.py") + ":nope"], "no target named 'nope'"),
+        ("badargs", ["badargs.py"], "ZeroDivisionError"),
+        ("ints", ["ints.py"], "no argument is a floating-point array"),
+        ("strout", ["strout.py"], "returned a str, not an array"),
+        (
+            "policy",
+            [example("mlp.py"), "--policy", "sometimes_saveable"],
+            "unknown policy 'sometimes_saveable'",
+        ),
+        (
+            "spec",
+            [example("mlp.py"), "--policy", "save_only_these_names(layer1)"],
+            "expected a quoted name",
+        ),
+        ("device", [example("mlp.py"), "--device", "gpu:0"], "unknown device 'gpu:0'"),
+    ],
+)
 def test_bad_input_exits_2_with_one_clear_message(remat_tui_cmd, tmp_path, case, args, fragment):
     for name, source in BAD_FILES.items():
         (tmp_path / name).write_text(source)
@@ -84,7 +101,14 @@ def test_bad_input_exits_2_with_one_clear_message(remat_tui_cmd, tmp_path, case,
 
 
 def test_unknown_name_in_spec_warns(remat_tui_cmd):
-    proc = run(remat_tui_cmd, "report", example("mlp.py"), "--policy",
-               "save_only_these_names('layer9')", "--format", "json")
+    proc = run(
+        remat_tui_cmd,
+        "report",
+        example("mlp.py"),
+        "--policy",
+        "save_only_these_names('layer9')",
+        "--format",
+        "json",
+    )
     assert proc.returncode == 0
     assert "warning: the function defines no checkpoint_name 'layer9'" in proc.stderr

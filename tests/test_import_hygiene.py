@@ -6,14 +6,16 @@ import sys
 
 def modules_after(statement: str) -> set[str]:
     code = f"{statement}\nimport sys\nprint('\\n'.join(sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     return {m.split(".")[0] for m in out.split()}
 
 
 def test_core_imports_no_textual_or_rich():
-    loaded = modules_after("import remat_tui.core.analysis, remat_tui.core.loading, "
-                           "remat_tui.core.policies")
+    loaded = modules_after(
+        "import remat_tui.core.analysis, remat_tui.core.loading, remat_tui.core.policies"
+    )
     assert "jax" in loaded
     assert "textual" not in loaded and "rich" not in loaded
 
@@ -33,6 +35,7 @@ def test_one_jax_private_touch_point():
     import remat_tui
 
     root = pathlib.Path(remat_tui.__file__).parent
-    users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
-                   if "jax._src" in p.read_text())
+    users = sorted(
+        str(p.relative_to(root)) for p in root.rglob("*.py") if "jax._src" in p.read_text()
+    )
     assert users == ["core/jax_internals.py"]

@@ -31,6 +31,7 @@ def test_load_collects_targets_in_order_with_arguments(write_target):
 def test_target_returns_the_callable_unchanged():
     def f(x):
         return x
+
     assert remat_tui.target(args=())(f) is f
 
 
@@ -45,18 +46,25 @@ def test_file_name_selection(write_target):
 
 def test_target_file_can_import_its_neighbours(write_target):
     write_target("def helper(x):\n    return x * 2\n", name="helpers.py")
-    path = write_target("import remat_tui, jax.numpy as jnp\nfrom helpers import helper\n"
-                        "@remat_tui.target(args=lambda: (jnp.ones(2),))\n"
-                        "def f(x):\n    return helper(x)\n")
+    path = write_target(
+        "import remat_tui, jax.numpy as jnp\nfrom helpers import helper\n"
+        "@remat_tui.target(args=lambda: (jnp.ones(2),))\n"
+        "def f(x):\n    return helper(x)\n"
+    )
     assert list(remat_tui.load_targets(path)) == ["f"]
 
 
-@pytest.mark.parametrize("source,fragments", [
-    ("def f(:\n", ["syntax error at line 1"]),
-    ("import remat_tui\n\ndef boom():\n    raise ValueError('bad config')\n\nboom()\n",
-     ["importing the file raised", "ValueError: bad config", "line 4, in boom"]),
-    ("x = 1\n", ["registers no targets"]),
-])
+@pytest.mark.parametrize(
+    "source,fragments",
+    [
+        ("def f(:\n", ["syntax error at line 1"]),
+        (
+            "import remat_tui\n\ndef boom():\n    raise ValueError('bad config')\n\nboom()\n",
+            ["importing the file raised", "ValueError: bad config", "line 4, in boom"],
+        ),
+        ("x = 1\n", ["registers no targets"]),
+    ],
+)
 def test_broken_files_get_one_clear_message(write_target, source, fragments):
     with pytest.raises(RematError) as err:
         remat_tui.load_targets(write_target(source))
@@ -71,8 +79,10 @@ def test_missing_file():
 
 
 def test_args_factory_that_raises_shows_the_users_frame(write_target):
-    path = write_target("import remat_tui\n\ndef make():\n    return 1 / 0\n\n"
-                        "@remat_tui.target(args=make)\ndef f(x):\n    return x\n")
+    path = write_target(
+        "import remat_tui\n\ndef make():\n    return 1 / 0\n\n"
+        "@remat_tui.target(args=make)\ndef f(x):\n    return x\n"
+    )
     target = remat_tui.load_targets(path)["f"]
     with pytest.raises(RematError) as err:
         loading.resolve_arguments(target)
@@ -81,15 +91,18 @@ def test_args_factory_that_raises_shows_the_users_frame(write_target):
 
 
 def test_args_of_the_wrong_type(write_target):
-    path = write_target("import remat_tui\n@remat_tui.target(args=lambda: 3)\n"
-                        "def f(x):\n    return x\n")
+    path = write_target(
+        "import remat_tui\n@remat_tui.target(args=lambda: 3)\ndef f(x):\n    return x\n"
+    )
     with pytest.raises(RematError, match="args must be a tuple"):
         loading.resolve_arguments(remat_tui.load_targets(path)["f"])
 
 
 def test_duplicate_names(write_target):
-    path = write_target("import remat_tui\n@remat_tui.target()\ndef f():\n    pass\n"
-                        "g = remat_tui.target(name='f')(lambda: 0)\n")
+    path = write_target(
+        "import remat_tui\n@remat_tui.target()\ndef f():\n    pass\n"
+        "g = remat_tui.target(name='f')(lambda: 0)\n"
+    )
     with pytest.raises(RematError, match="two targets are named 'f'"):
         remat_tui.load_targets(path)
 

@@ -2,22 +2,30 @@
 residual list (order and text) equals what print_saved_residuals prints now."""
 
 import pytest
-
 from conftest import example, jax_saved_residuals
+
 from remat_tui.core import loading, policies
 
 NAME_SPECS = {
-    "notebook.py": ["save_only_these_names('a')", "save_any_names_but_these('a')",
-                    "save_and_offload_only_these_names(names_which_can_be_saved=['a'], "
-                    "names_which_can_be_offloaded=['b'])",
-                    "save_from_both_policies(dots_saveable, save_only_these_names('b'))",
-                    "save_anything_except_these_names('a')"],
-    "mlp.py": ["save_only_these_names('layer1')", "save_any_names_but_these('layer0')",
-               "save_and_offload_only_these_names(names_which_can_be_saved=['layer0'], "
-               "names_which_can_be_offloaded=['layer2'])"],
-    "transformer.py": ["save_only_these_names('query_proj', 'key_proj', 'value_proj')",
-                       "save_and_offload_only_these_names(names_which_can_be_saved="
-                       "['mlp_hidden'], names_which_can_be_offloaded=['attention_out'])"],
+    "notebook.py": [
+        "save_only_these_names('a')",
+        "save_any_names_but_these('a')",
+        "save_and_offload_only_these_names(names_which_can_be_saved=['a'], "
+        "names_which_can_be_offloaded=['b'])",
+        "save_from_both_policies(dots_saveable, save_only_these_names('b'))",
+        "save_anything_except_these_names('a')",
+    ],
+    "mlp.py": [
+        "save_only_these_names('layer1')",
+        "save_any_names_but_these('layer0')",
+        "save_and_offload_only_these_names(names_which_can_be_saved=['layer0'], "
+        "names_which_can_be_offloaded=['layer2'])",
+    ],
+    "transformer.py": [
+        "save_only_these_names('query_proj', 'key_proj', 'value_proj')",
+        "save_and_offload_only_these_names(names_which_can_be_saved="
+        "['mlp_hidden'], names_which_can_be_offloaded=['attention_out'])",
+    ],
 }
 
 

@@ -9,23 +9,32 @@ from remat_tui.errors import RematError
 CP = jax.checkpoint_policies
 
 
-@pytest.mark.parametrize("text,canonical", [
-    ("as_written", "as_written"),
-    ("everything_saveable", "everything_saveable"),
-    ("checkpoint_dots", "dots_saveable"),
-    ("checkpoint_dots_with_no_batch_dims", "dots_with_no_batch_dims_saveable"),
-    ("jax.checkpoint_policies.nothing_saveable", "nothing_saveable"),
-    ('save_only_these_names("b", "a", "b")', "save_only_these_names('a', 'b')"),
-    ("save_any_names_but_these('x')", "save_any_names_but_these('x')"),
-    ("offload_dot_with_no_batch_dims(offload_src='device', offload_dst='pinned_host')",
-     "offload_dot_with_no_batch_dims('device', 'pinned_host')"),
-    ("save_and_offload_only_these_names(names_which_can_be_offloaded=('b',), "
-     "names_which_can_be_saved=['a'])",
-     "save_and_offload_only_these_names(names_which_can_be_saved=['a'], "
-     "names_which_can_be_offloaded=['b'], offload_src='device', offload_dst='pinned_host')"),
-    ("save_from_both_policies(checkpoint_dots, save_only_these_names('a'))",
-     "save_from_both_policies(dots_saveable, save_only_these_names('a'))"),
-])
+@pytest.mark.parametrize(
+    "text,canonical",
+    [
+        ("as_written", "as_written"),
+        ("everything_saveable", "everything_saveable"),
+        ("checkpoint_dots", "dots_saveable"),
+        ("checkpoint_dots_with_no_batch_dims", "dots_with_no_batch_dims_saveable"),
+        ("jax.checkpoint_policies.nothing_saveable", "nothing_saveable"),
+        ('save_only_these_names("b", "a", "b")', "save_only_these_names('a', 'b')"),
+        ("save_any_names_but_these('x')", "save_any_names_but_these('x')"),
+        (
+            "offload_dot_with_no_batch_dims(offload_src='device', offload_dst='pinned_host')",
+            "offload_dot_with_no_batch_dims('device', 'pinned_host')",
+        ),
+        (
+            "save_and_offload_only_these_names(names_which_can_be_offloaded=('b',), "
+            "names_which_can_be_saved=['a'])",
+            "save_and_offload_only_these_names(names_which_can_be_saved=['a'], "
+            "names_which_can_be_offloaded=['b'], offload_src='device', offload_dst='pinned_host')",
+        ),
+        (
+            "save_from_both_policies(checkpoint_dots, save_only_these_names('a'))",
+            "save_from_both_policies(dots_saveable, save_only_these_names('a'))",
+        ),
+    ],
+)
 def test_canonical_spelling_round_trips(text, canonical):
     spec = policies.parse(text)
     assert spec.canonical == canonical
@@ -50,8 +59,9 @@ def test_built_name_policies_behave_like_jax():
 def test_python_snippet_is_the_code_a_user_pastes(mlp_target):
     spec = policies.parse("save_only_these_names('layer1')")
     snippet = spec.python("loss")
-    assert snippet == ("jax.checkpoint(loss, policy=jax.checkpoint_policies."
-                       "save_only_these_names('layer1'))")
+    assert snippet == (
+        "jax.checkpoint(loss, policy=jax.checkpoint_policies.save_only_these_names('layer1'))"
+    )
     namespace = {"jax": jax, "loss": mlp_target.fn}
     checkpointed = eval(snippet, namespace)  # the snippet must really run
     assert callable(checkpointed)
@@ -65,22 +75,28 @@ def test_declared_policies_resolve_by_name(notebook_targets):
     assert spec.python("loss") == "jax.checkpoint(loss, policy=save_a_and_dots)"
 
 
-@pytest.mark.parametrize("text,fragment", [
-    ("", "empty policy spec"),
-    ("nope", "unknown policy 'nope'"),
-    ("dots_saveable(", "was never closed"),
-    ("dots_saveable()", "takes no arguments"),
-    ("save_only_these_names", "needs arguments"),
-    ("save_only_these_names(1)", "column 23"),
-    ("save_only_these_names(x='a')", "positional arguments only"),
-    ("save_and_offload_only_these_names(['a'])", "keyword arguments only"),
-    ("save_and_offload_only_these_names(names_which_can_be_saved=['a'], "
-     "names_which_can_be_offloaded=['a'])", "both saved and offloaded"),
-    ("offload_dot_with_no_batch_dims('device', 'gpu_mem')", "memory kind 'gpu_mem'"),
-    ("save_from_both_policies(dots_saveable)", "exactly two policies"),
-    ("__import__('os')", "unknown policy '__import__'"),
-    ("os.system('x')", "expected a policy name or call"),
-])
+@pytest.mark.parametrize(
+    "text,fragment",
+    [
+        ("", "empty policy spec"),
+        ("nope", "unknown policy 'nope'"),
+        ("dots_saveable(", "was never closed"),
+        ("dots_saveable()", "takes no arguments"),
+        ("save_only_these_names", "needs arguments"),
+        ("save_only_these_names(1)", "column 23"),
+        ("save_only_these_names(x='a')", "positional arguments only"),
+        ("save_and_offload_only_these_names(['a'])", "keyword arguments only"),
+        (
+            "save_and_offload_only_these_names(names_which_can_be_saved=['a'], "
+            "names_which_can_be_offloaded=['a'])",
+            "both saved and offloaded",
+        ),
+        ("offload_dot_with_no_batch_dims('device', 'gpu_mem')", "memory kind 'gpu_mem'"),
+        ("save_from_both_policies(dots_saveable)", "exactly two policies"),
+        ("__import__('os')", "unknown policy '__import__'"),
+        ("os.system('x')", "expected a policy name or call"),
+    ],
+)
 def test_bad_specs_say_what_was_expected_and_where(text, fragment):
     with pytest.raises(RematError) as err:
         policies.parse(text)

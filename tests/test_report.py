@@ -7,21 +7,26 @@ from html.parser import HTMLParser
 
 import jax
 import pytest
+from conftest import ROOT
 
 import remat_tui
-from conftest import ROOT
 from remat_tui.report import render
 from remat_tui.report.write import write_atomic
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
-POLICY = "save_and_offload_only_these_names(names_which_can_be_saved=['a'], " \
-         "names_which_can_be_offloaded=['b'])"
+POLICY = (
+    "save_and_offload_only_these_names(names_which_can_be_saved=['a'], "
+    "names_which_can_be_offloaded=['b'])"
+)
 
 
 def normalise(text: str) -> str:
     """Machine-specific parts (checkout path, versions) replaced by placeholders."""
-    return (text.replace(ROOT, "<root>").replace(jax.__version__, "<jax>")
-            .replace(remat_tui.__version__, "<version>"))
+    return (
+        text.replace(ROOT, "<root>")
+        .replace(jax.__version__, "<jax>")
+        .replace(remat_tui.__version__, "<version>")
+    )
 
 
 @pytest.mark.parametrize("fmt", ["json", "md", "html", "text"])
@@ -38,6 +43,7 @@ def test_golden(notebook_targets, fmt):
 
 def test_json_report_residuals_are_jaxs(notebook_targets):
     from conftest import jax_saved_residuals
+
     from remat_tui.core.loading import resolve_arguments
 
     t = notebook_targets["loss"]
@@ -64,7 +70,8 @@ def test_html_is_self_contained_and_escapes_user_strings(write_target):
         "from jax.ad_checkpoint import checkpoint_name\n"
         "@remat_tui.target(args=lambda: (jnp.ones(3),), name='<script>alert(1)</script>')\n"
         "def f(x):\n    return checkpoint_name(jnp.sin(x), '<b>&name')\n",
-        name="we<ird>.py")
+        name="we<ird>.py",
+    )
     target = next(iter(remat_tui.load_targets(path).values()))
     page = render(remat_tui.analyze(target, policy="save_only_these_names('<b>&name')"), "html")
     parser = _Collector()

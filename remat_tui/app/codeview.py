@@ -12,6 +12,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.syntax import Syntax
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -23,8 +24,12 @@ THEME = "monokai"
 class CodeView(ScrollView, can_focus=True):
     """Lines of code with a gutter (line number + mark) and line backgrounds."""
 
-    COMPONENT_CLASSES = {"codeview--marked", "codeview--recompute", "codeview--selected",
-                         "codeview--gutter"}
+    COMPONENT_CLASSES = {
+        "codeview--marked",
+        "codeview--recompute",
+        "codeview--selected",
+        "codeview--gutter",
+    }
 
     DEFAULT_CSS = """
     CodeView { background: $surface; }
@@ -41,75 +46,115 @@ class CodeView(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.lexer = lexer
         self.lines: list[str] = []
-        self.marks: dict[int, str] = {}      # line -> short gutter mark (R3, ↻)
-        self.marked: set[int] = set()        # residual lines
-        self.recompute: set[int] = set()     # recomputation lines
-        self._cache: dict[int, list[Segment]] = {}
+        self.marks: dict[int, str] = {}  # line -> short gutter mark (R3, ↻)
+        self.marked: set[int] = set()  # residual lines
+        self.recompute: set[int] = set()  # recomputation lines
+        # Highlighted segments by line *text*: jaxprs repeat many lines, and
+        # switching back to a policy redraws lines seen before.
+        self._cache: dict[str, list[Segment]] = {}
+        self._styles: dict[str, Style] = {}
+        # Finished lines, so going back to a cached analysis redraws from memory.
+        self._strips: LRUCache[tuple, Strip] = LRUCache(4096)
         self._gutter = 0
         self._syntax_theme = Syntax.get_theme(THEME)
 
-    def set_lines(self, lines: list[str], marks: dict[int, str] | None = None,
-                  marked: set[int] | None = None, recompute: set[int] | None = None) -> None:
+    def set_lines(
+        self,
+        lines: list[str],
+        marks: dict[int, str] | None = None,
+        marked: set[int] | None = None,
+        recompute: set[int] | None = None,
+    ) -> None:
         """Replace the content; keeps the scroll position when it still fits."""
         self.lines = lines
         self.marks = marks or {}
         self.marked = marked or set()
         self.recompute = recompute or set()
-        self._cache.clear()
+        if len(self._cache) > 50_000:
+            self._cache.clear()
         self._gutter = len(str(len(lines))) + 5
         width = max((len(line) for line in lines), default=0) + self._gutter
-        self.virtual_size = Size(width, len(lines))
+        size = Size(width, len(lines))
+        if size != self.virtual_size:  # an unchanged size need not redraw the scrollbars
+            self.virtual_size = size
         self.refresh()
 
     def show_line(self, line: int) -> None:
-        """Scroll so `line` is in view, about a third from the top. Deferred until
-        after the next refresh, when the pane's height is known."""
-        self.call_after_refresh(self._scroll_to_line, line)
+        """Scroll so `line` is in view, about a third from the top. Before the first
+        layout the pane's height is unknown, so then it waits for a refresh."""
+        if self.scrollable_content_region.height:
+            self._scroll_to_line(line)
+        else:
+            self.call_after_refresh(self._scroll_to_line, line)
 
     def _scroll_to_line(self, line: int) -> None:
         if 0 <= line < len(self.lines):
             top = max(0, line - self.scrollable_content_region.height // 3)
-            self.scroll_to(y=top, animate=False, immediate=True)
+            if top != self.scroll_offset.y:
+                self.scroll_to(y=top, animate=False, immediate=True)
 
     def watch_selected(self) -> None:
         self.refresh()
 
     def _highlight(self, index: int) -> list[Segment]:
-        segments = self._cache.get(index)
+        line = self.lines[index]
+        segments = self._cache.get(line)
         if segments is None:
-            text = Text(self.lines[index], no_wrap=True, end="")
+            text = Text(line, no_wrap=True, end="")
             offset = 0
-            for token, value in self.lexer.get_tokens(self.lines[index]):
+            for token, value in self.lexer.get_tokens(line):
                 value = value.rstrip("\n")
                 style = self._syntax_theme.get_style_for_token(token)
                 if value:
                     text.stylize(style, offset, offset + len(value))
                 offset += len(value)
             segments = list(text.render(self.app.console))
-            self._cache[index] = segments
+            self._cache[line] = segments
         return segments
+
+    def render_lines(self, crop):
+        # Styles looked up once per frame, not once per line: each lookup walks CSS.
+        self._styles = {
+            name: self.get_component_rich_style(name) for name in self.COMPONENT_CLASSES
+        }
+        self._styles["base"] = self.rich_style
+        return super().render_lines(crop)
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.scrollable_content_region.width
         if index >= len(self.lines):
-            return Strip.blank(width, self.rich_style)
-        gutter_style = self.get_component_rich_style("codeview--gutter")
+            return Strip.blank(width, self._styles["base"])
         mark = self.marks.get(index, "")
-        number = str(index + 1).rjust(self._gutter - 5)
-        gutter = Segment(f"{number} {mark:<3.3} ", gutter_style)
-        code = Strip(self._highlight(index)).crop(scroll_x, scroll_x + width - self._gutter)
-        strip = Strip([gutter, *code]).extend_cell_length(width).crop(0, width)
         background = self._background(index)
-        base = self.rich_style + background if background else self.rich_style
-        return strip.apply_style(base)
+        key = (
+            self.lines[index],
+            index,
+            mark,
+            background,
+            scroll_x,
+            width,
+            self._gutter,
+            self._styles["base"],
+        )
+        strip = self._strips.get(key)
+        if strip is None:
+            number = str(index + 1).rjust(self._gutter - 5)
+            gutter = Segment(f"{number} {mark:<3.3} ", self._styles["codeview--gutter"])
+            code = Strip(self._highlight(index)).crop(scroll_x, scroll_x + width - self._gutter)
+            strip = Strip([gutter, *code]).extend_cell_length(width).crop(0, width)
+            base = self._styles["base"]
+            strip = strip.apply_style(base + self._styles[background] if background else base)
+            self._strips[key] = strip
+        return strip
 
-    def _background(self, index: int) -> Style | None:
+    def _background(self, index: int) -> str | None:
+        """The component class giving this line its background, if any."""
         if index in self.selected:
-            return self.get_component_rich_style("codeview--selected")
+            return "codeview--selected"
         if index in self.marked:
-            return self.get_component_rich_style("codeview--marked")
+            return "codeview--marked"
         if index in self.recompute:
-            return self.get_component_rich_style("codeview--recompute")
+            return "codeview--recompute"
         return None

@@ -13,13 +13,19 @@ from remat_tui.errors import RematError
 class RematCommands(Provider):
     def _commands(self):
         app = self.app
-        out = [(f"Policy: {s}", partial(app.apply_policy, s), f"analyse under {s}")
-               for s in app.policy_specs]
-        out += [(f"Cycle name: {n}", partial(app.cycle_name, n),
-                 "recompute → save → offload") for n in app.known_names()]
-        out += [("Choose device", app.action_pick_device, "re-analyse on another device"),
-                ("Export report", app.action_export, "html, md, json or an SVG screenshot"),
-                ("Help: keys", app.action_help, "every key")]
+        out = [
+            (f"Policy: {s}", partial(app.apply_policy, s), f"analyse under {s}")
+            for s in app.policy_specs
+        ]
+        out += [
+            (f"Cycle name: {n}", partial(app.cycle_name, n), "recompute → save → offload")
+            for n in app.known_names()
+        ]
+        out += [
+            ("Choose device", app.action_pick_device, "re-analyse on another device"),
+            ("Export report", app.action_export, "html, md, json or an SVG screenshot"),
+            ("Help: keys", app.action_help, "every key"),
+        ]
         return out
 
     async def discover(self) -> Hits:
@@ -38,5 +44,9 @@ class RematCommands(Provider):
                 spec = policies.parse(query, target.policies if target else None)
             except RematError:
                 return
-            yield Hit(1.0, f"Apply policy {spec.canonical}",
-                      partial(self.app.apply_policy, spec.canonical), help="typed spec")
+            yield Hit(
+                1.0,
+                f"Apply policy {spec.canonical}",
+                partial(self.app.apply_policy, spec.canonical),
+                help="typed spec",
+            )

@@ -15,17 +15,19 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, OptionList, Static
+from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.commands import RematCommands
+from remat_tui.app.drawing import TABLE_COLUMNS, Drawing, draw
 from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, LoadFailed, TargetsLoaded
+from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen
 from remat_tui.core import policies
 from remat_tui.errors import RematError
-from remat_tui.report.units import human_bytes, what, where
+from remat_tui.report.units import human_bytes
 
 NAME_STATES = ("recompute", "save", "offload")
 NAME_MARKS = {"recompute": "R", "save": "S", "offload": "O"}
@@ -49,8 +51,14 @@ class RematApp(App):
         Binding("q", "quit", "quit"),
     ]
 
-    def __init__(self, path: str, name: str | None = None, policy: str = "as_written",
-                 device: str | None = None, show_timings: bool = True):
+    def __init__(
+        self,
+        path: str,
+        name: str | None = None,
+        policy: str = "as_written",
+        device: str | None = None,
+        show_timings: bool = True,
+    ):
         super().__init__()
         self.path = path
         self.target_name = name
@@ -63,6 +71,7 @@ class RematApp(App):
         self.spec: policies.PolicySpec | None = None
         self.name_states: dict[str, str] = {}
         self.cache: dict[tuple, object] = {}
+        self.drawings: dict[int, Drawing] = {}  # by id() of a cached Analysis
         self.shown = None
         self.request = 0
         self.pending: tuple | None = None
@@ -85,7 +94,7 @@ class RematApp(App):
                     yield CodeView(JaxprLexer(), id="forward")
                     yield CodeView(JaxprLexer(), id="backward")
                 with Horizontal(id="lower"):
-                    yield DataTable(id="residuals", cursor_type="row", zebra_stripes=True)
+                    yield ResidualTable(TABLE_COLUMNS, id="residuals")
                     yield CodeView(PythonLexer(), id="source")
         yield Static("", id="snippet")
         yield Static("Loading JAX… (the first import takes a few seconds)", id="status")
@@ -99,9 +108,7 @@ class RematApp(App):
         self.query_one("#residuals").border_title = "Residuals"
         self.query_one("#source").border_title = "Source"
         self.query_one("#error").display = False
-        table = self.query_one(DataTable)
-        table.add_columns("#", "aval", "bytes", "kind", "source", "what")
-        self.set_interval(0.1, self.tick)
+        self.set_interval(0.2, self.tick)  # 5 Hz: lively, yet leaves the GIL to the trace
         self.load()
 
     # ---- loading (JAX import and the target file, off the UI thread) --------------------
@@ -129,17 +136,22 @@ class RematApp(App):
         if self.device is None:
             self.device = self.devices[0]
         elif self.device not in self.devices and not self.device.isdigit():
-            self.show_error(f"unknown device {self.device!r}; using {self.devices[0]}. "
-                            f"Available: {', '.join(self.devices)}")
+            self.show_error(
+                f"unknown device {self.device!r}; using {self.devices[0]}. "
+                f"Available: {', '.join(self.devices)}"
+            )
             self.device = self.devices[0]
         if self.target_name is not None and self.target_name not in targets:
-            self.show_error(f"no target named {self.target_name!r} in {self.path}; "
-                            f"targets: {', '.join(targets)}. Pick one.")
+            self.show_error(
+                f"no target named {self.target_name!r} in {self.path}; "
+                f"targets: {', '.join(targets)}. Pick one."
+            )
             self.target_name = None
         if self.target_name is None and len(targets) > 1:
-            self.push_screen(PickScreen(f"{self.path} has {len(targets)} targets: pick one",
-                                        list(targets)),
-                             lambda name: self.start(targets[name or next(iter(targets))]))
+            self.push_screen(
+                PickScreen(f"{self.path} has {len(targets)} targets: pick one", list(targets)),
+                lambda name: self.start(targets[name or next(iter(targets))]),
+            )
         else:
             self.start(targets[self.target_name or next(iter(targets))])
 
@@ -154,10 +166,11 @@ class RematApp(App):
         self.policy_specs = policies.builtin_specs() + list(target.policies)
         options = self.query_one("#policies", OptionList)
         options.clear_options()
-        options.add_options([Option(self.policy_label(i, s, False), id=s)
-                             for i, s in enumerate(self.policy_specs)])
+        options.add_options(
+            [Option(self.policy_label(i, s, False), id=s) for i, s in enumerate(self.policy_specs)]
+        )
         self.apply_policy(self.requested_policy)
-        self.query_one(DataTable).focus()
+        self.query_one(ResidualTable).focus()
 
     # ---- requests, the cache, and the worker ---------------------------------------------
 
@@ -190,9 +203,12 @@ class RematApp(App):
         from remat_tui.core.analysis import Cancelled, analyze
 
         try:
-            result = analyze(self.target, policy=spec, device=key[2],
-                             cancelled=lambda: request != self.request and key != self.key(
-                                 policies.AS_WRITTEN))
+            result = analyze(
+                self.target,
+                policy=spec,
+                device=key[2],
+                cancelled=lambda: request != self.request and key != self.key(policies.AS_WRITTEN),
+            )
         except Cancelled:
             return
         except RematError as exc:
@@ -232,26 +248,23 @@ class RematApp(App):
     def show(self, a) -> None:
         self.shown = a
         self.show_error(None)
-        for pane_id, view in (("#forward", a.forward), ("#backward", a.backward)):
-            pane = self.query_one(pane_id, CodeView)
-            marks = {line: "R" + str(rs[0] + 1) for line, rs in view.residual_lines.items()}
-            for line in view.recompute_lines:
-                marks.setdefault(line, "↻")
-            pane.set_lines(view.lines, marks, set(view.residual_lines), view.recompute_lines)
-        self.query_one("#backward").border_subtitle = (
-            f"↻ {a.backward.recompute_eqns} recomputed equations")
-        table = self.query_one(DataTable)
-        row = table.cursor_row
-        table.clear()
-        for i, r in enumerate(a.residuals, 1):
-            table.add_row(f"R{i}", r.aval, human_bytes(r.bytes), r.kind, where(r), what(r),
-                          key=str(i - 1))
+        drawing = self.drawings.get(id(a))
+        if drawing is None:
+            drawing = self.drawings[id(a)] = draw(a)
+        for pane_id, view, pane_drawing in (
+            ("#forward", a.forward, drawing.forward),
+            ("#backward", a.backward, drawing.backward),
+        ):
+            self.query_one(pane_id, CodeView).set_lines(
+                view.lines, pane_drawing.marks, pane_drawing.marked, pane_drawing.recompute
+            )
+        self.query_one(
+            "#backward"
+        ).border_subtitle = f"↻ {a.backward.recompute_eqns} recomputed equations"
+        table = self.query_one(ResidualTable)
+        table.set_rows(drawing.rows, drawing.host_rows, drawing.widths)
         table.border_title = f"Residuals  {len(a.residuals)} · {human_bytes(a.totals.bytes)}"
-        if a.residuals:
-            table.move_cursor(row=min(max(row, 0), len(a.residuals) - 1))
-            self.select_residual(table.cursor_row)
-        else:
-            self.select_residual(-1)
+        self.select_residual(table.cursor if a.residuals else -1)
         for w in a.warnings:
             self.notify(w, title="policy warning", severity="warning", timeout=8)
         self.update_title()
@@ -274,8 +287,9 @@ class RematApp(App):
         readers = [line for line in r.backward_lines if line not in set(r.backward_lines[:1])]
         if readers or r.backward_lines:
             bwd.show_line((readers or list(r.backward_lines))[0])
-        self.show_source(r.source.file if r.source else self.target.file,
-                         r.source.line - 1 if r.source else None)
+        self.show_source(
+            r.source.file if r.source else self.target.file, r.source.line - 1 if r.source else None
+        )
 
     def show_source(self, path: str | None, line: int | None) -> None:
         pane = self.query_one("#source", CodeView)
@@ -286,33 +300,47 @@ class RematApp(App):
                         self.sources[path] = fh.read().splitlines()
                 except OSError as exc:
                     self.sources[path] = [f"# cannot read {path}: {exc.strerror}"]
-            marked = {r.source.line - 1 for r in self.shown.residuals
-                      if r.source and r.source.file == path} if self.shown else set()
+            marked = (
+                {
+                    r.source.line - 1
+                    for r in self.shown.residuals
+                    if r.source and r.source.file == path
+                }
+                if self.shown
+                else set()
+            )
             pane.set_lines(self.sources[path], {i: "R" for i in marked}, marked)
             pane.border_title = f"Source  {os.path.relpath(path)}"
             self.source_file = path
         elif self.shown is not None and path == self.source_file:
-            marked = {r.source.line - 1 for r in self.shown.residuals
-                      if r.source and r.source.file == path}
+            marked = {
+                r.source.line - 1
+                for r in self.shown.residuals
+                if r.source and r.source.file == path
+            }
             pane.marked = marked
             pane.marks = {i: "R" for i in marked}
         pane.selected = frozenset() if line is None else frozenset({line})
         if line is not None:
             pane.show_line(line)
 
-    @on(DataTable.RowHighlighted)
-    def row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self.select_residual(event.cursor_row)
+    @on(ResidualTable.Highlighted)
+    def row_highlighted(self, event: ResidualTable.Highlighted) -> None:
+        self.select_residual(event.index)
 
     def update_title(self) -> None:
         policy = self.spec.canonical if self.spec else "?"
         name = f"{self.path}:{self.target.name}" if self.target else self.path
+        # Fixed one-line widgets: layout=False spares a layout pass of the whole screen.
         self.query_one("#title", Static).update(
-            f"[b]remat-tui[/b]  {name}  policy [b]{policy}[/b]  {self.device}")
-        self.query_one("#device", Static).update(f"Device  {self.device}  (d changes)")
+            f"[b]remat-tui[/b]  {name}  policy [b]{policy}[/b]  {self.device}", layout=False
+        )
+        self.query_one("#device", Static).update(
+            f"Device  {self.device}  (d changes)", layout=False
+        )
 
     def update_status(self, a) -> None:
-        self.query_one("#snippet", Static).update(a.python)
+        self.query_one("#snippet", Static).update(a.python, layout=False)
         t = a.totals
         parts = [f"{t.count} residuals", f"{human_bytes(t.device_bytes)} device"]
         if t.host_bytes:
@@ -324,7 +352,7 @@ class RematApp(App):
         parts.append(f"{a.backward.recompute_eqns} recomputed eqns")
         if self.show_timings:
             parts.append(f"traced in {a.trace_seconds:.2f} s")
-        self.query_one("#status", Static).update(" · ".join(parts))
+        self.query_one("#status", Static).update(" · ".join(parts), layout=False)
 
     def tick(self) -> None:
         """While a trace runs, say so and for how long; the UI keeps answering keys."""
@@ -335,14 +363,20 @@ class RematApp(App):
         spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"[int(elapsed * 10) % 10] if self.show_timings else "…"
         self.query_one("#status", Static).update(
             f"{spinner} tracing {self.pending[1]} on {self.pending[2]}{clock}"
-            + ("  (showing the last result until then)" if self.shown else ""))
+            + ("  (showing the last result until then)" if self.shown else ""),
+            layout=False,
+        )
 
     def show_error(self, message: str | None) -> None:
         error = self.query_one("#error", Static)
+        if message is None and not error.display:
+            return
         error.display = message is not None
         if message is not None:
-            error.update(f"[b]error:[/b] {message}\n[dim]still showing the last good "
-                         "analysis; change the policy or device to try again[/dim]")
+            error.update(
+                f"[b]error:[/b] {message}\n[dim]still showing the last good "
+                "analysis; change the policy or device to try again[/dim]"
+            )
             error.markup = True
 
     # ---- sidebar: policies and names -----------------------------------------------------
@@ -371,20 +405,20 @@ class RematApp(App):
         return list(seen)
 
     def refresh_sidebar(self) -> None:
-        options = self.query_one("#policies", OptionList)
+        """Relabel the policy and name lists, touching only the options that changed
+        (rebuilding an OptionList re-lays out the screen)."""
         current = self.spec.canonical if self.spec else None
-        for i, s in enumerate(self.policy_specs):
-            options.replace_option_prompt_at_index(i, self.policy_label(i, s, s == current))
-        names = self.query_one("#names", OptionList)
-        highlighted = names.highlighted
-        names.clear_options()
+        _relabel(
+            self.query_one("#policies", OptionList),
+            [(s, self.policy_label(i, s, s == current)) for i, s in enumerate(self.policy_specs)],
+        )
         info = {n.name: n for n in (self.shown.names if self.shown else [])}
+        labels = []
         for n in self.known_names():
             mark = NAME_MARKS[self.name_states.get(n, "recompute")] if self.name_states else "·"
             size = f" {human_bytes(info[n].bytes)}" if n in info else ""
-            names.add_option(Option(f"{mark} {n}{size}", id=n))
-        if names.option_count:
-            names.highlighted = min(highlighted or 0, names.option_count - 1)
+            labels.append((n, f"{mark} {n}{size}"))
+        _relabel(self.query_one("#names", OptionList), labels)
 
     @on(OptionList.OptionSelected, "#policies")
     def policy_chosen(self, event: OptionList.OptionSelected) -> None:
@@ -419,7 +453,7 @@ class RematApp(App):
         self.query_one("#names").focus()
 
     def action_focus_residuals(self) -> None:
-        self.query_one(DataTable).focus()
+        self.query_one(ResidualTable).focus()
 
     def action_pick_device(self) -> None:
         if not self.devices:
@@ -430,8 +464,9 @@ class RematApp(App):
                 self.device = device
                 self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
 
-        self.push_screen(PickScreen("Device (analyses are cached per device)", self.devices,
-                                    self.device), chosen)
+        self.push_screen(
+            PickScreen("Device (analyses are cached per device)", self.devices, self.device), chosen
+        )
 
     def action_export(self) -> None:
         if self.shown is None:
@@ -456,15 +491,35 @@ class RematApp(App):
         self.notify(f"wrote {written}", title=f"exported {fmt}")
 
     def action_help(self) -> None:
-        rows = [(b.key_display or b.key, b.description) for b in self.BINDINGS
-                if b.description and b.show]
-        rows += [("↑ ↓ / enter", "move in a list; select a residual row or a policy"),
-                 ("tab", "move between panes"), ("n / r", "focus names / residuals"),
-                 ("ctrl+p", "command palette: type any policy spec to apply it")]
+        rows = [
+            (b.key_display or b.key, b.description)
+            for b in self.BINDINGS
+            if b.description and b.show
+        ]
+        rows += [
+            ("↑ ↓ / enter", "move in a list; select a residual row or a policy"),
+            ("tab", "move between panes"),
+            ("n / r", "focus names / residuals"),
+            ("ctrl+p", "command palette: type any policy spec to apply it"),
+        ]
         self.push_screen(HelpScreen(rows))
 
 
-def run(path: str, name: str | None, policy: str = "as_written", device: str | None = None
-        ) -> int:
+def _relabel(options: OptionList, labels: list[tuple[str, str]]) -> None:
+    """Make `options` show `labels` (id, prompt), rebuilding only if the ids changed."""
+    ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+    if ids != [i for i, _ in labels]:
+        highlighted = options.highlighted
+        options.clear_options()
+        options.add_options([Option(prompt, id=i) for i, prompt in labels])
+        if labels:
+            options.highlighted = min(highlighted or 0, len(labels) - 1)
+        return
+    for index, (_, prompt) in enumerate(labels):
+        if str(options.get_option_at_index(index).prompt) != prompt:
+            options.replace_option_prompt_at_index(index, prompt)
+
+
+def run(path: str, name: str | None, policy: str = "as_written", device: str | None = None) -> int:
     RematApp(path, name, policy=policy, device=device).run()
     return 0

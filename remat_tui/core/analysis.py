@@ -8,7 +8,8 @@ residual list, both panes, their line maps, the names and the totals.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 from jax.tree_util import tree_flatten, tree_unflatten
@@ -25,22 +26,32 @@ from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 
-def analyze(fn: Target | Callable, args: tuple | None = None, kwargs: dict | None = None,
-            policy: str | policies.PolicySpec = policies.AS_WRITTEN,
-            device: str | Any | None = None, cancelled: Callable[[], bool] | None = None
-            ) -> Analysis:
+def analyze(
+    fn: Target | Callable,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
+    policy: str | policies.PolicySpec = policies.AS_WRITTEN,
+    device: str | Any | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Analysis:
     """Analyse `fn` (a Target or a callable with `args`) under `policy` on `device`.
 
     `cancelled`, if given, is polled between the expensive steps so a caller
     (the app's worker) can abandon a superseded analysis early.
     """
-    target = fn if isinstance(fn, Target) else Target(
-        fn=fn, name=getattr(fn, "__name__", "f"), args=args or (), kwargs=kwargs)
+    target = (
+        fn
+        if isinstance(fn, Target)
+        else Target(fn=fn, name=getattr(fn, "__name__", "f"), args=args or (), kwargs=kwargs)
+    )
     if isinstance(fn, Target) and (args is not None or kwargs is not None):
         raise TypeError("analyze: pass args/kwargs only with a plain callable, not a Target")
     call_args, call_kwargs = resolve_arguments(target)
-    spec = policy if isinstance(policy, policies.PolicySpec) else policies.parse(
-        policy, target.policies)
+    spec = (
+        policy
+        if isinstance(policy, policies.PolicySpec)
+        else policies.parse(policy, target.policies)
+    )
     dev = resolve_device(device)
     start = time.perf_counter()
     with jax.default_device(dev):
@@ -75,21 +86,24 @@ def _trace(target: Target, spec, args: tuple, kwargs: dict, cancelled) -> Analys
 
     try:
         closed, (out_shape, vjp_shape) = jax.make_jaxpr(
-            lambda *a: jax.vjp(flat_fn, *a), return_shape=True)(*leaves)
+            lambda *a: jax.vjp(flat_fn, *a), return_shape=True
+        )(*leaves)
         _check(cancelled)
         res_shapes, res_tree = tree_flatten(vjp_shape)
         ct_shapes, ct_tree = tree_flatten(out_shape)
 
         def backward(*flat):
-            vjp_fn = tree_unflatten(res_tree, flat[:len(res_shapes)])
-            return vjp_fn(tree_unflatten(ct_tree, flat[len(res_shapes):]))
+            vjp_fn = tree_unflatten(res_tree, flat[: len(res_shapes)])
+            return vjp_fn(tree_unflatten(ct_tree, flat[len(res_shapes) :]))
 
         backward_closed = jax.make_jaxpr(backward)(*res_shapes, *ct_shapes)
     except (RematError, Cancelled):
         raise
     except Exception as exc:
-        raise RematError(f"{target.label}: tracing under policy {spec.canonical} failed: "
-                         f"{describe(exc)}\n{user_traceback(exc)}") from None
+        raise RematError(
+            f"{target.label}: tracing under policy {spec.canonical} failed: "
+            f"{describe(exc)}\n{user_traceback(exc)}"
+        ) from None
     _check(cancelled)
     fwd, bwd = closed.jaxpr, backward_closed.jaxpr
     found = find_residuals(fwd, len(res_shapes), ji.arg_names(target.fn, args, kwargs))
@@ -97,18 +111,28 @@ def _trace(target: Target, spec, args: tuple, kwargs: dict, cancelled) -> Analys
     fwd_text, fwd_lay = linemap.layout(fwd)
     _check(cancelled)
     bwd_text, bwd_lay = linemap.layout(bwd)
-    residuals, fwd_marks, bwd_marks = _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay,
-                                                       len(res_shapes))
-    recompute = linemap.recomputed_eqns(bwd, set(bwd.invars[:len(res_shapes)]),
-                                        set(bwd.invars[len(res_shapes):]))
+    residuals, fwd_marks, bwd_marks = _place_residuals(
+        found, fwd, bwd, fwd_lay, bwd_lay, len(res_shapes)
+    )
+    recompute = linemap.recomputed_eqns(
+        bwd, set(bwd.invars[: len(res_shapes)]), set(bwd.invars[len(res_shapes) :])
+    )
     names = _named_values(fwd, bwd)
     return Analysis(
-        target_file=target.file, target_name=target.name, policy=spec.canonical,
-        python=spec.python(target.name), device={}, residuals=residuals, names=names,
+        target_file=target.file,
+        target_name=target.name,
+        policy=spec.canonical,
+        python=spec.python(target.name),
+        device={},
+        residuals=residuals,
+        names=names,
         forward=linemap.make_view(fwd_text, fwd_lay, fwd_marks),
         backward=linemap.make_view(bwd_text, bwd_lay, bwd_marks, recompute),
-        warnings=spec.warnings({n.name for n in names}), trace_seconds=0.0,
-        jax_version=jax.__version__, tool_version=remat_tui.__version__)
+        warnings=spec.warnings({n.name for n in names}),
+        trace_seconds=0.0,
+        jax_version=jax.__version__,
+        tool_version=remat_tui.__version__,
+    )
 
 
 def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
@@ -153,8 +177,15 @@ def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
             fwd_marks.setdefault(line, []).append(idx)
         for line in bwd_lines:
             bwd_marks.setdefault(line, []).append(idx)
-        out.append(_with(r, forward_lines=fwd_lines, forward_var=fwd_var,
-                         backward_lines=tuple(sorted(bwd_lines)), backward_var=bwd_var))
+        out.append(
+            _with(
+                r,
+                forward_lines=fwd_lines,
+                forward_var=fwd_var,
+                backward_lines=tuple(sorted(bwd_lines)),
+                backward_var=bwd_var,
+            )
+        )
     return out, fwd_marks, bwd_marks
 
 
@@ -175,8 +206,15 @@ def _named_values(fwd, bwd) -> list[NamedValue]:
         eqns = fwd_eqns.get(name) or bwd_eqns[name]
         avals = tuple(dict.fromkeys(ji.short(e.outvars[0].aval) for e in eqns))
         frame = ji.user_frame(eqns[0].source_info)
-        out.append(NamedValue(name=name, avals=avals, bytes=aval_bytes(eqns[0].outvars[0].aval),
-                              count=len(eqns), source=None if frame is None else Source(*frame)))
+        out.append(
+            NamedValue(
+                name=name,
+                avals=avals,
+                bytes=aval_bytes(eqns[0].outvars[0].aval),
+                count=len(eqns),
+                source=None if frame is None else Source(*frame),
+            )
+        )
     return out
 
 
@@ -205,14 +243,18 @@ def _require_differentiable(target: Target, leaves: list) -> None:
     dtypes = [getattr(x, "dtype", None) for x in leaves]
     if not any(d is not None and jnp.issubdtype(d, jnp.inexact) for d in dtypes):
         kinds = ", ".join(sorted({str(d) for d in dtypes})) or "no arguments"
-        raise RematError(f"{target.label}: no argument is a floating-point array ({kinds}), so "
-                         "there is nothing to differentiate. Give at least one float input, "
-                         "e.g. jnp.ones((4,), jnp.float32).")
+        raise RematError(
+            f"{target.label}: no argument is a floating-point array ({kinds}), so "
+            "there is nothing to differentiate. Give at least one float input, "
+            "e.g. jnp.ones((4,), jnp.float32)."
+        )
 
 
 def _require_array_output(target: Target, out) -> None:
     for leaf in jax.tree_util.tree_leaves(out):
         if not hasattr(leaf, "dtype") or not hasattr(leaf, "shape"):
-            raise RematError(f"{target.label}: the function returned a "
-                             f"{type(leaf).__name__}, not an array; it must return arrays "
-                             "(or a pytree of arrays) to be differentiated.")
+            raise RematError(
+                f"{target.label}: the function returned a "
+                f"{type(leaf).__name__}, not an array; it must return arrays "
+                "(or a pytree of arrays) to be differentiated."
+            )

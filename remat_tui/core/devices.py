@@ -26,9 +26,12 @@ def resolve_device(spec=None):
             return pool[0]
         return next(d for d in pool if d.id == int(index))
     except (LookupError, ValueError, StopIteration):
-        raise RematError(f"unknown device {text!r}; available: {', '.join(device_label(d) for d in devices)}"
-                         ". (For more CPU devices, set XLA_FLAGS=--xla_force_host_platform_device_count=4"
-                         " before starting.)") from None
+        available = ", ".join(device_label(d) for d in devices)
+        raise RematError(
+            f"unknown device {text!r}; available: {available}. (For more CPU "
+            "devices, set XLA_FLAGS=--xla_force_host_platform_device_count=4 "
+            "before starting.)"
+        ) from None
 
 
 def device_label(d) -> str:

@@ -9,8 +9,9 @@ any drift.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from jax._src import api_util, core, source_info_util
 from jax._src.ad_checkpoint import name_p
@@ -91,8 +92,7 @@ def format_jaxpr(jaxpr: Jaxpr) -> tuple[str, list[list[EqnRef]]]:
     source_map: list[list[tuple[int, int, Any]]] = []
     # use_color=False: JAX colours its output when stdout is a terminal.
     text = core.pp_toplevel_jaxpr(tagged).format(use_color=False, source_map=source_map)
-    per_line = [[ref for _, _, ref in regions if isinstance(ref, EqnRef)]
-                for regions in source_map]
+    per_line = [[ref for _, _, ref in regions if isinstance(ref, EqnRef)] for regions in source_map]
     return text, per_line
 
 
@@ -116,22 +116,27 @@ class _Tagger:
             params = eqn.params
             if any(True for _ in core.jaxprs_in_params(params)):
                 params = {k: self.param(v, ref) for k, v in params.items()}
-            eqns.append(eqn.replace(params=params,
-                                    source_info=eqn.source_info.replace(traceback=ref)))
+            eqns.append(
+                eqn.replace(params=params, source_info=eqn.source_info.replace(traceback=ref))
+            )
         out = jaxpr.replace(eqns=eqns)
         self.done[key] = out
         return out
 
     def param(self, value, ref: EqnRef):
-        if isinstance(value, tuple) and value and all(
-                isinstance(v, (core.Jaxpr, core.ClosedJaxpr)) for v in value):
+        if (
+            isinstance(value, tuple)
+            and value
+            and all(isinstance(v, (core.Jaxpr, core.ClosedJaxpr)) for v in value)
+        ):
             return tuple(self.param(v, ref) for v in value)
         if isinstance(value, core.Jaxpr):
             return self.jaxpr(value, ref.path, ref)
         if isinstance(value, core.ClosedJaxpr):
             key = id(value)
             if key not in self.done:
-                self.done[key] = core.ClosedJaxpr(self.jaxpr(value.jaxpr, ref.path, ref),
-                                                  value.consts)
+                self.done[key] = core.ClosedJaxpr(
+                    self.jaxpr(value.jaxpr, ref.path, ref), value.consts
+                )
             return self.done[key]
         return value

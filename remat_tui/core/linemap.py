@@ -23,7 +23,7 @@ class Layout:
     """Where each top-level equation and input variable was printed."""
 
     lines: list[str]
-    refs: list[list[Any]]                      # per line: EqnRefs, outermost first
+    refs: list[list[Any]]  # per line: EqnRefs, outermost first
     spans: dict[int, tuple[int, int]] = field(default_factory=dict)  # eqn index -> lines
     header: dict[str, int] = field(default_factory=dict)  # binder name -> line
     constvar_names: list[str] = field(default_factory=list)
@@ -36,7 +36,7 @@ class Layout:
     def outvar_names(self, eqn_index: int) -> list[str]:
         """Printed names of a top-level equation's outputs (its left-hand side)."""
         first, last = self.spans[eqn_index]
-        text = " ".join(self.lines[first:last + 1])
+        text = " ".join(self.lines[first : last + 1])
         lhs, eq, _ = text.partition(" = ")
         return _BINDER.findall(lhs) if eq else []
 
@@ -57,8 +57,7 @@ def layout(jaxpr) -> tuple[str, Layout]:
 def _read_header(lay: Layout) -> None:
     """Names of the top-level jaxpr's constants and inputs, and their lines."""
     first_eqn = min((s[0] for s in lay.spans.values()), default=len(lay.lines) - 1)
-    start = next((i for i in range(first_eqn, -1, -1)
-                  if lay.lines[i].startswith("{ lambda ")), 0)
+    start = next((i for i in range(first_eqn, -1, -1) if lay.lines[i].startswith("{ lambda ")), 0)
     header_lines: list[tuple[int, str]] = []
     for i in range(start, len(lay.lines)):
         line = lay.lines[i]
@@ -69,9 +68,10 @@ def _read_header(lay: Layout) -> None:
     in_consts = True
     for i, line in header_lines:
         if i == start:
-            line = line[len("{ lambda "):]
+            line = line[len("{ lambda ") :]
         before, semi, after = line.partition(";")
-        for part, is_const in ((before, in_consts), (after, False)) if semi else ((line, in_consts),):
+        parts = ((before, in_consts), (after, False)) if semi else ((line, in_consts),)
+        for part, is_const in parts:
             for name in _BINDER.findall(part):
                 (lay.constvar_names if is_const else lay.invar_names).append(name)
                 lay.header.setdefault(name, i)
@@ -79,16 +79,23 @@ def _read_header(lay: Layout) -> None:
             in_consts = False
 
 
-def make_view(text: str, lay: Layout, residual_lines: dict[int, list[int]],
-              recompute: set[int] | None = None) -> JaxprView:
+def make_view(
+    text: str, lay: Layout, residual_lines: dict[int, list[int]], recompute: set[int] | None = None
+) -> JaxprView:
     """The pane model: text, residual and recomputation lines, lazy sources."""
     recompute = recompute or set()
     innermost = [max(r, key=lambda ref: len(ref.path)) if r else None for r in lay.refs]
-    recompute_lines = {i for i, ref in enumerate(innermost)
-                       if ref is not None and id(ref.eqn) in recompute}
-    return JaxprView(text=text, lines=lay.lines, residual_lines=residual_lines,
-                     recompute_lines=recompute_lines, recompute_eqns=len(recompute),
-                     source_lookup=_SourceLookup(innermost))
+    recompute_lines = {
+        i for i, ref in enumerate(innermost) if ref is not None and id(ref.eqn) in recompute
+    }
+    return JaxprView(
+        text=text,
+        lines=lay.lines,
+        residual_lines=residual_lines,
+        recompute_lines=recompute_lines,
+        recompute_eqns=len(recompute),
+        source_lookup=_SourceLookup(innermost),
+    )
 
 
 class _SourceLookup:
@@ -144,7 +151,7 @@ def _bind_inputs(sub, eqn):
     them through one to one; cond drops its predicate)."""
     n, m = len(sub.invars), len(eqn.invars)
     if n == m:
-        return list(zip(sub.invars, eqn.invars))
+        return list(zip(sub.invars, eqn.invars, strict=True))
     if n == m - 1:
-        return list(zip(sub.invars, eqn.invars[1:]))
+        return list(zip(sub.invars, eqn.invars[1:], strict=True))
     return None

@@ -23,8 +23,10 @@ def load_targets(path: str) -> dict[str, Target]:
     """Import the file at `path` and return its registered targets by name."""
     path = os.path.abspath(path)
     if not os.path.isfile(path):
-        raise RematError(f"{path}: no such file. Give the path of a Python file that "
-                         "registers targets with @remat_tui.target(...).")
+        raise RematError(
+            f"{path}: no such file. Give the path of a Python file that "
+            "registers targets with @remat_tui.target(...)."
+        )
     spec = importlib.util.spec_from_file_location(f"remat_tui_target_{next(_module_ids)}", path)
     if spec is None or spec.loader is None:
         raise RematError(f"{path}: not a Python file remat-tui can import (expected a .py file).")
@@ -40,8 +42,9 @@ def load_targets(path: str) -> dict[str, Target]:
         text = f"\n    {exc.text.rstrip()}" if exc.text else ""
         raise RematError(f"{path}: syntax error at {where}: {exc.msg}{text}") from None
     except Exception as exc:  # the user's module raised: show their traceback
-        raise RematError(f"{path}: importing the file raised an exception.\n"
-                         f"{user_traceback(exc)}") from None
+        raise RematError(
+            f"{path}: importing the file raised an exception.\n{user_traceback(exc)}"
+        ) from None
     finally:
         registry._collector = saved_collector
         if sys.path and sys.path[0] == folder:
@@ -49,13 +52,17 @@ def load_targets(path: str) -> dict[str, Target]:
     targets: dict[str, Target] = {}
     for t in collected:
         if t.name in targets:
-            raise RematError(f"{path}: two targets are named '{t.name}'; "
-                             "pass name='...' to remat_tui.target to tell them apart.")
+            raise RematError(
+                f"{path}: two targets are named '{t.name}'; "
+                "pass name='...' to remat_tui.target to tell them apart."
+            )
         t.file = path
         targets[t.name] = t
     if not targets:
-        raise RematError(f"{path}: the file registers no targets. Decorate a function with "
-                         "@remat_tui.target(args=lambda: (...)) to analyse it.")
+        raise RematError(
+            f"{path}: the file registers no targets. Decorate a function with "
+            "@remat_tui.target(args=lambda: (...)) to analyse it."
+        )
     return targets
 
 
@@ -72,8 +79,10 @@ def pick_target(targets: dict[str, Target], name: str | None) -> Target | None:
     if name is not None:
         if name not in targets:
             some = next(iter(targets.values()))
-            raise RematError(f"{some.file}: no target named '{name}'. "
-                             f"Targets in this file: {', '.join(targets)}.")
+            raise RematError(
+                f"{some.file}: no target named '{name}'. "
+                f"Targets in this file: {', '.join(targets)}."
+            )
         return targets[name]
     if len(targets) == 1:
         return next(iter(targets.values()))
@@ -86,16 +95,17 @@ def load_target(ref: str) -> Target:
     targets = load_targets(path)
     chosen = pick_target(targets, name)
     if chosen is None:
-        raise RematError(f"{os.path.abspath(path)} has {len(targets)} targets: "
-                         f"{', '.join(targets)}. Pick one with FILE:NAME, "
-                         f"e.g. {path}:{next(iter(targets))}.")
+        raise RematError(
+            f"{os.path.abspath(path)} has {len(targets)} targets: "
+            f"{', '.join(targets)}. Pick one with FILE:NAME, "
+            f"e.g. {path}:{next(iter(targets))}."
+        )
     return chosen
 
 
 def resolve_arguments(t: Target) -> tuple[tuple, dict]:
     """Call the target's args/kwargs factories, with clear errors when they fail."""
-    return (_resolve(t, t.args, "args", tuple, ()),
-            _resolve(t, t.kwargs, "kwargs", dict, {}))
+    return (_resolve(t, t.args, "args", tuple, ()), _resolve(t, t.kwargs, "kwargs", dict, {}))
 
 
 def _resolve(t: Target, value, what: str, kind: type, empty):
@@ -105,11 +115,14 @@ def _resolve(t: Target, value, what: str, kind: type, empty):
         try:
             value = value()
         except Exception as exc:
-            raise RematError(f"{t.label}: the {what} factory raised an exception.\n"
-                             f"{user_traceback(exc)}") from None
+            raise RematError(
+                f"{t.label}: the {what} factory raised an exception.\n{user_traceback(exc)}"
+            ) from None
     if kind is tuple and isinstance(value, list):
         value = tuple(value)
     if not isinstance(value, kind):
-        raise RematError(f"{t.label}: {what} must be a {kind.__name__} (or a zero-argument "
-                         f"callable returning one), got {type(value).__name__}.")
+        raise RematError(
+            f"{t.label}: {what} must be a {kind.__name__} (or a zero-argument "
+            f"callable returning one), got {type(value).__name__}."
+        )
     return value

@@ -6,8 +6,8 @@ compared, turned into the JSON report (Contract 3) and drawn by the app.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -27,31 +27,42 @@ class Source:
 class Residual:
     """One value the forward pass saves, in JAX's order and words."""
 
-    text: str               # exactly the line print_saved_residuals prints
-    aval: str               # f32[5] or f32<host>[6]
+    text: str  # exactly the line print_saved_residuals prints
+    aval: str  # f32[5] or f32<host>[6]
     shape: tuple[int, ...]
     dtype: str
     bytes: int
-    memory: str             # "device" | "host"
-    kind: str               # argument | output | named | literal | constant | jit_output
+    memory: str  # "device" | "host"
+    kind: str  # argument | output | named | literal | constant | jit_output
     primitive: str | None
-    name: str | None        # the checkpoint_name, for named residuals
-    argument: str | None    # the argument path, for argument residuals
+    name: str | None  # the checkpoint_name, for named residuals
+    argument: str | None  # the argument path, for argument residuals
     source: Source | None
-    forward_lines: tuple[int, ...] = ()   # lines of the equation (or header) defining it
-    forward_var: str | None = None        # its variable name in the forward pane
+    forward_lines: tuple[int, ...] = ()  # lines of the equation (or header) defining it
+    forward_var: str | None = None  # its variable name in the forward pane
     backward_lines: tuple[int, ...] = ()  # lines of backward equations reading it
-    backward_var: str | None = None       # its input variable name in the backward pane
+    backward_var: str | None = None  # its input variable name in the backward pane
 
     def to_dict(self) -> dict:
         return {
-            "text": self.text, "aval": self.aval, "shape": list(self.shape),
-            "dtype": self.dtype, "bytes": self.bytes, "memory": self.memory,
-            "kind": self.kind, "primitive": self.primitive, "name": self.name,
+            "text": self.text,
+            "aval": self.aval,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "bytes": self.bytes,
+            "memory": self.memory,
+            "kind": self.kind,
+            "primitive": self.primitive,
+            "name": self.name,
             "argument": self.argument,
-            "source": None if self.source is None else {
-                "file": self.source.file, "line": self.source.line,
-                "column": self.source.column, "function": self.source.function},
+            "source": None
+            if self.source is None
+            else {
+                "file": self.source.file,
+                "line": self.source.line,
+                "column": self.source.column,
+                "function": self.source.function,
+            },
         }
 
 
@@ -61,8 +72,8 @@ class NamedValue:
 
     name: str
     avals: tuple[str, ...]  # distinct avals tagged with this name
-    bytes: int              # bytes of one tagged value (the first)
-    count: int              # how many equations apply this name
+    bytes: int  # bytes of one tagged value (the first)
+    count: int  # how many equations apply this name
     source: Source | None
 
 
@@ -72,9 +83,9 @@ class JaxprView:
 
     text: str
     lines: list[str]
-    residual_lines: dict[int, list[int]]    # line -> indices of residuals it defines/reads
+    residual_lines: dict[int, list[int]]  # line -> indices of residuals it defines/reads
     recompute_lines: set[int] = field(default_factory=set)
-    recompute_eqns: int = 0                 # equations that re-run forward work
+    recompute_eqns: int = 0  # equations that re-run forward work
     # Looked up per line on demand: a 10k-line jaxpr has 10k lookups and the
     # app needs only the lines on screen.
     source_lookup: Callable[[int], Source | None] = field(default=lambda i: None, repr=False)
@@ -102,9 +113,9 @@ class Analysis:
 
     target_file: str | None
     target_name: str
-    policy: str              # canonical spec
-    python: str              # paste-able snippet
-    device: dict             # {"platform", "id", "description"}
+    policy: str  # canonical spec
+    python: str  # paste-able snippet
+    device: dict  # {"platform", "id", "description"}
     residuals: list[Residual]
     names: list[NamedValue]
     forward: JaxprView

@@ -8,8 +8,8 @@ spelling is the cache key and what reports print.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from remat_tui.errors import RematError
 
@@ -25,8 +25,11 @@ SIMPLE = {
     "dots_with_no_batch_dims_saveable": "dots_with_no_batch_dims_saveable",
     "checkpoint_dots_with_no_batch_dims": "dots_with_no_batch_dims_saveable",
 }
-NAME_LISTS = ("save_only_these_names", "save_any_names_but_these",
-              "save_anything_except_these_names")
+NAME_LISTS = (
+    "save_only_these_names",
+    "save_any_names_but_these",
+    "save_anything_except_these_names",
+)
 OFFLOAD_NAMES = "save_and_offload_only_these_names"
 OFFLOAD_DOTS = "offload_dot_with_no_batch_dims"
 BOTH = "save_from_both_policies"
@@ -41,21 +44,23 @@ class PolicySpec:
     """A parsed policy. `kind` is the policy's function or attribute name."""
 
     kind: str
-    names: tuple[str, ...] = ()          # name-list policies
-    offloaded: tuple[str, ...] = ()      # save_and_offload_only_these_names
+    names: tuple[str, ...] = ()  # name-list policies
+    offloaded: tuple[str, ...] = ()  # save_and_offload_only_these_names
     src: str = "device"
     dst: str = "pinned_host"
-    parts: tuple[PolicySpec, ...] = ()   # save_from_both_policies
-    declared: bool = False               # a policy the target declared
+    parts: tuple[PolicySpec, ...] = ()  # save_from_both_policies
+    declared: bool = False  # a policy the target declared
 
     @property
     def canonical(self) -> str:
         if self.kind in NAME_LISTS:
             return f"{self.kind}({', '.join(map(repr, self.names))})"
         if self.kind == OFFLOAD_NAMES:
-            return (f"{OFFLOAD_NAMES}(names_which_can_be_saved={list(self.names)!r}, "
-                    f"names_which_can_be_offloaded={list(self.offloaded)!r}, "
-                    f"offload_src={self.src!r}, offload_dst={self.dst!r})")
+            return (
+                f"{OFFLOAD_NAMES}(names_which_can_be_saved={list(self.names)!r}, "
+                f"names_which_can_be_offloaded={list(self.offloaded)!r}, "
+                f"offload_src={self.src!r}, offload_dst={self.dst!r})"
+            )
         if self.kind == OFFLOAD_DOTS:
             return f"{OFFLOAD_DOTS}({self.src!r}, {self.dst!r})"
         if self.kind == BOTH:
@@ -87,15 +92,20 @@ class PolicySpec:
         """What the user should know before trusting this policy."""
         notes = []
         if self._uses("save_anything_except_these_names"):
-            notes.append("save_anything_except_these_names ignores its names in JAX: it "
-                         "saves everything (like everything_saveable). Use "
-                         "save_any_names_but_these to save named values except some.")
+            notes.append(
+                "save_anything_except_these_names ignores its names in JAX: it "
+                "saves everything (like everything_saveable). Use "
+                "save_any_names_but_these to save named values except some."
+            )
         if defined_names is not None:
             unknown = sorted(self.mentioned_names() - defined_names)
             if unknown:
                 known = ", ".join(sorted(defined_names)) or "none"
-                notes.append(f"the function defines no checkpoint_name {', '.join(map(repr, unknown))}"
-                             f" (names it defines: {known}).")
+                missing = ", ".join(map(repr, unknown))
+                notes.append(
+                    f"the function defines no checkpoint_name {missing}"
+                    f" (names it defines: {known})."
+                )
         return notes
 
     def _uses(self, kind: str) -> bool:
@@ -106,15 +116,16 @@ def parse(text: str, declared: dict[str, Callable] | None = None) -> PolicySpec:
     """Parse a spec; `declared` are the target's own policies by name."""
     source = text.strip()
     for prefix in ("jax.checkpoint_policies.", "checkpoint_policies."):
-        if source.startswith(prefix):
-            source = source[len(prefix):]
+        source = source.removeprefix(prefix)
     if not source:
         raise RematError(f"empty policy spec; expected a policy, {EXAMPLES}.")
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as exc:
-        raise RematError(f"could not parse policy spec {text!r}: {exc.msg} at column "
-                         f"{exc.offset}; expected a policy, {EXAMPLES}.") from None
+        raise RematError(
+            f"could not parse policy spec {text!r}: {exc.msg} at column "
+            f"{exc.offset}; expected a policy, {EXAMPLES}."
+        ) from None
     return _Parser(source, declared or {}).policy(tree.body)
 
 
@@ -133,7 +144,9 @@ def build(spec: PolicySpec, declared: dict[str, Callable] | None = None):
         return cp.save_and_offload_only_these_names(
             names_which_can_be_saved=list(spec.names),
             names_which_can_be_offloaded=list(spec.offloaded),
-            offload_src=spec.src, offload_dst=spec.dst)
+            offload_src=spec.src,
+            offload_dst=spec.dst,
+        )
     if spec.kind == OFFLOAD_DOTS:
         return cp.offload_dot_with_no_batch_dims(spec.src, spec.dst)
     if spec.kind == BOTH:
@@ -143,15 +156,22 @@ def build(spec: PolicySpec, declared: dict[str, Callable] | None = None):
 
 def builtin_specs() -> list[str]:
     """The built-in policies that need no arguments, in the order the app lists them."""
-    return [AS_WRITTEN, "everything_saveable", "nothing_saveable", "dots_saveable",
-            "dots_with_no_batch_dims_saveable", f"{OFFLOAD_DOTS}('device', 'pinned_host')"]
+    return [
+        AS_WRITTEN,
+        "everything_saveable",
+        "nothing_saveable",
+        "dots_saveable",
+        "dots_with_no_batch_dims_saveable",
+        f"{OFFLOAD_DOTS}('device', 'pinned_host')",
+    ]
 
 
 def names_policy(saved: list[str], offloaded: list[str]) -> PolicySpec:
     """The policy that saves `saved`, offloads `offloaded` and recomputes the rest."""
     if offloaded:
-        return PolicySpec(OFFLOAD_NAMES, names=tuple(sorted(saved)),
-                          offloaded=tuple(sorted(offloaded)))
+        return PolicySpec(
+            OFFLOAD_NAMES, names=tuple(sorted(saved)), offloaded=tuple(sorted(offloaded))
+        )
     return PolicySpec("save_only_these_names", names=tuple(sorted(saved)))
 
 
@@ -179,8 +199,7 @@ class _Parser:
             return PolicySpec(name, declared=True)
         if name in CALLABLE_FACTORIES:
             self.fail(node, f"{name} needs arguments, e.g. {name}(...).")
-        self.fail(node, f"unknown policy {name!r}; expected one of "
-                        f"{', '.join(self.known())}.")
+        self.fail(node, f"unknown policy {name!r}; expected one of {', '.join(self.known())}.")
 
     def known(self) -> list[str]:
         return [AS_WRITTEN, *SIMPLE, *CALLABLE_FACTORIES, *self.declared]
@@ -202,25 +221,32 @@ class _Parser:
             return PolicySpec(BOTH, parts=tuple(self.policy(a) for a in node.args))
         if name == AS_WRITTEN or name in SIMPLE or name in self.declared:
             self.fail(node, f"{name} takes no arguments; write it without parentheses.")
-        self.fail(node.func, f"unknown policy {name!r}; expected one of "
-                             f"{', '.join(self.known())}.")
+        self.fail(node.func, f"unknown policy {name!r}; expected one of {', '.join(self.known())}.")
 
     def offload_names(self, node: ast.Call) -> PolicySpec:
         if node.args:
             self.fail(node.args[0], f"{OFFLOAD_NAMES} takes keyword arguments only.")
         kw = {k.arg: k.value for k in node.keywords}
-        allowed = {"names_which_can_be_saved", "names_which_can_be_offloaded",
-                   "offload_src", "offload_dst"}
+        allowed = {
+            "names_which_can_be_saved",
+            "names_which_can_be_offloaded",
+            "offload_src",
+            "offload_dst",
+        }
         for k in node.keywords:
             if k.arg not in allowed:
-                self.fail(k.value, f"unexpected keyword {k.arg!r}; expected "
-                                   f"{', '.join(sorted(allowed))}.")
+                self.fail(
+                    k.value, f"unexpected keyword {k.arg!r}; expected {', '.join(sorted(allowed))}."
+                )
         saved = self.unique(node, self.string_list(kw.get("names_which_can_be_saved")))
         offloaded = self.unique(node, self.string_list(kw.get("names_which_can_be_offloaded")))
         both = set(saved) & set(offloaded)
         if both:
-            self.fail(node, f"names {sorted(both)} are both saved and offloaded; "
-                            "a name can be in only one list.")
+            self.fail(
+                node,
+                f"names {sorted(both)} are both saved and offloaded; "
+                "a name can be in only one list.",
+            )
         src = self.memory(kw.get("offload_src"), "device")
         dst = self.memory(kw.get("offload_dst"), "pinned_host")
         return PolicySpec(OFFLOAD_NAMES, names=saved, offloaded=offloaded, src=src, dst=dst)

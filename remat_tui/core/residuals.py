@@ -22,14 +22,14 @@ class FoundResidual:
     """A residual plus the JAX objects the line maps need (not kept in the model)."""
 
     residual: Residual
-    var: Any                 # the forward Var (or Literal) saved
-    eqn_index: int | None    # top-level forward equation defining it
+    var: Any  # the forward Var (or Literal) saved
+    eqn_index: int | None  # top-level forward equation defining it
     outvar_positions: list[int]  # positions among the forward residual outputs
 
 
 def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[FoundResidual]:
     """The residuals of a forward `vjp` jaxpr whose last `num_res` outputs are residuals."""
-    res_outvars = jaxpr.outvars[len(jaxpr.outvars) - num_res:]
+    res_outvars = jaxpr.outvars[len(jaxpr.outvars) - num_res :]
     names = arg_names or ("unknown",) * len(jaxpr.invars)
     # JAX looks through reduce_precision to the equation that produced the value.
     subst = {e.outvars[0]: e.invars[0] for e in jaxpr.eqns if ji.is_reduce_precision(e)}
@@ -46,8 +46,14 @@ def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[Foun
     def add(var, text_tail, kind, eqn_index=None, pos=None, **extra):
         aval = var.aval
         text = f"{ji.short(aval)} {text_tail}"
-        found.append(FoundResidual(_residual(aval, text, kind, **extra), var, eqn_index,
-                                   pos if pos is not None else positions.get(var, [])))
+        found.append(
+            FoundResidual(
+                _residual(aval, text, kind, **extra),
+                var,
+                eqn_index,
+                pos if pos is not None else positions.get(var, []),
+            )
+        )
 
     for lit, i in literals:
         add(lit, "from a literal", "literal", pos=[i])
@@ -57,8 +63,11 @@ def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[Foun
     for i, v in enumerate(jaxpr.invars):
         if v in positions:
             # JAX's fallback wording is a plain string with a literal "{i}" in it.
-            tail = (f"from the argument {names[i]}" if names[i]
-                    else "from the argument at flattened index {i}")
+            tail = (
+                f"from the argument {names[i]}"
+                if names[i]
+                else "from the argument at flattened index {i}"
+            )
             add(v, tail, "argument", argument=names[i] or None)
     for k, eqn in enumerate(jaxpr.eqns):
         for v in eqn.outvars:
@@ -68,14 +77,26 @@ def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[Foun
             source = _source(eqn)
             prim = eqn.primitive.name
             if (name := ji.checkpoint_name(eqn)) is not None:
-                add(v, f"named '{name}' from {src}", "named", k, name=name, source=source,
-                    primitive=prim)
+                add(
+                    v,
+                    f"named '{name}' from {src}",
+                    "named",
+                    k,
+                    name=name,
+                    source=source,
+                    primitive=prim,
+                )
             elif prim == "jit":
-                add(v, f"output of jitted function '{eqn.params['name']}' from {src}",
-                    "jit_output", k, source=source, primitive=prim)
+                add(
+                    v,
+                    f"output of jitted function '{eqn.params['name']}' from {src}",
+                    "jit_output",
+                    k,
+                    source=source,
+                    primitive=prim,
+                )
             else:
-                add(v, f"output of {prim} from {src}", "output", k, source=source,
-                    primitive=prim)
+                add(v, f"output of {prim} from {src}", "output", k, source=source, primitive=prim)
     return found
 
 
@@ -95,7 +116,15 @@ def aval_bytes(aval) -> int:
 
 def _residual(aval, text, kind, primitive=None, name=None, argument=None, source=None):
     return Residual(
-        text=text, aval=ji.short(aval), shape=tuple(int(d) for d in aval.shape),
-        dtype=str(aval.dtype), bytes=aval_bytes(aval),
-        memory="host" if ji.is_host(aval) else "device", kind=kind, primitive=primitive,
-        name=name, argument=argument, source=source)
+        text=text,
+        aval=ji.short(aval),
+        shape=tuple(int(d) for d in aval.shape),
+        dtype=str(aval.dtype),
+        bytes=aval_bytes(aval),
+        memory="host" if ji.is_host(aval) else "device",
+        kind=kind,
+        primitive=primitive,
+        name=name,
+        argument=argument,
+        source=source,
+    )

@@ -13,8 +13,13 @@ import traceback
 import remat_tui
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(remat_tui.__file__))
-_HIDDEN = (_PACKAGE_DIR + os.sep, "<frozen importlib", os.sep + "importlib" + os.sep,
-           os.sep + "jax" + os.sep, os.sep + "jaxlib" + os.sep)
+_HIDDEN = (
+    _PACKAGE_DIR + os.sep,
+    "<frozen importlib",
+    os.sep + "importlib" + os.sep,
+    os.sep + "jax" + os.sep,
+    os.sep + "jaxlib" + os.sep,
+)
 
 
 def _is_user_frame(filename: str) -> bool:

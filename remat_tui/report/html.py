@@ -45,7 +45,8 @@ def render(a: Analysis) -> str:
         f"<tr><td>R{i}</td><td><code>{escape(r.aval)}</code></td>"
         f'<td class="num">{human_bytes(r.bytes)}</td><td>{r.memory}</td><td>{r.kind}</td>'
         f"<td>{escape(what(r))}</td><td>{escape(where(r))}</td></tr>"
-        for i, r in enumerate(a.residuals, 1))
+        for i, r in enumerate(a.residuals, 1)
+    )
     warnings = "".join(f'<p class="warn">warning: {escape(w)}</p>' for w in a.warnings)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -54,8 +55,8 @@ def render(a: Analysis) -> str:
 <body>
 <h1>remat-tui report: <code>{escape(a.target_name)}</code></h1>
 <p>target <code>{escape(target)}</code> · policy <code>{escape(a.policy)}</code> ·
-device {escape(str(a.device.get('platform')))}:{escape(str(a.device.get('id')))}
-({escape(str(a.device.get('description')))}) · jax {escape(a.jax_version)} ·
+device {escape(str(a.device.get("platform")))}:{escape(str(a.device.get("id")))}
+({escape(str(a.device.get("description")))}) · jax {escape(a.jax_version)} ·
 remat-tui {escape(a.tool_version)}</p>
 <p><strong>{escape(summary(a))}</strong></p>
 <p>Paste to get this policy:</p>

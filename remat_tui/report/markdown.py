@@ -52,18 +52,39 @@ def render(a: Analysis) -> str:
     ]
     if a.warnings:
         parts += [*(f"> **warning:** {_cell(w)}" for w in a.warnings), ""]
-    parts += ["## Saved residuals", "",
-              "| # | aval | bytes | memory | kind | what | source |",
-              "|---:|---|---:|---|---|---|---|"]
+    parts += [
+        "## Saved residuals",
+        "",
+        "| # | aval | bytes | memory | kind | what | source |",
+        "|---:|---|---:|---|---|---|---|",
+    ]
     for i, r in enumerate(a.residuals, 1):
-        parts.append(f"| R{i} | `{_cell(r.aval)}` | {human_bytes(r.bytes)} | {r.memory} | "
-                     f"{r.kind} | {_cell(what(r))} | {_cell(where(r))} |")
-    parts += ["", "As `jax.ad_checkpoint.print_saved_residuals` prints them:", "",
-              _fence("\n".join(r.text for r in a.residuals)), ""]
-    parts += ["## Forward (vjp) jaxpr", "", f"Lines marked `{MARK_RESIDUAL}n` define residual n.",
-              "", _fence("\n".join(marked_lines(a.forward))), ""]
-    parts += ["## Backward jaxpr", "",
-              f"Lines marked `{MARK_RESIDUAL}n` read residual n; `{MARK_RECOMPUTE}` "
-              "re-runs forward work (recomputation).", "",
-              _fence("\n".join(marked_lines(a.backward))), ""]
+        parts.append(
+            f"| R{i} | `{_cell(r.aval)}` | {human_bytes(r.bytes)} | {r.memory} | "
+            f"{r.kind} | {_cell(what(r))} | {_cell(where(r))} |"
+        )
+    parts += [
+        "",
+        "As `jax.ad_checkpoint.print_saved_residuals` prints them:",
+        "",
+        _fence("\n".join(r.text for r in a.residuals)),
+        "",
+    ]
+    parts += [
+        "## Forward (vjp) jaxpr",
+        "",
+        f"Lines marked `{MARK_RESIDUAL}n` define residual n.",
+        "",
+        _fence("\n".join(marked_lines(a.forward))),
+        "",
+    ]
+    parts += [
+        "## Backward jaxpr",
+        "",
+        f"Lines marked `{MARK_RESIDUAL}n` read residual n; `{MARK_RECOMPUTE}` "
+        "re-runs forward work (recomputation).",
+        "",
+        _fence("\n".join(marked_lines(a.backward))),
+        "",
+    ]
     return "\n".join(parts)

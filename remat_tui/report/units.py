@@ -33,6 +33,8 @@ def where(r: Residual) -> str:
 def summary(a: Analysis) -> str:
     t = a.totals
     host = f" + {human_bytes(t.host_bytes)} host" if t.host_bytes else ""
-    return (f"{t.count} residuals · {human_bytes(t.device_bytes)} device{host} · "
-            f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments · "
-            f"{a.backward.recompute_eqns} recomputed equations")
+    return (
+        f"{t.count} residuals · {human_bytes(t.device_bytes)} device{host} · "
+        f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments · "
+        f"{a.backward.recompute_eqns} recomputed equations"
+    )

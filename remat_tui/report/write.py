@@ -22,8 +22,7 @@ def write_atomic(path: str, data: str | bytes) -> str:
         raise RematError(f"cannot write {path}: it is a folder; give a file name.")
     payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp",
-                                   dir=folder)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise RematError(f"cannot write {path}: {exc.strerror}.") from None
     try:
