@@ -8,15 +8,17 @@ with Pygments on first display and cached.
 from __future__ import annotations
 
 from pygments.lexer import Lexer
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.syntax import Syntax
-from rich.text import Text
 from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from remat_tui.app.scrolling import resize_virtual
 
 THEME = "monokai"
 
@@ -51,12 +53,13 @@ class CodeView(ScrollView, can_focus=True):
         self.recompute: set[int] = set()  # recomputation lines
         # Highlighted segments by line *text*: jaxprs repeat many lines, and
         # switching back to a policy redraws lines seen before.
-        self._cache: dict[str, list[Segment]] = {}
+        self._cache: dict[str, Strip] = {}
         self._styles: dict[str, Style] = {}
         # Finished lines, so going back to a cached analysis redraws from memory.
         self._strips: LRUCache[tuple, Strip] = LRUCache(4096)
         self._gutter = 0
         self._syntax_theme = Syntax.get_theme(THEME)
+        self._token_styles: dict = {}
 
     def set_lines(
         self,
@@ -64,8 +67,10 @@ class CodeView(ScrollView, can_focus=True):
         marks: dict[int, str] | None = None,
         marked: set[int] | None = None,
         recompute: set[int] | None = None,
+        longest: int | None = None,
     ) -> None:
-        """Replace the content; keeps the scroll position when it still fits."""
+        """Replace the content; keeps the scroll position when it still fits.
+        `longest` is the longest line's length, if the caller already knows it."""
         self.lines = lines
         self.marks = marks or {}
         self.marked = marked or set()
@@ -73,10 +78,10 @@ class CodeView(ScrollView, can_focus=True):
         if len(self._cache) > 50_000:
             self._cache.clear()
         self._gutter = len(str(len(lines))) + 5
-        width = max((len(line) for line in lines), default=0) + self._gutter
-        size = Size(width, len(lines))
-        if size != self.virtual_size:  # an unchanged size need not redraw the scrollbars
-            self.virtual_size = size
+        if longest is None:
+            longest = max(map(len, lines), default=0)
+        width = longest + self._gutter
+        resize_virtual(self, Size(width, len(lines)))
         self.refresh()
 
     def show_line(self, line: int) -> None:
@@ -96,21 +101,21 @@ class CodeView(ScrollView, can_focus=True):
     def watch_selected(self) -> None:
         self.refresh()
 
-    def _highlight(self, index: int) -> list[Segment]:
+    def _highlight(self, index: int) -> Strip:
+        """One line as a Strip with a Segment per Pygments token (building rich Text
+        and rendering it costs several times more, and this runs per new line)."""
         line = self.lines[index]
-        segments = self._cache.get(line)
-        if segments is None:
-            text = Text(line, no_wrap=True, end="")
-            offset = 0
-            for token, value in self.lexer.get_tokens(line):
-                value = value.rstrip("\n")
-                style = self._syntax_theme.get_style_for_token(token)
-                if value:
-                    text.stylize(style, offset, offset + len(value))
-                offset += len(value)
-            segments = list(text.render(self.app.console))
-            self._cache[line] = segments
-        return segments
+        strip = self._cache.get(line)
+        if strip is None:
+            style_for = self._token_styles
+            segments = []
+            for _, token, value in self.lexer.get_tokens_unprocessed(line):
+                style = style_for.get(token)
+                if style is None:
+                    style = style_for[token] = self._syntax_theme.get_style_for_token(token)
+                segments.append(Segment(value, style))
+            strip = self._cache[line] = Strip(segments, cell_len(line))
+        return strip
 
     def render_lines(self, crop):
         # Styles looked up once per frame, not once per line: each lookup walks CSS.
@@ -142,7 +147,7 @@ class CodeView(ScrollView, can_focus=True):
         if strip is None:
             number = str(index + 1).rjust(self._gutter - 5)
             gutter = Segment(f"{number} {mark:<3.3} ", self._styles["codeview--gutter"])
-            code = Strip(self._highlight(index)).crop(scroll_x, scroll_x + width - self._gutter)
+            code = self._highlight(index).crop(scroll_x, scroll_x + width - self._gutter)
             strip = Strip([gutter, *code]).extend_cell_length(width).crop(0, width)
             base = self._styles["base"]
             strip = strip.apply_style(base + self._styles[background] if background else base)

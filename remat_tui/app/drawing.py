@@ -20,6 +20,7 @@ class PaneDrawing:
     marks: dict[int, str]  # gutter mark per line: R<n> for residual lines, ↻ for recompute
     marked: set[int]  # residual lines
     recompute: set[int]
+    longest: int  # length of the longest line
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,8 @@ def _pane(view: JaxprView) -> PaneDrawing:
     marks = {line: f"R{rs[0] + 1}" for line, rs in view.residual_lines.items()}
     for line in view.recompute_lines:
         marks.setdefault(line, "↻")
-    return PaneDrawing(marks, set(view.residual_lines), set(view.recompute_lines))
+    longest = max(map(len, view.lines), default=0)
+    return PaneDrawing(marks, set(view.residual_lines), set(view.recompute_lines), longest)
 
 
 def draw(a: Analysis) -> Drawing:

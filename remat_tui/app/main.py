@@ -6,6 +6,7 @@ change state and widgets. Analyses are cached per (target, policy, device).
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 import traceback
@@ -223,6 +224,10 @@ class RematApp(App):
     @on(AnalysisReady)
     def analysis_ready(self, message: AnalysisReady) -> None:
         self.cache[message.key] = message.analysis
+        # Cached analyses live as long as the app. Moving them out of the garbage
+        # collector's sight keeps its full collections (which otherwise walk every
+        # jaxpr equation kept here) from stalling frames and traces.
+        gc.freeze()
         if message.request == self.request:
             self.pending = None
             self.show(message.analysis)
@@ -256,7 +261,11 @@ class RematApp(App):
             ("#backward", a.backward, drawing.backward),
         ):
             self.query_one(pane_id, CodeView).set_lines(
-                view.lines, pane_drawing.marks, pane_drawing.marked, pane_drawing.recompute
+                view.lines,
+                pane_drawing.marks,
+                pane_drawing.marked,
+                pane_drawing.recompute,
+                pane_drawing.longest,
             )
         self.query_one(
             "#backward"

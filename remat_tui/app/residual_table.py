@@ -19,6 +19,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from remat_tui.app.scrolling import resize_virtual
+
 
 class ResidualTable(ScrollView, can_focus=True):
     """A fixed header and selectable rows of plain strings."""
@@ -78,9 +80,7 @@ class ResidualTable(ScrollView, can_focus=True):
         self._widths = widths or [
             max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(self.columns)
         ]
-        size = Size(sum(self._widths) + 2 * len(self._widths), len(rows) + 1)
-        if size != self.virtual_size:
-            self.virtual_size = size
+        resize_virtual(self, Size(sum(self._widths) + 2 * len(self._widths), len(rows) + 1))
         cursor = min(self.cursor, len(rows) - 1) if keep_cursor else 0
         # No Highlighted message here: the caller selects the row in the same frame.
         self.set_reactive(ResidualTable.cursor, max(cursor, 0))
