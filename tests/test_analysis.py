@@ -183,3 +183,16 @@ def test_cancelled_analysis_stops():
 
     with pytest.raises(Cancelled):
         analyze(lambda x: jnp.sin(x), args=(jnp.ones(3),), cancelled=lambda: True)
+
+
+def test_offloaded_residuals_stay_on_host_in_the_backward_pass(notebook_targets):
+    a = remat_tui.analyze(
+        notebook_targets["loss"],
+        policy="save_and_offload_only_these_names(names_which_can_be_saved=[], "
+        "names_which_can_be_offloaded=['b'])",
+    )
+    host = [r for r in a.residuals if r.memory == "host"]
+    assert host
+    for r in host:
+        header = a.backward.lines[r.backward_lines[0]]
+        assert f" {r.backward_var}:{r.aval}" in header  # e.g. bh:f32<host>[6]

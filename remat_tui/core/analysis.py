@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax.tree_util import tree_flatten, tree_unflatten
 
 import remat_tui
@@ -55,7 +57,7 @@ def analyze(
     dev = resolve_device(device)
     start = time.perf_counter()
     with jax.default_device(dev):
-        result = _trace(target, spec, call_args, call_kwargs, cancelled)
+        result = _trace(target, spec, call_args, call_kwargs, cancelled, dev)
     result.trace_seconds = time.perf_counter() - start
     result.device = describe_device(dev)
     return result
@@ -70,7 +72,7 @@ def _check(cancelled):
         raise Cancelled()
 
 
-def _trace(target: Target, spec, args: tuple, kwargs: dict, cancelled) -> Analysis:
+def _trace(target: Target, spec, args: tuple, kwargs: dict, cancelled, device) -> Analysis:
     fn = target.fn
     jax_policy = policies.build(spec, target.policies)
     if spec.kind != policies.AS_WRITTEN:
@@ -90,6 +92,10 @@ def _trace(target: Target, spec, args: tuple, kwargs: dict, cancelled) -> Analys
         )(*leaves)
         _check(cancelled)
         res_shapes, res_tree = tree_flatten(vjp_shape)
+        res_avals = [
+            v.aval for v in closed.jaxpr.outvars[len(closed.jaxpr.outvars) - len(res_shapes) :]
+        ]
+        res_shapes = _keep_memory_space(res_shapes, res_avals, device)
         ct_shapes, ct_tree = tree_flatten(out_shape)
 
         def backward(*flat):
@@ -133,6 +139,19 @@ def _trace(target: Target, spec, args: tuple, kwargs: dict, cancelled) -> Analys
         jax_version=jax.__version__,
         tool_version=remat_tui.__version__,
     )
+
+
+def _keep_memory_space(shapes: list, avals: list, device) -> list:
+    """`return_shape` drops where a residual lives; an offloaded one must reach the
+    backward trace in host memory, or the backward pane would show it on device."""
+    if not any(ji.is_host(a) for a in avals):
+        return shapes
+    mesh = Mesh(np.array([device]), ("remat_tui",))
+    host = NamedSharding(mesh, PartitionSpec(), memory_kind="pinned_host")
+    return [
+        jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=host) if ji.is_host(a) else s
+        for s, a in zip(shapes, avals, strict=True)
+    ]
 
 
 def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
