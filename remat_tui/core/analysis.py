@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import jax
@@ -197,7 +198,7 @@ def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
         for line in bwd_lines:
             bwd_marks.setdefault(line, []).append(idx)
         out.append(
-            _with(
+            replace(
                 r,
                 forward_lines=fwd_lines,
                 forward_var=fwd_var,
@@ -206,12 +207,6 @@ def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
             )
         )
     return out, fwd_marks, bwd_marks
-
-
-def _with(r, **changes):
-    from dataclasses import replace
-
-    return replace(r, **changes)
 
 
 def _named_values(fwd, bwd) -> list[NamedValue]:
