@@ -10,20 +10,18 @@ from __future__ import annotations
 from pygments.lexer import Lexer
 from rich.cells import cell_len
 from rich.segment import Segment
-from rich.style import Style
 from rich.syntax import Syntax
 from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from remat_tui.app.scrolling import resize_virtual
+from remat_tui.app.lineview import LineView
 
 THEME = "monokai"
 
 
-class CodeView(ScrollView, can_focus=True):
+class CodeView(LineView, can_focus=True):
     """Lines of code with a gutter (line number + mark) and line backgrounds."""
 
     COMPONENT_CLASSES = {
@@ -54,7 +52,6 @@ class CodeView(ScrollView, can_focus=True):
         # Highlighted segments by line *text*: jaxprs repeat many lines, and
         # switching back to a policy redraws lines seen before.
         self._cache: dict[str, Strip] = {}
-        self._styles: dict[str, Style] = {}
         # Finished lines, so going back to a cached analysis redraws from memory.
         self._strips: LRUCache[tuple, Strip] = LRUCache(4096)
         self._gutter = 0
@@ -81,7 +78,7 @@ class CodeView(ScrollView, can_focus=True):
         if longest is None:
             longest = max(map(len, lines), default=0)
         width = longest + self._gutter
-        resize_virtual(self, Size(width, len(lines)))
+        self.resize_virtual(Size(width, len(lines)))
         self.refresh()
 
     def show_line(self, line: int) -> None:
@@ -117,20 +114,12 @@ class CodeView(ScrollView, can_focus=True):
             strip = self._cache[line] = Strip(segments, cell_len(line))
         return strip
 
-    def render_lines(self, crop):
-        # Styles looked up once per frame, not once per line: each lookup walks CSS.
-        self._styles = {
-            name: self.get_component_rich_style(name) for name in self.COMPONENT_CLASSES
-        }
-        self._styles["base"] = self.rich_style
-        return super().render_lines(crop)
-
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.scrollable_content_region.width
         if index >= len(self.lines):
-            return Strip.blank(width, self._styles["base"])
+            return Strip.blank(width, self.frame_styles["base"])
         mark = self.marks.get(index, "")
         background = self._background(index)
         key = (
@@ -141,16 +130,16 @@ class CodeView(ScrollView, can_focus=True):
             scroll_x,
             width,
             self._gutter,
-            self._styles["base"],
+            self.frame_styles["base"],
         )
         strip = self._strips.get(key)
         if strip is None:
             number = str(index + 1).rjust(self._gutter - 5)
-            gutter = Segment(f"{number} {mark:<3.3} ", self._styles["codeview--gutter"])
+            gutter = Segment(f"{number} {mark:<3.3} ", self.frame_styles["codeview--gutter"])
             code = self._highlight(index).crop(scroll_x, scroll_x + width - self._gutter)
             strip = Strip([gutter, *code]).extend_cell_length(width).crop(0, width)
-            base = self._styles["base"]
-            strip = strip.apply_style(base + self._styles[background] if background else base)
+            base = self.frame_styles["base"]
+            strip = strip.apply_style(base + self.frame_styles[background] if background else base)
             self._strips[key] = strip
         return strip
 

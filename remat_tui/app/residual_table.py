@@ -16,13 +16,12 @@ from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from remat_tui.app.scrolling import resize_virtual
+from remat_tui.app.lineview import LineView
 
 
-class ResidualTable(ScrollView, can_focus=True):
+class ResidualTable(LineView, can_focus=True):
     """A fixed header and selectable rows of plain strings."""
 
     BINDINGS = [
@@ -60,7 +59,6 @@ class ResidualTable(ScrollView, can_focus=True):
         self.rows: list[tuple[str, ...]] = []
         self.host_rows: set[int] = set()
         self._widths = [len(c) for c in columns]
-        self._styles: dict = {}
 
     @property
     def row_count(self) -> int:
@@ -80,7 +78,7 @@ class ResidualTable(ScrollView, can_focus=True):
         self._widths = widths or [
             max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(self.columns)
         ]
-        resize_virtual(self, Size(sum(self._widths) + 2 * len(self._widths), len(rows) + 1))
+        self.resize_virtual(Size(sum(self._widths) + 2 * len(self._widths), len(rows) + 1))
         cursor = min(self.cursor, len(rows) - 1) if keep_cursor else 0
         # No Highlighted message here: the caller selects the row in the same frame.
         self.set_reactive(ResidualTable.cursor, max(cursor, 0))
@@ -89,20 +87,15 @@ class ResidualTable(ScrollView, can_focus=True):
     def _format(self, cells: tuple[str, ...]) -> str:
         return "  ".join(cell.ljust(w) for cell, w in zip(cells, self._widths, strict=True))
 
-    def render_lines(self, crop):
-        # Styles looked up once per frame, not once per row: each lookup walks CSS.
-        self._styles = {
-            name: self.get_component_rich_style(name) for name in self.COMPONENT_CLASSES
-        }
-        self._styles["base"] = self.rich_style
-        return super().render_lines(crop)
-
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width
-        base = self._styles["base"]
+        base = self.frame_styles["base"]
         if y == 0:
-            text, style = self._format(self.columns), base + self._styles["residual-table--header"]
+            text, style = (
+                self._format(self.columns),
+                base + self.frame_styles["residual-table--header"],
+            )
         else:
             index = scroll_y + y - 1
             if index >= len(self.rows):
@@ -110,9 +103,9 @@ class ResidualTable(ScrollView, can_focus=True):
             text = self._format(self.rows[index])
             style = base
             if index in self.host_rows:
-                style += self._styles["residual-table--host"]
+                style += self.frame_styles["residual-table--host"]
             if index == self.cursor:
-                style += self._styles["residual-table--cursor"]
+                style += self.frame_styles["residual-table--cursor"]
         line = " " + text[scroll_x:]
         return Strip([Segment(line, style)]).extend_cell_length(width, style).crop(0, width)
 
