@@ -12,8 +12,7 @@ import sys
 
 from remat_tui import __version__
 from remat_tui.errors import RematError
-
-REPORT_FORMATS = ("json", "md", "html", "text")
+from remat_tui.report import FORMATS  # light: the report modules import no jax
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +57,7 @@ def report_parser() -> argparse.ArgumentParser:
     )
     _common(parser)
     parser.add_argument(
-        "--format", choices=REPORT_FORMATS, default="text", help="report format (default: text)"
+        "--format", choices=FORMATS, default="text", help="report format (default: text)"
     )
     parser.add_argument(
         "-o",
@@ -101,14 +100,20 @@ def run_report(opts: argparse.Namespace) -> int:
 
 
 def run_app(opts: argparse.Namespace) -> int:
-    from remat_tui.core.loading import split_target_ref
-    from remat_tui.core.policies import parse
+    import os
 
-    parse(opts.policy)  # fail fast on a malformed spec (names are checked in the app)
+    from remat_tui.core.loading import split_target_ref
+    from remat_tui.core.policies import check_syntax
+
+    # What can be checked before JAX loads fails here, with exit status 2; the
+    # rest (the file's own errors, its policy names, the device) shows in the app.
+    check_syntax(opts.policy)
     path, name = split_target_ref(opts.target)
-    try:
-        from remat_tui.app.main import run
-    except ImportError:  # the app is not built yet: print the report instead
-        opts.format, opts.output = "text", None
-        return run_report(opts)
+    if not os.path.isfile(path):
+        raise RematError(
+            f"{os.path.abspath(path)}: no such file. Give the path of a Python "
+            "file that registers targets with @remat_tui.target(...)."
+        )
+    from remat_tui.app.main import run
+
     return run(path, name, policy=opts.policy, device=opts.device)

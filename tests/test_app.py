@@ -110,21 +110,38 @@ async def test_selecting_a_row_ties_panes_and_source_together():
         assert app.query_one("#backward", CodeView).selected == frozenset(r.backward_lines)
 
 
-async def test_superseded_result_is_dropped():
+async def test_superseded_result_is_dropped(monkeypatch):
+    import threading
+
+    from remat_tui.core import analysis
+
+    real_analyze = analysis.analyze
+    release = threading.Event()
+
+    def analyze(target, policy, **kwargs):
+        result = real_analyze(target, policy=policy, **kwargs)
+        if getattr(policy, "canonical", policy) == "nothing_saveable":
+            release.wait(30)  # finishes only after the newer request has been shown
+        return result
+
+    monkeypatch.setattr(analysis, "analyze", analyze)
     app = RematApp(example("notebook.py"), "f")
-    async with app.run_test(size=SIZE) as pilot:
+    seen = []
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await settle(app, pilot)
-        shown = app.shown
-        stale = app.request - 1
-        other = app.cache[("f", "as_written", app.device)]
-        app.post_message(AnalysisReady(stale, ("f", "stale-policy", app.device), other))
-        await pilot.pause()
-        assert app.shown is shown  # not replaced by a stale answer
-        assert ("f", "stale-policy", app.device) in app.cache  # but kept for later
-        app.apply_policy("nothing_saveable")
-        app.apply_policy("dots_saveable")  # supersedes the first before it finishes
+        app.apply_policy("nothing_saveable")  # slow: held back until released
+        await pilot.pause(0.2)
+        app.apply_policy("dots_saveable")  # the newer request answers first
+        while app.shown.policy != "dots_saveable":
+            await pilot.pause(0.05)
+        release.set()
         await settle(app, pilot)
-        assert app.shown.policy == "dots_saveable"
+        late = [m for m in seen if isinstance(m, AnalysisReady) and m.key[1] == "nothing_saveable"]
+        assert late and late[0].request < app.request  # the stale answer did arrive...
+        assert app.shown.policy == "dots_saveable"  # ...and was not shown
+        assert ("f", "nothing_saveable", app.device) in app.cache  # but kept for later
+        await pilot.press("2")  # nothing_saveable again: instant, from the cache
+        assert app.shown.policy == "nothing_saveable" and app.pending is None
 
 
 async def test_bad_policy_shows_error_and_keeps_last_analysis():
@@ -141,12 +158,31 @@ async def test_bad_policy_shows_error_and_keeps_last_analysis():
 
 async def test_broken_target_file_shows_error_in_place(tmp_path):
     path = tmp_path / "broken.py"
-    path.write_text("raise RuntimeError('config missing')\n")
+    # Square brackets in a message must show as written, not be taken for markup.
+    path.write_text("raise RuntimeError('config [/model] missing W[idx]')\n")
     app = RematApp(str(path))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        assert "RuntimeError: config missing" in str(app.query_one("#error").render())
-        assert app.is_running
+        shown = str(app.query_one("#error").render())
+        assert "RuntimeError: config [/model] missing W[idx]" in shown
+        assert app.is_running and app.load_error
+
+
+async def test_failed_trace_keeps_the_sidebar_on_what_is_shown(write_target):
+    path = write_target(
+        "import jax.numpy as jnp, remat_tui\n"
+        "def bad_policy(prim, *args, **params):\n"
+        "    raise ValueError('policy exploded')\n"
+        "@remat_tui.target(args=lambda: (jnp.ones(3),), policies={'bad': bad_policy})\n"
+        "def f(x):\n    return jnp.sin(jnp.sin(x))\n"
+    )
+    app = RematApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("6")  # the declared policy, after the six built-ins
+        await settle(app, pilot)
+        assert "policy exploded" in str(app.query_one("#error").render())
+        assert app.shown.policy == "as_written" and app.spec.canonical == "as_written"
 
 
 @pytest.mark.parametrize("fmt", ["json", "html", "md", "svg"])

@@ -112,3 +112,22 @@ def test_unknown_name_in_spec_warns(remat_tui_cmd):
     )
     assert proc.returncode == 0
     assert "warning: the function defines no checkpoint_name 'layer9'" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["/no/such/model.py"], "no such file"),
+        ([example("mlp.py"), "--policy", "save_only_these_names(1)"], "expected a quoted name"),
+    ],
+)
+def test_app_mode_bad_input_exits_2_before_the_app_starts(remat_tui_cmd, args, fragment):
+    proc = run(remat_tui_cmd, *args)
+    assert proc.returncode == 2 and fragment in proc.stderr
+
+
+def test_app_mode_accepts_a_policy_the_target_declares():
+    from remat_tui.core.policies import check_syntax
+
+    check_syntax("save_a_and_dots")  # may be declared: the app checks it after loading
+    check_syntax("save_from_both_policies(dots_saveable, save_a_and_dots)")

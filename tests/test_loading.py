@@ -110,3 +110,22 @@ def test_duplicate_names(write_target):
 def test_split_target_ref():
     assert loading.split_target_ref("a/b.py:loss") == ("a/b.py", "loss")
     assert loading.split_target_ref("a/b.py") == ("a/b.py", None)
+
+
+def test_target_module_with_dataclasses_and_future_annotations(write_target):
+    path = write_target(
+        "from __future__ import annotations\n"
+        "import dataclasses\nimport jax.numpy as jnp\nimport remat_tui\n\n"
+        "@dataclasses.dataclass\nclass Config:\n    width: int = 3\n\n"
+        "@remat_tui.target(args=lambda: (jnp.ones(Config().width),))\n"
+        "def f(x):\n    return jnp.sin(x)\n"
+    )
+    assert list(remat_tui.load_targets(path)) == ["f"]
+
+
+def test_syntax_error_in_an_imported_neighbour_names_that_file(write_target):
+    write_target("def broken(:\n", name="helper.py")
+    path = write_target("import helper\n")
+    with pytest.raises(RematError) as err:
+        remat_tui.load_targets(path)
+    assert "helper.py: syntax error at line 1" in err.value.message

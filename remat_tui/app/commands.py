@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.content import Content
 
 from remat_tui.core import policies
 from remat_tui.errors import RematError
@@ -39,14 +40,23 @@ class RematCommands(Provider):
             if score > 0:
                 yield Hit(score, matcher.highlight(title), callback, help=help_text)
         target = self.app.target
-        if target is not None and "(" in query or query.strip() in policies.SIMPLE:
-            try:
-                spec = policies.parse(query, target.policies if target else None)
-            except RematError:
-                return
+        if target is None:
+            return
+        try:
+            spec = policies.parse(query, target.policies)
+        except RematError as exc:
+            if "(" in query:  # an attempt at a spec: say what is wrong with it
+                yield Hit(
+                    0.5,
+                    Content(f"Not a policy: {exc.message}"),
+                    partial(self.app.show_error, exc.message),
+                    help="select to keep this message on screen",
+                )
+            return
+        if spec.canonical not in self.app.policy_specs:  # those are listed above already
             yield Hit(
                 1.0,
-                f"Apply policy {spec.canonical}",
+                Content(f"Apply policy {spec.canonical}"),
                 partial(self.app.apply_policy, spec.canonical),
                 help="typed spec",
             )

@@ -16,6 +16,8 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.markup import escape
 from textual.widgets import Footer, OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -79,6 +81,7 @@ class RematApp(App):
         self.pending_since = 0.0
         self.sources: dict[str, list[str]] = {}
         self.source_file: str | None = None
+        self.load_error: str | None = None  # set when the file could not be loaded
 
     # ---- layout -------------------------------------------------------------------------
 
@@ -97,8 +100,10 @@ class RematApp(App):
                 with Horizontal(id="lower"):
                     yield ResidualTable(TABLE_COLUMNS, id="residuals")
                     yield CodeView(PythonLexer(), id="source")
-        yield Static("", id="snippet")
-        yield Static("Loading JAX… (the first import takes a few seconds)", id="status")
+        yield Static("", id="snippet", markup=False)
+        yield Static(
+            "Loading JAX… (the first import takes a few seconds)", id="status", markup=False
+        )
         yield Footer()
 
     def on_mount(self) -> None:
@@ -119,11 +124,16 @@ class RematApp(App):
         try:
             import jax
 
-            from remat_tui.core.devices import device_label
+            from remat_tui.core.devices import device_label, resolve_device
             from remat_tui.core.loading import load_targets
 
             targets = load_targets(self.path)
-            self.post_message(TargetsLoaded(targets, [device_label(d) for d in jax.devices()]))
+            devices = [device_label(d) for d in jax.devices()]
+            try:
+                device, device_error = device_label(resolve_device(self.device)), None
+            except RematError as exc:
+                device, device_error = devices[0], f"{exc.message} Using {devices[0]}."
+            self.post_message(TargetsLoaded(targets, devices, device, device_error))
         except RematError as exc:
             self.post_message(LoadFailed(exc.message))
         except Exception as exc:  # our bug: say so, keep the app alive
@@ -133,15 +143,10 @@ class RematApp(App):
     @on(TargetsLoaded)
     def targets_loaded(self, message: TargetsLoaded) -> None:
         self.devices = message.devices
+        self.device = message.device
         targets = message.targets
-        if self.device is None:
-            self.device = self.devices[0]
-        elif self.device not in self.devices and not self.device.isdigit():
-            self.show_error(
-                f"unknown device {self.device!r}; using {self.devices[0]}. "
-                f"Available: {', '.join(self.devices)}"
-            )
-            self.device = self.devices[0]
+        if message.device_error:
+            self.show_error(message.device_error)
         if self.target_name is not None and self.target_name not in targets:
             self.show_error(
                 f"no target named {self.target_name!r} in {self.path}; "
@@ -158,18 +163,14 @@ class RematApp(App):
 
     @on(LoadFailed)
     def load_failed(self, message: LoadFailed) -> None:
-        self.query_one("#title", Static).update(f"remat-tui  {self.path}  (not loaded)")
+        self.load_error = message.message
+        self.query_one("#title", Static).update(f"remat-tui  {escape(self.path)}  (not loaded)")
         self.query_one("#status", Static).update("Fix the file and start remat-tui again · q quits")
         self.show_error(message.message)
 
     def start(self, target) -> None:
         self.target = target
         self.policy_specs = policies.builtin_specs() + list(target.policies)
-        options = self.query_one("#policies", OptionList)
-        options.clear_options()
-        options.add_options(
-            [Option(self.policy_label(i, s, False), id=s) for i, s in enumerate(self.policy_specs)]
-        )
         self.apply_policy(self.requested_policy)
         self.query_one(ResidualTable).focus()
 
@@ -219,6 +220,7 @@ class RematApp(App):
             self.log.error(traceback.format_exc())
             self.post_message(AnalysisFailed(request, key, f"internal error: {exc!r}"))
             return
+        gc.collect()  # the trace's garbage, before the handler freezes what is left
         self.post_message(AnalysisReady(request, key, result))
 
     @on(AnalysisReady)
@@ -226,7 +228,8 @@ class RematApp(App):
         self.cache[message.key] = message.analysis
         # Cached analyses live as long as the app. Moving them out of the garbage
         # collector's sight keeps its full collections (which otherwise walk every
-        # jaxpr equation kept here) from stalling frames and traces.
+        # jaxpr equation kept here) from stalling frames and traces. The worker
+        # collected the trace's garbage first, so none of it is pinned.
         gc.freeze()
         if message.request == self.request:
             self.pending = None
@@ -239,8 +242,11 @@ class RematApp(App):
         if message.request == self.request:
             self.pending = None
             self.show_error(message.message)
-            if self.shown is not None:
+            if self.shown is not None:  # the sidebar goes back to what is shown
+                self.spec = policies.parse(self.shown.policy, self.target.policies)
+                self.name_states = self.states_from(self.spec)
                 self.update_status(self.shown)
+                self.refresh_sidebar()
 
     def ensure_baseline(self) -> None:
         """Trace as_written too (once per device): the status line compares with it."""
@@ -275,7 +281,7 @@ class RematApp(App):
         table.border_title = f"Residuals  {len(a.residuals)} · {human_bytes(a.totals.bytes)}"
         self.select_residual(table.cursor if a.residuals else -1)
         for w in a.warnings:
-            self.notify(w, title="policy warning", severity="warning", timeout=8)
+            self.notify(escape(w), title="policy warning", severity="warning", timeout=8)
         self.update_title()
         self.update_status(a)
         self.refresh_sidebar()
@@ -342,7 +348,8 @@ class RematApp(App):
         name = f"{self.path}:{self.target.name}" if self.target else self.path
         # Fixed one-line widgets: layout=False spares a layout pass of the whole screen.
         self.query_one("#title", Static).update(
-            f"[b]remat-tui[/b]  {name}  policy [b]{policy}[/b]  {self.device}", layout=False
+            f"[b]remat-tui[/b]  {escape(name)}  policy [b]{escape(policy)}[/b]  {self.device}",
+            layout=False,
         )
         self.query_one("#device", Static).update(
             f"Device  {self.device}  (d changes)", layout=False
@@ -382,11 +389,12 @@ class RematApp(App):
             return
         error.display = message is not None
         if message is not None:
-            error.update(
-                f"[b]error:[/b] {message}\n[dim]still showing the last good "
-                "analysis; change the policy or device to try again[/dim]"
+            hint = (
+                "still showing the last good analysis; change the policy or device to try again"
+                if self.shown is not None
+                else "nothing analysed yet"
             )
-            error.markup = True
+            error.update(f"[b]error:[/b] {escape(message)}\n[dim]{hint}[/dim]")
 
     # ---- sidebar: policies and names -----------------------------------------------------
 
@@ -495,9 +503,9 @@ class RematApp(App):
             data = self.export_screenshot() if fmt == "svg" else render(self.shown, fmt)
             written = write_atomic(path, data)
         except RematError as exc:
-            self.notify(exc.message, title="export failed", severity="error", timeout=10)
+            self.notify(escape(exc.message), title="export failed", severity="error", timeout=10)
             return
-        self.notify(f"wrote {written}", title=f"exported {fmt}")
+        self.notify(escape(f"wrote {written}"), title=f"exported {fmt}")
 
     def action_help(self) -> None:
         rows = [
@@ -515,20 +523,22 @@ class RematApp(App):
 
 
 def _relabel(options: OptionList, labels: list[tuple[str, str]]) -> None:
-    """Make `options` show `labels` (id, prompt), rebuilding only if the ids changed."""
+    """Make `options` show `labels` (id, prompt), rebuilding only if the ids changed.
+    Prompts are plain text (Content), never markup: names are the user's strings."""
     ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
     if ids != [i for i, _ in labels]:
         highlighted = options.highlighted
         options.clear_options()
-        options.add_options([Option(prompt, id=i) for i, prompt in labels])
+        options.add_options([Option(Content(prompt), id=i) for i, prompt in labels])
         if labels:
             options.highlighted = min(highlighted or 0, len(labels) - 1)
         return
     for index, (_, prompt) in enumerate(labels):
         if str(options.get_option_at_index(index).prompt) != prompt:
-            options.replace_option_prompt_at_index(index, prompt)
+            options.replace_option_prompt_at_index(index, Content(prompt))
 
 
 def run(path: str, name: str | None, policy: str = "as_written", device: str | None = None) -> int:
-    RematApp(path, name, policy=policy, device=device).run()
-    return 0
+    app = RematApp(path, name, policy=policy, device=device)
+    app.run()
+    return 2 if app.load_error else 0  # bad input exits 2, as in the headless CLI

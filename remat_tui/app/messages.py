@@ -14,6 +14,8 @@ class TargetsLoaded(Message):
 
     targets: dict[str, Any]
     devices: list[str]
+    device: str  # the requested device, resolved (JAX's default if none was asked for)
+    device_error: str | None  # why the requested device could not be used
 
 
 @dataclass

@@ -8,6 +8,8 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static
 
@@ -45,8 +47,8 @@ class PickScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(f"[b]{self.title_text}[/b]")
-            yield OptionList(*self.choices, id="choices")
+            yield Label(f"[b]{escape(self.title_text)}[/b]")
+            yield OptionList(*(Content(c) for c in self.choices), id="choices")
 
     def on_mount(self) -> None:
         options = self.query_one(OptionList)

@@ -121,7 +121,7 @@ def _trace(target: Target, spec, args: tuple, kwargs: dict, cancelled, device) -
     residuals, fwd_marks, bwd_marks = _place_residuals(
         found, fwd, bwd, fwd_lay, bwd_lay, len(res_shapes)
     )
-    recompute = linemap.recomputed_eqns(
+    recompute = linemap.recomputation(
         bwd, set(bwd.invars[: len(res_shapes)]), set(bwd.invars[len(res_shapes) :])
     )
     names = _named_values(fwd, bwd)
@@ -254,7 +254,7 @@ def _name_eqns(jaxpr) -> dict[str, list]:
 def _require_differentiable(target: Target, leaves: list) -> None:
     import jax.numpy as jnp
 
-    dtypes = [getattr(x, "dtype", None) for x in leaves]
+    dtypes = [_dtype_of(x) for x in leaves]
     if not any(d is not None and jnp.issubdtype(d, jnp.inexact) for d in dtypes):
         kinds = ", ".join(sorted({str(d) for d in dtypes})) or "no arguments"
         raise RematError(
@@ -262,6 +262,17 @@ def _require_differentiable(target: Target, leaves: list) -> None:
             "there is nothing to differentiate. Give at least one float input, "
             "e.g. jnp.ones((4,), jnp.float32)."
         )
+
+
+def _dtype_of(leaf):
+    """An argument's dtype; Python scalars count (JAX differentiates 1.0)."""
+    dtype = getattr(leaf, "dtype", None)
+    if dtype is not None:
+        return dtype
+    try:
+        return np.result_type(leaf)
+    except TypeError:
+        return None
 
 
 def _require_array_output(target: Target, out) -> None:

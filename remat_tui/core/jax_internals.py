@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jax._src import api_util, core, source_info_util
-from jax._src.ad_checkpoint import name_p
+from jax._src.ad_checkpoint import name_p, remat_p
 from jax._src.lax import lax as lax_internal
 
 import remat_tui
@@ -42,6 +42,11 @@ def checkpoint_name(eqn) -> str | None:
     if prim is not None and type(prim).__name__ == "CheckpointName":
         return getattr(prim, "name", None)
     return None
+
+
+def is_remat(eqn) -> bool:
+    """A jax.checkpoint (remat) equation: in the backward pass, it re-runs forward work."""
+    return eqn.primitive is remat_p
 
 
 def is_reduce_precision(eqn) -> bool:
@@ -84,15 +89,21 @@ class EqnRef:
     parent: EqnRef | None
 
 
-def format_jaxpr(jaxpr: Jaxpr) -> tuple[str, list[list[EqnRef]]]:
-    """`str(jaxpr)` plus, for every output line, the equations drawn on it
-    (outermost first). Text is identical to `str(jaxpr)`: tracebacks are not
+Region = tuple[int, int, EqnRef]  # start column, end column, equation
+
+
+def format_jaxpr(jaxpr: Jaxpr) -> tuple[str, list[list[Region]]]:
+    """`str(jaxpr)` plus, for every output line, the regions of it that each
+    equation drew. Text is identical to `str(jaxpr)`: tracebacks are not
     printed, so swapping them for references changes only the source map."""
     tagged = _Tagger().jaxpr(jaxpr, (), None)
     source_map: list[list[tuple[int, int, Any]]] = []
     # use_color=False: JAX colours its output when stdout is a terminal.
     text = core.pp_toplevel_jaxpr(tagged).format(use_color=False, source_map=source_map)
-    per_line = [[ref for _, _, ref in regions if isinstance(ref, EqnRef)] for regions in source_map]
+    per_line = [
+        [(start, end, ref) for start, end, ref in regions if isinstance(ref, EqnRef)]
+        for regions in source_map
+    ]
     return text, per_line
 
 

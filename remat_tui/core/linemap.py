@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from remat_tui.core import jax_internals as ji
 from remat_tui.core.model import JaxprView, Source
@@ -23,40 +22,40 @@ class Layout:
     """Where each top-level equation and input variable was printed."""
 
     lines: list[str]
-    refs: list[list[Any]]  # per line: EqnRefs, outermost first
-    spans: dict[int, tuple[int, int]] = field(default_factory=dict)  # eqn index -> lines
+    regions: list[list[ji.Region]]  # per line: (start, end, equation) drawn there
+    # top-level equation index -> its own regions (line, start, end), in order
+    own: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
     header: dict[str, int] = field(default_factory=dict)  # binder name -> line
     constvar_names: list[str] = field(default_factory=list)
     invar_names: list[str] = field(default_factory=list)
 
     def span_lines(self, eqn_index: int) -> tuple[int, ...]:
-        first, last = self.spans.get(eqn_index, (0, -1))
-        return tuple(range(first, last + 1))
+        """Every line from the equation's first to its last (sub-jaxprs printed
+        inline included)."""
+        own = self.own.get(eqn_index)
+        return tuple(range(own[0][0], own[-1][0] + 1)) if own else ()
 
     def outvar_names(self, eqn_index: int) -> list[str]:
         """Printed names of a top-level equation's outputs (its left-hand side)."""
-        first, last = self.spans[eqn_index]
-        text = " ".join(self.lines[first : last + 1])
+        text = " ".join(self.lines[line][a:b] for line, a, b in self.own.get(eqn_index, ()))
         lhs, eq, _ = text.partition(" = ")
         return _BINDER.findall(lhs) if eq else []
 
 
 def layout(jaxpr) -> tuple[str, Layout]:
-    text, refs = ji.format_jaxpr(jaxpr)
-    lines = text.split("\n")
-    lay = Layout(lines, refs)
-    for i, line_refs in enumerate(refs):
-        if line_refs and len(line_refs[0].path) == 1:
-            k = line_refs[0].path[0]
-            first, _ = lay.spans.get(k, (i, i))
-            lay.spans[k] = (first, i)
+    text, regions = ji.format_jaxpr(jaxpr)
+    lay = Layout(text.split("\n"), regions)
+    for i, line_regions in enumerate(regions):
+        for start, end, ref in line_regions:
+            if len(ref.path) == 1:  # a top-level equation's own text (not a sub-jaxpr's)
+                lay.own.setdefault(ref.path[0], []).append((i, start, end))
     _read_header(lay)
     return text, lay
 
 
 def _read_header(lay: Layout) -> None:
     """Names of the top-level jaxpr's constants and inputs, and their lines."""
-    first_eqn = min((s[0] for s in lay.spans.values()), default=len(lay.lines) - 1)
+    first_eqn = min((own[0][0] for own in lay.own.values()), default=len(lay.lines) - 1)
     start = next((i for i in range(first_eqn, -1, -1) if lay.lines[i].startswith("{ lambda ")), 0)
     header_lines: list[tuple[int, str]] = []
     for i in range(start, len(lay.lines)):
@@ -80,20 +79,26 @@ def _read_header(lay: Layout) -> None:
 
 
 def make_view(
-    text: str, lay: Layout, residual_lines: dict[int, list[int]], recompute: set[int] | None = None
+    text: str,
+    lay: Layout,
+    residual_lines: dict[int, list[int]],
+    recompute: Recomputation | None = None,
 ) -> JaxprView:
     """The pane model: text, residual and recomputation lines, lazy sources."""
-    recompute = recompute or set()
-    innermost = [max(r, key=lambda ref: len(ref.path)) if r else None for r in lay.refs]
+    recompute = recompute or Recomputation()
+    innermost = [
+        max((ref for _, _, ref in r), key=lambda ref: len(ref.path)) if r else None
+        for r in lay.regions
+    ]
     recompute_lines = {
-        i for i, ref in enumerate(innermost) if ref is not None and id(ref.eqn) in recompute
+        i for i, ref in enumerate(innermost) if ref is not None and id(ref.eqn) in recompute.eqn_ids
     }
     return JaxprView(
         text=text,
         lines=lay.lines,
         residual_lines=residual_lines,
         recompute_lines=recompute_lines,
-        recompute_eqns=len(recompute),
+        recompute_eqns=recompute.count,
         source_lookup=_SourceLookup(innermost),
     )
 
@@ -116,42 +121,59 @@ class _SourceLookup:
         return self._by_eqn[key]
 
 
-def recomputed_eqns(jaxpr, residual_invars: set, cotangent_invars: set) -> set[int]:
-    """ids of backward equations that re-run forward work: those computed from
-    residuals alone, without touching a cotangent (inside sub-jaxprs too)."""
-    out: set[int] = set()
-    _mark(jaxpr, set(residual_invars), set(cotangent_invars), out)
-    return out
+@dataclass
+class Recomputation:
+    """Backward equations that re-run forward work: inside a remat (checkpoint)
+    equation's sub-jaxpr, computed from residuals without touching a cotangent."""
+
+    eqn_ids: set[int] = field(default_factory=set)  # id() of each such equation
+    count: int = 0  # leaf equations, once per call site (a shared jaxpr per use)
 
 
-def _mark(jaxpr, primal: set, ct: set, out: set[int]) -> None:
+def recomputation(jaxpr, residual_invars: set, cotangent_invars: set) -> Recomputation:
+    found = Recomputation()
+    _mark(jaxpr, set(residual_invars), set(cotangent_invars), False, found)
+    return found
+
+
+def _mark(jaxpr, primal: set, ct: set, in_remat: bool, found: Recomputation) -> None:
     for eqn in jaxpr.eqns:
         ins = [v for v in eqn.invars if isinstance(v, ji.Var)]
         uses_ct = any(v in ct for v in ins)
         uses_primal = any(v in primal for v in ins)
+        calls = list(_calls(eqn))
         if uses_ct:
             ct.update(eqn.outvars)
         elif uses_primal:
             primal.update(eqn.outvars)
-            out.add(id(eqn))
-        for sub in ji.sub_jaxprs(eqn):
-            pairs = _bind_inputs(sub, eqn)
-            if pairs is None:  # unknown calling convention: be conservative
+            if in_remat:
+                found.eqn_ids.add(id(eqn))
+                found.count += not calls
+        inner_remat = in_remat or ji.is_remat(eqn)
+        for sub, outer in calls:
+            if outer is None:  # unknown calling convention: be conservative
                 sub_ct = set(sub.invars) if uses_ct else set()
-                sub_primal = set() if uses_ct else set(sub.invars) if uses_primal else set()
+                sub_primal = set(sub.invars) if uses_primal and not uses_ct else set()
             else:
-                pairs = [(s, o) for s, o in pairs if isinstance(o, ji.Var)]
+                pairs = [
+                    (s, o) for s, o in zip(sub.invars, outer, strict=True) if isinstance(o, ji.Var)
+                ]
                 sub_ct = {s for s, o in pairs if o in ct}
                 sub_primal = {s for s, o in pairs if o in primal}
-            _mark(sub, sub_primal, sub_ct, out)
+            _mark(sub, sub_primal, sub_ct, inner_remat, found)
 
 
-def _bind_inputs(sub, eqn):
-    """Pair a sub-jaxpr's inputs with the equation's (call-like primitives pass
-    them through one to one; cond drops its predicate)."""
-    n, m = len(sub.invars), len(eqn.invars)
-    if n == m:
-        return list(zip(sub.invars, eqn.invars, strict=True))
-    if n == m - 1:
-        return list(zip(sub.invars, eqn.invars[1:], strict=True))
-    return None
+def _calls(eqn):
+    """(sub-jaxpr, the equation inputs bound to its inputs, or None if unknown)."""
+    name, params, invars = eqn.primitive.name, eqn.params, list(eqn.invars)
+    if name == "while":
+        cond_n, body_n = params["cond_nconsts"], params["body_nconsts"]
+        carry = invars[cond_n + body_n :]
+        yield params["cond_jaxpr"].jaxpr, invars[:cond_n] + carry
+        yield params["body_jaxpr"].jaxpr, invars[cond_n : cond_n + body_n] + carry
+    elif name == "cond":  # the first input picks the branch
+        for branch in params["branches"]:
+            yield branch.jaxpr, invars[1:]
+    else:  # call-like (remat, jit, scan, custom_jvp/vjp): inputs passed one to one
+        for sub in ji.sub_jaxprs(eqn):
+            yield sub, invars if len(sub.invars) == len(invars) else None

@@ -35,13 +35,20 @@ def load_targets(path: str) -> dict[str, Target]:
     collected: list[Target] = []
     saved_collector, registry._collector = registry._collector, collected
     sys.path.insert(0, folder)
+    # Registered while it runs, as a normal import would be: dataclasses and
+    # `from __future__ import annotations` look the module up by name.
+    sys.modules[spec.name] = module
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
+        sys.modules.pop(spec.name, None)
         where = f"line {exc.lineno}" + (f", column {exc.offset}" if exc.offset else "")
         text = f"\n    {exc.text.rstrip()}" if exc.text else ""
-        raise RematError(f"{path}: syntax error at {where}: {exc.msg}{text}") from None
+        culprit = exc.filename if exc.filename and exc.filename != path else None
+        blame = f"{path}: importing {culprit}: syntax error" if culprit else f"{path}: syntax error"
+        raise RematError(f"{blame} at {where}: {exc.msg}{text}") from None
     except Exception as exc:  # the user's module raised: show their traceback
+        sys.modules.pop(spec.name, None)
         raise RematError(
             f"{path}: importing the file raised an exception.\n{user_traceback(exc)}"
         ) from None

@@ -76,6 +76,8 @@ class PolicySpec:
         return f"jax.checkpoint({fn_name}, policy={self._expr()})"
 
     def _expr(self) -> str:
+        if self.declared:  # the target's own policy: a name in the user's module
+            return self.kind
         if self.kind == BOTH:
             inner = ", ".join(p._expr() for p in self.parts)
             return f"jax.checkpoint_policies.{BOTH}({inner})"
@@ -127,6 +129,19 @@ def parse(text: str, declared: dict[str, Callable] | None = None) -> PolicySpec:
             f"{exc.offset}; expected a policy, {EXAMPLES}."
         ) from None
     return _Parser(source, declared or {}).policy(tree.body)
+
+
+class _AnyName(dict):
+    """Stands in for a target's declared policies before the target is loaded."""
+
+    def __contains__(self, name) -> bool:
+        return True
+
+
+def check_syntax(text: str) -> None:
+    """Raise RematError if `text` cannot be a spec for any target (a bare name
+    might be one the target declares, so those pass)."""
+    parse(text, _AnyName())
 
 
 def build(spec: PolicySpec, declared: dict[str, Callable] | None = None):
@@ -208,7 +223,7 @@ class _Parser:
         name = node.func.id
         if name in NAME_LISTS:
             self.no_keywords(node)
-            return PolicySpec(name, names=self.unique(node, [self.string(a) for a in node.args]))
+            return PolicySpec(name, names=_sorted_unique([self.string(a) for a in node.args]))
         if name == OFFLOAD_NAMES:
             return self.offload_names(node)
         if name == OFFLOAD_DOTS:
@@ -218,7 +233,15 @@ class _Parser:
             self.no_keywords(node)
             if len(node.args) != 2:
                 self.fail(node, f"{BOTH} takes exactly two policies.")
-            return PolicySpec(BOTH, parts=tuple(self.policy(a) for a in node.args))
+            parts = tuple(self.policy(a) for a in node.args)
+            for arg, part in zip(node.args, parts, strict=True):
+                if part.kind == AS_WRITTEN:
+                    self.fail(
+                        arg,
+                        f"as_written is no policy (it means no jax.checkpoint), "
+                        f"so {BOTH} cannot combine it.",
+                    )
+            return PolicySpec(BOTH, parts=parts)
         if name == AS_WRITTEN or name in SIMPLE or name in self.declared:
             self.fail(node, f"{name} takes no arguments; write it without parentheses.")
         self.fail(node.func, f"unknown policy {name!r}; expected one of {', '.join(self.known())}.")
@@ -238,8 +261,8 @@ class _Parser:
                 self.fail(
                     k.value, f"unexpected keyword {k.arg!r}; expected {', '.join(sorted(allowed))}."
                 )
-        saved = self.unique(node, self.string_list(kw.get("names_which_can_be_saved")))
-        offloaded = self.unique(node, self.string_list(kw.get("names_which_can_be_offloaded")))
+        saved = _sorted_unique(self.string_list(kw.get("names_which_can_be_saved")))
+        offloaded = _sorted_unique(self.string_list(kw.get("names_which_can_be_offloaded")))
         both = set(saved) & set(offloaded)
         if both:
             self.fail(
@@ -284,6 +307,7 @@ class _Parser:
         if node.keywords:
             self.fail(node.keywords[0].value, f"{node.func.id} takes positional arguments only.")
 
-    @staticmethod
-    def unique(node, names: list[str]) -> tuple[str, ...]:
-        return tuple(sorted(set(names)))
+
+def _sorted_unique(names: list[str]) -> tuple[str, ...]:
+    """Name lists are sets to JAX; sorted, they have one spelling."""
+    return tuple(sorted(set(names)))

@@ -76,7 +76,7 @@ def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[Foun
             src = ji.summarize(eqn.source_info)
             source = _source(eqn)
             prim = eqn.primitive.name
-            if (name := ji.checkpoint_name(eqn)) is not None:
+            if name := ji.checkpoint_name(eqn):  # JAX tests the name's truth, so '' is not one
                 add(
                     v,
                     f"named '{name}' from {src}",

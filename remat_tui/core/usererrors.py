@@ -8,12 +8,15 @@ dropped; what remains is formatted the way Python does.
 from __future__ import annotations
 
 import os
+import sysconfig
 import traceback
 
 import remat_tui
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(remat_tui.__file__))
+_STDLIB = os.path.join(sysconfig.get_paths()["stdlib"], "")
 _HIDDEN = (
+    _STDLIB,
     _PACKAGE_DIR + os.sep,
     "<frozen importlib",
     os.sep + "importlib" + os.sep,
