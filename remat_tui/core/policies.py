@@ -128,7 +128,7 @@ def parse(text: str, declared: dict[str, Callable] | None = None) -> PolicySpec:
             f"could not parse policy spec {text!r}: {exc.msg} at column "
             f"{exc.offset}; expected a policy, {EXAMPLES}."
         ) from None
-    return _Parser(source, declared or {}).policy(tree.body)
+    return _Parser(source, {} if declared is None else declared).policy(tree.body)
 
 
 class _AnyName(dict):
