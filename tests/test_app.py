@@ -230,3 +230,40 @@ def test_snapshot_main_screen(snap_compare, monkeypatch, policy):
     monkeypatch.chdir(ROOT)
     assert os.path.exists("examples/mlp.py")
     assert snap_compare(_snapshot_app(policy), terminal_size=SIZE, run_before=_wait)
+
+
+async def test_space_outside_the_names_list_does_not_start_a_trace():
+    app = RematApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        requests = app.request
+        await pilot.press("r", "space")  # residual table focused: space only moves to names
+        await pilot.pause()
+        assert app.request == requests and app.focused.id == "names"
+
+
+async def test_policy_warnings_stay_on_screen():
+    app = RematApp(example("mlp.py"), policy="save_only_these_names('layer1', 'nope')")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        notice = app.query_one("#error")
+        assert notice.display and notice.has_class("-warning")
+        assert "no checkpoint_name 'nope'" in str(notice.render())
+        await pilot.press("0")  # a policy without warnings clears it
+        await settle(app, pilot)
+        assert not notice.display
+
+
+async def test_palette_explains_a_malformed_spec():
+    from remat_tui.app.commands import RematCommands
+
+    app = RematApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        provider = RematCommands(app.screen)
+        hits = [hit async for hit in provider.search("save_only_these_names(layer0)")]
+        assert any("Not a policy" in str(h.match_display) for h in hits)
+        hits = [hit async for hit in provider.search("save_only_these_names('layer0')")]
+        assert any(
+            "Apply policy save_only_these_names('layer0')" in str(h.match_display) for h in hits
+        )

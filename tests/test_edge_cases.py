@@ -5,10 +5,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import jax_saved_residuals
 from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
-from conftest import jax_saved_residuals
 
 W = jnp.ones((3, 3))
 CONST = np.ones((3,), np.float32) * 2

@@ -7,12 +7,14 @@ widths are kept per analysis instead of being rebuilt on every switch.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from remat_tui.core.model import Analysis, JaxprView
 from remat_tui.report.units import human_bytes, what, where
 
-TABLE_COLUMNS = ("#", "aval", "bytes", "memory", "kind", "source", "what")
+_WORD = re.compile(r"[A-Za-z_]\w*")
+TABLE_COLUMNS = ("#", "aval", "bytes", "kind", "what", "source")
 
 
 @dataclass(frozen=True)
@@ -32,8 +34,15 @@ class Drawing:
     widths: list[int]
 
 
-def _pane(view: JaxprView) -> PaneDrawing:
-    marks = {line: f"R{rs[0] + 1}" for line, rs in view.residual_lines.items()}
+def _pane(view: JaxprView, var_of: list[str | None]) -> PaneDrawing:
+    """Residual lines get a background; the gutter mark Rn goes only on the lines
+    that name residual n's variable (not on every line of a long equation)."""
+    marks = {}
+    for line, indices in view.residual_lines.items():
+        words = set(_WORD.findall(view.lines[line]))
+        named = [i for i in indices if var_of[i] in words]
+        if named:
+            marks[line] = f"R{named[0] + 1}"
     for line in view.recompute_lines:
         marks.setdefault(line, "↻")
     longest = max(map(len, view.lines), default=0)
@@ -42,13 +51,13 @@ def _pane(view: JaxprView) -> PaneDrawing:
 
 def draw(a: Analysis) -> Drawing:
     rows = [
-        (f"R{i}", r.aval, human_bytes(r.bytes), r.memory, r.kind, where(r), what(r))
+        (f"R{i}", r.aval, human_bytes(r.bytes), r.kind, what(r), where(r))
         for i, r in enumerate(a.residuals, 1)
     ]
     widths = [max([len(c)] + [len(row[i]) for row in rows]) for i, c in enumerate(TABLE_COLUMNS)]
     return Drawing(
-        forward=_pane(a.forward),
-        backward=_pane(a.backward),
+        forward=_pane(a.forward, [r.forward_var for r in a.residuals]),
+        backward=_pane(a.backward, [r.backward_var for r in a.residuals]),
         rows=rows,
         host_rows={i for i, r in enumerate(a.residuals) if r.memory == "host"},
         widths=widths,

@@ -82,6 +82,7 @@ class RematApp(App):
         self.sources: dict[str, list[str]] = {}
         self.source_file: str | None = None
         self.load_error: str | None = None  # set when the file could not be loaded
+        self.last_export: str | None = None  # the export dialog offers it again
 
     # ---- layout -------------------------------------------------------------------------
 
@@ -106,9 +107,13 @@ class RematApp(App):
         )
         yield Footer()
 
+    def on_resize(self, event) -> None:
+        self.set_class(event.size.width < 120, "-narrow")
+
     def on_mount(self) -> None:
         self.query_one("#policies").border_title = "Policies"
-        self.query_one("#names").border_title = "Names  (space cycles)"
+        self.query_one("#names").border_title = "Names"
+        self.query_one("#names").border_subtitle = "R recompute · S save · O offload"
         self.query_one("#forward").border_title = "forward (vjp)"
         self.query_one("#backward").border_title = "backward"
         self.query_one("#residuals").border_title = "Residuals"
@@ -154,9 +159,20 @@ class RematApp(App):
             )
             self.target_name = None
         if self.target_name is None and len(targets) > 1:
+            self.query_one("#title", Static).update(
+                f"remat-tui  {escape(self.path)}  pick a target", layout=False
+            )
+            self.query_one("#status", Static).update("Pick a target (escape quits)", layout=False)
+
+            def picked(name: str | None) -> None:
+                if name is None:
+                    self.exit()
+                else:
+                    self.start(targets[name])
+
             self.push_screen(
                 PickScreen(f"{self.path} has {len(targets)} targets: pick one", list(targets)),
-                lambda name: self.start(targets[name or next(iter(targets))]),
+                picked,
             )
         else:
             self.start(targets[self.target_name or next(iter(targets))])
@@ -280,8 +296,8 @@ class RematApp(App):
         table.set_rows(drawing.rows, drawing.host_rows, drawing.widths)
         table.border_title = f"Residuals  {len(a.residuals)} · {human_bytes(a.totals.bytes)}"
         self.select_residual(table.cursor if a.residuals else -1)
-        for w in a.warnings:
-            self.notify(escape(w), title="policy warning", severity="warning", timeout=8)
+        if a.warnings:  # kept on screen with the analysis, not a toast that fades
+            self.show_error("\n".join(a.warnings), warning=True)
         self.update_title()
         self.update_status(a)
         self.refresh_sidebar()
@@ -356,15 +372,19 @@ class RematApp(App):
         )
 
     def update_status(self, a) -> None:
-        self.query_one("#snippet", Static).update(a.python, layout=False)
+        snippet = self.query_one("#snippet", Static)
+        if str(snippet.render()) != a.python:
+            # It may wrap onto more or fewer lines: this one needs a layout pass.
+            snippet.update(a.python)
         t = a.totals
         parts = [f"{t.count} residuals", f"{human_bytes(t.device_bytes)} device"]
         if t.host_bytes:
             parts.append(f"{human_bytes(t.host_bytes)} host")
         base = self.cache.get(self.key(policies.AS_WRITTEN))
-        if base is not None and a is not base and base.totals.bytes:
-            change = (t.bytes - base.totals.bytes) / base.totals.bytes
-            parts.append(f"{change:+.0%} vs as_written")
+        if base is not None and a is not base and base.totals.device_bytes:
+            # Device memory is what runs out; offloaded bytes are shown apart.
+            change = (t.device_bytes - base.totals.device_bytes) / base.totals.device_bytes
+            parts.append(f"{change:+.0%} device vs as_written")
         parts.append(f"{a.backward.recompute_eqns} recomputed eqns")
         if self.show_timings:
             parts.append(f"traced in {a.trace_seconds:.2f} s")
@@ -383,18 +403,25 @@ class RematApp(App):
             layout=False,
         )
 
-    def show_error(self, message: str | None) -> None:
+    def show_error(self, message: str | None, warning: bool = False) -> None:
+        """An error (or, with `warning`, a caution about the shown analysis) above the
+        panes, until the next analysis is shown; None hides it."""
         error = self.query_one("#error", Static)
         if message is None and not error.display:
             return
         error.display = message is not None
-        if message is not None:
-            hint = (
-                "still showing the last good analysis; change the policy or device to try again"
-                if self.shown is not None
-                else "nothing analysed yet"
-            )
-            error.update(f"[b]error:[/b] {escape(message)}\n[dim]{hint}[/dim]")
+        error.set_class(warning, "-warning")
+        if message is None:
+            return
+        if warning:
+            error.update(f"[b]warning:[/b] {escape(message)}")
+            return
+        hint = (
+            "still showing the last good analysis; change the policy or device to try again"
+            if self.shown is not None
+            else "nothing analysed yet"
+        )
+        error.update(f"[b]error:[/b] {escape(message)}\n[dim]{hint}[/dim]")
 
     # ---- sidebar: policies and names -----------------------------------------------------
 
@@ -433,7 +460,10 @@ class RematApp(App):
         labels = []
         for n in self.known_names():
             mark = NAME_MARKS[self.name_states.get(n, "recompute")] if self.name_states else "·"
-            size = f" {human_bytes(info[n].bytes)}" if n in info else ""
+            size = ""
+            if n in info:  # bytes of one tagged value, and how many are tagged
+                times = f" ×{info[n].count}" if info[n].count > 1 else ""
+                size = f" {human_bytes(info[n].bytes)}{times}"
             labels.append((n, f"{mark} {n}{size}"))
         _relabel(self.query_one("#names", OptionList), labels)
 
@@ -461,10 +491,16 @@ class RematApp(App):
 
     def action_cycle_name(self) -> None:
         names = self.query_one("#names", OptionList)
-        if names.highlighted is None or not names.option_count:
+        if self.target is None:
+            self.notify("no target is loaded", severity="warning")
+        elif not names.option_count:
             self.notify("this function defines no checkpoint_name", severity="warning")
-            return
-        self.cycle_name(names.get_option_at_index(names.highlighted).id)
+        elif not names.has_focus:
+            # A stray space elsewhere must not start a trace: go to the names first.
+            names.focus()
+            self.notify("Names: ↑ ↓ pick a name, space cycles recompute → save → offload")
+        elif names.highlighted is not None:
+            self.cycle_name(names.get_option_at_index(names.highlighted).id)
 
     def action_focus_names(self) -> None:
         self.query_one("#names").focus()
@@ -489,8 +525,8 @@ class RematApp(App):
         if self.shown is None:
             self.notify("nothing to export yet", severity="warning")
             return
-        stem = f"remat-{self.shown.target_name}"
-        self.push_screen(ExportScreen(stem), self.export_to)
+        default = self.last_export or f"remat-{self.shown.target_name}.html"
+        self.push_screen(ExportScreen(default), self.export_to)
 
     def export_to(self, choice: tuple[str, str] | None) -> None:
         from remat_tui.report import render
@@ -505,6 +541,7 @@ class RematApp(App):
         except RematError as exc:
             self.notify(escape(exc.message), title="export failed", severity="error", timeout=10)
             return
+        self.last_export = path
         self.notify(escape(f"wrote {written}"), title=f"exported {fmt}")
 
     def action_help(self) -> None:

@@ -66,18 +66,20 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
 
-    def __init__(self, default_stem: str):
+    def __init__(self, default_path: str):
         super().__init__()
-        self.default_stem = default_stem
+        self.default_path = default_path
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label("[b]Export[/b]  (written atomically; an existing file is replaced)")
-            yield Input(value=f"{self.default_stem}.html", id="path")
+            yield Input(value=self.default_path, id="path")
+            chosen = os.path.splitext(self.default_path)[1].lstrip(".")
+            chosen = chosen if chosen in EXPORT_FORMATS else EXPORT_FORMATS[0]
             with RadioSet(id="format"):
-                for i, fmt in enumerate(EXPORT_FORMATS):
+                for fmt in EXPORT_FORMATS:
                     label = "svg (screenshot)" if fmt == "svg" else fmt
-                    yield RadioButton(label, value=i == 0, name=fmt)
+                    yield RadioButton(label, value=fmt == chosen, name=fmt)
             yield Static("", id="export-error")
             with Horizontal(id="buttons"):
                 yield Button("Export", variant="primary", id="export")

@@ -34,7 +34,9 @@ OFFLOAD_NAMES = "save_and_offload_only_these_names"
 OFFLOAD_DOTS = "offload_dot_with_no_batch_dims"
 BOTH = "save_from_both_policies"
 CALLABLE_FACTORIES = (*NAME_LISTS, OFFLOAD_NAMES, OFFLOAD_DOTS, BOTH)
-MEMORY_KINDS = ("device", "pinned_host", "unpinned_host")
+# JAX offloads a value from where it lives (device memory) to pinned host
+# memory, and treats any other destination kind as device memory.
+OFFLOAD_SRC, OFFLOAD_DST = ("device",), ("pinned_host",)
 
 EXAMPLES = "e.g. dots_saveable, save_only_these_names('a', 'b') or as_written"
 
@@ -270,8 +272,8 @@ class _Parser:
                 f"names {sorted(both)} are both saved and offloaded; "
                 "a name can be in only one list.",
             )
-        src = self.memory(kw.get("offload_src"), "device")
-        dst = self.memory(kw.get("offload_dst"), "pinned_host")
+        src = self.memory(kw.get("offload_src"), "device", OFFLOAD_SRC)
+        dst = self.memory(kw.get("offload_dst"), "pinned_host", OFFLOAD_DST)
         return PolicySpec(OFFLOAD_NAMES, names=saved, offloaded=offloaded, src=src, dst=dst)
 
     def src_dst(self, node: ast.Call) -> tuple[str, str]:
@@ -281,14 +283,19 @@ class _Parser:
             self.fail(node, f"{OFFLOAD_DOTS} takes (offload_src, offload_dst).")
         src = values[0] if len(values) > 0 else kw.get("offload_src")
         dst = values[1] if len(values) > 1 else kw.get("offload_dst")
-        return self.memory(src, "device"), self.memory(dst, "pinned_host")
+        return self.memory(src, "device", OFFLOAD_SRC), self.memory(dst, "pinned_host", OFFLOAD_DST)
 
-    def memory(self, node: ast.AST | None, default: str) -> str:
+    def memory(self, node: ast.AST | None, default: str, allowed: tuple[str, ...]) -> str:
         if node is None:
             return default
         kind = self.string(node)
-        if kind not in MEMORY_KINDS:
-            self.fail(node, f"memory kind {kind!r} is not one of {', '.join(MEMORY_KINDS)}.")
+        if kind not in allowed:
+            which = "offload_src" if allowed is OFFLOAD_SRC else "offload_dst"
+            self.fail(
+                node,
+                f"{which} {kind!r}: JAX offloads from 'device' to 'pinned_host' "
+                f"memory, so {which} must be {allowed[0]!r}.",
+            )
         return kind
 
     def string(self, node: ast.AST) -> str:

@@ -69,12 +69,13 @@ def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[Foun
                 else "from the argument at flattened index {i}"
             )
             add(v, tail, "argument", argument=names[i] or None)
+    producers = {v: e for e in jaxpr.eqns for v in e.outvars}
     for k, eqn in enumerate(jaxpr.eqns):
         for v in eqn.outvars:
             if v not in positions:
                 continue
             src = ji.summarize(eqn.source_info)
-            source = _source(eqn)
+            source = _source(eqn, producers)
             prim = eqn.primitive.name
             if name := ji.checkpoint_name(eqn):  # JAX tests the name's truth, so '' is not one
                 add(
@@ -100,8 +101,17 @@ def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[Foun
     return found
 
 
-def _source(eqn) -> Source | None:
-    frame = ji.user_frame(eqn.source_info)
+def _source(eqn, producers: dict) -> Source | None:
+    """The user's line behind an equation. JAX inserts the device_put of an
+    offloaded value with no line of its own: it gets the line of the value's."""
+    seen = 0
+    while (frame := ji.user_frame(eqn.source_info)) is None and seen < 8:
+        value = eqn.invars[0] if eqn.invars else None
+        if eqn.primitive.name != "device_put" or not isinstance(value, ji.Var):
+            return None
+        if value not in producers:
+            return None
+        eqn, seen = producers[value], seen + 1
     return None if frame is None else Source(*frame)
 
 

@@ -32,13 +32,29 @@ def _is_user_frame(filename: str) -> bool:
 def user_traceback(exc: BaseException) -> str:
     """The exception as Python prints it, keeping only the user's frames."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if _is_user_frame(f.filename)]
-    lines = traceback.format_list(frames)
-    head = "Traceback (most recent call last):\n" if lines else ""
-    tail = "".join(traceback.format_exception_only(type(exc), exc))
-    return head + "".join(lines) + tail
+    if not frames:  # nothing of the user's: the one-line description says it all
+        return ""
+    # Not format_exception_only: it appends JAX's notes about frames it filtered,
+    # which describe a traceback the user is not shown.
+    return (
+        "Traceback (most recent call last):\n"
+        + "".join(traceback.format_list(frames))
+        + describe(exc)
+        + "\n"
+    )
 
 
 def describe(exc: BaseException) -> str:
-    """One line: `ExcType: message` (first line of the message only)."""
+    """One line: `ExcType: message` (first line of the message only); for an
+    exception without a message (a bare assert), where it was raised."""
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    if text:
+        return f"{type(exc).__name__}: {text[0]}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames and _is_user_frame(frames[-1].filename):
+        where = frames[-1]
+        return (
+            f"{type(exc).__name__} with no message, raised in {where.name} "
+            f"({os.path.basename(where.filename)}:{where.lineno})"
+        )
+    return f"{type(exc).__name__} with no message, raised inside JAX"
