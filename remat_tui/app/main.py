@@ -555,6 +555,10 @@ class RematApp(App):
             ("tab", "move between panes"),
             ("n / r", "focus names / residuals"),
             ("ctrl+p", "command palette: type any policy spec to apply it"),
+            ("", ""),
+            ("Rn", "gutter: the line defines (forward) or reads (backward) residual n"),
+            ("↻", "gutter: a backward line that re-runs forward work (recomputation)"),
+            ("R S O ·", "names: recomputed, saved, offloaded; · the policy is not by name"),
         ]
         self.push_screen(HelpScreen(rows))
 

@@ -159,7 +159,8 @@ def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
     """Attach to each residual its lines and variable names in both panes."""
     fwd_marks: dict[int, list[int]] = {}
     bwd_marks: dict[int, list[int]] = {}
-    first_bwd_res = len(bwd_lay.invar_names) - len(bwd.invars)  # 0 unless names mis-parsed
+    # Input names are read off the printed header; use them only if all were found.
+    bwd_names_ok = len(bwd_lay.invar_names) == len(bwd.invars)
     readers: dict[Any, list[int]] = {}  # backward input var -> top-level eqns reading it
     for k, eqn in enumerate(bwd.eqns):
         for v in eqn.invars:
@@ -188,7 +189,7 @@ def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
             if pos >= num_res or pos >= len(bwd.invars):
                 continue
             invar = bwd.invars[pos]
-            if bwd_var is None and first_bwd_res == 0 and pos < len(bwd_lay.invar_names):
+            if bwd_var is None and bwd_names_ok:
                 bwd_var = bwd_lay.invar_names[pos]
                 bwd_lines.add(bwd_lay.header[bwd_var])
             for k in readers.get(invar, ()):

@@ -1,7 +1,8 @@
 """Provides the Analysis model: residuals, names, jaxpr panes and their line maps.
 
-Plain dataclasses with no JAX objects inside, so an Analysis can be cached,
-compared, turned into the JSON report (Contract 3) and drawn by the app.
+Plain dataclasses, so an Analysis can be cached, turned into the JSON report
+(Contract 3) and drawn by the app. One exception: each JaxprView keeps its
+jaxpr's equations (behind `source_lookup`) to find source lines on demand.
 """
 
 from __future__ import annotations
