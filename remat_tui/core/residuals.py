@@ -69,7 +69,7 @@ def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[Foun
                 else "from the argument at flattened index {i}"
             )
             add(v, tail, "argument", argument=names[i] or None)
-    producers = {v: e for e in jaxpr.eqns for v in e.outvars}
+    producers = _Producers(jaxpr)
     for k, eqn in enumerate(jaxpr.eqns):
         for v in eqn.outvars:
             if v not in positions:
@@ -101,7 +101,20 @@ def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[Foun
     return found
 
 
-def _source(eqn, producers: dict) -> Source | None:
+class _Producers(dict):
+    """Variable -> the equation defining it, built on first use (rarely needed)."""
+
+    def __init__(self, jaxpr):
+        super().__init__()
+        self._jaxpr = jaxpr
+
+    def __missing__(self, var):
+        if not self:
+            self.update({v: e for e in self._jaxpr.eqns for v in e.outvars})
+        return self.get(var)
+
+
+def _source(eqn, producers: _Producers) -> Source | None:
     """The user's line behind an equation. JAX inserts the device_put of an
     offloaded value with no line of its own: it gets the line of the value's."""
     seen = 0
@@ -109,9 +122,10 @@ def _source(eqn, producers: dict) -> Source | None:
         value = eqn.invars[0] if eqn.invars else None
         if eqn.primitive.name != "device_put" or not isinstance(value, ji.Var):
             return None
-        if value not in producers:
+        producer = producers[value]
+        if producer is None:
             return None
-        eqn, seen = producers[value], seen + 1
+        eqn, seen = producer, seen + 1
     return None if frame is None else Source(*frame)
 
 
