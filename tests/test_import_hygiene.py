@@ -39,3 +39,10 @@ def test_one_jax_private_touch_point():
         str(p.relative_to(root)) for p in root.rglob("*.py") if "jax._src" in p.read_text()
     )
     assert users == ["core/jax_internals.py"]
+
+
+def test_app_draws_its_first_frame_before_jax_is_imported():
+    # The app imports jax only in its loading worker, so `remat-tui FILE` shows a
+    # loading screen at once instead of a blank terminal for the import's seconds.
+    loaded = modules_after("import remat_tui.app.main")
+    assert "textual" in loaded and "jax" not in loaded
