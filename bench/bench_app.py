@@ -76,10 +76,13 @@ async def cached_switch(path, name, rounds=15) -> float:
     return statistics.median(times)
 
 
-async def new_policy_vs_core(path, name) -> tuple[float, float]:
+async def new_policy_vs_core(path, name, rounds=4) -> tuple[float, float]:
     """The app's key-to-screen time for a policy it has not seen, against the core's
-    analyze for the same policy, alternately. Each side gets a fresh target function
-    (jax.checkpoint caches traces per function object, which would favour the second)."""
+    analyze for the same policy, alternating which goes first. Each side gets a
+    fresh target function (jax.checkpoint caches traces per function object,
+    which would favour the second) and starts after a garbage collection."""
+    import gc
+
     import remat_tui
 
     app = RematApp(path, name, show_timings=False)
@@ -88,19 +91,33 @@ async def new_policy_vs_core(path, name) -> tuple[float, float]:
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(app, pilot)
         original = app.target
-        for key, spec in (
+        specs = (
             ("2", "nothing_saveable"),
             ("3", "dots_saveable"),
             ("4", "dots_with_no_batch_dims_saveable"),
-        ) * 2:
-            core_target = fresh_target(original)
-            start = time.perf_counter()
-            remat_tui.analyze(core_target, policy=spec)
-            core_times.append(time.perf_counter() - start)
-            app.target = fresh_target(original)
-            app.cache = {k: v for k, v in app.cache.items() if k[1] == "as_written"}
-            app_times.append(await key_to_painted(app, stamps, key, spec))
-            await settle(app, pilot)
+        )
+        for round_ in range(rounds):
+            for key, spec in specs:
+
+                def core(spec=spec):
+                    gc.collect()
+                    start = time.perf_counter()
+                    remat_tui.analyze(fresh_target(original), policy=spec)
+                    core_times.append(time.perf_counter() - start)
+
+                async def in_app(key=key, spec=spec):
+                    app.target = fresh_target(original)
+                    app.cache = {k: v for k, v in app.cache.items() if k[1] == "as_written"}
+                    gc.collect()
+                    app_times.append(await key_to_painted(app, stamps, key, spec))
+                    await settle(app, pilot)
+
+                if round_ % 2:
+                    await in_app()
+                    core()
+                else:
+                    core()
+                    await in_app()
     return statistics.median(app_times), statistics.median(core_times)
 
 
@@ -121,8 +138,7 @@ async def open_big_pane(lines: int = 20_000) -> tuple[float, float]:
     from remat_tui.app.lexer import JaxprLexer
 
     text = [
-        f"    v{i}:f32[128,512] = dot_general[dimension_numbers=(([1], [0]), ([], []))] "
-        f"a{i} b{i}"
+        f"    v{i}:f32[128,512] = dot_general[dimension_numbers=(([1], [0]), ([], []))] a{i} b{i}"
         for i in range(lines)
     ]
 

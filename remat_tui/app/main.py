@@ -236,22 +236,25 @@ class RematApp(App):
             self.log.error(traceback.format_exc())
             self.post_message(AnalysisFailed(request, key, f"internal error: {exc!r}"))
             return
-        gc.collect()  # the trace's garbage, before the handler freezes what is left
         self.post_message(AnalysisReady(request, key, result))
 
     @on(AnalysisReady)
     def analysis_ready(self, message: AnalysisReady) -> None:
         self.cache[message.key] = message.analysis
-        # Cached analyses live as long as the app. Moving them out of the garbage
-        # collector's sight keeps its full collections (which otherwise walk every
-        # jaxpr equation kept here) from stalling frames and traces. The worker
-        # collected the trace's garbage first, so none of it is pinned.
-        gc.freeze()
+        self.call_after_refresh(self.settle_memory)
         if message.request == self.request:
             self.pending = None
             self.show(message.analysis)
         elif self.shown is not None and message.key == self.key(policies.AS_WRITTEN):
             self.update_status(self.shown)  # the baseline for the % difference arrived
+
+    def settle_memory(self) -> None:
+        """Once the new analysis is on screen: collect the trace's garbage, then move
+        what is left (the cached analyses, alive as long as the app) out of the
+        collector's sight, so its full collections, which would otherwise walk
+        every cached jaxpr equation, stop stalling frames and traces."""
+        gc.collect()
+        gc.freeze()
 
     @on(AnalysisFailed)
     def analysis_failed(self, message: AnalysisFailed) -> None:
@@ -373,9 +376,13 @@ class RematApp(App):
 
     def update_status(self, a) -> None:
         snippet = self.query_one("#snippet", Static)
-        if str(snippet.render()) != a.python:
-            # It may wrap onto more or fewer lines: this one needs a layout pass.
-            snippet.update(a.python)
+        old = str(snippet.render())
+        if old != a.python:
+            # A layout pass (costly: it redraws every widget) only if the snippet
+            # wraps onto a different number of lines.
+            width = max(snippet.content_region.width, 1)
+            lines = len(Content(a.python).wrap(width))
+            snippet.update(a.python, layout=lines != len(Content(old).wrap(width)))
         t = a.totals
         parts = [f"{t.count} residuals", f"{human_bytes(t.device_bytes)} device"]
         if t.host_bytes:

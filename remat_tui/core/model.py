@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,9 @@ class Analysis:
     jax_version: str
     tool_version: str
 
-    @property
+    @cached_property
     def totals(self) -> Totals:
+        """Summed once: the residual list does not change after analysis."""
         rs = self.residuals
         return Totals(
             count=len(rs),
