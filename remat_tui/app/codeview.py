@@ -81,6 +81,11 @@ class CodeView(LineView, can_focus=True):
         self.resize_virtual(Size(width, len(lines)))
         self.refresh()
 
+    def set_marks(self, marks: dict[int, str], marked: set[int]) -> None:
+        """New gutter marks and residual lines for the same content."""
+        self.marks, self.marked = marks, marked
+        self.refresh()
+
     def show_line(self, line: int) -> None:
         """Scroll so `line` is in view, about a third from the top. Before the first
         layout the pane's height is unknown, so then it waits for a refresh."""

@@ -32,6 +32,7 @@ class Drawing:
     rows: list[tuple[str, ...]]
     host_rows: set[int]
     widths: list[int]
+    source_lines: dict[str, set[int]]  # file -> 0-based lines that produce residuals
 
 
 def _pane(view: JaxprView, var_of: list[str | None]) -> PaneDrawing:
@@ -61,4 +62,13 @@ def draw(a: Analysis) -> Drawing:
         rows=rows,
         host_rows={i for i, r in enumerate(a.residuals) if r.memory == "host"},
         widths=widths,
+        source_lines=_source_lines(a),
     )
+
+
+def _source_lines(a: Analysis) -> dict[str, set[int]]:
+    lines: dict[str, set[int]] = {}
+    for r in a.residuals:
+        if r.source:
+            lines.setdefault(r.source.file, set()).add(r.source.line - 1)
+    return lines

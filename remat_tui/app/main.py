@@ -33,6 +33,7 @@ from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes
 
 NAME_STATES = ("recompute", "save", "offload")
+NO_LINES: frozenset[int] = frozenset()
 NAME_MARKS = {"recompute": "R", "save": "S", "offload": "O"}
 
 
@@ -318,15 +319,19 @@ class RematApp(App):
         bwd.selected = frozenset(r.backward_lines)
         if r.forward_lines:
             fwd.show_line(r.forward_lines[0])
-        readers = [line for line in r.backward_lines if line not in set(r.backward_lines[:1])]
-        if readers or r.backward_lines:
-            bwd.show_line((readers or list(r.backward_lines))[0])
+        lines = r.backward_lines
+        if lines:  # with a backward_var, the first line only declares it: show a reader
+            bwd.show_line(lines[1] if r.backward_var and len(lines) > 1 else lines[0])
         self.show_source(
             r.source.file if r.source else self.target.file, r.source.line - 1 if r.source else None
         )
 
     def show_source(self, path: str | None, line: int | None) -> None:
+        """Show `path` in the source pane, its residual-producing lines marked, and
+        select `line` (0-based) if given."""
         pane = self.query_one("#source", CodeView)
+        source_lines = self.drawings[id(self.shown)].source_lines
+        marked = source_lines.get(path, NO_LINES) if path else NO_LINES
         if path and path != self.source_file:
             if path not in self.sources:
                 try:
@@ -334,26 +339,11 @@ class RematApp(App):
                         self.sources[path] = fh.read().splitlines()
                 except OSError as exc:
                     self.sources[path] = [f"# cannot read {path}: {exc.strerror}"]
-            marked = (
-                {
-                    r.source.line - 1
-                    for r in self.shown.residuals
-                    if r.source and r.source.file == path
-                }
-                if self.shown
-                else set()
-            )
-            pane.set_lines(self.sources[path], {i: "R" for i in marked}, marked)
+            pane.set_lines(self.sources[path], dict.fromkeys(marked, "R"), marked)
             pane.border_title = f"Source  {os.path.relpath(path)}"
             self.source_file = path
-        elif self.shown is not None and path == self.source_file:
-            marked = {
-                r.source.line - 1
-                for r in self.shown.residuals
-                if r.source and r.source.file == path
-            }
-            pane.marked = marked
-            pane.marks = {i: "R" for i in marked}
+        elif path and pane.marked is not marked:  # same file, another analysis
+            pane.set_marks(dict.fromkeys(marked, "R"), marked)
         pane.selected = frozenset() if line is None else frozenset({line})
         if line is not None:
             pane.show_line(line)

@@ -60,10 +60,6 @@ class ResidualTable(LineView, can_focus=True):
         self.host_rows: set[int] = set()
         self._widths = [len(c) for c in columns]
 
-    @property
-    def row_count(self) -> int:
-        return len(self.rows)
-
     def set_rows(
         self,
         rows: list[tuple[str, ...]],

@@ -22,7 +22,7 @@ from remat_tui.core import jax_internals as ji
 from remat_tui.core import linemap, policies
 from remat_tui.core.devices import describe_device, resolve_device
 from remat_tui.core.loading import resolve_arguments
-from remat_tui.core.model import Analysis, NamedValue, Source
+from remat_tui.core.model import Analysis, NamedValue
 from remat_tui.core.residuals import aval_bytes, find_residuals
 from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
@@ -220,14 +220,13 @@ def _named_values(fwd, bwd) -> list[NamedValue]:
     for name in dict.fromkeys([*fwd_eqns, *bwd_eqns]):
         eqns = fwd_eqns.get(name) or bwd_eqns[name]
         avals = tuple(dict.fromkeys(ji.short(e.outvars[0].aval) for e in eqns))
-        frame = ji.user_frame(eqns[0].source_info)
         out.append(
             NamedValue(
                 name=name,
                 avals=avals,
                 bytes=aval_bytes(eqns[0].outvars[0].aval),
                 count=len(eqns),
-                source=None if frame is None else Source(*frame),
+                source=ji.user_source(eqns[0].source_info),
             )
         )
     return out

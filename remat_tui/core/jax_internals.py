@@ -18,6 +18,7 @@ from jax._src.ad_checkpoint import name_p, remat_p
 from jax._src.lax import lax as lax_internal
 
 import remat_tui
+from remat_tui.core.model import Source
 
 Jaxpr = core.Jaxpr
 Literal = core.Literal
@@ -58,12 +59,12 @@ def summarize(source_info) -> str:
     return source_info_util.summarize(source_info)
 
 
-def user_frame(source_info) -> tuple[str, int, int, str] | None:
-    """(file, line, column, function) of the user's frame, or None."""
+def user_source(source_info) -> Source | None:
+    """The user's line behind an equation (its innermost non-JAX frame), or None."""
     frame = source_info_util.user_frame(source_info.traceback)
     if frame is None:
         return None
-    return frame.file_name, frame.start_line, frame.start_column, frame.function_name
+    return Source(frame.file_name, frame.start_line, frame.start_column, frame.function_name)
 
 
 def sub_jaxprs(eqn) -> Iterator[Jaxpr]:
@@ -86,7 +87,6 @@ class EqnRef:
 
     eqn: Any
     path: tuple[int, ...]
-    parent: EqnRef | None
 
 
 Region = tuple[int, int, EqnRef]  # start column, end column, equation
@@ -96,7 +96,7 @@ def format_jaxpr(jaxpr: Jaxpr) -> tuple[str, list[list[Region]]]:
     """`str(jaxpr)` plus, for every output line, the regions of it that each
     equation drew. Text is identical to `str(jaxpr)`: tracebacks are not
     printed, so swapping them for references changes only the source map."""
-    tagged = _Tagger().jaxpr(jaxpr, (), None)
+    tagged = _Tagger().jaxpr(jaxpr, ())
     source_map: list[list[tuple[int, int, Any]]] = []
     # use_color=False: JAX colours its output when stdout is a terminal.
     text = core.pp_toplevel_jaxpr(tagged).format(use_color=False, source_map=source_map)
@@ -117,13 +117,13 @@ class _Tagger:
     def __init__(self):
         self.done: dict[int, Any] = {}
 
-    def jaxpr(self, jaxpr: Jaxpr, path: tuple[int, ...], parent: EqnRef | None) -> Jaxpr:
+    def jaxpr(self, jaxpr: Jaxpr, path: tuple[int, ...]) -> Jaxpr:
         key = id(jaxpr)
         if key in self.done:
             return self.done[key]
         eqns = []
         for i, eqn in enumerate(jaxpr.eqns):
-            ref = EqnRef(eqn, path + (i,), parent)
+            ref = EqnRef(eqn, path + (i,))
             params = eqn.params
             if any(True for _ in core.jaxprs_in_params(params)):
                 params = {k: self.param(v, ref) for k, v in params.items()}
@@ -142,12 +142,10 @@ class _Tagger:
         ):
             return tuple(self.param(v, ref) for v in value)
         if isinstance(value, core.Jaxpr):
-            return self.jaxpr(value, ref.path, ref)
+            return self.jaxpr(value, ref.path)
         if isinstance(value, core.ClosedJaxpr):
             key = id(value)
             if key not in self.done:
-                self.done[key] = core.ClosedJaxpr(
-                    self.jaxpr(value.jaxpr, ref.path, ref), value.consts
-                )
+                self.done[key] = core.ClosedJaxpr(self.jaxpr(value.jaxpr, ref.path), value.consts)
             return self.done[key]
         return value

@@ -116,8 +116,7 @@ class _SourceLookup:
             return None
         key = id(ref.eqn)
         if key not in self._by_eqn:
-            frame = ji.user_frame(ref.eqn.source_info)
-            self._by_eqn[key] = None if frame is None else Source(*frame)
+            self._by_eqn[key] = ji.user_source(ref.eqn.source_info)
         return self._by_eqn[key]
 
 

@@ -118,7 +118,7 @@ def _source(eqn, producers: _Producers) -> Source | None:
     """The user's line behind an equation. JAX inserts the device_put of an
     offloaded value with no line of its own: it gets the line of the value's."""
     seen = 0
-    while (frame := ji.user_frame(eqn.source_info)) is None and seen < 8:
+    while (source := ji.user_source(eqn.source_info)) is None and seen < 8:
         value = eqn.invars[0] if eqn.invars else None
         if eqn.primitive.name != "device_put" or not isinstance(value, ji.Var):
             return None
@@ -126,7 +126,7 @@ def _source(eqn, producers: _Producers) -> Source | None:
         if producer is None:
             return None
         eqn, seen = producer, seen + 1
-    return None if frame is None else Source(*frame)
+    return source
 
 
 def aval_bytes(aval) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from remat_tui.core.model import Analysis, JaxprView
-from remat_tui.report.units import human_bytes, summary, what, where
+from remat_tui.report.units import human_bytes, line_marks, summary, what, where
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 110em;
@@ -27,14 +27,13 @@ td.num { text-align: right; }
 def _pane(view: JaxprView) -> str:
     rows = []
     for i, line in enumerate(view.lines):
-        classes, marks = [], ""
-        if i in view.residual_lines:
-            classes.append("res")
-            marks = "  ◀ " + ",".join(f"R{k + 1}" for k in view.residual_lines[i])
-        if i in view.recompute_lines:
-            classes.append("rec")
-            marks += "  ↻"
-        text = escape(line) + (f'<span class="mark">{escape(marks)}</span>' if marks else "")
+        classes = [
+            c
+            for c, lines in (("res", view.residual_lines), ("rec", view.recompute_lines))
+            if i in lines
+        ]
+        marks = line_marks(view, i)
+        text = escape(line) + (f'<span class="mark">  {escape(marks)}</span>' if marks else "")
         rows.append(f'<span class="{" ".join(classes)}">{text}</span>' if classes else text)
     return "<pre>" + "\n".join(rows) + "</pre>"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from remat_tui.core.model import Analysis, JaxprView
-from remat_tui.report.units import human_bytes, summary, what, where
+from remat_tui.report.units import human_bytes, line_marks, summary, what, where
 
 MARK_RESIDUAL, MARK_RECOMPUTE = "◀ R", "↻"
 
@@ -25,12 +25,8 @@ def marked_lines(view: JaxprView) -> list[str]:
     width = max((len(line) for line in view.lines), default=0)
     out = []
     for i, line in enumerate(view.lines):
-        marks = []
-        if i in view.residual_lines:
-            marks.append(MARK_RESIDUAL + ",R".join(str(k + 1) for k in view.residual_lines[i]))
-        if i in view.recompute_lines:
-            marks.append(MARK_RECOMPUTE)
-        out.append(f"{line:<{width}}  {' '.join(marks)}".rstrip() if marks else line)
+        marks = line_marks(view, i)
+        out.append(f"{line:<{width}}  {marks}" if marks else line)
     return out
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from remat_tui.core.model import Analysis, Residual
+from remat_tui.core.model import Analysis, JaxprView, Residual
 
 
 def human_bytes(n: int) -> str:
@@ -28,6 +28,17 @@ def what(r: Residual) -> str:
 
 def where(r: Residual) -> str:
     return r.source.short() if r.source else ""
+
+
+def line_marks(view: JaxprView, line: int) -> str:
+    """What the reports write after a jaxpr line: `◀ R1,R2` where it defines
+    (forward) or reads (backward) residuals, `↻` where it recomputes."""
+    marks = []
+    if line in view.residual_lines:
+        marks.append("◀ " + ",".join(f"R{k + 1}" for k in view.residual_lines[line]))
+    if line in view.recompute_lines:
+        marks.append("↻")
+    return " ".join(marks)
 
 
 def summary(a: Analysis) -> str:
