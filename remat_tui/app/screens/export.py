@@ -1,4 +1,4 @@
-"""Provides the modal screens: help, target and device pickers, export."""
+"""Provides the ExportScreen: the path and format of an export."""
 
 from __future__ import annotations
 
@@ -8,57 +8,10 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.content import Content
-from textual.markup import escape
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, OptionList, RadioButton, RadioSet, Static
+from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
 EXPORT_FORMATS = ("html", "md", "json", "svg")
-
-
-class HelpScreen(ModalScreen[None]):
-    """Every key, generated from the bindings so it cannot drift."""
-
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
-
-    def __init__(self, rows: list[tuple[str, str]]):
-        super().__init__()
-        self.rows = rows
-
-    def compose(self) -> ComposeResult:
-        width = max(len(k) for k, _ in self.rows)
-        body = "\n".join(f"[b]{k:>{width}}[/b]  {d}" for k, d in self.rows)
-        with Vertical(id="dialog"):
-            yield Label("[b]remat-tui keys[/b]")
-            yield Static(body, markup=True)
-            yield Label("[dim]escape closes · ctrl+p opens the command palette[/dim]")
-
-
-class PickScreen(ModalScreen[str | None]):
-    """Choose one of several strings (a target, a device)."""
-
-    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
-
-    def __init__(self, title: str, choices: list[str], current: str | None = None):
-        super().__init__()
-        self.title_text = title
-        self.choices = choices
-        self.current = current
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label(f"[b]{escape(self.title_text)}[/b]")
-            yield OptionList(*(Content(c) for c in self.choices), id="choices")
-
-    def on_mount(self) -> None:
-        options = self.query_one(OptionList)
-        if self.current in self.choices:
-            options.highlighted = self.choices.index(self.current)
-        options.focus()
-
-    @on(OptionList.OptionSelected)
-    def chosen(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(self.choices[event.option_index])
 
 
 class ExportScreen(ModalScreen[tuple[str, str] | None]):
