@@ -1,4 +1,4 @@
-"""Provides the RematApp: panes, residual table, policies, names, device, export.
+"""Provides the RematApp: panes, residual table, sidebar, export, wired together.
 
 Workers only call the core and post messages (app/messages.py); handlers here
 change state and widgets. Analyses are cached per (target, policy, device).
@@ -18,8 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.markup import escape
-from textual.widgets import Footer, OptionList, Static
-from textual.widgets.option_list import Option
+from textual.widgets import Footer, Static
 
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.commands import RematCommands
@@ -28,13 +27,12 @@ from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, LoadFailed, TargetsLoaded
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen
+from remat_tui.app.sidebar import Sidebar, next_state, states_from
 from remat_tui.core import policies
 from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes
 
-NAME_STATES = ("recompute", "save", "offload")
 NO_LINES: frozenset[int] = frozenset()
-NAME_MARKS = {"recompute": "R", "save": "S", "offload": "O"}
 
 
 class RematApp(App):
@@ -90,10 +88,7 @@ class RematApp(App):
     def compose(self) -> ComposeResult:
         yield Static(f"remat-tui  {self.path}  loading JAX…", id="title")
         with Horizontal(id="body"):
-            with Vertical(id="sidebar"):
-                yield OptionList(id="policies")
-                yield OptionList(id="names")
-                yield Static("", id="device")
+            yield Sidebar(id="sidebar")
             with Vertical(id="main"):
                 yield Static("", id="error")
                 with Horizontal(id="panes"):
@@ -112,9 +107,6 @@ class RematApp(App):
         self.set_class(event.size.width < 120, "-narrow")
 
     def on_mount(self) -> None:
-        self.query_one("#policies").border_title = "Policies"
-        self.query_one("#names").border_title = "Names"
-        self.query_one("#names").border_subtitle = "R recompute · S save · O offload"
         self.query_one("#forward").border_title = "forward (vjp)"
         self.query_one("#backward").border_title = "backward"
         self.query_one("#residuals").border_title = "Residuals"
@@ -206,7 +198,7 @@ class RematApp(App):
             self.show_error(exc.message)
             return
         self.spec = spec
-        self.name_states = self.states_from(spec)
+        self.name_states = states_from(spec, self.known_names())
         key = self.key(spec.canonical)
         self.request += 1
         if key in self.cache:
@@ -264,7 +256,7 @@ class RematApp(App):
             self.show_error(message.message)
             if self.shown is not None:  # the sidebar goes back to what is shown
                 self.spec = policies.parse(self.shown.policy, self.target.policies)
-                self.name_states = self.states_from(self.spec)
+                self.name_states = states_from(self.spec, self.known_names())
                 self.update_status(self.shown)
                 self.refresh_sidebar()
 
@@ -360,9 +352,7 @@ class RematApp(App):
             f"[b]remat-tui[/b]  {escape(name)}  policy [b]{escape(policy)}[/b]  {self.device}",
             layout=False,
         )
-        self.query_one("#device", Static).update(
-            f"Device  {self.device}  (d changes)", layout=False
-        )
+        self.query_one(Sidebar).show_device(self.device)
 
     def update_status(self, a) -> None:
         snippet = self.query_one("#snippet", Static)
@@ -422,23 +412,8 @@ class RematApp(App):
 
     # ---- sidebar: policies and names -----------------------------------------------------
 
-    def states_from(self, spec) -> dict[str, str]:
-        """Name states when `spec` is a names policy; empty (shown as ·) otherwise,
-        since other policies do not decide by name."""
-        if spec.kind not in ("save_only_these_names", policies.OFFLOAD_NAMES):
-            return {}
-        states = {n: "recompute" for n in self.known_names()}
-        states.update({n: "save" for n in spec.names})
-        states.update({n: "offload" for n in spec.offloaded})
-        return states
-
-    @staticmethod
-    def policy_label(index: int, spec: str, current: bool) -> str:
-        key = str(index) if index < 10 else " "
-        short = spec if len(spec) <= 26 else spec[:25] + "…"
-        return f"{'▶' if current else ' '}{key} {short}"
-
     def known_names(self) -> list[str]:
+        """Every checkpoint_name seen in any analysis of this session, first seen first."""
         seen: dict[str, None] = {}
         for a in self.cache.values():
             for n in a.names:
@@ -446,36 +421,23 @@ class RematApp(App):
         return list(seen)
 
     def refresh_sidebar(self) -> None:
-        """Relabel the policy and name lists, touching only the options that changed
-        (rebuilding an OptionList re-lays out the screen)."""
-        current = self.spec.canonical if self.spec else None
-        _relabel(
-            self.query_one("#policies", OptionList),
-            [(s, self.policy_label(i, s, s == current)) for i, s in enumerate(self.policy_specs)],
+        sidebar = self.query_one(Sidebar)
+        sidebar.show_policies(self.policy_specs, self.spec.canonical if self.spec else None)
+        sidebar.show_names(
+            self.known_names(), self.name_states, self.shown.names if self.shown else []
         )
-        info = {n.name: n for n in (self.shown.names if self.shown else [])}
-        labels = []
-        for n in self.known_names():
-            mark = NAME_MARKS[self.name_states.get(n, "recompute")] if self.name_states else "·"
-            size = ""
-            if n in info:  # bytes of one tagged value, and how many are tagged
-                times = f" ×{info[n].count}" if info[n].count > 1 else ""
-                size = f" {human_bytes(info[n].bytes)}{times}"
-            labels.append((n, f"{mark} {n}{size}"))
-        _relabel(self.query_one("#names", OptionList), labels)
 
-    @on(OptionList.OptionSelected, "#policies")
-    def policy_chosen(self, event: OptionList.OptionSelected) -> None:
-        self.apply_policy(self.policy_specs[event.option_index])
+    @on(Sidebar.PolicyChosen)
+    def policy_chosen(self, message: Sidebar.PolicyChosen) -> None:
+        self.apply_policy(message.spec)
 
-    @on(OptionList.OptionSelected, "#names")
-    def name_chosen(self, event: OptionList.OptionSelected) -> None:
-        self.cycle_name(event.option.id)
+    @on(Sidebar.NameChosen)
+    def name_chosen(self, message: Sidebar.NameChosen) -> None:
+        self.cycle_name(message.name)
 
     def cycle_name(self, name: str) -> None:
         states = dict(self.name_states)
-        current = states.get(name, "recompute")
-        states[name] = NAME_STATES[(NAME_STATES.index(current) + 1) % len(NAME_STATES)]
+        states[name] = next_state(states.get(name, "recompute"))
         saved = [n for n, s in states.items() if s == "save"]
         offloaded = [n for n, s in states.items() if s == "offload"]
         self.apply_policy(policies.names_policy(saved, offloaded).canonical)
@@ -487,20 +449,20 @@ class RematApp(App):
             self.apply_policy(self.policy_specs[index])
 
     def action_cycle_name(self) -> None:
-        names = self.query_one("#names", OptionList)
+        sidebar = self.query_one(Sidebar)
         if self.target is None:
             self.notify("no target is loaded", severity="warning")
-        elif not names.option_count:
+        elif not sidebar.has_names:
             self.notify("this function defines no checkpoint_name", severity="warning")
-        elif not names.has_focus:
+        elif not sidebar.names_focused:
             # A stray space elsewhere must not start a trace: go to the names first.
-            names.focus()
+            sidebar.focus_names()
             self.notify("Names: ↑ ↓ pick a name, space cycles recompute → save → offload")
-        elif names.highlighted is not None:
-            self.cycle_name(names.get_option_at_index(names.highlighted).id)
+        elif (name := sidebar.highlighted_name) is not None:
+            self.cycle_name(name)
 
     def action_focus_names(self) -> None:
-        self.query_one("#names").focus()
+        self.query_one(Sidebar).focus_names()
 
     def action_focus_residuals(self) -> None:
         self.query_one(ResidualTable).focus()
@@ -558,22 +520,6 @@ class RematApp(App):
             ("R S O ·", "names: recomputed, saved, offloaded; · the policy is not by name"),
         ]
         self.push_screen(HelpScreen(rows))
-
-
-def _relabel(options: OptionList, labels: list[tuple[str, str]]) -> None:
-    """Make `options` show `labels` (id, prompt), rebuilding only if the ids changed.
-    Prompts are plain text (Content), never markup: names are the user's strings."""
-    ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
-    if ids != [i for i, _ in labels]:
-        highlighted = options.highlighted
-        options.clear_options()
-        options.add_options([Option(Content(prompt), id=i) for i, prompt in labels])
-        if labels:
-            options.highlighted = min(highlighted or 0, len(labels) - 1)
-        return
-    for index, (_, prompt) in enumerate(labels):
-        if str(options.get_option_at_index(index).prompt) != prompt:
-            options.replace_option_prompt_at_index(index, Content(prompt))
 
 
 def run(path: str, name: str | None, policy: str = "as_written", device: str | None = None) -> int:

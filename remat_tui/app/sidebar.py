@@ -1,0 +1,158 @@
+"""Provides the Sidebar: the Policies and Names lists and the Device line.
+
+The sidebar only shows what the App gives it and says what the user picked:
+the App calls `show_policies`, `show_names` and `show_device`, and handles
+`Sidebar.PolicyChosen` and `Sidebar.NameChosen`. Each list is an OptionList
+relabelled in place by `relabel`; a further list (one row per item, an id and a
+label each) is one more OptionList in `compose`, a `show_*` method and a message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.content import Content
+from textual.message import Message
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from remat_tui.core import policies
+from remat_tui.report.units import human_bytes
+
+NAME_STATES = ("recompute", "save", "offload")
+"""What a names policy does with a checkpoint_name, in the order space cycles them."""
+NAME_MARKS = {"recompute": "R", "save": "S", "offload": "O"}
+
+
+def states_from(spec, known_names: Iterable[str]) -> dict[str, str]:
+    """Name states when `spec` is a names policy; empty (shown as ·) otherwise,
+    since other policies do not decide by name."""
+    if spec.kind not in ("save_only_these_names", policies.OFFLOAD_NAMES):
+        return {}
+    states = {n: "recompute" for n in known_names}
+    states.update({n: "save" for n in spec.names})
+    states.update({n: "offload" for n in spec.offloaded})
+    return states
+
+
+def next_state(state: str) -> str:
+    """recompute → save → offload → recompute."""
+    return NAME_STATES[(NAME_STATES.index(state) + 1) % len(NAME_STATES)]
+
+
+def policy_label(index: int, spec: str, current: bool) -> str:
+    key = str(index) if index < 10 else " "
+    short = spec if len(spec) <= 26 else spec[:25] + "…"
+    return f"{'▶' if current else ' '}{key} {short}"
+
+
+def name_label(name: str, states: dict[str, str], info) -> str:
+    """`info` is the shown analysis's NameInfo for `name`, or None."""
+    mark = NAME_MARKS[states.get(name, "recompute")] if states else "·"
+    size = ""
+    if info is not None:  # bytes of one tagged value, and how many are tagged
+        times = f" ×{info.count}" if info.count > 1 else ""
+        size = f" {human_bytes(info.bytes)}{times}"
+    return f"{mark} {name}{size}"
+
+
+def relabel(options: OptionList, labels: list[tuple[str, str]]) -> None:
+    """Make `options` show `labels` (id, prompt), rebuilding only if the ids changed
+    (rebuilding an OptionList re-lays out the screen). Prompts are plain text
+    (Content), never markup: names are the user's strings."""
+    ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
+    if ids != [i for i, _ in labels]:
+        highlighted = options.highlighted
+        options.clear_options()
+        options.add_options([Option(Content(prompt), id=i) for i, prompt in labels])
+        if labels:
+            options.highlighted = min(highlighted or 0, len(labels) - 1)
+        return
+    for index, (_, prompt) in enumerate(labels):
+        if str(options.get_option_at_index(index).prompt) != prompt:
+            options.replace_option_prompt_at_index(index, Content(prompt))
+
+
+class Sidebar(Vertical):
+    """The lists on the left: policies to switch to, names to cycle, the device."""
+
+    @dataclass
+    class PolicyChosen(Message):
+        """The user selected a policy in the Policies list."""
+
+        spec: str
+
+    @dataclass
+    class NameChosen(Message):
+        """The user selected a checkpoint_name in the Names list (to cycle it)."""
+
+        name: str
+
+    def compose(self) -> ComposeResult:
+        yield OptionList(id="policies")
+        yield OptionList(id="names")
+        yield Static("", id="device")
+
+    def on_mount(self) -> None:
+        self.query_one("#policies").border_title = "Policies"
+        names = self.query_one("#names")
+        names.border_title = "Names"
+        names.border_subtitle = "R recompute · S save · O offload"
+
+    # ---- what the App shows here ---------------------------------------------------------
+
+    def show_policies(self, specs: Sequence[str], current: str | None) -> None:
+        """List `specs` (keys 0-9 for the first ten), marking `current`."""
+        relabel(
+            self.query_one("#policies", OptionList),
+            [(s, policy_label(i, s, s == current)) for i, s in enumerate(specs)],
+        )
+
+    def show_names(self, names: Sequence[str], states: dict[str, str], infos) -> None:
+        """List `names` with their state (R S O, or · when `states` is empty) and,
+        for those in `infos` (the shown analysis's NameInfos), their sizes."""
+        info = {n.name: n for n in infos}
+        relabel(
+            self.query_one("#names", OptionList),
+            [(n, name_label(n, states, info.get(n))) for n in names],
+        )
+
+    def show_device(self, device: str | None) -> None:
+        # A fixed one-line widget: layout=False spares a layout pass of the whole screen.
+        self.query_one("#device", Static).update(f"Device  {device}  (d changes)", layout=False)
+
+    # ---- the Names list, for the App's keys ----------------------------------------------
+
+    @property
+    def has_names(self) -> bool:
+        return self.query_one("#names", OptionList).option_count > 0
+
+    @property
+    def names_focused(self) -> bool:
+        return self.query_one("#names", OptionList).has_focus
+
+    @property
+    def highlighted_name(self) -> str | None:
+        names = self.query_one("#names", OptionList)
+        if names.highlighted is None:
+            return None
+        return names.get_option_at_index(names.highlighted).id
+
+    def focus_names(self) -> None:
+        self.query_one("#names").focus()
+
+    # ---- selections, passed on to the App ------------------------------------------------
+
+    @on(OptionList.OptionSelected, "#policies")
+    def _policy_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.post_message(self.PolicyChosen(event.option.id))
+
+    @on(OptionList.OptionSelected, "#names")
+    def _name_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.post_message(self.NameChosen(event.option.id))
