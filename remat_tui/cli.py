@@ -46,6 +46,12 @@ def app_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"remat-tui {__version__}")
     _common(parser)
+    parser.add_argument(
+        "--web", action="store_true", help="serve the app to a browser on localhost instead"
+    )
+    parser.add_argument(
+        "--port", type=int, default=None, metavar="N", help="port for --web (default: 8000)"
+    )
     return parser
 
 
@@ -114,6 +120,13 @@ def run_app(opts: argparse.Namespace) -> int:
             f"{os.path.abspath(path)}: no such file. Give the path of a Python "
             "file that registers targets with @remat_tui.target(...)."
         )
+    if opts.web or opts.port is not None:
+        if not opts.web:
+            raise RematError("--port is for --web; add --web to serve the app to a browser.")
+        from remat_tui.web import DEFAULT_PORT, serve
+
+        port = DEFAULT_PORT if opts.port is None else opts.port
+        return serve(path, name, policy=opts.policy, device=opts.device, port=port)
     from remat_tui.app.main import run
 
     return run(path, name, policy=opts.policy, device=opts.device)
