@@ -20,8 +20,10 @@ def load_targets(path):
     return _load(path)
 
 
-def analyze(fn, args=None, kwargs=None, policy="as_written", device=None):
-    """Analyse a `Target` or a plain callable under `policy` (see core.analysis)."""
+def analyze(fn, args=None, kwargs=None, policy="as_written", device=None, sites=None):
+    """Analyse a `Target` or a plain callable under `policy`, with `sites`
+    ({site id or checkpointed function name: spec}) overriding the checkpoints
+    written in the code (see core.analysis)."""
     from remat_tui.core.analysis import analyze as _analyze
 
-    return _analyze(fn, args=args, kwargs=kwargs, policy=policy, device=device)
+    return _analyze(fn, args=args, kwargs=kwargs, policy=policy, device=device, sites=sites)

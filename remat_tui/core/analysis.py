@@ -1,8 +1,13 @@
-"""Provides `analyze` (Contract 4): one target, one policy, one device -> Analysis.
+"""Provides `analyze` (Contracts 4 and 5): one target, one Config -> Analysis.
 
 One trace of the forward `vjp` (with `return_shape=True`, as JAX's own
 `saved_residuals` does) and one of the backward pass feed everything: the
 residual list, both panes, their line maps, the names and the totals.
+
+Checkpoint sites need the primal program (core/sites.py). It is traced only
+when the backward pass shows a checkpoint of the user's, or when a site is
+overridden, and is cached per target and argument shapes: a target without
+sites never pays for it.
 """
 
 from __future__ import annotations
@@ -20,10 +25,14 @@ from jax.tree_util import tree_flatten, tree_unflatten
 import remat_tui
 from remat_tui.core import jax_internals as ji
 from remat_tui.core import linemap, policies
+from remat_tui.core import sites as site_lib
+from remat_tui.core.config import Config
 from remat_tui.core.devices import describe_device, resolve_device
 from remat_tui.core.loading import resolve_arguments
 from remat_tui.core.model import Analysis, NamedValue
-from remat_tui.core.residuals import aval_bytes, find_residuals
+from remat_tui.core.origins import Origins
+from remat_tui.core.primal import Primal, primal_program
+from remat_tui.core.residuals import aval_bytes, find_residuals, per_device_bytes
 from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
@@ -36,8 +45,12 @@ def analyze(
     policy: str | policies.PolicySpec = policies.AS_WRITTEN,
     device: str | Any | None = None,
     cancelled: Callable[[], bool] | None = None,
+    sites: dict | None = None,
+    config: Config | None = None,
 ) -> Analysis:
-    """Analyse `fn` (a Target or a callable with `args`) under `policy` on `device`.
+    """Analyse `fn` (a Target or a callable with `args`) under `policy` on `device`,
+    with `sites` ({site id or function name: spec}) overriding checkpoints in
+    the code. A `config` replaces policy, sites and device at once.
 
     `cancelled`, if given, is polled between the expensive steps so a caller
     (the app's worker) can abandon a superseded analysis early.
@@ -49,18 +62,20 @@ def analyze(
     )
     if isinstance(fn, Target) and (args is not None or kwargs is not None):
         raise TypeError("analyze: pass args/kwargs only with a plain callable, not a Target")
+    if config is None:
+        given_device = device if device is None or isinstance(device, str) else None
+        config = Config.make(policy, sites, given_device, target.policies)
+        dev = resolve_device(device)
+    else:
+        dev = resolve_device(config.device)
     call_args, call_kwargs = resolve_arguments(target)
-    spec = (
-        policy
-        if isinstance(policy, policies.PolicySpec)
-        else policies.parse(policy, target.policies)
-    )
-    dev = resolve_device(device)
+    spec = policies.parse(config.policy, target.policies)
     start = time.perf_counter()
     with jax.default_device(dev):
-        result = _trace(target, spec, call_args, call_kwargs, cancelled, dev)
+        result = _trace(target, spec, config, call_args, call_kwargs, cancelled, dev)
     result.trace_seconds = time.perf_counter() - start
     result.device = describe_device(dev)
+    result.config = config
     return result
 
 
@@ -73,19 +88,22 @@ def _check(cancelled):
         raise Cancelled()
 
 
-def _trace(target: Target, spec, args: tuple, kwargs: dict, cancelled, device) -> Analysis:
-    fn = target.fn
-    jax_policy = policies.build(spec, target.policies)
-    if spec.kind != policies.AS_WRITTEN:
-        fn = jax.checkpoint(fn, policy=jax_policy)
+def _trace(
+    target: Target, spec, config: Config, args: tuple, kwargs: dict, cancelled, device
+) -> Analysis:
     leaves, in_tree = tree_flatten((args, kwargs))
     _require_differentiable(target, leaves)
-
-    def flat_fn(*flat):
-        a, kw = tree_unflatten(in_tree, flat)
-        out = fn(*a, **kw)
-        _require_array_output(target, out)
-        return out
+    prefer_dir = _target_dir(target)
+    primal: Primal | None = None
+    plan: dict = {}
+    if config.sites:
+        primal = primal_program(target, leaves, in_tree, device, prefer_dir)
+        plan = site_lib.resolve_overrides(primal.sites, config.site_overrides, target.policies)
+        flat_fn = primal.evaluator(plan, target.policies)
+    else:
+        flat_fn = _flat(target, target.fn, in_tree)
+    if spec.kind != policies.AS_WRITTEN:
+        flat_fn = _checkpointed(flat_fn, policies.build(spec, target.policies))
 
     try:
         closed, (out_shape, vjp_shape) = jax.make_jaxpr(
@@ -108,12 +126,22 @@ def _trace(target: Target, spec, args: tuple, kwargs: dict, cancelled, device) -
         raise
     except Exception as exc:
         raise RematError(
-            f"{target.label}: tracing under policy {spec.canonical} failed: "
-            f"{describe(exc)}\n{user_traceback(exc)}"
+            f"{target.label}: tracing under {config.label()} failed: "
+            f"{describe(exc)}{_hashing_hint(exc)}\n{user_traceback(exc)}"
         ) from None
     _check(cancelled)
     fwd, bwd = closed.jaxpr, backward_closed.jaxpr
+    if primal is None and _has_user_checkpoint(bwd, outer=spec.kind != policies.AS_WRITTEN):
+        primal = primal_program(target, leaves, in_tree, device, prefer_dir)
+    found_sites = primal.sites if primal is not None else []
     found = find_residuals(fwd, len(res_shapes), ji.arg_names(target.fn, args, kwargs))
+    origins = Origins(prefer_dir, found_sites)
+    for fr in found:
+        fr.residual = replace(
+            fr.residual,
+            origin=origins.of(fwd, fr.var),
+            bytes_per_device=per_device_bytes(fr.var.aval),
+        )
     _check(cancelled)
     fwd_text, fwd_lay = linemap.layout(fwd)
     _check(cancelled)
@@ -125,11 +153,15 @@ def _trace(target: Target, spec, args: tuple, kwargs: dict, cancelled, device) -
         bwd, set(bwd.invars[: len(res_shapes)]), set(bwd.invars[len(res_shapes) :])
     )
     names = _named_values(fwd, bwd)
+    shown_sites = [
+        replace(f.site, override=plan[f.site.id].canonical if f.site.id in plan else None)
+        for f in found_sites
+    ]
     return Analysis(
         target_file=target.file,
         target_name=target.name,
         policy=spec.canonical,
-        python=spec.python(target.name),
+        python=_snippet(target, spec, shown_sites, plan),
         device={},
         residuals=residuals,
         names=names,
@@ -139,7 +171,85 @@ def _trace(target: Target, spec, args: tuple, kwargs: dict, cancelled, device) -
         trace_seconds=0.0,
         jax_version=jax.__version__,
         tool_version=remat_tui.__version__,
+        sites=shown_sites,
     )
+
+
+def _flat(target: Target, fn: Callable, in_tree) -> Callable:
+    """`fn` taking the flattened (args, kwargs) leaves, as JAX's own tools call it."""
+
+    def flat_fn(*flat):
+        a, kw = tree_unflatten(in_tree, flat)
+        out = fn(*a, **kw)
+        _require_array_output(target, out)
+        return out
+
+    return flat_fn
+
+
+def _checkpointed(flat_fn: Callable, jax_policy) -> Callable:
+    return jax.checkpoint(flat_fn, policy=jax_policy)
+
+
+def _target_dir(target: Target) -> str | None:
+    import os
+
+    return os.path.join(os.path.dirname(target.file), "") if target.file else None
+
+
+def _has_user_checkpoint(bwd, outer: bool) -> bool:
+    """Whether the backward pass re-enters a checkpoint the user wrote: every
+    differentiated site leaves a remat equation there. An outer policy adds
+    one of its own at the top, so then only one nested inside it counts."""
+
+    def walk(j, depth: int) -> bool:
+        for eqn in j.eqns:
+            inner = depth + 1 if ji.is_remat(eqn) else depth
+            if inner > (1 if outer else 0):
+                return True
+            if any(walk(sub, inner) for sub in ji.sub_jaxprs(eqn)):
+                return True
+        return False
+
+    return walk(bwd, 0)
+
+
+def _snippet(target: Target, spec, sites: list, plan: dict) -> str:
+    """What to paste: at each overridden site's line, its new checkpoint; the
+    outer wrap only when an outer policy is set."""
+    if not plan:
+        return spec.python(target.name)
+    lines = []
+    seen = set()
+    for site in sites:
+        if site.id not in plan:
+            continue
+        where = site.source.where() if site.source else "?"
+        override = plan[site.id]
+        code = (
+            f"{site.function}  # call it directly: no jax.checkpoint"
+            if override.kind == policies.AS_WRITTEN
+            else override.python(site.function)
+        )
+        if (where, code) in seen:
+            continue
+        seen.add((where, code))
+        lines.append(f"# {where} (site {site.id})\n{code}")
+    if spec.kind != policies.AS_WRITTEN:
+        lines.append(f"# around {target.name}\n{spec.python(target.name)}")
+    return "\n".join(lines)
+
+
+def _hashing_hint(exc: Exception) -> str:
+    """jax.checkpoint hashes the callable it wraps; say so when that is what failed."""
+    if isinstance(exc, TypeError) and "unhashable" in str(exc):
+        return (
+            "\njax.checkpoint (and jax.jit) hash the callable they wrap to cache its "
+            "trace, and this one is not hashable (an Equinox module instance, or a "
+            "dataclass with array fields, say). Wrap a function instead: "
+            "jax.checkpoint(lambda *a: module(*a)), or use eqx.filter_checkpoint."
+        )
+    return ""
 
 
 def _keep_memory_space(shapes: list, avals: list, device) -> list:
@@ -219,35 +329,37 @@ def _named_values(fwd, bwd) -> list[NamedValue]:
     out = []
     for name in dict.fromkeys([*fwd_eqns, *bwd_eqns]):
         eqns = fwd_eqns.get(name) or bwd_eqns[name]
-        avals = tuple(dict.fromkeys(ji.short(e.outvars[0].aval) for e in eqns))
+        avals = tuple(dict.fromkeys(ji.short(e.outvars[0].aval) for e, _ in eqns))
+        first = eqns[0][0]
         out.append(
             NamedValue(
                 name=name,
                 avals=avals,
-                bytes=aval_bytes(eqns[0].outvars[0].aval),
+                bytes=aval_bytes(first.outvars[0].aval),
                 count=len(eqns),
-                source=ji.user_source(eqns[0].source_info),
+                source=ji.user_source(first.source_info),
+                total_bytes=sum(aval_bytes(e.outvars[0].aval) * trip for e, trip in eqns),
             )
         )
     return out
 
 
-def _name_eqns(jaxpr) -> dict[str, list]:
+def _name_eqns(jaxpr) -> dict[str, list[tuple[Any, int]]]:
+    """name -> [(equation, how many times it runs: the product of enclosing scan
+    lengths)]. A body shared by several equations is walked once per use."""
     found: dict[str, list] = {}
-    visited: set[int] = set()
 
-    def walk(j):
-        if id(j) in visited:
-            return
-        visited.add(id(j))
+    def walk(j, trip: int):
         for eqn in j.eqns:
             name = ji.checkpoint_name(eqn)
             if name is not None:
-                found.setdefault(name, []).append(eqn)
+                found.setdefault(name, []).append((eqn, trip))
+            length = ji.scan_length(eqn)
+            inner = trip * length if length is not None else trip
             for sub in ji.sub_jaxprs(eqn):
-                walk(sub)
+                walk(sub, inner)
 
-    walk(jaxpr)
+    walk(jaxpr, 1)
     return found
 
 
@@ -277,6 +389,9 @@ def _dtype_of(leaf):
 
 def _require_array_output(target: Target, out) -> None:
     for leaf in jax.tree_util.tree_leaves(out):
+        # Python and NumPy scalars are outputs JAX accepts (an aux batch count, say).
+        if isinstance(leaf, (bool, int, float, complex, np.generic)):
+            continue
         if not hasattr(leaf, "dtype") or not hasattr(leaf, "shape"):
             raise RematError(
                 f"{target.label}: the function returned a "

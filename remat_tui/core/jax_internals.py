@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import sysconfig
 from jax._src import api_util, core, source_info_util
 from jax._src.ad_checkpoint import name_p, remat_p
 from jax._src.lax import lax as lax_internal
@@ -21,8 +22,11 @@ import remat_tui
 from remat_tui.core.model import Source
 
 Jaxpr = core.Jaxpr
+ClosedJaxpr = core.ClosedJaxpr
 Literal = core.Literal
 Var = core.Var
+DropVar = core.DropVar
+eval_jaxpr = core.eval_jaxpr
 
 # Our own frames must never be taken for the user's: JAX attributes each
 # equation to the innermost frame outside its exclusions.
@@ -50,6 +54,58 @@ def is_remat(eqn) -> bool:
     return eqn.primitive is remat_p
 
 
+def remat_policy(eqn):
+    """The policy object a remat equation was bound with (None: JAX's default)."""
+    return eqn.params["policy"]
+
+
+def remat_function(eqn) -> str:
+    """The name of the function a remat equation checkpoints, as JAX recorded it."""
+    info = eqn.params["jaxpr"].debug_info
+    name = getattr(info, "func_name", None) if info is not None else None
+    return name or "<checkpointed>"
+
+
+def scan_length(eqn) -> int | None:
+    """The trip count of a scan equation; None for anything else."""
+    return eqn.params["length"] if eqn.primitive.name == "scan" else None
+
+
+def sub_jaxpr_slots(eqn) -> Iterator[tuple[str, int | None, Jaxpr]]:
+    """(param, index within a tuple param or None, open jaxpr) for each jaxpr the
+    equation holds, in the order `jaxprs_in_params` yields them."""
+    for key, value in eqn.params.items():
+        if isinstance(value, tuple) and value and isinstance(value[0], (Jaxpr, ClosedJaxpr)):
+            for i, v in enumerate(value):
+                yield key, i, v.jaxpr if isinstance(v, ClosedJaxpr) else v
+        elif isinstance(value, ClosedJaxpr):
+            yield key, None, value.jaxpr
+        elif isinstance(value, Jaxpr):
+            yield key, None, value
+
+
+def replace_sub_jaxpr(eqn, key: str, index: int | None, new: Jaxpr):
+    """`eqn` with the jaxpr in param `key` (position `index`) replaced by `new`,
+    keeping a ClosedJaxpr's consts."""
+    old = eqn.params[key]
+    if index is not None:
+        items = list(old)
+        items[index] = _like(items[index], new)
+        value = tuple(items)
+    else:
+        value = _like(old, new)
+    return eqn.replace(params={**eqn.params, key: value})
+
+
+def _like(old, new: Jaxpr):
+    return ClosedJaxpr(new, old.consts) if isinstance(old, ClosedJaxpr) else new
+
+
+def fresh_var(var):
+    """A new variable of the same type (DropVars stay DropVars)."""
+    return DropVar(var.aval) if isinstance(var, DropVar) else Var(var.aval)
+
+
 def is_reduce_precision(eqn) -> bool:
     return eqn.primitive is lax_internal.reduce_precision_p
 
@@ -64,6 +120,35 @@ def user_source(source_info) -> Source | None:
     frame = source_info_util.user_frame(source_info.traceback)
     if frame is None:
         return None
+    return Source(frame.file_name, frame.start_line, frame.start_column, frame.function_name)
+
+
+# Installed libraries (Flax, Equinox, optax, ...) live here; JAX's own user
+# frame is often inside one of them, which hides the user's line.
+_LIBRARY_ROOTS = tuple(
+    {os.path.join(p, "") for p in (sysconfig.get_path("purelib"), sysconfig.get_path("platlib"))}
+)
+
+
+def own_source(source_info, prefer_dir: str | None = None) -> Source | None:
+    """The user's own line: the innermost frame outside JAX and outside installed
+    libraries, preferring one under `prefer_dir` (the target file's folder, so
+    its local modules count as the user's too)."""
+    fallback = None
+    for frame in source_info_util.user_frames(source_info.traceback):
+        name = frame.file_name
+        if name.startswith(_LIBRARY_ROOTS):
+            continue
+        if prefer_dir is None or name.startswith(prefer_dir):
+            return _frame_source(frame)
+        if fallback is None:
+            fallback = frame
+    if fallback is None:
+        return user_source(source_info)
+    return _frame_source(fallback)
+
+
+def _frame_source(frame) -> Source:
     return Source(frame.file_name, frame.start_line, frame.start_column, frame.function_name)
 
 

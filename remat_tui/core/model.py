@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,80 @@ class Source:
         import os
 
         return f"{os.path.basename(self.file)}:{self.line} ({self.function})"
+
+    def where(self) -> str:
+        """`file.py:45`, how tables and snippets point at a line."""
+        import os
+
+        return f"{os.path.basename(self.file)}:{self.line}"
+
+    def to_dict(self) -> dict:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "function": self.function,
+        }
+
+
+def _source_dict(source: Source | None) -> dict | None:
+    return None if source is None else source.to_dict()
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a residual's value was really computed (Contract 5): followed into
+    the scan, jit, remat, call and cond bodies JAX reports it as an output of."""
+
+    primitive: str | None
+    name: str | None  # the checkpoint_name it carries, if any
+    source: Source | None  # the user's own line (outside JAX and installed libraries)
+    trip_count: int | None  # product of the scan lengths it was stacked over
+    per_iteration: str | None  # its aval in one iteration, when trip_count is set
+    site: int | None  # the checkpoint site whose body computed it
+
+    def to_dict(self) -> dict:
+        return {
+            "primitive": self.primitive,
+            "name": self.name,
+            "source": _source_dict(self.source),
+            "trip_count": self.trip_count,
+            "per_iteration": self.per_iteration,
+            "site": self.site,
+        }
+
+    def label(self) -> str:
+        """`name 'qkv' ×4  model.py:45`: what the residual table shows."""
+        what = f"name {self.name!r}" if self.name else (self.primitive or "")
+        if self.trip_count:
+            what += f" ×{self.trip_count}"
+        return f"{what}  {self.source.where()}" if self.source else what
+
+
+@dataclass(frozen=True)
+class Site:
+    """One jax.checkpoint application in the traced program (Contract 5)."""
+
+    id: int
+    function: str
+    source: Source | None  # the user's line that applies it
+    policy: str  # canonical spec of the policy written there, or custom:<name>
+    trip_count: int | None  # product of enclosing scan lengths; None outside loops
+    override: str | None = None  # what the analysis applied there instead
+
+    @property
+    def effective(self) -> str:
+        return self.override if self.override is not None else self.policy
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "function": self.function,
+            "source": _source_dict(self.source),
+            "policy": self.policy,
+            "trip_count": self.trip_count,
+            "override": self.override,
+        }
 
 
 @dataclass(frozen=True)
@@ -44,6 +119,8 @@ class Residual:
     forward_var: str | None = None  # its variable name in the forward pane
     backward_lines: tuple[int, ...] = ()  # lines of backward equations reading it
     backward_var: str | None = None  # its input variable name in the backward pane
+    origin: Origin | None = None
+    bytes_per_device: int | None = None  # set when its aval is sharded over devices
 
     def to_dict(self) -> dict:
         return {
@@ -57,15 +134,15 @@ class Residual:
             "primitive": self.primitive,
             "name": self.name,
             "argument": self.argument,
-            "source": None
-            if self.source is None
-            else {
-                "file": self.source.file,
-                "line": self.source.line,
-                "column": self.source.column,
-                "function": self.source.function,
-            },
+            "source": _source_dict(self.source),
+            "origin": None if self.origin is None else self.origin.to_dict(),
+            "bytes_per_device": self.device_share,
         }
+
+    @property
+    def device_share(self) -> int:
+        """Bytes this residual takes on each device it is sharded over."""
+        return self.bytes if self.bytes_per_device is None else self.bytes_per_device
 
 
 @dataclass(frozen=True)
@@ -77,6 +154,7 @@ class NamedValue:
     bytes: int  # bytes of one tagged value (the first)
     count: int  # how many equations apply this name
     source: Source | None
+    total_bytes: int = 0  # every tagged value, scan bodies counted per iteration
 
 
 @dataclass
@@ -104,6 +182,7 @@ class Totals:
     bytes_excluding_arguments: int
     device_bytes: int
     host_bytes: int
+    device_bytes_per_device: int  # what one device holds when residuals are sharded
 
     def to_dict(self) -> dict:
         return dict(vars(self))
@@ -126,6 +205,12 @@ class Analysis:
     trace_seconds: float
     jax_version: str
     tool_version: str
+    sites: list[Site] = field(default_factory=list)
+    config: Any = None  # the Config asked for (core.config), the app's cache key
+
+    @property
+    def sharded(self) -> bool:
+        return any(r.bytes_per_device is not None for r in self.residuals)
 
     @cached_property
     def totals(self) -> Totals:
@@ -137,6 +222,7 @@ class Analysis:
             bytes_excluding_arguments=sum(r.bytes for r in rs if r.kind != "argument"),
             device_bytes=sum(r.bytes for r in rs if r.memory == "device"),
             host_bytes=sum(r.bytes for r in rs if r.memory == "host"),
+            device_bytes_per_device=sum(r.device_share for r in rs if r.memory == "device"),
         )
 
     def to_dict(self) -> dict:
@@ -148,6 +234,7 @@ class Analysis:
             "target": {"file": self.target_file, "name": self.target_name},
             "device": dict(self.device),
             "policy": {"spec": self.policy, "python": self.python},
+            "sites": [site.to_dict() for site in self.sites],
             "residuals": [r.to_dict() for r in self.residuals],
             "totals": self.totals.to_dict(),
             "jaxprs": {"forward": self.forward.text, "backward": self.backward.text},

@@ -318,3 +318,57 @@ class _Parser:
 def _sorted_unique(names: list[str]) -> tuple[str, ...]:
     """Name lists are sets to JAX; sorted, they have one spelling."""
     return tuple(sorted(set(names)))
+
+
+def from_jax(policy, declared: dict[str, Callable] | None = None) -> PolicySpec | None:
+    """The spec of a policy object found in a traced program (a site's policy),
+    or None when it is not one remat-tui can name (a user-written callable the
+    target did not declare). `None` is JAX's default: nothing_saveable."""
+    import inspect
+
+    import jax
+
+    cp = jax.checkpoint_policies
+    if policy is None or policy is cp.nothing_saveable:
+        return PolicySpec("nothing_saveable")
+    for name, fn in (declared or {}).items():
+        if fn is policy:
+            return PolicySpec(name, declared=True)
+    if policy is cp.everything_saveable:
+        return PolicySpec("everything_saveable")
+    kind = type(policy).__name__
+    if kind == "DotsSaveable":
+        no_batch = policy.only_if_no_batch_dims
+        return PolicySpec("dots_with_no_batch_dims_saveable" if no_batch else "dots_saveable")
+    if kind == "SaveOnlyTheseNames":
+        return PolicySpec("save_only_these_names", names=_sorted_unique(policy.saveable_names))
+    if kind == "SaveAnyNamesButThese":
+        return PolicySpec("save_any_names_but_these", names=_sorted_unique(policy.names))
+    factory = getattr(policy, "__qualname__", "").split(".<locals>.")[0]
+    if factory not in (OFFLOAD_NAMES, OFFLOAD_DOTS, BOTH):
+        return None
+    # JAX builds these three as closures over the factory's arguments.
+    bound = inspect.getclosurevars(policy).nonlocals
+    if factory == OFFLOAD_DOTS:
+        return PolicySpec(OFFLOAD_DOTS, src=bound["offload_src"], dst=bound["offload_dst"])
+    if factory == OFFLOAD_NAMES:
+        return PolicySpec(
+            OFFLOAD_NAMES,
+            names=_sorted_unique(bound["names_which_can_be_saved"]),
+            offloaded=_sorted_unique(bound["names_which_can_be_offloaded"]),
+            src=bound["offload_src"],
+            dst=bound["offload_dst"],
+        )
+    parts = tuple(from_jax(bound[k], declared) for k in ("policy_1", "policy_2"))
+    return None if None in parts else PolicySpec(BOTH, parts=parts)
+
+
+def describe_jax(policy, declared: dict[str, Callable] | None = None) -> str:
+    """A policy object's canonical spec, or `custom:<repr>` for one we cannot name."""
+    spec = from_jax(policy, declared)
+    return spec.canonical if spec is not None else f"custom:{_short_repr(policy)}"
+
+
+def _short_repr(policy) -> str:
+    name = getattr(policy, "__qualname__", None)
+    return name if name else repr(policy)

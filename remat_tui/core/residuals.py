@@ -152,3 +152,19 @@ def _residual(aval, text, kind, primitive=None, name=None, argument=None, source
         argument=argument,
         source=source,
     )
+
+
+def per_device_bytes(aval) -> int | None:
+    """Bytes on each device for an aval sharded over a mesh (explicit sharding,
+    `f32[8@data,4]`), or None when every device would hold all of it."""
+    sharding = getattr(aval, "sharding", None)
+    spec = getattr(sharding, "spec", None)
+    if not spec or all(axis is None for axis in spec):
+        return None
+    try:
+        shard = sharding.shard_shape(tuple(aval.shape))
+    except Exception:  # a sharding that cannot split this shape: no per-device figure
+        return None
+    whole = aval_bytes(aval)
+    size = math.prod(aval.shape)
+    return whole if not size else whole * math.prod(shard) // size

@@ -1,0 +1,118 @@
+"""Provides origins (Contract 5): where a residual's value was really computed.
+
+JAX names a residual by the top-level equation that outputs it: `output of
+scan`, `output of jitted function`. The origin follows that output into the
+scan, jit, call, remat and cond bodies down to the primitive that computed
+it, through `checkpoint_name` (kept as the origin's name) and through the
+copies JAX inserts (reduce_precision, device_put). A scan's stacked output is
+one value per iteration: its trip count multiplies, and the per-iteration
+aval is the body's.
+"""
+
+from __future__ import annotations
+
+from remat_tui.core import jax_internals as ji
+from remat_tui.core.model import Origin, Source
+
+# JAX inserts these around a saved value; the value itself comes from before.
+_COPIES = {"reduce_precision", "device_put", "copy", "copy_p", "optimization_barrier"}
+_MAX_STEPS = 64  # a guard against carry cycles: each step descends or looks through
+
+
+class Origins:
+    """Finds origins in one forward jaxpr; producer maps are built once per body."""
+
+    def __init__(self, prefer_dir: str | None, sites: list):
+        self.prefer_dir = prefer_dir
+        self.sites = sites  # FoundSite list, to tell which site computed a value
+        self._producers: dict[int, dict] = {}
+
+    def of(self, jaxpr, var) -> Origin:
+        eqn, name, trip, per_iteration = self._follow(jaxpr, var)
+        if eqn is None:
+            return Origin(None, name, None, trip, per_iteration, None)
+        source = ji.own_source(eqn.source_info, self.prefer_dir)
+        return Origin(
+            primitive=eqn.primitive.name,
+            name=name,
+            source=source,
+            trip_count=trip,
+            per_iteration=per_iteration,
+            site=self._site_of(source, trip),
+        )
+
+    def _follow(self, jaxpr, var):
+        """(computing equation or None, name, trip count, per-iteration aval)."""
+        name, trip, per_iteration = None, None, None
+        for _ in range(_MAX_STEPS):
+            if not isinstance(var, ji.Var):
+                return None, name, trip, per_iteration
+            produced = self._producer(jaxpr, var)
+            if produced is None:  # an input of this body
+                return None, name, trip, per_iteration
+            eqn, k = produced
+            label = ji.checkpoint_name(eqn)
+            if label is not None or eqn.primitive.name in _COPIES:
+                name = name or label
+                var = eqn.invars[0]
+                continue
+            inner = self._inner(eqn, k)
+            if inner is None:
+                return eqn, name, trip, per_iteration
+            body, inner_var, length = inner
+            if length is not None:
+                trip = (trip or 1) * length
+                per_iteration = per_iteration or ji.short(inner_var.aval)
+            jaxpr, var = body, inner_var
+        return None, name, trip, per_iteration
+
+    def _inner(self, eqn, k):
+        """(body, the body's variable for output k, scan length or None), or
+        None when the equation computes the value itself."""
+        prim = eqn.primitive.name
+        if prim == "scan":
+            body = eqn.params["jaxpr"].jaxpr
+            num_carry = eqn.params["num_carry"]
+            length = eqn.params["length"] if k >= num_carry else None
+            return body, self._through_carry(body, body.outvars[k], eqn.params), length
+        if prim == "cond":
+            # Every branch outputs it; the first that computes it (not just
+            # passes an input through) says where.
+            for branch in eqn.params["branches"]:
+                out = branch.jaxpr.outvars[k]
+                if self._producer(branch.jaxpr, out) is not None:
+                    return branch.jaxpr, out, None
+            return None
+        subs = [sub for _, _, sub in ji.sub_jaxpr_slots(eqn)]
+        if len(subs) == 1 and len(subs[0].outvars) == len(eqn.outvars):
+            return subs[0], subs[0].outvars[k], None
+        return None
+
+    def _through_carry(self, body, var, params):
+        """A stacked scan output that is a carry input is the carry's value each
+        iteration: what the body computes for that carry."""
+        num_consts, num_carry = params["num_consts"], params["num_carry"]
+        if isinstance(var, ji.Var) and var in body.invars:
+            j = body.invars.index(var) - num_consts
+            if 0 <= j < num_carry:
+                return body.outvars[j]
+        return var
+
+    def _producer(self, jaxpr, var):
+        table = self._producers.get(id(jaxpr))
+        if table is None:
+            table = {v: (e, k) for e in jaxpr.eqns for k, v in enumerate(e.outvars)}
+            self._producers[id(jaxpr)] = table
+        return table.get(var)
+
+    def _site_of(self, source: Source | None, trip: int | None) -> int | None:
+        """The innermost site whose body has this line, preferring one run as
+        many times as the value was stacked."""
+        if source is None or not self.sites:
+            return None
+        key = (source.file, source.line)
+        holding = [f.site for f in self.sites if key in f.lines]
+        if not holding:
+            return None
+        same_trip = [s for s in holding if s.trip_count == trip]
+        return (same_trip or holding)[-1].id

@@ -1,0 +1,75 @@
+"""Provides the primal program of a target: traced once, cached, and the
+source of its checkpoint sites and of site-overridden functions to analyse.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+from jax.tree_util import tree_structure, tree_unflatten
+
+from remat_tui.core import jax_internals as ji
+from remat_tui.core import sites as site_lib
+from remat_tui.core.usererrors import describe, user_traceback
+from remat_tui.errors import RematError
+from remat_tui.registry import Target
+
+CACHE_SIZE = 8  # primal programs kept (one per target, argument shapes and device)
+_cache: OrderedDict[tuple, Primal] = OrderedDict()
+_lock = threading.Lock()
+
+
+@dataclass
+class Primal:
+    fn: Callable  # held so the id in the cache key cannot be reused
+    closed: object  # the ClosedJaxpr of the target
+    out_tree: object
+    sites: list[site_lib.FoundSite]
+
+    def evaluator(self, plan: dict, declared: dict | None) -> Callable:
+        """A function of the flattened arguments computing the target with the
+        planned sites changed; its equations keep the user's source lines."""
+        jaxpr = site_lib.rewrite(self.closed.jaxpr, self.sites, plan, declared)
+        consts, out_tree = self.closed.consts, self.out_tree
+
+        def run(*flat):
+            return tree_unflatten(out_tree, ji.eval_jaxpr(jaxpr, consts, *flat))
+
+        return run
+
+
+def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) -> Primal:
+    avals = tuple((getattr(x, "shape", ()), str(getattr(x, "dtype", type(x)))) for x in leaves)
+    key = (id(target.fn), id(target.policies), in_tree, avals, str(device))
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            return hit
+
+    def flat_fn(*flat):
+        a, kw = tree_unflatten(in_tree, flat)
+        return target.fn(*a, **kw)
+
+    try:
+        closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*leaves)
+    except Exception as exc:
+        raise RematError(
+            f"{target.label}: tracing the function to find its checkpoints failed: "
+            f"{describe(exc)}\n{user_traceback(exc)}"
+        ) from None
+    primal = Primal(
+        fn=target.fn,
+        closed=closed,
+        out_tree=tree_structure(out_shape),
+        sites=site_lib.find_sites(closed.jaxpr, target.policies, prefer_dir),
+    )
+    with _lock:
+        _cache[key] = primal
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+    return primal

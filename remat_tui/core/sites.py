@@ -1,0 +1,176 @@
+"""Provides checkpoint sites (Contract 5): every `jax.checkpoint` application
+in a target's primal program, and the program rewritten with some sites'
+policies changed or their checkpoints removed.
+
+Sites are read off the primal jaxpr (`make_jaxpr` of the target), where each
+application is one `remat` equation, inside scan, jit, cond and vmap bodies
+included. Overrides rewrite that jaxpr; the analysis then differentiates its
+evaluation, which binds the same primitives with the same source information
+as the user's own code edited by hand. (Changing the policy at the moment
+`jax.checkpoint` binds would not do: JAX caches the traces of jitted and
+checkpointed functions, so a cached body would keep the old policy.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from remat_tui.core import jax_internals as ji
+from remat_tui.core import policies
+from remat_tui.core.model import Site
+from remat_tui.errors import RematError
+
+# Bodies JAX does not differentiate (a custom rule replaces them): a checkpoint
+# inside one changes nothing, so it is not offered as a site.
+_NOT_DIFFERENTIATED = {"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin"}
+
+Step = tuple[int, str, int | None]  # (equation index, param, index in a tuple param)
+INLINE = object()  # the override that removes a checkpoint
+
+
+@dataclass
+class FoundSite:
+    """A site plus where its equation is, for rewriting and for origins."""
+
+    site: Site
+    steps: tuple[Step, ...]  # from the top jaxpr down to the jaxpr holding the equation
+    index: int  # the remat equation's index in that jaxpr
+    lines: frozenset[tuple[str, int]] = field(default_factory=frozenset)  # its body's lines
+
+
+def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[FoundSite]:
+    """Every remat equation in `jaxpr`, in program order (outer before inner)."""
+    found: list[FoundSite] = []
+
+    def walk(j, steps: tuple[Step, ...], trip: int | None):
+        for i, eqn in enumerate(j.eqns):
+            if ji.is_remat(eqn):
+                site = Site(
+                    id=len(found) + 1,
+                    function=ji.remat_function(eqn),
+                    source=ji.own_source(eqn.source_info, prefer_dir),
+                    policy=policies.describe_jax(ji.remat_policy(eqn), declared),
+                    trip_count=trip,
+                )
+                found.append(
+                    FoundSite(site, steps, i, _body_lines(eqn.params["jaxpr"], prefer_dir))
+                )
+            if eqn.primitive.name in _NOT_DIFFERENTIATED:
+                continue
+            length = ji.scan_length(eqn)
+            inner = (trip or 1) * length if length is not None else trip
+            for key, idx, sub in ji.sub_jaxpr_slots(eqn):
+                walk(sub, (*steps, (i, key, idx)), inner)
+
+    walk(jaxpr, (), None)
+    return found
+
+
+def _body_lines(jaxpr, prefer_dir) -> frozenset[tuple[str, int]]:
+    lines = set()
+
+    def walk(j):
+        for eqn in j.eqns:
+            src = ji.own_source(eqn.source_info, prefer_dir)
+            if src is not None:
+                lines.add((src.file, src.line))
+            for _, _, sub in ji.sub_jaxpr_slots(eqn):
+                walk(sub)
+
+    walk(jaxpr)
+    return frozenset(lines)
+
+
+def resolve_overrides(
+    found: list[FoundSite], overrides: dict, declared: dict | None
+) -> dict[int, policies.PolicySpec]:
+    """Site id -> the spec to apply there. Keys are ids or function names (every
+    site of that function); an id wins over a name for its own site."""
+    by_id = {f.site.id: f for f in found}
+    by_name: dict[str, list[int]] = {}
+    for f in found:
+        by_name.setdefault(f.site.function, []).append(f.site.id)
+    plan: dict[int, policies.PolicySpec] = {}
+    named = [(k, v) for k, v in overrides.items() if isinstance(k, str)]
+    numbered = [(k, v) for k, v in overrides.items() if not isinstance(k, str)]
+    for key, text in [*named, *numbered]:
+        ids = [key] if not isinstance(key, str) else by_name.get(key, [])
+        if not ids or any(i not in by_id for i in ids):
+            raise RematError(f"no checkpoint site {key!r}. {_site_list(found)}")
+        spec = policies.parse(text, declared)
+        for i in ids:
+            plan[i] = spec
+    return plan
+
+
+def _site_list(found: list[FoundSite]) -> str:
+    if not found:
+        return (
+            "This function applies no jax.checkpoint, so it has no sites; "
+            "use --policy for an outer checkpoint instead."
+        )
+    listed = ", ".join(
+        f"{f.site.id} ({f.site.function}"
+        + (f" at {f.site.source.where()}" if f.site.source else "")
+        + ")"
+        for f in found
+    )
+    return f"Sites: {listed}. Give a site id or a function name."
+
+
+def rewrite(jaxpr, found: list[FoundSite], plan: dict, declared: dict | None):
+    """`jaxpr` with each planned site's policy replaced, or its checkpoint
+    removed (as_written: the body runs inline, as if `jax.checkpoint` were
+    deleted from the source)."""
+    actions: dict[tuple, object] = {}
+    for f in found:
+        spec = plan.get(f.site.id)
+        if spec is None:
+            continue
+        action = INLINE if spec.kind == policies.AS_WRITTEN else policies.build(spec, declared)
+        actions[(f.steps, f.index)] = action
+    return _rewrite(jaxpr, (), actions)
+
+
+def _rewrite(jaxpr, steps: tuple[Step, ...], actions: dict):
+    depth = len(steps)
+    below = {addr[0][depth] for addr in actions if len(addr[0]) > depth and addr[0][:depth] == steps}
+    subst: dict = {}
+    eqns = []
+    for i, eqn in enumerate(jaxpr.eqns):
+        if subst:
+            eqn = eqn.replace(invars=[_sub(v, subst) for v in eqn.invars])
+        for key, idx, sub in list(ji.sub_jaxpr_slots(eqn)):
+            step = (i, key, idx)
+            if step in below:
+                eqn = ji.replace_sub_jaxpr(eqn, key, idx, _rewrite(sub, (*steps, step), actions))
+        action = actions.get((steps, i))
+        if action is None:
+            eqns.append(eqn)
+        elif action is INLINE:
+            eqns.extend(_inline(eqn, subst))
+        else:
+            eqns.append(eqn.replace(params={**eqn.params, "policy": action}))
+    if not subst:
+        return jaxpr.replace(eqns=eqns)
+    return jaxpr.replace(eqns=eqns, outvars=[_sub(v, subst) for v in jaxpr.outvars])
+
+
+def _inline(eqn, subst: dict) -> list:
+    """The remat equation's body, with fresh variables, wired to its inputs;
+    its outputs are recorded in `subst` for the equations that follow."""
+    body = eqn.params["jaxpr"]
+    env = dict(zip(body.invars, eqn.invars, strict=True))
+    out = []
+    for inner in body.eqns:
+        outvars = [ji.fresh_var(v) for v in inner.outvars]
+        env.update(zip(inner.outvars, outvars, strict=True))
+        out.append(inner.replace(invars=[_sub(v, env) for v in inner.invars], outvars=outvars))
+    for outer_var, body_var in zip(eqn.outvars, body.outvars, strict=True):
+        if not isinstance(outer_var, ji.DropVar):
+            subst[outer_var] = _sub(body_var, env)
+    return out
+
+
+def _sub(v, env: dict):
+    return env.get(v, v) if isinstance(v, ji.Var) else v
