@@ -131,3 +131,49 @@ def test_app_mode_accepts_a_policy_the_target_declares():
 
     check_syntax("save_a_and_dots")  # may be declared: the app checks it after loading
     check_syntax("save_from_both_policies(dots_saveable, save_a_and_dots)")
+
+
+def without_root_override(cmd: list[str]) -> list[str]:
+    """`cmd` run so that file permissions bind: as root, through setpriv with the
+    capabilities that override them dropped (root ignores permission bits)."""
+    import shutil
+
+    if os.geteuid() != 0:
+        return cmd
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: cannot make a folder unwritable")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--", *cmd]
+
+
+@pytest.mark.parametrize("case", ["missing folder", "unwritable folder", "read-only file"])
+def test_report_that_cannot_be_written_exits_2(remat_tui_cmd, tmp_path, case):
+    folder = tmp_path / "out"
+    out = folder / "mlp.html"
+    if case != "missing folder":
+        folder.mkdir()
+    if case == "read-only file":
+        out.write_text("keep me")
+        out.chmod(0o444)
+    if case == "unwritable folder":
+        folder.chmod(0o555)
+    cmd = [remat_tui_cmd, "report", example("mlp.py"), "--format", "html", "-o", str(out)]
+    try:
+        proc = subprocess.run(
+            without_root_override(cmd), capture_output=True, text=True, timeout=300
+        )
+    finally:
+        if folder.exists():
+            folder.chmod(0o755)
+    assert proc.returncode == 2, proc.stderr
+    want = {
+        "missing folder": f"folder {folder} does not exist",
+        "unwritable folder": f"no permission to write in folder {folder}",
+        "read-only file": "the file is read-only",
+    }[case]
+    assert proc.stderr.endswith(f"remat-tui: error: cannot write {out}: {want}.\n")
+    assert "Traceback" not in proc.stderr
+    if case == "unwritable folder":
+        assert os.listdir(folder) == []
+    if case == "read-only file":
+        assert os.listdir(folder) == ["mlp.html"] and out.read_text() == "keep me"
