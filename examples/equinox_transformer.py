@@ -32,6 +32,9 @@ from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
 
+# make_loss(NO_CHECKPOINT): the same model with the block's checkpoint deleted.
+NO_CHECKPOINT = "no checkpoint"
+
 LAYERS, D_MODEL, HEADS, SEQ, BATCH, VOCAB = 2, 32, 4, 16, 2, 64
 D_HEAD, D_MLP = D_MODEL // HEADS, 4 * D_MODEL
 NAMES = ("qkv", "attention_out", "mlp_hidden")
@@ -81,10 +84,12 @@ class Transformer(eqx.Module):
     def __call__(self, tokens, remat_policy: Callable[..., bool]):  # tokens: [SEQ]
         dynamic, static = eqx.partition(self.blocks, eqx.is_array)
 
-        @eqx.filter_checkpoint(policy=remat_policy)
         def step(x, block_arrays):
             block = eqx.combine(block_arrays, static)
             return block(x), None
+
+        if remat_policy != NO_CHECKPOINT:
+            step = eqx.filter_checkpoint(step, policy=remat_policy)
 
         x, _ = jax.lax.scan(step, jax.vmap(self.embed)(tokens), dynamic)
         return jax.vmap(self.unembed)(jax.vmap(self.ln_f)(x))

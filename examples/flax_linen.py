@@ -27,6 +27,9 @@ from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
 
+# make_loss(NO_CHECKPOINT): the same model with the block's checkpoint deleted.
+NO_CHECKPOINT = "no checkpoint"
+
 LAYERS, D_MODEL, HEADS, SEQ, BATCH, VOCAB = 2, 32, 4, 16, 2, 64
 D_HEAD, D_MLP = D_MODEL // HEADS, 4 * D_MODEL
 NAMES = ("qkv", "attention_out", "mlp_hidden")
@@ -54,7 +57,10 @@ class Transformer(nn.Module):
     @nn.compact
     def __call__(self, tokens):
         embed = nn.Embed(VOCAB, D_MODEL, name="embed")
-        RematBlock = nn.remat(Block, policy=self.remat_policy)
+        if self.remat_policy != NO_CHECKPOINT:
+            RematBlock = nn.remat(Block, policy=self.remat_policy)
+        else:
+            RematBlock = Block
         Blocks = nn.scan(
             RematBlock, variable_axes={"params": 0}, split_rngs={"params": True}, length=LAYERS
         )

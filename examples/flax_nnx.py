@@ -29,6 +29,9 @@ from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
 
+# make_loss(NO_CHECKPOINT): the same model with the block's checkpoint deleted.
+NO_CHECKPOINT = "no checkpoint"
+
 LAYERS, D_MODEL, HEADS, SEQ, BATCH, VOCAB = 2, 32, 4, 16, 2, 64
 D_HEAD, D_MLP = D_MODEL // HEADS, 4 * D_MODEL
 NAMES = ("qkv", "attention_out", "mlp_hidden")
@@ -68,11 +71,12 @@ class Transformer(nnx.Module):
         self.ln_f = nnx.LayerNorm(D_MODEL, rngs=rngs)
 
     def __call__(self, tokens):
-        @nnx.scan(in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
-        @nnx.remat(policy=self.remat_policy)
         def forward(x, block: Block):
             return block(x)
 
+        if self.remat_policy != NO_CHECKPOINT:
+            forward = nnx.remat(forward, policy=self.remat_policy)
+        forward = nnx.scan(forward, in_axes=(nnx.Carry, 0), out_axes=nnx.Carry)
         x = forward(self.embed(tokens), self.blocks)
         return self.embed.attend(self.ln_f(x))
 

@@ -35,6 +35,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
         metavar="D",
         help="device to analyse on, e.g. cpu:1 (default: JAX's default)",
     )
+    parser.add_argument(
+        "--site",
+        action="append",
+        default=[],
+        metavar="ID|FUNCTION=SPEC",
+        help="set the policy of a jax.checkpoint in the code: a site id or the "
+        "checkpointed function's name, e.g. --site block=nothing_saveable "
+        "(as_written removes that checkpoint); repeatable",
+    )
 
 
 def app_parser() -> argparse.ArgumentParser:
@@ -93,7 +102,10 @@ def run_report(opts: argparse.Namespace) -> int:
     from remat_tui.report import render
     from remat_tui.report.write import write_atomic
 
-    analysis = analyze(load_target(opts.target), policy=opts.policy, device=opts.device)
+    sites = _site_overrides(opts.site)
+    analysis = analyze(
+        load_target(opts.target), policy=opts.policy, device=opts.device, sites=sites
+    )
     for warning in analysis.warnings:
         print(f"remat-tui: warning: {warning}", file=sys.stderr)
     text = render(analysis, opts.format)
@@ -114,6 +126,8 @@ def run_app(opts: argparse.Namespace) -> int:
     # What can be checked before JAX loads fails here, with exit status 2; the
     # rest (the file's own errors, its policy names, the device) shows in the app.
     check_syntax(opts.policy)
+    for spec in _site_overrides(opts.site).values():
+        check_syntax(spec)
     path, name = split_target_ref(opts.target)
     if not os.path.isfile(path):
         raise RematError(
@@ -126,7 +140,14 @@ def run_app(opts: argparse.Namespace) -> int:
         from remat_tui.web import DEFAULT_PORT, serve
 
         port = DEFAULT_PORT if opts.port is None else opts.port
-        return serve(path, name, policy=opts.policy, device=opts.device, port=port)
+        return serve(path, name, policy=opts.policy, device=opts.device, port=port, sites=opts.site)
     from remat_tui.app.main import run
 
-    return run(path, name, policy=opts.policy, device=opts.device)
+    return run(path, name, policy=opts.policy, device=opts.device, sites=opts.site)
+
+
+def _site_overrides(options: list[str]) -> dict:
+    """`--site` options -> {site id or function name: spec}; the last one for a key wins."""
+    from remat_tui.core.config import parse_site_option
+
+    return dict(parse_site_option(text) for text in options)

@@ -19,13 +19,17 @@ DEFAULT_HOST = "localhost"
 DEFAULT_PORT = 8000
 
 
-def app_command(path: str, name: str | None, policy: str, device: str | None) -> str:
+def app_command(
+    path: str, name: str | None, policy: str, device: str | None, sites: list[str] = ()
+) -> str:
     """The shell command textual-serve runs for each browser tab: this Python,
     `-m remat_tui` and the same target, policy and device, each quoted."""
     ref = os.path.abspath(path) + (f":{name}" if name else "")
     argv = [sys.executable, "-m", "remat_tui", ref, "--policy", policy]
     if device:
         argv += ["--device", device]
+    for site in sites:
+        argv += ["--site", site]
     return shlex.join(argv)
 
 
@@ -36,6 +40,7 @@ def serve(
     device: str | None = None,
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
+    sites: list[str] = (),
 ) -> int:
     """Serve the app at http://host:port/ until interrupted (Ctrl+C or SIGTERM)."""
     if not 0 < port < 65536:
@@ -48,7 +53,7 @@ def serve(
         ) from None
     ref = os.path.basename(path) + (f":{name}" if name else "")
     server = Server(
-        app_command(path, name, policy, device),
+        app_command(path, name, policy, device, sites),
         host=host,
         port=port,
         title=f"remat-tui {ref}",

@@ -119,7 +119,7 @@ def test_plain_callable_and_device_choice():
         remat_tui.analyze(f, args=(jnp.ones(3),), device="cpu:9")
 
 
-def test_json_object_follows_contract_3(notebook_targets):
+def test_json_object_follows_contracts_3_and_5(notebook_targets):
     d = remat_tui.analyze(notebook_targets["f4"]).to_dict()
     assert set(d) == {
         "schema",
@@ -128,6 +128,7 @@ def test_json_object_follows_contract_3(notebook_targets):
         "target",
         "device",
         "policy",
+        "sites",
         "residuals",
         "totals",
         "jaxprs",
@@ -145,16 +146,28 @@ def test_json_object_follows_contract_3(notebook_targets):
         "name",
         "argument",
         "source",
+        "origin",
+        "bytes_per_device",
     }
     named = [r for r in d["residuals"] if r["kind"] == "named"]
     assert named and named[0]["name"] == "a"
     assert set(named[0]["source"]) == {"file", "line", "column", "function"}
+    assert set(named[0]["origin"]) == {
+        "primitive",
+        "name",
+        "source",
+        "trip_count",
+        "per_iteration",
+        "site",
+    }
+    assert named[0]["origin"]["name"] == "a"
     assert set(d["totals"]) == {
         "count",
         "bytes",
         "bytes_excluding_arguments",
         "device_bytes",
         "host_bytes",
+        "device_bytes_per_device",
     }
 
 

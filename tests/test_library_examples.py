@@ -92,3 +92,37 @@ def test_names_are_defined(file):
     jaxpr = str(jax.make_jaxpr(target.fn)(*args, **kwargs))
     tagged = set(re.findall(r"\bname\[name=(\w+)\]", jaxpr))
     assert tagged == set(target.fn.__globals__["NAMES"])
+
+
+def module_of(file):
+    target, _ = load(file)
+    return target.fn.__module__ and __import__("sys").modules[target.fn.__module__]
+
+
+@pytest.mark.parametrize("spec", [*policies.builtin_specs(), *NAME_SPECS])
+@pytest.mark.parametrize("file", FILES)
+def test_site_override_matches_the_factory_edited_by_hand(file, spec):
+    """Overriding the block's checkpoint equals make_loss(P): the same source with
+    the policy changed by hand (as_written: make_loss without a checkpoint)."""
+    target, (args, kwargs) = load(file)
+    (site,) = remat_tui.analyze(target).sites
+    got = remat_tui.analyze(target, sites={site.id: spec})
+    parsed = policies.parse(spec)
+    module = module_of(file)
+    hand = module.make_loss(
+        module.NO_CHECKPOINT if parsed.kind == policies.AS_WRITTEN else policies.build(parsed)
+    )
+    assert texts(got) == jax_saved_residuals(hand, "as_written", args, kwargs)
+
+
+@pytest.mark.parametrize("file", FILES)
+def test_sites_and_origins_point_at_the_example(file):
+    target, _ = load(file)
+    analysis = remat_tui.analyze(target, sites={1: "save_only_these_names('qkv')"})
+    (site,) = analysis.sites
+    assert site.trip_count == 2 and site.source.file == example(file)
+    assert "<locals>" in site.function or site.function[0].isalpha()
+    qkv = [r for r in analysis.residuals if r.origin.name == "qkv"]
+    assert qkv and all(r.origin.trip_count == 2 for r in qkv)
+    computed = [r.origin.source for r in analysis.residuals if r.kind != "argument"]
+    assert computed and all(s is not None and s.file == example(file) for s in computed)

@@ -59,6 +59,10 @@ class Config:
             overrides[key] = spec
         return Config(self.policy, _sorted(overrides), self.device)
 
+    def with_sites(self, overrides: Mapping[SiteKey, str]) -> Config:
+        """This config with exactly these (already canonical) site overrides."""
+        return Config(self.policy, _sorted(dict(overrides)), self.device)
+
     def with_device(self, device: str | None) -> Config:
         return Config(self.policy, self.sites, device)
 

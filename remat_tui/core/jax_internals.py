@@ -9,11 +9,11 @@ any drift.
 from __future__ import annotations
 
 import os
+import sysconfig
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import sysconfig
 from jax._src import api_util, core, source_info_util
 from jax._src.ad_checkpoint import name_p, remat_p
 from jax._src.lax import lax as lax_internal
@@ -60,10 +60,16 @@ def remat_policy(eqn):
 
 
 def remat_function(eqn) -> str:
-    """The name of the function a remat equation checkpoints, as JAX recorded it."""
-    info = eqn.params["jaxpr"].debug_info
+    """The name of the function a remat equation checkpoints: as JAX recorded it,
+    unless that is a library's wrapper (Linen's `core_fn`, Equinox's
+    `fun_checkpoint`): then the user's function the body was traced from."""
+    body = eqn.params["jaxpr"]
+    info = body.debug_info
     name = getattr(info, "func_name", None) if info is not None else None
-    return name or "<checkpointed>"
+    where = (getattr(info, "func_src_info", None) or "").rpartition(" at ")[2]
+    if name and not in_library(where):
+        return name
+    return outermost_own_function(body) or name or "<checkpointed>"
 
 
 def scan_length(eqn) -> int | None:
@@ -130,22 +136,42 @@ _LIBRARY_ROOTS = tuple(
 )
 
 
-def own_source(source_info, prefer_dir: str | None = None) -> Source | None:
+def own_source(source_info, prefer_dir: str | None = None, fallback: bool = True):
     """The user's own line: the innermost frame outside JAX and outside installed
     libraries, preferring one under `prefer_dir` (the target file's folder, so
-    its local modules count as the user's too)."""
-    fallback = None
-    for frame in source_info_util.user_frames(source_info.traceback):
-        name = frame.file_name
-        if name.startswith(_LIBRARY_ROOTS):
-            continue
-        if prefer_dir is None or name.startswith(prefer_dir):
-            return _frame_source(frame)
-        if fallback is None:
-            fallback = frame
-    if fallback is None:
-        return user_source(source_info)
-    return _frame_source(fallback)
+    its local modules count as the user's too). With no such frame, JAX's own
+    user frame, or None when `fallback` is off."""
+    frames = own_frames(source_info)
+    chosen = next((f for f in frames if prefer_dir and f.file_name.startswith(prefer_dir)), None)
+    if chosen is None and frames:
+        chosen = frames[0]
+    if chosen is not None:
+        return _frame_source(chosen)
+    return user_source(source_info) if fallback else None
+
+
+def own_frames(source_info) -> list:
+    """The frames outside JAX and installed libraries, innermost first."""
+    return [
+        f
+        for f in source_info_util.user_frames(source_info.traceback)
+        if not f.file_name.startswith(_LIBRARY_ROOTS)
+    ]
+
+
+def outermost_own_function(jaxpr) -> str | None:
+    """The function a traced body starts in: the outermost frame of the user's
+    own code behind its first equation that has one (a library's wrapper, such
+    as Flax's or Equinox's around a checkpointed block, is skipped)."""
+    for eqn in jaxpr.eqns:
+        frames = own_frames(eqn.source_info)
+        if frames:
+            return frames[-1].function_name
+    return None
+
+
+def in_library(path: str) -> bool:
+    return path.startswith(_LIBRARY_ROOTS)
 
 
 def _frame_source(frame) -> Source:

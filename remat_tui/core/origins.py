@@ -28,10 +28,16 @@ class Origins:
         self._producers: dict[int, dict] = {}
 
     def of(self, jaxpr, var) -> Origin:
-        eqn, name, trip, per_iteration = self._follow(jaxpr, var)
+        eqn, name, trip, per_iteration, outer = self._follow(jaxpr, var)
         if eqn is None:
             return Origin(None, name, None, trip, per_iteration, None)
-        source = ji.own_source(eqn.source_info, self.prefer_dir)
+        # Bodies traced inside libraries (jnp's own jitted helpers, nnx.scan)
+        # may carry no frame of the user's: the line that entered them stands in.
+        source = (
+            ji.own_source(eqn.source_info, self.prefer_dir, fallback=False)
+            or outer
+            or ji.user_source(eqn.source_info)
+        )
         return Origin(
             primitive=eqn.primitive.name,
             name=name,
@@ -42,14 +48,15 @@ class Origins:
         )
 
     def _follow(self, jaxpr, var):
-        """(computing equation or None, name, trip count, per-iteration aval)."""
-        name, trip, per_iteration = None, None, None
+        """(computing equation or None, name, trip count, per-iteration aval,
+        the user's line of the innermost body entered)."""
+        name, trip, per_iteration, outer = None, None, None, None
         for _ in range(_MAX_STEPS):
             if not isinstance(var, ji.Var):
-                return None, name, trip, per_iteration
+                return None, name, trip, per_iteration, outer
             produced = self._producer(jaxpr, var)
             if produced is None:  # an input of this body
-                return None, name, trip, per_iteration
+                return None, name, trip, per_iteration, outer
             eqn, k = produced
             label = ji.checkpoint_name(eqn)
             if label is not None or eqn.primitive.name in _COPIES:
@@ -58,13 +65,14 @@ class Origins:
                 continue
             inner = self._inner(eqn, k)
             if inner is None:
-                return eqn, name, trip, per_iteration
+                return eqn, name, trip, per_iteration, outer
+            outer = ji.own_source(eqn.source_info, self.prefer_dir, fallback=False) or outer
             body, inner_var, length = inner
             if length is not None:
                 trip = (trip or 1) * length
                 per_iteration = per_iteration or ji.short(inner_var.aval)
             jaxpr, var = body, inner_var
-        return None, name, trip, per_iteration
+        return None, name, trip, per_iteration, outer
 
     def _inner(self, eqn, k):
         """(body, the body's variable for output k, scan length or None), or

@@ -42,13 +42,17 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
     """Every remat equation in `jaxpr`, in program order (outer before inner)."""
     found: list[FoundSite] = []
 
-    def walk(j, steps: tuple[Step, ...], trip: int | None):
+    def walk(j, steps: tuple[Step, ...], trip: int | None, outer_source):
         for i, eqn in enumerate(j.eqns):
+            # Inside a scan body the traceback stops at the body: a library's
+            # scan (nnx.scan, nn.scan) leaves only its own frames there, and the
+            # user's line is the one that called the enclosing scan.
+            own = ji.own_source(eqn.source_info, prefer_dir, fallback=False) or outer_source
             if ji.is_remat(eqn):
                 site = Site(
                     id=len(found) + 1,
                     function=ji.remat_function(eqn),
-                    source=ji.own_source(eqn.source_info, prefer_dir),
+                    source=own or ji.user_source(eqn.source_info),
                     policy=policies.describe_jax(ji.remat_policy(eqn), declared),
                     trip_count=trip,
                 )
@@ -60,9 +64,9 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
             length = ji.scan_length(eqn)
             inner = (trip or 1) * length if length is not None else trip
             for key, idx, sub in ji.sub_jaxpr_slots(eqn):
-                walk(sub, (*steps, (i, key, idx)), inner)
+                walk(sub, (*steps, (i, key, idx)), inner, own)
 
-    walk(jaxpr, (), None)
+    walk(jaxpr, (), None, None)
     return found
 
 
@@ -134,7 +138,9 @@ def rewrite(jaxpr, found: list[FoundSite], plan: dict, declared: dict | None):
 
 def _rewrite(jaxpr, steps: tuple[Step, ...], actions: dict):
     depth = len(steps)
-    below = {addr[0][depth] for addr in actions if len(addr[0]) > depth and addr[0][:depth] == steps}
+    below = {
+        addr[0][depth] for addr in actions if len(addr[0]) > depth and addr[0][:depth] == steps
+    }
     subst: dict = {}
     eqns = []
     for i, eqn in enumerate(jaxpr.eqns):

@@ -6,7 +6,16 @@ from __future__ import annotations
 from html import escape
 
 from remat_tui.core.model import Analysis, JaxprView
-from remat_tui.report.units import human_bytes, line_marks, summary, what, where
+from remat_tui.report.units import (
+    SITE_HEADERS,
+    human_bytes,
+    line_marks,
+    origin,
+    site_row,
+    summary,
+    what,
+    where,
+)
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 110em;
@@ -38,12 +47,26 @@ def _pane(view: JaxprView) -> str:
     return "<pre>" + "\n".join(rows) + "</pre>"
 
 
+def _sites(a: Analysis) -> str:
+    if not a.sites:
+        return ""
+    head = "".join(f"<th>{escape(h)}</th>" for h in SITE_HEADERS)
+    rows = "\n".join(
+        "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in site_row(s)) + "</tr>" for s in a.sites
+    )
+    return (
+        "<h2>Checkpoint sites</h2>\n"
+        f"<table><thead><tr>{head}</tr></thead>\n<tbody>\n{rows}\n</tbody></table>"
+    )
+
+
 def render(a: Analysis) -> str:
     target = f"{a.target_file}:{a.target_name}" if a.target_file else a.target_name
     rows = "\n".join(
         f"<tr><td>R{i}</td><td><code>{escape(r.aval)}</code></td>"
         f'<td class="num">{human_bytes(r.bytes)}</td><td>{r.memory}</td><td>{r.kind}</td>'
-        f"<td>{escape(what(r))}</td><td>{escape(where(r))}</td></tr>"
+        f"<td>{escape(what(r))}</td><td>{escape(where(r))}</td>"
+        f"<td>{escape(origin(r))}</td></tr>"
         for i, r in enumerate(a.residuals, 1)
     )
     warnings = "".join(f'<p class="warn">warning: {escape(w)}</p>' for w in a.warnings)
@@ -61,9 +84,10 @@ remat-tui {escape(a.tool_version)}</p>
 <p>Paste to get this policy:</p>
 <pre>{escape(a.python)}</pre>
 {warnings}
+{_sites(a)}
 <h2>Saved residuals</h2>
 <table><thead><tr><th>#</th><th>aval</th><th>bytes</th><th>memory</th><th>kind</th>
-<th>what</th><th>source</th></tr></thead>
+<th>what</th><th>source</th><th>computed at</th></tr></thead>
 <tbody>
 {rows}
 </tbody></table>

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from remat_tui.core.model import Analysis, JaxprView
-from remat_tui.report.units import human_bytes, line_marks, summary, what, where
+from remat_tui.report.units import (
+    SITE_HEADERS,
+    human_bytes,
+    line_marks,
+    origin,
+    site_row,
+    summary,
+    what,
+    where,
+)
 
 MARK_RESIDUAL, MARK_RECOMPUTE = "◀ R", "↻"
 
@@ -48,16 +57,25 @@ def render(a: Analysis) -> str:
     ]
     if a.warnings:
         parts += [*(f"> **warning:** {_cell(w)}" for w in a.warnings), ""]
+    if a.sites:
+        parts += [
+            "## Checkpoint sites",
+            "",
+            "| " + " | ".join(SITE_HEADERS) + " |",
+            "|---:|---|---|---|---:|---|",
+            *("| " + " | ".join(_cell(c) for c in site_row(s)) + " |" for s in a.sites),
+            "",
+        ]
     parts += [
         "## Saved residuals",
         "",
-        "| # | aval | bytes | memory | kind | what | source |",
-        "|---:|---|---:|---|---|---|---|",
+        "| # | aval | bytes | memory | kind | what | source | computed at |",
+        "|---:|---|---:|---|---|---|---|---|",
     ]
     for i, r in enumerate(a.residuals, 1):
         parts.append(
             f"| R{i} | `{_cell(r.aval)}` | {human_bytes(r.bytes)} | {r.memory} | "
-            f"{r.kind} | {_cell(what(r))} | {_cell(where(r))} |"
+            f"{r.kind} | {_cell(what(r))} | {_cell(where(r))} | {_cell(origin(r))} |"
         )
     parts += [
         "",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from remat_tui.core.model import Analysis
-from remat_tui.report.units import human_bytes, summary
+from remat_tui.report.units import SITE_HEADERS, human_bytes, origin, site_row, summary
 
 
 def render(a: Analysis) -> str:
@@ -15,9 +15,22 @@ def render(a: Analysis) -> str:
         "",
         *(f"warning: {w}" for w in a.warnings),
         *([""] if a.warnings else []),
-        "saved residuals (as jax.ad_checkpoint.print_saved_residuals prints them):",
     ]
+    if a.sites:
+        lines += ["checkpoint sites:", *_table([SITE_HEADERS, *map(site_row, a.sites)]), ""]
+    lines.append("saved residuals (as jax.ad_checkpoint.print_saved_residuals prints them):")
     width = max((len(human_bytes(r.bytes)) for r in a.residuals), default=0)
-    lines += [f"  {human_bytes(r.bytes):>{width}}  {r.text}" for r in a.residuals]
+    for r in a.residuals:
+        lines.append(f"  {human_bytes(r.bytes):>{width}}  {r.text}")
+        if r.origin and (r.origin.trip_count or r.origin.source != r.source):
+            lines.append(f"  {'':>{width}}    computed at: {origin(r)}")
     lines += ["", summary(a)]
     return "\n".join(lines) + "\n"
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]

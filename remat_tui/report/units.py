@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from remat_tui.core.model import Analysis, JaxprView, Residual
+from remat_tui.core.model import Analysis, JaxprView, Residual, Site
 
 
 def human_bytes(n: int) -> str:
@@ -30,6 +30,26 @@ def where(r: Residual) -> str:
     return r.source.short() if r.source else ""
 
 
+def origin(r: Residual) -> str:
+    """Where the value was really computed: `name 'qkv' ×4  model.py:45`."""
+    return r.origin.label() if r.origin else ""
+
+
+SITE_HEADERS = ("site", "function", "line", "policy in the code", "×", "analysed with")
+
+
+def site_row(site: Site) -> tuple[str, ...]:
+    """One site as the reports tabulate it (SITE_HEADERS)."""
+    return (
+        str(site.id),
+        site.function,
+        site.source.short() if site.source else "",
+        site.policy,
+        str(site.trip_count) if site.trip_count else "",
+        site.override if site.override is not None else "(as in the code)",
+    )
+
+
 def line_marks(view: JaxprView, line: int) -> str:
     """What the reports write after a jaxpr line: `◀ R1,R2` where it defines
     (forward) or reads (backward) residuals, `↻` where it recomputes."""
@@ -44,8 +64,9 @@ def line_marks(view: JaxprView, line: int) -> str:
 def summary(a: Analysis) -> str:
     t = a.totals
     host = f" + {human_bytes(t.host_bytes)} host" if t.host_bytes else ""
+    per_device = f" ({human_bytes(t.device_bytes_per_device)} per device)" if a.sharded else ""
     return (
-        f"{t.count} residuals · {human_bytes(t.device_bytes)} device{host} · "
+        f"{t.count} residuals · {human_bytes(t.device_bytes)} device{per_device}{host} · "
         f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments · "
         f"{a.backward.recompute_eqns} recomputed equations"
     )
