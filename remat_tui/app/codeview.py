@@ -10,6 +10,7 @@ from __future__ import annotations
 from pygments.lexer import Lexer
 from rich.cells import cell_len
 from rich.segment import Segment
+from rich.style import Style
 from rich.syntax import Syntax
 from textual.cache import LRUCache
 from textual.geometry import Size
@@ -19,6 +20,19 @@ from textual.strip import Strip
 from remat_tui.app.lineview import LineView
 
 THEME = "monokai"
+
+
+def _foreground(style: Style) -> Style:
+    """A token style without its background: the theme paints one on every
+    token, which would hide the line's mark (residual, recompute, selected)
+    wherever there is code, i.e. on all of a line that fills the pane."""
+    return Style(
+        color=style.color,
+        bold=style.bold,
+        dim=style.dim,
+        italic=style.italic,
+        underline=style.underline,
+    )
 
 
 class CodeView(LineView, can_focus=True):
@@ -114,7 +128,9 @@ class CodeView(LineView, can_focus=True):
             for _, token, value in self.lexer.get_tokens_unprocessed(line):
                 style = style_for.get(token)
                 if style is None:
-                    style = style_for[token] = self._syntax_theme.get_style_for_token(token)
+                    style = style_for[token] = _foreground(
+                        self._syntax_theme.get_style_for_token(token)
+                    )
                 segments.append(Segment(value, style))
             strip = self._cache[line] = Strip(segments, cell_len(line))
         return strip
@@ -144,7 +160,10 @@ class CodeView(LineView, can_focus=True):
             code = self._highlight(index).crop(scroll_x, scroll_x + width - self._gutter)
             strip = Strip([gutter, *code]).extend_cell_length(width).crop(0, width)
             base = self.frame_styles["base"]
-            strip = strip.apply_style(base + self.frame_styles[background] if background else base)
+            strip = strip.apply_style(base)
+            if background:  # over every cell, the gutter's included: the whole row is marked
+                mark = Style(bgcolor=(base + self.frame_styles[background]).bgcolor)
+                strip = Strip(Segment.apply_style(strip, post_style=mark), width)
             self._strips[key] = strip
         return strip
 
