@@ -1,9 +1,11 @@
 """A 24-layer decoder stack (attention + MLP), d_model 512, sequence 128.
 
-Two targets over the same parameters: `unrolled` (a Python loop over layers,
-one copy of the layer per layer in the jaxpr) and `scanned` (lax.scan over
-stacked layer parameters). Inputs are jax.ShapeDtypeStruct, so nothing is
-allocated: remat-tui only traces.
+Three targets over the same parameters: `unrolled` (a Python loop over layers,
+one copy of the layer per layer in the jaxpr), `scanned` (lax.scan over
+stacked layer parameters) and `scanned_checkpointed` (the scan over
+`jax.checkpoint(block, policy=...)`, as real training code writes it: one
+checkpoint site whose policy the app can change). Inputs are
+jax.ShapeDtypeStruct, so nothing is allocated: remat-tui only traces.
 
 checkpoint_name tags, as MaxText-style policies use them:
 query_proj, key_proj, value_proj, attention_out, mlp_hidden.
@@ -80,3 +82,22 @@ def scanned(stacked, x):
 
     x, _ = jax.lax.scan(step, x, stacked)
     return jnp.mean(x ** 2)
+
+
+def make_scanned_checkpointed(policy):
+    """The scanned stack written the usual way: jax.checkpoint on the block."""
+    checkpointed_block = jax.checkpoint(block, policy=policy)
+
+    def scanned_checkpointed(stacked, x):
+        def step(x, p):
+            return checkpointed_block(p, x), None
+
+        x, _ = jax.lax.scan(step, x, stacked)
+        return jnp.mean(x ** 2)
+
+    return scanned_checkpointed
+
+
+scanned_checkpointed = remat_tui.target(args=scanned_args, name="scanned_checkpointed")(
+    make_scanned_checkpointed(jax.checkpoint_policies.save_only_these_names("mlp_hidden"))
+)

@@ -91,7 +91,7 @@ async def test_change_device():
         await pilot.press("d", "down", "down", "enter")
         await settle(app, pilot)
         assert app.device == "cpu:2" and app.shown.device["id"] == 2
-        assert ("loss", "as_written", "cpu:2") in app.cache
+        assert app.key("as_written") in app.cache and app.key("as_written")[1].device == "cpu:2"
 
 
 async def test_selecting_a_row_ties_panes_and_source_together():
@@ -118,9 +118,9 @@ async def test_superseded_result_is_dropped(monkeypatch):
     real_analyze = analysis.analyze
     release = threading.Event()
 
-    def analyze(target, policy, **kwargs):
-        result = real_analyze(target, policy=policy, **kwargs)
-        if getattr(policy, "canonical", policy) == "nothing_saveable":
+    def analyze(target, config, **kwargs):
+        result = real_analyze(target, config=config, **kwargs)
+        if config.policy == "nothing_saveable":
             release.wait(30)  # finishes only after the newer request has been shown
         return result
 
@@ -136,10 +136,10 @@ async def test_superseded_result_is_dropped(monkeypatch):
             await pilot.pause(0.05)
         release.set()
         await settle(app, pilot)
-        late = [m for m in seen if isinstance(m, AnalysisReady) and m.key[1] == "nothing_saveable"]
+        late = [m for m in seen if isinstance(m, AnalysisReady) and m.key[1].policy == "nothing_saveable"]
         assert late and late[0].request < app.request  # the stale answer did arrive...
         assert app.shown.policy == "dots_saveable"  # ...and was not shown
-        assert ("f", "nothing_saveable", app.device) in app.cache  # but kept for later
+        assert app.key("nothing_saveable") in app.cache  # but kept for later
         await pilot.press("2")  # nothing_saveable again: instant, from the cache
         assert app.shown.policy == "nothing_saveable" and app.pending is None
 

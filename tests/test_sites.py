@@ -162,7 +162,9 @@ def test_override_by_name_reaches_every_site_of_it(spec):
     assert texts(got) == oracle(make_two_sites(spec))
 
 
-@pytest.mark.parametrize("spec", ["as_written", "everything_saveable", "save_only_these_names('h')"])
+@pytest.mark.parametrize(
+    "spec", ["as_written", "everything_saveable", "save_only_these_names('h')"]
+)
 def test_nested_checkpoints_outer_and_inner(spec):
     fn = make_nested_checkpoints(WRITTEN)
     sites = remat_tui.analyze(fn, args=ARGS).sites
@@ -274,7 +276,9 @@ def test_site_on_a_function_without_checkpoints_says_so():
 
 def test_bad_site_spec_says_where():
     with pytest.raises(RematError, match=r"site block: .*column"):
-        remat_tui.analyze(make_scan(WRITTEN), args=ARGS, sites={"block": "save_only_these_names(h)"})
+        remat_tui.analyze(
+            make_scan(WRITTEN), args=ARGS, sites={"block": "save_only_these_names(h)"}
+        )
 
 
 def _line_of(fn, text: str) -> int:

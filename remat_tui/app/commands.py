@@ -22,6 +22,15 @@ class RematCommands(Provider):
             (f"Cycle name: {n}", partial(app.cycle_name, n), "recompute → save → offload")
             for n in app.known_names()
         ]
+        for site in (app.shown.sites if app.shown else [])[:8]:
+            out += [
+                (
+                    f"Site {site.id} ({site.function}): {s}",
+                    partial(app.apply_site, site.id, s),
+                    "set the policy of this jax.checkpoint in the code",
+                )
+                for s in app.policy_specs
+            ]
         out += [
             ("Choose device", app.action_pick_device, "re-analyse on another device"),
             ("Export report", app.action_export, "html, md, json or an SVG screenshot"),
@@ -42,6 +51,9 @@ class RematCommands(Provider):
         target = self.app.target
         if target is None:
             return
+        if query.startswith("site ") and ":" in query:
+            yield self._site_hit(query, target)
+            return
         try:
             spec = policies.parse(query, target.policies)
         except RematError as exc:
@@ -60,3 +72,25 @@ class RematCommands(Provider):
                 partial(self.app.apply_policy, spec.canonical),
                 help="typed spec",
             )
+
+    def _site_hit(self, query: str, target) -> Hit:
+        """`site block: save_only_these_names('h')` or `site 1: as_written`."""
+        from remat_tui.core.config import parse_site_option
+
+        key_text, _, spec_text = query.removeprefix("site ").partition(":")
+        try:
+            key, _ = parse_site_option(f"{key_text.strip()}=x")
+            spec = policies.parse(spec_text, target.policies)
+        except RematError as exc:
+            return Hit(
+                0.5,
+                Content(f"Not a site policy: {exc.message}"),
+                partial(self.app.show_error, exc.message),
+                help="select to keep this message on screen",
+            )
+        return Hit(
+            1.0,
+            Content(f"Set site {key} to {spec.canonical}"),
+            partial(self.app.apply_site, key, spec.canonical),
+            help="typed site policy",
+        )

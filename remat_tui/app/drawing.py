@@ -14,7 +14,9 @@ from remat_tui.core.model import Analysis, JaxprView
 from remat_tui.report.units import human_bytes, what, where
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
-TABLE_COLUMNS = ("#", "aval", "bytes", "kind", "what", "source")
+# `what`, `×` and `source` say where the value was computed (its origin: inside
+# a scan body, or the user's line beneath a library's); `kind` stays JAX's word.
+TABLE_COLUMNS = ("#", "aval", "bytes", "kind", "what", "×", "source")
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,7 @@ def _pane(view: JaxprView, var_of: list[str | None]) -> PaneDrawing:
 
 def draw(a: Analysis) -> Drawing:
     rows = [
-        (f"R{i}", r.aval, human_bytes(r.bytes), r.kind, what(r), where(r))
-        for i, r in enumerate(a.residuals, 1)
+        (f"R{i}", r.aval, _size(r), r.kind, *_computed(r)) for i, r in enumerate(a.residuals, 1)
     ]
     widths = [max([len(c)] + [len(row[i]) for row in rows]) for i, c in enumerate(TABLE_COLUMNS)]
     return Drawing(
@@ -66,9 +67,28 @@ def draw(a: Analysis) -> Drawing:
     )
 
 
+def _computed(r) -> tuple[str, str, str]:
+    """(what, ×trip count, source) from the residual's origin, else JAX's own."""
+    o = r.origin
+    if o is None or (o.primitive is None and o.name is None):
+        return what(r), "", where(r)
+    label = f"name '{o.name}'" if o.name else o.primitive
+    times = f"×{o.trip_count}" if o.trip_count else ""
+    return label, times, o.source.short() if o.source else where(r)
+
+
+def _size(r) -> str:
+    """Bytes, and a device's share when the residual is sharded."""
+    if r.bytes_per_device is None:
+        return human_bytes(r.bytes)
+    return f"{human_bytes(r.bytes)} ({human_bytes(r.bytes_per_device)}/dev)"
+
+
 def _source_lines(a: Analysis) -> dict[str, set[int]]:
+    """Lines that produce residuals: JAX's line and the line that computed the value."""
     lines: dict[str, set[int]] = {}
     for r in a.residuals:
-        if r.source:
-            lines.setdefault(r.source.file, set()).add(r.source.line - 1)
+        for src in (r.source, r.origin.source if r.origin else None):
+            if src:
+                lines.setdefault(src.file, set()).add(src.line - 1)
     return lines

@@ -27,8 +27,15 @@ from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, LoadFailed, TargetsLoaded
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen
-from remat_tui.app.sidebar import Sidebar, next_state, states_from
+from remat_tui.app.sidebar import Sidebar, next_state
+from remat_tui.app.site_state import (
+    next_site_policy,
+    scope_states,
+    site_scope,
+    toggled_overrides,
+)
 from remat_tui.core import policies
+from remat_tui.core.config import Config, parse_site_option
 from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes
 
@@ -46,6 +53,7 @@ class RematApp(App):
         *(Binding(str(i), f"policy({i})", show=False) for i in range(1, 10)),
         Binding("space", "cycle_name", "cycle name"),
         Binding("n", "focus_names", "names", show=False),
+        Binding("s", "focus_sites", "sites", show=False),
         Binding("r", "focus_residuals", "residuals", show=False),
         Binding("d", "pick_device", "device"),
         Binding("e", "export", "export"),
@@ -60,6 +68,7 @@ class RematApp(App):
         policy: str = "as_written",
         device: str | None = None,
         show_timings: bool = True,
+        sites: list[str] | tuple[str, ...] = (),
     ):
         super().__init__()
         self.path = path
@@ -72,6 +81,8 @@ class RematApp(App):
         self.policy_specs: list[str] = []
         self.spec: policies.PolicySpec | None = None
         self.name_states: dict[str, str] = {}
+        # Site overrides ({site id or function name: spec}), from --site and the Sites list.
+        self.site_overrides: dict = dict(parse_site_option(t) for t in sites)
         self.cache: dict[tuple, object] = {}
         self.drawings: dict[int, Drawing] = {}  # by id() of a cached Analysis
         self.shown = None
@@ -185,8 +196,15 @@ class RematApp(App):
 
     # ---- requests, the cache, and the worker ---------------------------------------------
 
-    def key(self, spec_text: str) -> tuple:
-        return (self.target.name, spec_text, self.device)
+    def key(self, spec_text: str, sites: dict | None = None) -> tuple:
+        """(target, Config): what an analysis is asked for, and the cache key."""
+        overrides = self.site_overrides if sites is None else sites
+        config = Config(spec_text, Config().with_sites(overrides).sites, self.device)
+        return (self.target.name, config)
+
+    def baseline_key(self) -> tuple:
+        """as_written everywhere: what the status line's change is measured against."""
+        return self.key(policies.AS_WRITTEN, sites={})
 
     def apply_policy(self, text: str) -> None:
         """Parse and show a policy: from the cache at once, or traced in the background."""
@@ -198,7 +216,7 @@ class RematApp(App):
             self.show_error(exc.message)
             return
         self.spec = spec
-        self.name_states = states_from(spec, self.known_names())
+        self.name_states = self.scoped_states()
         key = self.key(spec.canonical)
         self.request += 1
         if key in self.cache:
@@ -216,9 +234,8 @@ class RematApp(App):
         try:
             result = analyze(
                 self.target,
-                policy=spec,
-                device=key[2],
-                cancelled=lambda: request != self.request and key != self.key(policies.AS_WRITTEN),
+                config=key[1],
+                cancelled=lambda: request != self.request and key != self.baseline_key(),
             )
         except Cancelled:
             return
@@ -238,7 +255,7 @@ class RematApp(App):
         if message.request == self.request:
             self.pending = None
             self.show(message.analysis)
-        elif self.shown is not None and message.key == self.key(policies.AS_WRITTEN):
+        elif self.shown is not None and message.key == self.baseline_key():
             self.update_status(self.shown)  # the baseline for the % difference arrived
 
     def settle_memory(self) -> None:
@@ -256,13 +273,14 @@ class RematApp(App):
             self.show_error(message.message)
             if self.shown is not None:  # the sidebar goes back to what is shown
                 self.spec = policies.parse(self.shown.policy, self.target.policies)
-                self.name_states = states_from(self.spec, self.known_names())
+                self.site_overrides = self.shown.config.site_overrides
+                self.name_states = self.scoped_states()
                 self.update_status(self.shown)
                 self.refresh_sidebar()
 
     def ensure_baseline(self) -> None:
         """Trace as_written too (once per device): the status line compares with it."""
-        key = self.key(policies.AS_WRITTEN)
+        key = self.baseline_key()
         if key not in self.cache and self.pending is None:
             self.analyse(-1, key, policies.parse(policies.AS_WRITTEN))
 
@@ -296,6 +314,7 @@ class RematApp(App):
             self.show_error("\n".join(a.warnings), warning=True)
         self.update_title()
         self.update_status(a)
+        self.name_states = self.scoped_states()  # the sites may be known only now
         self.refresh_sidebar()
         self.ensure_baseline()
 
@@ -314,9 +333,10 @@ class RematApp(App):
         lines = r.backward_lines
         if lines:  # with a backward_var, the first line only declares it: show a reader
             bwd.show_line(lines[1] if r.backward_var and len(lines) > 1 else lines[0])
-        self.show_source(
-            r.source.file if r.source else self.target.file, r.source.line - 1 if r.source else None
-        )
+        # The line that computed the value (inside a scan body, or the user's line
+        # beneath a library's), else JAX's own line.
+        src = (r.origin.source if r.origin else None) or r.source
+        self.show_source(src.file if src else self.target.file, src.line - 1 if src else None)
 
     def show_source(self, path: str | None, line: int | None) -> None:
         """Show `path` in the source pane, its residual-producing lines marked, and
@@ -367,7 +387,7 @@ class RematApp(App):
         parts = [f"{t.count} residuals", f"{human_bytes(t.device_bytes)} device"]
         if t.host_bytes:
             parts.append(f"{human_bytes(t.host_bytes)} host")
-        base = self.cache.get(self.key(policies.AS_WRITTEN))
+        base = self.cache.get(self.baseline_key())
         if base is not None and a is not base and base.totals.device_bytes:
             # Device memory is what runs out; offloaded bytes are shown apart.
             change = (t.device_bytes - base.totals.device_bytes) / base.totals.device_bytes
@@ -385,7 +405,7 @@ class RematApp(App):
         clock = f" {elapsed:.1f} s" if self.show_timings else ""
         spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"[int(elapsed * 10) % 10] if self.show_timings else "…"
         self.query_one("#status", Static).update(
-            f"{spinner} tracing {self.pending[1]} on {self.pending[2]}{clock}"
+            f"{spinner} tracing {self.pending[1].label()}{clock}"
             + ("  (showing the last result until then)" if self.shown else ""),
             layout=False,
         )
@@ -423,8 +443,58 @@ class RematApp(App):
     def refresh_sidebar(self) -> None:
         sidebar = self.query_one(Sidebar)
         sidebar.show_policies(self.policy_specs, self.spec.canonical if self.spec else None)
+        sidebar.show_sites(self.shown.sites if self.shown else [])
+        scope = self.name_scope()
+        sidebar.names_scope(scope.function if scope else None)
         sidebar.show_names(
             self.known_names(), self.name_states, self.shown.names if self.shown else []
+        )
+
+    # ---- sites ---------------------------------------------------------------------------
+
+    def name_scope(self):
+        """Where name toggles apply: every site of the highlighted site's function,
+        or the outer policy (None) when the function has no sites."""
+        return site_scope(self.shown, self.query_one(Sidebar).highlighted_site)
+
+    def apply_site(self, site: int | str, text: str | None) -> None:
+        """Set a site's policy (None: as written in the code) and analyse."""
+        if self.target is None:
+            return
+        try:
+            spec = None if text is None else policies.parse(text, self.target.policies).canonical
+        except RematError as exc:
+            self.show_error(f"site {site}: {exc.message}")
+            return
+        overrides = dict(self.site_overrides)
+        overrides.pop(site, None)
+        if spec is not None:
+            overrides[site] = spec
+        self.site_overrides = overrides
+        self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
+
+    def cycle_site(self, site_id: int) -> None:
+        """as in the code → each listed policy → as in the code."""
+        site = next((s for s in self.shown.sites if s.id == site_id), None) if self.shown else None
+        if site is not None:
+            self.apply_site(site_id, next_site_policy(site, self.policy_specs))
+
+    @on(Sidebar.SiteChosen)
+    def site_chosen(self, message: Sidebar.SiteChosen) -> None:
+        self.cycle_site(message.site)
+
+    @on(Sidebar.SiteHighlighted)
+    def site_highlighted(self, message: Sidebar.SiteHighlighted) -> None:
+        self.name_states = self.scoped_states()
+        self.refresh_sidebar()
+
+    def scoped_states(self) -> dict[str, str]:
+        return scope_states(
+            self.name_scope(),
+            self.spec,
+            self.known_names(),
+            self.site_overrides,
+            self.target.policies if self.target else None,
         )
 
     @on(Sidebar.PolicyChosen)
@@ -440,18 +510,33 @@ class RematApp(App):
         states[name] = next_state(states.get(name, "recompute"))
         saved = [n for n, s in states.items() if s == "save"]
         offloaded = [n for n, s in states.items() if s == "offload"]
-        self.apply_policy(policies.names_policy(saved, offloaded).canonical)
+        composed = policies.names_policy(saved, offloaded).canonical
+        scope = self.name_scope()
+        if scope is None:
+            self.apply_policy(composed)
+        else:  # the checkpoint in the code is the lever: set it at every site of the function
+            self.site_overrides = toggled_overrides(
+                self.site_overrides, self.shown, scope.function, composed
+            )
+            self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
 
     # ---- actions -------------------------------------------------------------------------
 
     def action_policy(self, index: int) -> None:
-        if index < len(self.policy_specs):
+        sidebar = self.query_one(Sidebar)
+        if index >= len(self.policy_specs):
+            return
+        if sidebar.sites_focused and sidebar.highlighted_site is not None:
+            self.apply_site(sidebar.highlighted_site, self.policy_specs[index])
+        else:
             self.apply_policy(self.policy_specs[index])
 
     def action_cycle_name(self) -> None:
         sidebar = self.query_one(Sidebar)
         if self.target is None:
             self.notify("no target is loaded", severity="warning")
+        elif sidebar.sites_focused and sidebar.highlighted_site is not None:
+            self.cycle_site(sidebar.highlighted_site)
         elif not sidebar.has_names:
             self.notify("this function defines no checkpoint_name", severity="warning")
         elif not sidebar.names_focused:
@@ -463,6 +548,10 @@ class RematApp(App):
 
     def action_focus_names(self) -> None:
         self.query_one(Sidebar).focus_names()
+
+    def action_focus_sites(self) -> None:
+        if not self.query_one(Sidebar).focus_sites():
+            self.notify("this function applies no jax.checkpoint: no sites", severity="warning")
 
     def action_focus_residuals(self) -> None:
         self.query_one(ResidualTable).focus()
@@ -522,7 +611,13 @@ class RematApp(App):
         self.push_screen(HelpScreen(rows))
 
 
-def run(path: str, name: str | None, policy: str = "as_written", device: str | None = None) -> int:
-    app = RematApp(path, name, policy=policy, device=device)
+def run(
+    path: str,
+    name: str | None,
+    policy: str = "as_written",
+    device: str | None = None,
+    sites: list[str] | tuple[str, ...] = (),
+) -> int:
+    app = RematApp(path, name, policy=policy, device=device, sites=sites)
     app.run()
     return 2 if app.load_error else 0  # bad input exits 2, as in the headless CLI

@@ -1,4 +1,4 @@
-"""Provides the Sidebar: the Policies and Names lists and the Device line.
+"""Provides the Sidebar: the Policies, Sites and Names lists and the Device line.
 
 The sidebar only shows what the App gives it and says what the user picked:
 the App calls `show_policies`, `show_names` and `show_device`, and handles
@@ -60,6 +60,16 @@ def name_label(name: str, states: dict[str, str], info) -> str:
     return f"{mark} {name}{size}"
 
 
+def site_label(site) -> str:
+    """Two lines: `*1 block ×24` (`*` when the analysis overrides the code's
+    policy), then the policy in force there."""
+    times = f" ×{site.trip_count}" if site.trip_count else ""
+    mark = "*" if site.override is not None else " "
+    where = f" {site.source.where()}" if site.source else ""
+    policy = site.effective if len(site.effective) <= 27 else site.effective[:26] + "…"
+    return f"{mark}{site.id} {site.function}{times}{where}\n   {policy}"
+
+
 def relabel(options: OptionList, labels: list[tuple[str, str]]) -> None:
     """Make `options` show `labels` (id, prompt), rebuilding only if the ids changed
     (rebuilding an OptionList re-lays out the screen). Prompts are plain text
@@ -87,6 +97,12 @@ class Sidebar(Vertical):
         spec: str
 
     @dataclass
+    class SiteChosen(Message):
+        """The user selected a checkpoint site (to cycle its policy)."""
+
+        site: int
+
+    @dataclass
     class NameChosen(Message):
         """The user selected a checkpoint_name in the Names list (to cycle it)."""
 
@@ -94,11 +110,16 @@ class Sidebar(Vertical):
 
     def compose(self) -> ComposeResult:
         yield OptionList(id="policies")
+        yield OptionList(id="sites")
         yield OptionList(id="names")
         yield Static("", id="device")
 
     def on_mount(self) -> None:
         self.query_one("#policies").border_title = "Policies"
+        sites = self.query_one("#sites")
+        sites.border_title = "Sites"
+        sites.border_subtitle = "s focus · space/0-9 set"
+        sites.display = False
         names = self.query_one("#names")
         names.border_title = "Names"
         names.border_subtitle = "R recompute · S save · O offload"
@@ -111,6 +132,35 @@ class Sidebar(Vertical):
             self.query_one("#policies", OptionList),
             [(s, policy_label(i, s, s == current)) for i, s in enumerate(specs)],
         )
+
+    def show_sites(self, sites) -> None:
+        """List the shown analysis's checkpoint sites; the list hides when there are none."""
+        options = self.query_one("#sites", OptionList)
+        options.display = bool(sites)
+        relabel(options, [(str(s.id), site_label(s)) for s in sites])
+
+    @property
+    def sites_focused(self) -> bool:
+        return self.query_one("#sites", OptionList).has_focus
+
+    @property
+    def highlighted_site(self) -> int | None:
+        sites = self.query_one("#sites", OptionList)
+        if not sites.display or sites.highlighted is None:
+            return None
+        return int(sites.get_option_at_index(sites.highlighted).id)
+
+    def focus_sites(self) -> bool:
+        """Focus the Sites list; False when the function has no sites."""
+        sites = self.query_one("#sites", OptionList)
+        if sites.display:
+            sites.focus()
+        return sites.display
+
+    def names_scope(self, scope: str | None) -> None:
+        """Say where name toggles apply: outer policy, or the sites of one function."""
+        names = self.query_one("#names")
+        names.border_title = f"Names at {scope}" if scope else "Names"
 
     def show_names(self, names: Sequence[str], states: dict[str, str], infos) -> None:
         """List `names` with their state (R S O, or · when `states` is empty) and,
@@ -151,6 +201,19 @@ class Sidebar(Vertical):
     def _policy_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         self.post_message(self.PolicyChosen(event.option.id))
+
+    @on(OptionList.OptionSelected, "#sites")
+    def _site_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.post_message(self.SiteChosen(int(event.option.id)))
+
+    @on(OptionList.OptionHighlighted, "#sites")
+    def _site_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        self.post_message(self.SiteHighlighted())
+
+    class SiteHighlighted(Message):
+        """Another site is highlighted: name toggles now apply there."""
 
     @on(OptionList.OptionSelected, "#names")
     def _name_selected(self, event: OptionList.OptionSelected) -> None:

@@ -1,0 +1,146 @@
+"""Checkpoint sites in the app: the Sites list, setting a site's policy by
+keyboard, and name toggles applied at the site; each result checked against
+print_saved_residuals of the same source with the policy changed by hand."""
+
+from conftest import example, jax_saved_residuals
+from test_app import SIZE, settle
+
+from remat_tui.app.main import RematApp
+from remat_tui.app.residual_table import ResidualTable
+from remat_tui.app.sidebar import Sidebar
+from remat_tui.core import policies
+from remat_tui.core.loading import resolve_arguments
+
+TARGET = "scanned_checkpointed"
+
+
+def hand_edited(app, spec: str) -> list[str]:
+    """JAX's residuals for the example with its block's policy edited to `spec`."""
+    module = app.target.fn.__globals__
+    args, kwargs = resolve_arguments(app.target)
+    fn = module["make_scanned_checkpointed"](policies.build(policies.parse(spec)))
+    return jax_saved_residuals(fn, "as_written", args, kwargs)
+
+
+def shown_texts(app) -> list[str]:
+    return [r.text for r in app.shown.residuals]
+
+
+async def test_site_policy_set_by_keyboard_matches_hand_edit():
+    app = RematApp(example("transformer.py"), TARGET)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        (site,) = app.shown.sites
+        assert site.function == "block" and site.trip_count == 24
+        assert site.policy == "save_only_these_names('mlp_hidden')"
+        sites_list = app.query_one("#sites")
+        assert sites_list.display and "block ×24" in str(sites_list.get_option_at_index(0).prompt)
+
+        await pilot.press("s", "2")  # focus Sites, then policy 2 at the selected site
+        await settle(app, pilot)
+        assert app.shown.config.site_overrides == {1: "nothing_saveable"}
+        assert shown_texts(app) == hand_edited(app, "nothing_saveable")
+        assert len(app.query_one(ResidualTable).rows) == len(app.shown.residuals)
+        assert "jax.checkpoint(block" in app.shown.python  # pasted at the site, not outside
+        assert app.shown.policy == "as_written"  # the outer policy did not move
+
+        await pilot.press("space")  # cycle on: the next listed policy after nothing_saveable
+        await settle(app, pilot)
+        assert shown_texts(app) == hand_edited(app, app.shown.sites[0].override)
+
+
+async def test_name_toggles_apply_at_the_site():
+    app = RematApp(example("transformer.py"), TARGET)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        sidebar = app.query_one(Sidebar)
+        assert app.name_states["mlp_hidden"] == "save"  # read from the policy in the code
+        app.cycle_name("query_proj")  # recompute -> save, at every site of `block`
+        await settle(app, pilot)
+        want = "save_only_these_names('mlp_hidden', 'query_proj')"
+        assert app.shown.config.site_overrides == {"block": want}
+        assert shown_texts(app) == hand_edited(app, want)
+        assert "Names at block" in str(app.query_one("#names").border_title)
+        assert sidebar.highlighted_site == 1
+
+
+async def test_site_from_the_command_line_and_a_bad_one():
+    app = RematApp(example("transformer.py"), TARGET, sites=["block=dots_saveable"])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert shown_texts(app) == hand_edited(app, "dots_saveable")
+        shown = app.shown
+        app.apply_site(9, "nothing_saveable")  # no such site: an error, the last state kept
+        await settle(app, pilot)
+        assert app.shown is shown
+        error = app.query_one("#error")
+        assert error.display and "no checkpoint site 9" in str(error.render())
+        assert "1 (block" in str(error.render())
+
+
+def test_cli_site_option_reaches_the_report(remat_tui_cmd, tmp_path):
+    import json
+    import subprocess
+
+    out = subprocess.run(
+        [
+            remat_tui_cmd,
+            "report",
+            f"{example('transformer.py')}:{TARGET}",
+            "--site",
+            "1=as_written",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["sites"][0]["override"] == "as_written"
+    for option, message in [
+        ("blk=nothing_saveable", "no checkpoint site 'blk'"),
+        ("block=save_only_these_names(h)", "site block: policy spec"),
+        ("block", "expected ID=SPEC or FUNCTION=SPEC"),
+    ]:
+        bad = subprocess.run(
+            [remat_tui_cmd, "report", f"{example('transformer.py')}:{TARGET}", "--site", option],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert bad.returncode == 2 and message in bad.stderr, bad.stderr
+        assert "Traceback" not in bad.stderr
+
+
+async def test_palette_sets_a_site_by_function_name():
+    from remat_tui.app.commands import RematCommands
+
+    app = RematApp(example("transformer.py"), TARGET)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        provider = RematCommands(app.screen)
+        hits = [h async for h in provider.search("site block: save_only_these_names('key_proj')")]
+        (hit,) = hits
+        assert "Set site block to save_only_these_names('key_proj')" in str(hit.prompt)
+        hit.command()
+        await settle(app, pilot)
+        assert shown_texts(app) == hand_edited(app, "save_only_these_names('key_proj')")
+        bad = [h async for h in provider.search("site block: save_only_these_names(k)")]
+        assert "Not a site policy" in str(bad[0].prompt)
+
+
+async def test_names_follow_a_site_set_by_id_and_toggles_replace_it():
+    app = RematApp(example("transformer.py"), TARGET)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.apply_site(1, "save_only_these_names('key_proj')")
+        await settle(app, pilot)
+        assert app.name_states["key_proj"] == "save"
+        assert app.name_states["mlp_hidden"] == "recompute"
+        app.cycle_name("value_proj")
+        await settle(app, pilot)
+        want = "save_only_these_names('key_proj', 'value_proj')"
+        assert app.shown.config.site_overrides == {"block": want}
+        assert shown_texts(app) == hand_edited(app, want)
