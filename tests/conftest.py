@@ -21,6 +21,7 @@ def example(name: str) -> str:
 def jax_saved_residuals(fn, spec_text, args, kwargs, declared=None) -> list[str]:
     """What jax.ad_checkpoint.print_saved_residuals prints, captured now (the oracle)."""
     import jax
+    import jax.ad_checkpoint  # a submodule: `import jax` alone does not load it
 
     from remat_tui.core import policies
 

@@ -144,3 +144,15 @@ async def test_names_follow_a_site_set_by_id_and_toggles_replace_it():
         want = "save_only_these_names('key_proj', 'value_proj')"
         assert app.shown.config.site_overrides == {"block": want}
         assert shown_texts(app) == hand_edited(app, want)
+
+
+async def test_names_list_shows_the_total_over_iterations():
+    app = RematApp(example("transformer.py"), TARGET)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        names = app.query_one("#names")
+        prompts = [str(names.get_option_at_index(i).prompt) for i in range(names.option_count)]
+        hidden = next(p for p in prompts if "mlp_hidden" in p)
+        info = next(n for n in app.shown.names if n.name == "mlp_hidden")
+        assert info.total_bytes == 24 * info.bytes  # saved once per layer of the scan
+        assert hidden.endswith("24.0 MiB ×24"), hidden

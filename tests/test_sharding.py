@@ -1,0 +1,61 @@
+"""Sharded residuals: per-device bytes beside global bytes, on the four CPU
+devices conftest forces (explicit-sharding mesh, avals like f32[8@data,4])."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from conftest import jax_saved_residuals
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import remat_tui
+from remat_tui.report import render
+
+
+def loss(W, x):
+    return jnp.sum(jnp.sin(x @ W))
+
+
+@pytest.fixture(scope="module")
+def sharded_args():
+    if len(jax.devices()) < 4:
+        pytest.fail("conftest forces 4 CPU devices; XLA_FLAGS was overridden")
+    mesh = jax.make_mesh((4,), ("data",), axis_types=(AxisType.Explicit,))
+    x = jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=NamedSharding(mesh, P("data", None)))
+    W = jax.ShapeDtypeStruct((4, 4), jnp.float32, sharding=NamedSharding(mesh, P()))
+    return W, x
+
+
+def test_sharded_residuals_have_per_device_bytes(sharded_args):
+    a = remat_tui.analyze(loss, args=sharded_args)
+    assert [r.text for r in a.residuals] == jax_saved_residuals(loss, "as_written", sharded_args, {})
+    by_aval = {r.aval: r for r in a.residuals}
+    sharded = by_aval["f32[8@data,4]"]
+    assert sharded.bytes == 8 * 4 * 4 and sharded.bytes_per_device == sharded.bytes // 4
+    assert by_aval["f32[4,4]"].bytes_per_device is None  # replicated: all of it on each
+    t = a.totals
+    assert t.device_bytes_per_device == sum(
+        r.bytes if r.bytes_per_device is None else r.bytes_per_device for r in a.residuals
+    )
+    assert t.device_bytes_per_device < t.device_bytes
+    d = a.to_dict()
+    assert d["totals"]["device_bytes_per_device"] == t.device_bytes_per_device
+    assert {r["bytes_per_device"] for r in d["residuals"]} == {64, 32}
+    assert "per device" in render(a, "text")
+
+
+def test_unsharded_residuals_report_no_per_device_split():
+    a = remat_tui.analyze(loss, args=(jnp.ones((4, 4)), jnp.ones((8, 4))))
+    assert all(r.bytes_per_device is None for r in a.residuals)
+    assert a.totals.device_bytes_per_device == a.totals.device_bytes
+    assert "per device" not in render(a, "text")
+
+
+def test_app_table_shows_a_devices_share(sharded_args):
+    from remat_tui.app.drawing import TABLE_COLUMNS, draw
+
+    a = remat_tui.analyze(loss, args=sharded_args)
+    bytes_column = TABLE_COLUMNS.index("bytes")
+    cells = {row[1]: row[bytes_column] for row in draw(a).rows}
+    assert cells["f32[8@data,4]"] == "128 B (32 B/dev)"
+    assert cells["f32[4,4]"] == "64 B"
