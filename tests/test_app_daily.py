@@ -31,3 +31,154 @@ async def test_line_marks_cover_the_whole_row_code_included():
             want = (base + styles[component]).bgcolor
             assert row_backgrounds(fwd, line) == {want}, (line, component)
         assert row_backgrounds(fwd, plain) == {base.bgcolor}
+
+
+async def test_a_failed_first_trace_leaves_no_loading_state(write_target):
+    path = write_target(
+        "import jax.numpy as jnp, remat_tui\n"
+        "@remat_tui.target(args=lambda: (jnp.ones(3),))\n"
+        "def f(x):\n    return jnp.sin(undefined_name * x)\n"
+    )
+    app = RematApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        for key in ("", "2"):  # the first trace, then another policy: both fail
+            if key:
+                await pilot.press(key)
+            await settle(app, pilot)
+            app.tick()
+            error = str(app.query_one("#error").render())
+            title = str(app.query_one("#title").render())
+            status = str(app.query_one("#status").render())
+            assert "NameError" in error and "undefined_name" in error
+            assert "loading" not in title and "f" in title
+            assert "Nothing analysed" in status and "tracing" not in status, status
+        assert "nothing_saveable" in str(app.query_one("#title").render())
+
+
+async def test_status_says_what_it_is_doing_stage_by_stage(write_target):
+    from remat_tui.app.messages import Progress
+
+    path = write_target(
+        "import jax.numpy as jnp, remat_tui\n"
+        "@remat_tui.target(args=lambda: (jnp.ones(3),))\n"
+        "def f(x):\n    return jnp.sin(x)\n"
+    )
+    seen = []
+    app = RematApp(path)
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await settle(app, pilot)
+        # (A stage may replace one still queued: JAX is imported already here.)
+        stages = [m.what for m in seen if isinstance(m, Progress)]
+        assert f"importing {path}" in stages and "building example arguments" in stages
+        assert stages[-1].startswith("tracing policy as_written")
+        assert app.activity.what is None  # idle: the status line shows the summary
+        assert "traced in" in str(app.query_one("#status").render())
+
+
+RELOAD_TARGET = """import jax.numpy as jnp, remat_tui
+from layers import layer
+
+@remat_tui.target(args=lambda: (jnp.ones((4, 4)), jnp.ones(4)))
+def f(W, x):
+    for _ in range(LAYERS):
+        x = layer(W, x)
+    return jnp.sum(x)
+
+LAYERS = 3
+"""
+
+
+async def wait_until(pilot, condition, what: str, settled: bool = True):
+    """A bounded wait for something a file-watch event sets off (no fixed sleeps),
+    then (`settled`) for the workers it started."""
+    import time
+
+    deadline = time.monotonic() + 30
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.05)
+    if settled:
+        await settle(pilot.app, pilot)
+
+
+async def test_hot_reload_follows_saves_of_the_target_and_its_modules(tmp_path):
+    from remat_tui.app.residual_table import ResidualTable
+
+    (tmp_path / "layers.py").write_text(
+        "import jax.numpy as jnp\ndef layer(W, x):\n    return jnp.sin(W @ x)\n"
+    )
+    target = tmp_path / "model.py"
+    target.write_text(RELOAD_TARGET)
+    app = RematApp(str(target), policy="dots_saveable")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert str(tmp_path / "layers.py") in app.reloader.watched
+        before = app.shown
+        await pilot.press("r", "down", "down")
+        fwd = app.query_one("#forward", CodeView)
+        fwd.scroll_to(y=2, animate=False, immediate=True)
+        selected = before.residuals[2]
+
+        target.write_text(RELOAD_TARGET.replace("LAYERS = 3", "LAYERS = 5"))
+        await wait_until(pilot, lambda: app.shown is not before, "the reloaded analysis")
+        after = app.shown
+        assert after.policy == "dots_saveable" and app.reloads == 1  # same request
+        assert len(after.residuals) > len(before.residuals)
+        table = app.query_one(ResidualTable)
+        assert after.residuals[table.cursor].aval == selected.aval  # selection kept
+        assert fwd.scroll_offset.y == 2  # scroll kept
+
+        # A local module's save reloads too, with the module's new code.
+        (tmp_path / "layers.py").write_text(
+            "import jax.numpy as jnp\ndef layer(W, x):\n    return jnp.tanh(W @ x)\n"
+        )
+        await wait_until(pilot, lambda: app.shown is not after, "the module's reload")
+        assert "tanh" in app.shown.forward.text and "sin" not in app.shown.forward.text
+
+        # A broken save: the error in place, the last good analysis kept...
+        good = app.shown
+        target.write_text(RELOAD_TARGET + "def broken(:\n")
+        error = app.query_one("#error")
+        await wait_until(pilot, lambda: error.display, "the error")
+        assert "syntax error" in str(error.render()) and app.shown is good
+        # ...until the next good save.
+        target.write_text(RELOAD_TARGET.replace("LAYERS = 3", "LAYERS = 2"))
+        await wait_until(pilot, lambda: app.shown is not good, "the fixed file")
+        assert not error.display and len(app.shown.residuals) < len(before.residuals)
+
+
+async def test_a_save_supersedes_a_reload_in_progress(tmp_path, monkeypatch):
+    import threading
+
+    from remat_tui.app import reload
+    from remat_tui.app.messages import AnalysisReady
+
+    target = tmp_path / "model.py"
+    source = RELOAD_TARGET.replace("from layers import layer", "layer = lambda W, x: W @ x")
+    target.write_text(source)
+    real_import, release, calls = reload.import_targets, threading.Event(), []
+
+    def held_import(path):  # the first reload reads the file, then is held back
+        result = real_import(path)
+        calls.append(path)
+        if len(calls) == 1:
+            release.wait(30)
+        return result
+
+    def layers(a):
+        return a.forward.text.count("dot_general")
+
+    seen = []
+    app = RematApp(str(target))
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await settle(app, pilot)
+        monkeypatch.setattr(reload, "import_targets", held_import)
+        target.write_text(source.replace("LAYERS = 3", "LAYERS = 5"))
+        await wait_until(pilot, lambda: calls, "the first reload", settled=False)
+        target.write_text(source.replace("LAYERS = 3", "LAYERS = 6"))
+        await wait_until(pilot, lambda: app.reloader.generation >= 2, "the save", settled=False)
+        release.set()
+        await wait_until(pilot, lambda: layers(app.shown) == 6, "the newer save's analysis")
+        shown = [layers(m.analysis) for m in seen if isinstance(m, AnalysisReady)]
+        assert 5 not in shown and app.reloads == 1  # the held reload was dropped

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gc
 import os
-import time
 import traceback
 
 from pygments.lexers import PythonLexer
@@ -20,11 +19,22 @@ from textual.content import Content
 from textual.markup import escape
 from textual.widgets import Footer, Static
 
+from remat_tui.app.arguments import prepared
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.commands import RematCommands
 from remat_tui.app.drawing import TABLE_COLUMNS, Drawing, draw
 from remat_tui.app.lexer import JaxprLexer
-from remat_tui.app.messages import AnalysisFailed, AnalysisReady, LoadFailed, TargetsLoaded
+from remat_tui.app.messages import (
+    AnalysisFailed,
+    AnalysisReady,
+    FilesChanged,
+    LoadFailed,
+    Progress,
+    Reloaded,
+    ReloadFailed,
+    TargetsLoaded,
+)
+from remat_tui.app.reload import Reloader
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen
 from remat_tui.app.sidebar import Sidebar, next_state
@@ -34,6 +44,7 @@ from remat_tui.app.site_state import (
     site_scope,
     toggled_overrides,
 )
+from remat_tui.app.status import Activity, nothing_shown, summary
 from remat_tui.core import policies
 from remat_tui.core.config import Config, parse_site_option
 from remat_tui.errors import RematError
@@ -93,6 +104,10 @@ class RematApp(App):
         self.source_file: str | None = None
         self.load_error: str | None = None  # set when the file could not be loaded
         self.last_export: str | None = None  # the export dialog offers it again
+        self.targets: dict = {}  # every target of the file, by name
+        self.activity = Activity()  # what the status line says the app is doing
+        self.reloader = Reloader(self)
+        self.reloads = 0  # how many times the file was imported again (part of the key)
 
     # ---- layout -------------------------------------------------------------------------
 
@@ -131,18 +146,23 @@ class RematApp(App):
     @work(thread=True, group="load", exit_on_error=False)
     def load(self) -> None:
         try:
+            self.post_message(Progress("importing JAX"))
             import jax
 
+            from remat_tui.app.reload import import_targets
             from remat_tui.core.devices import device_label, resolve_device
-            from remat_tui.core.loading import load_targets
 
-            targets = load_targets(self.path)
+            self.post_message(Progress(f"importing {self.path}"))
+            targets, error, watched = import_targets(self.path)
+            if error is not None:
+                self.post_message(LoadFailed(error, watched))
+                return
             devices = [device_label(d) for d in jax.devices()]
             try:
                 device, device_error = device_label(resolve_device(self.device)), None
             except RematError as exc:
                 device, device_error = devices[0], f"{exc.message} Using {devices[0]}."
-            self.post_message(TargetsLoaded(targets, devices, device, device_error))
+            self.post_message(TargetsLoaded(targets, devices, device, device_error, watched))
         except RematError as exc:
             self.post_message(LoadFailed(exc.message))
         except Exception as exc:  # our bug: say so, keep the app alive
@@ -151,9 +171,12 @@ class RematApp(App):
 
     @on(TargetsLoaded)
     def targets_loaded(self, message: TargetsLoaded) -> None:
+        self.activity.end()
+        self.load_error = None
+        self.reloader.watch(message.watched)
         self.devices = message.devices
         self.device = message.device
-        targets = message.targets
+        targets = self.targets = message.targets
         if message.device_error:
             self.show_error(message.device_error)
         if self.target_name is not None and self.target_name not in targets:
@@ -183,16 +206,49 @@ class RematApp(App):
 
     @on(LoadFailed)
     def load_failed(self, message: LoadFailed) -> None:
+        self.activity.end()
         self.load_error = message.message
+        self.reloader.watch(message.watched)
         self.query_one("#title", Static).update(f"remat-tui  {escape(self.path)}  (not loaded)")
-        self.query_one("#status", Static).update("Fix the file and start remat-tui again · q quits")
+        how = "save the file to load it again" if self.reloader.watched else "fix the file"
+        self.query_one("#status", Static).update(f"Not loaded: {how} · q quits", layout=False)
         self.show_error(message.message)
 
-    def start(self, target) -> None:
+    def start(self, target, keep_policy: bool = False) -> None:
+        """Analyse `target` under the requested policy (`keep_policy`: the current
+        one, names and site overrides included, as after a reload)."""
         self.target = target
         self.policy_specs = policies.builtin_specs() + list(target.policies)
-        self.apply_policy(self.requested_policy)
-        self.query_one(ResidualTable).focus()
+        current = self.spec.canonical if keep_policy and self.spec else None
+        self.apply_policy(current or self.requested_policy)
+        self.update_title()
+        if not keep_policy:
+            self.query_one(ResidualTable).focus()
+
+    def on_unmount(self) -> None:
+        self.reloader.stop()
+
+    @on(Progress)
+    def progress(self, message: Progress) -> None:
+        if message.request is None or message.request == self.request:
+            self.activity.begin(message.what)
+            self.tick()
+
+    @on(FilesChanged)
+    def files_changed(self, message: FilesChanged) -> None:
+        if self.target is None and not self.targets:  # never loaded: load as at start
+            self.load()
+        else:
+            self.reloader.saved(message.paths)
+
+    @on(Reloaded)
+    def reloaded(self, message: Reloaded) -> None:
+        if not self.reloader.reloaded(message):
+            self.load()
+
+    @on(ReloadFailed)
+    def reload_failed(self, message: ReloadFailed) -> None:
+        self.reloader.failed(message)
 
     # ---- requests, the cache, and the worker ---------------------------------------------
 
@@ -200,7 +256,7 @@ class RematApp(App):
         """(target, Config): what an analysis is asked for, and the cache key."""
         overrides = self.site_overrides if sites is None else sites
         config = Config(spec_text, Config().with_sites(overrides).sites, self.device)
-        return (self.target.name, config)
+        return (self.target.name, config, self.reloads)
 
     def baseline_key(self) -> tuple:
         """as_written everywhere: what the status line's change is measured against."""
@@ -223,7 +279,8 @@ class RematApp(App):
             self.pending = None
             self.show(self.cache[key])
         else:
-            self.pending, self.pending_since = key, time.monotonic()
+            self.pending = key
+            self.activity.begin(f"tracing {key[1].label()}")
             self.analyse(self.request, key, spec)
         self.refresh_sidebar()
 
@@ -231,9 +288,16 @@ class RematApp(App):
     def analyse(self, request: int, key: tuple, spec) -> None:
         from remat_tui.core.analysis import Cancelled, analyze
 
+        def stage(what: str) -> None:
+            self.post_message(Progress(what, request if request >= 0 else None))
+
         try:
+            # Example arguments are built once per target, not once per policy.
+            target = prepared(self.target, stage if request == self.request else None)
+            if request == self.request:
+                stage(f"tracing {key[1].label()}")
             result = analyze(
-                self.target,
+                target,
                 config=key[1],
                 cancelled=lambda: request != self.request and key != self.baseline_key(),
             )
@@ -254,6 +318,7 @@ class RematApp(App):
         self.call_after_refresh(self.settle_memory)
         if message.request == self.request:
             self.pending = None
+            self.activity.end()
             self.show(message.analysis)
         elif self.shown is not None and message.key == self.baseline_key():
             self.update_status(self.shown)  # the baseline for the % difference arrived
@@ -270,8 +335,14 @@ class RematApp(App):
     def analysis_failed(self, message: AnalysisFailed) -> None:
         if message.request == self.request:
             self.pending = None
+            self.activity.end()
             self.show_error(message.message)
-            if self.shown is not None:  # the sidebar goes back to what is shown
+            if self.shown is None:  # nothing to fall back on: say so, no stale spinner
+                self.update_title()
+                self.query_one("#status", Static).update(
+                    nothing_shown(bool(self.reloader.watched)), layout=False
+                )
+            else:  # the sidebar goes back to what is shown
                 self.spec = policies.parse(self.shown.policy, self.target.policies)
                 self.site_overrides = self.shown.config.site_overrides
                 self.name_states = self.scoped_states()
@@ -316,6 +387,7 @@ class RematApp(App):
         self.update_status(a)
         self.name_states = self.scoped_states()  # the sites may be known only now
         self.refresh_sidebar()
+        self.reloader.restore_view(a)
         self.ensure_baseline()
 
     def select_residual(self, index: int) -> None:
@@ -383,32 +455,16 @@ class RematApp(App):
             width = max(snippet.content_region.width, 1)
             lines = len(Content(a.python).wrap(width))
             snippet.update(a.python, layout=lines != len(Content(old).wrap(width)))
-        t = a.totals
-        parts = [f"{t.count} residuals", f"{human_bytes(t.device_bytes)} device"]
-        if t.host_bytes:
-            parts.append(f"{human_bytes(t.host_bytes)} host")
         base = self.cache.get(self.baseline_key())
-        if base is not None and a is not base and base.totals.device_bytes:
-            # Device memory is what runs out; offloaded bytes are shown apart.
-            change = (t.device_bytes - base.totals.device_bytes) / base.totals.device_bytes
-            parts.append(f"{change:+.0%} device vs as_written")
-        parts.append(f"{a.backward.recompute_eqns} recomputed eqns")
-        if self.show_timings:
-            parts.append(f"traced in {a.trace_seconds:.2f} s")
-        self.query_one("#status", Static).update(" · ".join(parts), layout=False)
+        text = summary(a, base, self.show_timings)
+        self.query_one("#status", Static).update(text, layout=False)
 
     def tick(self) -> None:
-        """While a trace runs, say so and for how long; the UI keeps answering keys."""
-        if self.pending is None:
-            return
-        elapsed = time.monotonic() - self.pending_since
-        clock = f" {elapsed:.1f} s" if self.show_timings else ""
-        spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"[int(elapsed * 10) % 10] if self.show_timings else "…"
-        self.query_one("#status", Static).update(
-            f"{spinner} tracing {self.pending[1].label()}{clock}"
-            + ("  (showing the last result until then)" if self.shown else ""),
-            layout=False,
-        )
+        """While a worker runs, say what it is doing and for how long; the UI keeps
+        answering keys."""
+        text = self.activity.text(self.show_timings, self.shown is not None)
+        if text is not None:
+            self.query_one("#status", Static).update(text, layout=False)
 
     def show_error(self, message: str | None, warning: bool = False) -> None:
         """An error (or, with `warning`, a caution about the shown analysis) above the
@@ -424,7 +480,8 @@ class RematApp(App):
             error.update(f"[b]warning:[/b] {escape(message)}")
             return
         hint = (
-            "still showing the last good analysis; change the policy or device to try again"
+            "still showing the last good analysis; save the file, or change the policy "
+            "or device, to try again"
             if self.shown is not None
             else "nothing analysed yet"
         )

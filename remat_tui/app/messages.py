@@ -16,11 +16,13 @@ class TargetsLoaded(Message):
     devices: list[str]
     device: str  # the requested device, resolved (JAX's default if none was asked for)
     device_error: str | None  # why the requested device could not be used
+    watched: tuple[str, ...] = ()  # the target file and the local modules it imported
 
 
 @dataclass
 class LoadFailed(Message):
     message: str
+    watched: tuple[str, ...] = ()  # files to watch: saving one of them loads again
 
 
 @dataclass
@@ -38,3 +40,39 @@ class AnalysisFailed(Message):
     request: int
     key: tuple
     message: str
+
+
+@dataclass
+class Progress(Message):
+    """A worker began a stage of its work ("importing JAX", "tracing ...").
+    `request` is the analysis request it serves (None: loading or reloading)."""
+
+    what: str
+    request: int | None = None
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, Progress)
+
+
+@dataclass
+class FilesChanged(Message):
+    """Watched files were saved (app/reload.py)."""
+
+    paths: tuple[str, ...]
+
+
+@dataclass
+class Reloaded(Message):
+    """The target file was imported again after a save. `generation` says which
+    save it answers: a reload that a newer save superseded is dropped."""
+
+    generation: int
+    targets: dict[str, Any]
+    watched: tuple[str, ...]
+
+
+@dataclass
+class ReloadFailed(Message):
+    generation: int
+    message: str
+    watched: tuple[str, ...] = ()
