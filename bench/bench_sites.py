@@ -1,0 +1,147 @@
+"""What checkpoint sites cost, side by side in one process (issue 6's budgets).
+
+1. A site override against a new outer policy, on the scanned transformer whose
+   block is checkpointed (`transformer.py:scanned_checkpointed`), as the app
+   asks for them: the target loaded once, each policy asked for the first time
+   (budget: the override costs no more, ratio <= 1.0).
+2. Listing sites and origins against the same analysis with both switched off,
+   on the 24-layer unrolled transformer, each run on a fresh function object
+   (budget: at most 10% more, ratio <= 1.10). Also shown: the same model with
+   `jax.checkpoint` on every block (24 sites), where sites need the primal
+   program traced once more.
+
+Sides alternate and garbage is collected before each run, to spread the
+machine's noise over both.
+
+    python bench/bench_sites.py [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+from contextlib import contextmanager
+
+import jax
+
+import remat_tui
+from remat_tui.core import analysis, loading, primal
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+POLICIES = [
+    "nothing_saveable",
+    "dots_saveable",
+    "everything_saveable",
+    "save_only_these_names('query_proj', 'mlp_hidden')",
+    "dots_with_no_batch_dims_saveable",
+]
+
+
+def timed(run) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    run()
+    return time.perf_counter() - start
+
+
+def override_vs_outer(targets, repeat: int) -> float:
+    target = targets["scanned_checkpointed"]
+    remat_tui.analyze(target)  # the app's first analysis: sites found, primal cached
+    site, outer = [], []
+    for i in range(repeat):
+        for spec in POLICIES:
+            # A new spec for each side each time: nothing of the analysis is cached.
+            site.append(timed(lambda s=spec: remat_tui.analyze(target, sites={"block": s})))
+            outer.append(timed(lambda s=spec: remat_tui.analyze(target, policy=s)))
+        print(f"  round {i + 1}/{repeat} done", file=sys.stderr)
+    ms, mo = statistics.median(site), statistics.median(outer)
+    print(f"site override {ms:.3f} s, new outer policy {mo:.3f} s (medians of {len(site)})")
+    return ms / mo
+
+
+@contextmanager
+def without_sites_and_origins():
+    """The analysis as it was before sites: no detection, no origins, no per-device bytes."""
+
+    class NoOrigins:
+        def __init__(self, *_):
+            pass
+
+        def of(self, *_):
+            return None
+
+    saved = analysis._has_user_checkpoint, analysis.Origins, analysis.per_device_bytes
+    analysis._has_user_checkpoint = lambda *a, **k: False
+    analysis.Origins = NoOrigins
+    analysis.per_device_bytes = lambda aval: None
+    try:
+        yield
+    finally:
+        analysis._has_user_checkpoint, analysis.Origins, analysis.per_device_bytes = saved
+
+
+def fresh_target(target, fn):
+    return remat_tui.Target(
+        fn=fn, name=target.name, args=target.args, kwargs=target.kwargs, file=target.file
+    )
+
+
+def listing_overhead(make_fn, target, repeat: int, policy: str) -> float:
+    on, off = [], []
+    for i in range(repeat):
+        primal._cache.clear()
+        on.append(timed(lambda: remat_tui.analyze(fresh_target(target, make_fn()), policy=policy)))
+        with without_sites_and_origins():
+            off.append(
+                timed(lambda: remat_tui.analyze(fresh_target(target, make_fn()), policy=policy))
+            )
+        print(f"  round {i + 1}/{repeat}: on {on[-1]:.2f}s off {off[-1]:.2f}s", file=sys.stderr)
+    return statistics.median(on) / statistics.median(off)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    opts = parser.parse_args()
+    path = os.path.join(HERE, "..", "examples", "transformer.py")
+    targets = loading.load_targets(path)
+    module = targets["unrolled"].fn.__globals__
+
+    print("1. site override vs new outer policy, scanned_checkpointed")
+    ratio = override_vs_outer(targets, opts.repeat)
+    print(f"   site override / outer policy = {ratio:.3f}  (budget 1.00)")
+
+    unrolled = targets["unrolled"]
+
+    def plain():
+        def unrolled_fn(layers, x):
+            return module["unrolled"](layers, x)
+
+        return unrolled_fn
+
+    def checkpointed():
+        block = jax.checkpoint(module["block"], policy=jax.checkpoint_policies.dots_saveable)
+
+        def unrolled_checkpointed(layers, x):
+            for p in layers:
+                x = block(p, x)
+            return jax.numpy.mean(x**2)
+
+        return unrolled_checkpointed
+
+    for label, make_fn, policy in [
+        ("unrolled, as_written", plain, "as_written"),
+        ("unrolled, outer dots_saveable", plain, "dots_saveable"),
+        ("unrolled, jax.checkpoint on each block (24 sites)", checkpointed, "as_written"),
+    ]:
+        print(f"2. sites + origins on / off: {label}")
+        ratio = listing_overhead(make_fn, unrolled, opts.repeat, policy)
+        print(f"   with / without = {ratio:.3f}  (budget 1.10)")
+
+
+if __name__ == "__main__":
+    main()
