@@ -20,7 +20,9 @@ def loss_with_aux(W, x):
 def test_python_and_numpy_scalars_in_outputs_are_accepted():
     args = (jnp.ones((4, 4)), jnp.ones((2, 4)))
     a = remat_tui.analyze(loss_with_aux, args=args)
-    assert [r.text for r in a.residuals] == jax_saved_residuals(loss_with_aux, "as_written", args, {})
+    assert [r.text for r in a.residuals] == jax_saved_residuals(
+        loss_with_aux, "as_written", args, {}
+    )
 
 
 def test_non_array_output_is_still_refused():

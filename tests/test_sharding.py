@@ -28,7 +28,9 @@ def sharded_args():
 
 def test_sharded_residuals_have_per_device_bytes(sharded_args):
     a = remat_tui.analyze(loss, args=sharded_args)
-    assert [r.text for r in a.residuals] == jax_saved_residuals(loss, "as_written", sharded_args, {})
+    assert [r.text for r in a.residuals] == jax_saved_residuals(
+        loss, "as_written", sharded_args, {}
+    )
     by_aval = {r.aval: r for r in a.residuals}
     sharded = by_aval["f32[8@data,4]"]
     assert sharded.bytes == 8 * 4 * 4 and sharded.bytes_per_device == sharded.bytes // 4
