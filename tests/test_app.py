@@ -136,7 +136,11 @@ async def test_superseded_result_is_dropped(monkeypatch):
             await pilot.pause(0.05)
         release.set()
         await settle(app, pilot)
-        late = [m for m in seen if isinstance(m, AnalysisReady) and m.key[1].policy == "nothing_saveable"]
+        late = [
+            m
+            for m in seen
+            if isinstance(m, AnalysisReady) and m.key[1].policy == "nothing_saveable"
+        ]
         assert late and late[0].request < app.request  # the stale answer did arrive...
         assert app.shown.policy == "dots_saveable"  # ...and was not shown
         assert app.key("nothing_saveable") in app.cache  # but kept for later
