@@ -126,3 +126,32 @@ def test_sites_and_origins_point_at_the_example(file):
     assert qkv and all(r.origin.trip_count == 2 for r in qkv)
     computed = [r.origin.source for r in analysis.residuals if r.kind != "argument"]
     assert computed and all(s is not None and s.file == example(file) for s in computed)
+
+
+def jitted(file, fn):
+    """The loss under the library's own jit, as training code wraps it."""
+    if file == "flax_nnx.py":
+        from flax import nnx
+
+        return nnx.jit(fn)
+    if file == "equinox_transformer.py":
+        import equinox as eqx
+
+        return eqx.filter_jit(fn)
+    return jax.jit(fn)
+
+
+@pytest.mark.parametrize("file", FILES)
+def test_library_jit_keeps_the_users_lines(file):
+    """nnx.jit / eqx.filter_jit put the model in a jit body: JAX's list is kept,
+    the site is still found, and origins still point at the example."""
+    target, (args, kwargs) = load(file)
+    module = module_of(file)
+    fn = jitted(file, module.make_loss(CP.save_only_these_names("qkv")))
+    got = remat_tui.analyze(fn, args=args, kwargs=kwargs, sites={1: "nothing_saveable"})
+    hand = jitted(file, module.make_loss(CP.nothing_saveable))
+    assert texts(got) == jax_saved_residuals(hand, "as_written", args, kwargs)
+    (site,) = got.sites
+    assert site.source.file == example(file) and site.trip_count == 2
+    computed = [r.origin.source for r in got.residuals if r.kind != "argument"]
+    assert computed and all(s is not None and s.file == example(file) for s in computed)

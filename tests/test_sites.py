@@ -284,3 +284,16 @@ def test_bad_site_spec_says_where():
 def _line_of(fn, text: str) -> int:
     lines, start = inspect.getsourcelines(fn)
     return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_a_function_without_a_checkpoint_cannot_take_a_policy():
+    def unchecked(W, x):
+        return jnp.cos(x @ W)
+
+    blk = jax.checkpoint(block)
+
+    def loss(Ws, x):
+        return jnp.sum(unchecked(Ws[1], blk(Ws[0], x)))
+
+    with pytest.raises(RematError, match=r"'unchecked' runs in this function but no jax"):
+        remat_tui.analyze(loss, args=ARGS, sites={"unchecked": "dots_saveable"})

@@ -98,7 +98,9 @@ def _trace(
     plan: dict = {}
     if config.sites:
         primal = primal_program(target, leaves, in_tree, device, prefer_dir)
-        plan = site_lib.resolve_overrides(primal.sites, config.site_overrides, target.policies)
+        plan = site_lib.resolve_overrides(
+            primal.sites, config.site_overrides, target.policies, primal.closed.jaxpr
+        )
         flat_fn = primal.evaluator(plan, target.policies)
     else:
         flat_fn = _flat(target, target.fn, in_tree)

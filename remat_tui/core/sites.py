@@ -86,7 +86,7 @@ def _body_lines(jaxpr, prefer_dir) -> frozenset[tuple[str, int]]:
 
 
 def resolve_overrides(
-    found: list[FoundSite], overrides: dict, declared: dict | None
+    found: list[FoundSite], overrides: dict, declared: dict | None, jaxpr=None
 ) -> dict[int, policies.PolicySpec]:
     """Site id -> the spec to apply there. Keys are ids or function names (every
     site of that function); an id wins over a name for its own site."""
@@ -100,11 +100,34 @@ def resolve_overrides(
     for key, text in [*named, *numbered]:
         ids = [key] if not isinstance(key, str) else by_name.get(key, [])
         if not ids or any(i not in by_id for i in ids):
+            if isinstance(key, str) and jaxpr is not None and _runs_function(jaxpr, key):
+                raise RematError(
+                    f"{key!r} runs in this function but no jax.checkpoint wraps it, so "
+                    f"it has no policy to set. Wrap it with jax.checkpoint in your code, "
+                    f"or use --policy for an outer checkpoint. {_site_list(found)}"
+                )
             raise RematError(f"no checkpoint site {key!r}. {_site_list(found)}")
         spec = policies.parse(text, declared)
         for i in ids:
             plan[i] = spec
     return plan
+
+
+def _runs_function(jaxpr, name: str) -> bool:
+    """Whether a function of that name (or a method ending in it) appears in the
+    user's frames behind any equation: on the error path only."""
+
+    def walk(j) -> bool:
+        for eqn in j.eqns:
+            for frame in ji.own_frames(eqn.source_info):
+                fn = frame.function_name
+                if fn == name or fn.endswith("." + name):
+                    return True
+            if any(walk(sub) for _, _, sub in ji.sub_jaxpr_slots(eqn)):
+                return True
+        return False
+
+    return walk(jaxpr)
 
 
 def _site_list(found: list[FoundSite]) -> str:
