@@ -1,4 +1,6 @@
-"""Provides the command palette: every key's action, plus any typed policy spec."""
+"""Provides the command palette: every key's action, plus any typed policy spec
+(added to the Policies list when applied), whole specs completing a partial one,
+and "did you mean" for a misspelt one."""
 
 from __future__ import annotations
 
@@ -7,8 +9,17 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
+from remat_tui.app.suggest import completions, did_you_mean
 from remat_tui.core import policies
 from remat_tui.errors import RematError
+
+
+def apply_typed(app, spec: str) -> None:
+    """Apply a typed spec and keep it in the Policies list (a number key if one is
+    free), so the list shows what is applied."""
+    if spec not in app.policy_specs:
+        app.policy_specs.append(spec)
+    app.apply_policy(spec)
 
 
 class RematCommands(Provider):
@@ -57,7 +68,24 @@ class RematCommands(Provider):
         try:
             spec = policies.parse(query, target.policies)
         except RematError as exc:
-            if "(" in query:  # an attempt at a spec: say what is wrong with it
+            meant = did_you_mean(query, target.policies)
+            if meant is not None:
+                yield Hit(
+                    0.9,
+                    Content(f"Did you mean {meant}?"),
+                    partial(apply_typed, self.app, meant),
+                    help=f"select to apply it · {exc.message}",
+                )
+            # A partial spec (`save_on`): whole specs, with the function's names.
+            done = completions(query, self.app.known_names(), target.policies)
+            for rank, text in enumerate(s for s in done[:12] if s not in self.app.policy_specs):
+                yield Hit(
+                    0.8 - rank / 100,
+                    Content(f"Apply policy {text}"),
+                    partial(apply_typed, self.app, text),
+                    help="completes what you typed",
+                )
+            if "(" in query and meant is None:  # an attempt at a spec: say what is wrong
                 yield Hit(
                     0.5,
                     Content(f"Not a policy: {exc.message}"),
@@ -69,8 +97,8 @@ class RematCommands(Provider):
             yield Hit(
                 1.0,
                 Content(f"Apply policy {spec.canonical}"),
-                partial(self.app.apply_policy, spec.canonical),
-                help="typed spec",
+                partial(apply_typed, self.app, spec.canonical),
+                help="typed spec: added to the Policies list",
             )
 
     def _site_hit(self, query: str, target) -> Hit:

@@ -45,6 +45,7 @@ from remat_tui.app.site_state import (
     toggled_overrides,
 )
 from remat_tui.app.status import Activity, nothing_shown, summary
+from remat_tui.app.suggest import with_suggestion
 from remat_tui.core import policies
 from remat_tui.core.config import Config, parse_site_option
 from remat_tui.errors import RematError
@@ -269,7 +270,7 @@ class RematApp(App):
         try:
             spec = policies.parse(text, self.target.policies)
         except RematError as exc:
-            self.show_error(exc.message)
+            self.show_error(with_suggestion(exc.message, text, self.target.policies))
             return
         self.spec = spec
         self.name_states = self.scoped_states()
@@ -582,6 +583,13 @@ class RematApp(App):
     def action_policy(self, index: int) -> None:
         sidebar = self.query_one(Sidebar)
         if index >= len(self.policy_specs):
+            last = len(self.policy_specs) - 1
+            self.notify(
+                f"no policy {index}: the list has 0-{last} (ctrl+p to type any spec)"
+                if self.policy_specs
+                else "no target is loaded yet",
+                severity="warning",
+            )
             return
         if sidebar.sites_focused and sidebar.highlighted_site is not None:
             self.apply_site(sidebar.highlighted_site, self.policy_specs[index])

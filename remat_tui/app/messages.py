@@ -45,13 +45,11 @@ class AnalysisFailed(Message):
 @dataclass
 class Progress(Message):
     """A worker began a stage of its work ("importing JAX", "tracing ...").
-    `request` is the analysis request it serves (None: loading or reloading)."""
+    `request` is the analysis request it serves (None: loading or reloading).
+    A few per analysis, so none replaces another: each stage is shown."""
 
     what: str
     request: int | None = None
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, Progress)
 
 
 @dataclass

@@ -130,11 +130,17 @@ class Sidebar(Vertical):
     # ---- what the App shows here ---------------------------------------------------------
 
     def show_policies(self, specs: Sequence[str], current: str | None) -> None:
-        """List `specs` (keys 0-9 for the first ten), marking `current`."""
-        relabel(
-            self.query_one("#policies", OptionList),
-            [(s, policy_label(i, s, s == current)) for i, s in enumerate(specs)],
-        )
+        """List `specs` (keys 0-9 for the first ten), marking and highlighting
+        `current`; a current policy not in `specs` (composed from names) is shown
+        last, without a key, so the list always shows what is applied."""
+        options = self.query_one("#policies", OptionList)
+        listed = [(s, policy_label(i, s, s == current)) for i, s in enumerate(specs)]
+        if current is not None and current not in specs:
+            listed.append((current, policy_label(10, current, True)))
+        relabel(options, listed)
+        ids = [i for i, _ in listed]
+        if current in ids and not options.has_focus:  # never move the user's own cursor
+            options.highlighted = ids.index(current)
 
     def show_sites(self, sites) -> None:
         """List the shown analysis's checkpoint sites; the list hides when there are none."""
