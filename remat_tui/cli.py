@@ -72,7 +72,10 @@ def report_parser() -> argparse.ArgumentParser:
     )
     _common(parser)
     parser.add_argument(
-        "--format", choices=FORMATS, default="text", help="report format (default: text)"
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="report format (default: from -o's extension, .json .md .html .txt; else text)",
     )
     parser.add_argument(
         "-o",
@@ -81,6 +84,20 @@ def report_parser() -> argparse.ArgumentParser:
         help="write to PATH (atomically) instead of standard output",
     )
     return parser
+
+
+# -o's extension picks the format when --format is not given.
+OUTPUT_FORMATS = {".json": "json", ".md": "md", ".markdown": "md", ".html": "html"}
+OUTPUT_FORMATS |= {".htm": "html", ".txt": "text"}
+
+
+def report_format(opts: argparse.Namespace) -> str:
+    import os
+
+    if opts.format:
+        return opts.format
+    ext = os.path.splitext(opts.output or "")[1].lower()
+    return OUTPUT_FORMATS.get(ext, "text")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,10 +125,11 @@ def run_report(opts: argparse.Namespace) -> int:
     )
     for warning in analysis.warnings:
         print(f"remat-tui: warning: {warning}", file=sys.stderr)
-    text = render(analysis, opts.format)
+    fmt = report_format(opts)
+    text = render(analysis, fmt)
     if opts.output:
         path = write_atomic(opts.output, text)
-        print(f"remat-tui: wrote {opts.format} report to {path}", file=sys.stderr)
+        print(f"remat-tui: wrote {fmt} report to {path}", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return 0

@@ -251,3 +251,37 @@ async def test_palette_completes_a_partial_spec_and_suggests_for_a_typo():
         await pilot.pause()
         error = str(app.query_one("#error").render())
         assert "Did you mean save_only_these_names('layer1')?" in error
+
+
+async def test_export_format_follows_the_file_name_and_a_failed_write_keeps_the_path(tmp_path):
+    from textual.widgets import Input, RadioSet
+
+    from remat_tui.app.screens import ExportScreen
+
+    app = RematApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("e")
+        await pilot.pause()
+        assert app.screen.query_one(RadioSet).pressed_button.name == "html"
+        path_input = app.screen.query_one("#path", Input)
+        path_input.value = str(tmp_path / "x.md")  # html is pressed; the name says md
+        await pilot.press("enter")
+        await pilot.pause()
+        assert (tmp_path / "x.md").read_text().startswith("# remat-tui report")
+
+        await pilot.press("e")
+        await pilot.pause()
+        app.screen.query_one("#path", Input).value = str(tmp_path / "x.txt")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ExportScreen)  # refused, in place
+        assert ".txt is none of" in str(app.screen.query_one("#export-error").render())
+
+        missing = str(tmp_path / "no such folder" / "x.json")
+        app.screen.query_one("#path", Input).value = missing
+        await pilot.press("enter")  # (a toast may cover the button)
+        await pilot.pause()
+        assert isinstance(app.screen, ExportScreen)  # the write failed: the dialog is back
+        assert app.screen.query_one("#path", Input).value == missing
+        assert "export failed" in str(app.screen.query_one("#export-error").render())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import os
 import traceback
+from functools import partial
 
 from pygments.lexers import PythonLexer
 from textual import on, work
@@ -36,7 +37,7 @@ from remat_tui.app.messages import (
 )
 from remat_tui.app.reload import Reloader
 from remat_tui.app.residual_table import ResidualTable
-from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen
+from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen, export
 from remat_tui.app.sidebar import Sidebar, next_state
 from remat_tui.app.site_state import (
     next_site_policy,
@@ -639,23 +640,7 @@ class RematApp(App):
             self.notify("nothing to export yet", severity="warning")
             return
         default = self.last_export or f"remat-{self.shown.target_name}.html"
-        self.push_screen(ExportScreen(default), self.export_to)
-
-    def export_to(self, choice: tuple[str, str] | None) -> None:
-        from remat_tui.report import render
-        from remat_tui.report.write import write_atomic
-
-        if choice is None:
-            return
-        path, fmt = choice
-        try:
-            data = self.export_screenshot() if fmt == "svg" else render(self.shown, fmt)
-            written = write_atomic(path, data)
-        except RematError as exc:
-            self.notify(escape(exc.message), title="export failed", severity="error", timeout=10)
-            return
-        self.last_export = path
-        self.notify(escape(f"wrote {written}"), title=f"exported {fmt}")
+        self.push_screen(ExportScreen(default), partial(export, self))
 
     def action_help(self) -> None:
         rows = [

@@ -1,4 +1,10 @@
-"""Provides the ExportScreen: the path and format of an export."""
+"""Provides the ExportScreen (the path and format of an export) and `export`,
+which writes it and, when the write fails, opens the dialog again on the typed
+path with the reason.
+
+The file name's extension picks the format (`x.md` is Markdown whatever button
+is pressed); the buttons are a shortcut that rewrites the extension.
+"""
 
 from __future__ import annotations
 
@@ -8,27 +14,46 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 
 EXPORT_FORMATS = ("html", "md", "json", "svg")
+EXTENSIONS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+EXTENSIONS |= {".json": "json", ".svg": "svg"}
+
+
+def format_for(path: str, pressed: str) -> tuple[str | None, str | None]:
+    """(format, None) for `path`, or (None, why not). The extension decides; a
+    name without one takes the pressed button's format."""
+    ext = os.path.splitext(path)[1].lower()
+    if not ext:
+        return pressed, None
+    if ext in EXTENSIONS:
+        return EXTENSIONS[ext], None
+    return None, (
+        f"{os.path.basename(path)}: the extension picks the format, and {ext} is none of "
+        ".html, .md, .json, .svg"
+    )
 
 
 class ExportScreen(ModalScreen[tuple[str, str] | None]):
-    """Path and format for an export; returns (path, format)."""
+    """Path and format for an export; returns (path, format). `error` says why the
+    last attempt failed (the dialog reopens on its path)."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
 
-    def __init__(self, default_path: str):
+    def __init__(self, default_path: str, error: str | None = None):
         super().__init__()
         self.default_path = default_path
+        self.error = error
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label("[b]Export[/b]  (written atomically; an existing file is replaced)")
+            yield Label("[dim]The file name's extension picks the format.[/dim]")
             yield Input(value=self.default_path, id="path")
-            chosen = os.path.splitext(self.default_path)[1].lstrip(".")
-            chosen = chosen if chosen in EXPORT_FORMATS else EXPORT_FORMATS[0]
+            chosen = format_for(self.default_path, EXPORT_FORMATS[0])[0] or EXPORT_FORMATS[0]
             with RadioSet(id="format"):
                 for fmt in EXPORT_FORMATS:
                     label = "svg (screenshot)" if fmt == "svg" else fmt
@@ -40,12 +65,19 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
 
     def on_mount(self) -> None:
         self.query_one("#path", Input).focus()
+        if self.error:
+            self.say(self.error)
+
+    def say(self, error: str) -> None:
+        self.query_one("#export-error", Static).update(Content.styled(error, "$text-error"))
 
     @on(RadioSet.Changed)
     def format_changed(self, event: RadioSet.Changed) -> None:
         path_input = self.query_one("#path", Input)
-        stem, _ = os.path.splitext(path_input.value)
-        path_input.value = f"{stem}.{event.pressed.name}"
+        fmt, _ = format_for(path_input.value.strip(), event.pressed.name)
+        if fmt != event.pressed.name:
+            stem, _ = os.path.splitext(path_input.value.strip())
+            path_input.value = f"{stem}.{event.pressed.name}"
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#export")
@@ -53,10 +85,37 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
         path = self.query_one("#path", Input).value.strip()
         pressed = self.query_one(RadioSet).pressed_button
         if not path:
-            self.query_one("#export-error", Static).update("[red]give a file path[/red]")
+            self.say("give a file path")
             return
-        self.dismiss((path, pressed.name if pressed else "html"))
+        fmt, error = format_for(path, pressed.name if pressed else EXPORT_FORMATS[0])
+        if error:
+            self.say(error)
+            return
+        self.dismiss((path, fmt))
 
     @on(Button.Pressed, "#cancel")
     def cancel(self) -> None:
         self.dismiss(None)
+
+
+def export(app, choice: tuple[str, str] | None) -> None:
+    """Write the shown analysis (or a screenshot) as `choice` says; on failure
+    reopen the dialog with the same path and the reason. Runs once the dialog
+    is closed, so an SVG screenshot shows the app, not the dialog."""
+    from remat_tui.errors import RematError
+    from remat_tui.report import render
+    from remat_tui.report.write import write_atomic
+
+    if choice is None:
+        return
+    path, fmt = choice
+    app.last_export = path
+    try:
+        data = app.export_screenshot() if fmt == "svg" else render(app.shown, fmt)
+        written = write_atomic(path, data)
+    except RematError as exc:
+        app.push_screen(
+            ExportScreen(path, error=f"export failed: {exc.message}"), lambda c: export(app, c)
+        )
+        return
+    app.notify(f"wrote {written}", title=f"exported {fmt}", markup=False)
