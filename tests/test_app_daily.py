@@ -285,3 +285,89 @@ async def test_export_format_follows_the_file_name_and_a_failed_write_keeps_the_
         assert isinstance(app.screen, ExportScreen)  # the write failed: the dialog is back
         assert app.screen.query_one("#path", Input).value == missing
         assert "export failed" in str(app.screen.query_one("#export-error").render())
+
+
+async def test_narrow_terminals_keep_readable_panes():
+    from textual.widgets import OptionList
+
+    app = RematApp(example("mlp.py"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        assert app.query_one("#source").display and app.query_one("#sidebar").display
+        policies = app.query_one("#policies", OptionList)
+        # One line per policy: a long name ends in an ellipsis, never wraps mid-word.
+        assert policies.virtual_size.height == policies.option_count
+    app = RematApp(example("mlp.py"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        sidebar = app.query_one("#sidebar")
+        assert not sidebar.display  # hidden, so the jaxpr panes keep their width
+        assert app.query_one("#forward").size.width >= 35
+        await pilot.press("b")
+        await pilot.pause()
+        assert sidebar.display
+        await pilot.press("b", "n")  # hidden again; n shows it to focus the names
+        await pilot.pause()
+        assert sidebar.display and app.focused.id == "names"
+
+
+async def test_pane_titles_say_why_a_pane_is_scrolled():
+    app = RematApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        bwd = app.query_one("#backward", CodeView)
+        title = str(bwd.border_title)
+        assert title.startswith("backward · R1 read at line ")
+        line = int(title.rsplit(" ", 1)[1]) - 1
+        top = bwd.scroll_offset.y
+        assert top > 0 and top <= line < top + bwd.scrollable_content_region.height
+
+
+def test_help_wraps_descriptions_in_their_own_column():
+    from rich.console import Console
+
+    from remat_tui.app.screens.help import key_table
+
+    console = Console(width=60, record=True)
+    console.print(key_table(RematApp.BINDINGS))
+    lines = console.export_text().splitlines()
+    start = lines[0].index("policy")  # where descriptions begin
+    wrapped = [line for line in lines if line[:start].strip() == "" and line.strip()]
+    assert wrapped and all(line[start - 1] == " " and line[start] != " " for line in wrapped)
+
+
+async def test_another_target_of_the_file_is_one_key_away():
+    from remat_tui.app.commands import RematCommands
+    from remat_tui.app.screens import PickScreen
+
+    app = RematApp(example("notebook.py"), "f")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("t")
+        await pilot.pause()
+        assert isinstance(app.screen, PickScreen)
+        await pilot.press("down", "enter")  # f2
+        await settle(app, pilot)
+        assert app.target.name == app.shown.target_name == "f2"
+        assert "notebook.py:f2" in str(app.query_one("#title").render())
+        provider = RematCommands(app.screen)
+        hits = [h async for h in provider.search("open target f4")]
+        next(h for h in hits if str(h.match_display) == "Open target: f4").command()
+        await settle(app, pilot)
+        assert app.shown.target_name == "f4"
+
+
+def test_snapshot_narrow(snap_compare, monkeypatch):
+    from conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    app = RematApp("examples/mlp.py", policy="nothing_saveable", show_timings=False)
+    assert snap_compare(app, terminal_size=(100, 30), run_before=lambda p: settle(p.app, p))
+
+
+def test_snapshot_compact(snap_compare, monkeypatch):
+    from conftest import ROOT
+
+    monkeypatch.chdir(ROOT)
+    app = RematApp("examples/mlp.py", show_timings=False)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=lambda p: settle(p.app, p))

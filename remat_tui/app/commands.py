@@ -42,8 +42,19 @@ class RematCommands(Provider):
                 )
                 for s in app.policy_specs
             ]
+        if len(app.targets) > 1:
+            out += [
+                (
+                    f"Open target: {name}",
+                    partial(app.start, t),
+                    "analyse another target of the file",
+                )
+                for name, t in app.targets.items()
+                if app.target is None or name != app.target.name
+            ]
         out += [
             ("Choose device", app.action_pick_device, "re-analyse on another device"),
+            ("Hide or show the sidebar", app.action_toggle_sidebar, "b"),
             ("Export report", app.action_export, "html, md, json or an SVG screenshot"),
             ("Help: keys", app.action_help, "every key"),
         ]

@@ -20,10 +20,12 @@ from textual.content import Content
 from textual.markup import escape
 from textual.widgets import Footer, Static
 
+from remat_tui.app import cache as analysis_cache
 from remat_tui.app.arguments import prepared
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.commands import RematCommands
 from remat_tui.app.drawing import TABLE_COLUMNS, Drawing, draw
+from remat_tui.app.layout import Layout
 from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.messages import (
     AnalysisFailed,
@@ -68,6 +70,13 @@ class RematApp(App):
         Binding("n", "focus_names", "names", show=False),
         Binding("s", "focus_sites", "sites", show=False),
         Binding("r", "focus_residuals", "residuals", show=False),
+        Binding("t", "pick_target", "target", show=False),
+        Binding(
+            "b",
+            "toggle_sidebar",
+            "lists",
+            tooltip="hide or show the sidebar's lists (hidden below 100 columns)",
+        ),
         Binding("d", "pick_device", "device"),
         Binding("e", "export", "export"),
         Binding("question_mark", "help", "help", key_display="?"),
@@ -96,7 +105,7 @@ class RematApp(App):
         self.name_states: dict[str, str] = {}
         # Site overrides ({site id or function name: spec}), from --site and the Sites list.
         self.site_overrides: dict = dict(parse_site_option(t) for t in sites)
-        self.cache: dict[tuple, object] = {}
+        self.cache: dict[tuple, object] = {}  # app/cache.py: LRU, at most LIMIT analyses
         self.drawings: dict[int, Drawing] = {}  # by id() of a cached Analysis
         self.shown = None
         self.request = 0
@@ -110,6 +119,7 @@ class RematApp(App):
         self.activity = Activity()  # what the status line says the app is doing
         self.reloader = Reloader(self)
         self.reloads = 0  # how many times the file was imported again (part of the key)
+        self.widths = Layout(self)  # the layout for the terminal's width
 
     # ---- layout -------------------------------------------------------------------------
 
@@ -132,7 +142,7 @@ class RematApp(App):
         yield Footer()
 
     def on_resize(self, event) -> None:
-        self.set_class(event.size.width < 120, "-narrow")
+        self.widths.resize(event.size.width)
 
     def on_mount(self) -> None:
         self.query_one("#forward").border_title = "forward (vjp)"
@@ -279,7 +289,7 @@ class RematApp(App):
         self.request += 1
         if key in self.cache:
             self.pending = None
-            self.show(self.cache[key])
+            self.show(analysis_cache.touch(self.cache, key))
         else:
             self.pending = key
             self.activity.begin(f"tracing {key[1].label()}")
@@ -316,7 +326,13 @@ class RematApp(App):
 
     @on(AnalysisReady)
     def analysis_ready(self, message: AnalysisReady) -> None:
-        self.cache[message.key] = message.analysis
+        analysis_cache.remember(
+            self.cache,
+            self.drawings,
+            message.key,
+            message.analysis,
+            keep=(self.shown, self.cache.get(self.baseline_key())),
+        )
         self.call_after_refresh(self.settle_memory)
         if message.request == self.request:
             self.pending = None
@@ -402,11 +418,18 @@ class RematApp(App):
         r = a.residuals[index]
         fwd.selected = frozenset(r.forward_lines)
         bwd.selected = frozenset(r.backward_lines)
+        # The panes scroll to the selected residual; their titles say so.
+        fwd.border_title = bwd.border_title = None
         if r.forward_lines:
             fwd.show_line(r.forward_lines[0])
+            fwd.border_title = f"R{index + 1} made at line {r.forward_lines[0] + 1}"
         lines = r.backward_lines
         if lines:  # with a backward_var, the first line only declares it: show a reader
-            bwd.show_line(lines[1] if r.backward_var and len(lines) > 1 else lines[0])
+            line = lines[1] if r.backward_var and len(lines) > 1 else lines[0]
+            bwd.show_line(line)
+            bwd.border_title = f"R{index + 1} read at line {line + 1}"
+        fwd.border_title = " · ".join(filter(None, ["forward (vjp)", fwd.border_title]))
+        bwd.border_title = " · ".join(filter(None, ["backward", bwd.border_title]))
         # The line that computed the value (inside a scan body, or the user's line
         # beneath a library's), else JAX's own line.
         src = (r.origin.source if r.origin else None) or r.source
@@ -607,15 +630,35 @@ class RematApp(App):
             self.notify("this function defines no checkpoint_name", severity="warning")
         elif not sidebar.names_focused:
             # A stray space elsewhere must not start a trace: go to the names first.
+            self.widths.reveal_sidebar()
             sidebar.focus_names()
             self.notify("Names: ↑ ↓ pick a name, space cycles recompute → save → offload")
         elif (name := sidebar.highlighted_name) is not None:
             self.cycle_name(name)
 
     def action_focus_names(self) -> None:
+        self.widths.reveal_sidebar()
         self.query_one(Sidebar).focus_names()
 
+    def action_toggle_sidebar(self) -> None:
+        self.widths.toggle_sidebar()
+
+    def action_pick_target(self) -> None:
+        """Open another target of the same file (its analyses are cached apart)."""
+        if len(self.targets) < 2:
+            self.notify(f"{self.path} defines one target", severity="warning")
+            return
+        current = self.target.name if self.target else None
+
+        def picked(name: str | None) -> None:
+            if name is not None and name != current:
+                self.start(self.targets[name])
+
+        title = f"{self.path}: {len(self.targets)} targets"
+        self.push_screen(PickScreen(title, list(self.targets), current), picked)
+
     def action_focus_sites(self) -> None:
+        self.widths.reveal_sidebar()
         if not self.query_one(Sidebar).focus_sites():
             self.notify("this function applies no jax.checkpoint: no sites", severity="warning")
 
@@ -643,22 +686,7 @@ class RematApp(App):
         self.push_screen(ExportScreen(default), partial(export, self))
 
     def action_help(self) -> None:
-        rows = [
-            (b.key_display or b.key, b.description)
-            for b in self.BINDINGS
-            if b.description and b.show
-        ]
-        rows += [
-            ("↑ ↓ / enter", "move in a list; select a residual row or a policy"),
-            ("tab", "move between panes"),
-            ("n / r", "focus names / residuals"),
-            ("ctrl+p", "command palette: type any policy spec to apply it"),
-            ("", ""),
-            ("Rn", "gutter: the line defines (forward) or reads (backward) residual n"),
-            ("↻", "gutter: a backward line that re-runs forward work (recomputation)"),
-            ("R S O ·", "names: recomputed, saved, offloaded; · the policy is not by name"),
-        ]
-        self.push_screen(HelpScreen(rows))
+        self.push_screen(HelpScreen(self.BINDINGS))
 
 
 def run(

@@ -1,12 +1,46 @@
-"""Provides the HelpScreen: every key, generated from the bindings."""
+"""Provides the HelpScreen: every key, generated from the bindings, then what
+the marks mean. Two columns: a description that wraps stays in its column."""
 
 from __future__ import annotations
 
+from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
+
+MORE_KEYS = [
+    ("↑ ↓ / enter", "move in a list; select a residual row or a policy"),
+    ("tab", "move between panes"),
+    ("n / s / r", "focus names / sites / residuals (n and s show a hidden sidebar)"),
+    ("t", "open another target of the file"),
+    (
+        "ctrl+p",
+        "command palette: type any policy spec to apply it; a partial one "
+        "(save_on) is completed, a misspelt one gets a 'did you mean'",
+    ),
+    ("", "saving the target file or a module it imports analyses it again"),
+    ("", ""),
+    ("Rn", "gutter: the line defines (forward) or reads (backward) residual n"),
+    ("↻", "gutter: a backward line that re-runs forward work (recomputation)"),
+    ("R S O ·", "names: recomputed, saved, offloaded; · the policy is not by name"),
+]
+
+
+def key_table(bindings: list[Binding]) -> Table:
+    rows = [
+        (b.key_display or b.key, b.tooltip or b.description)
+        for b in bindings
+        if b.description and b.show
+    ]
+    table = Table.grid(padding=(0, 2))
+    table.add_column(justify="right", style="bold", no_wrap=True)
+    table.add_column(ratio=1)  # wraps within its own column
+    for key, text in rows + MORE_KEYS:
+        table.add_row(Text(key), Text(text))
+    return table
 
 
 class HelpScreen(ModalScreen[None]):
@@ -14,14 +48,12 @@ class HelpScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
 
-    def __init__(self, rows: list[tuple[str, str]]):
+    def __init__(self, bindings: list[Binding]):
         super().__init__()
-        self.rows = rows
+        self.bindings = bindings
 
     def compose(self) -> ComposeResult:
-        width = max(len(k) for k, _ in self.rows)
-        body = "\n".join(f"[b]{k:>{width}}[/b]  {d}" for k, d in self.rows)
-        with Vertical(id="dialog"):
+        with VerticalScroll(id="dialog"):
             yield Label("[b]remat-tui keys[/b]")
-            yield Static(body, markup=True)
+            yield Static(key_table(self.bindings), id="keys")
             yield Label("[dim]escape closes · ctrl+p opens the command palette[/dim]")
