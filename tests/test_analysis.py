@@ -131,9 +131,13 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "sites",
         "residuals",
         "totals",
+        "flops",
+        "flops_exact",
         "jaxprs",
     }
     assert d["schema"] == 1 and d["jax_version"] == jax.__version__
+    assert set(d["flops"]) == {"forward", "backward", "recompute"}  # Contract 6
+    assert all(isinstance(n, int) for n in d["flops"].values()) and d["flops_exact"] is True
     assert set(d["residuals"][0]) == {
         "text",
         "aval",

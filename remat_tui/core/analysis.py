@@ -23,8 +23,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax.tree_util import tree_flatten, tree_unflatten
 
 import remat_tui
+from remat_tui.core import flops, linemap, policies
 from remat_tui.core import jax_internals as ji
-from remat_tui.core import linemap, policies
 from remat_tui.core import sites as site_lib
 from remat_tui.core.config import Config
 from remat_tui.core.devices import describe_device, resolve_device
@@ -154,6 +154,7 @@ def _trace(
     recompute = linemap.recomputation(
         bwd, set(bwd.invars[: len(res_shapes)]), set(bwd.invars[len(res_shapes) :])
     )
+    fwd_flops, bwd_flops = flops.count(fwd), flops.count(bwd)
     names = _named_values(fwd, bwd)
     shown_sites = [
         replace(f.site, override=plan[f.site.id].canonical if f.site.id in plan else None)
@@ -174,6 +175,12 @@ def _trace(
         jax_version=jax.__version__,
         tool_version=remat_tui.__version__,
         sites=shown_sites,
+        flops={
+            "forward": fwd_flops.flops,
+            "backward": bwd_flops.flops,
+            "recompute": recompute.flops,
+        },
+        flops_exact=fwd_flops.exact and bwd_flops.exact and recompute.flops_exact,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from remat_tui.core import flops
 from remat_tui.core import jax_internals as ji
 from remat_tui.core.model import JaxprView, Source
 
@@ -127,20 +128,28 @@ class Recomputation:
 
     eqn_ids: set[int] = field(default_factory=set)  # id() of each such equation
     count: int = 0  # leaf equations, once per call site (a shared jaxpr per use)
+    # their FLOPs (core/flops.py rules): scan bodies x length, a cond's
+    # costliest branch, while bodies once (then exact is False)
+    flops: int = 0
+    flops_exact: bool = True
 
 
 def recomputation(jaxpr, residual_invars: set, cotangent_invars: set) -> Recomputation:
     found = Recomputation()
-    _mark(jaxpr, set(residual_invars), set(cotangent_invars), False, found)
+    cost = _mark(jaxpr, set(residual_invars), set(cotangent_invars), False, found)
+    found.flops, found.flops_exact = cost.flops, cost.exact
     return found
 
 
-def _mark(jaxpr, primal: set, ct: set, in_remat: bool, found: Recomputation) -> None:
+def _mark(jaxpr, primal: set, ct: set, in_remat: bool, found: Recomputation) -> flops.Count:
+    """Marks the recomputing equations of `jaxpr`; returns their FLOPs (one run)."""
+    cost = flops.Count()
     for eqn in jaxpr.eqns:
         ins = [v for v in eqn.invars if isinstance(v, ji.Var)]
         uses_ct = any(v in ct for v in ins)
         uses_primal = any(v in primal for v in ins)
         calls = list(_calls(eqn))
+        leaf = not calls or flops.has_own_rule(eqn)  # as flops.is_leaf, calls known
         if uses_ct:
             ct.update(eqn.outvars)
         elif uses_primal:
@@ -148,7 +157,10 @@ def _mark(jaxpr, primal: set, ct: set, in_remat: bool, found: Recomputation) -> 
             if in_remat:
                 found.eqn_ids.add(id(eqn))
                 found.count += not calls
+                if leaf:
+                    cost += flops.Count(flops.eqn_flops(eqn))
         inner_remat = in_remat or ji.is_remat(eqn)
+        inner: list[tuple] = []
         for sub, outer in calls:
             if outer is None:  # unknown calling convention: be conservative
                 sub_ct = set(sub.invars) if uses_ct else set()
@@ -159,7 +171,10 @@ def _mark(jaxpr, primal: set, ct: set, in_remat: bool, found: Recomputation) -> 
                 ]
                 sub_ct = {s for s, o in pairs if o in ct}
                 sub_primal = {s for s, o in pairs if o in primal}
-            _mark(sub, sub_primal, sub_ct, inner_remat, found)
+            inner.append((sub, _mark(sub, sub_primal, sub_ct, inner_remat, found)))
+        if inner and not leaf:  # scan x length, cond's costliest branch, ...
+            cost += flops.combine(eqn, inner)
+    return cost
 
 
 def _calls(eqn):

@@ -207,6 +207,14 @@ class Analysis:
     tool_version: str
     sites: list[Site] = field(default_factory=list)
     config: Any = None  # the Config asked for (core.config), the app's cache key
+    # Contract 6 (core/flops.py rules): {"forward", "backward", "recompute"}, the
+    # forward (vjp) jaxpr, the whole backward jaxpr, and the forward work the
+    # backward pass does again (inside remat equations); flops_exact is False
+    # when a while loop's body had to be counted once.
+    flops: dict[str, int] = field(
+        default_factory=lambda: {"forward": 0, "backward": 0, "recompute": 0}
+    )
+    flops_exact: bool = True
 
     @property
     def sharded(self) -> bool:
@@ -237,5 +245,7 @@ class Analysis:
             "sites": [site.to_dict() for site in self.sites],
             "residuals": [r.to_dict() for r in self.residuals],
             "totals": self.totals.to_dict(),
+            "flops": dict(self.flops),
+            "flops_exact": self.flops_exact,
             "jaxprs": {"forward": self.forward.text, "backward": self.backward.text},
         }

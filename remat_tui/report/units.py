@@ -1,4 +1,4 @@
-"""Provides human-readable sizes and the one-line residual summary."""
+"""Provides human-readable sizes and FLOPs, and the one-line residual summary."""
 
 from __future__ import annotations
 
@@ -13,6 +13,39 @@ def human_bytes(n: int) -> str:
             return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+def human_flops(n: int) -> str:
+    """950 FLOP, 1.2 kFLOP, 3.4 GFLOP, ... (decimal units, as FLOP rates are quoted)."""
+    size = float(n)
+    for unit in ("FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP"):
+        if abs(size) < 1000 or unit == "EFLOP":
+            return f"{int(size)} {unit}" if unit == "FLOP" else f"{size:.1f} {unit}"
+        size /= 1000
+    raise AssertionError("unreachable")
+
+
+def percent(part: float, whole: float) -> str:
+    """`35%`, `3.5%`, `0.4%`, `<0.1%`: a share, with its precision where it matters."""
+    share = 100 * part / whole
+    if share == 0:
+        return "0%"
+    if share < 0.1:
+        return "<0.1%"
+    return f"{share:.1f}%" if share < 10 else f"{share:.0f}%"
+
+
+def recompute_summary(a: Analysis) -> str:
+    """`recompute 1.2 GFLOP (35% of forward)`, or `no recompute`: the forward
+    work the backward pass does again. `≈` marks a count with a while loop's
+    body counted once (its trip count is unknown)."""
+    flops = a.flops["recompute"]
+    if not flops and not a.backward.recompute_eqns:
+        return "no recompute"
+    approx = "" if a.flops_exact else "≈"
+    forward = a.flops["forward"]
+    share = f" ({percent(flops, forward)} of forward)" if forward else ""
+    return f"recompute {approx}{human_flops(flops)}{share}"
 
 
 def what(r: Residual) -> str:
@@ -68,5 +101,5 @@ def summary(a: Analysis) -> str:
     return (
         f"{t.count} residuals · {human_bytes(t.device_bytes)} device{per_device}{host} · "
         f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments · "
-        f"{a.backward.recompute_eqns} recomputed equations"
+        f"{recompute_summary(a)}"
     )
