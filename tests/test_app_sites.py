@@ -156,3 +156,27 @@ async def test_names_list_shows_the_total_over_iterations():
         info = next(n for n in app.shown.names if n.name == "mlp_hidden")
         assert info.total_bytes == 24 * info.bytes  # saved once per layer of the scan
         assert hidden.endswith("24.0 MiB ×24"), hidden
+
+
+async def test_residual_table_sorts_by_bytes_and_keeps_the_selection():
+    from remat_tui.app.main import RematApp as App
+
+    app = App(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        table = app.query_one(ResidualTable)
+        await pilot.press("r", "down", "down")
+        chosen = table.selected
+        await pilot.press("o")
+        sizes = [app.shown.residuals[i].bytes for i in table.order]
+        assert sizes == sorted(sizes, reverse=True)
+        assert table.selected == chosen  # the same residual, wherever it moved
+        await pilot.press("r")
+        table.cursor = 0
+        await pilot.pause()
+        biggest = max(range(len(app.shown.residuals)), key=lambda i: app.shown.residuals[i].bytes)
+        assert table.selected == biggest
+        r = app.shown.residuals[biggest]
+        assert app.query_one("#forward").selected == frozenset(r.forward_lines)
+        await pilot.press("o")
+        assert table.order == list(range(len(app.shown.residuals)))

@@ -34,6 +34,7 @@ class Drawing:
     rows: list[tuple[str, ...]]
     host_rows: set[int]
     widths: list[int]
+    sizes: list[int]  # each residual's bytes, for the table's sort
     source_lines: dict[str, set[int]]  # file -> 0-based lines that produce residuals
 
 
@@ -63,6 +64,7 @@ def draw(a: Analysis) -> Drawing:
         rows=rows,
         host_rows={i for i, r in enumerate(a.residuals) if r.memory == "host"},
         widths=widths,
+        sizes=[r.bytes for r in a.residuals],
         source_lines=_source_lines(a),
     )
 

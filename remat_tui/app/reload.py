@@ -215,10 +215,10 @@ class Reloader:
         table = app.query_one(ResidualTable)
         shown = app.shown
         residual = None
-        if shown is not None and 0 <= table.cursor < len(shown.residuals):
-            residual = _identity(shown.residuals[table.cursor])
+        if shown is not None and table.selected is not None:
+            residual = _identity(shown.residuals[table.selected])
         offsets = {pane: tuple(app.query_one(pane).scroll_offset) for pane in self.PANES}
-        self.view = View(offsets, table.cursor, residual)
+        self.view = View(offsets, table.selected or 0, residual)
 
     def restore_view(self, a) -> None:
         """After the reloaded analysis is drawn: the same residual selected (the
@@ -234,8 +234,9 @@ class Reloader:
             same = [i for i, r in enumerate(a.residuals) if _identity(r) == view.residual]
             index = min(same, key=lambda i: abs(i - view.cursor)) if same else view.cursor
             index = min(index, len(a.residuals) - 1)
-            if index != table.cursor:
-                table.set_reactive(ResidualTable.cursor, index)
+            if index != table.selected:
+                # The residual's row on screen: the table may be sorted by bytes.
+                table.set_reactive(ResidualTable.cursor, table.order.index(index))
                 table.refresh()
                 app.select_residual(index)
         for pane, (x, y) in view.offsets.items():

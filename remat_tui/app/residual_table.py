@@ -44,20 +44,25 @@ class ResidualTable(LineView, can_focus=True):
     """
 
     cursor: reactive[int] = reactive(0)
-    """Index of the highlighted row."""
+    """Index of the highlighted row on screen (see `selected` for the residual's)."""
+
+    by_bytes: reactive[bool] = reactive(False)
+    """Rows sorted by bytes, largest first, instead of JAX's order."""
 
     @dataclass
     class Highlighted(Message):
         """The user moved to another row."""
 
         table: ResidualTable
-        index: int
+        index: int  # the residual's index in JAX's order, whatever the sort
 
     def __init__(self, columns: tuple[str, ...], *, id: str | None = None):
         super().__init__(id=id)
         self.columns = columns
         self.rows: list[tuple[str, ...]] = []
         self.host_rows: set[int] = set()
+        self.sizes: list[int] = []  # bytes per row, for sorting
+        self.order: list[int] = []  # screen position -> row
         self._widths = [len(c) for c in columns]
 
     def set_rows(
@@ -66,11 +71,15 @@ class ResidualTable(LineView, can_focus=True):
         host_rows: set[int] | None = None,
         widths: list[int] | None = None,
         keep_cursor: bool = True,
+        sizes: list[int] | None = None,
     ) -> None:
-        """Replace all rows (`widths`: the column widths, if the caller knows them);
-        the cursor stays on the same index where possible."""
+        """Replace all rows (`widths`: the column widths, if the caller knows them;
+        `sizes`: each row's bytes, for the sort by bytes); the cursor stays on the
+        same screen position where possible."""
         self.rows = rows
         self.host_rows = host_rows or set()
+        self.sizes = sizes or [0] * len(rows)
+        self.order = self._ordered()
         self._widths = widths or [
             max([len(c)] + [len(r[i]) for r in rows]) for i, c in enumerate(self.columns)
         ]
@@ -79,6 +88,30 @@ class ResidualTable(LineView, can_focus=True):
         # No Highlighted message here: the caller selects the row in the same frame.
         self.set_reactive(ResidualTable.cursor, max(cursor, 0))
         self.refresh()
+
+    def _ordered(self) -> list[int]:
+        rows = range(len(self.rows))
+        if not self.by_bytes:
+            return list(rows)
+        return sorted(rows, key=lambda i: (-self.sizes[i], i))  # stable: JAX's order in ties
+
+    def watch_by_bytes(self, old: bool, new: bool) -> None:
+        """Re-sort, keeping the same residual selected."""
+        selected = self.selected
+        self.order = self._ordered()
+        self.refresh()
+        if selected is not None:
+            self.select(selected)
+
+    @property
+    def selected(self) -> int | None:
+        """The highlighted residual's index in JAX's order."""
+        return self.order[self.cursor] if 0 <= self.cursor < len(self.order) else None
+
+    def select(self, row: int) -> None:
+        """Highlight residual `row` (JAX's order), wherever the sort put it."""
+        if 0 <= row < len(self.order):
+            self.cursor = self.order.index(row)
 
     def _format(self, cells: tuple[str, ...]) -> str:
         return "  ".join(cell.ljust(w) for cell, w in zip(cells, self._widths, strict=True))
@@ -96,9 +129,10 @@ class ResidualTable(LineView, can_focus=True):
             index = scroll_y + y - 1
             if index >= len(self.rows):
                 return Strip.blank(width, base)
-            text = self._format(self.rows[index])
+            row = self.order[index]
+            text = self._format(self.rows[row])
             style = base
-            if index in self.host_rows:
+            if row in self.host_rows:
                 style += self.frame_styles["residual-table--host"]
             if index == self.cursor:
                 style += self.frame_styles["residual-table--cursor"]
@@ -108,7 +142,8 @@ class ResidualTable(LineView, can_focus=True):
     def watch_cursor(self, old: int, new: int) -> None:
         self._scroll_to_cursor()
         self.refresh()
-        self.post_message(self.Highlighted(self, new))
+        if 0 <= new < len(self.order):
+            self.post_message(self.Highlighted(self, self.order[new]))
 
     def _scroll_to_cursor(self) -> None:
         height = max(self.scrollable_content_region.height - 1, 1)
