@@ -70,6 +70,7 @@ class RematApp(App):
         Binding("n", "focus_names", "names", show=False),
         Binding("s", "focus_sites", "sites", show=False),
         Binding("r", "focus_residuals", "residuals", show=False),
+        Binding("o", "sort_residuals", "sort by bytes", show=False),
         Binding("t", "pick_target", "target", show=False),
         Binding(
             "b",
@@ -303,6 +304,8 @@ class RematApp(App):
         def stage(what: str) -> None:
             self.post_message(Progress(what, request if request >= 0 else None))
 
+        if request != self.request and key != self.baseline_key():
+            return  # superseded while it waited for a thread: a burst of keys traces once
         try:
             # Example arguments are built once per target, not once per policy.
             target = prepared(self.target, stage if request == self.request else None)
@@ -396,9 +399,9 @@ class RematApp(App):
             "#backward"
         ).border_subtitle = f"↻ {a.backward.recompute_eqns} recomputed equations"
         table = self.query_one(ResidualTable)
-        table.set_rows(drawing.rows, drawing.host_rows, drawing.widths)
+        table.set_rows(drawing.rows, drawing.host_rows, drawing.widths, sizes=drawing.sizes)
         table.border_title = f"Residuals  {len(a.residuals)} · {human_bytes(a.totals.bytes)}"
-        self.select_residual(table.cursor if a.residuals else -1)
+        self.select_residual(table.selected if a.residuals else -1)
         if a.warnings:  # kept on screen with the analysis, not a toast that fades
             self.show_error("\n".join(a.warnings), warning=True)
         self.update_title()
@@ -661,6 +664,14 @@ class RematApp(App):
         self.widths.reveal_sidebar()
         if not self.query_one(Sidebar).focus_sites():
             self.notify("this function applies no jax.checkpoint: no sites", severity="warning")
+
+    def action_sort_residuals(self) -> None:
+        """Residuals by bytes, largest first, or back in JAX's order."""
+        table = self.query_one(ResidualTable)
+        table.by_bytes = not table.by_bytes
+        order = "by bytes, largest first" if table.by_bytes else "in JAX's order"
+        table.border_subtitle = "sorted by bytes (o)" if table.by_bytes else ""
+        self.notify(f"Residuals {order} (o toggles)")
 
     def action_focus_residuals(self) -> None:
         self.query_one(ResidualTable).focus()
