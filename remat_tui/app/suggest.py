@@ -63,6 +63,8 @@ def did_you_mean(text: str, declared: dict | None = None) -> str | None:
 
 def with_suggestion(message: str, text: str, declared: dict | None = None) -> str:
     """A parse error's message, ending in "Did you mean ...?" when one is likely."""
+    if "did you mean" in message.lower():  # the parser already suggests one
+        return message
     meant = did_you_mean(text, declared)
     return f"{message} Did you mean {meant}?" if meant else message
 
