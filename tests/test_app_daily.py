@@ -371,3 +371,32 @@ def test_snapshot_compact(snap_compare, monkeypatch):
     monkeypatch.chdir(ROOT)
     app = RematApp("examples/mlp.py", show_timings=False)
     assert snap_compare(app, terminal_size=(80, 24), run_before=lambda p: settle(p.app, p))
+
+
+async def test_typed_policies_stay_listed_after_a_reload_and_a_target_switch(tmp_path):
+    from remat_tui.app.commands import apply_typed
+
+    path = tmp_path / "two.py"
+    source = (
+        "import jax.numpy as jnp, remat_tui\n"
+        "from jax.ad_checkpoint import checkpoint_name\n"
+        "@remat_tui.target(args=lambda: (jnp.ones(3),))\n"
+        "def f(x):\n    return jnp.sum(jnp.sin(checkpoint_name(jnp.sin(x), 'h')))\n"
+        "@remat_tui.target(args=lambda: (jnp.ones(3),))\n"
+        "def g(x):\n    return jnp.sum(jnp.cos(checkpoint_name(jnp.cos(x), 'h')))\n"
+    )
+    path.write_text(source)
+    typed = "save_only_these_names('h')"
+    app = RematApp(str(path), "f")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        apply_typed(app, typed)
+        await settle(app, pilot)
+        before = app.shown
+        path.write_text(source.replace("jnp.sin(x)", "jnp.tanh(x)"))
+        await wait_until(pilot, lambda: app.shown is not before, "the reload")
+        assert typed in app.policy_specs and app.shown.policy == typed
+        assert policies_list(app)[1] == typed
+        await pilot.press("t", "down", "enter")  # g
+        await settle(app, pilot)
+        assert app.shown.target_name == "g" and typed in app.policy_specs

@@ -14,6 +14,20 @@ from remat_tui.core import policies
 from remat_tui.errors import RematError
 
 
+def keep_typed(app, before: list[str]) -> None:
+    """After `start` reset the Policies list for a (re)loaded target: add back the
+    specs typed earlier (`before` was the list) that still parse for it."""
+    for spec in before:
+        if spec in app.policy_specs:
+            continue
+        try:
+            policies.parse(spec, app.target.policies)
+        except RematError:
+            continue  # a policy the old code declared and the new does not
+        app.policy_specs.append(spec)
+    app.refresh_sidebar()
+
+
 def apply_typed(app, spec: str) -> None:
     """Apply a typed spec and keep it in the Policies list (a number key if one is
     free), so the list shows what is applied."""

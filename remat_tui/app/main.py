@@ -23,7 +23,7 @@ from textual.widgets import Footer, Static
 from remat_tui.app import cache as analysis_cache
 from remat_tui.app.arguments import prepared
 from remat_tui.app.codeview import CodeView
-from remat_tui.app.commands import RematCommands
+from remat_tui.app.commands import RematCommands, keep_typed
 from remat_tui.app.drawing import TABLE_COLUMNS, Drawing, draw
 from remat_tui.app.layout import Layout
 from remat_tui.app.lexer import JaxprLexer
@@ -655,7 +655,9 @@ class RematApp(App):
 
         def picked(name: str | None) -> None:
             if name is not None and name != current:
+                before = list(self.policy_specs)
                 self.start(self.targets[name])
+                keep_typed(self, before)
 
         title = f"{self.path}: {len(self.targets)} targets"
         self.push_screen(PickScreen(title, list(self.targets), current), picked)

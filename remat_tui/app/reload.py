@@ -197,7 +197,11 @@ class Reloader:
         app.cache = {k: a for k, a in app.cache.items() if a is app.shown}
         app.drawings = {i: d for i, d in app.drawings.items() if app.shown and i == id(app.shown)}
         self.remember_view()
+        from remat_tui.app.commands import keep_typed
+
+        before = list(app.policy_specs)
         app.start(target, keep_policy=True)
+        keep_typed(app, before)  # specs typed in the palette stay listed
         return True
 
     def failed(self, message: ReloadFailed) -> None:
