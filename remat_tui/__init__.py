@@ -20,10 +20,21 @@ def load_targets(path):
     return _load(path)
 
 
-def analyze(fn, args=None, kwargs=None, policy="as_written", device=None, sites=None):
+def analyze(
+    fn, args=None, kwargs=None, policy="as_written", device=None, sites=None, compiled=False
+):
     """Analyse a `Target` or a plain callable under `policy`, with `sites`
     ({site id or checkpointed function name: spec}) overriding the checkpoints
-    written in the code (see core.analysis)."""
+    written in the code (see core.analysis). `compiled=True` also compiles the
+    gradient for `device` (never runs it): `analysis.compiled` (core.compiled)."""
     from remat_tui.core.analysis import analyze as _analyze
 
-    return _analyze(fn, args=args, kwargs=kwargs, policy=policy, device=device, sites=sites)
+    return _analyze(
+        fn,
+        args=args,
+        kwargs=kwargs,
+        policy=policy,
+        device=device,
+        sites=sites,
+        compiled=compiled,
+    )

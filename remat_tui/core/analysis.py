@@ -27,7 +27,7 @@ from remat_tui.core import flops, linemap, policies
 from remat_tui.core import jax_internals as ji
 from remat_tui.core import sites as site_lib
 from remat_tui.core.config import Config
-from remat_tui.core.devices import describe_device, resolve_device
+from remat_tui.core.devices import describe_device, device_set, resolve_device, trace_device
 from remat_tui.core.loading import resolve_arguments
 from remat_tui.core.model import Analysis, NamedValue
 from remat_tui.core.origins import Origins
@@ -47,6 +47,7 @@ def analyze(
     cancelled: Callable[[], bool] | None = None,
     sites: dict | None = None,
     config: Config | None = None,
+    compiled: bool = False,
 ) -> Analysis:
     """Analyse `fn` (a Target or a callable with `args`) under `policy` on `device`,
     with `sites` ({site id or function name: spec}) overriding checkpoints in
@@ -54,6 +55,9 @@ def analyze(
 
     `cancelled`, if given, is polled between the expensive steps so a caller
     (the app's worker) can abandon a superseded analysis early.
+    `compiled=True` also compiles the gradient for the device (never runs it)
+    and sets `analysis.compiled` (core/compiled.py); a deviceless TPU
+    topology (`tpu:v5e:2x2`) is traced on a local CPU device.
     """
     target = (
         fn
@@ -68,14 +72,21 @@ def analyze(
         dev = resolve_device(device)
     else:
         dev = resolve_device(config.device)
-    call_args, call_kwargs = resolve_arguments(target)
+    call_args, call_kwargs = resolve_arguments(target, device_set(dev))
     spec = policies.parse(config.policy, target.policies)
     start = time.perf_counter()
-    with jax.default_device(dev):
-        result = _trace(target, spec, config, call_args, call_kwargs, cancelled, dev)
+    here = trace_device(dev)
+    with jax.default_device(here):
+        result = _trace(target, spec, config, call_args, call_kwargs, cancelled, here)
     result.trace_seconds = time.perf_counter() - start
     result.device = describe_device(dev)
     result.config = config
+    if compiled:
+        from remat_tui.core.compiled import compile_costs
+
+        result.compiled = compile_costs(
+            target, config, cancelled, device=dev, arguments=(call_args, call_kwargs)
+        )
     return result
 
 
@@ -94,18 +105,7 @@ def _trace(
     leaves, in_tree = tree_flatten((args, kwargs))
     _require_differentiable(target, leaves)
     prefer_dir = _target_dir(target)
-    primal: Primal | None = None
-    plan: dict = {}
-    if config.sites:
-        primal = primal_program(target, leaves, in_tree, device, prefer_dir)
-        plan = site_lib.resolve_overrides(
-            primal.sites, config.site_overrides, target.policies, primal.closed.jaxpr
-        )
-        flat_fn = primal.evaluator(plan, target.policies)
-    else:
-        flat_fn = _flat(target, target.fn, in_tree)
-    if spec.kind != policies.AS_WRITTEN:
-        flat_fn = _checkpointed(flat_fn, policies.build(spec, target.policies))
+    flat_fn, primal, plan = configured_function(target, config, leaves, in_tree, device, spec)
 
     try:
         closed, (out_shape, vjp_shape) = jax.make_jaxpr(
@@ -182,6 +182,34 @@ def _trace(
         },
         flops_exact=fwd_flops.exact and bwd_flops.exact and recompute.flops_exact,
     )
+
+
+def configured_function(
+    target: Target, config: Config, leaves: list, in_tree, device, spec=None
+) -> tuple[Callable, Primal | None, dict]:
+    """The target as `config` asks for it, as a function of the flattened
+    (args, kwargs) leaves: its checkpoint sites overridden (a rewrite of the
+    primal program) and the outer policy wrapped around it. Also the primal
+    program (when sites are overridden or an outer policy is set, else None)
+    and the override plan ({site id: spec}). What analysis traces and
+    core/compiled.py compiles."""
+    if spec is None:
+        spec = policies.parse(config.policy, target.policies)
+    primal: Primal | None = None
+    plan: dict = {}
+    if config.sites or spec.kind != policies.AS_WRITTEN:
+        # Under an outer policy the cached primal program is what is wrapped:
+        # the next policy then re-uses JAX's trace of it (Primal.evaluator).
+        primal = primal_program(target, leaves, in_tree, device, _target_dir(target))
+        plan = site_lib.resolve_overrides(
+            primal.sites, config.site_overrides, target.policies, primal.closed.jaxpr
+        )
+        flat_fn = primal.evaluator(plan, target.policies)
+    else:
+        flat_fn = _flat(target, target.fn, in_tree)
+    if spec.kind != policies.AS_WRITTEN:
+        flat_fn = _checkpointed(flat_fn, policies.build(spec, target.policies))
+    return flat_fn, primal, plan
 
 
 def _flat(target: Target, fn: Callable, in_tree) -> Callable:

@@ -182,6 +182,14 @@ def sub_jaxprs(eqn) -> Iterator[Jaxpr]:
     return core.jaxprs_in_params(eqn.params)
 
 
+def tpu_chips_here() -> int:
+    """TPU chips attached to this machine, counted as JAX does before it loads
+    libtpu (from PCI device ids; nothing is initialised)."""
+    from jax._src import hardware_utils
+
+    return hardware_utils.num_available_tpu_chips_and_device_id()[0]
+
+
 def is_host(aval) -> bool:
     return "host" in str(getattr(aval, "memory_space", "")).lower()
 

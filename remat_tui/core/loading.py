@@ -12,7 +12,7 @@ import os
 import sys
 
 from remat_tui import registry
-from remat_tui.core.usererrors import user_traceback
+from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -27,6 +27,14 @@ def load_targets(path: str) -> dict[str, Target]:
             f"{path}: no such file. Give the path of a Python file that "
             "registers targets with @remat_tui.target(...)."
         )
+    try:  # the import would say only that it failed, with no frame of the user's
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise RematError(
+            f"{path}: cannot read the file ({exc.strerror}). Make it readable "
+            f"(chmod u+r {os.path.basename(path)}) or run as a user who can read it."
+        ) from None
     spec = importlib.util.spec_from_file_location(f"remat_tui_target_{next(_module_ids)}", path)
     if spec is None or spec.loader is None:
         raise RematError(f"{path}: not a Python file remat-tui can import (expected a .py file).")
@@ -50,7 +58,8 @@ def load_targets(path: str) -> dict[str, Target]:
     except Exception as exc:  # the user's module raised: show their traceback
         sys.modules.pop(spec.name, None)
         raise RematError(
-            f"{path}: importing the file raised an exception.\n{user_traceback(exc)}"
+            f"{path}: importing the file raised an exception.\n"
+            f"{user_traceback(exc) or describe(exc)}"
         ) from None
     finally:
         registry._collector = saved_collector
@@ -110,17 +119,52 @@ def load_target(ref: str) -> Target:
     return chosen
 
 
-def resolve_arguments(t: Target) -> tuple[tuple, dict]:
-    """Call the target's args/kwargs factories, with clear errors when they fail."""
-    return (_resolve(t, t.args, "args", tuple, ()), _resolve(t, t.kwargs, "kwargs", dict, {}))
+def resolve_arguments(t: Target, devices: list | None = None) -> tuple[tuple, dict]:
+    """Call the target's args/kwargs factories, with clear errors when they fail.
+
+    A factory that declares a parameter named `devices` (`args=lambda devices:
+    ...`) is called with the devices a sharded target may span: the local
+    devices of the chosen device's platform, or a TPU topology's chips
+    (core.devices.device_set); None here means JAX's local devices. It builds
+    its own mesh from them, with its own axis names, shape and axis types:
+    `jax.make_mesh((4,), ("data",), devices=devices)`.
+    """
+    return (
+        _resolve(t, t.args, "args", tuple, (), devices),
+        _resolve(t, t.kwargs, "kwargs", dict, {}, devices),
+    )
 
 
-def _resolve(t: Target, value, what: str, kind: type, empty):
+def takes_devices(t: Target) -> bool:
+    """Whether the target's example arguments depend on the device set (a
+    factory with a `devices` parameter): then they are built per device set."""
+    return any(_wants_devices(v) for v in (t.args, t.kwargs))
+
+
+def _wants_devices(factory) -> bool:
+    import inspect
+
+    if not callable(factory):
+        return False
+    try:
+        return "devices" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+
+
+def _resolve(t: Target, value, what: str, kind: type, empty, devices=None):
     if value is None:
         return empty
     if callable(value):
         try:
-            value = value()
+            if _wants_devices(value):
+                if devices is None:
+                    import jax
+
+                    devices = jax.devices()
+                value = value(devices=list(devices))
+            else:
+                value = value()
         except Exception as exc:
             raise RematError(
                 f"{t.label}: the {what} factory raised an exception.\n{user_traceback(exc)}"

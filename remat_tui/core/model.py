@@ -215,6 +215,9 @@ class Analysis:
         default_factory=lambda: {"forward": 0, "backward": 0, "recompute": 0}
     )
     flops_exact: bool = True
+    # Contract 6, on request (core/compiled.py): the gradient compiled for the
+    # device, never run; a Compiled, whose to_dict() is the "compiled" key.
+    compiled: Any = None
 
     @property
     def sharded(self) -> bool:
@@ -247,5 +250,6 @@ class Analysis:
             "totals": self.totals.to_dict(),
             "flops": dict(self.flops),
             "flops_exact": self.flops_exact,
+            "compiled": None if self.compiled is None else self.compiled.to_dict(),
             "jaxprs": {"forward": self.forward.text, "backward": self.backward.text},
         }

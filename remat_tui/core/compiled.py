@@ -1,0 +1,255 @@
+"""Provides `compile_costs` (Contract 6, "compiled"): what XLA says the gradient
+of a target, as configured, needs on a device.
+
+The gradient is `jax.vjp` of the configured function (site overrides and the
+outer policy, the function `analyze` traces: analysis.configured_function)
+applied to a cotangent of ones, under `jax.jit`. It is lowered with the
+example arguments' shapes (ShapeDtypeStructs: nothing is allocated) and
+compiled for the chosen device, never run; `memory_analysis()` and
+`cost_analysis()` of the executable are the numbers.
+
+Where it compiles: an unsharded target for the chosen device alone (one chip
+of a TPU topology); a target whose example arguments are sharded over several
+devices (its args factory took `devices`, core/loading.py) over those
+devices, and the numbers are then per device. A deviceless TPU topology
+(`tpu:v5e:2x2`, core/devices.py) traces on a local CPU device and compiles
+for its chips.
+
+`peak_bytes` is the backend's own peak where it reports a real one (TPU),
+else argument + output + temp - alias (CPU, whose reported peak leaves the
+temps out); `peak_source` says which.
+
+Compiling costs seconds to a minute, so results are cached per (target,
+Config, device): at most CACHE_SIZE results, least recently used dropped.
+Only the numbers are kept, never the executable, so an entry is a few
+hundred bytes. A failed compile is cached too: the same code fails the same
+way.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import SingleDeviceSharding
+from jax.tree_util import tree_flatten
+
+from remat_tui.core.analysis import Cancelled, configured_function
+from remat_tui.core.config import Config
+from remat_tui.core.devices import (
+    device_label,
+    device_set,
+    resolve_device,
+    trace_device,
+)
+from remat_tui.core.loading import resolve_arguments
+from remat_tui.core.usererrors import describe, user_traceback
+from remat_tui.errors import RematError
+from remat_tui.registry import Target
+
+CACHE_SIZE = 256  # results kept (numbers only: no executable is held)
+ERROR_LINES = 4  # lines of XLA's message a failed compile shows
+
+_cache: OrderedDict[tuple, tuple[Target, Compiled | RematError]] = OrderedDict()
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """XLA's numbers for one compiled gradient. Bytes are per device."""
+
+    device: str  # the device label: cpu:0, tpu:v5e:2x2
+    devices: int  # devices the program spans: 1 unless the arguments are sharded
+    temp_bytes: int
+    argument_bytes: int
+    output_bytes: int
+    alias_bytes: int
+    generated_code_bytes: int
+    host_temp_bytes: int
+    peak_bytes: int
+    peak_source: str  # "backend": XLA's own; "sum": argument + output + temp - alias (CPU)
+    flops: float | None  # XLA's cost_analysis (a scan body counted once)
+    seconds: float  # lowering and compiling
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def compile_costs(
+    target: Target,
+    config: Config,
+    cancelled: Callable[[], bool] | None = None,
+    *,
+    device=None,
+    arguments: tuple[tuple, dict] | None = None,
+) -> Compiled:
+    """Compile the gradient of `target` under `config` for its device (or
+    `device`, a jax.Device, when given) and return XLA's numbers. `arguments`:
+    (args, kwargs) already built from the target's factories, to reuse.
+    A compile that fails raises RematError with XLA's message, trimmed."""
+    dev = resolve_device(config.device) if device is None else device
+    label = device_label(dev)
+    key = (id(target), config, label)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None and hit[0] is target:
+            _cache.move_to_end(key)
+            if isinstance(hit[1], RematError):
+                raise RematError(hit[1].message)
+            return hit[1]
+    try:
+        result = _compile(target, config, dev, label, cancelled, arguments)
+    except RematError as exc:
+        _store(key, target, exc)
+        raise
+    _store(key, target, result)
+    return result
+
+
+def clear_cache() -> None:
+    with _lock:
+        _cache.clear()
+
+
+def _store(key, target, value) -> None:
+    with _lock:
+        _cache[key] = (target, value)
+        _cache.move_to_end(key)
+        while len(_cache) > CACHE_SIZE:
+            _cache.popitem(last=False)
+
+
+def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
+    devices = device_set(dev)
+    args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
+    leaves, in_tree = tree_flatten((args, kwargs))
+    here = trace_device(dev)
+    what = (
+        f"{target.label}: compiling the gradient under "
+        f"{config.with_device(None).label()} for {label}"
+    )
+    abstract = [_abstract(x, dev, devices, what) for x in leaves]
+    _check(cancelled)
+    start = time.perf_counter()
+    with jax.default_device(here):
+        flat_fn, _, _ = configured_function(target, config, leaves, in_tree, here)
+
+        def gradient(*flat):
+            out, vjp_fn = jax.vjp(flat_fn, *flat)
+            return vjp_fn(jax.tree_util.tree_map(_ones_like, out))
+
+        try:
+            lowered = jax.jit(gradient).lower(*abstract)
+        except (RematError, Cancelled):
+            raise
+        except Exception as exc:
+            raise RematError(f"{what} failed: {describe(exc)}\n{user_traceback(exc)}") from None
+        _check(cancelled)
+        try:
+            executable = lowered.compile()
+        except Exception as exc:
+            raise RematError(f"{what} failed: XLA says:\n{trim_message(str(exc))}") from None
+    seconds = time.perf_counter() - start
+    stats = executable.memory_analysis()
+    spans = {d for x in abstract for d in x.sharding.device_set}
+    return _numbers(stats, _flops(executable), label, dev.platform, max(len(spans), 1), seconds)
+
+
+def _check(cancelled) -> None:
+    if cancelled is not None and cancelled():
+        raise Cancelled()
+
+
+def _ones_like(out):
+    """The cotangent of one output: ones, or float0 zeros for an integer output."""
+    dtype = jnp.result_type(out)
+    if jnp.issubdtype(dtype, jnp.inexact):
+        return jnp.ones_like(out)
+    return np.zeros(np.shape(out), jax.dtypes.float0)
+
+
+def _abstract(leaf, dev, devices: list, what: str) -> jax.ShapeDtypeStruct:
+    """The leaf's shape and dtype, placed on `dev`; a leaf sharded over several
+    devices keeps its sharding (they must be among `devices`)."""
+    aval = jax.typeof(leaf)
+    sharding = getattr(leaf, "sharding", None)
+    spans = getattr(sharding, "device_set", None) or set()
+    if len(spans) > 1:
+        if not spans <= set(devices):
+            where = sorted({d.platform for d in spans})
+            raise RematError(
+                f"{what}: its example arguments are sharded over {', '.join(where)} "
+                f"devices, not over {device_label(dev)}'s. Build them from the devices "
+                "remat-tui passes: args=lambda devices: ... with "
+                "jax.make_mesh(shape, names, devices=devices)."
+            )
+        placed = sharding
+    else:
+        memory_kind = getattr(sharding, "memory_kind", None)
+        placed = SingleDeviceSharding(dev, memory_kind=memory_kind)
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=placed, weak_type=aval.weak_type)
+
+
+def _flops(executable) -> float | None:
+    try:
+        costs = executable.cost_analysis()
+    except Exception:  # a backend without cost analysis
+        return None
+    if isinstance(costs, (list, tuple)):  # one dict per program in older JAX
+        costs = costs[0] if costs else None
+    if not costs or "flops" not in costs:
+        return None
+    return float(costs["flops"])
+
+
+def _numbers(stats, flops, label: str, platform: str, devices: int, seconds: float) -> Compiled:
+    def get(name: str) -> int:
+        return int(getattr(stats, name, 0) or 0)
+
+    argument, output = get("argument_size_in_bytes"), get("output_size_in_bytes")
+    temp, alias = get("temp_size_in_bytes"), get("alias_size_in_bytes")
+    backend_peak = get("peak_memory_in_bytes")
+    # CPU reports a peak that leaves its temps out (measured: arguments +
+    # outputs + 36 B, the same beside 29 MB or 259 MB of temps), which would hide
+    # every policy; there the sum stands in. TPU's own peak is within a few
+    # percent of the sum, above or below it: XLA's accounting, used as is.
+    if platform == "cpu" or backend_peak <= 0:
+        peak, source = argument + output + temp - alias, "sum"
+    else:
+        peak, source = backend_peak, "backend"
+    return Compiled(
+        device=label,
+        devices=devices,
+        temp_bytes=temp,
+        argument_bytes=argument,
+        output_bytes=output,
+        alias_bytes=alias,
+        generated_code_bytes=get("generated_code_size_in_bytes"),
+        host_temp_bytes=get("host_temp_size_in_bytes"),
+        peak_bytes=peak,
+        peak_source=source,
+        flops=flops,
+        seconds=seconds,
+    )
+
+
+def trim_message(text: str, lines: int = ERROR_LINES) -> str:
+    """XLA's error, first meaningful lines: blank lines, libtpu's source
+    location trace and Python's traceback noise dropped, long lines cut."""
+    kept = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith(("=== Source Location Trace", "*** Begin stack trace")):
+            break
+        if not line or line.startswith("For simplicity, JAX has removed"):
+            continue
+        kept.append(line if len(line) <= 300 else line[:297] + "...")
+    more = len(kept) > lines
+    kept = kept[:lines] + (["..."] if more else [])
+    return "\n".join("  " + line for line in kept) or "  (no message)"

@@ -1,0 +1,278 @@
+"""Compiled memory (Contract 6, "compiled"): the gradient as configured,
+lowered with the example arguments' shapes and compiled, never run; CPU
+compiles always, deviceless TPU topologies when libtpu loads. Every model here
+compiles in about a second: the 24-layer transformers never appear."""
+
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import remat_tui
+from remat_tui.core import compiled as compiled_lib
+from remat_tui.core import devices as devices_lib
+from remat_tui.core.compiled import compile_costs, trim_message
+from remat_tui.core.config import Config
+from remat_tui.core.loading import resolve_arguments, takes_devices
+from remat_tui.errors import RematError
+from remat_tui.registry import Target
+
+LAYERS, WIDTH, BATCH = 4, 128, 64
+KEYS = {
+    "device",
+    "devices",
+    "temp_bytes",
+    "argument_bytes",
+    "output_bytes",
+    "alias_bytes",
+    "generated_code_bytes",
+    "host_temp_bytes",
+    "peak_bytes",
+    "peak_source",
+    "flops",
+    "seconds",
+}
+
+
+def _args():
+    f32 = jnp.float32
+    return (
+        jax.ShapeDtypeStruct((LAYERS, WIDTH, WIDTH), f32),
+        jax.ShapeDtypeStruct((BATCH, WIDTH), f32),
+    )
+
+
+def block(W, x):
+    return jnp.tanh(jnp.sin(x @ W) @ W)
+
+
+def scanned_mlp(Ws, x):
+    x, _ = jax.lax.scan(lambda x, W: (block(W, x), None), x, Ws)
+    return jnp.mean(x**2)
+
+
+def make_checkpointed(policy):
+    """A scan over jax.checkpoint(block, policy=...): one checkpoint site."""
+    checkpointed = jax.checkpoint(block, policy=policy)
+
+    def scanned_checkpointed(Ws, x):
+        x, _ = jax.lax.scan(lambda x, W: (checkpointed(W, x), None), x, Ws)
+        return jnp.mean(x**2)
+
+    return scanned_checkpointed
+
+
+def target(fn, args=_args) -> Target:
+    return Target(fn=fn, name=fn.__name__, args=args)
+
+
+@pytest.fixture(scope="module")
+def tpu():
+    """A deviceless TPU topology, or a skip saying why there is none."""
+    try:
+        devices_lib.resolve_device("tpu:v5e:2x2")
+    except RematError as exc:
+        pytest.skip(f"no deviceless TPU here ({exc.message})")
+    return "tpu:v5e:2x2"
+
+
+def test_compiled_numbers_are_present_and_depend_on_the_policy():
+    t = target(scanned_mlp)
+    nothing = compile_costs(t, Config.make("nothing_saveable"))
+    everything = compile_costs(t, Config.make("everything_saveable"))
+    for c in (nothing, everything):
+        assert set(c.to_dict()) == KEYS
+        assert c.device == "cpu:0" and c.devices == 1
+        assert c.argument_bytes == 4 * (LAYERS * WIDTH * WIDTH + BATCH * WIDTH)
+        assert c.output_bytes >= c.argument_bytes  # the gradients, one per argument
+        # CPU's own peak leaves the temps out; the sum stands in, and says so.
+        assert c.peak_source == "sum"
+        assert c.peak_bytes == c.argument_bytes + c.output_bytes + c.temp_bytes - c.alias_bytes
+        assert c.flops and c.flops > 0 and c.seconds > 0
+    # Saving everything keeps every iteration's values for the backward pass.
+    assert everything.temp_bytes > nothing.temp_bytes
+    assert everything.peak_bytes > nothing.peak_bytes
+
+
+def test_analyze_attaches_compiled_only_on_request():
+    t = target(scanned_mlp)
+    plain = remat_tui.analyze(t, policy="nothing_saveable")
+    assert plain.compiled is None and plain.to_dict()["compiled"] is None
+    a = remat_tui.analyze(t, policy="nothing_saveable", compiled=True)
+    assert a.to_dict()["compiled"] == a.compiled.to_dict()
+    assert a.compiled is compile_costs(t, Config.make("nothing_saveable"))  # cached
+
+
+def test_site_overrides_reach_the_compile():
+    """Overriding the site compiles what editing the policy in the source does."""
+    as_written = target(make_checkpointed(jax.checkpoint_policies.nothing_saveable))
+    edited = target(make_checkpointed(jax.checkpoint_policies.everything_saveable))
+    base = compile_costs(as_written, Config.make())
+    overridden = compile_costs(as_written, Config.make(sites={"block": "everything_saveable"}))
+    by_hand = compile_costs(edited, Config.make())
+    assert overridden.temp_bytes != base.temp_bytes
+    assert (overridden.temp_bytes, overridden.peak_bytes) == (
+        by_hand.temp_bytes,
+        by_hand.peak_bytes,
+    )
+    removed = compile_costs(as_written, Config.make(sites={"block": "as_written"}))
+    assert removed.temp_bytes == compile_costs(target(scanned_mlp), Config.make()).temp_bytes
+
+
+def test_results_are_cached_per_target_and_config():
+    t = target(scanned_mlp)
+    first = compile_costs(t, Config.make("dots_saveable"))
+    assert compile_costs(t, Config.make("dots_saveable")) is first
+    assert compile_costs(target(scanned_mlp), Config.make("dots_saveable")) is not first
+    assert compiled_lib.CACHE_SIZE >= 64
+
+
+def test_a_failing_compile_shows_xlas_message_trimmed(monkeypatch):
+    message = (
+        "RESOURCE_EXHAUSTED: Ran out of memory in memory space hbm.\n\n"
+        "Used 20.5G of 15.75G hbm. Exceeded hbm capacity by 4.7G.\n"
+        "Total hbm usage >= 20.5G:\n    reserved 1M\n    program 20.5G\n"
+        "    arguments 0B\n\nOutput size 0B; shares 0B with arguments.\n"
+        "=== Source Location Trace: ===\nlearning/foo/bar.cc:123\n"
+    )
+
+    def fail(self, *a, **k):
+        raise jax.errors.JaxRuntimeError(message)
+
+    monkeypatch.setattr(jax.stages.Lowered, "compile", fail)
+    t = target(scanned_mlp)
+    with pytest.raises(RematError) as info:
+        compile_costs(t, Config.make("nothing_saveable"))
+    text = info.value.message
+    assert text.startswith("scanned_mlp: compiling the gradient under policy nothing_saveable")
+    assert "for cpu:0 failed: XLA says:" in text
+    assert "Ran out of memory in memory space hbm" in text and "Exceeded hbm" in text
+    assert "Source Location" not in text and "learning/" not in text and "\n\n" not in text
+    assert text.rstrip().endswith("...")  # more lines than shown
+    # The failure is cached too: the same code fails the same way, at once.
+    monkeypatch.undo()
+    with pytest.raises(RematError, match="Ran out of memory"):
+        compile_costs(t, Config.make("nothing_saveable"))
+
+
+def test_trim_message_keeps_the_first_meaningful_lines():
+    assert trim_message("A\n\n  B  \nC\nD\nE\nF") == "  A\n  B\n  C\n  D\n  ..."
+    assert trim_message("") == "  (no message)"
+    assert trim_message("x" * 400).endswith("...") and len(trim_message("x" * 400)) == 302
+
+
+def test_args_factory_takes_the_device_set():
+    """A factory with a `devices` parameter builds its own mesh from the
+    chosen devices (the four CPU devices conftest forces); the gradient
+    compiles over all of them and the numbers are per device."""
+    seen = []
+
+    def args(devices):
+        seen.append(devices)
+        mesh = jax.make_mesh(
+            (len(devices),), ("data",), axis_types=(AxisType.Explicit,), devices=devices
+        )
+        return (
+            jax.ShapeDtypeStruct((WIDTH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P())),
+            jax.ShapeDtypeStruct(
+                (BATCH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P("data", None))
+            ),
+        )
+
+    def sharded(W, x):
+        return jnp.sum(block(W, x))
+
+    t = Target(fn=sharded, name="sharded", args=args)
+    assert takes_devices(t) and not takes_devices(target(scanned_mlp))
+    a = remat_tui.analyze(t, device="cpu:0", compiled=True)
+    assert seen[-1] == jax.devices("cpu") and len(seen[-1]) == 4
+    assert a.compiled.devices == 4
+    assert a.compiled.argument_bytes == 4 * (WIDTH * WIDTH + BATCH * WIDTH // 4)
+    assert a.sharded
+    resolve_arguments(t)  # None: JAX's local devices
+    assert seen[-1] == jax.devices()
+
+
+def test_missing_libtpu_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "libtpu", None)  # `import libtpu` raises ImportError
+    monkeypatch.delenv("TPU_LIBRARY_PATH", raising=False)
+    assert not devices_lib.libtpu_installed()
+    with pytest.raises(RematError) as info:
+        devices_lib.resolve_device("tpu:v5e:2x2")
+    assert "pip install 'remat-tui[tpu]'" in info.value.message
+    assert not any(d.startswith("tpu:") for d in devices_lib.available_devices())
+    with pytest.raises(RematError, match=r"remat-tui\[tpu\]"):
+        remat_tui.analyze(target(scanned_mlp), device="tpu:v5e:2x2")
+
+
+def test_a_local_tpu_index_is_not_a_topology():
+    with pytest.raises(RematError, match="unknown device 'tpu:0'"):
+        devices_lib.resolve_device("tpu:0")
+
+
+# ---- deviceless TPU (libtpu installed: pip install -e '.[tpu]') -------------------------
+
+
+def test_deviceless_tpu_compile_of_a_small_model(tpu):
+    t = target(make_checkpointed(jax.checkpoint_policies.nothing_saveable))
+    cpu = remat_tui.analyze(t)
+    a = remat_tui.analyze(t, device=tpu, compiled=True)
+    # Traced on the CPU: the same residuals; compiled for one chip of the slice.
+    assert [r.text for r in a.residuals] == [r.text for r in cpu.residuals]
+    assert a.device["platform"] == "tpu" and a.device["topology"] == "v5e:2x2"
+    assert a.device["chips"] == 4
+    c = a.compiled
+    assert c.device == "tpu:v5e:2x2" and c.devices == 1
+    assert c.peak_source == "backend" and c.peak_bytes > 0
+    assert c.argument_bytes == 4 * (LAYERS * WIDTH * WIDTH + BATCH * WIDTH)
+    assert c.generated_code_bytes > 0
+    everything = compile_costs(t, Config.make(sites={"block": "everything_saveable"}, device=tpu))
+    assert everything.peak_bytes > c.peak_bytes  # (temps this small stay on chip: 0 B)
+    assert devices_lib.device_label(devices_lib.resolve_device(tpu)) == tpu
+    assert tpu in devices_lib.available_devices()
+
+
+def test_sharded_target_compiles_over_the_topologys_chips(tpu):
+    def args(devices):
+        mesh = jax.make_mesh((len(devices),), ("data",), devices=devices)
+        return (
+            jax.ShapeDtypeStruct((WIDTH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P())),
+            jax.ShapeDtypeStruct(
+                (BATCH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P("data", None))
+            ),
+        )
+
+    def sharded(W, x):
+        return jnp.sum(block(W, x))
+
+    c = compile_costs(Target(fn=sharded, name="sharded", args=args), Config.make(device=tpu))
+    assert c.devices == 4 and c.device == tpu
+    assert c.argument_bytes == 4 * (WIDTH * WIDTH + BATCH * WIDTH // 4)
+
+
+def test_arguments_sharded_over_other_devices_are_refused(tpu):
+    mesh = jax.make_mesh((4,), ("data",), devices=jax.devices("cpu"))
+    x = jax.ShapeDtypeStruct((BATCH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P("data")))
+    t = Target(fn=lambda x: jnp.sum(jnp.sin(x)), name="f", args=(x,))
+    with pytest.raises(RematError, match="sharded over cpu devices.*args=lambda devices"):
+        compile_costs(t, Config.make(device=tpu))
+
+
+def test_a_compile_that_does_not_fit_the_chip(tpu):
+    big = (jax.ShapeDtypeStruct((70000, 30000), jnp.float32),)  # nothing is allocated
+    t = Target(fn=lambda x: jnp.sum(jnp.sin(x @ x.T) @ x), name="big", args=big)
+    with pytest.raises(RematError) as info:
+        compile_costs(t, Config.make(device=tpu))
+    text = info.value.message
+    assert text.startswith("big: compiling the gradient under policy as_written for tpu:v5e:2x2")
+    assert "RESOURCE_EXHAUSTED" in text and "HBM" in text
+
+
+def test_an_unknown_topology_is_named(tpu):
+    with pytest.raises(RematError) as info:
+        devices_lib.resolve_device("tpu:v9z:2x2")
+    assert "unknown TPU topology 'v9z:2x2'" in info.value.message
+    assert "tpu:v5e:2x2" in info.value.message
