@@ -19,6 +19,7 @@ from remat_tui.core.config import Config
 from remat_tui.core.loading import resolve_arguments, takes_devices
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
+from remat_tui.report import render
 
 LAYERS, WIDTH, BATCH = 4, 128, 64
 KEYS = {
@@ -233,6 +234,10 @@ def test_deviceless_tpu_compile_of_a_small_model(tpu):
     assert everything.peak_bytes > c.peak_bytes  # (temps this small stay on chip: 0 B)
     assert devices_lib.device_label(devices_lib.resolve_device(tpu)) == tpu
     assert tpu in devices_lib.available_devices()
+    text = render(a, "text")
+    assert "device  tpu:v5e:2x2\n" in text
+    assert "per device (compiled for tpu:v5e:2x2)" in text and "(XLA's own)" in text
+    assert "(TPU v5 lite, 4 chips, compile only)" in render(a, "md")
 
 
 def test_sharded_target_compiles_over_the_topologys_chips(tpu):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.report import compiled
 from remat_tui.report.units import (
     SITE_HEADERS,
     human_bytes,
@@ -60,6 +61,21 @@ def _sites(a: Analysis) -> str:
     )
 
 
+def _compiled(a: Analysis) -> str:
+    """The compiled headline, XLA's numbers and why they differ from the residuals."""
+    head = compiled.headline(a)
+    if head is None:
+        return ""
+    rows = "\n".join(
+        f'<tr><td>{escape(label)}</td><td class="num">{escape(value)}</td></tr>'
+        for label, value in compiled.details(a)
+    )
+    return (
+        f"\n<h2>Compiled: {escape(head)}</h2>\n<table><tbody>\n{rows}\n</tbody></table>\n"
+        f"<p>{escape(compiled.EXPLAINED)}</p>"
+    )
+
+
 def render(a: Analysis) -> str:
     target = f"{a.target_file}:{a.target_name}" if a.target_file else a.target_name
     rows = "\n".join(
@@ -77,10 +93,10 @@ def render(a: Analysis) -> str:
 <body>
 <h1>remat-tui report: <code>{escape(a.target_name)}</code></h1>
 <p>target <code>{escape(target)}</code> · policy <code>{escape(a.policy)}</code> ·
-device {escape(str(a.device.get("platform")))}:{escape(str(a.device.get("id")))}
-({escape(str(a.device.get("description")))}) · jax {escape(a.jax_version)} ·
+device {escape(compiled.device_name(a.device))}
+({escape(compiled.device_details(a.device))}) · jax {escape(a.jax_version)} ·
 remat-tui {escape(a.tool_version)}</p>
-<p><strong>{escape(summary(a))}</strong></p>
+<p><strong>{escape(summary(a))}</strong></p>{_compiled(a)}
 <p>Paste to get this policy:</p>
 <pre>{escape(a.python)}</pre>
 {warnings}

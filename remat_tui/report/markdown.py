@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.report import compiled
 from remat_tui.report.units import (
     SITE_HEADERS,
     human_bytes,
@@ -39,17 +40,35 @@ def marked_lines(view: JaxprView) -> list[str]:
     return out
 
 
+def _compiled(a: Analysis) -> list[str]:
+    """The compiled headline, XLA's numbers and why they differ from the residuals."""
+    head = compiled.headline(a)
+    if head is None:
+        return []
+    return [
+        f"## Compiled: {_cell(head)}",
+        "",
+        "| | |",
+        "|---|---:|",
+        *(f"| {_cell(label)} | {_cell(value)} |" for label, value in compiled.details(a)),
+        "",
+        compiled.EXPLAINED,
+        "",
+    ]
+
+
 def render(a: Analysis) -> str:
     target = f"{a.target_file}:{a.target_name}" if a.target_file else a.target_name
     parts = [
         f"# remat-tui report: `{_cell(a.target_name)}` under `{_cell(a.policy)}`",
         "",
         f"- target: `{_cell(target)}`",
-        f"- device: {a.device.get('platform')}:{a.device.get('id')} "
-        f"({_cell(str(a.device.get('description')))})",
+        f"- device: {_cell(compiled.device_name(a.device))} "
+        f"({_cell(compiled.device_details(a.device))})",
         f"- jax {a.jax_version}, remat-tui {a.tool_version}",
         f"- **{summary(a)}**",
         "",
+        *_compiled(a),
         "Paste to get this policy:",
         "",
         _fence(a.python),

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from remat_tui.core.model import Analysis
+from remat_tui.report import compiled
 from remat_tui.report.units import SITE_HEADERS, human_bytes, origin, site_row, summary
 
 
@@ -10,9 +13,10 @@ def render(a: Analysis) -> str:
     lines = [
         f"target  {a.target_file}:{a.target_name}" if a.target_file else f"target  {a.target_name}",
         f"policy  {a.policy}",
-        f"device  {a.device.get('platform')}:{a.device.get('id')}",
+        f"device  {compiled.device_name(a.device)}",
         f"python  {a.python}",
         "",
+        *_compiled(a),
         *(f"warning: {w}" for w in a.warnings),
         *([""] if a.warnings else []),
     ]
@@ -26,6 +30,21 @@ def render(a: Analysis) -> str:
             lines.append(f"  {'':>{width}}    computed at: {origin(r)}")
     lines += ["", summary(a)]
     return "\n".join(lines) + "\n"
+
+
+def _compiled(a: Analysis) -> list[str]:
+    """The compiled headline, XLA's numbers and why they differ from the residuals."""
+    head = compiled.headline(a)
+    if head is None:
+        return []
+    rows = compiled.details(a)
+    width = max(len(label) for label, _ in rows)
+    return [
+        head,
+        *(f"  {label:<{width}}  {value}" for label, value in rows),
+        *textwrap.wrap(compiled.EXPLAINED, 88),
+        "",
+    ]
 
 
 def _table(rows: list[tuple[str, ...]]) -> list[str]:
