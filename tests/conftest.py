@@ -10,6 +10,11 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
 import pytest
 
+# With the tpu extra installed, importing core.devices keeps libtpu quiet and
+# unlocked on a machine without TPU chips (see _libtpu_without_chips there);
+# it must happen before any test starts JAX's backends.
+import remat_tui.core.devices  # noqa: F401
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
 

@@ -3,11 +3,14 @@ lowered with the example arguments' shapes and compiled, never run; CPU
 compiles always, deviceless TPU topologies when libtpu loads. Every model here
 compiles in about a second: the 24-layer transformers never appear."""
 
+import os
+import subprocess
 import sys
 
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import example
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -274,6 +277,39 @@ def test_a_compile_that_does_not_fit_the_chip(tpu):
     text = info.value.message
     assert text.startswith("big: compiling the gradient under policy as_written for tpu:v5e:2x2")
     assert "RESOURCE_EXHAUSTED" in text and "HBM" in text
+
+
+def test_the_cli_compiles_for_a_topology_quietly_beside_a_jax_process(tpu, remat_tui_cmd):
+    """libtpu, when installed, takes /tmp/libtpu_lockfile in every JAX process
+    and complains on stderr on a machine without chips; remat-tui must load a
+    topology anyway, and print nothing of libtpu's (it would land on the app)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TPU_ACCELERATOR_TYPE", "TPU_WORKER_HOSTNAMES", "ALLOW_MULTIPLE_LIBTPU_LOAD")
+    }
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import jax, time; jax.devices(); print('up', flush=True); "
+         "time.sleep(60)"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "up"
+        proc = subprocess.run(
+            [remat_tui_cmd, "report", example("mlp.py"), "--device", tpu, "--compiled"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert "per device (compiled for tpu:v5e:2x2)" in proc.stdout
 
 
 def test_an_unknown_topology_is_named(tpu):
