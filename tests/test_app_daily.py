@@ -400,3 +400,23 @@ async def test_typed_policies_stay_listed_after_a_reload_and_a_target_switch(tmp
         await pilot.press("t", "down", "enter")  # g
         await settle(app, pilot)
         assert app.shown.target_name == "g" and typed in app.policy_specs
+
+
+async def test_the_app_quits_when_its_terminal_hangs_up():
+    import os
+    import signal
+
+    before = signal.getsignal(signal.SIGHUP)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as importing JAX with libtpu leaves it
+    try:
+        app = RematApp(example("mlp.py"))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            os.kill(os.getpid(), signal.SIGHUP)
+            await pilot.pause()
+            await pilot.pause()
+            assert not app.is_running or app.return_code == 129
+        assert app.return_code == 129
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN  # put back on close
+    finally:
+        signal.signal(signal.SIGHUP, before)

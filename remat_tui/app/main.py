@@ -25,6 +25,8 @@ from remat_tui.app.arguments import prepared
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.commands import RematCommands, keep_typed
 from remat_tui.app.drawing import TABLE_COLUMNS, Drawing, draw
+from remat_tui.app.hangup import quit_on_hangup
+from remat_tui.app.hangup import release as release_hangup
 from remat_tui.app.layout import Layout
 from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.messages import (
@@ -184,6 +186,7 @@ class RematApp(App):
 
     @on(TargetsLoaded)
     def targets_loaded(self, message: TargetsLoaded) -> None:
+        quit_on_hangup(self)  # JAX is loaded now: undo its ignoring SIGHUP
         self.activity.end()
         self.load_error = None
         self.reloader.watch(message.watched)
@@ -219,6 +222,7 @@ class RematApp(App):
 
     @on(LoadFailed)
     def load_failed(self, message: LoadFailed) -> None:
+        quit_on_hangup(self)
         self.activity.end()
         self.load_error = message.message
         self.reloader.watch(message.watched)
@@ -240,6 +244,7 @@ class RematApp(App):
 
     def on_unmount(self) -> None:
         self.reloader.stop()
+        release_hangup(self)
 
     @on(Progress)
     def progress(self, message: Progress) -> None:

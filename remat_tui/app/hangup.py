@@ -1,0 +1,32 @@
+"""Provides `quit_on_hangup`: the app quits when its terminal goes away.
+
+Importing JAX can leave SIGHUP ignored (with libtpu installed, its start-up
+ignores SIGHUP process-wide). The app then outlives a closed terminal window
+or tmux session, spinning on a terminal that is gone. Once JAX is loaded, the
+App puts a handler back that quits it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+_before: dict[int, object] = {}  # id(app) -> the SIGHUP handler it replaced
+
+
+def _settable() -> bool:
+    return hasattr(signal, "SIGHUP") and threading.current_thread() is threading.main_thread()
+
+
+def quit_on_hangup(app) -> None:
+    """On SIGHUP, exit `app` (only from the main thread, where handlers are set)."""
+    if _settable():
+        _before.setdefault(id(app), signal.getsignal(signal.SIGHUP))
+        signal.signal(signal.SIGHUP, lambda *_: app.exit(return_code=129))
+
+
+def release(app) -> None:
+    """The app is closing: the handler it replaced is back."""
+    before = _before.pop(id(app), None)
+    if before is not None and _settable():
+        signal.signal(signal.SIGHUP, before)
