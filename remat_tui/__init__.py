@@ -10,7 +10,17 @@ from remat_tui.registry import Target, target
 
 __version__ = "0.1.0"
 
-__all__ = ["RematError", "Target", "__version__", "analyze", "load_targets", "target"]
+__all__ = [
+    "RematError",
+    "Target",
+    "__version__",
+    "analyze",
+    "compare",
+    "diff",
+    "load_targets",
+    "suggest",
+    "target",
+]
 
 
 def load_targets(path):
@@ -38,3 +48,33 @@ def analyze(
         sites=sites,
         compiled=compiled,
     )
+
+
+def compare(fn, args=None, kwargs=None, policies=None, sites=None, compiled=False, device=None):
+    """Rows of costs, one per configuration, Pareto-optimal ones marked (core.compare)."""
+    from remat_tui.core.compare import compare as _compare
+
+    return _compare(
+        fn, args, kwargs, policies=policies, sites=sites, compiled=compiled, device=device
+    )
+
+
+def suggest(fn, budget, args=None, kwargs=None, compiled=False, device=None, sites=None):
+    """The least recomputation whose memory fits `budget` bytes or a size like '2GiB'."""
+    from remat_tui.core.suggest import suggest as _suggest
+    from remat_tui.report.units import parse_size
+
+    budget = parse_size(budget) if isinstance(budget, str) else budget
+    return _suggest(fn, budget, args, kwargs, compiled=compiled, device=device, sites=sites)
+
+
+def diff(fn, a="as_written", b="as_written", args=None, kwargs=None, sites_a=None, sites_b=None):
+    """What policy `a` (with `sites_a`) saves that `b` does not, and back (core.diff)."""
+    from remat_tui.core.analysis import as_target
+    from remat_tui.core.config import Config
+    from remat_tui.core.diff import diff as _diff
+
+    target = as_target(fn, args, kwargs)
+    first = Config.make(a, sites_a, declared=target.policies)
+    second = Config.make(b, sites_b, declared=target.policies)
+    return _diff(target, first, second)

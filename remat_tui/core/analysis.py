@@ -29,9 +29,9 @@ from remat_tui.core import sites as site_lib
 from remat_tui.core.config import Config
 from remat_tui.core.devices import describe_device, device_set, resolve_device, trace_device
 from remat_tui.core.loading import resolve_arguments
-from remat_tui.core.model import Analysis, NamedValue
+from remat_tui.core.model import Analysis, JaxprView, NamedValue
 from remat_tui.core.origins import Origins
-from remat_tui.core.primal import Primal, primal_program
+from remat_tui.core.primal import Primal, primal_program, require_array_output
 from remat_tui.core.residuals import aval_bytes, find_residuals, per_device_bytes
 from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
@@ -47,6 +47,7 @@ def analyze(
     cancelled: Callable[[], bool] | None = None,
     sites: dict | None = None,
     config: Config | None = None,
+    texts: bool = True,
     compiled: bool = False,
 ) -> Analysis:
     """Analyse `fn` (a Target or a callable with `args`) under `policy` on `device`,
@@ -54,18 +55,14 @@ def analyze(
     the code. A `config` replaces policy, sites and device at once.
 
     `cancelled`, if given, is polled between the expensive steps so a caller
-    (the app's worker) can abandon a superseded analysis early.
+    (the app's worker) can abandon a superseded analysis early. `texts=False`
+    skips printing the jaxprs and mapping their lines (the panes stay empty):
+    what compare, suggest and diff need is the residual list and the costs.
     `compiled=True` also compiles the gradient for the device (never runs it)
     and sets `analysis.compiled` (core/compiled.py); a deviceless TPU
     topology (`tpu:v5e:2x2`) is traced on a local CPU device.
     """
-    target = (
-        fn
-        if isinstance(fn, Target)
-        else Target(fn=fn, name=getattr(fn, "__name__", "f"), args=args or (), kwargs=kwargs)
-    )
-    if isinstance(fn, Target) and (args is not None or kwargs is not None):
-        raise TypeError("analyze: pass args/kwargs only with a plain callable, not a Target")
+    target = as_target(fn, args, kwargs)
     if config is None:
         given_device = device if device is None or isinstance(device, str) else None
         config = Config.make(policy, sites, given_device, target.policies)
@@ -77,7 +74,7 @@ def analyze(
     start = time.perf_counter()
     here = trace_device(dev)
     with jax.default_device(here):
-        result = _trace(target, spec, config, call_args, call_kwargs, cancelled, here)
+        result = _trace(target, spec, config, call_args, call_kwargs, cancelled, here, texts)
     result.trace_seconds = time.perf_counter() - start
     result.device = describe_device(dev)
     result.config = config
@@ -90,6 +87,15 @@ def analyze(
     return result
 
 
+def as_target(fn: Target | Callable, args: tuple | None, kwargs: dict | None) -> Target:
+    """A Target as given, or one made of a plain callable and its arguments."""
+    if isinstance(fn, Target):
+        if args is not None or kwargs is not None:
+            raise TypeError("pass args/kwargs only with a plain callable, not a Target")
+        return fn
+    return Target(fn=fn, name=getattr(fn, "__name__", "f"), args=args or (), kwargs=kwargs)
+
+
 class Cancelled(Exception):
     """Raised inside analyze when the caller no longer wants the result."""
 
@@ -100,7 +106,7 @@ def _check(cancelled):
 
 
 def _trace(
-    target: Target, spec, config: Config, args: tuple, kwargs: dict, cancelled, device
+    target: Target, spec, config: Config, args: tuple, kwargs: dict, cancelled, device, texts=True
 ) -> Analysis:
     leaves, in_tree = tree_flatten((args, kwargs))
     _require_differentiable(target, leaves)
@@ -145,16 +151,23 @@ def _trace(
             bytes_per_device=per_device_bytes(fr.var.aval),
         )
     _check(cancelled)
-    fwd_text, fwd_lay = linemap.layout(fwd)
-    _check(cancelled)
-    bwd_text, bwd_lay = linemap.layout(bwd)
-    residuals, fwd_marks, bwd_marks = _place_residuals(
-        found, fwd, bwd, fwd_lay, bwd_lay, len(res_shapes)
-    )
     recompute = linemap.recomputation(
         bwd, set(bwd.invars[: len(res_shapes)]), set(bwd.invars[len(res_shapes) :])
     )
     fwd_flops, bwd_flops = flops.count(fwd), flops.count(bwd)
+    if texts:
+        fwd_text, fwd_lay = linemap.layout(fwd)
+        _check(cancelled)
+        bwd_text, bwd_lay = linemap.layout(bwd)
+        residuals, fwd_marks, bwd_marks = _place_residuals(
+            found, fwd, bwd, fwd_lay, bwd_lay, len(res_shapes)
+        )
+        forward = linemap.make_view(fwd_text, fwd_lay, fwd_marks)
+        backward = linemap.make_view(bwd_text, bwd_lay, bwd_marks, recompute)
+    else:
+        residuals = [fr.residual for fr in found]
+        forward = JaxprView("", [], {})
+        backward = JaxprView("", [], {}, recompute_eqns=recompute.count)
     names = _named_values(fwd, bwd)
     shown_sites = [
         replace(f.site, override=plan[f.site.id].canonical if f.site.id in plan else None)
@@ -168,13 +181,14 @@ def _trace(
         device={},
         residuals=residuals,
         names=names,
-        forward=linemap.make_view(fwd_text, fwd_lay, fwd_marks),
-        backward=linemap.make_view(bwd_text, bwd_lay, bwd_marks, recompute),
+        forward=forward,
+        backward=backward,
         warnings=spec.warnings({n.name for n in names}),
         trace_seconds=0.0,
         jax_version=jax.__version__,
         tool_version=remat_tui.__version__,
         sites=shown_sites,
+        dots=_count_dots(fwd),
         flops={
             "forward": fwd_flops.flops,
             "backward": bwd_flops.flops,
@@ -182,6 +196,25 @@ def _trace(
         },
         flops_exact=fwd_flops.exact and bwd_flops.exact and recompute.flops_exact,
     )
+
+
+def _count_dots(jaxpr) -> tuple[int, int]:
+    """(dot_general equations, those without batch dimensions), bodies included:
+    what tells whether a dots-without-batch-dims policy can save anything."""
+    total = unbatched = 0
+    for eqn in _all_eqns(jaxpr):
+        if eqn.primitive.name == "dot_general":
+            total += 1
+            (_, _), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
+            unbatched += not lhs_batch and not rhs_batch
+    return total, unbatched
+
+
+def _all_eqns(jaxpr):
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in ji.sub_jaxprs(eqn):
+            yield from _all_eqns(sub)
 
 
 def configured_function(
@@ -218,7 +251,7 @@ def _flat(target: Target, fn: Callable, in_tree) -> Callable:
     def flat_fn(*flat):
         a, kw = tree_unflatten(in_tree, flat)
         out = fn(*a, **kw)
-        _require_array_output(target, out)
+        require_array_output(target, out)
         return out
 
     return flat_fn
@@ -422,16 +455,3 @@ def _dtype_of(leaf):
         return np.result_type(leaf)
     except TypeError:
         return None
-
-
-def _require_array_output(target: Target, out) -> None:
-    for leaf in jax.tree_util.tree_leaves(out):
-        # Python and NumPy scalars are outputs JAX accepts (an aux batch count, say).
-        if isinstance(leaf, (bool, int, float, complex, np.generic)):
-            continue
-        if not hasattr(leaf, "dtype") or not hasattr(leaf, "shape"):
-            raise RematError(
-                f"{target.label}: the function returned a "
-                f"{type(leaf).__name__}, not an array; it must return arrays "
-                "(or a pytree of arrays) to be differentiated."
-            )

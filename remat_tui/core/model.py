@@ -207,6 +207,7 @@ class Analysis:
     tool_version: str
     sites: list[Site] = field(default_factory=list)
     config: Any = None  # the Config asked for (core.config), the app's cache key
+    dots: tuple[int, int] = (0, 0)  # dot_generals in the forward pass, and those unbatched
     # Contract 6 (core/flops.py rules): {"forward", "backward", "recompute"}, the
     # forward (vjp) jaxpr, the whole backward jaxpr, and the forward work the
     # backward pass does again (inside remat equations); flops_exact is False

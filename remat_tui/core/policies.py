@@ -95,7 +95,7 @@ class PolicySpec:
     def warnings(self, defined_names: set[str] | None = None) -> list[str]:
         """What the user should know before trusting this policy."""
         notes = []
-        if self._uses("save_anything_except_these_names"):
+        if self.uses("save_anything_except_these_names"):
             notes.append(
                 "save_anything_except_these_names ignores its names in JAX: it "
                 "saves everything (like everything_saveable). Use "
@@ -112,8 +112,16 @@ class PolicySpec:
                 )
         return notes
 
-    def _uses(self, kind: str) -> bool:
-        return self.kind == kind or any(p._uses(kind) for p in self.parts)
+    def uses(self, kind: str) -> bool:
+        """Whether this policy is, or combines, the policy `kind`."""
+        return self.kind == kind or any(p.uses(kind) for p in self.parts)
+
+    def offloaded_names(self) -> set[str]:
+        """The checkpoint_names this policy moves to host memory."""
+        out = set(self.offloaded)
+        for p in self.parts:
+            out |= p.offloaded_names()
+        return out
 
 
 def parse(text: str, declared: dict[str, Callable] | None = None) -> PolicySpec:
@@ -133,7 +141,7 @@ def parse(text: str, declared: dict[str, Callable] | None = None) -> PolicySpec:
     return _Parser(source, {} if declared is None else declared).policy(tree.body)
 
 
-class _AnyName(dict):
+class AnyName(dict):
     """Stands in for a target's declared policies before the target is loaded."""
 
     def __contains__(self, name) -> bool:
@@ -143,7 +151,7 @@ class _AnyName(dict):
 def check_syntax(text: str) -> None:
     """Raise RematError if `text` cannot be a spec for any target (a bare name
     might be one the target declares, so those pass)."""
-    parse(text, _AnyName())
+    parse(text, AnyName())
 
 
 def build(spec: PolicySpec, declared: dict[str, Callable] | None = None):

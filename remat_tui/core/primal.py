@@ -7,9 +7,10 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
+import numpy as np
 from jax.tree_util import tree_structure, tree_unflatten
 
 from remat_tui.core import jax_internals as ji
@@ -29,16 +30,24 @@ class Primal:
     closed: object  # the ClosedJaxpr of the target
     out_tree: object
     sites: list[site_lib.FoundSite]
+    # One function object per plan, kept: jax.checkpoint caches the trace (and
+    # its JVP) of the function it wraps by identity, so the next outer policy
+    # over the same plan re-uses them instead of tracing the program again.
+    evaluators: dict = field(default_factory=dict)
 
     def evaluator(self, plan: dict, declared: dict | None) -> Callable:
         """A function of the flattened arguments computing the target with the
         planned sites changed; its equations keep the user's source lines."""
-        jaxpr = site_lib.rewrite(self.closed.jaxpr, self.sites, plan, declared)
-        consts, out_tree = self.closed.consts, self.out_tree
+        key = tuple(sorted((i, spec.canonical) for i, spec in plan.items()))
+        run = self.evaluators.get(key)
+        if run is None:
+            jaxpr = site_lib.rewrite(self.closed.jaxpr, self.sites, plan, declared)
+            consts, out_tree = self.closed.consts, self.out_tree
 
-        def run(*flat):
-            return tree_unflatten(out_tree, ji.eval_jaxpr(jaxpr, consts, *flat))
+            def run(*flat):
+                return tree_unflatten(out_tree, ji.eval_jaxpr(jaxpr, consts, *flat))
 
+            self.evaluators[key] = run
         return run
 
 
@@ -53,10 +62,14 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
 
     def flat_fn(*flat):
         a, kw = tree_unflatten(in_tree, flat)
-        return target.fn(*a, **kw)
+        out = target.fn(*a, **kw)
+        require_array_output(target, out)
+        return out
 
     try:
         closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*leaves)
+    except RematError:
+        raise
     except Exception as exc:
         raise RematError(
             f"{target.label}: tracing the function to find its checkpoints failed: "
@@ -73,3 +86,16 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
         while len(_cache) > CACHE_SIZE:
             _cache.popitem(last=False)
     return primal
+
+
+def require_array_output(target: Target, out) -> None:
+    for leaf in jax.tree_util.tree_leaves(out):
+        # Python and NumPy scalars are outputs JAX accepts (an aux batch count, say).
+        if isinstance(leaf, (bool, int, float, complex, np.generic)):
+            continue
+        if not hasattr(leaf, "dtype") or not hasattr(leaf, "shape"):
+            raise RematError(
+                f"{target.label}: the function returned a "
+                f"{type(leaf).__name__}, not an array; it must return arrays "
+                "(or a pytree of arrays) to be differentiated."
+            )

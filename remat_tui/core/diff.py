@@ -1,0 +1,79 @@
+"""Provides diff (Contract 6): what two configurations save differently.
+
+Residuals are matched by JAX's own words (`text`: aval, kind and source
+line), as a multiset: a value saved under both is in `both`, whatever its
+position in either list.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from remat_tui.core.analysis import analyze, as_target
+from remat_tui.core.compare import Row, row_of
+from remat_tui.core.config import Config
+
+
+@dataclass
+class Diff:
+    a: Row
+    b: Row
+    only_a: list[dict]
+    only_b: list[dict]
+    both: list[dict]
+
+    @property
+    def bytes_delta(self) -> int:
+        """Device residual bytes of B minus A."""
+        return self.b.device_bytes - self.a.device_bytes
+
+    @property
+    def host_bytes_delta(self) -> int:
+        return self.b.host_bytes - self.a.host_bytes
+
+    @property
+    def recompute_flops_delta(self) -> int:
+        return self.b.recompute_flops - self.a.recompute_flops
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": 1,
+            "a": self.a.to_dict(),
+            "b": self.b.to_dict(),
+            "only_a": self.only_a,
+            "only_b": self.only_b,
+            "both": self.both,
+            "bytes_delta": self.bytes_delta,
+            "host_bytes_delta": self.host_bytes_delta,
+            "recompute_flops_delta": self.recompute_flops_delta,
+        }
+
+
+def diff(fn, a: Config, b: Config, args=None, kwargs=None, cancelled=None) -> Diff:
+    """Analyse both configurations (lean: no jaxpr text) and match their residuals."""
+    target = as_target(fn, args, kwargs)
+    first = analyze(target, config=a, texts=False, cancelled=cancelled)
+    second = analyze(target, config=b, texts=False, cancelled=cancelled)
+    return diff_analyses(first, second)
+
+
+def diff_analyses(first, second) -> Diff:
+    """The diff of two analyses already made (the app's marked and current ones)."""
+    left = {r.text: r for r in first.residuals}
+    right = {r.text: r for r in second.residuals}
+    count_a = Counter(r.text for r in first.residuals)
+    count_b = Counter(r.text for r in second.residuals)
+    only_a = _entries(count_a - count_b, left)
+    only_b = _entries(count_b - count_a, right)
+    both = _entries(count_a & count_b, left)
+    return Diff(row_of(first), row_of(second), only_a, only_b, both)
+
+
+def _entries(counts: Counter, residuals: dict) -> list[dict]:
+    out = []
+    for text, n in counts.items():
+        r = residuals[text]
+        entry = {"text": text, "aval": r.aval, "bytes": r.bytes, "memory": r.memory}
+        out.extend([entry] * n)
+    return out

@@ -1,0 +1,82 @@
+"""Provides notes: why a policy or site override may change nothing, said
+beside the numbers (compare's notes column, the status line, the reports).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remat_tui.core import policies
+from remat_tui.core.model import Analysis
+
+_DOT_POLICIES = ("dots_with_no_batch_dims_saveable", policies.OFFLOAD_DOTS)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The configuration others are measured against: the code as written
+    (with the comparison's own site overrides, if any)."""
+
+    label: str
+    residuals: tuple[str, ...]
+    recompute_flops: int
+
+    @classmethod
+    def of(cls, target, a: Analysis) -> Baseline:
+        return cls(a.config.label(), tuple(r.text for r in a.residuals), a.flops["recompute"])
+
+
+def notes_for(a: Analysis, baseline: Baseline | None = None) -> list[str]:
+    """What the user should know about this configuration's numbers."""
+    out = list(intrinsic_notes(a))
+    same = (
+        baseline is not None
+        and a.config.label() != baseline.label
+        and tuple(r.text for r in a.residuals) == baseline.residuals
+        and a.flops["recompute"] == baseline.recompute_flops
+    )
+    if same:
+        out.insert(0, f"changes nothing: the same residuals and recomputation as {baseline.label}")
+    return out
+
+
+def intrinsic_notes(a: Analysis) -> list[str]:
+    """Notes one analysis can make about itself, without a baseline."""
+    specs = _specs_in_force(a)
+    out = []
+    total, unbatched = a.dots
+    for spec in specs:
+        if total and not unbatched and any(spec.uses(kind) for kind in _DOT_POLICIES):
+            out.append(
+                f"{spec.canonical} saves no dot here: every one of the {total} dot_generals "
+                "has batch dimensions, and this policy saves only dots without them"
+            )
+            break
+    offloaded = set().union(*(s.offloaded_names() for s in specs)) if specs else set()
+    if offloaded and not a.totals.host_bytes:
+        names = ", ".join(map(repr, sorted(offloaded)))
+        out.append(
+            f"offloads nothing: no value named {names} is saved for the backward pass "
+            "under this configuration, so nothing moves to host memory"
+        )
+    if a.config.policy != policies.AS_WRITTEN and a.sites:
+        inner = ", ".join(f"site {s.id} ({s.function}): {s.effective}" for s in a.sites)
+        out.append(
+            f"the outer policy does not reach inside your checkpoints: {inner} "
+            "decide what their bodies save"
+        )
+    for site in a.sites:
+        if site.override is not None and site.override == site.policy:
+            out.append(f"site {site.id} ({site.function}) already has {site.policy} in the code")
+    return out
+
+
+def _specs_in_force(a: Analysis) -> list[policies.PolicySpec]:
+    texts = [a.config.policy, *(s.override for s in a.sites if s.override is not None)]
+    out = []
+    for text in texts:
+        try:
+            out.append(policies.parse(text, policies.AnyName()))
+        except Exception:  # a declared policy of the target: nothing to say about it
+            continue
+    return out

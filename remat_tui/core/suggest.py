@@ -1,0 +1,164 @@
+"""Provides suggest (Contract 6): the configuration with the least
+recomputation whose memory fits a budget.
+
+Memory is the residual bytes on device, or the compiled peak per device when
+compiling. The search space is the built-in policies and the target's own,
+and every save/offload/recompute assignment of its checkpoint_names, applied
+where the code puts its checkpoints (each checkpointed function) or, in code
+without sites, as an outer policy.
+
+Exact while the space is small (at most `exact_limit` configurations per
+place, and their product over places): every configuration is analysed.
+Beyond that, a stated heuristic: the built-ins, each name saved alone and
+offloaded alone, then names added greedily by recomputation removed per byte
+saved (each name's effect measured alone, assumed additive), every greedy
+prefix analysed for real, the best that fits kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from remat_tui.core import policies
+from remat_tui.core.analysis import analyze, as_target
+from remat_tui.core.compare import Row, evaluate, mark_pareto, policies_parse
+from remat_tui.core.config import Config
+
+EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic
+STATES = ("recompute", "save", "offload")
+
+
+@dataclass
+class Suggestion:
+    budget: int
+    measure: str  # "residual" | "compiled"
+    fits: bool
+    best: Row
+    baseline: Row  # the code as written, for the saving
+    exact: bool
+    searched: int
+    rows: list[Row]
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": 1,
+            "budget": self.budget,
+            "measure": self.measure,
+            "fits": self.fits,
+            "best": self.best.to_dict(),
+            "as_written": self.baseline.to_dict(),
+            "exact": self.exact,
+            "searched": self.searched,
+        }
+
+
+def suggest(
+    fn,
+    budget: int,
+    args=None,
+    kwargs=None,
+    compiled: bool = False,
+    device: str | None = None,
+    sites: dict | None = None,
+    exact_limit: int = EXACT_LIMIT,
+    cancelled=None,
+    progress=None,
+) -> Suggestion:
+    target = as_target(fn, args, kwargs)
+    base = Config.make(sites=sites, device=device, declared=target.policies)
+    first = analyze(target, config=base, texts=False, cancelled=cancelled)
+    places = list(dict.fromkeys(s.function for s in first.sites)) or [None]
+    names = [n.name for n in first.names]
+    choices = _choices(target, names)
+    space = len(choices) ** len(places)
+    measured: dict[Config, Row] = {}
+
+    def run(configs: list[Config]) -> list[Row]:
+        """Rows for `configs`, each configuration analysed once."""
+        new = [c for c in dict.fromkeys(configs) if c not in measured]
+        rows = evaluate(target, new, first, compiled, cancelled, progress)
+        measured.update(zip(new, rows, strict=True))
+        return [measured[c] for c in configs]
+
+    run([base])
+    exact = space <= exact_limit
+    if exact:
+        run([_config(base, places, c) for c in itertools.product(choices, repeat=len(places))])
+    else:
+        _heuristic(base, places, names, choices, run)
+    rows = list(measured.values())
+    mark_pareto(rows)
+    baseline = next(r for r in rows if r.config == base)
+    fitting = [r for r in rows if r.memory <= budget]
+    if fitting:
+        best = min(fitting, key=lambda r: (r.recompute_flops, r.memory, r.host_bytes))
+    else:
+        best = min(rows, key=lambda r: (r.memory, r.recompute_flops))
+    return Suggestion(
+        budget=budget,
+        measure="compiled" if compiled else "residual",
+        fits=bool(fitting),
+        best=best,
+        baseline=baseline,
+        exact=exact,
+        searched=len(rows),
+        rows=rows,
+    )
+
+
+def _choices(target, names: list[str]) -> list[str]:
+    """Every policy one place can have: built-ins, the target's own, and each
+    save/offload/recompute assignment of the names."""
+    out = [*policies.builtin_specs(), *target.policies]
+    for states in itertools.product(STATES, repeat=len(names)):
+        saved = [n for n, s in zip(names, states, strict=True) if s == "save"]
+        offloaded = [n for n, s in zip(names, states, strict=True) if s == "offload"]
+        out.append(policies.names_policy(saved, offloaded).canonical)
+    return [policies_parse(p, target) for p in dict.fromkeys(out)]
+
+
+def _config(base: Config, places: list, combo) -> Config:
+    if places == [None]:
+        return base.with_policy(combo[0])
+    config = base
+    for place, spec in zip(places, combo, strict=True):
+        config = config.with_site(place, spec)
+    return config
+
+
+def _heuristic(base, places, names, choices, run) -> None:
+    """Built-ins everywhere, then the greedy name chain (see the module doc),
+    the same policy at every place."""
+    builtins = [c for c in choices if not _is_names_policy(c)]
+    run([_config(base, places, [b] * len(places)) for b in builtins])
+    nothing = policies.names_policy([], []).canonical
+    singles = []
+    for name in names:
+        singles.append(("save", name, policies.names_policy([name], []).canonical))
+        singles.append(("offload", name, policies.names_policy([], [name]).canonical))
+    configs = [_config(base, places, [nothing] * len(places))]
+    configs += [_config(base, places, [spec] * len(places)) for _, _, spec in singles]
+    measured = run(configs)
+    empty, alone = measured[0], measured[1:]
+    # Each name's effect measured alone, assumed additive: recompute removed per byte.
+    gains = []
+    for (state, name, _), row in zip(singles, alone, strict=True):
+        removed = empty.recompute_flops - row.recompute_flops
+        added = max(row.memory - empty.memory, 1)
+        if removed > 0:
+            gains.append((removed / added, state, name))
+    chain_saved, chain_offloaded, taken = [], [], set()
+    chain = []
+    for _, state, name in sorted(gains, reverse=True):
+        if name in taken:
+            continue
+        taken.add(name)
+        (chain_saved if state == "save" else chain_offloaded).append(name)
+        spec = policies.names_policy(list(chain_saved), list(chain_offloaded)).canonical
+        chain.append(_config(base, places, [spec] * len(places)))
+    run(chain)
+
+
+def _is_names_policy(spec: str) -> bool:
+    return spec.startswith(("save_only_these_names(", policies.OFFLOAD_NAMES + "("))

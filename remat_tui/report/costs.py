@@ -1,0 +1,221 @@
+"""Provides the reports of compare, suggest and diff: text, Markdown, HTML
+(with the Pareto chart as inline SVG: no script, no network) and JSON."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+
+from remat_tui.report.units import human_bytes, human_flops
+
+COLUMNS = ("", "device", "host", "recompute", "% fwd", "peak", "temp", "configuration", "notes")
+
+
+def short_spec(spec: str) -> str:
+    """A names policy as the names it saves and offloads (`save qkv · offload h`);
+    any other spec as it is. For tables: reports and JSON keep the canonical spec."""
+    from remat_tui.core import policies
+
+    try:
+        parsed = policies.parse(spec, policies.AnyName())
+    except Exception:  # a custom:<name> policy read off the code
+        return spec
+    if parsed.kind not in ("save_only_these_names", policies.OFFLOAD_NAMES):
+        return spec
+    parts = []
+    if parsed.names:
+        parts.append("save " + ", ".join(parsed.names))
+    if parsed.offloaded:
+        parts.append("offload " + ", ".join(parsed.offloaded))
+    return " · ".join(parts) or "save no names"
+
+
+def config_label(row) -> str:
+    parts = [] if row.config.policy == "as_written" and row.config.sites else [row.config.policy]
+    parts = [short_spec(p) for p in parts]
+    parts += [f"site {k}: {short_spec(v)}" for k, v in row.config.sites]
+    return "; ".join(parts)
+
+
+def row_cells(row) -> tuple[str, ...]:
+    share = row.recompute_share
+    compiled = row.compiled or {}
+    return (
+        "★" if row.pareto else "",
+        human_bytes(row.device_bytes),
+        human_bytes(row.host_bytes) if row.host_bytes else "",
+        human_flops(row.recompute_flops),
+        "" if share is None else f"{share:.0%}",
+        human_bytes(compiled["peak_bytes"]) if compiled.get("peak_bytes") is not None else "",
+        human_bytes(compiled["temp_bytes"]) if compiled.get("temp_bytes") is not None else "",
+        config_label(row),
+        "; ".join(row.notes),
+    )
+
+
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
+
+
+# ---- compare --------------------------------------------------------------------------
+
+
+def render_compare(c, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(c.to_dict(), indent=2) + "\n"
+    cells = [row_cells(r) for r in c.rows]
+    title = f"{c.target_file}:{c.target_name}" if c.target_file else c.target_name
+    legend = (
+        "★ Pareto-optimal: no other row needs no more memory and no more recomputation. "
+        "device/host: residual bytes saved by autodiff; recompute: forward FLOPs the "
+        "backward pass does again; peak/temp: the compiled gradient, when compiled."
+    )
+    if fmt == "text":
+        lines = [f"compare  {title}  ({len(c.rows)} configurations, {c.seconds:.1f} s)", ""]
+        lines += _table([COLUMNS, *cells]) + ["", legend]
+        return "\n".join(lines) + "\n"
+    if fmt == "md":
+        lines = [f"# remat-tui compare: `{_md_cell(title)}`", "", legend, ""]
+        lines.append("| " + " | ".join(COLUMNS) + " |")
+        lines.append("|" + "---|" * len(COLUMNS))
+        lines += ["| " + " | ".join(_md_cell(x) for x in row) + " |" for row in cells]
+        return "\n".join(lines) + "\n"
+    if fmt == "html":
+        head = "".join(f"<th>{escape(h)}</th>" for h in COLUMNS)
+        body = "\n".join(
+            "<tr>" + "".join(f"<td>{escape(x)}</td>" for x in row) + "</tr>" for row in cells
+        )
+        return (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>remat-tui compare: {escape(title)}</title>"
+            "<style>body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:110em;"
+            "padding:0 1em}table{border-collapse:collapse}th,td{border-bottom:1px solid #ddd;"
+            "padding:.25em .6em;text-align:left}</style></head><body>"
+            f"<h1>remat-tui compare: <code>{escape(title)}</code></h1>"
+            f"<p>{escape(legend)}</p>{pareto_svg(c.rows)}"
+            f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>"
+            "</body></html>\n"
+        )
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def pareto_svg(rows, width: int = 640, height: int = 360) -> str:
+    """Memory (x) against recompute FLOPs (y), one dot per row, the Pareto
+    front joined by a line; every label escaped."""
+    if not rows:
+        return ""
+    pad = 56
+    xs = [r.memory for r in rows]
+    ys = [r.recompute_flops for r in rows]
+    x0, x1 = min(xs), max(xs) or 1
+    y0, y1 = min(ys), max(ys) or 1
+
+    def px(v, lo, hi, size, flip=False):
+        t = 0.5 if hi == lo else (v - lo) / (hi - lo)
+        return pad + (1 - t if flip else t) * (size - 2 * pad)
+
+    points = []
+    for r in rows:
+        cx, cy = px(r.memory, x0, x1, width), px(r.recompute_flops, y0, y1, height, True)
+        colour = "#d33" if r.pareto else "#789"
+        points.append(
+            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{colour}">'
+            f"<title>{escape(config_label(r))}: {human_bytes(r.memory)}, "
+            f"{human_flops(r.recompute_flops)}</title></circle>"
+        )
+    front = sorted((r for r in rows if r.pareto), key=lambda r: r.memory)
+    line = " ".join(
+        f"{px(r.memory, x0, x1, width):.1f},{px(r.recompute_flops, y0, y1, height, True):.1f}"
+        for r in front
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'role="img" aria-label="memory against recompute FLOPs">'
+        f'<rect width="{width}" height="{height}" fill="#fafafa"/>'
+        f'<polyline points="{line}" fill="none" stroke="#d33" stroke-width="1.5"/>'
+        + "".join(points)
+        + f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle" font-size="12">'
+        f"memory ({human_bytes(x0)} – {human_bytes(x1)})</text>"
+        f'<text x="14" y="{height / 2}" font-size="12" transform="rotate(-90 14 {height / 2})" '
+        f'text-anchor="middle">recompute FLOPs ({human_flops(y0)} – {human_flops(y1)})</text>'
+        "</svg>"
+    )
+
+
+# ---- suggest --------------------------------------------------------------------------
+
+
+def render_suggest(s, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(s.to_dict(), indent=2) + "\n"
+    best, base = s.best, s.baseline
+    measure = "compiled peak per device" if s.measure == "compiled" else "residual bytes on device"
+    how = (
+        f"exact: all {s.searched} configurations analysed"
+        if s.exact
+        else f"heuristic (greedy over names, see `remat_tui.core.suggest`): {s.searched} analysed"
+    )
+    saving = base.memory - best.memory
+    if s.fits:
+        head = (
+            f"fits {human_bytes(s.budget)}: {config_label(best)} uses "
+            f"{human_bytes(best.memory)} ({measure}), recomputing "
+            f"{human_flops(best.recompute_flops)}"
+        )
+    else:
+        head = (
+            f"nothing fits {human_bytes(s.budget)} ({measure}); the smallest is "
+            f"{config_label(best)} at {human_bytes(best.memory)}"
+        )
+    lines = [
+        head,
+        f"against as written: {human_bytes(saving)} less"
+        if saving >= 0
+        else f"against as written: {human_bytes(-saving)} more",
+        how,
+        "",
+        "paste:",
+        best.python,
+    ]
+    if best.notes:
+        lines += ["", *(f"note: {n}" for n in best.notes)]
+    if fmt == "md":
+        return (
+            "\n".join(["# remat-tui suggest", "", *lines[:3], "", "```", best.python, "```"]) + "\n"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# ---- diff -----------------------------------------------------------------------------
+
+
+def render_diff(d, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(d.to_dict(), indent=2) + "\n"
+
+    def listing(entries):
+        return [f"  {human_bytes(e['bytes']):>10}  {e['text']}" for e in entries] or ["  (none)"]
+
+    sign = "+" if d.bytes_delta >= 0 else "-"
+    lines = [
+        f"A: {config_label(d.a)}",
+        f"B: {config_label(d.b)}",
+        f"device bytes B - A: {sign}{human_bytes(abs(d.bytes_delta))}; recompute B - A: "
+        f"{'+' if d.recompute_flops_delta >= 0 else '-'}"
+        f"{human_flops(abs(d.recompute_flops_delta))}",
+        "",
+        f"only in A ({len(d.only_a)}):",
+        *listing(d.only_a),
+        f"only in B ({len(d.only_b)}):",
+        *listing(d.only_b),
+        f"in both ({len(d.both)}):",
+        *listing(d.both),
+    ]
+    if fmt == "md":
+        return "# remat-tui diff\n\n```\n" + "\n".join(lines) + "\n```\n"
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,196 @@
+"""compare, diff and suggest (Contract 6): every row is what the full analysis
+of its configuration says; suggest equals brute force on small cases."""
+
+import itertools
+import json
+import subprocess
+
+import jax
+import jax.numpy as jnp
+import pytest
+from conftest import example
+from jax.ad_checkpoint import checkpoint_name
+
+import remat_tui
+from remat_tui.core import policies
+from remat_tui.core.compare import compare
+from remat_tui.core.config import Config
+from remat_tui.core.diff import diff
+from remat_tui.core.suggest import STATES, suggest
+
+
+def block(W, x):
+    h = checkpoint_name(jnp.sin(x @ W), "h")
+    g = checkpoint_name(jnp.tanh(h @ W.T), "g")
+    return x + g * h
+
+
+def make(spec):
+    blk = jax.checkpoint(block, policy=policies.build(policies.parse(spec)))
+
+    def loss(Ws, x):
+        return jnp.sum(jax.lax.scan(lambda x, W: (blk(W, x), None), x, Ws)[0] ** 2)
+
+    return loss
+
+
+ARGS = (jnp.ones((3, 8, 8)) * 0.1, jnp.ones((4, 8)))
+LOSS = make("nothing_saveable")
+
+
+def full(config: Config):
+    return remat_tui.analyze(LOSS, args=ARGS, sites=config.site_overrides, policy=config.policy)
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    return compare(LOSS, args=ARGS)
+
+
+def test_every_row_is_its_full_analysis(comparison):
+    for row in comparison.rows:
+        a = full(row.config)
+        assert row.device_bytes == a.totals.device_bytes, row.config
+        assert row.host_bytes == a.totals.host_bytes
+        assert row.recompute_flops == a.flops["recompute"]
+        assert row.residuals == tuple(r.text for r in a.residuals)
+
+
+def test_rows_cover_builtins_names_and_sites(comparison):
+    configs = {r.config for r in comparison.rows}
+    for spec in policies.builtin_specs():
+        assert Config(spec) in configs
+    assert Config(sites=(("block", "save_only_these_names('h')"),)) in configs
+    offload_all = policies.names_policy([], ["g", "h"]).canonical
+    assert Config(sites=(("block", offload_all),)) in configs
+    assert Config(sites=(("block", "as_written"),)) in configs  # "what if I drop it"
+    assert len(configs) == len(comparison.rows)  # no configuration twice
+
+
+def test_pareto_rows_are_exactly_the_undominated(comparison):
+    rows = comparison.rows
+
+    def dominates(a, b):
+        return (
+            a.memory <= b.memory
+            and a.recompute_flops <= b.recompute_flops
+            and (a.memory < b.memory or a.recompute_flops < b.recompute_flops)
+        )
+
+    for row in rows:
+        assert row.pareto == (not any(dominates(o, row) for o in rows))
+    assert any(r.pareto for r in rows)
+
+
+def test_compare_json_follows_contract_6(comparison):
+    d = comparison.to_dict()
+    assert set(d["rows"][0]) >= {
+        "policy",
+        "sites",
+        "python",
+        "device_bytes",
+        "host_bytes",
+        "recompute_flops",
+        "compiled",
+        "pareto",
+        "notes",
+    }
+    json.dumps(d)  # serialisable
+
+
+def test_no_op_is_noted(comparison):
+    same = [
+        r for r in comparison.rows if r.config == Config(sites=(("block", "nothing_saveable"),))
+    ]
+    (row,) = same  # nothing_saveable is what the code already says at the site
+    assert any("changes nothing" in n for n in row.notes)
+    assert any("already has nothing_saveable" in n for n in row.notes)
+
+
+def test_diff_matches_the_two_analyses():
+    a = Config(sites=(("block", "nothing_saveable"),))
+    b = Config(sites=(("block", "save_only_these_names('h')"),))
+    d = diff(LOSS, a, b, args=ARGS)
+    texts_a = [r.text for r in full(a).residuals]
+    texts_b = [r.text for r in full(b).residuals]
+    assert sorted(e["text"] for e in d.only_a + d.both) == sorted(texts_a)
+    assert sorted(e["text"] for e in d.only_b + d.both) == sorted(texts_b)
+    assert d.only_b and not d.only_a  # saving h adds residuals, drops none here
+    assert d.bytes_delta == full(b).totals.device_bytes - full(a).totals.device_bytes
+    assert d.recompute_flops_delta < 0  # h is no longer recomputed
+    assert set(d.to_dict()) >= {"only_a", "only_b", "both", "bytes_delta", "recompute_flops_delta"}
+
+
+def brute_force(budget: int):
+    """Every configuration suggest's space holds, analysed one by one."""
+    specs = [*policies.builtin_specs()]
+    for states in itertools.product(STATES, repeat=2):
+        saved = [n for n, s in zip(("g", "h"), states, strict=True) if s == "save"]
+        off = [n for n, s in zip(("g", "h"), states, strict=True) if s == "offload"]
+        specs.append(policies.names_policy(saved, off).canonical)
+    rows = [(Config(sites=(("block", s),)), full(Config(sites=(("block", s),)))) for s in specs]
+    rows.append((Config(), full(Config())))
+    fitting = [(c, a) for c, a in rows if a.totals.device_bytes <= budget]
+    return min(fitting, key=lambda ca: (ca[1].flops["recompute"], ca[1].totals.device_bytes))
+
+
+@pytest.mark.parametrize("budget_share", [0.5, 0.8, 1.0])
+def test_suggest_equals_brute_force(budget_share):
+    most = full(Config(sites=(("block", "everything_saveable"),))).totals.device_bytes
+    budget = int(most * budget_share)
+    got = suggest(LOSS, budget, args=ARGS)
+    assert got.exact and got.fits
+    _, want = brute_force(budget)
+    assert got.best.recompute_flops == want.flops["recompute"]
+    assert got.best.memory <= budget
+    assert got.searched == len({r.config for r in got.rows})
+
+
+def test_suggest_heuristic_fits_and_says_so():
+    most = full(Config(sites=(("block", "everything_saveable"),))).totals.device_bytes
+    got = suggest(LOSS, int(most * 0.8), args=ARGS, exact_limit=1)
+    assert not got.exact and got.fits and got.best.memory <= int(most * 0.8)
+    assert got.searched < 15  # fewer than the exact space (6 built-ins + 9 name sets)
+
+
+def test_suggest_when_nothing_fits_shows_the_smallest():
+    got = suggest(LOSS, 1, args=ARGS)
+    assert not got.fits
+    assert got.best.memory == min(r.memory for r in got.rows)
+
+
+def test_cli_compare_suggest_diff(remat_tui_cmd):
+    target = f"{example('notebook.py')}:f4"
+
+    def run(*argv):
+        return subprocess.run([remat_tui_cmd, *argv], capture_output=True, text=True, timeout=300)
+
+    out = run(
+        "compare",
+        target,
+        "--policy",
+        "nothing_saveable",
+        "--policy",
+        "dots_saveable",
+        "--format",
+        "json",
+    )
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["rows"]
+    assert [r["policy"] for r in rows] == ["nothing_saveable", "dots_saveable"]
+    assert "[1/2]" in out.stderr  # progress, one line per configuration
+    out = run("suggest", target, "--budget", "1GiB", "--format", "json")
+    assert out.returncode == 0 and json.loads(out.stdout)["fits"] is True
+    out = run("diff", target, "--policy", "nothing_saveable", "--vs", "everything_saveable")
+    assert out.returncode == 0 and "only in B" in out.stdout
+    bad = run("suggest", target, "--budget", "lots")
+    assert bad.returncode == 2 and "size 'lots'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_python_api_entry_points():
+    rows = remat_tui.compare(LOSS, args=ARGS, policies=["nothing_saveable"]).rows
+    assert [r.config.policy for r in rows] == ["nothing_saveable"]
+    got = remat_tui.suggest(LOSS, "1GiB", args=ARGS)
+    assert got.fits and got.best.recompute_flops == 0  # everything fits: save all
+    d = remat_tui.diff(LOSS, "nothing_saveable", "everything_saveable", args=ARGS)
+    assert d.to_dict()["a"]["policy"] == "nothing_saveable"
