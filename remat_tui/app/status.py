@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from remat_tui.report.units import human_bytes
+from remat_tui.report.units import human_bytes, recompute_summary
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -53,7 +53,8 @@ def summary(a, base, show_timings: bool) -> str:
     """`15 residuals · 318.2 KiB device · 145.2 KiB excluding arguments (-60% vs
     as_written) · 0 recomputed eqns · traced in 0.03 s`."""
     t = a.totals
-    parts = [f"{t.count} residuals", f"{human_bytes(t.device_bytes)} device"]
+    per_device = f" ({human_bytes(t.device_bytes_per_device)}/device)" if a.sharded else ""
+    parts = [f"{t.count} residuals", f"{human_bytes(t.device_bytes)} device{per_device}"]
     if t.host_bytes:
         parts.append(f"{human_bytes(t.host_bytes)} host")
     excluding = f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments"
@@ -61,7 +62,7 @@ def summary(a, base, show_timings: bool) -> str:
     if delta is not None:
         excluding += f" ({delta:+.0%} vs as_written)"
     parts.append(excluding)
-    parts.append(f"{a.backward.recompute_eqns} recomputed eqns")
+    parts.append(recompute_summary(a))
     if show_timings:
         parts.append(f"traced in {a.trace_seconds:.2f} s")
     return " · ".join(parts)

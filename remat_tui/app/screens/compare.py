@@ -1,0 +1,171 @@
+"""Provides the CompareScreen: every configuration's costs in a sortable table,
+the Pareto front marked, and memory against recompute FLOPs as a chart.
+
+The comparison runs in this screen's own worker (thread), one configuration
+after another, and says how far it is; escape leaves (the worker's result is
+then dropped). Enter on a row closes the screen with that row's Config, which
+the App opens in the main screen.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+from textual_plotext import PlotextPlot
+
+from remat_tui.core.config import Config
+from remat_tui.errors import RematError
+from remat_tui.report.costs import COLUMNS, row_cells
+
+SORTS = {
+    "memory": lambda r: (r.memory, r.recompute_flops),
+    "recompute": lambda r: (r.recompute_flops, r.memory),
+    "host": lambda r: (r.host_bytes, r.memory),
+}
+
+
+@dataclass
+class CompareProgress(Message):
+    done: int
+    total: int
+    label: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, CompareProgress)
+
+
+@dataclass
+class CompareDone(Message):
+    comparison: object
+
+
+@dataclass
+class CompareFailed(Message):
+    message: str
+
+
+class CompareScreen(Screen[Config | None]):
+    """Costs of every configuration worth comparing, for the App's target."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "back"),
+        Binding("m", "sort('memory')", "sort: memory"),
+        Binding("f", "sort('recompute')", "sort: recompute"),
+        Binding("h", "sort('host')", "sort: host"),
+        Binding("enter", "open", "open in main screen", show=True),
+    ]
+
+    def __init__(self, target, base: Config):
+        super().__init__()
+        self.target = target
+        self.base = base
+        self.rows: list = []
+        self.sort_key = "memory"
+        self.started = time.monotonic()
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="compare"):
+            yield Static("comparing…", id="compare-status", markup=False)
+            with Horizontal(id="compare-body"):
+                yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True)
+                yield PlotextPlot(id="compare-chart")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns(*COLUMNS)
+        table.focus()
+        self.run_compare()
+
+    @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
+    def run_compare(self) -> None:
+        from remat_tui.core.compare import compare
+
+        try:
+            result = compare(
+                self.target,
+                sites=self.base.site_overrides,
+                device=self.base.device,
+                progress=lambda i, n, c: self.post_message(CompareProgress(i, n, c.label())),
+                cancelled=lambda: not self.is_attached,
+            )
+        except RematError as exc:
+            self.post_message(CompareFailed(exc.message))
+            return
+        except Exception as exc:  # noqa: BLE001 - our bug: say so in place
+            self.post_message(CompareFailed(f"internal error: {exc!r}"))
+            return
+        self.post_message(CompareDone(result))
+
+    @on(CompareProgress)
+    def progress(self, message: CompareProgress) -> None:
+        elapsed = time.monotonic() - self.started
+        self.query_one("#compare-status", Static).update(
+            f"comparing {message.done + 1}/{message.total}: {message.label}  {elapsed:.1f} s"
+            "  (escape goes back)"
+        )
+
+    @on(CompareFailed)
+    def failed(self, message: CompareFailed) -> None:
+        self.query_one("#compare-status", Static).update(f"compare failed: {message.message}")
+
+    @on(CompareDone)
+    def done(self, message: CompareDone) -> None:
+        c = message.comparison
+        self.rows = list(c.rows)
+        front = sum(r.pareto for r in self.rows)
+        took = f" in {c.seconds:.1f} s" if getattr(self.app, "show_timings", True) else ""
+        self.query_one("#compare-status", Static).update(
+            f"{len(self.rows)} configurations{took} · ★ {front} Pareto-optimal "
+            "(no other needs no more memory and no more recomputation) · enter opens a row"
+        )
+        self.show_rows()
+        self.draw_chart()
+
+    def show_rows(self) -> None:
+        table = self.query_one(DataTable)
+        table.clear()
+        for index, row in sorted(enumerate(self.rows), key=lambda ir: SORTS[self.sort_key](ir[1])):
+            table.add_row(*row_cells(row), key=str(index))
+
+    def draw_chart(self) -> None:
+        plot = self.query_one(PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        mib = [r.memory / 2**20 for r in self.rows]
+        gflop = [r.recompute_flops / 1e9 for r in self.rows]
+        others = [(x, y) for x, y, r in zip(mib, gflop, self.rows, strict=True) if not r.pareto]
+        front = sorted((x, y) for x, y, r in zip(mib, gflop, self.rows, strict=True) if r.pareto)
+        if others:
+            plt.scatter(*zip(*others, strict=True), marker="dot", label="other")
+        if front:
+            plt.scatter(*zip(*front, strict=True), marker="star", color="red", label="Pareto ★")
+        plt.title("memory vs recomputation")
+        plt.xlabel("memory (MiB)")
+        plt.ylabel("recompute (GFLOP)")
+        plot.refresh()
+
+    def action_sort(self, key: str) -> None:
+        self.sort_key = key
+        if self.rows:
+            self.show_rows()
+            self.notify(f"sorted by {key}")
+
+    def action_open(self) -> None:
+        table = self.query_one(DataTable)
+        if not self.rows or table.cursor_row is None:
+            return
+        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        self.dismiss(self.rows[int(key)].config)
+
+    @on(DataTable.RowSelected)
+    def row_selected(self, event: DataTable.RowSelected) -> None:
+        self.dismiss(self.rows[int(event.row_key.value)].config)
