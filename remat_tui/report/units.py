@@ -15,6 +15,29 @@ def human_bytes(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}  # fmt: skip
+
+
+def parse_size(text: str) -> int:
+    """`512MiB`, `2GiB`, `1.5e9`, `4096` -> bytes; a RematError says what was expected."""
+    import re
+
+    from remat_tui.errors import RematError
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    unit = m.group(2).lower() if m else None
+    if m is None or unit not in _SIZE_UNITS:
+        raise RematError(
+            f"size {text!r}: expected a number of bytes with an optional unit, "
+            "e.g. 512MiB, 2GiB, 1.5e9 or 4096 (units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)."
+        )
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
 def human_flops(n: int) -> str:
     """950 FLOP, 1.2 kFLOP, 3.4 GFLOP, ... (decimal units, as FLOP rates are quoted)."""
     size = float(n)
