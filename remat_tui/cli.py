@@ -83,6 +83,23 @@ def report_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="write to PATH (atomically) instead of standard output",
     )
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="also compile the gradient for the device (never run it) and lead with "
+        "XLA's peak bytes per device",
+    )
+    parser.add_argument(
+        "--max-residual-bytes",
+        metavar="SIZE",
+        help="exit 1 if the residual bytes on a device exceed SIZE (512MiB, 2GiB, "
+        "1.5e9 or a byte count); the report is written first",
+    )
+    parser.add_argument(
+        "--max-peak-bytes",
+        metavar="SIZE",
+        help="with --compiled: exit 1 if the compiled peak per device exceeds SIZE",
+    )
     return parser
 
 
@@ -119,9 +136,14 @@ def run_report(opts: argparse.Namespace) -> int:
     from remat_tui.report import render
     from remat_tui.report.write import write_atomic
 
+    limits = _limits(opts)  # a bad size fails before anything is analysed
     sites = _site_overrides(opts.site)
     analysis = analyze(
-        load_target(opts.target), policy=opts.policy, device=opts.device, sites=sites
+        load_target(opts.target),
+        policy=opts.policy,
+        device=opts.device,
+        sites=sites,
+        compiled=opts.compiled,
     )
     for warning in analysis.warnings:
         print(f"remat-tui: warning: {warning}", file=sys.stderr)
@@ -132,7 +154,53 @@ def run_report(opts: argparse.Namespace) -> int:
         print(f"remat-tui: wrote {fmt} report to {path}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return 0
+    return _gates(analysis, limits)
+
+
+def _limits(opts: argparse.Namespace) -> dict[str, int]:
+    """The CI gates asked for: {option: bytes}."""
+    from remat_tui.report.units import parse_size
+
+    if opts.max_peak_bytes is not None and not opts.compiled:
+        raise RematError(
+            "--max-peak-bytes needs --compiled: the peak comes from compiling the "
+            "gradient. Add --compiled, or gate on --max-residual-bytes."
+        )
+    limits = {}
+    for option, value in (
+        ("--max-residual-bytes", opts.max_residual_bytes),
+        ("--max-peak-bytes", opts.max_peak_bytes),
+    ):
+        if value is not None:
+            try:
+                limits[option] = parse_size(value)
+            except RematError as exc:
+                raise RematError(f"{option}: {exc.message}") from None
+    return limits
+
+
+def _gates(analysis, limits: dict[str, int]) -> int:
+    """Exit status 1, with a message per excess, when a gate is exceeded."""
+    from remat_tui.report.compiled import residual_bytes
+    from remat_tui.report.units import human_bytes
+
+    measured = {"--max-residual-bytes": ("residual bytes on a device", residual_bytes(analysis))}
+    if analysis.compiled is not None:
+        measured["--max-peak-bytes"] = ("compiled peak per device", analysis.compiled.peak_bytes)
+    target = f"{analysis.target_file or ''}:{analysis.target_name}".lstrip(":")
+    status = 0
+    for option, limit in limits.items():
+        what, value = measured[option]
+        if value > limit:
+            print(
+                f"remat-tui: over budget: {target} under {analysis.config.label()}: "
+                f"{what} {human_bytes(value)} ({value:,} B) exceeds {option} "
+                f"{human_bytes(limit)} ({limit:,} B) by {human_bytes(value - limit)} "
+                f"({value - limit:,} B)",
+                file=sys.stderr,
+            )
+            status = 1
+    return status
 
 
 def run_app(opts: argparse.Namespace) -> int:
