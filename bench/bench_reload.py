@@ -57,7 +57,7 @@ async def save_to_screen(app, pilot, stamps, path: str, mark: int) -> float:
     return took
 
 
-async def main(rounds: int = 4) -> None:
+async def main(rounds: int = 8) -> None:
     folder = tempfile.mkdtemp(prefix="remat-bench-")
     path = os.path.join(folder, "transformer.py")
     shutil.copy(SOURCE, path)
