@@ -6,6 +6,7 @@ change state and widgets. Analyses are cached per (target, policy, device).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import traceback
@@ -73,6 +74,7 @@ class RematApp(App):
         Binding("s", "focus_sites", "sites", show=False),
         Binding("r", "focus_residuals", "residuals", show=False),
         Binding("o", "sort_residuals", "sort by bytes", show=False),
+        Binding("c", "compare", "compare"),
         Binding("t", "pick_target", "target", show=False),
         Binding(
             "b",
@@ -84,6 +86,9 @@ class RematApp(App):
         Binding("e", "export", "export"),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("q", "quit", "quit"),
+        # Not Textual's "press q to quit" hint: here ctrl+c quits, as in a shell
+        # (a focused text field still copies with it; the app binding comes after).
+        Binding("ctrl+c", "quit", "quit", show=False),
     ]
 
     def __init__(
@@ -118,6 +123,9 @@ class RematApp(App):
         self.source_file: str | None = None
         self.load_error: str | None = None  # set when the file could not be loaded
         self.last_export: str | None = None  # the export dialog offers it again
+        # What the command line asked for and could not have (an unknown policy or
+        # device): shown with the first analysis, which show_error(None) would hide.
+        self.start_warnings: list[str] = []
         self.targets: dict = {}  # every target of the file, by name
         self.activity = Activity()  # what the status line says the app is doing
         self.reloader = Reloader(self)
@@ -195,6 +203,7 @@ class RematApp(App):
         targets = self.targets = message.targets
         if message.device_error:
             self.show_error(message.device_error)
+            self.start_warnings.append(message.device_error)
         if self.target_name is not None and self.target_name not in targets:
             self.show_error(
                 f"no target named {self.target_name!r} in {self.path}; "
@@ -237,7 +246,14 @@ class RematApp(App):
         self.target = target
         self.policy_specs = policies.builtin_specs() + list(target.policies)
         current = self.spec.canonical if keep_policy and self.spec else None
-        self.apply_policy(current or self.requested_policy)
+        requested = current or self.requested_policy
+        try:
+            policies.parse(requested, target.policies)
+        except RematError as exc:  # e.g. a name the target does not declare: say so, go on
+            message = with_suggestion(exc.message, requested, target.policies)
+            self.start_warnings.append(f"{message} Showing {policies.AS_WRITTEN} instead.")
+            requested = policies.AS_WRITTEN
+        self.apply_policy(requested)
         self.update_title()
         if not keep_policy:
             self.query_one(ResidualTable).focus()
@@ -407,8 +423,13 @@ class RematApp(App):
         table.set_rows(drawing.rows, drawing.host_rows, drawing.widths, sizes=drawing.sizes)
         table.border_title = f"Residuals  {len(a.residuals)} · {human_bytes(a.totals.bytes)}"
         self.select_residual(table.selected if a.residuals else -1)
-        if a.warnings:  # kept on screen with the analysis, not a toast that fades
-            self.show_error("\n".join(a.warnings), warning=True)
+        cautions = [
+            *(f"[b]warning:[/b] {escape(w)}" for w in [*self.start_warnings, *a.warnings]),
+            *(f"[b]note:[/b] {escape(n)}" for n in self.notes_for(a)),
+        ]
+        if cautions:  # kept on screen with the analysis, not a toast that fades
+            self.show_error("\n".join(cautions), warning=True)
+        self.start_warnings = []
         self.update_title()
         self.update_status(a)
         self.name_states = self.scoped_states()  # the sites may be known only now
@@ -469,6 +490,14 @@ class RematApp(App):
     def row_highlighted(self, event: ResidualTable.Highlighted) -> None:
         self.select_residual(event.index)
 
+    def notes_for(self, a) -> list[str]:
+        """Why this configuration may change nothing (core/notes.py), measured
+        against as_written when that analysis is at hand."""
+        from remat_tui.core.notes import Baseline, notes_for
+
+        base = self.cache.get(self.baseline_key())
+        return notes_for(a, Baseline.of(self.target, base) if base is not None else None)
+
     def update_title(self) -> None:
         policy = self.spec.canonical if self.spec else "?"
         name = f"{self.path}:{self.target.name}" if self.target else self.path
@@ -500,8 +529,9 @@ class RematApp(App):
             self.query_one("#status", Static).update(text, layout=False)
 
     def show_error(self, message: str | None, warning: bool = False) -> None:
-        """An error (or, with `warning`, a caution about the shown analysis) above the
-        panes, until the next analysis is shown; None hides it."""
+        """An error (or, with `warning`, cautions about the shown analysis: markup,
+        user strings escaped) above the panes, until the next analysis is shown;
+        None hides it."""
         error = self.query_one("#error", Static)
         if message is None and not error.display:
             return
@@ -509,8 +539,8 @@ class RematApp(App):
         error.set_class(warning, "-warning")
         if message is None:
             return
-        if warning:
-            error.update(f"[b]warning:[/b] {escape(message)}")
+        if warning:  # already marked up by the caller, its user strings escaped
+            error.update(message)
             return
         hint = (
             "still showing the last good analysis; save the file, or change the policy "
@@ -672,6 +702,25 @@ class RematApp(App):
         if not self.query_one(Sidebar).focus_sites():
             self.notify("this function applies no jax.checkpoint: no sites", severity="warning")
 
+    def action_compare(self) -> None:
+        """Every configuration's costs, in a screen of its own; a row opens here."""
+        if self.target is None or self.spec is None:
+            self.notify("nothing is loaded yet", severity="warning")
+            return
+        from remat_tui.app.screens.compare import CompareScreen
+
+        base = self.key(policies.AS_WRITTEN)[1]
+        self.push_screen(CompareScreen(self.target, base), self.open_config)
+
+    def open_config(self, config: Config | None) -> None:
+        """Show `config` (outer policy, site overrides, device) in the main screen."""
+        if config is None:
+            return
+        self.site_overrides = config.site_overrides
+        if config.device:
+            self.device = config.device
+        self.apply_policy(config.policy)
+
     def action_sort_residuals(self) -> None:
         """Residuals by bytes, largest first, or back in JAX's order."""
         table = self.query_one(ResidualTable)
@@ -714,6 +763,43 @@ def run(
     device: str | None = None,
     sites: list[str] | tuple[str, ...] = (),
 ) -> int:
+    import asyncio
+    import sys
+    import threading
+
     app = RematApp(path, name, policy=policy, device=device, sites=sites)
-    app.run()
-    return 2 if app.load_error else 0  # bad input exits 2, as in the headless CLI
+    with _stdout_off_the_screen():
+        # Our own loop: asyncio.run (Python 3.12+) would wait for every worker
+        # thread at the end, a trace the user quit during included.
+        app.run(loop=asyncio.new_event_loop())
+    code = 2 if app.load_error else 0  # bad input exits 2, as in the headless CLI
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    if any(t.is_alive() and not t.daemon for t in others):
+        # A trace still running (threads cannot be stopped): Python would wait
+        # for it at exit, seconds after the screen closed. Nothing of it is wanted.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+@contextlib.contextmanager
+def _stdout_off_the_screen():
+    """Textual draws on stderr; a target that writes to file descriptor 1 (a C
+    library, os.write; print() is captured by Textual) would draw over the app
+    when both are the terminal. Such writes are dropped while the app runs."""
+    import sys
+
+    if sys.platform == "win32" or not (os.isatty(1) and os.isatty(2)):
+        yield  # Windows draws on stdout; textual-serve talks over it
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -1,0 +1,63 @@
+"""The compare screen: rows as compare() gives them, sorting, the chart, and a
+row opened in the main screen (checked against JAX's own residual list)."""
+
+from conftest import example, jax_saved_residuals
+from test_app import SIZE, settle
+from textual.widgets import DataTable
+
+from remat_tui.app.main import RematApp
+from remat_tui.app.screens.compare import CompareScreen
+from remat_tui.core import policies
+from remat_tui.core.loading import resolve_arguments
+
+TARGET = "scanned_checkpointed"
+
+
+async def open_compare(app, pilot) -> CompareScreen:
+    await settle(app, pilot)
+    await pilot.press("c")
+    screen = app.screen
+    assert isinstance(screen, CompareScreen)
+    for _ in range(1200):  # the comparison runs in the screen's worker
+        await pilot.pause(0.05)
+        if screen.rows:
+            return screen
+    raise AssertionError("the comparison never finished")
+
+
+async def test_compare_screen_rows_sort_and_open():
+    app = RematApp(example("transformer.py"), TARGET, show_timings=False)
+    async with app.run_test(size=(180, 48)) as pilot:
+        screen = await open_compare(app, pilot)
+        table = screen.query_one(DataTable)
+        assert table.row_count == len(screen.rows) > 10
+        stars = [table.get_row_at(i)[0] for i in range(table.row_count)]
+        assert stars.count("★") == sum(r.pareto for r in screen.rows) > 0
+        memory = [screen.rows[int(k.value)].memory for k in table.rows]
+        assert memory == sorted(memory)  # sorted by memory first
+        await pilot.press("f")
+        flops = [screen.rows[int(k.value)].recompute_flops for k in table.rows]
+        assert flops == sorted(flops)
+        chosen = screen.rows[int(next(iter(table.rows)).value)].config  # least recompute
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, CompareScreen)
+        assert app.shown.config == chosen
+        fn = app.target.fn.__globals__["make_scanned_checkpointed"]
+        spec = dict(chosen.sites).get("block") or chosen.policy
+        args, kwargs = resolve_arguments(app.target)
+        if chosen.sites:
+            parsed = policies.parse(spec)
+            hand = fn(policies.build(parsed)) if parsed.kind != "as_written" else None
+            if hand is not None:
+                want = jax_saved_residuals(hand, "as_written", args, kwargs)
+                assert [r.text for r in app.shown.residuals] == want
+
+
+def test_compare_screen_snapshot(snap_compare):
+    async def run_before(pilot):
+        await open_compare(pilot.app, pilot)
+        await pilot.pause(0.2)
+
+    app = RematApp(example("transformer.py"), TARGET, show_timings=False)
+    assert snap_compare(app, terminal_size=(180, 48), run_before=run_before)
