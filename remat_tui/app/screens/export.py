@@ -82,6 +82,8 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
     @on(Input.Submitted)
     @on(Button.Pressed, "#export")
     def export(self) -> None:
+        if not self.is_current:  # a second enter typed before the first closed it
+            return
         path = self.query_one("#path", Input).value.strip()
         pressed = self.query_one(RadioSet).pressed_button
         if not path:
@@ -95,7 +97,8 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
 
     @on(Button.Pressed, "#cancel")
     def cancel(self) -> None:
-        self.dismiss(None)
+        if self.is_current:  # dismissing a screen beneath would pop another
+            self.dismiss(None)
 
 
 def export(app, choice: tuple[str, str] | None) -> None:

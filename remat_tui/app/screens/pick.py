@@ -36,4 +36,7 @@ class PickScreen(ModalScreen[str | None]):
 
     @on(OptionList.OptionSelected)
     def chosen(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(self.choices[event.option_index])
+        # A second enter typed before the first closed the list selects again;
+        # dismissing then would pop the screen beneath (Textual: ScreenStackError).
+        if self.is_current:
+            self.dismiss(self.choices[event.option_index])
