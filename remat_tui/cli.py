@@ -8,6 +8,8 @@ jax loads when a target is analysed and textual only when the app starts.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 
 from remat_tui import __version__
@@ -138,13 +140,14 @@ def run_report(opts: argparse.Namespace) -> int:
 
     limits = _limits(opts)  # a bad size fails before anything is analysed
     sites = _site_overrides(opts.site)
-    analysis = analyze(
-        load_target(opts.target),
-        policy=opts.policy,
-        device=opts.device,
-        sites=sites,
-        compiled=opts.compiled,
-    )
+    with _user_output_to_stderr():
+        analysis = analyze(
+            load_target(opts.target),
+            policy=opts.policy,
+            device=opts.device,
+            sites=sites,
+            compiled=opts.compiled,
+        )
     for warning in analysis.warnings:
         print(f"remat-tui: warning: {warning}", file=sys.stderr)
     fmt = report_format(opts)
@@ -201,6 +204,23 @@ def _gates(analysis, limits: dict[str, int]) -> int:
             )
             status = 1
     return status
+
+
+@contextlib.contextmanager
+def _user_output_to_stderr():
+    """While the target's code runs (its import, its arguments, its trace),
+    what it prints goes to stderr, print() and raw writes to file descriptor 1
+    alike: stdout carries the report alone, so `--format json | jq` parses."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def run_app(opts: argparse.Namespace) -> int:
