@@ -124,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] == "report":
             return run_report(report_parser().parse_args(argv[1:]))
+        if argv and argv[0] in ("compare", "suggest", "diff"):
+            from remat_tui import cli_costs
+
+            return cli_costs.run(argv[0], argv[1:])
         return run_app(app_parser().parse_args(argv))
     except RematError as exc:
         print(f"remat-tui: error: {exc.message}", file=sys.stderr)
@@ -247,7 +251,7 @@ def run_app(opts: argparse.Namespace) -> int:
 
         port = DEFAULT_PORT if opts.port is None else opts.port
         return serve(path, name, policy=opts.policy, device=opts.device, port=port, sites=opts.site)
-    from remat_tui.app.main import run
+    from remat_tui.app.launch import run
 
     return run(path, name, policy=opts.policy, device=opts.device, sites=opts.site)
 

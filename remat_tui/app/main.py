@@ -1,16 +1,18 @@
 """Provides the RematApp: panes, residual table, sidebar, export, wired together.
 
-Workers only call the core and post messages (app/messages.py); handlers here
-change state and widgets. Analyses are cached per (target, policy, device).
+Workers only call the core and post messages (app/messages.py); handlers
+change state and widgets. The App's jobs live in modules of their own and are
+mixed in: AnalysisRequests (app/requests.py: requests, the cache, the worker),
+SiteActions (app/site_actions.py: sites, names, whole configurations) and
+KeyActions (app/actions.py: what the keys do); `run` is in app/launch.py.
+This module lays the screen out, loads and reloads the target, and draws an
+analysis.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import traceback
-from functools import partial
 
 from pygments.lexers import PythonLexer
 from textual import on, work
@@ -21,18 +23,15 @@ from textual.content import Content
 from textual.markup import escape
 from textual.widgets import Footer, Static
 
-from remat_tui.app import cache as analysis_cache
-from remat_tui.app.arguments import prepared
+from remat_tui.app.actions import KeyActions
 from remat_tui.app.codeview import CodeView
-from remat_tui.app.commands import RematCommands, keep_typed
+from remat_tui.app.commands import RematCommands
 from remat_tui.app.drawing import TABLE_COLUMNS, Drawing, draw
 from remat_tui.app.hangup import quit_on_hangup
 from remat_tui.app.hangup import release as release_hangup
 from remat_tui.app.layout import Layout
 from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.messages import (
-    AnalysisFailed,
-    AnalysisReady,
     FilesChanged,
     LoadFailed,
     Progress,
@@ -41,26 +40,22 @@ from remat_tui.app.messages import (
     TargetsLoaded,
 )
 from remat_tui.app.reload import Reloader
+from remat_tui.app.requests import AnalysisRequests
 from remat_tui.app.residual_table import ResidualTable
-from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen, export
-from remat_tui.app.sidebar import Sidebar, next_state
-from remat_tui.app.site_state import (
-    next_site_policy,
-    scope_states,
-    site_scope,
-    toggled_overrides,
-)
-from remat_tui.app.status import Activity, nothing_shown, summary
+from remat_tui.app.screens import PickScreen
+from remat_tui.app.sidebar import Sidebar
+from remat_tui.app.site_actions import SiteActions
+from remat_tui.app.status import Activity, summary
 from remat_tui.app.suggest import with_suggestion
 from remat_tui.core import policies
-from remat_tui.core.config import Config, parse_site_option
+from remat_tui.core.config import parse_site_option
 from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes
 
 NO_LINES: frozenset[int] = frozenset()
 
 
-class RematApp(App):
+class RematApp(AnalysisRequests, SiteActions, KeyActions, App):
     """remat-tui: what autodiff saves, and what a policy changes."""
 
     CSS_PATH = "app.tcss"
@@ -284,119 +279,6 @@ class RematApp(App):
     def reload_failed(self, message: ReloadFailed) -> None:
         self.reloader.failed(message)
 
-    # ---- requests, the cache, and the worker ---------------------------------------------
-
-    def key(self, spec_text: str, sites: dict | None = None) -> tuple:
-        """(target, Config): what an analysis is asked for, and the cache key."""
-        overrides = self.site_overrides if sites is None else sites
-        config = Config(spec_text, Config().with_sites(overrides).sites, self.device)
-        return (self.target.name, config, self.reloads)
-
-    def baseline_key(self) -> tuple:
-        """as_written everywhere: what the status line's change is measured against."""
-        return self.key(policies.AS_WRITTEN, sites={})
-
-    def apply_policy(self, text: str) -> None:
-        """Parse and show a policy: from the cache at once, or traced in the background."""
-        if self.target is None:
-            return
-        try:
-            spec = policies.parse(text, self.target.policies)
-        except RematError as exc:
-            self.show_error(with_suggestion(exc.message, text, self.target.policies))
-            return
-        self.spec = spec
-        self.name_states = self.scoped_states()
-        key = self.key(spec.canonical)
-        self.request += 1
-        if key in self.cache:
-            self.pending = None
-            self.show(analysis_cache.touch(self.cache, key))
-        else:
-            self.pending = key
-            self.activity.begin(f"tracing {key[1].label()}")
-            self.analyse(self.request, key, spec)
-        self.refresh_sidebar()
-
-    @work(thread=True, group="analysis", exit_on_error=False)
-    def analyse(self, request: int, key: tuple, spec) -> None:
-        from remat_tui.core.analysis import Cancelled, analyze
-
-        def stage(what: str) -> None:
-            self.post_message(Progress(what, request if request >= 0 else None))
-
-        if request != self.request and key != self.baseline_key():
-            return  # superseded while it waited for a thread: a burst of keys traces once
-        try:
-            # Example arguments are built once per target, not once per policy.
-            target = prepared(self.target, stage if request == self.request else None)
-            if request == self.request:
-                stage(f"tracing {key[1].label()}")
-            result = analyze(
-                target,
-                config=key[1],
-                cancelled=lambda: request != self.request and key != self.baseline_key(),
-            )
-        except Cancelled:
-            return
-        except RematError as exc:
-            self.post_message(AnalysisFailed(request, key, exc.message))
-            return
-        except Exception as exc:  # our bug: report it in place, keep the last good state
-            self.log.error(traceback.format_exc())
-            self.post_message(AnalysisFailed(request, key, f"internal error: {exc!r}"))
-            return
-        self.post_message(AnalysisReady(request, key, result))
-
-    @on(AnalysisReady)
-    def analysis_ready(self, message: AnalysisReady) -> None:
-        analysis_cache.remember(
-            self.cache,
-            self.drawings,
-            message.key,
-            message.analysis,
-            keep=(self.shown, self.cache.get(self.baseline_key())),
-        )
-        self.call_after_refresh(self.settle_memory)
-        if message.request == self.request:
-            self.pending = None
-            self.activity.end()
-            self.show(message.analysis)
-        elif self.shown is not None and message.key == self.baseline_key():
-            self.update_status(self.shown)  # the baseline for the % difference arrived
-
-    def settle_memory(self) -> None:
-        """Once the new analysis is on screen: collect the trace's garbage, then move
-        what is left (the cached analyses, alive as long as the app) out of the
-        collector's sight, so its full collections, which would otherwise walk
-        every cached jaxpr equation, stop stalling frames and traces."""
-        gc.collect()
-        gc.freeze()
-
-    @on(AnalysisFailed)
-    def analysis_failed(self, message: AnalysisFailed) -> None:
-        if message.request == self.request:
-            self.pending = None
-            self.activity.end()
-            self.show_error(message.message)
-            if self.shown is None:  # nothing to fall back on: say so, no stale spinner
-                self.update_title()
-                self.query_one("#status", Static).update(
-                    nothing_shown(bool(self.reloader.watched)), layout=False
-                )
-            else:  # the sidebar goes back to what is shown
-                self.spec = policies.parse(self.shown.policy, self.target.policies)
-                self.site_overrides = self.shown.config.site_overrides
-                self.name_states = self.scoped_states()
-                self.update_status(self.shown)
-                self.refresh_sidebar()
-
-    def ensure_baseline(self) -> None:
-        """Trace as_written too (once per device): the status line compares with it."""
-        key = self.baseline_key()
-        if key not in self.cache and self.pending is None:
-            self.analyse(-1, key, policies.parse(policies.AS_WRITTEN))
-
     # ---- drawing an analysis -------------------------------------------------------------
 
     def show(self, a) -> None:
@@ -490,14 +372,6 @@ class RematApp(App):
     def row_highlighted(self, event: ResidualTable.Highlighted) -> None:
         self.select_residual(event.index)
 
-    def notes_for(self, a) -> list[str]:
-        """Why this configuration may change nothing (core/notes.py), measured
-        against as_written when that analysis is at hand."""
-        from remat_tui.core.notes import Baseline, notes_for
-
-        base = self.cache.get(self.baseline_key())
-        return notes_for(a, Baseline.of(self.target, base) if base is not None else None)
-
     def update_title(self) -> None:
         policy = self.spec.canonical if self.spec else "?"
         name = f"{self.path}:{self.target.name}" if self.target else self.path
@@ -569,237 +443,3 @@ class RematApp(App):
         sidebar.show_names(
             self.known_names(), self.name_states, self.shown.names if self.shown else []
         )
-
-    # ---- sites ---------------------------------------------------------------------------
-
-    def name_scope(self):
-        """Where name toggles apply: every site of the highlighted site's function,
-        or the outer policy (None) when the function has no sites."""
-        return site_scope(self.shown, self.query_one(Sidebar).highlighted_site)
-
-    def apply_site(self, site: int | str, text: str | None) -> None:
-        """Set a site's policy (None: as written in the code) and analyse."""
-        if self.target is None:
-            return
-        try:
-            spec = None if text is None else policies.parse(text, self.target.policies).canonical
-        except RematError as exc:
-            self.show_error(f"site {site}: {exc.message}")
-            return
-        overrides = dict(self.site_overrides)
-        overrides.pop(site, None)
-        if spec is not None:
-            overrides[site] = spec
-        self.site_overrides = overrides
-        self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
-
-    def cycle_site(self, site_id: int) -> None:
-        """as in the code → each listed policy → as in the code."""
-        site = next((s for s in self.shown.sites if s.id == site_id), None) if self.shown else None
-        if site is not None:
-            self.apply_site(site_id, next_site_policy(site, self.policy_specs))
-
-    @on(Sidebar.SiteChosen)
-    def site_chosen(self, message: Sidebar.SiteChosen) -> None:
-        self.cycle_site(message.site)
-
-    @on(Sidebar.SiteHighlighted)
-    def site_highlighted(self, message: Sidebar.SiteHighlighted) -> None:
-        self.name_states = self.scoped_states()
-        self.refresh_sidebar()
-
-    def scoped_states(self) -> dict[str, str]:
-        return scope_states(
-            self.name_scope(),
-            self.spec,
-            self.known_names(),
-            self.site_overrides,
-            self.target.policies if self.target else None,
-        )
-
-    @on(Sidebar.PolicyChosen)
-    def policy_chosen(self, message: Sidebar.PolicyChosen) -> None:
-        self.apply_policy(message.spec)
-
-    @on(Sidebar.NameChosen)
-    def name_chosen(self, message: Sidebar.NameChosen) -> None:
-        self.cycle_name(message.name)
-
-    def cycle_name(self, name: str) -> None:
-        states = dict(self.name_states)
-        states[name] = next_state(states.get(name, "recompute"))
-        saved = [n for n, s in states.items() if s == "save"]
-        offloaded = [n for n, s in states.items() if s == "offload"]
-        composed = policies.names_policy(saved, offloaded).canonical
-        scope = self.name_scope()
-        if scope is None:
-            self.apply_policy(composed)
-        else:  # the checkpoint in the code is the lever: set it at every site of the function
-            self.site_overrides = toggled_overrides(
-                self.site_overrides, self.shown, scope.function, composed
-            )
-            self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
-
-    # ---- actions -------------------------------------------------------------------------
-
-    def action_policy(self, index: int) -> None:
-        sidebar = self.query_one(Sidebar)
-        if index >= len(self.policy_specs):
-            last = len(self.policy_specs) - 1
-            self.notify(
-                f"no policy {index}: the list has 0-{last} (ctrl+p to type any spec)"
-                if self.policy_specs
-                else "no target is loaded yet",
-                severity="warning",
-            )
-            return
-        if sidebar.sites_focused and sidebar.highlighted_site is not None:
-            self.apply_site(sidebar.highlighted_site, self.policy_specs[index])
-        else:
-            self.apply_policy(self.policy_specs[index])
-
-    def action_cycle_name(self) -> None:
-        sidebar = self.query_one(Sidebar)
-        if self.target is None:
-            self.notify("no target is loaded", severity="warning")
-        elif sidebar.sites_focused and sidebar.highlighted_site is not None:
-            self.cycle_site(sidebar.highlighted_site)
-        elif not sidebar.has_names:
-            self.notify("this function defines no checkpoint_name", severity="warning")
-        elif not sidebar.names_focused:
-            # A stray space elsewhere must not start a trace: go to the names first.
-            self.widths.reveal_sidebar()
-            sidebar.focus_names()
-            self.notify("Names: ↑ ↓ pick a name, space cycles recompute → save → offload")
-        elif (name := sidebar.highlighted_name) is not None:
-            self.cycle_name(name)
-
-    def action_focus_names(self) -> None:
-        self.widths.reveal_sidebar()
-        self.query_one(Sidebar).focus_names()
-
-    def action_toggle_sidebar(self) -> None:
-        self.widths.toggle_sidebar()
-
-    def action_pick_target(self) -> None:
-        """Open another target of the same file (its analyses are cached apart)."""
-        if len(self.targets) < 2:
-            self.notify(f"{self.path} defines one target", severity="warning")
-            return
-        current = self.target.name if self.target else None
-
-        def picked(name: str | None) -> None:
-            if name is not None and name != current:
-                before = list(self.policy_specs)
-                self.start(self.targets[name])
-                keep_typed(self, before)
-
-        title = f"{self.path}: {len(self.targets)} targets"
-        self.push_screen(PickScreen(title, list(self.targets), current), picked)
-
-    def action_focus_sites(self) -> None:
-        self.widths.reveal_sidebar()
-        if not self.query_one(Sidebar).focus_sites():
-            self.notify("this function applies no jax.checkpoint: no sites", severity="warning")
-
-    def action_compare(self) -> None:
-        """Every configuration's costs, in a screen of its own; a row opens here."""
-        if self.target is None or self.spec is None:
-            self.notify("nothing is loaded yet", severity="warning")
-            return
-        from remat_tui.app.screens.compare import CompareScreen
-
-        base = self.key(policies.AS_WRITTEN)[1]
-        self.push_screen(CompareScreen(self.target, base), self.open_config)
-
-    def open_config(self, config: Config | None) -> None:
-        """Show `config` (outer policy, site overrides, device) in the main screen."""
-        if config is None:
-            return
-        self.site_overrides = config.site_overrides
-        if config.device:
-            self.device = config.device
-        self.apply_policy(config.policy)
-
-    def action_sort_residuals(self) -> None:
-        """Residuals by bytes, largest first, or back in JAX's order."""
-        table = self.query_one(ResidualTable)
-        table.by_bytes = not table.by_bytes
-        order = "by bytes, largest first" if table.by_bytes else "in JAX's order"
-        table.border_subtitle = "sorted by bytes (o)" if table.by_bytes else ""
-        self.notify(f"Residuals {order} (o toggles)")
-
-    def action_focus_residuals(self) -> None:
-        self.query_one(ResidualTable).focus()
-
-    def action_pick_device(self) -> None:
-        if not self.devices:
-            return
-
-        def chosen(device: str | None) -> None:
-            if device and device != self.device:
-                self.device = device
-                self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
-
-        self.push_screen(
-            PickScreen("Device (analyses are cached per device)", self.devices, self.device), chosen
-        )
-
-    def action_export(self) -> None:
-        if self.shown is None:
-            self.notify("nothing to export yet", severity="warning")
-            return
-        default = self.last_export or f"remat-{self.shown.target_name}.html"
-        self.push_screen(ExportScreen(default), partial(export, self))
-
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.BINDINGS))
-
-
-def run(
-    path: str,
-    name: str | None,
-    policy: str = "as_written",
-    device: str | None = None,
-    sites: list[str] | tuple[str, ...] = (),
-) -> int:
-    import asyncio
-    import sys
-    import threading
-
-    app = RematApp(path, name, policy=policy, device=device, sites=sites)
-    with _stdout_off_the_screen():
-        # Our own loop: asyncio.run (Python 3.12+) would wait for every worker
-        # thread at the end, a trace the user quit during included.
-        app.run(loop=asyncio.new_event_loop())
-    code = 2 if app.load_error else 0  # bad input exits 2, as in the headless CLI
-    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
-    if any(t.is_alive() and not t.daemon for t in others):
-        # A trace still running (threads cannot be stopped): Python would wait
-        # for it at exit, seconds after the screen closed. Nothing of it is wanted.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    return code
-
-
-@contextlib.contextmanager
-def _stdout_off_the_screen():
-    """Textual draws on stderr; a target that writes to file descriptor 1 (a C
-    library, os.write; print() is captured by Textual) would draw over the app
-    when both are the terminal. Such writes are dropped while the app runs."""
-    import sys
-
-    if sys.platform == "win32" or not (os.isatty(1) and os.isatty(2)):
-        yield  # Windows draws on stdout; textual-serve talks over it
-        return
-    sys.stdout.flush()
-    saved = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.close(devnull)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)

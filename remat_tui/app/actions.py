@@ -1,0 +1,121 @@
+"""Provides KeyActions: what each key binding does (the BINDINGS live on
+RematApp). A mixin of RematApp.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from remat_tui.app.commands import keep_typed
+from remat_tui.app.residual_table import ResidualTable
+from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen, export
+from remat_tui.app.sidebar import Sidebar
+from remat_tui.core import policies
+
+
+class KeyActions:
+    """The action_* methods of the key bindings (mixed into RematApp)."""
+
+    def action_policy(self, index: int) -> None:
+        sidebar = self.query_one(Sidebar)
+        if index >= len(self.policy_specs):
+            last = len(self.policy_specs) - 1
+            self.notify(
+                f"no policy {index}: the list has 0-{last} (ctrl+p to type any spec)"
+                if self.policy_specs
+                else "no target is loaded yet",
+                severity="warning",
+            )
+            return
+        if sidebar.sites_focused and sidebar.highlighted_site is not None:
+            self.apply_site(sidebar.highlighted_site, self.policy_specs[index])
+        else:
+            self.apply_policy(self.policy_specs[index])
+
+    def action_cycle_name(self) -> None:
+        sidebar = self.query_one(Sidebar)
+        if self.target is None:
+            self.notify("no target is loaded", severity="warning")
+        elif sidebar.sites_focused and sidebar.highlighted_site is not None:
+            self.cycle_site(sidebar.highlighted_site)
+        elif not sidebar.has_names:
+            self.notify("this function defines no checkpoint_name", severity="warning")
+        elif not sidebar.names_focused:
+            # A stray space elsewhere must not start a trace: go to the names first.
+            self.widths.reveal_sidebar()
+            sidebar.focus_names()
+            self.notify("Names: ↑ ↓ pick a name, space cycles recompute → save → offload")
+        elif (name := sidebar.highlighted_name) is not None:
+            self.cycle_name(name)
+
+    def action_focus_names(self) -> None:
+        self.widths.reveal_sidebar()
+        self.query_one(Sidebar).focus_names()
+
+    def action_toggle_sidebar(self) -> None:
+        self.widths.toggle_sidebar()
+
+    def action_pick_target(self) -> None:
+        """Open another target of the same file (its analyses are cached apart)."""
+        if len(self.targets) < 2:
+            self.notify(f"{self.path} defines one target", severity="warning")
+            return
+        current = self.target.name if self.target else None
+
+        def picked(name: str | None) -> None:
+            if name is not None and name != current:
+                before = list(self.policy_specs)
+                self.start(self.targets[name])
+                keep_typed(self, before)
+
+        title = f"{self.path}: {len(self.targets)} targets"
+        self.push_screen(PickScreen(title, list(self.targets), current), picked)
+
+    def action_focus_sites(self) -> None:
+        self.widths.reveal_sidebar()
+        if not self.query_one(Sidebar).focus_sites():
+            self.notify("this function applies no jax.checkpoint: no sites", severity="warning")
+
+    def action_compare(self) -> None:
+        """Every configuration's costs, in a screen of its own; a row opens here."""
+        if self.target is None or self.spec is None:
+            self.notify("nothing is loaded yet", severity="warning")
+            return
+        from remat_tui.app.screens.compare import CompareScreen
+
+        base = self.key(policies.AS_WRITTEN)[1]
+        self.push_screen(CompareScreen(self.target, base), self.open_config)
+
+    def action_sort_residuals(self) -> None:
+        """Residuals by bytes, largest first, or back in JAX's order."""
+        table = self.query_one(ResidualTable)
+        table.by_bytes = not table.by_bytes
+        order = "by bytes, largest first" if table.by_bytes else "in JAX's order"
+        table.border_subtitle = "sorted by bytes (o)" if table.by_bytes else ""
+        self.notify(f"Residuals {order} (o toggles)")
+
+    def action_focus_residuals(self) -> None:
+        self.query_one(ResidualTable).focus()
+
+    def action_pick_device(self) -> None:
+        if not self.devices:
+            return
+
+        def chosen(device: str | None) -> None:
+            if device and device != self.device:
+                self.device = device
+                self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
+
+        self.push_screen(
+            PickScreen("Device (analyses are cached per device)", self.devices, self.device), chosen
+        )
+
+    def action_export(self) -> None:
+        if self.shown is None:
+            self.notify("nothing to export yet", severity="warning")
+            return
+        default = self.last_export or f"remat-{self.shown.target_name}.html"
+        self.push_screen(ExportScreen(default), partial(export, self))
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.BINDINGS))
