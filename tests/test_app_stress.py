@@ -1,0 +1,158 @@
+"""1,000 random policy, name, site and device changes, by keyboard, each sent as
+soon as the app has taken the key before (never waiting for a trace), then: the
+app is alive, not one key was lost, it shows the analysis of the last request
+(JAX's own residuals for that outer policy, site policy and device), its cache
+is bounded, and the worst gap between frames is printed (a sanity bound only).
+
+Slow (about 4 minutes on a 2-core machine): each key is drawn, ~3 layouts of
+the screen per change, and about one trace begins per change before the next
+key supersedes it.
+"""
+
+import random
+import resource
+import time
+
+import jax
+import pytest
+from conftest import example, jax_saved_residuals
+from test_app import settle
+from textual import events
+
+from remat_tui.app import cache as analysis_cache
+from remat_tui.app.main import RematApp
+from remat_tui.core import policies
+from remat_tui.core.loading import resolve_arguments
+
+CHANGES = 1_000
+SEED = 8
+SIZE = (120, 36)  # the full layout (the sidebar narrows below 120 columns)
+CHARS = {"space": " ", "enter": "\r"}
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def oracle(app, config) -> list[str]:
+    """print_saved_residuals of the example with the block's policy edited in by
+    hand (or its jax.checkpoint deleted, for as_written), under the outer
+    policy, on the configuration's device."""
+    module = app.target.fn.__globals__
+    site = app.shown.sites[0]
+    overrides = config.site_overrides
+    at_site = overrides.get(site.id, overrides.get(site.function, site.policy))
+    if at_site == policies.AS_WRITTEN:  # the checkpoint removed from the line
+        fn = module["scanned"]
+    else:
+        fn = module["make_scanned_checkpointed"](policies.build(policies.parse(at_site)))
+    args, kwargs = resolve_arguments(app.target)
+    device = jax.devices()[int(config.device.split(":")[1])]
+    with jax.default_device(device):
+        return jax_saved_residuals(fn, config.policy, args, kwargs)
+
+
+def random_change(rng: random.Random, specs: list[str], devices: list[str]):
+    """(kind, keys, what it sets) for one change a user could make by keyboard."""
+    kind = rng.choice(["policy", "name", "site", "device"])
+    if kind == "policy":
+        i = rng.randrange(len(specs))
+        return kind, ["r", str(i)], specs[i]
+    if kind == "name":
+        moves = [rng.choice(["up", "down"]) for _ in range(rng.randrange(3))]
+        return kind, ["n", *moves, "space"], None
+    if kind == "site":
+        if rng.random() < 0.5:
+            i = rng.randrange(len(specs))
+            return kind, ["s", str(i)], specs[i]
+        return kind, ["s", "space"], None
+    j = rng.randrange(len(devices))
+    return kind, ["d", "home", *["down"] * j, "enter"], devices[j]
+
+
+def queues_empty(app) -> bool:
+    pumps = [app, *app.screen.walk_children(with_self=True)]
+    return all(pump._message_queue.empty() for pump in pumps)
+
+
+async def fire(app, pilot, keys: list[str]) -> None:
+    """Send keys as fast as the app takes them: each once the one before has been
+    handled, by every widget it reached, never waiting for the app to go idle
+    (Pilot.press does: for each trace, up to a second). Sooner would be faster
+    than Textual can take keys: it forwards a key to the widget focused when
+    the key arrives, before the key ahead of it (say `n`, which moves the
+    focus) has been handled."""
+    for key in keys:
+        event = events.Key(key, CHARS.get(key, key if len(key) == 1 else None))
+        event.set_sender(app)
+        app.post_message(event)
+        await pilot._wait_for_screen()
+        while not queues_empty(app):
+            await pilot._wait_for_screen()
+
+
+@pytest.mark.slow  # minutes, not seconds: see the module's docstring
+async def test_a_thousand_changes_end_on_the_last_request():
+    app = RematApp(example("transformer.py"), "scanned_checkpointed")
+    frames: list[float] = []
+    display = app._display
+
+    def timed_display(screen, renderable):  # every frame written (a no-op headless)
+        display(screen, renderable)
+        frames.append(time.perf_counter())
+
+    app._display = timed_display
+    rng = random.Random(SEED)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        specs, devices = list(app.policy_specs), list(app.devices)
+        assert len(devices) == 4 and app.shown.sites
+        rss_before = rss_mib()
+        changes = [random_change(rng, specs, devices) for _ in range(CHANGES)]
+        outer, device, requests = app.shown.policy, app.device, app.request
+        for kind, _, value in changes:
+            if kind == "policy":
+                outer = value
+            if kind != "device" or value != device:  # the same device again asks nothing
+                requests += 1
+            if kind == "device":
+                device = value
+        start = time.perf_counter()
+        first_frame = len(frames)
+        for _, keys, _ in changes:
+            await fire(app, pilot, keys)
+        firing = time.perf_counter() - start
+        stamps = frames[first_frame:]
+        await settle(app, pilot)
+        total = time.perf_counter() - start
+        rss_after = rss_mib()
+
+        assert app.is_running and app.request == requests  # not one key lost
+        shown = app.shown.config
+        assert shown == app.key(app.spec.canonical)[1]  # the last request, not an older one
+        assert (shown.policy, shown.device) == (outer, device)
+        kind, keys, value = changes[-1]
+        if kind == "site" and value is not None:
+            assert shown.site_overrides.get(app.shown.sites[0].id) == value
+        assert [r.text for r in app.shown.residuals] == oracle(app, shown)
+        error = app.query_one("#error")  # a caution about the shown analysis at most
+        assert not error.display or error.has_class("-warning"), error.render()
+
+        limit = analysis_cache.LIMIT
+        assert len(app.cache) <= limit and len(app.drawings) <= limit
+        assert set(app.drawings) <= {id(a) for a in app.cache.values()}
+        assert rss_after - rss_before < 2048  # MiB; a sanity bound: the cache holds 32
+
+    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    worst = max(gaps, default=0.0)
+    print(
+        f"\n{CHANGES} changes ({app.request} requests): keys fired in {firing:.1f} s, "
+        f"settled at {total:.1f} s; {len(stamps)} frames, worst gap between frames "
+        f"{worst * 1000:.0f} ms; RSS {rss_before:.0f} -> {rss_after:.0f} MiB; "
+        f"cache {len(app.cache)}/{limit}"
+    )
+    assert worst < 10.0  # a sanity bound only: timing is not what this test checks
