@@ -61,3 +61,30 @@ def test_compare_screen_snapshot(snap_compare):
 
     app = RematApp(example("transformer.py"), TARGET, show_timings=False)
     assert snap_compare(app, terminal_size=(180, 48), run_before=run_before)
+
+
+async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
+    from remat_tui.core.compiled import compile_costs
+    from remat_tui.report.units import human_bytes
+
+    app = RematApp(example("mlp.py"), show_timings=False)
+    async with app.run_test(size=(150, 42)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("p")
+        for _ in range(600):  # the compile runs in its own worker
+            await pilot.pause(0.05)
+            if app.compiled:
+                break
+        status = str(app.query_one("#status").render())
+        want = compile_costs(app.target, app.shown.config)  # cached: the same numbers
+        assert "(compiled)" in status and "saved by autodiff" in status
+        assert f"peak {human_bytes(want.peak_bytes)}/device" in status
+        await pilot.press("2")  # another policy: compiled too, its own numbers
+        await settle(app, pilot)
+        for _ in range(600):
+            await pilot.pause(0.05)
+            if len(app.compiled) == 2:
+                break
+        assert len(app.compiled) == 2
+        await pilot.press("p")
+        assert "(compiled)" not in str(app.query_one("#status").render())

@@ -26,6 +26,7 @@ from textual.widgets import Footer, Static
 from remat_tui.app.actions import KeyActions
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.commands import RematCommands
+from remat_tui.app.compiling import Compiling
 from remat_tui.app.drawing import TABLE_COLUMNS, Drawing, draw
 from remat_tui.app.hangup import quit_on_hangup
 from remat_tui.app.hangup import release as release_hangup
@@ -55,7 +56,7 @@ from remat_tui.report.units import human_bytes
 NO_LINES: frozenset[int] = frozenset()
 
 
-class RematApp(AnalysisRequests, SiteActions, KeyActions, App):
+class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
     """remat-tui: what autodiff saves, and what a policy changes."""
 
     CSS_PATH = "app.tcss"
@@ -70,6 +71,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, App):
         Binding("r", "focus_residuals", "residuals", show=False),
         Binding("o", "sort_residuals", "sort by bytes", show=False),
         Binding("c", "compare", "compare"),
+        Binding("p", "toggle_compile", "compile: peak", show=False),
         Binding("t", "pick_target", "target", show=False),
         Binding(
             "b",
@@ -110,6 +112,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, App):
         self.site_overrides: dict = dict(parse_site_option(t) for t in sites)
         self.cache: dict[tuple, object] = {}  # app/cache.py: LRU, at most LIMIT analyses
         self.drawings: dict[int, Drawing] = {}  # by id() of a cached Analysis
+        self.compiled: dict[tuple, object] = {}  # compiled numbers per request key (p)
         self.shown = None
         self.request = 0
         self.pending: tuple | None = None
@@ -318,6 +321,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, App):
         self.refresh_sidebar()
         self.reloader.restore_view(a)
         self.ensure_baseline()
+        self.compile_shown()
 
     def select_residual(self, index: int) -> None:
         a = self.shown
@@ -391,9 +395,11 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, App):
             width = max(snippet.content_region.width, 1)
             lines = len(Content(a.python).wrap(width))
             snippet.update(a.python, layout=lines != len(Content(old).wrap(width)))
+        self.query_one("#status", Static).update(self.status_text(a), layout=False)
+
+    def status_text(self, a) -> str:
         base = self.cache.get(self.baseline_key())
-        text = summary(a, base, self.show_timings)
-        self.query_one("#status", Static).update(text, layout=False)
+        return summary(a, base, self.show_timings, self.compiled_headline(a))
 
     def tick(self) -> None:
         """While a worker runs, say what it is doing and for how long; the UI keeps
@@ -401,6 +407,8 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, App):
         text = self.activity.text(self.show_timings, self.shown is not None)
         if text is not None:
             self.query_one("#status", Static).update(text, layout=False)
+        else:
+            self.tick_compile()
 
     def show_error(self, message: str | None, warning: bool = False) -> None:
         """An error (or, with `warning`, cautions about the shown analysis: markup,

@@ -49,12 +49,15 @@ def change(a, base) -> float | None:
     return (a.totals.bytes_excluding_arguments - was) / was
 
 
-def summary(a, base, show_timings: bool) -> str:
+def summary(a, base, show_timings: bool, compiled: str | None = None) -> str:
     """`15 residuals · 318.2 KiB device · 145.2 KiB excluding arguments (-60% vs
-    as_written) · 0 recomputed eqns · traced in 0.03 s`."""
+    as_written) · recompute 2.7 MFLOP (100% of forward) · traced in 0.03 s`; with
+    `compiled` (the compiled peak, or that it is compiling) that leads instead."""
     t = a.totals
     per_device = f" ({human_bytes(t.device_bytes_per_device)}/device)" if a.sharded else ""
     parts = [f"{t.count} residuals", f"{human_bytes(t.device_bytes)} device{per_device}"]
+    if compiled is not None:  # the compiled peak leads; residuals are what autodiff saves
+        parts = [compiled, f"{human_bytes(t.device_bytes)}{per_device} saved by autodiff"]
     if t.host_bytes:
         parts.append(f"{human_bytes(t.host_bytes)} host")
     excluding = f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments"

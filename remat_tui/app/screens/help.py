@@ -16,6 +16,12 @@ MORE_KEYS = [
     ("tab", "move between panes"),
     ("n / s / r", "focus names / sites / residuals (n and s show a hidden sidebar)"),
     ("t", "open another target of the file"),
+    ("o", "sort the residuals by bytes, largest first (again: JAX's order)"),
+    (
+        "p",
+        "compile every analysis shown (never run): the compiled peak per device "
+        "leads the status line, residual bytes beside it (p again: off)",
+    ),
     (
         "ctrl+p",
         "command palette: type any policy spec to apply it; a partial one "
