@@ -68,7 +68,7 @@ async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
     from remat_tui.report.units import human_bytes
 
     app = RematApp(example("mlp.py"), show_timings=False)
-    async with app.run_test(size=(150, 42)) as pilot:
+    async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("p")
         for _ in range(600):  # the compile runs in its own worker
