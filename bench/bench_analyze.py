@@ -40,7 +40,9 @@ def fresh(fn, spec, declared):
     return jax.checkpoint(wrapper, policy=policies.build(spec, declared))
 
 
-def floor(fn, args, kwargs):
+def trace_both(fn, args, kwargs):
+    """The forward (vjp) and backward closed jaxprs of `fn`, and the residual
+    count: the two traces every analysis needs, as JAX's own tools make them."""
     leaves, tree = tree_flatten((args, kwargs))
 
     def flat(*x):
@@ -54,7 +56,11 @@ def floor(fn, args, kwargs):
     def backward(*x):
         return tree_unflatten(res_tree, x[: len(res)])(tree_unflatten(ct_tree, x[len(res) :]))
 
-    bwd = jax.make_jaxpr(backward)(*res, *cts)
+    return closed, jax.make_jaxpr(backward)(*res, *cts), len(res)
+
+
+def floor(fn, args, kwargs):
+    closed, bwd, _ = trace_both(fn, args, kwargs)
     return len(str(closed.jaxpr)) + len(str(bwd.jaxpr))
 
 

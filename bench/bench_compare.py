@@ -58,7 +58,10 @@ def main() -> None:
             floor(f, args, kwargs)
             total += time.perf_counter() - start
         floors.append(total)
-        print(f"  round {i + 1}: compare {ours[-1]:.2f}s, floors {floors[-1]:.2f}s", file=sys.stderr)
+        print(
+            f"  round {i + 1}: compare {ours[-1]:.2f}s, floors {floors[-1]:.2f}s",
+            file=sys.stderr,
+        )
     mo, mf = statistics.median(ours), statistics.median(floors)
     print(f"target {opts.target}, five built-ins, median of {opts.repeat}")
     print(f"  compare        {mo:.3f} s")

@@ -16,39 +16,29 @@ import argparse
 import gc
 import os
 import statistics
+import sys
 import time
 from unittest import mock
 
 import jax
-from jax.tree_util import tree_flatten, tree_unflatten
 
 import remat_tui
 from remat_tui.core import flops, linemap, loading, policies
 from remat_tui.core import jax_internals as ji
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from bench_analyze import trace_both  # noqa: E402
 
 
 def jaxprs(target, spec):
     """The forward (vjp) and backward jaxprs analyze traces, and the residual count."""
     args, kwargs = loading.resolve_arguments(target)
-    leaves, tree = tree_flatten((args, kwargs))
     fn = target.fn
     if spec.kind != policies.AS_WRITTEN:
         fn = jax.checkpoint(fn, policy=policies.build(spec, target.policies))
-
-    def flat(*x):
-        a, kw = tree_unflatten(tree, x)
-        return fn(*a, **kw)
-
-    closed, (out, vjp) = jax.make_jaxpr(lambda *a: jax.vjp(flat, *a), return_shape=True)(*leaves)
-    res, res_tree = tree_flatten(vjp)
-    cts, ct_tree = tree_flatten(out)
-
-    def backward(*x):
-        return tree_unflatten(res_tree, x[: len(res)])(tree_unflatten(ct_tree, x[len(res) :]))
-
-    return closed.jaxpr, jax.make_jaxpr(backward)(*res, *cts).jaxpr, len(res)
+    closed, bwd, num_res = trace_both(fn, args, kwargs)
+    return closed.jaxpr, bwd.jaxpr, num_res
 
 
 def median_seconds(run, repeat: int) -> float:
