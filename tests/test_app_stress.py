@@ -95,7 +95,7 @@ async def fire(app, pilot, keys: list[str]) -> None:
             await pilot._wait_for_screen()
 
 
-@pytest.mark.slow  # minutes, not seconds: see the module's docstring
+@pytest.mark.stress  # minutes, not seconds: opt in with -m stress (see the docstring)
 async def test_a_thousand_changes_end_on_the_last_request():
     app = RematApp(example("transformer.py"), "scanned_checkpointed")
     frames: list[float] = []
