@@ -194,3 +194,19 @@ def test_python_api_entry_points():
     assert got.fits and got.best.recompute_flops == 0  # everything fits: save all
     d = remat_tui.diff(LOSS, "nothing_saveable", "everything_saveable", args=ARGS)
     assert d.to_dict()["a"]["policy"] == "nothing_saveable"
+
+
+def test_notes_explain_a_dots_policy_every_dot_defeats_and_an_empty_offload():
+    from remat_tui.core.notes import intrinsic_notes
+
+    def batched(W, x):  # every dot has a batch dimension (b)
+        return jnp.sum(jnp.sin(jnp.einsum("bij,bjk->bik", W, x)))
+
+    args = (jnp.ones((2, 3, 3)), jnp.ones((2, 3, 3)))
+    a = remat_tui.analyze(batched, args=args, policy="dots_with_no_batch_dims_saveable")
+    assert any("saves no dot here" in n for n in intrinsic_notes(a))
+    plain = remat_tui.analyze(LOSS, args=ARGS, policy="dots_with_no_batch_dims_saveable")
+    assert not any("saves no dot" in n for n in intrinsic_notes(plain))  # its dots are unbatched
+    off = policies.names_policy([], ["nope"]).canonical
+    a = remat_tui.analyze(batched, args=args, policy=off)
+    assert any("offloads nothing" in n for n in intrinsic_notes(a))

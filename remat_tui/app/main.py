@@ -1,12 +1,8 @@
-"""Provides the RematApp: panes, residual table, sidebar, export, wired together.
-
-Workers only call the core and post messages (app/messages.py); handlers
-change state and widgets. The App's jobs live in modules of their own and are
-mixed in: AnalysisRequests (app/requests.py: requests, the cache, the worker),
-SiteActions (app/site_actions.py: sites, names, whole configurations) and
-KeyActions (app/actions.py: what the keys do); `run` is in app/launch.py.
-This module lays the screen out, loads and reloads the target, and draws an
-analysis.
+"""Provides the RematApp: the screen's layout, loading and reloading the
+target, and drawing an analysis. Its other jobs are mixins in modules of their
+own: app/requests.py (requests, cache, worker), app/site_actions.py (sites,
+names, configurations), app/actions.py (keys), app/compiling.py (p); `run`
+is in app/launch.py. Workers post messages; handlers change widgets.
 """
 
 from __future__ import annotations

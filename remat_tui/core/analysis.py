@@ -30,6 +30,7 @@ from remat_tui.core.config import Config
 from remat_tui.core.devices import describe_device, device_set, resolve_device, trace_device
 from remat_tui.core.loading import resolve_arguments
 from remat_tui.core.model import Analysis, JaxprView, NamedValue
+from remat_tui.core.notes import count_dots
 from remat_tui.core.origins import Origins
 from remat_tui.core.primal import Primal, primal_program, require_array_output
 from remat_tui.core.residuals import aval_bytes, find_residuals, per_device_bytes
@@ -188,7 +189,7 @@ def _trace(
         jax_version=jax.__version__,
         tool_version=remat_tui.__version__,
         sites=shown_sites,
-        dots=_count_dots(fwd),
+        dots=count_dots(fwd),
         flops={
             "forward": fwd_flops.flops,
             "backward": bwd_flops.flops,
@@ -196,25 +197,6 @@ def _trace(
         },
         flops_exact=fwd_flops.exact and bwd_flops.exact and recompute.flops_exact,
     )
-
-
-def _count_dots(jaxpr) -> tuple[int, int]:
-    """(dot_general equations, those without batch dimensions), bodies included:
-    what tells whether a dots-without-batch-dims policy can save anything."""
-    total = unbatched = 0
-    for eqn in _all_eqns(jaxpr):
-        if eqn.primitive.name == "dot_general":
-            total += 1
-            (_, _), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
-            unbatched += not lhs_batch and not rhs_batch
-    return total, unbatched
-
-
-def _all_eqns(jaxpr):
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for sub in ji.sub_jaxprs(eqn):
-            yield from _all_eqns(sub)
 
 
 def configured_function(

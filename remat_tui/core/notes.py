@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from remat_tui.core import jax_internals as ji
 from remat_tui.core import policies
 from remat_tui.core.model import Analysis
 
@@ -80,3 +81,22 @@ def _specs_in_force(a: Analysis) -> list[policies.PolicySpec]:
         except Exception:  # a declared policy of the target: nothing to say about it
             continue
     return out
+
+
+def count_dots(jaxpr) -> tuple[int, int]:
+    """(dot_general equations, those without batch dimensions), bodies included:
+    what tells whether a dots-without-batch-dims policy can save anything."""
+    total = unbatched = 0
+    for eqn in _all_eqns(jaxpr):
+        if eqn.primitive.name == "dot_general":
+            total += 1
+            (_, _), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
+            unbatched += not lhs_batch and not rhs_batch
+    return total, unbatched
+
+
+def _all_eqns(jaxpr):
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in ji.sub_jaxprs(eqn):
+            yield from _all_eqns(sub)
