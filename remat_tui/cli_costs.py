@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from remat_tui.errors import RematError
-
 FORMATS = ("json", "md", "html", "text")
 
 
@@ -82,8 +80,6 @@ COMMANDS = {"compare": compare_parser, "suggest": suggest_parser, "diff": diff_p
 
 def run(command: str, argv: list[str]) -> int:
     opts = COMMANDS[command]().parse_args(argv)
-    if opts.compiled:
-        _require_compiled()
     budget = None
     if command == "suggest":
         from remat_tui.report.units import parse_size
@@ -128,13 +124,6 @@ def run(command: str, argv: list[str]) -> int:
         text = render_diff(diff(target, a, b), opts.format)
     _emit(text, opts)
     return 0
-
-
-def _require_compiled() -> None:
-    try:
-        import remat_tui.core.compiled  # noqa: F401
-    except ImportError:
-        raise RematError("--compiled is not available in this version of remat-tui") from None
 
 
 def _progress(i: int, total: int, config) -> None:

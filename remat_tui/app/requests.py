@@ -141,4 +141,4 @@ class AnalysisRequests:
         from remat_tui.core.notes import Baseline, notes_for
 
         base = self.cache.get(self.baseline_key())
-        return notes_for(a, Baseline.of(self.target, base) if base is not None else None)
+        return notes_for(a, Baseline.of(base) if base is not None else None)

@@ -140,7 +140,7 @@ def _trace(
         ) from None
     _check(cancelled)
     fwd, bwd = closed.jaxpr, backward_closed.jaxpr
-    if primal is None and _has_user_checkpoint(bwd, outer=spec.kind != policies.AS_WRITTEN):
+    if primal is None and _has_user_checkpoint(bwd):
         primal = primal_program(target, leaves, in_tree, device, prefer_dir)
     found_sites = primal.sites if primal is not None else []
     found = find_residuals(fwd, len(res_shapes), ji.arg_names(target.fn, args, kwargs))
@@ -249,21 +249,14 @@ def _target_dir(target: Target) -> str | None:
     return os.path.join(os.path.dirname(target.file), "") if target.file else None
 
 
-def _has_user_checkpoint(bwd, outer: bool) -> bool:
+def _has_user_checkpoint(bwd) -> bool:
     """Whether the backward pass re-enters a checkpoint the user wrote: every
-    differentiated site leaves a remat equation there. An outer policy adds
-    one of its own at the top, so then only one nested inside it counts."""
-
-    def walk(j, depth: int) -> bool:
-        for eqn in j.eqns:
-            inner = depth + 1 if ji.is_remat(eqn) else depth
-            if inner > (1 if outer else 0):
-                return True
-            if any(walk(sub, inner) for sub in ji.sub_jaxprs(eqn)):
-                return True
-        return False
-
-    return walk(bwd, 0)
+    differentiated site leaves a remat equation there. (Asked only with no
+    outer policy: under one, the primal program is traced anyway.)"""
+    for eqn in bwd.eqns:
+        if ji.is_remat(eqn) or any(_has_user_checkpoint(sub) for sub in ji.sub_jaxprs(eqn)):
+            return True
+    return False
 
 
 def _snippet(target: Target, spec, sites: list, plan: dict) -> str:

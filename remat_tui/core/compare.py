@@ -130,7 +130,7 @@ def policies_parse(text: str, target) -> str:
 
 def evaluate(target, configs, baseline: Analysis, compiled, cancelled, progress) -> list[Row]:
     """One row per config (the baseline's analysis is reused for its own)."""
-    reference = Baseline.of(target, baseline)
+    reference = Baseline.of(baseline)
     rows = []
     for i, config in enumerate(configs):
         if cancelled is not None and cancelled():

@@ -23,7 +23,7 @@ class Baseline:
     recompute_flops: int
 
     @classmethod
-    def of(cls, target, a: Analysis) -> Baseline:
+    def of(cls, a: Analysis) -> Baseline:
         return cls(a.config.label(), tuple(r.text for r in a.residuals), a.flops["recompute"])
 
 

@@ -20,6 +20,7 @@ from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 CACHE_SIZE = 8  # primal programs kept (one per target, argument shapes and device)
+EVALUATORS = 16  # rewritten programs kept per primal program (one per override plan)
 _cache: OrderedDict[tuple, Primal] = OrderedDict()
 _lock = threading.Lock()
 
@@ -33,14 +34,16 @@ class Primal:
     # One function object per plan, kept: jax.checkpoint caches the trace (and
     # its JVP) of the function it wraps by identity, so the next outer policy
     # over the same plan re-uses them instead of tracing the program again.
-    evaluators: dict = field(default_factory=dict)
+    evaluators: OrderedDict = field(default_factory=OrderedDict)
 
     def evaluator(self, plan: dict, declared: dict | None) -> Callable:
         """A function of the flattened arguments computing the target with the
         planned sites changed; its equations keep the user's source lines."""
         key = tuple(sorted((i, spec.canonical) for i, spec in plan.items()))
         run = self.evaluators.get(key)
-        if run is None:
+        if run is not None:
+            self.evaluators.move_to_end(key)
+        else:
             jaxpr = site_lib.rewrite(self.closed.jaxpr, self.sites, plan, declared)
             consts, out_tree = self.closed.consts, self.out_tree
 
@@ -48,6 +51,8 @@ class Primal:
                 return tree_unflatten(out_tree, ji.eval_jaxpr(jaxpr, consts, *flat))
 
             self.evaluators[key] = run
+            if len(self.evaluators) > EVALUATORS:
+                self.evaluators.popitem(last=False)
         return run
 
 
