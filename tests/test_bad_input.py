@@ -709,6 +709,9 @@ def test_terminal_target_that_prints_does_not_draw_over_the_app(remat_tui_cmd, b
     assert code == 0
     for said in (b"hello from import", b"more noise", b"raw fd noise", b"tracing now"):
         assert said not in out
+    # Silencing file descriptor 1 must not hide the terminal's size from Textual:
+    # at the 80x24 fallback the status line is cut before "traced in".
+    assert b"traced in" in out
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="a POSIX pseudo-terminal")
