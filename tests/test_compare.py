@@ -210,3 +210,13 @@ def test_notes_explain_a_dots_policy_every_dot_defeats_and_an_empty_offload():
     off = policies.names_policy([], ["nope"]).canonical
     a = remat_tui.analyze(batched, args=args, policy=off)
     assert any("offloads nothing" in n for n in intrinsic_notes(a))
+
+
+def test_rows_at_a_function_replace_a_site_set_by_id():
+    """Compare started from `site 1: X` (the app passes what is shown): a row
+    for the function's sites must not be overruled by the id."""
+    c = compare(LOSS, args=ARGS, sites={1: "everything_saveable"})
+    rows = {r.config: r for r in c.rows}
+    want = Config(sites=(("block", "nothing_saveable"),))
+    assert want in rows  # the id override was replaced, not kept beside it
+    assert rows[want].recompute_flops == full(want).flops["recompute"] > 0

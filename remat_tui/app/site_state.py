@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from remat_tui.app.sidebar import states_from
 from remat_tui.core import policies
+from remat_tui.core.config import Config
 from remat_tui.errors import RematError
 
 
@@ -36,10 +37,7 @@ def scope_states(site, outer_spec, known_names, overrides, declared) -> dict:
 def toggled_overrides(overrides: dict, analysis, function: str, spec: str) -> dict:
     """Overrides with `spec` at every site of `function`: an id set earlier for
     one of them would win over the function's name, so it goes."""
-    ids = {s.id for s in analysis.sites if s.function == function}
-    out = {k: v for k, v in overrides.items() if k not in ids}
-    out[function] = spec
-    return out
+    return Config().with_sites(overrides).at_function(analysis.sites, function, spec).site_overrides
 
 
 def next_site_policy(site, specs: list[str]) -> str | None:

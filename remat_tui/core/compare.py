@@ -169,7 +169,8 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
     if functions:
         for function in functions:
             for spec in [*outer, *name_specs]:
-                configs.append(base.with_site(function, policies_parse(spec, target)))
+                spec = policies_parse(spec, target)
+                configs.append(base.at_function(baseline.sites, function, spec))
     else:
         configs += [base.with_policy(spec) for spec in name_specs]
     return list(dict.fromkeys(configs))

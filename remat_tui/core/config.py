@@ -59,6 +59,15 @@ class Config:
             overrides[key] = spec
         return Config(self.policy, _sorted(overrides), self.device)
 
+    def at_function(self, sites, function: str, spec: str) -> Config:
+        """This config with `spec` at every site of `function` (`sites`: the
+        analysis's Site list). An id set for one of them would win over the
+        function's name, so those go."""
+        ids = {s.id for s in sites if s.function == function}
+        overrides = {k: v for k, v in self.sites if k not in ids}
+        overrides[function] = spec
+        return Config(self.policy, _sorted(overrides), self.device)
+
     def with_sites(self, overrides: Mapping[SiteKey, str]) -> Config:
         """This config with exactly these (already canonical) site overrides."""
         return Config(self.policy, _sorted(dict(overrides)), self.device)

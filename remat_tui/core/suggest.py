@@ -84,9 +84,10 @@ def suggest(
     run([base])
     exact = space <= exact_limit
     if exact:
-        run([_config(base, places, c) for c in itertools.product(choices, repeat=len(places))])
+        combos = itertools.product(choices, repeat=len(places))
+        run([_config(base, first.sites, places, c) for c in combos])
     else:
-        _heuristic(base, places, names, choices, run)
+        _heuristic(base, first.sites, places, names, choices, run)
     rows = list(measured.values())
     mark_pareto(rows)
     baseline = next(r for r in rows if r.config == base)
@@ -118,27 +119,27 @@ def _choices(target, names: list[str]) -> list[str]:
     return [policies_parse(p, target) for p in dict.fromkeys(out)]
 
 
-def _config(base: Config, places: list, combo) -> Config:
+def _config(base: Config, sites: list, places: list, combo) -> Config:
     if places == [None]:
         return base.with_policy(combo[0])
     config = base
     for place, spec in zip(places, combo, strict=True):
-        config = config.with_site(place, spec)
+        config = config.at_function(sites, place, spec)
     return config
 
 
-def _heuristic(base, places, names, choices, run) -> None:
+def _heuristic(base, sites, places, names, choices, run) -> None:
     """Built-ins everywhere, then the greedy name chain (see the module doc),
     the same policy at every place."""
     builtins = [c for c in choices if not _is_names_policy(c)]
-    run([_config(base, places, [b] * len(places)) for b in builtins])
+    run([_config(base, sites, places, [b] * len(places)) for b in builtins])
     nothing = policies.names_policy([], []).canonical
     singles = []
     for name in names:
         singles.append(("save", name, policies.names_policy([name], []).canonical))
         singles.append(("offload", name, policies.names_policy([], [name]).canonical))
-    configs = [_config(base, places, [nothing] * len(places))]
-    configs += [_config(base, places, [spec] * len(places)) for _, _, spec in singles]
+    configs = [_config(base, sites, places, [nothing] * len(places))]
+    configs += [_config(base, sites, places, [spec] * len(places)) for _, _, spec in singles]
     measured = run(configs)
     empty, alone = measured[0], measured[1:]
     # Each name's effect measured alone, assumed additive: recompute removed per byte.
@@ -156,7 +157,7 @@ def _heuristic(base, places, names, choices, run) -> None:
         taken.add(name)
         (chain_saved if state == "save" else chain_offloaded).append(name)
         spec = policies.names_policy(list(chain_saved), list(chain_offloaded)).canonical
-        chain.append(_config(base, places, [spec] * len(places)))
+        chain.append(_config(base, sites, places, [spec] * len(places)))
     run(chain)
 
 
