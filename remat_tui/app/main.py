@@ -164,17 +164,17 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
     def load(self) -> None:
         try:
             self.post_message(Progress("importing JAX"))
-            import jax
+            import jax  # noqa: F401  (the stage the status line names)
 
             from remat_tui.app.reload import import_targets
-            from remat_tui.core.devices import device_label, resolve_device
+            from remat_tui.core.devices import available_devices, device_label, resolve_device
 
             self.post_message(Progress(f"importing {self.path}"))
             targets, error, watched = import_targets(self.path)
             if error is not None:
                 self.post_message(LoadFailed(error, watched))
                 return
-            devices = [device_label(d) for d in jax.devices()]
+            devices = available_devices()  # local devices, then TPU topologies
             try:
                 device, device_error = device_label(resolve_device(self.device)), None
             except RematError as exc:
