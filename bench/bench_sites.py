@@ -2,8 +2,10 @@
 
 1. A site override against a new outer policy, on the scanned transformer whose
    block is checkpointed (`transformer.py:scanned_checkpointed`), as the app
-   asks for them: the target loaded once, each policy asked for the first time
-   (budget: the override costs no more, ratio <= 1.0).
+   asks for them: the target loaded once, each spec asked for the first time
+   on each side (35 specs: the built-ins and every set of the example's five
+   names; budget: the override costs no more, ratio <= 1.0). The same specs
+   asked again are shown too (no budget: the app keeps the analyses it has).
 2. Listing sites and origins against the same analysis with both switched off,
    on the 24-layer unrolled transformer, each run on a fresh function object
    (budget: at most 10% more, ratio <= 1.10). Also shown: the same model with
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import itertools
 import os
 import statistics
 import sys
@@ -32,13 +35,20 @@ import remat_tui
 from remat_tui.core import analysis, loading, primal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-POLICIES = [
+BUILT_INS = [
     "nothing_saveable",
     "dots_saveable",
     "everything_saveable",
-    "save_only_these_names('query_proj', 'mlp_hidden')",
     "dots_with_no_batch_dims_saveable",
 ]
+NAMES = ["query_proj", "key_proj", "value_proj", "attention_out", "mlp_hidden"]
+
+
+def fresh_specs() -> list[str]:
+    """Specs the process has not seen: the built-ins, then every set of the
+    example's names to save (31), so each request is a new one on both sides."""
+    sets = [c for k in range(1, len(NAMES) + 1) for c in itertools.combinations(NAMES, k)]
+    return BUILT_INS + [f"save_only_these_names({', '.join(map(repr, c))})" for c in sets]
 
 
 def timed(run) -> float:
@@ -48,19 +58,31 @@ def timed(run) -> float:
     return time.perf_counter() - start
 
 
-def override_vs_outer(targets, repeat: int) -> float:
+def override_vs_outer(targets, repeat: int) -> tuple[float, float]:
+    """(new, repeated): each spec asked for the first time on each side (the
+    budget), then the same specs again (JAX's and our caches warm; the app
+    never asks twice, it keeps the analyses it has)."""
     target = targets["scanned_checkpointed"]
     remat_tui.analyze(target)  # the app's first analysis: sites found, primal cached
-    site, outer = [], []
-    for i in range(repeat):
-        for spec in POLICIES:
-            # A new spec for each side each time: nothing of the analysis is cached.
-            site.append(timed(lambda s=spec: remat_tui.analyze(target, sites={"block": s})))
-            outer.append(timed(lambda s=spec: remat_tui.analyze(target, policy=s)))
-        print(f"  round {i + 1}/{repeat} done", file=sys.stderr)
+    site: list[float] = []
+    outer: list[float] = []
+    for i, spec in enumerate(fresh_specs()):
+        runs = [
+            (site, lambda s=spec: remat_tui.analyze(target, sites={"block": s})),
+            (outer, lambda s=spec: remat_tui.analyze(target, policy=s)),
+        ]
+        for times, run in runs if i % 2 == 0 else runs[::-1]:  # alternate who goes first
+            times.append(timed(run))
     ms, mo = statistics.median(site), statistics.median(outer)
-    print(f"site override {ms:.3f} s, new outer policy {mo:.3f} s (medians of {len(site)})")
-    return ms / mo
+    print(f"  new: site override {ms:.3f} s, new outer policy {mo:.3f} s (medians of {len(site)})")
+    again_site, again_outer = [], []
+    for _ in range(repeat):
+        for spec in BUILT_INS:
+            again_site.append(timed(lambda s=spec: remat_tui.analyze(target, sites={"block": s})))
+            again_outer.append(timed(lambda s=spec: remat_tui.analyze(target, policy=s)))
+    rs, ro = statistics.median(again_site), statistics.median(again_outer)
+    print(f"  repeated: site override {rs:.3f} s, outer policy {ro:.3f} s")
+    return ms / mo, rs / ro
 
 
 @contextmanager
@@ -112,8 +134,9 @@ def main() -> None:
     module = targets["unrolled"].fn.__globals__
 
     print("1. site override vs new outer policy, scanned_checkpointed")
-    ratio = override_vs_outer(targets, opts.repeat)
-    print(f"   site override / outer policy = {ratio:.3f}  (budget 1.00)")
+    new, repeated = override_vs_outer(targets, opts.repeat)
+    print(f"   site override / outer policy, each new = {new:.3f}  (budget 1.00)")
+    print(f"   the same specs asked again = {repeated:.3f}  (no budget: the app caches them)")
 
     unrolled = targets["unrolled"]
 
