@@ -3,33 +3,51 @@
 A target's `args` may be a factory that builds real arrays (seconds, when it
 draws random numbers); the app analyses one target under many policies, so it
 calls the factory once per target (and again after a reload, which makes new
-Target objects) and hands `analyze` the built values.
+Target objects) and hands `analyze` and the compiler the built values.
+
+A factory that takes `devices` (core/loading.py: a sharded target builds its
+mesh from them) is called once per device set instead: the local devices for
+`cpu:0`, a topology's chips for `tpu:v5e:2x2` (core.devices.device_set), so
+each device is analysed and compiled over the mesh it would train on.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 
+LIMIT = 16  # builds kept (they may hold real arrays): targets of old reloads, devices left
+
 _lock = threading.Lock()
-_built: dict[int, tuple[object, object]] = {}  # id(target) -> (target, prepared target)
+# (id(target), device set or None) -> (target, prepared target), least recently used first
+_built: OrderedDict[tuple, tuple[object, object]] = OrderedDict()
 
 
-def prepared(target, on_stage: Callable[[str], None] | None = None):
-    """`target` with `args`/`kwargs` resolved (raises RematError as analyze would).
-    `on_stage` hears "building example arguments" when the factory is called."""
-    from remat_tui.core.loading import resolve_arguments
+def prepared(target, device: str | None = None, on_stage: Callable[[str], None] | None = None):
+    """`target` with `args`/`kwargs` resolved for `device` (a label such as
+    `cpu:0` or `tpu:v5e:2x2`; None: JAX's default), raising RematError as
+    analyze would (a factory that fails, a topology libtpu cannot load).
+    `on_stage` hears "building example arguments" when a factory is called."""
+    from remat_tui.core.devices import device_set, resolve_device
+    from remat_tui.core.loading import resolve_arguments, takes_devices
 
-    with _lock:  # one build per target, even when two workers ask at once
-        hit = _built.get(id(target))
+    # Only a factory that takes `devices` needs the device resolved: an
+    # unsharded target stays one build, whatever device is chosen.
+    devices = device_set(resolve_device(device)) if takes_devices(target) else None
+    key = (id(target), tuple(devices) if devices is not None else None)
+    with _lock:  # one build per key, even when two workers ask at once
+        hit = _built.get(key)
         if hit is not None and hit[0] is target:
+            _built.move_to_end(key)
             return hit[1]
         if on_stage is not None and (callable(target.args) or callable(target.kwargs)):
             on_stage("building example arguments")
-        args, kwargs = resolve_arguments(target)
+        args, kwargs = resolve_arguments(target, devices)
         ready = replace(target, args=args, kwargs=kwargs)
-        if len(_built) > 64:  # targets of old reloads
-            _built.clear()
-        _built[id(target)] = (target, ready)
+        _built[key] = (target, ready)
+        _built.move_to_end(key)
+        while len(_built) > LIMIT:
+            _built.popitem(last=False)
         return ready

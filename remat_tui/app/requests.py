@@ -68,8 +68,10 @@ class AnalysisRequests:
         if request != self.request and key != self.baseline_key():
             return  # superseded while it waited for a thread: a burst of keys traces once
         try:
-            # Example arguments are built once per target, not once per policy.
-            target = prepared(self.target, stage if request == self.request else None)
+            # Example arguments are built once per target (per device set, for a
+            # sharded target), not once per policy.
+            on_stage = stage if request == self.request else None
+            target = prepared(self.target, key[1].device, on_stage)
             if request == self.request:
                 stage(f"tracing {key[1].label()}")
             result = analyze(
@@ -122,10 +124,14 @@ class AnalysisRequests:
                 self.query_one("#status", Static).update(
                     nothing_shown(bool(self.reloader.watched)), layout=False
                 )
-            else:  # the sidebar goes back to what is shown
+            else:  # the sidebar, title and device go back to what is shown
                 self.spec = policies.parse(self.shown.policy, self.target.policies)
                 self.site_overrides = self.shown.config.site_overrides
+                # (a device that failed, e.g. a topology libtpu cannot load, would
+                # otherwise make every later policy fail the same way)
+                self.device = self.shown.config.device or self.device
                 self.name_states = self.scoped_states()
+                self.update_title()
                 self.update_status(self.shown)
                 self.refresh_sidebar()
 
