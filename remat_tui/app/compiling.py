@@ -66,10 +66,19 @@ class Compiling:
 
     @work(thread=True, group="compile", exclusive=True, exit_on_error=False)
     def compile_worker(self, key: tuple, target) -> None:
+        from remat_tui.app.arguments import prepared
         from remat_tui.core.compiled import compile_costs
 
         try:
-            result = compile_costs(target, key[1], cancelled=lambda: key != self.compiling)
+            # The arguments the analysis was traced with (built for this device's
+            # set: a sharded target's mesh spans a topology's chips), not a new build.
+            ready = prepared(target, key[1].device)
+            result = compile_costs(
+                target,
+                key[1],
+                cancelled=lambda: key != self.compiling,
+                arguments=(ready.args, ready.kwargs),
+            )
         except RematError as exc:
             self.post_message(CompileFailed(key, exc.message))
             return
@@ -90,6 +99,8 @@ class Compiling:
         if message.key == self.compiling:
             self.compiling = None
             self.show_error(f"compiling failed: {message.message}")
+            if self.shown is not None:  # the status line said "compiling…" until now
+                self.update_status(self.shown)
 
     def key_of(self, a) -> tuple | None:
         return (self.target.name, a.config, self.reloads) if self.target else None
