@@ -23,7 +23,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax.tree_util import tree_flatten, tree_unflatten
 
 import remat_tui
-from remat_tui.core import flops, linemap, policies
+from remat_tui.core import flops, linemap, policies, site_flops
 from remat_tui.core import jax_internals as ji
 from remat_tui.core import sites as site_lib
 from remat_tui.core.config import Config
@@ -174,6 +174,9 @@ def _trace(
         replace(f.site, override=plan[f.site.id].canonical if f.site.id in plan else None)
         for f in found_sites
     ]
+    shown_sites = site_flops.attach(
+        shown_sites, primal, bwd, recompute, prefer_dir, target.policies
+    )
     return Analysis(
         target_file=target.file,
         target_name=target.name,

@@ -75,6 +75,19 @@ class Origin:
 
 
 @dataclass(frozen=True)
+class SiteFlops:
+    """A site's FLOPs (core/site_flops.py): its body in the forward pass, times
+    its trip count, and the forward work the backward pass re-runs there under
+    its current policy (None when no backward remat could be told to be its)."""
+
+    forward: int
+    recompute: int | None
+
+    def to_dict(self) -> dict:
+        return {"forward": self.forward, "recompute": self.recompute}
+
+
+@dataclass(frozen=True)
 class Site:
     """One jax.checkpoint application in the traced program (Contract 5)."""
 
@@ -84,6 +97,7 @@ class Site:
     policy: str  # canonical spec of the policy written there, or custom:<name>
     trip_count: int | None  # product of enclosing scan lengths; None outside loops
     override: str | None = None  # what the analysis applied there instead
+    flops: SiteFlops | None = None  # set by the analysis
 
     @property
     def effective(self) -> str:
@@ -97,6 +111,7 @@ class Site:
             "policy": self.policy,
             "trip_count": self.trip_count,
             "override": self.override,
+            "flops": None if self.flops is None else self.flops.to_dict(),
         }
 
 

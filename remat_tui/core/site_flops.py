@@ -1,0 +1,137 @@
+"""Provides FLOPs per checkpoint site (Contract 5's site object, counted by
+Contract 6's rules): what a site's body costs in the forward pass, and the
+forward work the backward pass does again there under the site's policy.
+
+Forward: the site's remat body in the primal program, counted by core/flops.py,
+times its trip count. It does not depend on the policy (the body runs once in
+the forward pass whatever is saved), so an override leaves it unchanged.
+
+Recompute: the equations `linemap.recomputation` marks, each attributed to the
+innermost remat equation of the backward pass that is a site's. JAX keeps the
+call's source information on the remat equation it emits for the backward
+pass, so a backward remat belongs to the site applied at the same user line
+(file, line, column, function) to the same checkpointed function. Work inside
+an outer policy's checkpoint (not a site) stays unattributed. Sites that the
+line does not tell apart (a Python loop calling one checkpointed block) are
+told apart by trip count and policy, and when still alike, by order: the
+backward pass runs them last first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from remat_tui.core import flops, policies
+from remat_tui.core import jax_internals as ji
+from remat_tui.core.model import Site, SiteFlops
+
+
+def attach(sites: list[Site], primal, bwd, recompute, prefer_dir, declared) -> list[Site]:
+    """`sites` (as shown, overrides set) with their `flops`; `primal` is the
+    program they were found in (core/primal.py), `bwd` the backward jaxpr and
+    `recompute` its linemap.Recomputation."""
+    if not sites:
+        return sites
+    live = [s for s in sites if s.effective != policies.AS_WRITTEN]  # inlined: no remat
+    owners = _owners(bwd, live, prefer_dir, declared)
+    spent = _Attributor(recompute.eqn_ids, owners).jaxpr(bwd, None)
+    matched = set(owners.values())
+    out = []
+    for site, found in zip(sites, primal.sites, strict=True):
+        body = _site_eqn(primal.closed.jaxpr, found).params["jaxpr"]
+        forward = flops.count(body).flops * (site.trip_count or 1)
+        if site.effective == policies.AS_WRITTEN:
+            again = 0  # the checkpoint is removed: nothing is recomputed there
+        elif site.id in matched:
+            again = spent.get(site.id, flops.Count()).flops
+        else:
+            again = None  # no backward remat told to be this site's
+        out.append(replace(site, flops=SiteFlops(forward, again)))
+    return out
+
+
+def _site_eqn(jaxpr, found):
+    """The site's remat equation in the primal program, by its recorded path."""
+    for i, key, idx in found.steps:
+        value = jaxpr.eqns[i].params[key]
+        value = value[idx] if idx is not None else value
+        jaxpr = value.jaxpr if isinstance(value, ji.ClosedJaxpr) else value
+    return jaxpr.eqns[found.index]
+
+
+def _owners(bwd, sites: list[Site], prefer_dir, declared) -> dict[int, int]:
+    """id(backward remat equation) -> the id of the site it re-runs."""
+    by_call: dict[tuple, list[Site]] = {}
+    for s in sites:
+        by_call.setdefault((s.source, s.function), []).append(s)
+    groups: dict[tuple[int, ...], list] = {}
+    for eqn, source, trip in _remats(bwd, prefer_dir):
+        alike = by_call.get((source, ji.remat_function(eqn)), [])
+        if len(alike) > 1:
+            # Narrow by what else is known, unless that would leave none: a
+            # trip count or a policy read differently must not lose the match.
+            alike = [s for s in alike if s.trip_count == trip] or alike
+            policy = policies.describe_jax(ji.remat_policy(eqn), declared)
+            alike = [s for s in alike if s.effective == policy] or alike
+        if alike:
+            groups.setdefault(tuple(s.id for s in alike), []).append(eqn)
+    owners: dict[int, int] = {}
+    for ids, eqns in groups.items():
+        if len(ids) == 1:
+            owners.update((id(e), ids[0]) for e in eqns)
+        elif len(ids) == len(eqns):  # transposition runs the last site first
+            owners.update((id(e), i) for e, i in zip(reversed(eqns), ids, strict=True))
+        # otherwise ambiguous: those sites' recompute stays unknown
+    return owners
+
+
+def _remats(jaxpr, prefer_dir):
+    """(remat equation, its user source, trip count) in program order, the
+    source found as core/sites.py finds a site's: inside a scan body the line
+    that entered the scan stands in for frames a library's scan leaves."""
+    found = []
+
+    def walk(j, trip, outer_source):
+        for eqn in j.eqns:
+            own = ji.own_source(eqn.source_info, prefer_dir, fallback=False) or outer_source
+            if ji.is_remat(eqn):
+                found.append((eqn, own or ji.user_source(eqn.source_info), trip))
+            length = ji.scan_length(eqn)
+            inner = (trip or 1) * length if length is not None else trip
+            for sub in ji.sub_jaxprs(eqn):
+                walk(sub, inner, own)
+
+    walk(jaxpr, None, None)
+    return found
+
+
+class _Attributor:
+    """Recomputed FLOPs per owner (site id, or None outside any site), summed
+    by core/flops.py's rules: scan bodies x length, a cond's costliest branch."""
+
+    def __init__(self, marked: set[int], owners: dict[int, int]):
+        self.marked = marked
+        self.owners = owners
+        # A body's split depends only on the site around it: memoised per use.
+        self.memo: dict[tuple[int, int | None], dict] = {}
+
+    def jaxpr(self, jaxpr, current: int | None) -> dict[int | None, flops.Count]:
+        key = (id(jaxpr), current)
+        if key in self.memo:
+            return self.memo[key]
+        out: dict[int | None, flops.Count] = {}
+        for eqn in jaxpr.eqns:
+            subs = list(ji.sub_jaxprs(eqn))
+            if not subs or flops.has_own_rule(eqn):  # a leaf, as linemap counts it
+                if id(eqn) in self.marked:
+                    out[current] = out.get(current, flops.Count()) + flops.Count(
+                        flops.eqn_flops(eqn)
+                    )
+                continue
+            here = self.owners.get(id(eqn), current)
+            inner = [(sub, self.jaxpr(sub, here)) for sub in subs]
+            for owner in {k for _, split in inner for k in split}:
+                part = [(sub, split.get(owner, flops.Count())) for sub, split in inner]
+                out[owner] = out.get(owner, flops.Count()) + flops.combine(eqn, part)
+        self.memo[key] = out
+        return out
