@@ -21,7 +21,8 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from remat_tui.core import policies
-from remat_tui.report.units import human_bytes
+from remat_tui.report.costs import short_spec
+from remat_tui.report.units import human_bytes, human_flops
 
 NAME_STATES = ("recompute", "save", "offload")
 """What a names policy does with a checkpoint_name, in the order space cycles them."""
@@ -64,13 +65,18 @@ def name_label(name: str, states: dict[str, str], info) -> str:
 
 
 def site_label(site) -> str:
-    """Two lines: `*1 block ×24` (`*` when the analysis overrides the code's
-    policy), then the policy in force there."""
+    """Two lines: `*1 block ×24 model.py:93` (`*` when the analysis overrides the
+    code's policy), then `↻13.8 GFLOP save mlp_hidden`: the forward work the
+    backward pass re-runs at the site (↻, as the backward pane marks it), first
+    because it is what changes as the site's policy is cycled, then the policy
+    in force there (a names policy as its names; a long one ends in the list's
+    ellipsis)."""
     times = f" ×{site.trip_count}" if site.trip_count else ""
     mark = "*" if site.override is not None else " "
     where = f" {site.source.where()}" if site.source else ""
-    policy = site.effective if len(site.effective) <= 27 else site.effective[:26] + "…"
-    return f"{mark}{site.id} {site.function}{times}{where}\n   {policy}"
+    again = site.flops.recompute if site.flops is not None else None
+    cost = f"↻{human_flops(again)} " if again is not None else ""
+    return f"{mark}{site.id} {site.function}{times}{where}\n   {cost}{short_spec(site.effective)}"
 
 
 def relabel(options: OptionList, labels: list[tuple[str, str]]) -> None:
