@@ -1,0 +1,100 @@
+"""Provides the DiffScreen: what the marked configuration (A) and the shown one
+(B) save differently (core/diff.py): residuals only in A, only in B and in
+both, and the byte and recompute-FLOP deltas, B - A.
+
+Both analyses are already made (the App keeps them), so the diff is a match
+of two residual lists, done here at once: nothing to trace. `a` closes the
+screen with A's Config, which the App opens in the main screen.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from remat_tui.core.config import Config
+from remat_tui.report.units import human_bytes, human_flops
+
+SECTIONS = (("only_a", "only A", "$text-error"), ("only_b", "only B", "$text-success"))
+
+
+def signed(n: int, human) -> str:
+    return f"{'+' if n >= 0 else '-'}{human(abs(n))}"
+
+
+def short(text: str) -> str:
+    """JAX's words with the working directory taken off its paths, to fit the table."""
+    return text.replace(os.getcwd() + os.sep, "")
+
+
+class DiffScreen(Screen[Config | None]):
+    """Residuals of A (marked) against B (shown); the deltas in the header."""
+
+    DEFAULT_CSS = """
+    #diff-status { height: auto; padding: 0 1; background: $panel; }
+    #diff-table { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "back"),
+        Binding("a", "open_a", "open A in main screen"),
+    ]
+
+    def __init__(self, a, b, a_reloaded: bool = False):
+        super().__init__()
+        from remat_tui.core.diff import diff_analyses
+
+        self.diff = diff_analyses(a, b)
+        self.a_reloaded = a_reloaded  # A was marked before the code was loaded again
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="diff-status")
+        yield DataTable(id="diff-table", cursor_type="row", zebra_stripes=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        from remat_tui.report.costs import config_label
+
+        d = self.diff
+        before = " (before the file was loaded again)" if self.a_reloaded else ""
+        counts = " · ".join(
+            f"{title}: {len(entries)} ({human_bytes(sum(e['bytes'] for e in entries))})"
+            for title, entries in (
+                ("only in A", d.only_a),
+                ("only in B", d.only_b),
+                ("in both", d.both),
+            )
+        )
+        deltas = (
+            f"device bytes B - A: {signed(d.bytes_delta, human_bytes)} · "
+            f"recompute B - A: {signed(d.recompute_flops_delta, human_flops)}"
+        )
+        if d.host_bytes_delta:
+            deltas += f" · host bytes B - A: {signed(d.host_bytes_delta, human_bytes)}"
+        self.query_one("#diff-status", Static).update(
+            Content.assemble(
+                Content.styled("A", "bold $text-error"),
+                f" (marked{before}): {config_label(d.a)}\n",
+                Content.styled("B", "bold $text-success"),
+                f" (shown): {config_label(d.b)}\n{deltas}\n{counts}",
+            )
+        )
+        table = self.query_one(DataTable)
+        table.add_columns("in", "bytes", "memory", "residual (JAX's words)")
+        for key, title, style in (*SECTIONS, ("both", "both", "$text-muted")):
+            for entry in getattr(d, key):
+                table.add_row(
+                    Content.styled(title, style),
+                    Text(human_bytes(entry["bytes"]), justify="right"),
+                    entry["memory"],
+                    short(entry["text"]),
+                )
+        table.focus()
+
+    def action_open_a(self) -> None:
+        self.dismiss(self.diff.a.config)

@@ -1,0 +1,282 @@
+"""Provides the BudgetScreen (a memory budget typed as 2GiB, 512MiB or 1.5e9)
+and the SuggestScreen: the configuration with the least recompute whose memory
+fits that budget (core/suggest.py), with the code to paste at each site.
+
+The search analyses many configurations, so it runs in this screen's worker
+(a thread) and says how far it is. A newer budget (f) supersedes it: threads
+cannot be killed, so each search carries its request number, stops at the
+next configuration once it is no longer current, and a late answer is
+dropped. Leaving the screen stops it the same way. Enter closes the screen
+with the suggested Config, which the App opens in the main screen.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.content import Content
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Input, Label, Static
+
+from remat_tui.core.config import Config
+from remat_tui.errors import RematError
+from remat_tui.report.units import human_bytes, human_flops, parse_size
+
+RESIDUAL = "residual bytes on device"
+COMPILED = "compiled peak per device"
+
+
+def budget_error(text: str) -> str | None:
+    """Why `text` is not a budget, or None when it is one."""
+    if not text.strip():
+        return "type a budget: try 2GiB"
+    try:
+        parse_size(text)
+    except RematError:
+        return f"{text.strip()!r} does not parse: try 2GiB (or 512MiB, 1.5e9, 4096)"
+    return None
+
+
+class BudgetScreen(ModalScreen[tuple[int, str] | None]):
+    """A memory budget; returns (bytes, the text typed). A budget that does not
+    parse is refused here, the dialog kept open."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+
+    def __init__(self, measure: str, typed: str = "", hint: str = ""):
+        super().__init__()
+        self.measure = measure
+        self.typed = typed
+        self.hint = hint
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label("[b]Suggest: the least recompute that fits a budget[/b]")
+            yield Label(f"[dim]Memory measured as the {self.measure}. {self.hint}[/dim]")
+            yield Input(value=self.typed, placeholder="e.g. 2GiB, 512MiB, 1.5e9", id="budget")
+            yield Static("", id="budget-error")
+            yield Label("[dim]enter searches · escape cancels[/dim]")
+
+    def on_mount(self) -> None:
+        self.query_one("#budget", Input).focus()
+
+    @on(Input.Submitted)
+    def submitted(self, event: Input.Submitted) -> None:
+        if not self.is_current:  # a second enter typed before the first closed it
+            return
+        error = budget_error(event.value)
+        if error is not None:
+            self.query_one("#budget-error", Static).update(Content.styled(error, "$text-error"))
+            return
+        self.dismiss((parse_size(event.value), event.value.strip()))
+
+
+@dataclass
+class SuggestProgress(Message):
+    request: int
+    analysed: int
+    label: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SuggestProgress)
+
+
+@dataclass
+class SuggestDone(Message):
+    request: int
+    suggestion: object
+
+
+@dataclass
+class SuggestFailed(Message):
+    request: int
+    message: str
+
+
+class SuggestScreen(Screen[Config | None]):
+    """The search under one budget, then its answer; f asks for another."""
+
+    DEFAULT_CSS = """
+    #suggest-status { height: auto; padding: 0 1; background: $panel; }
+    #suggest-rows { height: auto; max-height: 4; }
+    #suggest-text { padding: 0 1; }
+    """
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "back"),
+        Binding("enter", "open", "open in main screen"),
+        Binding("f", "budget", "another budget"),
+    ]
+
+    def __init__(self, target, budget: tuple[int, str], device: str | None, compiled: bool):
+        super().__init__()
+        self.target = target
+        self.device = device
+        self.compiled = compiled
+        self.budget = budget
+        self.request = 0
+        self.suggestion = None  # the answer to the current request, once it is in
+        self.started = 0.0
+        self.analysed = 0  # configurations analysed so far by the current search
+        self.current_label = ""  # the configuration it is analysing
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="suggest-status")
+        table = DataTable(id="suggest-rows", cursor_type="none", zebra_stripes=True)
+        table.can_focus = False  # enter belongs to the screen: it opens the suggestion
+        yield table
+        with VerticalScroll(id="suggest-body"):
+            yield Static("", id="suggest-text", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        from remat_tui.report.costs import COLUMNS
+
+        self.query_one(DataTable).add_columns("", *COLUMNS)
+        self.query_one("#suggest-body").focus()
+        self.set_interval(0.5, self.tick)  # the clock moves between configurations too
+        self.search(self.budget)
+
+    def search(self, budget: tuple[int, str] | None) -> None:
+        """Start a search under `budget` (None: keep what is shown)."""
+        if budget is None:
+            return
+        self.budget = budget
+        self.request += 1
+        self.suggestion = None
+        self.analysed = 0
+        self.started = time.monotonic()
+        self.query_one(DataTable).clear()
+        self.query_one("#suggest-text", Static).update("")
+        self.show_progress("")
+        self.run_search(self.request, budget[0])
+
+    @work(thread=True, exclusive=True, group="suggest", exit_on_error=False)
+    def run_search(self, request: int, budget: int) -> None:
+        from remat_tui.core.analysis import Cancelled
+        from remat_tui.core.suggest import suggest
+
+        analysed = 0
+
+        def progress(_i: int, _n: int, config) -> None:
+            nonlocal analysed
+            analysed += 1  # suggest analyses in batches: count across them
+            self.post_message(SuggestProgress(request, analysed, config.label()))
+
+        try:
+            result = suggest(
+                self.target,
+                budget,
+                compiled=self.compiled,
+                device=self.device,
+                sites={},  # the saving is measured against the code as written
+                cancelled=lambda: request != self.request or not self.is_attached,
+                progress=progress,
+            )
+        except Cancelled:
+            return
+        except RematError as exc:
+            self.post_message(SuggestFailed(request, exc.message))
+            return
+        except Exception as exc:  # our bug: say so in place, keep the app running
+            self.log.error(traceback.format_exc())
+            self.post_message(SuggestFailed(request, f"internal error: {exc!r}"))
+            return
+        self.post_message(SuggestDone(request, result))
+
+    def measure(self) -> str:
+        return COMPILED if self.compiled else RESIDUAL
+
+    def clock(self) -> str:
+        if not getattr(self.app, "show_timings", True):
+            return ""
+        return f"  {time.monotonic() - self.started:.1f} s"
+
+    def show_progress(self, label: str) -> None:
+        what = f" · {label}" if label else ""
+        self.query_one("#suggest-status", Static).update(
+            Content(
+                f"searching for the least recompute within {human_bytes(self.budget[0])} "
+                f"({self.measure()}): {self.analysed} analysed{what}{self.clock()}\n"
+                "f another budget (stops this search) · escape goes back"
+            )
+        )
+
+    def tick(self) -> None:
+        if self.suggestion is None and self.is_current and self.analysed:
+            self.show_progress(self.current_label)
+
+    @on(SuggestProgress)
+    def progress(self, message: SuggestProgress) -> None:
+        if message.request == self.request:
+            self.analysed, self.current_label = message.analysed, message.label
+            self.show_progress(message.label)
+
+    @on(SuggestFailed)
+    def failed(self, message: SuggestFailed) -> None:
+        if message.request == self.request:
+            self.query_one("#suggest-status", Static).update(
+                Content.styled(
+                    f"suggest failed: {message.message}\nf tries another budget · escape goes back",
+                    "$text-error",
+                )
+            )
+
+    @on(SuggestDone)
+    def done(self, message: SuggestDone) -> None:
+        if message.request != self.request:
+            return  # a newer budget was typed meanwhile
+        s = self.suggestion = message.suggestion
+        budget = human_bytes(s.budget)
+        how = f"exact: all {s.searched}" if s.exact else f"heuristic: {s.searched}"
+        if s.fits:
+            head = Content.styled(f"✓ fits {budget}", "bold $text-success")
+        else:
+            head = Content.styled(
+                f"✗ nothing fits {budget}: the smallest is shown", "bold $text-warning"
+            )
+        took = f" in {time.monotonic() - self.started:.1f} s" if self.clock() else ""
+        self.query_one("#suggest-status", Static).update(
+            Content.assemble(
+                head,
+                f" ({self.measure()}) · {how} configurations searched{took}\n"
+                "enter opens it in the main screen · f another budget · escape goes back",
+            )
+        )
+        self.show_rows(s)
+        self.query_one("#suggest-text", Static).update(self.text(s))
+
+    def show_rows(self, s) -> None:
+        """The suggestion beside the code as written, in the compare table's columns."""
+        from remat_tui.report.costs import row_cells
+
+        table = self.query_one(DataTable)
+        table.clear()
+        table.add_row("suggested", *row_cells(s.best))
+        table.add_row("as written", *row_cells(s.baseline))
+
+    @staticmethod
+    def text(s) -> str:
+        """The CLI's report (report/costs.py), with the recompute it costs."""
+        from remat_tui.report.costs import render_suggest
+
+        delta = s.best.recompute_flops - s.baseline.recompute_flops
+        sign = "+" if delta >= 0 else "-"
+        recompute = f"recompute against as written: {sign}{human_flops(abs(delta))}"
+        return f"{recompute}\n{render_suggest(s, 'text')}"
+
+    def action_budget(self) -> None:
+        hint = f"Now: {human_bytes(self.budget[0])}."
+        self.app.push_screen(BudgetScreen(self.measure(), self.budget[1], hint), self.search)
+
+    def action_open(self) -> None:
+        if self.suggestion is None:
+            self.notify("still searching: enter opens the answer once it is in")
+            return
+        self.dismiss(self.suggestion.best.config)
