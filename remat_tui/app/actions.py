@@ -11,10 +11,26 @@ from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen, export
 from remat_tui.app.sidebar import Sidebar
 from remat_tui.core import policies
+from remat_tui.report.units import human_bytes
+
+MAIN_SCREEN_ONLY = {"suggest", "mark", "diff"}
 
 
 class KeyActions:
     """The action_* methods of the key bindings (mixed into RematApp)."""
+
+    marked: tuple | None = None
+    """(analysis, reloads) marked as A by m, for the diff (v)."""
+    last_budget = ""
+    """The budget last typed for suggest (f), offered again."""
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        """f, m and v act on the main screen's configuration: over another screen
+        (compare, suggest, diff) they would stack screens on screens, so there
+        they are off and out of the footer."""
+        if action in MAIN_SCREEN_ONLY and len(self.screen_stack) > 1:
+            return False
+        return super().check_action(action, parameters)
 
     def action_policy(self, index: int) -> None:
         sidebar = self.query_one(Sidebar)
@@ -85,6 +101,67 @@ class KeyActions:
 
         base = self.key(policies.AS_WRITTEN)[1]
         self.push_screen(CompareScreen(self.target, base), self.open_config)
+
+    def action_suggest(self) -> None:
+        """Ask for a budget, then search for the least recompute that fits it."""
+        if self.target is None or self.spec is None:
+            self.notify("nothing is loaded yet", severity="warning")
+            return
+        from remat_tui.app.screens.suggest import COMPILED, RESIDUAL, BudgetScreen, SuggestScreen
+
+        # With p on, the compiled peak is the headline, so it is what must fit.
+        compiled = self.auto_compile
+        a = self.shown
+        hint = f"Shown now: {human_bytes(a.totals.device_bytes)} of residuals." if a else ""
+        target, device = self.target, self.device
+
+        def chosen(budget: tuple[int, str] | None) -> None:
+            if budget is not None:
+                self.last_budget = budget[1]
+                self.push_screen(SuggestScreen(target, budget, device, compiled), self.open_config)
+
+        measure = COMPILED if compiled else RESIDUAL
+        self.push_screen(BudgetScreen(measure, self.last_budget, hint), chosen)
+
+    def action_mark(self) -> None:
+        """Mark what is shown as A: v then compares it with whatever is shown."""
+        if self.shown is None:
+            self.notify("nothing is shown yet to mark", severity="warning")
+            return
+        self.marked = (self.shown, self.reloads)
+        self.notify(
+            f"Marked as A: {self.shown.config.label()}. Change the policy, a site or a "
+            "name, then v shows what B saves differently.",
+            title="marked A",
+            markup=False,
+        )
+
+    def action_diff(self) -> None:
+        """What the marked A and the shown B save differently."""
+        if self.marked is None:
+            self.notify("nothing marked: m marks the shown configuration as A", severity="warning")
+            return
+        a, reloads = self.marked
+        b = self.shown
+        if b is None:
+            return
+        if a.target_name != b.target_name:
+            self.notify(
+                f"A was marked on target {a.target_name}, this is {b.target_name}: "
+                "m marks this one",
+                severity="warning",
+                markup=False,
+            )
+            return
+        if a.config == b.config and reloads == self.reloads:
+            self.notify(
+                "A is what is shown: change the policy, a site or a name, then v",
+                severity="warning",
+            )
+            return
+        from remat_tui.app.screens.diff import DiffScreen
+
+        self.push_screen(DiffScreen(a, b, a_reloaded=reloads != self.reloads), self.open_config)
 
     def action_sort_residuals(self) -> None:
         """Residuals by bytes, largest first, or back in JAX's order."""

@@ -67,6 +67,18 @@ class RematCommands(Provider):
                 if app.target is None or name != app.target.name
             ]
         out += [
+            ("Compare every configuration", app.action_compare, "c: costs, Pareto front, chart"),
+            (
+                "Suggest: fit a memory budget",
+                app.action_suggest,
+                "f: the least recompute that fits a budget you type (2GiB, 512MiB)",
+            ),
+            ("Mark this configuration as A", app.action_mark, "m: for the diff (v)"),
+            (
+                "Diff: marked A against the shown B",
+                app.action_diff,
+                "v: residuals only in A, only in B, in both; byte and FLOP deltas",
+            ),
             ("Choose device", app.action_pick_device, "re-analyse on another device"),
             ("Hide or show the sidebar", app.action_toggle_sidebar, "b"),
             ("Export report", app.action_export, "html, md, json or an SVG screenshot"),

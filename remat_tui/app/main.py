@@ -1,8 +1,9 @@
 """Provides the RematApp: the screen's layout, loading and reloading the
 target, and drawing an analysis. Its other jobs are mixins in modules of their
 own: app/requests.py (requests, cache, worker), app/site_actions.py (sites,
-names, configurations), app/actions.py (keys), app/compiling.py (p); `run`
-is in app/launch.py. Workers post messages; handlers change widgets.
+names, configurations), app/actions.py (keys; the bindings are in
+app/keys.py), app/compiling.py (p); `run` is in app/launch.py. Workers post
+messages; handlers change widgets.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import traceback
 from pygments.lexers import PythonLexer
 from textual import on, work
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.markup import escape
@@ -26,6 +26,7 @@ from remat_tui.app.compiling import Compiling
 from remat_tui.app.drawing import TABLE_COLUMNS, Drawing, draw
 from remat_tui.app.hangup import quit_on_hangup
 from remat_tui.app.hangup import release as release_hangup
+from remat_tui.app.keys import BINDINGS as KEYS
 from remat_tui.app.layout import Layout
 from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.messages import (
@@ -58,31 +59,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
     CSS_PATH = "app.tcss"
     TITLE = "remat-tui"
     COMMANDS = App.COMMANDS | {RematCommands}
-    BINDINGS = [
-        Binding("0", "policy(0)", "policy", key_display="0-9"),
-        *(Binding(str(i), f"policy({i})", show=False) for i in range(1, 10)),
-        Binding("space", "cycle_name", "cycle name"),
-        Binding("n", "focus_names", "names", show=False),
-        Binding("s", "focus_sites", "sites", show=False),
-        Binding("r", "focus_residuals", "residuals", show=False),
-        Binding("o", "sort_residuals", "sort by bytes", show=False),
-        Binding("c", "compare", "compare"),
-        Binding("p", "toggle_compile", "compile: peak", show=False),
-        Binding("t", "pick_target", "target", show=False),
-        Binding(
-            "b",
-            "toggle_sidebar",
-            "lists",
-            tooltip="hide or show the sidebar's lists (hidden below 100 columns)",
-        ),
-        Binding("d", "pick_device", "device"),
-        Binding("e", "export", "export"),
-        Binding("question_mark", "help", "help", key_display="?"),
-        Binding("q", "quit", "quit"),
-        # Not Textual's "press q to quit" hint: here ctrl+c quits, as in a shell
-        # (a focused text field still copies with it; the app binding comes after).
-        Binding("ctrl+c", "quit", "quit", show=False),
-    ]
+    BINDINGS = KEYS
 
     def __init__(
         self,

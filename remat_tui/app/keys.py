@@ -1,0 +1,55 @@
+"""Provides BINDINGS, the main screen's keys. The `?` help is generated from
+them (app/screens/help.py): a shown binding's tooltip, else its description,
+is its line there, so the tooltip is written for a reader of the help."""
+
+from __future__ import annotations
+
+from textual.binding import Binding
+
+BINDINGS = [
+    Binding("0", "policy(0)", "policy", key_display="0-9"),
+    *(Binding(str(i), f"policy({i})", show=False) for i in range(1, 10)),
+    Binding("space", "cycle_name", "cycle name"),
+    Binding("n", "focus_names", "names", show=False),
+    Binding("s", "focus_sites", "sites", show=False),
+    Binding("r", "focus_residuals", "residuals", show=False),
+    Binding("o", "sort_residuals", "sort by bytes", show=False),
+    Binding("c", "compare", "compare"),
+    Binding("p", "toggle_compile", "compile: peak", show=False),
+    Binding("t", "pick_target", "target", show=False),
+    Binding(
+        "b",
+        "toggle_sidebar",
+        "lists",
+        tooltip="hide or show the sidebar's lists (hidden below 100 columns)",
+    ),
+    Binding("d", "pick_device", "device"),
+    Binding("e", "export", "export"),
+    Binding("question_mark", "help", "help", key_display="?"),
+    Binding("q", "quit", "quit"),
+    # Not Textual's "press q to quit" hint: here ctrl+c quits, as in a shell
+    # (a focused text field still copies with it; the app binding comes after).
+    Binding("ctrl+c", "quit", "quit", show=False),
+    # After quit, so that at 80-100 columns the footer still shows ? and q.
+    Binding(
+        "f",
+        "suggest",
+        "suggest",
+        tooltip="suggest: type a memory budget (2GiB, 512MiB, 1.5e9); the configuration "
+        "with the least recompute that fits, and the code to paste (residual bytes, or "
+        "the compiled peak while p is on)",
+    ),
+    Binding(
+        "m",
+        "mark",
+        "mark",
+        tooltip="mark the shown configuration as A, to compare with another (v)",
+    ),
+    Binding(
+        "v",
+        "diff",
+        "diff",
+        tooltip="diff: residuals only in the marked A, only in the shown B and in both, "
+        "with the byte and recompute deltas",
+    ),
+]
