@@ -1,0 +1,223 @@
+"""Suggest (f) and diff (m, v) in the app: the app's answers equal the Python
+API's (remat_tui.suggest / remat_tui.diff) on the same target, budget and
+configurations, and the configurations they name give JAX's own residual
+lists; a bad budget is refused in place; nothing fitting is said."""
+
+import threading
+from collections import Counter
+
+from conftest import example, jax_saved_residuals
+from test_app import SIZE, settle
+
+import remat_tui
+from remat_tui.app.main import RematApp
+from remat_tui.app.screens.diff import DiffScreen, short
+from remat_tui.app.screens.suggest import BudgetScreen, SuggestDone, SuggestScreen
+from remat_tui.core import policies
+from remat_tui.core.loading import resolve_arguments
+from remat_tui.report.costs import config_label
+from remat_tui.report.units import human_bytes, human_flops
+
+TRANSFORMER = "scanned_checkpointed"
+
+
+def jax_residuals(app, config) -> list[str]:
+    """print_saved_residuals for `config`: an outer policy applied by hand, or
+    (the transformer example) the block's jax.checkpoint policy edited by hand."""
+    args, kwargs = resolve_arguments(app.target)
+    fn = app.target.fn
+    sites = dict(config.sites)
+    if sites:
+        (spec,) = set(sites.values())  # the example has one checkpointed function
+        parsed = policies.parse(spec)
+        if parsed.kind != policies.AS_WRITTEN:
+            fn = fn.__globals__["make_scanned_checkpointed"](policies.build(parsed))
+    return jax_saved_residuals(fn, config.policy, args, kwargs, app.target.policies)
+
+
+def texts(entries) -> Counter:
+    return Counter(e["text"] for e in entries)
+
+
+async def ask_budget(app, pilot, budget: str) -> None:
+    """f in the main screen, then `budget` typed into the prompt, then enter."""
+    await pilot.press("f")
+    await pilot.pause()
+    assert isinstance(app.screen, BudgetScreen)
+    await pilot.press(*budget, "enter")
+    await pilot.pause()
+
+
+async def answer(app, pilot) -> SuggestScreen:
+    screen = app.screen
+    assert isinstance(screen, SuggestScreen)
+    for _ in range(1200):  # the search runs in the screen's worker
+        await pilot.pause(0.05)
+        if screen.suggestion is not None:
+            return screen
+    raise AssertionError("the search never finished")
+
+
+def status(screen, widget: str) -> str:
+    return str(screen.query_one(widget).render())
+
+
+async def test_suggest_equals_the_api_and_opens_what_jax_saves():
+    app = RematApp(example("transformer.py"), TRANSFORMER, show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        # A budget between the smallest configuration and the code as written,
+        # so the search must choose (both read off the API, nothing assumed).
+        smallest = remat_tui.suggest(app.target, 0, device=app.device)
+        low, high = smallest.best.memory, smallest.baseline.memory
+        assert low < high
+        budget = f"{(low + high) / 2 / 2**20:.3f}MiB"
+        want = remat_tui.suggest(app.target, budget, device=app.device)
+
+        await ask_budget(app, pilot, budget)
+        screen = await answer(app, pilot)
+        got = screen.suggestion
+        assert got.budget == want.budget
+        assert (got.fits, got.exact, got.searched) == (want.fits, want.exact, want.searched)
+        assert got.best.config == want.best.config
+        assert got.best.memory <= want.budget
+        head = status(screen, "#suggest-status")
+        assert ("✓ fits" in head) == want.fits
+        assert f"{want.searched} configurations searched" in head
+        assert ("exact" in head) == want.exact
+        text = status(screen, "#suggest-text")
+        assert want.best.python in text and "paste:" in text
+        assert f"{human_bytes(want.baseline.memory - want.best.memory)} less" in text
+
+        await pilot.press("enter")  # open the suggestion in the main screen
+        await settle(app, pilot)
+        assert not isinstance(app.screen, SuggestScreen)
+        assert app.shown.config == want.best.config
+        assert [r.text for r in app.shown.residuals] == jax_residuals(app, want.best.config)
+
+
+async def test_a_newer_budget_stops_the_running_search(monkeypatch):
+    import remat_tui.core.suggest as core_suggest
+
+    # Each search waits at its first batch until the newer budget is typed, so
+    # the first one is surely running (not merely queued) when it is superseded.
+    gate = threading.Event()
+    evaluate = core_suggest.evaluate
+
+    def gated(*args):
+        gate.wait(30)
+        return evaluate(*args)
+
+    monkeypatch.setattr(core_suggest, "evaluate", gated)
+    seen = []
+    app = RematApp(example("transformer.py"), TRANSFORMER, show_timings=False)
+    async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+        await settle(app, pilot)
+        await ask_budget(app, pilot, "1GiB")
+        screen = app.screen
+        first = screen.request
+        assert any(w.is_running and w.group == "suggest" for w in app.workers)
+        await pilot.press("f")  # another budget, from the suggest screen
+        await pilot.pause()
+        field = app.screen.query_one("#budget")
+        assert isinstance(app.screen, BudgetScreen) and field.value == "1GiB"  # offered again
+        field.value = "2.5e8"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen is screen and screen.request == first + 1
+        gate.set()
+        await answer(app, pilot)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert screen.suggestion.budget == 250_000_000
+        answered = {m.request for m in seen if isinstance(m, SuggestDone)}  # (they bubble)
+        assert answered == {first + 1}  # the first search stopped without answering
+        want = remat_tui.suggest(app.target, "2.5e8", device=app.device)
+        assert screen.suggestion.best.config == want.best.config
+
+
+async def test_a_bad_budget_is_refused_in_place_and_the_app_keeps_running():
+    app = RematApp(example("mlp.py"), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        shown = app.shown
+        await ask_budget(app, pilot, "2 lots")
+        assert isinstance(app.screen, BudgetScreen)  # still asking
+        error = status(app.screen, "#budget-error")
+        assert "'2 lots' does not parse" in error and "2GiB" in error
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0] and app.shown is shown
+        await pilot.press("2")  # still answering keys
+        await settle(app, pilot)
+        assert app.shown.policy == app.policy_specs[2]
+
+
+async def test_nothing_fits_says_so_and_shows_the_smallest():
+    app = RematApp(example("mlp.py"), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        want = remat_tui.suggest(app.target, "1B", device=app.device)
+        assert not want.fits  # the arguments alone are saved: more than a byte
+        await ask_budget(app, pilot, "1B")
+        screen = await answer(app, pilot)
+        got = screen.suggestion
+        assert not got.fits and got.best.config == want.best.config
+        assert got.best.memory == min(r.memory for r in got.rows)
+        assert "nothing fits 1 B" in status(screen, "#suggest-status")
+        text = status(screen, "#suggest-text")
+        assert (
+            f"the smallest is {config_label(want.best)} at {human_bytes(want.best.memory)}" in text
+        )
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert app.shown.config == want.best.config
+        assert [r.text for r in app.shown.residuals] == jax_residuals(app, want.best.config)
+
+
+async def test_mark_then_diff_equals_the_api_and_jax():
+    app = RematApp(example("transformer.py"), TRANSFORMER, show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("v")  # nothing marked yet: said, no screen
+        await pilot.pause()
+        assert not isinstance(app.screen, DiffScreen)
+        assert any("nothing marked" in n.message for n in app._notifications)
+
+        await pilot.press("m")  # A: the code as written
+        await pilot.pause()
+        a = app.shown.config
+        assert any("Marked as A" in n.message for n in app._notifications)
+        await pilot.press("s", "2")  # B: policy 2 at the block's jax.checkpoint
+        await settle(app, pilot)
+        b = app.shown.config
+        assert b != a and b.site_overrides
+        await pilot.press("v")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, DiffScreen)
+
+        want = remat_tui.diff(app.target, a.policy, b.policy, sites_b=b.site_overrides)
+        got = screen.diff
+        assert texts(got.only_a) == texts(want.only_a)
+        assert texts(got.only_b) == texts(want.only_b)
+        assert texts(got.both) == texts(want.both)
+        assert got.only_a or got.only_b  # the two save something different
+        jax_a, jax_b = Counter(jax_residuals(app, a)), Counter(jax_residuals(app, b))
+        assert texts(got.only_a) == jax_a - jax_b
+        assert texts(got.only_b) == jax_b - jax_a
+        assert texts(got.both) == jax_a & jax_b
+
+        table = screen.query_one("#diff-table")
+        assert table.row_count == len(got.only_a) + len(got.only_b) + len(got.both)
+        cells = [table.get_row_at(i) for i in range(table.row_count)]
+        only_a_rows = Counter(row[3] for row in cells if str(row[0]) == "only A")
+        assert only_a_rows == Counter(short(t) for t in texts(want.only_a).elements())
+        head = status(screen, "#diff-status")
+        assert human_bytes(abs(want.bytes_delta)) in head
+        assert human_flops(abs(want.recompute_flops_delta)) in head
+        assert f"only in A: {len(want.only_a)}" in head
+
+        await pilot.press("a")  # A opens in the main screen again
+        await settle(app, pilot)
+        assert not isinstance(app.screen, DiffScreen) and app.shown.config == a
