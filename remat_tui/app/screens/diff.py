@@ -85,7 +85,11 @@ class DiffScreen(Screen[Config | None]):
             )
         )
         table = self.query_one(DataTable)
-        table.add_columns("in", "bytes", "memory", "residual (JAX's words)")
+        # Widths given: a column sized from its header alone would cut "only A".
+        table.add_column("in", width=6)
+        table.add_column("bytes", width=10)
+        table.add_column("memory", width=6)
+        table.add_column("residual (JAX's words)")
         for key, title, style in (*SECTIONS, ("both", "both", "$text-muted")):
             for entry in getattr(d, key):
                 table.add_row(

@@ -59,7 +59,7 @@ class BudgetScreen(ModalScreen[tuple[int, str] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label("[b]Suggest: the least recompute that fits a budget[/b]")
-            yield Label(f"[dim]Memory measured as the {self.measure}. {self.hint}[/dim]")
+            yield Static(f"[dim]Memory measured as the {self.measure}. {self.hint}[/dim]")
             yield Input(value=self.typed, placeholder="e.g. 2GiB, 512MiB, 1.5e9", id="budget")
             yield Static("", id="budget-error")
             yield Label("[dim]enter searches · escape cancels[/dim]")
@@ -130,6 +130,7 @@ class SuggestScreen(Screen[Config | None]):
         yield Static("", id="suggest-status")
         table = DataTable(id="suggest-rows", cursor_type="none", zebra_stripes=True)
         table.can_focus = False  # enter belongs to the screen: it opens the suggestion
+        table.display = False  # until there is an answer to show
         yield table
         with VerticalScroll(id="suggest-body"):
             yield Static("", id="suggest-text", markup=False)
@@ -152,7 +153,9 @@ class SuggestScreen(Screen[Config | None]):
         self.suggestion = None
         self.analysed = 0
         self.started = time.monotonic()
-        self.query_one(DataTable).clear()
+        table = self.query_one(DataTable)
+        table.clear()
+        table.display = False
         self.query_one("#suggest-text", Static).update("")
         self.show_progress("")
         self.run_search(self.request, budget[0])
@@ -237,15 +240,15 @@ class SuggestScreen(Screen[Config | None]):
         how = f"exact: all {s.searched}" if s.exact else f"heuristic: {s.searched}"
         if s.fits:
             head = Content.styled(f"✓ fits {budget}", "bold $text-success")
+            outcome = f" ({self.measure()})"
         else:
-            head = Content.styled(
-                f"✗ nothing fits {budget}: the smallest is shown", "bold $text-warning"
-            )
+            head = Content.styled(f"✗ nothing fits {budget}", "bold $text-warning")
+            outcome = f" ({self.measure()}): the smallest is shown"
         took = f" in {time.monotonic() - self.started:.1f} s" if self.clock() else ""
         self.query_one("#suggest-status", Static).update(
             Content.assemble(
                 head,
-                f" ({self.measure()}) · {how} configurations searched{took}\n"
+                f"{outcome} · {how} configurations searched{took}\n"
                 "enter opens it in the main screen · f another budget · escape goes back",
             )
         )
@@ -258,21 +261,33 @@ class SuggestScreen(Screen[Config | None]):
 
         table = self.query_one(DataTable)
         table.clear()
+        table.display = True
         table.add_row("suggested", *row_cells(s.best))
         table.add_row("as written", *row_cells(s.baseline))
 
     @staticmethod
     def text(s) -> str:
-        """The CLI's report (report/costs.py), with the recompute it costs."""
+        """The CLI's report (report/costs.py), the recompute it costs beside the
+        bytes it saves."""
         from remat_tui.report.costs import render_suggest
 
         delta = s.best.recompute_flops - s.baseline.recompute_flops
         sign = "+" if delta >= 0 else "-"
         recompute = f"recompute against as written: {sign}{human_flops(abs(delta))}"
-        return f"{recompute}\n{render_suggest(s, 'text')}"
+        lines = render_suggest(s, "text").split("\n")
+        saving = next(
+            (i for i, line in enumerate(lines) if line.startswith("against as written")), 0
+        )
+        lines.insert(saving + 1, recompute)
+        return "\n".join(lines)
 
     def action_budget(self) -> None:
-        hint = f"Now: {human_bytes(self.budget[0])}."
+        s = self.suggestion
+        hint = f"Last: {human_bytes(self.budget[0])}."
+        if s is not None:  # what the search found bounds what is worth typing
+            smallest = min(r.memory for r in s.rows)
+            hint += f" Smallest found: {human_bytes(smallest)}; as written: "
+            hint += f"{human_bytes(s.baseline.memory)}."
         self.app.push_screen(BudgetScreen(self.measure(), self.budget[1], hint), self.search)
 
     def action_open(self) -> None:
