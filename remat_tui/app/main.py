@@ -17,13 +17,14 @@ from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.markup import escape
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from remat_tui.app.actions import KeyActions
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.commands import RematCommands
 from remat_tui.app.compiling import Compiling
 from remat_tui.app.drawing import TABLE_COLUMNS, Drawing, draw
+from remat_tui.app.footer import Footer
 from remat_tui.app.hangup import quit_on_hangup
 from remat_tui.app.hangup import release as release_hangup
 from remat_tui.app.keys import BINDINGS as KEYS

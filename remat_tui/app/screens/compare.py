@@ -18,9 +18,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
+from remat_tui.app.footer import Footer
 from remat_tui.core.config import Config
 from remat_tui.errors import RematError
 from remat_tui.report.costs import COLUMNS, row_cells

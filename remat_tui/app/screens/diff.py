@@ -16,8 +16,9 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
+from remat_tui.app.footer import Footer
 from remat_tui.core.config import Config
 from remat_tui.report.units import human_bytes, human_flops
 

@@ -23,8 +23,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.content import Content
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Input, Label, Static
+from textual.widgets import DataTable, Input, Label, Static
 
+from remat_tui.app.footer import Footer
 from remat_tui.core.config import Config
 from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes, human_flops, parse_size
