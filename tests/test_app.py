@@ -9,6 +9,7 @@ from conftest import ROOT, example, jax_saved_residuals
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.main import RematApp
 from remat_tui.app.messages import AnalysisReady
+from remat_tui.core.devices import available_devices
 from remat_tui.core.loading import resolve_arguments
 
 SIZE = (150, 42)
@@ -87,7 +88,9 @@ async def test_change_device():
     app = RematApp(example("mlp.py"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        assert len(app.devices) == 4
+        # the four forced CPU devices first, then any TPU topologies libtpu offers
+        assert app.devices == available_devices()
+        assert app.devices[:4] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
         await pilot.press("d", "down", "down", "enter")
         await settle(app, pilot)
         assert app.device == "cpu:2" and app.shown.device["id"] == 2

@@ -8,6 +8,7 @@ finds on mixins too.
 from __future__ import annotations
 
 import gc
+import time
 import traceback
 
 from textual import work
@@ -22,9 +23,17 @@ from remat_tui.core import policies
 from remat_tui.core.config import Config
 from remat_tui.errors import RematError
 
+# Requests closer together than this are a burst (keys held down or typed
+# ahead): its trace starts once it pauses this long, so the analyses of the
+# configurations passed on the way never start, and never take the CPU the
+# screen needs. The first request after a pause starts at once.
+BURST_SECONDS = 0.12
+
 
 class AnalysisRequests:
     """Requests, the cache and the analysis worker (mixed into RematApp)."""
+
+    _last_request_at = float("-inf")
 
     def key(self, spec_text: str, sites: dict | None = None) -> tuple:
         """(target, Config): what an analysis is asked for, and the cache key."""
@@ -49,14 +58,26 @@ class AnalysisRequests:
         self.name_states = self.scoped_states()
         key = self.key(spec.canonical)
         self.request += 1
+        now = time.monotonic()
         if key in self.cache:
             self.pending = None
             self.show(analysis_cache.touch(self.cache, key))
         else:
             self.pending = key
             self.activity.begin(f"tracing {key[1].label()}")
-            self.analyse(self.request, key, spec)
+            if now - self._last_request_at < BURST_SECONDS:
+                self.set_timer(
+                    BURST_SECONDS, lambda r=self.request: self.analyse_if_latest(r, key, spec)
+                )
+            else:
+                self.analyse(self.request, key, spec)
+        self._last_request_at = now
         self.refresh_sidebar()
+
+    def analyse_if_latest(self, request: int, key: tuple, spec) -> None:
+        """The end of a burst: trace its last request (an earlier one has nothing to do)."""
+        if request == self.request:
+            self.analyse(request, key, spec)
 
     @work(thread=True, group="analysis", exit_on_error=False)
     def analyse(self, request: int, key: tuple, spec) -> None:

@@ -1,0 +1,70 @@
+"""What keeps frames coming while keys arrive fast (issue 8's stress budget):
+the footer is rebuilt only when the keys it shows change, and a burst of
+requests traces only the configuration it ends on."""
+
+from conftest import example, jax_saved_residuals
+from test_app import SIZE, settle
+
+from remat_tui.app import requests
+from remat_tui.app.footer import Footer
+from remat_tui.app.main import RematApp
+from remat_tui.core.loading import resolve_arguments
+
+
+def compact_watchers(footer: Footer) -> list:
+    return getattr(footer, "__watchers", {}).get("compact", [])
+
+
+async def test_focus_moves_and_screens_leave_the_footer_as_it_is():
+    app = RematApp(example("transformer.py"), "scanned_checkpointed")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        footer = app.screen.query_one(Footer)
+        keys = list(footer.children)
+        assert keys and len(compact_watchers(footer)) <= len(keys)
+        for _ in range(5):  # the focus moves, a screen opens and closes
+            await pilot.press("n", "s", "r", "d", "escape")
+        await pilot.pause()
+        assert app.screen.query_one(Footer) is footer
+        assert list(footer.children) == keys  # the same widgets: nothing rebuilt
+        assert len(compact_watchers(footer)) <= len(keys)  # no watcher left behind
+
+
+async def test_the_footer_follows_keys_that_do_change():
+    app = RematApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        footer = app.screen.query_one(Footer)
+        before = {key.key for key in footer.query("FooterKey")}
+        await pilot.press("c")  # the compare screen has keys of its own
+        await pilot.pause()
+        compare_footer = app.screen.query_one(Footer)
+        assert compare_footer is not footer
+        assert {key.key for key in compare_footer.query("FooterKey")} != before
+
+
+async def test_a_burst_of_policy_keys_traces_where_it_ends(monkeypatch):
+    # A burst long enough for a loaded machine to type the keys inside it.
+    monkeypatch.setattr(requests, "BURST_SECONDS", 1.0)
+    app = RematApp(example("mlp.py"))
+    traced: list[str] = []
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        analyse = app.analyse
+
+        def counting(request, key, spec):
+            traced.append(key[1].policy)
+            return analyse(request, key, spec)
+
+        app.analyse = counting
+        specs = list(app.policy_specs)
+        app._last_request_at = float("-inf")  # a pause before the burst
+        await pilot.press("2", "3", "4", "5")
+        await settle(app, pilot)
+        # The first key after a pause starts at once; the ones inside the burst
+        # wait for it to end, and only the last is traced.
+        assert traced == [specs[2], specs[5]]
+        assert app.shown.policy == specs[5]
+        args, kwargs = resolve_arguments(app.target)
+        want = jax_saved_residuals(app.target.fn, specs[5], args, kwargs)
+        assert [r.text for r in app.shown.residuals] == want
