@@ -138,18 +138,12 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
     _check(cancelled)
     start = time.perf_counter()
     with jax.default_device(here):
-        flat_fn, _, _ = configured_function(target, config, leaves, in_tree, here)
-
-        def gradient(*flat):
-            out, vjp_fn = jax.vjp(flat_fn, *flat)
-            return vjp_fn(jax.tree_util.tree_map(_ones_like, out))
-
-        try:
-            lowered = jax.jit(gradient).lower(*abstract)
-        except (RematError, Cancelled):
-            raise
-        except Exception as exc:
-            raise RematError(f"{what} failed: {describe(exc)}\n{user_traceback(exc)}") from None
+        # Only the lowered module outlives _lower: the gradient's jaxpr (tens of
+        # thousands of objects for a large unrolled model) is freed before XLA
+        # compiles, so the full garbage collections that happen meanwhile (they
+        # stop every thread, the app's UI too) do not walk it for the compile's
+        # whole duration.
+        lowered = _lower(target, config, leaves, in_tree, here, abstract, what)
         _check(cancelled)
         try:
             executable = lowered.compile()
@@ -159,6 +153,22 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
     stats = executable.memory_analysis()
     spans = {d for x in abstract for d in x.sharding.device_set}
     return _numbers(stats, _flops(executable), label, dev.platform, max(len(spans), 1), seconds)
+
+
+def _lower(target, config, leaves, in_tree, here, abstract, what):
+    """The gradient (jax.vjp applied to a cotangent of ones) lowered for `abstract`."""
+    flat_fn, _, _ = configured_function(target, config, leaves, in_tree, here)
+
+    def gradient(*flat):
+        out, vjp_fn = jax.vjp(flat_fn, *flat)
+        return vjp_fn(jax.tree_util.tree_map(_ones_like, out))
+
+    try:
+        return jax.jit(gradient).lower(*abstract)
+    except (RematError, Cancelled):
+        raise
+    except Exception as exc:
+        raise RematError(f"{what} failed: {describe(exc)}\n{user_traceback(exc)}") from None
 
 
 def _check(cancelled) -> None:
