@@ -54,6 +54,19 @@ async def test_compare_screen_rows_sort_and_open():
                 assert [r.text for r in app.shown.residuals] == want
 
 
+async def test_main_screen_keys_are_off_over_the_compare_screen():
+    app = RematApp(example("transformer.py"), TARGET, show_timings=False)
+    async with app.run_test(size=(180, 48)) as pilot:
+        screen = await open_compare(app, pilot)
+        shown, request = app.shown, app.request
+        await pilot.press("2", "space", "d", "o")  # policy, name, device, sort: main screen's
+        await pilot.pause()
+        assert app.screen is screen and app.request == request and app.shown is shown
+        await pilot.press("escape", "2")  # back on the main screen they work
+        await settle(app, pilot)
+        assert app.shown.policy == app.policy_specs[2]
+
+
 def test_compare_screen_snapshot(snap_compare):
     async def run_before(pilot):
         await open_compare(pilot.app, pilot)

@@ -7,13 +7,16 @@ from __future__ import annotations
 from functools import partial
 
 from remat_tui.app.commands import keep_typed
+from remat_tui.app.keys import BINDINGS
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen, export
 from remat_tui.app.sidebar import Sidebar
 from remat_tui.core import policies
 from remat_tui.report.units import human_bytes
 
-MAIN_SCREEN_ONLY = {"suggest", "mark", "diff"}
+# Every key of the main screen but help and quit: it acts on what the main
+# screen shows (its policy, lists, residual table).
+MAIN_SCREEN_ONLY = {b.action.split("(")[0] for b in BINDINGS} - {"help", "quit"}
 
 
 class KeyActions:
@@ -25,9 +28,10 @@ class KeyActions:
     """The budget last typed for suggest (f), offered again."""
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
-        """f, m and v act on the main screen's configuration: over another screen
-        (compare, suggest, diff) they would stack screens on screens, so there
-        they are off and out of the footer."""
+        """The main screen's keys act on the main screen: over another screen
+        (compare, suggest, diff, a list to pick from) a digit would change the
+        policy out of sight and f, m, v would stack screens on screens, so
+        there they are off and out of the footer; help and quit stay."""
         if action in MAIN_SCREEN_ONLY and len(self.screen_stack) > 1:
             return False
         return super().check_action(action, parameters)
