@@ -42,6 +42,8 @@ import sys
 import threading
 import time
 
+from bench_app import instrument
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(HERE, "..", "examples")
 BUDGET = 0.100
@@ -194,14 +196,7 @@ async def run(path: str, name: str, interval: float, rounds: int) -> None:
 
     phases, collections = Phases(), Collections()
     app = RematApp(path, name, show_timings=True)
-    frames: list[float] = []
-    display = app._display
-
-    def timed_display(screen, renderable):
-        display(screen, renderable)
-        frames.append(time.perf_counter())
-
-    app._display = timed_display
+    frames = instrument(app)["frames"]  # when each frame was written
     idle: list[tuple[str, float, float]] = []
     during: list[dict] = []
     compiles: list[float] = []
