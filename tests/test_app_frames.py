@@ -68,3 +68,24 @@ async def test_a_burst_of_policy_keys_traces_where_it_ends(monkeypatch):
         args, kwargs = resolve_arguments(app.target)
         want = jax_saved_residuals(app.target.fn, specs[5], args, kwargs)
         assert [r.text for r in app.shown.residuals] == want
+
+
+async def test_moving_the_focus_repaints_only_what_changed(monkeypatch):
+    from textual._compositor import Compositor
+
+    full = []
+    render_full_update = Compositor.render_full_update
+
+    def counting(self, *args, **kwargs):
+        full.append(self)
+        return render_full_update(self, *args, **kwargs)
+
+    app = RematApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        monkeypatch.setattr(Compositor, "render_full_update", counting)
+        for key in ("r", "n", "r", "n"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert app.focused is not None
+        assert full == []  # partial updates: the two widgets whose focus style changed

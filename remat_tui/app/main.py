@@ -30,6 +30,7 @@ from remat_tui.app.hangup import release as release_hangup
 from remat_tui.app.keys import BINDINGS as KEYS
 from remat_tui.app.layout import Layout
 from remat_tui.app.lexer import JaxprLexer
+from remat_tui.app.main_screen import MainScreen
 from remat_tui.app.messages import (
     FilesChanged,
     LoadFailed,
@@ -105,6 +106,9 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         self.widths = Layout(self)  # the layout for the terminal's width
 
     # ---- layout -------------------------------------------------------------------------
+
+    def get_default_screen(self) -> MainScreen:
+        return MainScreen(id="_default")
 
     def compose(self) -> ComposeResult:
         yield Static(f"remat-tui  {self.path}  loading JAX…", id="title")
