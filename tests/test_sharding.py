@@ -53,6 +53,18 @@ def test_unsharded_residuals_report_no_per_device_split():
     assert "per device" not in render(a, "text")
 
 
+def test_a_one_device_mesh_splits_nothing():
+    mesh = jax.make_mesh(
+        (1,), ("data",), axis_types=(AxisType.Explicit,), devices=jax.devices()[:1]
+    )
+    x = jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=NamedSharding(mesh, P("data", None)))
+    W = jax.ShapeDtypeStruct((4, 4), jnp.float32, sharding=NamedSharding(mesh, P()))
+    a = remat_tui.analyze(loss, args=(W, x))
+    assert any("@data" in r.aval for r in a.residuals)  # the sharding is there...
+    assert all(r.bytes_per_device is None for r in a.residuals)  # ...and splits nothing
+    assert "per device" not in render(a, "text")
+
+
 def test_app_table_shows_a_devices_share(sharded_args):
     from remat_tui.app.drawing import TABLE_COLUMNS, draw
 

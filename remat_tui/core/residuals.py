@@ -156,7 +156,8 @@ def _residual(aval, text, kind, primitive=None, name=None, argument=None, source
 
 def per_device_bytes(aval) -> int | None:
     """Bytes on each device for an aval sharded over a mesh (explicit sharding,
-    `f32[8@data,4]`), or None when every device would hold all of it."""
+    `f32[8@data,4]`), or None when every device would hold all of it (no
+    sharding, or a mesh whose sharded axes have one device each)."""
     sharding = getattr(aval, "sharding", None)
     spec = getattr(sharding, "spec", None)
     if not spec or all(axis is None for axis in spec):
@@ -164,6 +165,8 @@ def per_device_bytes(aval) -> int | None:
     try:
         shard = sharding.shard_shape(tuple(aval.shape))
     except Exception:  # a sharding that cannot split this shape: no per-device figure
+        return None
+    if tuple(shard) == tuple(aval.shape):  # a mesh axis of one device: nothing is split
         return None
     whole = aval_bytes(aval)
     size = math.prod(aval.shape)
