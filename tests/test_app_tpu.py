@@ -209,6 +209,7 @@ async def test_a_compile_that_does_not_fit_the_chip_is_said_in_place(tpu, write_
         error = str(app.query_one("#error").render())
         assert "compiling failed: " in error and "big: compiling the gradient" in error
         assert "RESOURCE_EXHAUSTED" in error and "Traceback" not in error
+        assert "only its compile failed" in error and "last good" not in error
         assert app.shown is shown and app.compiling is None
         assert "(compiled)" not in status(app) and "residuals" in status(app)
 

@@ -98,7 +98,11 @@ class Compiling:
     def on_compile_failed(self, message: CompileFailed) -> None:
         if message.key == self.compiling:
             self.compiling = None
-            self.show_error(f"compiling failed: {message.message}")
+            self.show_error(
+                f"compiling failed: {message.message}",
+                hint="the analysis shown is this configuration's; only its compile "
+                "failed (p turns compiling off)",
+            )
             if self.shown is not None:  # the status line said "compiling…" until now
                 self.update_status(self.shown)
 

@@ -388,10 +388,10 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         else:
             self.tick_compile()
 
-    def show_error(self, message: str | None, warning: bool = False) -> None:
+    def show_error(self, message: str | None, warning: bool = False, hint: str = "") -> None:
         """An error (or, with `warning`, cautions about the shown analysis: markup,
         user strings escaped) above the panes, until the next analysis is shown;
-        None hides it."""
+        None hides it. `hint` replaces the default line under an error."""
         error = self.query_one("#error", Static)
         if message is None and not error.display:
             return
@@ -402,7 +402,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         if warning:  # already marked up by the caller, its user strings escaped
             error.update(message)
             return
-        hint = (
+        hint = hint or (
             "still showing the last good analysis; save the file, or change the policy "
             "or device, to try again"
             if self.shown is not None
