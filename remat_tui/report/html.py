@@ -7,8 +7,16 @@ from html import escape
 
 from remat_tui.core.model import Analysis, JaxprView
 from remat_tui.report import compiled
-from remat_tui.report.text import SITE_COLUMNS, site_cells
-from remat_tui.report.units import human_bytes, line_marks, origin, summary, what, where
+from remat_tui.report.units import (
+    SITE_HEADERS,
+    human_bytes,
+    line_marks,
+    origin,
+    site_row,
+    summary,
+    what,
+    where,
+)
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 110em;
@@ -43,9 +51,9 @@ def _pane(view: JaxprView) -> str:
 def _sites(a: Analysis) -> str:
     if not a.sites:
         return ""
-    head = "".join(f"<th>{escape(h)}</th>" for h in SITE_COLUMNS)
+    head = "".join(f"<th>{escape(h)}</th>" for h in SITE_HEADERS)
     rows = "\n".join(
-        "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in site_cells(s)) + "</tr>" for s in a.sites
+        "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in site_row(s)) + "</tr>" for s in a.sites
     )
     return (
         "<h2>Checkpoint sites</h2>\n"

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from remat_tui.core.model import Analysis, JaxprView
 from remat_tui.report import compiled
-from remat_tui.report.text import SITE_COLUMNS, site_cells
-from remat_tui.report.units import human_bytes, line_marks, origin, summary, what, where
+from remat_tui.report.units import (
+    SITE_HEADERS,
+    human_bytes,
+    line_marks,
+    origin,
+    site_row,
+    summary,
+    what,
+    where,
+)
 
 MARK_RESIDUAL, MARK_RECOMPUTE = "◀ R", "↻"
 
@@ -72,9 +80,9 @@ def render(a: Analysis) -> str:
         parts += [
             "## Checkpoint sites",
             "",
-            "| " + " | ".join(SITE_COLUMNS) + " |",
+            "| " + " | ".join(SITE_HEADERS) + " |",
             "|---:|---|---|---|---:|---|---:|---:|",
-            *("| " + " | ".join(_cell(c) for c in site_cells(s)) + " |" for s in a.sites),
+            *("| " + " | ".join(_cell(c) for c in site_row(s)) + " |" for s in a.sites),
             "",
         ]
     parts += [

@@ -4,29 +4,15 @@ from __future__ import annotations
 
 import textwrap
 
-from remat_tui.core.model import Analysis, Site
+from remat_tui.core.model import Analysis
 from remat_tui.report import compiled
 from remat_tui.report.units import (
     SITE_HEADERS,
     human_bytes,
-    human_flops,
     origin,
     site_row,
     summary,
 )
-
-# The site table of every report: units.site_row plus the site's FLOPs.
-SITE_COLUMNS = (*SITE_HEADERS, "forward FLOPs", "recompute FLOPs")
-
-
-def site_cells(site: Site) -> tuple[str, ...]:
-    """One site's row under SITE_COLUMNS: its body's forward FLOPs (x its trip
-    count) and what the backward pass re-runs there (core/site_flops.py)."""
-    f = site.flops
-    if f is None:
-        return (*site_row(site), "", "")
-    again = "unknown" if f.recompute is None else human_flops(f.recompute)
-    return (*site_row(site), human_flops(f.forward), again)
 
 
 def render(a: Analysis) -> str:
@@ -41,7 +27,7 @@ def render(a: Analysis) -> str:
         *([""] if a.warnings else []),
     ]
     if a.sites:
-        lines += ["checkpoint sites:", *_table([SITE_COLUMNS, *map(site_cells, a.sites)]), ""]
+        lines += ["checkpoint sites:", *_table([SITE_HEADERS, *map(site_row, a.sites)]), ""]
     lines.append("saved residuals (as jax.ad_checkpoint.print_saved_residuals prints them):")
     width = max((len(human_bytes(r.bytes)) for r in a.residuals), default=0)
     for r in a.residuals:

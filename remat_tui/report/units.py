@@ -91,11 +91,28 @@ def origin(r: Residual) -> str:
     return r.origin.label() if r.origin else ""
 
 
-SITE_HEADERS = ("site", "function", "line", "policy in the code", "×", "analysed with")
+SITE_HEADERS = (
+    "site",
+    "function",
+    "line",
+    "policy in the code",
+    "×",
+    "analysed with",
+    "forward FLOPs",
+    "recompute FLOPs",
+)
 
 
 def site_row(site: Site) -> tuple[str, ...]:
-    """One site as the reports tabulate it (SITE_HEADERS)."""
+    """One site as every report tabulates it (SITE_HEADERS): its body's forward
+    FLOPs (x its trip count) and what the backward pass re-runs there
+    (core/site_flops.py) last."""
+    f = site.flops
+    if f is None:
+        costs = ("", "")
+    else:
+        again = "unknown" if f.recompute is None else human_flops(f.recompute)
+        costs = (human_flops(f.forward), again)
     return (
         str(site.id),
         site.function,
@@ -103,6 +120,7 @@ def site_row(site: Site) -> tuple[str, ...]:
         site.policy,
         str(site.trip_count) if site.trip_count else "",
         site.override if site.override is not None else "(as in the code)",
+        *costs,
     )
 
 
