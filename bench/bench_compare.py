@@ -6,6 +6,11 @@ and of the backward pass, and printing both jaxprs (bench_analyze.floor).
 Ours: one `remat_tui.compare(target, policies=[...five...])` on a fresh
 function object, which needs no jaxpr text.
 
+Also shown, to say where a comparison's time can go: the floors' printing
+alone, and "bare", the two traces every row needs and nothing else (the
+forward `vjp` and the backward pass of each configuration, built as compare
+builds them, the primal program traced once), on a fresh function object.
+
     python bench/bench_compare.py [--target unrolled] [--repeat 3]
 """
 
@@ -18,11 +23,13 @@ import statistics
 import sys
 import time
 
+import jax
+
 import remat_tui
 from remat_tui.core import loading, policies
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_analyze import floor, fresh  # noqa: E402
+from bench_analyze import fresh, trace_both  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIVE = [
@@ -34,6 +41,36 @@ FIVE = [
 ]
 
 
+def bare_traces(fn, args, kwargs) -> None:
+    """The forward vjp and backward traces of each of the five, nothing else."""
+    from remat_tui.core.analysis import configured_function
+    from remat_tui.core.config import Config
+
+    target = remat_tui.Target(fn=fn, name="bare", args=args, kwargs=kwargs)
+    leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
+    device = jax.devices()[0]
+    for spec in FIVE:
+        flat_fn, _, _ = configured_function(target, Config(spec), leaves, in_tree, device)
+        forward_and_backward(flat_fn, leaves)
+
+
+def forward_and_backward(flat_fn, leaves) -> None:
+    """As core/analysis.py traces them: the forward `vjp`, then the backward pass."""
+    from jax.tree_util import tree_flatten, tree_unflatten
+
+    _, (out_shape, vjp_fn) = jax.make_jaxpr(lambda *a: jax.vjp(flat_fn, *a), return_shape=True)(
+        *leaves
+    )
+    residuals, res_tree = tree_flatten(vjp_fn)
+    cotangents, ct_tree = tree_flatten(out_shape)
+    n = len(residuals)
+
+    def backward(*flat):
+        return tree_unflatten(res_tree, flat[:n])(tree_unflatten(ct_tree, flat[n:]))
+
+    jax.make_jaxpr(backward)(*residuals, *cotangents)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="unrolled")
@@ -43,30 +80,42 @@ def main() -> None:
         opts.target
     ]
     args, kwargs = loading.resolve_arguments(target)
-    ours, floors = [], []
+    ours, floors, printing, bare = [], [], [], []
     for i in range(opts.repeat):
         gc.collect()
         start = time.perf_counter()
         fn = fresh(target.fn, policies.parse("as_written"), {})
         remat_tui.compare(fn, args=args, kwargs=kwargs, policies=FIVE)
         ours.append(time.perf_counter() - start)
-        total = 0.0
+        total = printed = 0.0
         for spec in FIVE:
             f = fresh(target.fn, policies.parse(spec), {})
             gc.collect()
             start = time.perf_counter()
-            floor(f, args, kwargs)
+            closed, bwd, _ = trace_both(f, args, kwargs)
+            traced = time.perf_counter()
+            len(str(closed.jaxpr)) + len(str(bwd.jaxpr))  # bench_analyze.floor, split
             total += time.perf_counter() - start
+            printed += time.perf_counter() - traced
         floors.append(total)
+        printing.append(printed)
+        gc.collect()
+        start = time.perf_counter()
+        bare_traces(fresh(target.fn, policies.parse("as_written"), {}), args, kwargs)
+        bare.append(time.perf_counter() - start)
         print(
-            f"  round {i + 1}: compare {ours[-1]:.2f}s, floors {floors[-1]:.2f}s",
+            f"  round {i + 1}: compare {ours[-1]:.2f}s, floors {floors[-1]:.2f}s "
+            f"(printing {printing[-1]:.2f}s), bare traces {bare[-1]:.2f}s",
             file=sys.stderr,
         )
     mo, mf = statistics.median(ours), statistics.median(floors)
+    mp, mb = statistics.median(printing), statistics.median(bare)
     print(f"target {opts.target}, five built-ins, median of {opts.repeat}")
     print(f"  compare        {mo:.3f} s")
-    print(f"  sum of floors  {mf:.3f} s")
+    print(f"  sum of floors  {mf:.3f} s  (printing the jaxprs: {mp:.3f} s)")
+    print(f"  bare traces    {mb:.3f} s  (the forward and backward traces the rows need)")
     print(f"compare / floors = {mo / mf:.3f}  (budget 0.50)")
+    print(f"bare traces / floors = {mb / mf:.3f}  (the two traces each row is read from)")
 
 
 if __name__ == "__main__":
