@@ -73,3 +73,38 @@ def test_app_table_shows_a_devices_share(sharded_args):
     cells = {row[1]: row[bytes_column] for row in draw(a).rows}
     assert cells["f32[8@data,4]"] == "128 B (32 B/dev)"
     assert cells["f32[4,4]"] == "64 B"
+
+
+def test_a_topology_after_cpu0_is_traced_over_its_own_mesh():
+    """The primal program is cached per argument shapes and shardings: the same
+    target over the four CPU devices, then over a TPU topology's four chips (same
+    shapes, traced on the same local device), with a site override."""
+    from remat_tui.core import devices as devices_lib
+    from remat_tui.errors import RematError
+
+    try:
+        devices_lib.resolve_device("tpu:v5e:2x2")
+    except RematError as exc:
+        pytest.skip(f"no deviceless TPU here ({exc.message})")
+
+    def args(devices):
+        mesh = jax.make_mesh((4,), ("data",), axis_types=(AxisType.Explicit,), devices=devices)
+        x = jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=NamedSharding(mesh, P("data")))
+        W = jax.ShapeDtypeStruct((4, 4), jnp.float32, sharding=NamedSharding(mesh, P()))
+        return W, x
+
+    def block(W, x):
+        return jnp.sin(x @ W)
+
+    def make(policy):
+        return lambda W, x: jnp.sum(jax.checkpoint(block, policy=policy)(W, x))
+
+    target = remat_tui.Target(fn=make(None), name="loss", args=args)
+    hand = make(jax.checkpoint_policies.nothing_saveable)  # the site's policy edited in
+    for device in ("cpu:0", "tpu:v5e:2x2"):
+        a = remat_tui.analyze(target, sites={1: "nothing_saveable"}, device=device)
+        chips = devices_lib.device_set(devices_lib.resolve_device(device))
+        want = jax_saved_residuals(hand, "as_written", args(chips), {})
+        assert [r.text for r in a.residuals] == want, device
+        sharded = [r for r in a.residuals if r.bytes_per_device is not None]
+        assert sharded and all(r.bytes_per_device * 4 == r.bytes for r in sharded)

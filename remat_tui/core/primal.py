@@ -57,7 +57,12 @@ class Primal:
 
 
 def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) -> Primal:
-    avals = tuple((getattr(x, "shape", ()), str(getattr(x, "dtype", type(x)))) for x in leaves)
+    # The sharding (its mesh included) is part of the key: a topology traces on the
+    # same local device as cpu:0, with the same shapes, over another mesh.
+    avals = tuple(
+        (getattr(x, "shape", ()), str(getattr(x, "dtype", type(x))), getattr(x, "sharding", None))
+        for x in leaves
+    )
     key = (id(target.fn), id(target.policies), in_tree, avals, str(device))
     with _lock:
         hit = _cache.get(key)
