@@ -67,6 +67,22 @@ async def test_main_screen_keys_are_off_over_the_compare_screen():
         assert app.shown.policy == app.policy_specs[2]
 
 
+async def test_the_palette_over_the_compare_screen_offers_only_help():
+    from remat_tui.app.commands import RematCommands
+
+    app = RematApp(example("transformer.py"), TARGET, show_timings=False)
+    async with app.run_test(size=(180, 48)) as pilot:
+        screen = await open_compare(app, pilot)
+        over = RematCommands(screen)
+        found = [h async for h in over.discover()]
+        assert [str(h.display) for h in found] == ["Help: keys"]
+        assert [h async for h in over.search("nothing_saveable")] == []
+        assert [h async for h in over.search("sugg")] == []
+        main = RematCommands(app.screen_stack[0])  # over the main screen: everything
+        assert len([h async for h in main.discover()]) > 5
+        assert [h async for h in main.search("nothing_saveable")]
+
+
 def test_compare_screen_snapshot(snap_compare):
     async def run_before(pilot):
         await open_compare(pilot.app, pilot)

@@ -221,3 +221,46 @@ async def test_mark_then_diff_equals_the_api_and_jax():
         await pilot.press("a")  # A opens in the main screen again
         await settle(app, pilot)
         assert not isinstance(app.screen, DiffScreen) and app.shown.config == a
+
+
+COUNTED = """
+import jax, jax.numpy as jnp, remat_tui
+from jax.ad_checkpoint import checkpoint_name
+
+CALLS = []
+
+
+def args():
+    CALLS.append(1)  # how many times the example arguments are built
+    return (jnp.ones((8, 8)), jnp.ones((4, 8)))
+
+
+@remat_tui.target(args=args)
+def loss(W, x):
+    h = checkpoint_name(jnp.sin(x @ W), "h")
+    return jnp.sum(jnp.tanh(h @ W))
+"""
+
+
+async def test_a_search_builds_the_example_arguments_once_and_f_offers_its_budget(
+    write_target,
+):
+    app = RematApp(write_target(COUNTED), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        calls = app.target.fn.__globals__["CALLS"]
+        built = len(calls)
+        await ask_budget(app, pilot, "1MiB")
+        screen = await answer(app, pilot)
+        assert screen.analysed > 5  # many configurations searched...
+        assert len(calls) == built  # ...over the arguments the app built already
+        await pilot.press("f")  # a second budget, typed on the suggest screen
+        await pilot.pause()
+        await pilot.press(*"2MiB", "enter")
+        await answer(app, pilot)
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("f")  # back on the main screen: the budget typed last
+        await pilot.pause()
+        assert isinstance(app.screen, BudgetScreen)
+        assert app.screen.query_one("Input").value == "2MiB"

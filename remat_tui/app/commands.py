@@ -37,8 +37,17 @@ def apply_typed(app, spec: str) -> None:
 
 
 class RematCommands(Provider):
+    @property
+    def over_main_screen(self) -> bool:
+        """Whether the palette was opened over the main screen: the commands act
+        on what it shows, so over another screen (compare, suggest, diff) only
+        help is offered, as only help and quit keys work there."""
+        return self.screen is self.app.screen_stack[0]
+
     def _commands(self):
         app = self.app
+        if not self.over_main_screen:
+            return [("Help: keys", app.action_help, "every key")]
         out = [
             (f"Policy: {s}", partial(app.apply_policy, s), f"analyse under {s}")
             for s in app.policy_specs
@@ -97,7 +106,7 @@ class RematCommands(Provider):
             if score > 0:
                 yield Hit(score, matcher.highlight(title), callback, help=help_text)
         target = self.app.target
-        if target is None:
+        if target is None or not self.over_main_screen:
             return
         if query.startswith("site ") and ":" in query:
             yield self._site_hit(query, target)

@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
+from remat_tui.app.arguments import prepared
 from remat_tui.app.footer import Footer
 from remat_tui.core.config import Config
 from remat_tui.errors import RematError
@@ -91,8 +92,10 @@ class CompareScreen(Screen[Config | None]):
         from remat_tui.core.compare import compare
 
         try:
+            # The example arguments built once, not once per row.
+            target = prepared(self.target, self.base.device)
             result = compare(
-                self.target,
+                target,
                 sites=self.base.site_overrides,
                 device=self.base.device,
                 progress=lambda i, n, c: self.post_message(CompareProgress(i, n, c.label())),

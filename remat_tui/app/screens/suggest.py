@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Input, Label, Static
 
+from remat_tui.app.arguments import prepared
 from remat_tui.app.footer import Footer
 from remat_tui.core.config import Config
 from remat_tui.errors import RematError
@@ -151,6 +152,7 @@ class SuggestScreen(Screen[Config | None]):
             return
         self.budget = budget
         self.request += 1
+        self.app.last_budget = budget[1]  # what f offers next, here or on the main screen
         self.suggestion = None
         self.analysed = 0
         self.started = time.monotonic()
@@ -174,8 +176,10 @@ class SuggestScreen(Screen[Config | None]):
             self.post_message(SuggestProgress(request, analysed, config.label()))
 
         try:
+            # The example arguments built once, not once per configuration searched.
+            target = prepared(self.target, self.device)
             result = suggest(
-                self.target,
+                target,
                 budget,
                 compiled=self.compiled,
                 device=self.device,
