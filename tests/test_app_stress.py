@@ -4,7 +4,7 @@ app is alive, not one key was lost, it shows the analysis of the last request
 (JAX's own residuals for that outer policy, site policy and device), its cache
 is bounded, and the worst gap between frames is printed (a sanity bound only).
 
-Slow (minutes on a 2-core machine): each key is drawn, and the app traces the
+Slow (about a minute on a 2-core machine): each key is drawn, and the app traces the
 first request of each burst of keys and the last (app/requests.py).
 """
 

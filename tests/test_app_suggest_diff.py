@@ -16,7 +16,7 @@ from remat_tui.app.screens.suggest import BudgetScreen, SuggestDone, SuggestScre
 from remat_tui.core import policies
 from remat_tui.core.loading import resolve_arguments
 from remat_tui.report.costs import config_label
-from remat_tui.report.units import human_bytes, human_flops
+from remat_tui.report.units import human_bytes, human_flops, signed
 
 TRANSFORMER = "scanned_checkpointed"
 
@@ -214,7 +214,8 @@ async def test_mark_then_diff_equals_the_api_and_jax():
         only_a_rows = Counter(row[3] for row in cells if str(row[0]) == "only A")
         assert only_a_rows == Counter(short(t) for t in texts(want.only_a).elements())
         head = status(screen, "#diff-status")
-        assert human_bytes(abs(want.bytes_delta)) in head
+        assert f"device bytes B - A: {signed(want.bytes_delta, human_bytes)}" in head
+        assert f"host bytes B - A: {signed(want.host_bytes_delta, human_bytes)}" in head
         assert human_flops(abs(want.recompute_flops_delta)) in head
         assert f"only in A: {len(want.only_a)}" in head
 

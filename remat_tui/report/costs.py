@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-from remat_tui.report.units import human_bytes, human_flops
+from remat_tui.report.units import human_bytes, human_flops, signed
 
 COLUMNS = ("", "device", "host", "recompute", "% fwd", "peak", "temp", "configuration", "notes")
 
@@ -201,13 +201,11 @@ def render_diff(d, fmt: str) -> str:
     def listing(entries):
         return [f"  {human_bytes(e['bytes']):>10}  {e['text']}" for e in entries] or ["  (none)"]
 
-    sign = "+" if d.bytes_delta >= 0 else "-"
     lines = [
         f"A: {config_label(d.a)}",
         f"B: {config_label(d.b)}",
-        f"device bytes B - A: {sign}{human_bytes(abs(d.bytes_delta))}; recompute B - A: "
-        f"{'+' if d.recompute_flops_delta >= 0 else '-'}"
-        f"{human_flops(abs(d.recompute_flops_delta))}",
+        f"device bytes B - A: {signed(d.bytes_delta, human_bytes)}; "
+        f"recompute B - A: {signed(d.recompute_flops_delta, human_flops)}",
         "",
         f"only in A ({len(d.only_a)}):",
         *listing(d.only_a),

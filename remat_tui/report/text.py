@@ -6,13 +6,7 @@ import textwrap
 
 from remat_tui.core.model import Analysis
 from remat_tui.report import compiled
-from remat_tui.report.units import (
-    SITE_HEADERS,
-    human_bytes,
-    origin,
-    site_row,
-    summary,
-)
+from remat_tui.report.units import SITE_HEADERS, human_bytes, origin, site_row, summary
 
 
 def render(a: Analysis) -> str:

@@ -48,6 +48,11 @@ def human_flops(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def signed(n: int, human) -> str:
+    """A change with its sign: `+24.0 MiB`, `-12.9 GFLOP` (`human` formats the size)."""
+    return f"{'+' if n >= 0 else '-'}{human(abs(n))}"
+
+
 def percent(part: float, whole: float) -> str:
     """`35%`, `3.5%`, `0.4%`, `<0.1%`: a share, with its precision where it matters."""
     share = 100 * part / whole

@@ -20,13 +20,9 @@ from textual.widgets import DataTable, Static
 
 from remat_tui.app.footer import Footer
 from remat_tui.core.config import Config
-from remat_tui.report.units import human_bytes, human_flops
+from remat_tui.report.units import human_bytes, human_flops, signed
 
 SECTIONS = (("only_a", "only A", "$text-error"), ("only_b", "only B", "$text-success"))
-
-
-def signed(n: int, human) -> str:
-    return f"{'+' if n >= 0 else '-'}{human(abs(n))}"
 
 
 def short(text: str) -> str:
@@ -73,10 +69,9 @@ class DiffScreen(Screen[Config | None]):
         )
         deltas = (
             f"device bytes B - A: {signed(d.bytes_delta, human_bytes)} · "
+            f"host bytes B - A: {signed(d.host_bytes_delta, human_bytes)} · "
             f"recompute B - A: {signed(d.recompute_flops_delta, human_flops)}"
         )
-        if d.host_bytes_delta:
-            deltas += f" · host bytes B - A: {signed(d.host_bytes_delta, human_bytes)}"
         self.query_one("#diff-status", Static).update(
             Content.assemble(
                 Content.styled("A", "bold $text-error"),

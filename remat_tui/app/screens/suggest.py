@@ -29,7 +29,7 @@ from remat_tui.app.arguments import prepared
 from remat_tui.app.footer import Footer
 from remat_tui.core.config import Config
 from remat_tui.errors import RematError
-from remat_tui.report.units import human_bytes, human_flops, parse_size
+from remat_tui.report.units import human_bytes, human_flops, parse_size, signed
 
 RESIDUAL = "residual bytes on device"
 COMPILED = "compiled peak per device"
@@ -277,8 +277,7 @@ class SuggestScreen(Screen[Config | None]):
         from remat_tui.report.costs import render_suggest
 
         delta = s.best.recompute_flops - s.baseline.recompute_flops
-        sign = "+" if delta >= 0 else "-"
-        recompute = f"recompute against as written: {sign}{human_flops(abs(delta))}"
+        recompute = f"recompute against as written: {signed(delta, human_flops)}"
         lines = render_suggest(s, "text").split("\n")
         saving = next(
             (i for i, line in enumerate(lines) if line.startswith("against as written")), 0
