@@ -41,6 +41,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 
 from bench_app import instrument
 
@@ -258,69 +259,77 @@ async def run(path: str, name: str, interval: float, rounds: int) -> None:
         row["other"] = worst_gap(other_gaps, t0, t1)
         row["thread"] = worst_gap(thread_lag.gaps, t0, t1)
     report(
-        path,
-        name,
-        interval,
-        idle,
-        during,
-        compiles,
-        p_times,
-        phases,
-        collections,
-        loop_lag,
-        thread_lag,
-        other_gaps,
-        failed,
+        Measured(
+            path=path,
+            name=name,
+            interval=interval,
+            idle=idle,
+            during=during,
+            compiles=compiles,
+            p_times=p_times,
+            phases=phases,
+            collections=collections,
+            loop_lag=loop_lag,
+            thread_lag=thread_lag,
+            other_gaps=other_gaps,
+            failed=failed,
+        )
     )
 
 
-def report(
-    path,
-    name,
-    interval,
-    idle,
-    during,
-    compiles,
-    p_times,
-    phases,
-    collections,
-    loop_lag,
-    thread_lag,
-    other_gaps,
-    failed,
-) -> None:
+@dataclass
+class Measured:
+    """What one run of the benchmark measured, for `report`."""
+
+    path: str
+    name: str
+    interval: float
+    idle: list
+    during: list
+    compiles: list
+    p_times: list
+    phases: object
+    collections: object
+    loop_lag: object
+    thread_lag: object
+    other_gaps: list
+    failed: bool
+
+
+def report(m: Measured) -> None:
+    """Print what one run measured."""
     print(
-        f"{os.path.basename(path)}:{name}, keys every {interval * 1e3:.0f} ms, "
-        f"{len(compiles)} compiles of the same configuration"
+        f"{os.path.basename(m.path)}:{m.name}, keys every {m.interval * 1e3:.0f} ms, "
+        f"{len(m.compiles)} compiles of the same configuration"
     )
     print(
         "compiles: "
-        + ", ".join(f"{c:.1f} s" for c in compiles)
+        + ", ".join(f"{c:.1f} s" for c in m.compiles)
         + "; XLA's compile call: "
         + ", ".join(
             f"{b - a:.1f} s ({cpu:.1f} s CPU in the process)"
-            for (a, b), cpu in zip(phases.spans, phases.cpu, strict=True)
+            for (a, b), cpu in zip(m.phases.spans, m.phases.cpu, strict=True)
         )
-        + f"; p answered in at most {max(p_times) * 1e3:.1f} ms"
+        + f"; p answered in at most {max(m.p_times) * 1e3:.1f} ms"
     )
-    if failed:
+    if m.failed:
         print("  (no compiled result: the compile failed or was superseded)")
-    print(summary("idle, handled", [h for _, h, _ in idle]))
-    print(summary("idle, painted", [p for _, _, p in idle]))
+    print(summary("idle, handled", [h for _, h, _ in m.idle]))
+    print(summary("idle, painted", [p for _, _, p in m.idle]))
     for phase in ("python", "python/xla", "xla"):
-        rows = [r for r in during if r["phase"] == phase]
+        rows = [r for r in m.during if r["phase"] == phase]
         if rows:
             print(summary(f"compiling ({phase}), handled", [r["handled"] for r in rows]))
             print(summary(f"compiling ({phase}), painted", [r["painted"] for r in rows]))
-    handled_all = [r["handled"] for r in during]
+    handled_all = [r["handled"] for r in m.during]
     print(summary("compiling (all), handled", handled_all))
-    print(summary("compiling (all), painted", [r["painted"] for r in during]))
+    print(summary("compiling (all), painted", [r["painted"] for r in m.during]))
     print(
         "  slowest keys (phase; the UI thread's CPU time in it; full "
         "GCs within; worst lateness then of a 5 ms sleep in a thread of the app / in "
         "another process):"
     )
-    for r in sorted(during, key=lambda r: -r["handled"])[:6]:
+    for r in sorted(m.during, key=lambda r: -r["handled"])[:6]:
         print(
             f"    {r['key']:<5} {r['handled'] * 1e3:6.0f} ms  ({r['phase']}; "
             f"UI thread's CPU {r['cpu'] * 1e3:.0f} ms; gc {r['gc'] * 1e3:.0f} ms; "
@@ -332,11 +341,11 @@ def report(
             full = [
                 (b - a, cpu)
                 for (a, b), cpu, on_ui in zip(
-                    collections.spans, collections.cpu, collections.threads, strict=True
+                    m.collections.spans, m.collections.cpu, m.collections.threads, strict=True
                 )
                 if on_ui == ui
-                and phases.at(a, b) == phase
-                and any(w0 <= a <= w1 for w0, w1 in collections.windows)
+                and m.phases.at(a, b) == phase
+                and any(w0 <= a <= w1 for w0, w1 in m.collections.windows)
             ]
             if full:
                 print(
@@ -346,16 +355,16 @@ def report(
                     f"total {sum(w for w, _ in full):.2f} s"
                 )
     for label, gaps in (
-        ("a 10 ms sleep on the event loop", loop_lag.gaps),
-        ("a 5 ms sleep in a thread of the app", thread_lag.gaps),
+        ("a 10 ms sleep on the event loop", m.loop_lag.gaps),
+        ("a 5 ms sleep in a thread of the app", m.thread_lag.gaps),
         (
             "a 5 ms sleep in another process",
-            [g for g in other_gaps if loop_lag.gaps and g[0] >= loop_lag.gaps[0][0]],
+            [g for g in m.other_gaps if m.loop_lag.gaps and g[0] >= m.loop_lag.gaps[0][0]],
         ),
     ):
         by_phase: dict[str, list[float]] = {}
         for t, gap in gaps:
-            by_phase.setdefault(phases.at(t, t + gap), []).append(gap)
+            by_phase.setdefault(m.phases.at(t, t + gap), []).append(gap)
         parts = ", ".join(
             f"{ph}: worst {max(g) * 1e3:.0f} ms, "
             f"p99 {statistics.quantiles(g, n=100)[98] * 1e3:.0f} ms"
