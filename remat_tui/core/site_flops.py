@@ -93,12 +93,16 @@ def _remats(jaxpr, prefer_dir):
 
     def walk(j, trip, outer_source):
         for eqn in j.eqns:
+            subs = list(ji.sub_jaxprs(eqn))
+            if not subs:
+                continue  # not a remat, and no body to enter: its source is not needed
+            # Reading a source walks the traceback: done only for equations with bodies.
             own = ji.own_source(eqn.source_info, prefer_dir, fallback=False) or outer_source
             if ji.is_remat(eqn):
                 found.append((eqn, own or ji.user_source(eqn.source_info), trip))
             length = ji.scan_length(eqn)
             inner = (trip or 1) * length if length is not None else trip
-            for sub in ji.sub_jaxprs(eqn):
+            for sub in subs:
                 walk(sub, inner, own)
 
     walk(jaxpr, None, None)
