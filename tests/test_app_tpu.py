@@ -14,7 +14,6 @@ from test_app import SIZE, assert_shows_jax_residuals, settle
 from textual.widgets import OptionList
 
 from remat_tui.app.main import RematApp
-from remat_tui.app.screens.pick import PickScreen
 from remat_tui.core import devices as devices_lib
 from remat_tui.core.loading import resolve_arguments
 from remat_tui.errors import RematError
@@ -71,15 +70,20 @@ def tpu():
     return TOPOLOGY
 
 
+def offered(app) -> list[str]:
+    """The devices the Device list offers, in its order."""
+    devices = app.query_one("#devices", OptionList)
+    return [devices.get_option_at_index(i).id for i in range(devices.option_count)]
+
+
 async def pick_device(app, pilot, label: str) -> None:
-    """Choose `label` in the `d` list with the arrow keys, as a person would."""
+    """Choose `label` in the Device list (`d`) with the arrow keys, as a person would."""
     await pilot.press("d")
-    screen = app.screen
-    assert isinstance(screen, PickScreen)
-    steps = screen.choices.index(label) - screen.query_one(OptionList).highlighted
+    devices = app.query_one("#devices", OptionList)
+    assert app.focused is devices
+    steps = offered(app).index(label) - devices.highlighted
     await pilot.press(*(["down"] * steps if steps > 0 else ["up"] * -steps), "enter")
     await settle(app, pilot)
-    assert not isinstance(app.screen, PickScreen)
 
 
 async def wait_compiled(app, pilot, count: int) -> None:
@@ -102,11 +106,8 @@ async def test_d_offers_the_topologies_and_p_compiles_for_the_chip(tpu):
     app = RematApp(example("mlp.py"), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await pilot.press("d")
-        offered = app.screen.choices
-        assert offered == devices_lib.available_devices()
-        assert {f"tpu:{t}" for t in devices_lib.TOPOLOGIES} <= set(offered)
-        await pilot.press("escape")
+        assert offered(app) == devices_lib.available_devices()
+        assert {f"tpu:{t}" for t in devices_lib.TOPOLOGIES} <= set(offered(app))
         await pilot.press("p")  # compiled on cpu:0 first: its numbers are the CPU's
         await settle(app, pilot)
         await wait_compiled(app, pilot, 1)

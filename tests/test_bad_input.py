@@ -564,12 +564,15 @@ async def test_app_in_a_40x12_terminal():
         for keys in (["2"], ["s", "space"], ["n", "down", "space"], ["r", "down"]):
             await pilot.press(*keys)
             await settle(app, pilot)
-        for dialog in ("d", "e", "?"):
+        for dialog in ("e", "?"):
             await pilot.press(dialog)
             await pilot.pause()
             assert app.screen is not app.screen_stack[0]
             await pilot.press("escape")
             await pilot.pause()
+        await pilot.press("d")  # the Device list, in the sidebar shown for it
+        await pilot.pause()
+        assert app.focused.id == "devices" and app.focused.region.height > 0
         assert app.is_running and app.screen is app.screen_stack[0]
         assert app.shown.config == app.key(app.spec.canonical)[1]
 

@@ -182,17 +182,16 @@ class KeyActions:
         self.query_one(ResidualTable).focus()
 
     def action_pick_device(self) -> None:
+        """Focus the Device list (enter there picks one)."""
         if not self.devices:
             return
+        self.widths.reveal_sidebar()
+        self.query_one(Sidebar).focus_devices()
 
-        def chosen(device: str | None) -> None:
-            if device and device != self.device:
-                self.device = device
-                self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
-
-        self.push_screen(
-            PickScreen("Device (analyses are cached per device)", self.devices, self.device), chosen
-        )
+    def choose_device(self, device: str) -> None:
+        if device != self.device:
+            self.device = device
+            self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
 
     def action_export(self) -> None:
         if self.shown is None:

@@ -362,7 +362,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
             f"[b]remat-tui[/b]  {escape(name)}  policy [b]{escape(policy)}[/b]  {self.device}",
             layout=False,
         )
-        self.query_one(Sidebar).show_device(self.device)
+        self.query_one(Sidebar).show_device(self.devices, self.device)
 
     def update_status(self, a) -> None:
         snippet = self.query_one("#snippet", Static)

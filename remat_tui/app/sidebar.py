@@ -1,8 +1,9 @@
-"""Provides the Sidebar: the Policies, Sites and Names lists and the Device line.
+"""Provides the Sidebar: the Policies, Sites, Names and Device lists.
 
 The sidebar only shows what the App gives it and says what the user picked:
 the App calls `show_policies`, `show_names` and `show_device`, and handles
-`Sidebar.PolicyChosen` and `Sidebar.NameChosen`. Each list is an OptionList
+`Sidebar.PolicyChosen`, `Sidebar.NameChosen` and `Sidebar.DeviceChosen`. Each
+list is an OptionList
 relabelled in place by `relabel`; a further list (one row per item, an id and a
 label each) is one more OptionList in `compose`, a `show_*` method and a message.
 """
@@ -17,7 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
-from textual.widgets import OptionList, Static
+from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from remat_tui.core import policies
@@ -79,6 +80,12 @@ def site_label(site) -> str:
     return f"{mark}{site.id} {site.function}{times}{where}\n   {cost}{short_spec(site.effective)}"
 
 
+def focus_now(widget) -> None:
+    """Focus `widget` before the next key is handled. Widget.focus() defers it, so
+    keys typed ahead (`d` `down` `enter`) went to the widget focused before."""
+    widget.screen.set_focus(widget)
+
+
 def relabel(options: OptionList, labels: list[tuple[str, str]]) -> None:
     """Make `options` show `labels` (id, prompt), rebuilding only if the ids changed
     (rebuilding an OptionList re-lays out the screen). Prompts are plain text
@@ -117,11 +124,19 @@ class Sidebar(Vertical):
 
         name: str
 
+    @dataclass
+    class DeviceChosen(Message):
+        """The user selected a device in the Device list."""
+
+        device: str
+
     def compose(self) -> ComposeResult:
         yield OptionList(id="policies")
         yield OptionList(id="sites")
         yield OptionList(id="names")
-        yield Static("", id="device")
+        # A list in place, not a dialog: opening and closing a screen lays the
+        # whole screen out again, and devices are switched often.
+        yield OptionList(id="devices")
 
     def on_mount(self) -> None:
         self.query_one("#policies").border_title = "Policies"
@@ -132,6 +147,9 @@ class Sidebar(Vertical):
         names = self.query_one("#names")
         names.border_title = "Names"
         names.border_subtitle = "R recompute · S save · O offload"
+        devices = self.query_one("#devices")
+        devices.border_title = "Device"
+        devices.border_subtitle = "d focus · enter picks"
 
     # ---- what the App shows here ---------------------------------------------------------
 
@@ -169,7 +187,7 @@ class Sidebar(Vertical):
         """Focus the Sites list; False when the function has no sites."""
         sites = self.query_one("#sites", OptionList)
         if sites.display:
-            sites.focus()
+            focus_now(sites)
         return sites.display
 
     def names_scope(self, scope: str | None) -> None:
@@ -186,9 +204,15 @@ class Sidebar(Vertical):
             [(n, name_label(n, states, info.get(n))) for n in names],
         )
 
-    def show_device(self, device: str | None) -> None:
-        # A fixed one-line widget: layout=False spares a layout pass of the whole screen.
-        self.query_one("#device", Static).update(f"Device  {device}  (d changes)", layout=False)
+    def show_device(self, devices: Sequence[str], current: str | None) -> None:
+        """List `devices`, marking `current` (analyses are cached per device)."""
+        options = self.query_one("#devices", OptionList)
+        relabel(options, [(d, f"{'●' if d == current else ' '} {d}") for d in devices])
+        if current in devices and not options.has_focus:  # never move the user's own cursor
+            options.highlighted = list(devices).index(current)
+
+    def focus_devices(self) -> None:
+        focus_now(self.query_one("#devices", OptionList))
 
     # ---- the Names list, for the App's keys ----------------------------------------------
 
@@ -208,7 +232,7 @@ class Sidebar(Vertical):
         return names.get_option_at_index(names.highlighted).id
 
     def focus_names(self) -> None:
-        self.query_one("#names").focus()
+        focus_now(self.query_one("#names", OptionList))
 
     # ---- selections, passed on to the App ------------------------------------------------
 
@@ -216,6 +240,11 @@ class Sidebar(Vertical):
     def _policy_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         self.post_message(self.PolicyChosen(event.option.id))
+
+    @on(OptionList.OptionSelected, "#devices")
+    def _device_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.post_message(self.DeviceChosen(event.option.id))
 
     @on(OptionList.OptionSelected, "#sites")
     def _site_selected(self, event: OptionList.OptionSelected) -> None:

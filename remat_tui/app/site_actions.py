@@ -67,6 +67,9 @@ class SiteActions:
     def on_sidebar_policy_chosen(self, message: Sidebar.PolicyChosen) -> None:
         self.apply_policy(message.spec)
 
+    def on_sidebar_device_chosen(self, message: Sidebar.DeviceChosen) -> None:
+        self.choose_device(message.device)
+
     def on_sidebar_name_chosen(self, message: Sidebar.NameChosen) -> None:
         self.cycle_name(message.name)
 

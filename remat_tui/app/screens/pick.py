@@ -1,4 +1,4 @@
-"""Provides the PickScreen: choose a target or a device from a list."""
+"""Provides the PickScreen: choose a target from a list."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from textual.widgets import Label, OptionList
 
 
 class PickScreen(ModalScreen[str | None]):
-    """Choose one of several strings (a target, a device)."""
+    """Choose one of several strings (a target of the file)."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
 
