@@ -75,3 +75,11 @@ def remat_tui_cmd():
             "install the package (pip install -e '.[test]')"
         )
     return exe
+
+
+def local_devices_only(monkeypatch):
+    """The Device list as a machine without the `tpu` extra shows it, so that
+    snapshots are the same with and without libtpu installed."""
+    from remat_tui.core import devices
+
+    monkeypatch.setattr(devices, "libtpu_installed", lambda: False)

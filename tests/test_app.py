@@ -4,7 +4,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, example, jax_saved_residuals
+from conftest import ROOT, example, jax_saved_residuals, local_devices_only
 
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.main import RematApp
@@ -235,6 +235,7 @@ async def _wait(pilot):
 @pytest.mark.parametrize("policy", ["as_written", "save_only_these_names('layer1')"])
 def test_snapshot_main_screen(snap_compare, monkeypatch, policy):
     monkeypatch.chdir(ROOT)
+    local_devices_only(monkeypatch)
     assert os.path.exists("examples/mlp.py")
     assert snap_compare(_snapshot_app(policy), terminal_size=SIZE, run_before=_wait)
 

@@ -1,7 +1,7 @@
 """The app as a new user meets it and as a daily user lives with it (issue 8):
 loading states, line marks, policies, export, layout, target picking, hot reload."""
 
-from conftest import example
+from conftest import example, local_devices_only
 from test_app import SIZE, settle
 
 from remat_tui.app.codeview import CodeView
@@ -361,6 +361,7 @@ def test_snapshot_narrow(snap_compare, monkeypatch):
     from conftest import ROOT
 
     monkeypatch.chdir(ROOT)
+    local_devices_only(monkeypatch)
     app = RematApp("examples/mlp.py", policy="nothing_saveable", show_timings=False)
     assert snap_compare(app, terminal_size=(100, 30), run_before=lambda p: settle(p.app, p))
 
@@ -369,6 +370,7 @@ def test_snapshot_compact(snap_compare, monkeypatch):
     from conftest import ROOT
 
     monkeypatch.chdir(ROOT)
+    local_devices_only(monkeypatch)
     app = RematApp("examples/mlp.py", show_timings=False)
     assert snap_compare(app, terminal_size=(80, 24), run_before=lambda p: settle(p.app, p))
 
