@@ -147,6 +147,28 @@ async def test_hot_reload_follows_saves_of_the_target_and_its_modules(tmp_path):
         assert not error.display and len(app.shown.residuals) < len(before.residuals)
 
 
+async def test_a_save_under_an_open_screen_says_that_screen_is_of_the_old_code(tmp_path):
+    from remat_tui.app.screens.compare import CompareScreen
+
+    (tmp_path / "layers.py").write_text(
+        "import jax.numpy as jnp\ndef layer(W, x):\n    return jnp.sin(W @ x)\n"
+    )
+    target = tmp_path / "model.py"
+    target.write_text(RELOAD_TARGET)
+    app = RematApp(str(target))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("c")
+        await pilot.pause()
+        assert isinstance(app.screen, CompareScreen)
+        target.write_text(RELOAD_TARGET.replace("LAYERS = 3", "LAYERS = 5"))
+        await wait_until(pilot, lambda: app.reloads == 1, "the reload", settled=False)
+        said = [n.message for n in app._notifications]
+        assert any("shows the code before the save" in m for m in said), said
+        assert isinstance(app.screen, CompareScreen)  # nothing closed under the user
+        await settle(app, pilot)
+
+
 async def test_a_save_supersedes_a_reload_in_progress(tmp_path, monkeypatch):
     import threading
 

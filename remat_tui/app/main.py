@@ -16,6 +16,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
+from textual.css.query import NoMatches
 from textual.markup import escape
 from textual.widgets import Static
 
@@ -383,10 +384,13 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         """While a worker runs, say what it is doing and for how long; the UI keeps
         answering keys."""
         text = self.activity.text(self.show_timings, self.shown is not None)
-        if text is not None:
-            self.query_one("#status", Static).update(text, layout=False)
-        else:
-            self.tick_compile()
+        try:
+            if text is not None:
+                self.query_one("#status", Static).update(text, layout=False)
+            else:
+                self.tick_compile()
+        except NoMatches:  # the app is closing: the timer outlived the main screen's widgets
+            pass
 
     def show_error(self, message: str | None, warning: bool = False, hint: str = "") -> None:
         """An error (or, with `warning`, cautions about the shown analysis: markup,

@@ -189,6 +189,12 @@ class Reloader:
             app.targets = message.targets
             return True
         app.targets = message.targets
+        if len(app.screen_stack) > 1:  # compare, suggest or diff: made from the code before
+            app.notify(
+                "The file was saved: the screen open shows the code before the save; "
+                "close it and open it again for the new code.",
+                severity="warning",
+            )
         for path in list(app.sources):  # the source pane reads saved files again
             if path in message.watched or os.path.realpath(path) in message.watched:
                 del app.sources[path]
