@@ -88,7 +88,7 @@ class RematCommands(Provider):
                 app.action_diff,
                 "v: residuals only in A, only in B, in both; byte and FLOP deltas",
             ),
-            ("Choose device", app.action_pick_device, "re-analyse on another device"),
+            ("Choose device", app.action_pick_device, "d: the Device list; enter picks one"),
             ("Hide or show the sidebar", app.action_toggle_sidebar, "b"),
             ("Export report", app.action_export, "html, md, json or an SVG screenshot"),
             ("Help: keys", app.action_help, "every key"),

@@ -23,7 +23,12 @@ BINDINGS = [
         "lists",
         tooltip="hide or show the sidebar's lists (hidden below 100 columns)",
     ),
-    Binding("d", "pick_device", "device"),
+    Binding(
+        "d",
+        "pick_device",
+        "device",
+        tooltip="focus the Device list (enter picks one; analyses are cached per device)",
+    ),
     Binding("e", "export", "export"),
     Binding("question_mark", "help", "help", key_display="?"),
     Binding("q", "quit", "quit"),
