@@ -64,6 +64,15 @@ def floor(fn, args, kwargs):
     return len(str(closed.jaxpr)) + len(str(bwd.jaxpr))
 
 
+def floor_timed(fn, args, kwargs) -> tuple[float, float]:
+    """`floor`, timed in two parts: (the two traces, printing both jaxprs)."""
+    start = time.perf_counter()
+    closed, bwd, _ = trace_both(fn, args, kwargs)
+    traced = time.perf_counter()
+    len(str(closed.jaxpr)) + len(str(bwd.jaxpr))
+    return traced - start, time.perf_counter() - traced
+
+
 def ours(fn, args, kwargs, target):
     t = remat_tui.Target(fn=fn, name=target.name, args=args, kwargs=kwargs, file=target.file)
     return remat_tui.analyze(t).to_dict()

@@ -29,7 +29,7 @@ import remat_tui
 from remat_tui.core import loading, policies
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_analyze import fresh, trace_both  # noqa: E402
+from bench_analyze import floor_timed, fresh, trace_both  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIVE = [
@@ -42,7 +42,8 @@ FIVE = [
 
 
 def bare_traces(fn, args, kwargs) -> None:
-    """The forward vjp and backward traces of each of the five, nothing else."""
+    """The forward vjp and backward traces of each of the five, nothing else:
+    bench_analyze.trace_both of each configured function (the primal shared)."""
     from remat_tui.core.analysis import configured_function
     from remat_tui.core.config import Config
 
@@ -51,24 +52,7 @@ def bare_traces(fn, args, kwargs) -> None:
     device = jax.devices()[0]
     for spec in FIVE:
         flat_fn, _, _ = configured_function(target, Config(spec), leaves, in_tree, device)
-        forward_and_backward(flat_fn, leaves)
-
-
-def forward_and_backward(flat_fn, leaves) -> None:
-    """As core/analysis.py traces them: the forward `vjp`, then the backward pass."""
-    from jax.tree_util import tree_flatten, tree_unflatten
-
-    _, (out_shape, vjp_fn) = jax.make_jaxpr(lambda *a: jax.vjp(flat_fn, *a), return_shape=True)(
-        *leaves
-    )
-    residuals, res_tree = tree_flatten(vjp_fn)
-    cotangents, ct_tree = tree_flatten(out_shape)
-    n = len(residuals)
-
-    def backward(*flat):
-        return tree_unflatten(res_tree, flat[:n])(tree_unflatten(ct_tree, flat[n:]))
-
-    jax.make_jaxpr(backward)(*residuals, *cotangents)
+        trace_both(flat_fn, tuple(leaves), {})
 
 
 def main() -> None:
@@ -91,12 +75,9 @@ def main() -> None:
         for spec in FIVE:
             f = fresh(target.fn, policies.parse(spec), {})
             gc.collect()
-            start = time.perf_counter()
-            closed, bwd, _ = trace_both(f, args, kwargs)
-            traced = time.perf_counter()
-            len(str(closed.jaxpr)) + len(str(bwd.jaxpr))  # bench_analyze.floor, split
-            total += time.perf_counter() - start
-            printed += time.perf_counter() - traced
+            traced, printing_took = floor_timed(f, args, kwargs)
+            total += traced + printing_took
+            printed += printing_took
         floors.append(total)
         printing.append(printed)
         gc.collect()

@@ -168,6 +168,23 @@ def test_trim_message_keeps_the_first_meaningful_lines():
     assert trim_message("x" * 400).endswith("...") and len(trim_message("x" * 400)) == 302
 
 
+def sharded_args(devices):
+    """W replicated and x split over a mesh of `devices`, as a target's args factory."""
+    mesh = jax.make_mesh(
+        (len(devices),), ("data",), axis_types=(AxisType.Explicit,), devices=devices
+    )
+    return (
+        jax.ShapeDtypeStruct((WIDTH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P())),
+        jax.ShapeDtypeStruct(
+            (BATCH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P("data", None))
+        ),
+    )
+
+
+def sharded(W, x):
+    return jnp.sum(block(W, x))
+
+
 def test_args_factory_takes_the_device_set():
     """A factory with a `devices` parameter builds its own mesh from the
     chosen devices (the four CPU devices conftest forces); the gradient
@@ -176,18 +193,7 @@ def test_args_factory_takes_the_device_set():
 
     def args(devices):
         seen.append(devices)
-        mesh = jax.make_mesh(
-            (len(devices),), ("data",), axis_types=(AxisType.Explicit,), devices=devices
-        )
-        return (
-            jax.ShapeDtypeStruct((WIDTH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P())),
-            jax.ShapeDtypeStruct(
-                (BATCH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P("data", None))
-            ),
-        )
-
-    def sharded(W, x):
-        return jnp.sum(block(W, x))
+        return sharded_args(devices)
 
     t = Target(fn=sharded, name="sharded", args=args)
     assert takes_devices(t) and not takes_devices(target(scanned_mlp))
@@ -244,19 +250,8 @@ def test_deviceless_tpu_compile_of_a_small_model(tpu):
 
 
 def test_sharded_target_compiles_over_the_topologys_chips(tpu):
-    def args(devices):
-        mesh = jax.make_mesh((len(devices),), ("data",), devices=devices)
-        return (
-            jax.ShapeDtypeStruct((WIDTH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P())),
-            jax.ShapeDtypeStruct(
-                (BATCH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P("data", None))
-            ),
-        )
-
-    def sharded(W, x):
-        return jnp.sum(block(W, x))
-
-    c = compile_costs(Target(fn=sharded, name="sharded", args=args), Config.make(device=tpu))
+    t = Target(fn=sharded, name="sharded", args=sharded_args)
+    c = compile_costs(t, Config.make(device=tpu))
     assert c.devices == 4 and c.device == tpu
     assert c.argument_bytes == 4 * (WIDTH * WIDTH + BATCH * WIDTH // 4)
 
