@@ -35,15 +35,14 @@ RESIDUAL = "residual bytes on device"
 COMPILED = "compiled peak per device"
 
 
-def budget_error(text: str) -> str | None:
-    """Why `text` is not a budget, or None when it is one."""
+def parse_budget(text: str) -> tuple[int | None, str | None]:
+    """(bytes, None) for a budget, or (None, why `text` is not one)."""
     if not text.strip():
-        return "type a budget: try 2GiB"
+        return None, "type a budget: try 2GiB"
     try:
-        parse_size(text)
+        return parse_size(text), None
     except RematError:
-        return f"{text.strip()!r} does not parse: try 2GiB (or 512MiB, 1.5e9, 4096)"
-    return None
+        return None, f"{text.strip()!r} does not parse: try 2GiB (or 512MiB, 1.5e9, 4096)"
 
 
 class BudgetScreen(ModalScreen[tuple[int, str] | None]):
@@ -73,11 +72,11 @@ class BudgetScreen(ModalScreen[tuple[int, str] | None]):
     def submitted(self, event: Input.Submitted) -> None:
         if not self.is_current:  # a second enter typed before the first closed it
             return
-        error = budget_error(event.value)
+        budget, error = parse_budget(event.value)
         if error is not None:
             self.query_one("#budget-error", Static).update(Content.styled(error, "$text-error"))
             return
-        self.dismiss((parse_size(event.value), event.value.strip()))
+        self.dismiss((budget, event.value.strip()))
 
 
 @dataclass
