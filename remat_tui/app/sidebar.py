@@ -3,9 +3,9 @@
 The sidebar only shows what the App gives it and says what the user picked:
 the App calls `show_policies`, `show_names` and `show_device`, and handles
 `Sidebar.PolicyChosen`, `Sidebar.NameChosen` and `Sidebar.DeviceChosen`. Each
-list is an OptionList
-relabelled in place by `relabel`; a further list (one row per item, an id and a
-label each) is one more OptionList in `compose`, a `show_*` method and a message.
+list is an OptionList relabelled in place by `relabel`; a further list (one row
+per item, an id and a label each) is one more OptionList in `compose`, a
+`show_*` method and a message.
 """
 
 from __future__ import annotations
@@ -86,21 +86,25 @@ def focus_now(widget) -> None:
     widget.screen.set_focus(widget)
 
 
-def relabel(options: OptionList, labels: list[tuple[str, str]]) -> None:
+def relabel(options: OptionList, labels: list[tuple[str, str]], current: str | None = None) -> None:
     """Make `options` show `labels` (id, prompt), rebuilding only if the ids changed
-    (rebuilding an OptionList re-lays out the screen). Prompts are plain text
-    (Content), never markup: names are the user's strings."""
+    (rebuilding an OptionList re-lays out the screen), and highlight the id
+    `current` unless the list has the focus (never move the user's own cursor).
+    Prompts are plain text (Content), never markup: names are the user's strings."""
     ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
-    if ids != [i for i, _ in labels]:
+    wanted = [i for i, _ in labels]
+    if ids != wanted:
         highlighted = options.highlighted
         options.clear_options()
         options.add_options([Option(Content(prompt), id=i) for i, prompt in labels])
         if labels:
             options.highlighted = min(highlighted or 0, len(labels) - 1)
-        return
-    for index, (_, prompt) in enumerate(labels):
-        if str(options.get_option_at_index(index).prompt) != prompt:
-            options.replace_option_prompt_at_index(index, Content(prompt))
+    else:
+        for index, (_, prompt) in enumerate(labels):
+            if str(options.get_option_at_index(index).prompt) != prompt:
+                options.replace_option_prompt_at_index(index, Content(prompt))
+    if current in wanted and not options.has_focus:
+        options.highlighted = wanted.index(current)
 
 
 class Sidebar(Vertical):
@@ -161,10 +165,7 @@ class Sidebar(Vertical):
         listed = [(s, policy_label(i, s, s == current)) for i, s in enumerate(specs)]
         if current is not None and current not in specs:
             listed.append((current, policy_label(10, current, True)))
-        relabel(options, listed)
-        ids = [i for i, _ in listed]
-        if current in ids and not options.has_focus:  # never move the user's own cursor
-            options.highlighted = ids.index(current)
+        relabel(options, listed, current)
 
     def show_sites(self, sites) -> None:
         """List the shown analysis's checkpoint sites; the list hides when there are none."""
@@ -207,9 +208,7 @@ class Sidebar(Vertical):
     def show_device(self, devices: Sequence[str], current: str | None) -> None:
         """List `devices`, marking `current` (analyses are cached per device)."""
         options = self.query_one("#devices", OptionList)
-        relabel(options, [(d, f"{'●' if d == current else ' '} {d}") for d in devices])
-        if current in devices and not options.has_focus:  # never move the user's own cursor
-            options.highlighted = list(devices).index(current)
+        relabel(options, [(d, f"{'●' if d == current else ' '} {d}") for d in devices], current)
 
     def focus_devices(self) -> None:
         focus_now(self.query_one("#devices", OptionList))
