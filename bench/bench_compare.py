@@ -4,12 +4,15 @@ for them, side by side in one process (issue 7's budget: at most 0.5x).
 Floor, per policy, on a fresh function object: a trace of the forward `vjp`
 and of the backward pass, and printing both jaxprs (bench_analyze.floor).
 Ours: one `remat_tui.compare(target, policies=[...five...])` on a fresh
-function object, which needs no jaxpr text.
+function object. It prints no jaxpr, traces the primal program once, and
+reads each row's recompute from the linear program `jax.vjp` returns instead
+of tracing the backward pass where that is exact (core/recompute.py; on this
+model it is for every row).
 
-Also shown, to say where a comparison's time can go: the floors' printing
-alone, and "bare", the two traces every row needs and nothing else (the
-forward `vjp` and the backward pass of each configuration, built as compare
-builds them, the primal program traced once), on a fresh function object.
+Also shown, to say where the time goes: the floors' printing alone, and
+"bare", the forward and backward traces of each configuration built as
+compare builds them (the primal program traced once): what every row cost
+before the recompute was read from the linear program.
 
     python bench/bench_compare.py [--target unrolled] [--repeat 3]
 """
@@ -94,9 +97,9 @@ def main() -> None:
     print(f"target {opts.target}, five built-ins, median of {opts.repeat}")
     print(f"  compare        {mo:.3f} s")
     print(f"  sum of floors  {mf:.3f} s  (printing the jaxprs: {mp:.3f} s)")
-    print(f"  bare traces    {mb:.3f} s  (the forward and backward traces the rows need)")
+    print(f"  bare traces    {mb:.3f} s  (each row's forward and backward traces)")
     print(f"compare / floors = {mo / mf:.3f}  (budget 0.50)")
-    print(f"bare traces / floors = {mb / mf:.3f}  (the two traces each row is read from)")
+    print(f"bare traces / floors = {mb / mf:.3f}  (each row's two traces, as rows were made before)")
 
 
 if __name__ == "__main__":

@@ -25,15 +25,17 @@ from jax.tree_util import tree_flatten, tree_unflatten
 import remat_tui
 from remat_tui.core import flops, linemap, policies, site_flops
 from remat_tui.core import jax_internals as ji
+from remat_tui.core import recompute as recompute_lib
 from remat_tui.core import sites as site_lib
 from remat_tui.core.config import Config
 from remat_tui.core.devices import describe_device, device_set, resolve_device, trace_device
 from remat_tui.core.loading import resolve_arguments
-from remat_tui.core.model import Analysis, JaxprView, NamedValue
+from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.core.names import named_values
 from remat_tui.core.notes import count_dots
 from remat_tui.core.origins import Origins
 from remat_tui.core.primal import Primal, primal_program, require_array_output
-from remat_tui.core.residuals import aval_bytes, find_residuals, per_device_bytes
+from remat_tui.core.residuals import find_residuals, per_device_bytes
 from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
@@ -50,6 +52,7 @@ def analyze(
     config: Config | None = None,
     texts: bool = True,
     compiled: bool = False,
+    row_only: bool = False,
 ) -> Analysis:
     """Analyse `fn` (a Target or a callable with `args`) under `policy` on `device`,
     with `sites` ({site id or function name: spec}) overriding checkpoints in
@@ -62,6 +65,11 @@ def analyze(
     `compiled=True` also compiles the gradient for the device (never runs it)
     and sets `analysis.compiled` (core/compiled.py); a deviceless TPU
     topology (`tpu:v5e:2x2`) is traced on a local CPU device.
+
+    `row_only=True` (implies `texts=False`) is what a row of compare or suggest
+    needs: the backward pass is traced only when the recompute FLOPs cannot
+    be read from the linear program (core/recompute.py); when it is not,
+    `flops["backward"]` is None and the sites carry no FLOPs.
     """
     target = as_target(fn, args, kwargs)
     if config is None:
@@ -75,7 +83,17 @@ def analyze(
     start = time.perf_counter()
     here = trace_device(dev)
     with jax.default_device(here):
-        result = _trace(target, spec, config, call_args, call_kwargs, cancelled, here, texts)
+        result = _trace(
+            target,
+            spec,
+            config,
+            call_args,
+            call_kwargs,
+            cancelled,
+            here,
+            texts and not row_only,
+            row_only,
+        )
     result.trace_seconds = time.perf_counter() - start
     result.device = describe_device(dev)
     result.config = config
@@ -107,7 +125,15 @@ def _check(cancelled):
 
 
 def _trace(
-    target: Target, spec, config: Config, args: tuple, kwargs: dict, cancelled, device, texts=True
+    target: Target,
+    spec,
+    config: Config,
+    args: tuple,
+    kwargs: dict,
+    cancelled,
+    device,
+    texts=True,
+    row_only=False,
 ) -> Analysis:
     leaves, in_tree = tree_flatten((args, kwargs))
     _require_differentiable(target, leaves)
@@ -130,7 +156,13 @@ def _trace(
             vjp_fn = tree_unflatten(res_tree, flat[: len(res_shapes)])
             return vjp_fn(tree_unflatten(ct_tree, flat[len(res_shapes) :]))
 
-        backward_closed = jax.make_jaxpr(backward)(*res_shapes, *ct_shapes)
+        # A row of costs needs the backward pass only for its recompute FLOPs,
+        # and the linear program often tells them exactly (core/recompute.py).
+        linear = ji.linear_jaxpr(vjp_shape)
+        read = recompute_lib.from_linear(linear) if row_only and linear is not None else None
+        backward_closed = (
+            None if read is not None else jax.make_jaxpr(backward)(*res_shapes, *ct_shapes)
+        )
     except (RematError, Cancelled):
         raise
     except Exception as exc:
@@ -139,8 +171,9 @@ def _trace(
             f"{describe(exc)}{_hashing_hint(exc)}\n{user_traceback(exc)}"
         ) from None
     _check(cancelled)
-    fwd, bwd = closed.jaxpr, backward_closed.jaxpr
-    if primal is None and _has_user_checkpoint(bwd):
+    fwd = closed.jaxpr
+    bwd = backward_closed.jaxpr if backward_closed is not None else None
+    if primal is None and (bwd is None or _has_user_checkpoint(bwd)):
         primal = primal_program(target, leaves, in_tree, device, prefer_dir)
     found_sites = primal.sites if primal is not None else []
     found = find_residuals(fwd, len(res_shapes), ji.arg_names(target.fn, args, kwargs))
@@ -152,10 +185,14 @@ def _trace(
             bytes_per_device=per_device_bytes(fr.var.aval),
         )
     _check(cancelled)
-    recompute = linemap.recomputation(
-        bwd, set(bwd.invars[: len(res_shapes)]), set(bwd.invars[len(res_shapes) :])
-    )
-    fwd_flops, bwd_flops = flops.count(fwd), flops.count(bwd)
+    if bwd is None:
+        recompute = read
+    else:
+        recompute = linemap.recomputation(
+            bwd, set(bwd.invars[: len(res_shapes)]), set(bwd.invars[len(res_shapes) :])
+        )
+    fwd_flops = flops.count(fwd)
+    bwd_flops = flops.count(bwd) if bwd is not None else None
     if texts:
         fwd_text, fwd_lay = linemap.layout(fwd)
         _check(cancelled)
@@ -169,14 +206,17 @@ def _trace(
         residuals = [fr.residual for fr in found]
         forward = JaxprView("", [], {})
         backward = JaxprView("", [], {}, recompute_eqns=recompute.count)
-    names = _named_values(fwd, bwd)
+    # Without a backward pass, a name only recomputed is found in the linear
+    # program, where the recomputation comes from; sites get no FLOPs.
+    names = named_values(fwd, bwd if bwd is not None else linear)
     shown_sites = [
         replace(f.site, override=plan[f.site.id].canonical if f.site.id in plan else None)
         for f in found_sites
     ]
-    shown_sites = site_flops.attach(
-        shown_sites, primal, bwd, recompute, prefer_dir, target.policies
-    )
+    if bwd is not None:
+        shown_sites = site_flops.attach(
+            shown_sites, primal, bwd, recompute, prefer_dir, target.policies
+        )
     return Analysis(
         target_file=target.file,
         target_name=target.name,
@@ -195,10 +235,12 @@ def _trace(
         dots=count_dots(fwd),
         flops={
             "forward": fwd_flops.flops,
-            "backward": bwd_flops.flops,
+            "backward": bwd_flops.flops if bwd_flops is not None else None,
             "recompute": recompute.flops,
         },
-        flops_exact=fwd_flops.exact and bwd_flops.exact and recompute.flops_exact,
+        flops_exact=fwd_flops.exact
+        and (bwd_flops is None or bwd_flops.exact)
+        and recompute.flops_exact,
     )
 
 
@@ -366,49 +408,6 @@ def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
             )
         )
     return out, fwd_marks, bwd_marks
-
-
-def _named_values(fwd, bwd) -> list[NamedValue]:
-    """Every checkpoint_name applied anywhere (sub-jaxprs included), first seen
-    first. Counted in the forward pass; a name that survives only in the
-    backward pass (recomputed under the policy) is counted there."""
-    fwd_eqns = _name_eqns(fwd)
-    bwd_eqns = _name_eqns(bwd)
-    out = []
-    for name in dict.fromkeys([*fwd_eqns, *bwd_eqns]):
-        eqns = fwd_eqns.get(name) or bwd_eqns[name]
-        avals = tuple(dict.fromkeys(ji.short(e.outvars[0].aval) for e, _ in eqns))
-        first = eqns[0][0]
-        out.append(
-            NamedValue(
-                name=name,
-                avals=avals,
-                bytes=aval_bytes(first.outvars[0].aval),
-                count=len(eqns),
-                source=ji.user_source(first.source_info),
-                total_bytes=sum(aval_bytes(e.outvars[0].aval) * trip for e, trip in eqns),
-            )
-        )
-    return out
-
-
-def _name_eqns(jaxpr) -> dict[str, list[tuple[Any, int]]]:
-    """name -> [(equation, how many times it runs: the product of enclosing scan
-    lengths)]. A body shared by several equations is walked once per use."""
-    found: dict[str, list] = {}
-
-    def walk(j, trip: int):
-        for eqn in j.eqns:
-            name = ji.checkpoint_name(eqn)
-            if name is not None:
-                found.setdefault(name, []).append((eqn, trip))
-            length = ji.scan_length(eqn)
-            inner = trip * length if length is not None else trip
-            for sub in ji.sub_jaxprs(eqn):
-                walk(sub, inner)
-
-    walk(jaxpr, 1)
-    return found
 
 
 def _require_differentiable(target: Target, leaves: list) -> None:

@@ -108,7 +108,7 @@ def compare(
     start = time.perf_counter()
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
-    baseline_analysis = analyze(target, config=base, texts=False, cancelled=cancelled)
+    baseline_analysis = analyze(target, config=base, row_only=True, cancelled=cancelled)
     if policies is None:
         configs = candidates(target, baseline_analysis, base)
     else:
@@ -139,7 +139,7 @@ def evaluate(target, configs, baseline: Analysis, compiled, cancelled, progress)
             progress(i, len(configs), config)
         a = baseline if config == baseline.config else None
         if a is None:
-            a = analyze(target, config=config, texts=False, cancelled=cancelled)
+            a = analyze(target, config=config, row_only=True, cancelled=cancelled)
         costs = None
         if compiled:
             from remat_tui.core.compiled import compile_costs

@@ -178,6 +178,15 @@ def _frame_source(frame) -> Source:
     return Source(frame.file_name, frame.start_line, frame.start_column, frame.function_name)
 
 
+def linear_jaxpr(vjp) -> Jaxpr | None:
+    """The linear program behind the function `jax.vjp` returned (its
+    residuals are the constvars, the tangents the invars): what the backward
+    pass transposes. (Also on the shape-only copy `return_shape=True` gives.)
+    None if this JAX's vjp does not expose it."""
+    jaxpr = getattr(vjp, "jaxpr", None)
+    return jaxpr if isinstance(jaxpr, Jaxpr) else None
+
+
 def sub_jaxprs(eqn) -> Iterator[Jaxpr]:
     return core.jaxprs_in_params(eqn.params)
 

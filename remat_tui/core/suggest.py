@@ -67,7 +67,7 @@ def suggest(
 ) -> Suggestion:
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
-    first = analyze(target, config=base, texts=False, cancelled=cancelled)
+    first = analyze(target, config=base, row_only=True, cancelled=cancelled)
     places = list(dict.fromkeys(s.function for s in first.sites)) or [None]
     names = [n.name for n in first.names]
     choices = _choices(target, names)
