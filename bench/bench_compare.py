@@ -99,7 +99,9 @@ def main() -> None:
     print(f"  sum of floors  {mf:.3f} s  (printing the jaxprs: {mp:.3f} s)")
     print(f"  bare traces    {mb:.3f} s  (each row's forward and backward traces)")
     print(f"compare / floors = {mo / mf:.3f}  (budget 0.50)")
-    print(f"bare traces / floors = {mb / mf:.3f}  (each row's two traces, as rows were made before)")
+    print(
+        f"bare traces / floors = {mb / mf:.3f}  (each row's two traces, as rows were made before)"
+    )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """The compare screen: rows as compare() gives them, sorting, the chart, and a
 row opened in the main screen (checked against JAX's own residual list)."""
 
+import os
+
 from conftest import example, jax_saved_residuals
 from test_app import SIZE, settle
 from textual.widgets import DataTable
@@ -105,7 +107,9 @@ async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
             if app.compiled:
                 break
         status = str(app.query_one("#status").render())
-        want = compile_costs(app.target, app.shown.config)  # cached: the same numbers
+        child = app.compile_process.pid  # compiled in a child process, not here
+        assert child is not None and child != os.getpid()
+        want = compile_costs(app.target, app.shown.config)  # compiled here: the same numbers
         assert "(compiled)" in status and "saved by autodiff" in status
         assert f"peak {human_bytes(want.peak_bytes)}/device" in status
         await pilot.press("2")  # another policy: compiled too, its own numbers
@@ -117,3 +121,4 @@ async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
         assert len(app.compiled) == 2
         await pilot.press("p")
         assert "(compiled)" not in str(app.query_one("#status").render())
+    assert app.compile_process.pid is None  # the child went with the app

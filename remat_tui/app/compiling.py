@@ -3,10 +3,13 @@ every analysis shown also has its gradient compiled for its device (never
 run), in a worker of its own, and the compiled peak per device becomes the
 status line's headline, the residual bytes beside it as "saved by autodiff".
 
-A compile cannot be stopped once XLA has it (threads cannot be killed): a
-newer request supersedes it, and its answer is dropped unless it is still
-for what is shown. Results are cached by the core (core/compiled.py) per
-target and Config. A mixin of RematApp (handlers named on_<message>).
+A target loaded from a file compiles in a child process
+(core/compile_process.py): its lowering does not share the app's GIL and
+garbage collector, so keys are answered while it runs, and a newer request
+kills it. A target given as a function object (no file to load it from in
+the child) compiles in a thread; a newer request supersedes it there and its
+answer is dropped. Results are cached per target, Config and reload. A mixin
+of RematApp (handlers named on_<message>).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from textual import work
 from textual.message import Message
 from textual.widgets import Static
 
+from remat_tui.core.compile_process import CompileProcess
 from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes
 
@@ -41,11 +45,15 @@ class Compiling:
     auto_compile = False
     compiling: tuple | None = None  # the key being compiled
     compile_started = 0.0
+    compile_process: CompileProcess | None = None  # started by the first `p`
 
     def action_toggle_compile(self) -> None:
         self.auto_compile = not self.auto_compile
         if self.auto_compile:
             self.notify("Compiling every analysis shown (p turns it off); nothing is run")
+            if self.compile_process is None:
+                self.compile_process = CompileProcess()
+            self.compile_process.start()  # JAX imports there while the app goes on
             self.compile_shown()
         else:
             self.compiling = None
@@ -67,18 +75,23 @@ class Compiling:
     @work(thread=True, group="compile", exclusive=True, exit_on_error=False)
     def compile_worker(self, key: tuple, target) -> None:
         from remat_tui.app.arguments import prepared
+        from remat_tui.core.analysis import Cancelled
         from remat_tui.core.compiled import compile_costs
 
+        name, config, reloads = key
+        cancelled = lambda: key != self.compiling  # noqa: E731
         try:
-            # The arguments the analysis was traced with (built for this device's
-            # set: a sharded target's mesh spans a topology's chips), not a new build.
-            ready = prepared(target, key[1].device)
-            result = compile_costs(
-                target,
-                key[1],
-                cancelled=lambda: key != self.compiling,
-                arguments=(ready.args, ready.kwargs),
-            )
+            if target.file is not None and self.compile_process is not None:
+                result = self.compile_process.compile(target.file, name, config, reloads, cancelled)
+            else:
+                # The arguments the analysis was traced with (built for this device's
+                # set: a sharded target's mesh spans a topology's chips), not a new build.
+                ready = prepared(target, config.device)
+                result = compile_costs(
+                    target, config, cancelled=cancelled, arguments=(ready.args, ready.kwargs)
+                )
+        except Cancelled:
+            return
         except RematError as exc:
             self.post_message(CompileFailed(key, exc.message))
             return
@@ -87,6 +100,12 @@ class Compiling:
             self.post_message(CompileFailed(key, f"internal error while compiling: {exc!r}"))
             return
         self.post_message(CompileReady(key, result))
+
+    def stop_compiling(self) -> None:
+        """At exit: the child process goes with the app."""
+        self.compiling = None
+        if self.compile_process is not None:
+            self.compile_process.close()
 
     def on_compile_ready(self, message: CompileReady) -> None:
         self.compiled[message.key] = message.compiled

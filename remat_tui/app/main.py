@@ -237,6 +237,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
 
     def on_unmount(self) -> None:
         self.reloader.stop()
+        self.stop_compiling()
         release_hangup(self)
 
     @on(Progress)

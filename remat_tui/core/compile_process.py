@@ -1,0 +1,159 @@
+"""Provides CompileProcess: gradients compiled in a child process of their own,
+for the app.
+
+Why not a thread: lowering a large gradient is a second or more of Python. In
+a thread it shares the app's GIL and garbage collector, so keys pressed
+meanwhile wait (a full collection stops every thread). A child process
+shares neither, and cancelling it is real: it is killed, and a fresh one is
+started at once so the next compile does not wait for JAX to import.
+
+The child loads the target from its file (again after each reload: the parent
+passes a token that changes with it), builds its arguments for the device and
+calls core/compiled.compile_costs: the numbers are the ones the CLI and the
+API give. Anything it prints goes nowhere: the app owns the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from remat_tui.errors import RematError
+
+if TYPE_CHECKING:  # the app imports this module before JAX is imported
+    from remat_tui.core.compiled import Compiled
+    from remat_tui.core.config import Config
+
+POLL_SECONDS = 0.05  # how often a waiting compile looks at `cancelled`
+_LENGTH = struct.Struct("<Q")  # each message: its length, then its pickle
+
+
+class CompileProcess:
+    """One child process, compiling one request at a time. (A plain
+    subprocess, not multiprocessing: that needs the parent's stderr file
+    descriptor, which Textual replaces.)"""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # one request at a time
+        self._process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        """Start the child now (it imports JAX meanwhile), if it is not running."""
+        if self._process is not None and self._process.poll() is None:
+            return
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "remat_tui.core.compile_process"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+
+    def compile(
+        self, file: str, name: str, config: Config, token: object, cancelled: Callable[[], bool]
+    ) -> Compiled:
+        """Compile target `name` of `file` under `config` (its device included).
+        `token` changes when the file is reloaded. Raises RematError with the
+        child's message, or Cancelled (the child killed) once `cancelled()`."""
+        from remat_tui.core.analysis import Cancelled
+
+        with self._lock:
+            self.start()
+            process = self._process
+            try:
+                _write(process.stdin, (file, name, config, token))
+                while not select.select([process.stdout], [], [], POLL_SECONDS)[0]:
+                    if cancelled():
+                        self._restart()
+                        raise Cancelled()
+                kind, payload = _read(process.stdout)
+            except (OSError, EOFError, pickle.UnpicklingError):
+                code = process.poll()
+                self._restart()
+                raise RematError(
+                    f"the compile process ended unexpectedly (exit code {code}); "
+                    "press p twice to compile again"
+                ) from None
+        if kind == "error":
+            raise RematError(payload)
+        return payload
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait(timeout=5)
+            for stream in (self._process.stdin, self._process.stdout):
+                stream.close()
+            self._process = None
+
+    def _restart(self) -> None:
+        self.close()
+        self.start()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+
+def _write(stream, message) -> None:
+    data = pickle.dumps(message)
+    stream.write(_LENGTH.pack(len(data)) + data)
+    stream.flush()
+
+
+def _read(stream):
+    head = stream.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        raise EOFError("the other side closed the pipe")
+    (length,) = _LENGTH.unpack(head)
+    data = stream.read(length)
+    if len(data) < length:
+        raise EOFError("the other side closed the pipe")
+    return pickle.loads(data)
+
+
+def serve() -> None:
+    """The child: answer compile requests until the parent goes away. Its
+    output (the user's prints, libtpu's warnings) goes to /dev/null at the
+    file descriptors, as C libraries write there too; replies go to a copy
+    of the original stdout."""
+    replies = os.fdopen(os.dup(1), "wb")
+    requests = sys.stdin.buffer
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    os.close(null)
+    from remat_tui.core.compiled import compile_costs
+    from remat_tui.core.loading import load_targets
+
+    loaded: tuple[tuple, dict] | None = None
+    while True:
+        try:
+            file, name, config, token = _read(requests)
+        except EOFError:
+            return
+        try:
+            if loaded is None or loaded[0] != (file, token):
+                loaded = ((file, token), load_targets(file))
+            targets = loaded[1]
+            if name not in targets:
+                raise RematError(f"{file}: no target named '{name}' any more")
+            _write(replies, ("ok", compile_costs(targets[name], config)))
+        except RematError as exc:
+            _write(replies, ("error", exc.message))
+        except Exception as exc:  # our bug: the parent shows it in place
+            _write(replies, ("error", f"internal error while compiling: {exc!r}"))
+
+
+if __name__ == "__main__":
+    serve()

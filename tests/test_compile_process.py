@@ -1,0 +1,119 @@
+"""The app's compiles in a child process (core/compile_process.py): the same
+numbers as compiling in this process, one child reused across requests, a
+cancel that kills it, the reload token, and errors coming back as messages."""
+
+import os
+import textwrap
+import time
+
+import pytest
+from conftest import example
+
+from remat_tui.core.analysis import Cancelled
+from remat_tui.core.compile_process import CompileProcess
+from remat_tui.core.compiled import compile_costs
+from remat_tui.core.config import Config
+from remat_tui.core.loading import load_targets
+from remat_tui.errors import RematError
+
+
+@pytest.fixture
+def child():
+    process = CompileProcess()
+    yield process
+    process.close()
+
+
+def never() -> bool:
+    return False
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("policy", ["nothing_saveable", "dots_saveable"])
+def test_the_child_gives_the_numbers_compiling_here_gives(child, policy):
+    path = example("mlp.py")
+    config = Config(policy)
+    there = child.compile(path, "loss", config, 0, never)
+    here = compile_costs(load_targets(path)["loss"], config)
+    assert there.peak_bytes == here.peak_bytes and there.temp_bytes == here.temp_bytes
+    assert there.device == here.device == "cpu:0"
+
+
+def test_one_child_answers_request_after_request(child):
+    path = example("mlp.py")
+    first = child.compile(path, "loss", Config("nothing_saveable"), 0, never)
+    pid = child.pid
+    second = child.compile(path, "loss", Config("everything_saveable"), 0, never)
+    assert child.pid == pid
+    assert first.temp_bytes != second.temp_bytes  # each its own configuration
+
+
+def test_a_cancel_kills_the_child_and_starts_another(child):
+    path = example("transformer.py")  # its unrolled gradient takes seconds to compile
+    child.start()
+    doomed = child.pid
+    asked = time.monotonic()
+    with pytest.raises(Cancelled):
+        child.compile(path, "unrolled", Config(), 0, lambda: time.monotonic() - asked > 0.5)
+    assert time.monotonic() - asked < 5  # not the compile's whole length
+    for _ in range(100):
+        if not alive(doomed):
+            break
+        time.sleep(0.05)
+    assert not alive(doomed)
+    assert child.pid != doomed and alive(child.pid)  # ready for the next request
+
+
+def test_a_new_token_loads_the_file_again(child, tmp_path):
+    path = tmp_path / "grows.py"
+
+    def write(width: int) -> None:
+        path.write_text(
+            textwrap.dedent(f"""
+                import jax, jax.numpy as jnp
+                import remat_tui
+
+                @remat_tui.target(args=lambda: (jnp.ones(({width}, {width})),))
+                def loss(w):
+                    return jnp.sum(jnp.sin(w @ w))
+            """)
+        )
+
+    write(8)
+    small = child.compile(str(path), "loss", Config(), 0, never)
+    write(64)
+    assert child.compile(str(path), "loss", Config(), 0, never) == small  # same token
+    bigger = child.compile(str(path), "loss", Config(), 1, never)
+    assert bigger.argument_bytes == 64 * 64 * 4 and small.argument_bytes == 8 * 8 * 4
+
+
+def test_errors_come_back_as_messages(child):
+    path = example("mlp.py")
+    with pytest.raises(RematError, match="no target named 'nope'"):
+        child.compile(path, "nope", Config(), 0, never)
+    with pytest.raises(RematError, match="unknown TPU topology|libtpu"):
+        child.compile(path, "loss", Config(device="tpu:v9:1x1"), 0, never)
+    assert child.compile(path, "loss", Config(), 0, never).peak_bytes > 0  # still serving
+
+
+def test_a_child_that_dies_is_reported_and_replaced(child):
+    path = example("transformer.py")
+    child.start()
+    victim = child.pid
+    asked = time.monotonic()
+
+    def kill_it() -> bool:
+        if time.monotonic() - asked > 0.5 and alive(victim):
+            os.kill(victim, 9)
+        return False
+
+    with pytest.raises(RematError, match="ended unexpectedly"):
+        child.compile(path, "unrolled", Config(), 0, kill_it)
+    assert child.compile(example("mlp.py"), "loss", Config(), 0, never).peak_bytes > 0
