@@ -229,6 +229,7 @@ async def run(path: str, name: str, interval: float, rounds: int) -> None:
                 compiled_lib.clear_cache()
                 if app.compile_process is not None:  # its cache too: a new child
                     app.compile_process.close()
+                    app.compile_process = None
                 await asyncio.sleep(interval)
             start = time.perf_counter()
             p_times.append(await press_p(app))

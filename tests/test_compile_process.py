@@ -117,3 +117,52 @@ def test_a_child_that_dies_is_reported_and_replaced(child):
     with pytest.raises(RematError, match="ended unexpectedly"):
         child.compile(path, "unrolled", Config(), 0, kill_it)
     assert child.compile(example("mlp.py"), "loss", Config(), 0, never).peak_bytes > 0
+
+
+def test_a_new_token_imports_the_files_local_modules_afresh(child, tmp_path):
+    # As the app's hot reload does: a saved helper module is compiled as saved.
+    (tmp_path / "sizes.py").write_text("WIDTH = 8\n")
+    path = tmp_path / "uses_sizes.py"
+    path.write_text(
+        textwrap.dedent("""
+            import jax.numpy as jnp
+            import remat_tui
+            from sizes import WIDTH
+
+            @remat_tui.target(args=lambda: (jnp.ones((WIDTH, WIDTH)),))
+            def loss(w):
+                return jnp.sum(jnp.sin(w @ w))
+        """)
+    )
+    small = child.compile(str(path), "loss", Config(), 0, never)
+    (tmp_path / "sizes.py").write_text("WIDTH = 64\n")
+    bigger = child.compile(str(path), "loss", Config(), 1, never)
+    assert (small.argument_bytes, bigger.argument_bytes) == (8 * 8 * 4, 64 * 64 * 4)
+
+
+def test_closing_during_a_compile_ends_it_and_starts_no_other(child):
+    import threading
+
+    path = example("transformer.py")
+    outcome = []
+
+    def compile_in_a_worker():
+        try:
+            child.compile(path, "unrolled", Config(), 0, never)
+            outcome.append("finished")
+        except Cancelled:
+            outcome.append("cancelled")
+        except Exception as exc:  # anything else is a bug
+            outcome.append(repr(exc))
+
+    worker = threading.Thread(target=compile_in_a_worker)
+    worker.start()
+    time.sleep(1.0)
+    running = child.pid
+    child.close()
+    worker.join(timeout=10)
+    assert outcome == ["cancelled"]
+    assert child.pid is None and not alive(running)
+    with pytest.raises(Cancelled):  # closed for good: no new child
+        child.compile(example("mlp.py"), "loss", Config(), 0, never)
+    assert child.pid is None

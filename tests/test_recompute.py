@@ -81,6 +81,43 @@ def test_a_checkpoint_in_a_jit_is_read_at_its_sites(policy):
     target = remat_tui.Target(fn=make_jit(policy), name="jit", args=ARGS)
     full, row = both_ways(target, "as_written")
     assert_same_costs(full, row)
+    assert read_without_backward(row)
+    assert bool(row.sites) == (policy != "as_written")  # a checkpoint per layer
+
+
+def test_a_checkpoint_that_is_not_differentiated_is_no_site_either_way():
+    def loss(W, x):
+        frozen = ckpt(lambda W, x: jnp.sin(x @ W), "nothing_saveable")(W, x)
+        return jnp.sum(jax.lax.stop_gradient(frozen) * (x @ W))
+
+    target = remat_tui.Target(fn=loss, name="frozen", args=(ARGS[0][0], ARGS[1]))
+    full, row = both_ways(target, "as_written")
+    assert_same_costs(full, row)
+    assert read_without_backward(row) and row.sites == full.sites == []
+
+
+@pytest.mark.parametrize(
+    "choose",
+    [
+        lambda y, h: jnp.select([y > 0.5, y > 0], [h, 2 * h], 3 * h),
+        lambda y, h: lax.select_n((y > 0).astype(jnp.int32) + (y > 0.5), h, 2 * h, 3 * h),
+    ],
+    ids=["jnp.select", "select_n of three"],
+)
+def test_a_select_on_an_integer_traces_the_backward_pass(choose):
+    # Its transpose compares the selector with each case: forward work the
+    # linear program does not hold.
+    def loss(W, x):
+        def body(W, x):
+            h = x @ W
+            return choose(jnp.sin(h), h)
+
+        return jnp.sum(ckpt(body, "dots_saveable")(W, x))
+
+    target = remat_tui.Target(fn=loss, name="select", args=(ARGS[0][0], ARGS[1]))
+    full, row = both_ways(target, "as_written")
+    assert_same_costs(full, row)
+    assert not read_without_backward(row)
 
 
 @pytest.mark.parametrize(

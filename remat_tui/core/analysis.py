@@ -173,7 +173,9 @@ def _trace(
     _check(cancelled)
     fwd = closed.jaxpr
     bwd = backward_closed.jaxpr if backward_closed is not None else None
-    if primal is None and (bwd is None or _has_user_checkpoint(bwd)):
+    # A checkpoint of the user's that is differentiated leaves a remat equation
+    # in the linear program as it does in the backward pass.
+    if primal is None and _has_user_checkpoint(bwd if bwd is not None else linear):
         primal = primal_program(target, leaves, in_tree, device, prefer_dir)
     found_sites = primal.sites if primal is not None else []
     found = find_residuals(fwd, len(res_shapes), ji.arg_names(target.fn, args, kwargs))
@@ -295,9 +297,10 @@ def _target_dir(target: Target) -> str | None:
 
 
 def _has_user_checkpoint(bwd) -> bool:
-    """Whether the backward pass re-enters a checkpoint the user wrote: every
-    differentiated site leaves a remat equation there. (Asked only with no
-    outer policy: under one, the primal program is traced anyway.)"""
+    """Whether the backward pass (or the linear program it transposes)
+    re-enters a checkpoint the user wrote: every differentiated site leaves a
+    remat equation there. (Asked only with no outer policy: under one, the
+    primal program is traced anyway.)"""
     for eqn in bwd.eqns:
         if ji.is_remat(eqn) or any(_has_user_checkpoint(sub) for sub in ji.sub_jaxprs(eqn)):
             return True

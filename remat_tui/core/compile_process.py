@@ -41,13 +41,72 @@ class CompileProcess:
     descriptor, which Textual replaces.)"""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # one request at a time
+        self._request = threading.Lock()  # one request at a time
+        self._state = threading.Lock()  # guards _process and _closed
         self._process: subprocess.Popen | None = None
+        self._closed = False
 
     def start(self) -> None:
         """Start the child now (it imports JAX meanwhile), if it is not running."""
+        with self._state:
+            self._start_locked()
+
+    def compile(
+        self, file: str, name: str, config: Config, token: object, cancelled: Callable[[], bool]
+    ) -> Compiled:
+        """Compile target `name` of `file` under `config` (its device included).
+        `token` changes when the file is reloaded. Raises RematError with the
+        child's message, or Cancelled (the child killed) once `cancelled()`."""
+        from remat_tui.core.analysis import Cancelled
+
+        with self._request:
+            if cancelled():
+                raise Cancelled()
+            with self._state:
+                process = self._start_locked()
+            if process is None:  # closed: the app is exiting
+                raise Cancelled()
+            try:
+                _write(process.stdin, (file, name, config, token))
+                while not select.select([process.stdout], [], [], POLL_SECONDS)[0]:
+                    if cancelled():
+                        self._replace(process)
+                        raise Cancelled()
+                kind, payload = _read(process.stdout)
+            except Cancelled:
+                raise
+            except Exception:  # a closed pipe, a truncated or unreadable reply
+                code = _exit_code(process)
+                self._replace(process)
+                if self._closed:
+                    raise Cancelled() from None
+                raise RematError(
+                    f"the compile process ended unexpectedly (exit code {code}); "
+                    "press p twice to compile again"
+                ) from None
+        if kind == "error":
+            raise RematError(payload)
+        return payload
+
+    def close(self) -> None:
+        """Kill the child for good (the app is exiting); a compile waiting on it
+        raises Cancelled."""
+        with self._state:
+            self._closed = True
+            process, self._process = self._process, None
+        _end(process)
+
+    @property
+    def pid(self) -> int | None:
+        process = self._process
+        return process.pid if process is not None else None
+
+    def _start_locked(self) -> subprocess.Popen | None:
+        if self._closed:
+            return None
         if self._process is not None and self._process.poll() is None:
-            return
+            return self._process
+        _end(self._process)  # died while idle: its pipes are closed too
         package_root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -58,51 +117,32 @@ class CompileProcess:
             stderr=subprocess.DEVNULL,
             env=env,
         )
+        return self._process
 
-    def compile(
-        self, file: str, name: str, config: Config, token: object, cancelled: Callable[[], bool]
-    ) -> Compiled:
-        """Compile target `name` of `file` under `config` (its device included).
-        `token` changes when the file is reloaded. Raises RematError with the
-        child's message, or Cancelled (the child killed) once `cancelled()`."""
-        from remat_tui.core.analysis import Cancelled
+    def _replace(self, process: subprocess.Popen) -> None:
+        """Kill `process` and start the next child at once (unless closed), so
+        JAX is importing there while the app goes on."""
+        with self._state:
+            if self._process is process:
+                self._process = None
+            _end(process)
+            self._start_locked()
 
-        with self._lock:
-            self.start()
-            process = self._process
-            try:
-                _write(process.stdin, (file, name, config, token))
-                while not select.select([process.stdout], [], [], POLL_SECONDS)[0]:
-                    if cancelled():
-                        self._restart()
-                        raise Cancelled()
-                kind, payload = _read(process.stdout)
-            except (OSError, EOFError, pickle.UnpicklingError):
-                code = process.poll()
-                self._restart()
-                raise RematError(
-                    f"the compile process ended unexpectedly (exit code {code}); "
-                    "press p twice to compile again"
-                ) from None
-        if kind == "error":
-            raise RematError(payload)
-        return payload
 
-    def close(self) -> None:
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait(timeout=5)
-            for stream in (self._process.stdin, self._process.stdout):
-                stream.close()
-            self._process = None
+def _end(process: subprocess.Popen | None) -> None:
+    if process is None:
+        return
+    process.kill()
+    process.wait(timeout=5)
+    for stream in (process.stdin, process.stdout):
+        stream.close()
 
-    def _restart(self) -> None:
-        self.close()
-        self.start()
 
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
+def _exit_code(process: subprocess.Popen) -> int | None:
+    try:
+        return process.wait(timeout=1)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _write(stream, message) -> None:
@@ -134,7 +174,7 @@ def serve() -> None:
     os.dup2(null, 2)
     os.close(null)
     from remat_tui.core.compiled import compile_costs
-    from remat_tui.core.loading import load_targets
+    from remat_tui.core.loading import import_targets
 
     loaded: tuple[tuple, dict] | None = None
     while True:
@@ -144,7 +184,11 @@ def serve() -> None:
             return
         try:
             if loaded is None or loaded[0] != (file, token):
-                loaded = ((file, token), load_targets(file))
+                loaded = None
+                targets, error, _ = import_targets(file)
+                if error is not None:
+                    raise RematError(error)
+                loaded = ((file, token), targets)
             targets = loaded[1]
             if name not in targets:
                 raise RematError(f"{file}: no target named '{name}' any more")

@@ -10,6 +10,7 @@ import importlib.util
 import itertools
 import os
 import sys
+import sysconfig
 
 from remat_tui import registry
 from remat_tui.core.usererrors import describe, user_traceback
@@ -177,3 +178,50 @@ def _resolve(t: Target, value, what: str, kind: type, empty, devices=None):
             f"callable returning one), got {type(value).__name__}."
         )
     return value
+
+
+def _outside_roots() -> tuple[str, ...]:
+    """Folders whose modules are never the user's own, even when they lie under
+    the target's folder: installed packages, the interpreter, remat-tui itself."""
+    roots = {
+        sysconfig.get_path("purelib"),
+        sysconfig.get_path("platlib"),
+        sys.prefix,
+        sys.base_prefix,
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # remat_tui/
+    }
+    return tuple(os.path.join(os.path.realpath(r), "") for r in roots if r)
+
+
+def _local(folder: str) -> dict[str, str]:
+    """Modules in sys.modules whose file lies under `folder`: {name: file}. Paths
+    are resolved only for the few under the folder (resolving every module's
+    costs tens of milliseconds per reload)."""
+    inside = tuple({os.path.join(folder, ""), os.path.join(os.path.realpath(folder), "")})
+    outside = _outside_roots()
+    found = {}
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not file or not file.startswith(inside):
+            continue
+        file = os.path.realpath(file)
+        if not file.startswith(outside):
+            found[name] = file
+    return found
+
+
+def import_targets(path: str) -> tuple[dict | None, str | None, tuple[str, ...]]:
+    """Import the target file afresh, its local modules too (they are dropped
+    from sys.modules first, or the import would reuse them). Returns (targets or
+    None, the error or None, the files to watch: the target and local modules)."""
+    path = os.path.realpath(path)
+    folder = os.path.dirname(path)
+    for name in _local(folder):
+        sys.modules.pop(name, None)
+    targets, error = None, None
+    try:
+        targets = load_targets(path)
+    except RematError as exc:
+        error = exc.message
+    watched = tuple(sorted({path, *_local(folder).values()}))
+    return targets, error, watched

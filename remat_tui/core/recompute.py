@@ -27,7 +27,8 @@ from remat_tui.core import jax_internals as ji
 from remat_tui.core.linemap import Recomputation
 
 # Linear primitives whose transpose rules compute from the cotangent (or move
-# data, 0 FLOPs), each exercised by tests/test_recompute.py.
+# data, 0 FLOPs), each exercised by tests/test_recompute.py. select_n only with
+# a boolean selector (see _compares_cases).
 TRANSPOSED_WITHOUT_WORK = frozenset(
     {
         "add",
@@ -83,7 +84,7 @@ def _walk(jaxpr, primal: set, tangent: set, in_remat: bool, found: Recomputation
             continue
         ins = [v for v in eqn.invars if isinstance(v, ji.Var)]
         if any(v in tangent for v in ins):
-            if eqn.primitive.name not in TRANSPOSED_WITHOUT_WORK:
+            if eqn.primitive.name not in TRANSPOSED_WITHOUT_WORK or _compares_cases(eqn):
                 raise _Unreadable(eqn.primitive.name)
             tangent.update(eqn.outvars)
         elif any(v in primal for v in ins):
@@ -92,6 +93,12 @@ def _walk(jaxpr, primal: set, tangent: set, in_remat: bool, found: Recomputation
                 found.count += 1
                 cost += flops.Count(flops.eqn_flops(eqn))
     return cost
+
+
+def _compares_cases(eqn) -> bool:
+    """A select_n whose selector is not boolean: its transpose compares the
+    selector with each case (`eq`), forward work the linear program lacks."""
+    return eqn.primitive.name == "select_n" and eqn.invars[0].aval.dtype != bool
 
 
 def _call(eqn, subs, primal: set, tangent: set, in_remat: bool, found) -> flops.Count:
