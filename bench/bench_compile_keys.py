@@ -18,17 +18,12 @@ Before the first `p`, the same keys are timed with nothing running.
 The app compiles a target loaded from a file in a child process
 (core/compile_process.py), killed and started afresh between rounds here so
 each round compiles again: nothing of the compile runs in this process.
-To say where the time goes when it does (a target without a file compiles
-in a thread), each press is tagged with the compile's phase:
-"python" (the worker thread tracing and lowering the gradient, in Python) or
-"xla" (inside XLA's compile call in this process, found by wrapping
-jax._src.compiler.backend_compile_and_load; XLA compiles in threads of its
-own, without the GIL); and with the UI thread's CPU time during it, the full
-garbage collections (generation 2, which stop every thread) overlapping it,
-and the worst lateness of a 5 ms sleep in a plain thread of the app (the GIL
-held elsewhere) and in another process (the machine's own load: 2 shared
-cores here). Monitors also record the worst lateness of a 10 ms sleep on the
-event loop, per phase.
+To say where a slow key's time goes, each press is recorded with the UI
+thread's CPU time during it, the full garbage collections (generation 2,
+which stop every thread) overlapping it, and the worst lateness of a 5 ms
+sleep in a plain thread of the app (the GIL held elsewhere) and in another
+process (the machine's own load: 2 shared cores here). Monitors also record
+the worst lateness of a 10 ms sleep on the event loop.
 
     cd bench && python bench_compile_keys.py [--target unrolled] [--rounds 3] [--interval 0.25]
 """
@@ -54,34 +49,6 @@ EXAMPLES = os.path.join(HERE, "..", "examples")
 BUDGET = 0.100
 KEYS = ["tab", "r", "down", "down", "o", "up", "o", "end", "home"]
 TIMEOUT = 5.0  # a key not answered by then counts as this (and is reported)
-
-
-class Phases:
-    """When XLA's compile call ran (wraps jax._src.compiler.backend_compile_and_load)."""
-
-    def __init__(self):
-        from jax._src import compiler
-
-        self.spans: list[list[float]] = []
-        self.cpu: list[float] = []  # the process's CPU seconds in each call (XLA's threads)
-        original = compiler.backend_compile_and_load
-
-        def timed(*args, **kwargs):
-            span, cpu = [time.perf_counter(), float("inf")], time.process_time()
-            self.spans.append(span)
-            try:
-                return original(*args, **kwargs)
-            finally:
-                span[1] = time.perf_counter()
-                self.cpu.append(time.process_time() - cpu)
-
-        compiler.backend_compile_and_load = timed
-
-    def at(self, t0: float, t1: float) -> str:
-        for start, end in self.spans:
-            if start <= t1 and t0 <= end:
-                return "xla" if start <= t0 else "python/xla"
-        return "python"
 
 
 class Collections:
@@ -199,7 +166,7 @@ async def run(path: str, name: str, interval: float, rounds: int) -> None:
     from remat_tui.app.main import RematApp
     from remat_tui.core import compiled as compiled_lib
 
-    phases, collections = Phases(), Collections()
+    collections = Collections()
     app = RematApp(path, name, show_timings=True)
     frames = instrument(app)["frames"]  # when each frame was written
     idle: list[tuple[str, float, float]] = []
@@ -244,7 +211,6 @@ async def run(path: str, name: str, interval: float, rounds: int) -> None:
                 during.append(
                     {
                         "key": key,
-                        "phase": phases.at(t0, t0 + handled),
                         "handled": handled,
                         "painted": painted,
                         "t0": t0,
@@ -274,7 +240,6 @@ async def run(path: str, name: str, interval: float, rounds: int) -> None:
             during=during,
             compiles=compiles,
             p_times=p_times,
-            phases=phases,
             collections=collections,
             loop_lag=loop_lag,
             thread_lag=thread_lag,
@@ -295,7 +260,6 @@ class Measured:
     during: list
     compiles: list
     p_times: list
-    phases: object
     collections: object
     loop_lag: object
     thread_lag: object
@@ -312,59 +276,43 @@ def report(m: Measured) -> None:
     print(
         "compiles: "
         + ", ".join(f"{c:.1f} s" for c in m.compiles)
-        + (
-            "; XLA's compile call in this process: "
-            + ", ".join(
-                f"{b - a:.1f} s ({cpu:.1f} s CPU in the process)"
-                for (a, b), cpu in zip(m.phases.spans, m.phases.cpu, strict=True)
-            )
-            if m.phases.spans
-            else " (in the child process)"
-        )
+        + " (in the child process)"
         + f"; p answered in at most {max(m.p_times) * 1e3:.1f} ms"
     )
     if m.failed:
         print("  (no compiled result: the compile failed or was superseded)")
     print(summary("idle, handled", [h for _, h, _ in m.idle]))
     print(summary("idle, painted", [p for _, _, p in m.idle]))
-    for phase in ("python", "python/xla", "xla"):
-        rows = [r for r in m.during if r["phase"] == phase]
-        if rows:
-            print(summary(f"compiling ({phase}), handled", [r["handled"] for r in rows]))
-            print(summary(f"compiling ({phase}), painted", [r["painted"] for r in rows]))
     handled_all = [r["handled"] for r in m.during]
-    print(summary("compiling (all), handled", handled_all))
-    print(summary("compiling (all), painted", [r["painted"] for r in m.during]))
+    print(summary("compiling, handled", handled_all))
+    print(summary("compiling, painted", [r["painted"] for r in m.during]))
     print(
-        "  slowest keys (phase; the UI thread's CPU time in it; full "
+        "  slowest keys (the UI thread's CPU time in it; full "
         "GCs within; worst lateness then of a 5 ms sleep in a thread of the app / in "
         "another process):"
     )
     for r in sorted(m.during, key=lambda r: -r["handled"])[:6]:
         print(
-            f"    {r['key']:<5} {r['handled'] * 1e3:6.0f} ms  ({r['phase']}; "
+            f"    {r['key']:<5} {r['handled'] * 1e3:6.0f} ms  ("
             f"UI thread's CPU {r['cpu'] * 1e3:.0f} ms; gc {r['gc'] * 1e3:.0f} ms; "
             f"thread {r['thread'] * 1e3:.0f} ms, "
             f"other process {r['other'] * 1e3:.0f} ms)"
         )
     for where, ui in (("the UI thread", True), ("other threads", False)):
-        for phase in ("python", "python/xla", "xla"):
-            full = [
-                (b - a, cpu)
-                for (a, b), cpu, on_ui in zip(
-                    m.collections.spans, m.collections.cpu, m.collections.threads, strict=True
-                )
-                if on_ui == ui
-                and m.phases.at(a, b) == phase
-                and any(w0 <= a <= w1 for w0, w1 in m.collections.windows)
-            ]
-            if full:
-                print(
-                    f"  full garbage collections in {where}, {phase} phase: {len(full)}, "
-                    f"worst {max(w for w, _ in full) * 1e3:.0f} ms (CPU in them: worst "
-                    f"{max(c for _, c in full) * 1e3:.0f} ms), "
-                    f"total {sum(w for w, _ in full):.2f} s"
-                )
+        full = [
+            (b - a, cpu)
+            for (a, b), cpu, on_ui in zip(
+                m.collections.spans, m.collections.cpu, m.collections.threads, strict=True
+            )
+            if on_ui == ui and any(w0 <= a <= w1 for w0, w1 in m.collections.windows)
+        ]
+        if full:
+            print(
+                f"  full garbage collections in {where} while compiling: {len(full)}, "
+                f"worst {max(w for w, _ in full) * 1e3:.0f} ms (CPU in them: worst "
+                f"{max(c for _, c in full) * 1e3:.0f} ms), "
+                f"total {sum(w for w, _ in full):.2f} s"
+            )
     for label, gaps in (
         ("a 10 ms sleep on the event loop", m.loop_lag.gaps),
         ("a 5 ms sleep in a thread of the app", m.thread_lag.gaps),
@@ -373,16 +321,12 @@ def report(m: Measured) -> None:
             [g for g in m.other_gaps if m.loop_lag.gaps and g[0] >= m.loop_lag.gaps[0][0]],
         ),
     ):
-        by_phase: dict[str, list[float]] = {}
-        for t, gap in gaps:
-            by_phase.setdefault(m.phases.at(t, t + gap), []).append(gap)
-        parts = ", ".join(
-            f"{ph}: worst {max(g) * 1e3:.0f} ms, "
-            f"p99 {statistics.quantiles(g, n=100)[98] * 1e3:.0f} ms"
-            for ph, g in sorted(by_phase.items())
-            if len(g) > 2
-        )
-        print(f"  lateness of {label}: {parts}")
+        lateness = [gap for _, gap in gaps]
+        if len(lateness) > 2:
+            print(
+                f"  lateness of {label}: worst {max(lateness) * 1e3:.0f} ms, "
+                f"p99 {statistics.quantiles(lateness, n=100)[98] * 1e3:.0f} ms"
+            )
     if not handled_all:
         verdict = "not measured (no key was pressed during a compile)"
     else:

@@ -11,11 +11,12 @@ import inspect
 import jax
 import jax.numpy as jnp
 import pytest
-from conftest import jax_saved_residuals
+from conftest import example, jax_saved_residuals
 from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
 from remat_tui.core import policies
+from remat_tui.core.loading import load_targets
 from remat_tui.errors import RematError
 
 SPECS = [
@@ -297,3 +298,12 @@ def test_a_function_without_a_checkpoint_cannot_take_a_policy():
 
     with pytest.raises(RematError, match=r"'unchecked' runs in this function but no jax"):
         remat_tui.analyze(loss, args=ARGS, sites={"unchecked": "dots_saveable"})
+
+
+def test_the_code_to_paste_says_when_a_sites_line_is_not_known():
+    # notebook.py's f4 is jax.checkpoint applied in remat_tui.target's call:
+    # no line of the user's made the checkpoint.
+    target = load_targets(example("notebook.py"))["f4"]
+    a = remat_tui.analyze(target, sites={1: "as_written"})
+    assert a.sites[0].source is None
+    assert a.python.splitlines()[0] == "# line not known (site 1)"

@@ -91,8 +91,8 @@ def analyze(
             call_kwargs,
             cancelled,
             here,
-            texts and not row_only,
-            row_only,
+            texts=texts and not row_only,
+            row_only=row_only,
         )
     result.trace_seconds = time.perf_counter() - start
     result.device = describe_device(dev)
@@ -317,7 +317,9 @@ def _snippet(target: Target, spec, sites: list, plan: dict) -> str:
     for site in sites:
         if site.id not in plan:
             continue
-        where = site.source.where() if site.source else "?"
+        # No line of the user's when the checkpoint is applied outside their
+        # code (a decorator of remat-tui's wrapping a jax.checkpoint, say).
+        where = site.source.where() if site.source else "line not known"
         override = plan[site.id]
         code = (
             f"{site.function}  # call it directly: no jax.checkpoint"

@@ -5,12 +5,15 @@ Why not a thread: lowering a large gradient is a second or more of Python. In
 a thread it shares the app's GIL and garbage collector, so keys pressed
 meanwhile wait (a full collection stops every thread). A child process
 shares neither, and cancelling it is real: it is killed, and a fresh one is
-started at once so the next compile does not wait for JAX to import.
+started at once (its JAX import overlaps whatever the app does next).
 
-The child loads the target from its file (again after each reload: the parent
-passes a token that changes with it), builds its arguments for the device and
-calls core/compiled.compile_costs: the numbers are the ones the CLI and the
-API give. Anything it prints goes nowhere: the app owns the terminal.
+The child imports the target file and its local modules afresh, as the app's
+hot reload does (core/loading.import_targets), whenever the parent's reload
+token changes; builds the arguments for the device; and calls
+core/compiled.compile_costs, so the numbers are the ones the CLI and the API
+give. It compiles the file as it is on disk: a save the app has not reloaded
+yet, or failed to reload, is compiled as saved. Anything the child prints
+goes nowhere: the app owns the terminal.
 """
 
 from __future__ import annotations
