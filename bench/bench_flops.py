@@ -24,7 +24,7 @@ import jax
 
 import remat_tui
 from remat_tui.core import flops, linemap, loading, policies
-from remat_tui.core import jax_internals as ji
+from remat_tui.core import jaxcompat as jc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -87,7 +87,7 @@ def main() -> None:
 
 
 def _eqns(jaxpr) -> int:
-    return sum(1 + sum(_eqns(sub) for sub in ji.sub_jaxprs(e)) for e in jaxpr.eqns)
+    return sum(1 for _ in jc.nested_eqns(jaxpr))
 
 
 if __name__ == "__main__":

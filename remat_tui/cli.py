@@ -123,10 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
         if argv and argv[0] == "report":
-            return run_report(report_parser().parse_args(argv[1:]))
+            opts = report_parser().parse_args(argv[1:])
+            _warn_if_untested_jax()
+            return run_report(opts)
         if argv and argv[0] in ("compare", "suggest", "diff"):
             from remat_tui import cli_costs
 
+            _warn_if_untested_jax()
             return cli_costs.run(argv[0], argv[1:])
         return run_app(app_parser().parse_args(argv))
     except RematError as exc:
@@ -134,6 +137,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _warn_if_untested_jax() -> None:
+    """Once per command, on stderr: this JAX is outside the tested range."""
+    from remat_tui.core.jaxcompat import untested_message
+
+    if message := untested_message():
+        print(f"remat-tui: warning: {message}", file=sys.stderr)
 
 
 def run_report(opts: argparse.Namespace) -> int:

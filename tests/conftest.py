@@ -16,6 +16,31 @@ import pytest
 import remat_tui.core.devices  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _snapshots_per_jax_line() -> None:
+    """The app's snapshots draw JAX's own jaxpr text and residual wording, which
+    change between JAX lines (0.11 prints `one_minus_square` where 0.10 saved
+    `tanh` and `sub`): JAX 0.11 and newer keep theirs in
+    tests/__snapshots_jax0.11__/, beside 0.10's tests/__snapshots__/."""
+    import re
+    from pathlib import Path
+
+    import jax
+    import pytest_textual_snapshot
+
+    if tuple(int(p) for p in re.findall(r"\d+", jax.__version__)[:2]) < (0, 11):
+        return
+    extension = pytest_textual_snapshot.SVGImageExtension
+
+    def dirname(cls, *, test_location) -> str:
+        folder = Path(test_location.filepath).parent / "__snapshots_jax0.11__"
+        return str(folder / test_location.basename)
+
+    extension.dirname = classmethod(dirname)
+
+
+_snapshots_per_jax_line()
 EXAMPLES = os.path.join(ROOT, "examples")
 
 

@@ -1,5 +1,6 @@
 """The core knows nothing of the terminal; the package root stays light."""
 
+import ast
 import subprocess
 import sys
 
@@ -29,16 +30,57 @@ def test_report_imports_no_textual():
     assert "textual" not in modules_after("import remat_tui.report")
 
 
-def test_one_jax_private_touch_point():
+# Private attributes of objects that are remat-tui's own, read on purpose.
+OWN_PRIVATE = {("registry", "_collector"), ("os", "_exit")}
+
+
+def jax_private_touches(tree: ast.AST) -> list[str]:
+    """What a module does with JAX's private structure: imports of jax._src,
+    reads of private attributes, equation params and primitive names."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names = [f"{node.module}.{a.name}" for a in node.names] if node.module else []
+            if any(n.startswith("jax._src") for n in [node.module or "", *names]):
+                found.append(f"line {node.lineno}: from {node.module} import ...")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("jax._src"):
+                    found.append(f"line {node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.Attribute):
+            base = ast.unparse(node.value)
+            private = node.attr.startswith("_") and not node.attr.startswith("__")
+            if private and base not in ("self", "cls") and (base, node.attr) not in OWN_PRIVATE:
+                found.append(f"line {node.lineno}: {base}.{node.attr}")
+            elif node.attr == "params" or (node.attr == "name" and base.endswith(".primitive")):
+                found.append(f"line {node.lineno}: {base}.{node.attr}")
+    return found
+
+
+def test_jax_private_structure_only_in_jaxcompat():
     import pathlib
 
     import remat_tui
 
     root = pathlib.Path(remat_tui.__file__).parent
-    users = sorted(
-        str(p.relative_to(root)) for p in root.rglob("*.py") if "jax._src" in p.read_text()
+    compat = root / "core" / "jaxcompat"
+    offenders = {
+        str(p.relative_to(root)): touches
+        for p in sorted(root.rglob("*.py"))
+        if compat not in p.parents and (touches := jax_private_touches(ast.parse(p.read_text())))
+    }
+    assert offenders == {}
+
+
+def test_the_hygiene_check_sees_what_it_must():
+    # The checker itself, on code that breaks each rule and code that does not.
+    bad = ast.parse(
+        "from jax._src import core\nimport jax._src.ad_checkpoint\nfrom jax import _src\n"
+        "x = eqn.params['jaxpr']\ny = eqn.primitive.name\nz = policy._fields\n"
     )
-    assert users == ["core/jax_internals.py"]
+    assert len(jax_private_touches(bad)) == 6
+    good = ast.parse("import jax\nself._x = r.primitive\nos._exit(0)\nv = a.__name__\n")
+    assert jax_private_touches(good) == []
 
 
 def test_app_draws_its_first_frame_before_jax_is_imported():

@@ -19,8 +19,8 @@ from test_sites import (
 )
 
 import remat_tui
-from remat_tui.core import jax_internals as ji
-from remat_tui.core import loading, recompute
+from remat_tui.core import jaxcompat as jc
+from remat_tui.core import loading
 from remat_tui.core.analysis import analyze
 from remat_tui.core.config import Config
 
@@ -186,19 +186,20 @@ def every_transposed_primitive(W, x):
 
 def tangent_primitives(linear) -> set[str]:
     """The primitives reading a tangent in `linear`, sub-jaxprs included."""
-    seen, tangent = set(), set(linear.invars)
+    seen, tangent = set(), set(linear.tangents)
 
     def walk(jaxpr, tangent):
         for eqn in jaxpr.eqns:
-            ins = [v for v in eqn.invars if isinstance(v, ji.Var)]
+            ins = [v for v in eqn.invars if isinstance(v, jc.Var)]
             if any(v in tangent for v in ins):
-                seen.add(eqn.primitive.name)
+                seen.add(jc.primitive_name(eqn))
                 tangent.update(eqn.outvars)
-            for sub in ji.sub_jaxprs(eqn):
-                pairs = zip(sub.invars, eqn.invars, strict=True)
-                walk(sub, tangent | {s for s, o in pairs if isinstance(o, ji.Var) and o in tangent})
+            for body in jc.bodies(eqn):
+                pairs = zip(body.jaxpr.invars, body.inputs, strict=True)
+                inner = {s for s, o in pairs if isinstance(o, jc.Var) and o in tangent}
+                walk(body.jaxpr, tangent | inner)
 
-    walk(linear, tangent)
+    walk(linear.jaxpr, tangent)
     return seen
 
 
@@ -207,8 +208,8 @@ def test_every_primitive_transposed_without_work_is_read_as_traced(policy):
     fn = ckpt(every_transposed_primitive, policy)
     args = (ARGS[0][0], ARGS[1])
     _, vjp = jax.vjp(fn, *args)
-    covered = tangent_primitives(ji.linear_jaxpr(vjp))
-    missing = recompute.TRANSPOSED_WITHOUT_WORK - covered
+    covered = tangent_primitives(jc.linear_program(vjp, len(args)))
+    missing = jc.primitives.TRANSPOSED_WITHOUT_WORK - covered
     assert not missing, f"not exercised by the test program: {sorted(missing)}"
     full, row = both_ways(remat_tui.Target(fn=fn, name="prims", args=args), "as_written")
     assert_same_costs(full, row)

@@ -181,6 +181,10 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         if message.device_error:
             self.show_error(message.device_error)
             self.start_warnings.append(message.device_error)
+        from remat_tui.core.jaxcompat import untested_message
+
+        if untested := untested_message():  # said once, with the first analysis
+            self.start_warnings.append(untested)
         if self.target_name is not None and self.target_name not in targets:
             self.show_error(
                 f"no target named {self.target_name!r} in {self.path}; "

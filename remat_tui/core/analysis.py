@@ -24,7 +24,7 @@ from jax.tree_util import tree_flatten, tree_unflatten
 
 import remat_tui
 from remat_tui.core import flops, linemap, policies, site_flops
-from remat_tui.core import jax_internals as ji
+from remat_tui.core import jaxcompat as jc
 from remat_tui.core import recompute as recompute_lib
 from remat_tui.core import sites as site_lib
 from remat_tui.core.config import Config
@@ -146,9 +146,8 @@ def _trace(
         )(*leaves)
         _check(cancelled)
         res_shapes, res_tree = tree_flatten(vjp_shape)
-        res_avals = [
-            v.aval for v in closed.jaxpr.outvars[len(closed.jaxpr.outvars) - len(res_shapes) :]
-        ]
+        outvars = jc.open_jaxpr(closed).outvars
+        res_avals = [v.aval for v in outvars[len(outvars) - len(res_shapes) :]]
         res_shapes = _keep_memory_space(res_shapes, res_avals, device)
         ct_shapes, ct_tree = tree_flatten(out_shape)
 
@@ -158,7 +157,7 @@ def _trace(
 
         # A row of costs needs the backward pass only for its recompute FLOPs,
         # and the linear program often tells them exactly (core/recompute.py).
-        linear = ji.linear_jaxpr(vjp_shape)
+        linear = jc.linear_program(vjp_shape, len(leaves))
         read = recompute_lib.from_linear(linear) if row_only and linear is not None else None
         backward_closed = (
             None if read is not None else jax.make_jaxpr(backward)(*res_shapes, *ct_shapes)
@@ -171,14 +170,15 @@ def _trace(
             f"{describe(exc)}{_hashing_hint(exc)}\n{user_traceback(exc)}"
         ) from None
     _check(cancelled)
-    fwd = closed.jaxpr
-    bwd = backward_closed.jaxpr if backward_closed is not None else None
+    fwd = jc.open_jaxpr(closed)
+    bwd = jc.open_jaxpr(backward_closed) if backward_closed is not None else None
     # A checkpoint of the user's that is differentiated leaves a remat equation
     # in the linear program as it does in the backward pass.
-    if primal is None and _has_user_checkpoint(bwd if bwd is not None else linear):
+    if primal is None and _has_user_checkpoint(bwd if bwd is not None else linear.jaxpr):
         primal = primal_program(target, leaves, in_tree, device, prefer_dir)
     found_sites = primal.sites if primal is not None else []
-    found = find_residuals(fwd, len(res_shapes), ji.arg_names(target.fn, args, kwargs))
+    names = jc.residual_words.arg_names(target.fn, args, kwargs)
+    found = find_residuals(fwd, len(res_shapes), names)
     origins = Origins(prefer_dir, found_sites)
     for fr in found:
         fr.residual = replace(
@@ -210,7 +210,7 @@ def _trace(
         backward = JaxprView("", [], {}, recompute_eqns=recompute.count)
     # Without a backward pass, a name only recomputed is found in the linear
     # program, where the recomputation comes from; sites get no FLOPs.
-    names = named_values(fwd, bwd if bwd is not None else linear)
+    names = named_values(fwd, bwd if bwd is not None else linear.jaxpr)
     shown_sites = [
         replace(f.site, override=plan[f.site.id].canonical if f.site.id in plan else None)
         for f in found_sites
@@ -264,7 +264,7 @@ def configured_function(
         # the next policy then re-uses JAX's trace of it (Primal.evaluator).
         primal = primal_program(target, leaves, in_tree, device, _target_dir(target))
         plan = site_lib.resolve_overrides(
-            primal.sites, config.site_overrides, target.policies, primal.closed.jaxpr
+            primal.sites, config.site_overrides, target.policies, jc.open_jaxpr(primal.closed)
         )
         flat_fn = primal.evaluator(plan, target.policies)
     else:
@@ -301,10 +301,7 @@ def _has_user_checkpoint(bwd) -> bool:
     re-enters a checkpoint the user wrote: every differentiated site leaves a
     remat equation there. (Asked only with no outer policy: under one, the
     primal program is traced anyway.)"""
-    for eqn in bwd.eqns:
-        if ji.is_remat(eqn) or any(_has_user_checkpoint(sub) for sub in ji.sub_jaxprs(eqn)):
-            return True
-    return False
+    return any(jc.is_remat(eqn) for eqn, _ in jc.nested_eqns(bwd))
 
 
 def _snippet(target: Target, spec, sites: list, plan: dict) -> str:
@@ -350,12 +347,12 @@ def _hashing_hint(exc: Exception) -> str:
 def _keep_memory_space(shapes: list, avals: list, device) -> list:
     """`return_shape` drops where a residual lives; an offloaded one must reach the
     backward trace in host memory, or the backward pane would show it on device."""
-    if not any(ji.is_host(a) for a in avals):
+    if not any(jc.is_host(a) for a in avals):
         return shapes
     mesh = Mesh(np.array([device]), ("remat_tui",))
     host = NamedSharding(mesh, PartitionSpec(), memory_kind="pinned_host")
     return [
-        jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=host) if ji.is_host(a) else s
+        jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=host) if jc.is_host(a) else s
         for s, a in zip(shapes, avals, strict=True)
     ]
 
@@ -369,7 +366,7 @@ def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
     readers: dict[Any, list[int]] = {}  # backward input var -> top-level eqns reading it
     for k, eqn in enumerate(bwd.eqns):
         for v in eqn.invars:
-            if isinstance(v, ji.Var):
+            if isinstance(v, jc.Var):
                 readers.setdefault(v, []).append(k)
     out = []
     for idx, fr in enumerate(found):

@@ -157,9 +157,9 @@ def _libtpu_without_chips() -> None:
     """
     if not libtpu_installed():
         return
-    from remat_tui.core import jax_internals as ji
+    from remat_tui.core.jaxcompat.program import tpu_chips_here
 
-    if ji.tpu_chips_here() != 0:
+    if tpu_chips_here() != 0:
         return
     os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-4")
     os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")

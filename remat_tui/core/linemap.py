@@ -1,6 +1,6 @@
 """Provides the line maps of the two jaxpr panes.
 
-From the printer's source map (see jax_internals.format_jaxpr) we know which
+From the printer's source map (see jaxcompat.format_jaxpr) we know which
 equation each printed line belongs to. From that: which forward lines define
 residuals, which backward lines read them, which backward lines recompute
 forward work, and the user's source line behind every equation line.
@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 
 from remat_tui.core import flops
-from remat_tui.core import jax_internals as ji
+from remat_tui.core import jaxcompat as jc
+from remat_tui.core.jaxcompat.primitives import eqn_flops, has_own_rule
 from remat_tui.core.model import JaxprView, Source
 
 _BINDER = re.compile(r"([A-Za-z_]\w*):\S+")
@@ -23,7 +24,7 @@ class Layout:
     """Where each top-level equation and input variable was printed."""
 
     lines: list[str]
-    regions: list[list[ji.Region]]  # per line: (start, end, equation) drawn there
+    regions: list[list[jc.Region]]  # per line: (start, end, equation) drawn there
     # top-level equation index -> its own regions (line, start, end), in order
     own: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
     header: dict[str, int] = field(default_factory=dict)  # binder name -> line
@@ -44,7 +45,7 @@ class Layout:
 
 
 def layout(jaxpr) -> tuple[str, Layout]:
-    text, regions = ji.format_jaxpr(jaxpr)
+    text, regions = jc.format_jaxpr(jaxpr)
     lay = Layout(text.split("\n"), regions)
     for i, line_regions in enumerate(regions):
         for start, end, ref in line_regions:
@@ -117,7 +118,7 @@ class _SourceLookup:
             return None
         key = id(ref.eqn)
         if key not in self._by_eqn:
-            self._by_eqn[key] = ji.user_source(ref.eqn.source_info)
+            self._by_eqn[key] = jc.user_source(ref.eqn.source_info)
         return self._by_eqn[key]
 
 
@@ -145,11 +146,18 @@ def _mark(jaxpr, primal: set, ct: set, in_remat: bool, found: Recomputation) -> 
     """Marks the recomputing equations of `jaxpr`; returns their FLOPs (one run)."""
     cost = flops.Count()
     for eqn in jaxpr.eqns:
-        ins = [v for v in eqn.invars if isinstance(v, ji.Var)]
+        calls = jc.bodies(eqn)
+        leaf = not calls or has_own_rule(eqn)  # as flops.is_leaf
+        ins = [v for v in eqn.invars if isinstance(v, jc.Var)]
         uses_ct = any(v in ct for v in ins)
         uses_primal = any(v in primal for v in ins)
-        calls = list(_calls(eqn))
-        leaf = not calls or flops.has_own_rule(eqn)  # as flops.is_leaf, calls known
+        if uses_ct and uses_primal and jc.primitives.is_barrier(eqn):
+            # remat3 pins residuals and cotangents behind one barrier: each
+            # output is its own input, so residuals stay residuals.
+            for i, o in zip(eqn.invars, eqn.outvars, strict=True):
+                if isinstance(i, jc.Var):
+                    (ct if i in ct else primal if i in primal else set()).add(o)
+            continue
         if uses_ct:
             ct.update(eqn.outvars)
         elif uses_primal:
@@ -158,36 +166,23 @@ def _mark(jaxpr, primal: set, ct: set, in_remat: bool, found: Recomputation) -> 
                 found.eqn_ids.add(id(eqn))
                 found.count += not calls
                 if leaf:
-                    cost += flops.Count(flops.eqn_flops(eqn))
-        inner_remat = in_remat or ji.is_remat(eqn)
+                    cost += flops.Count(eqn_flops(eqn))
+        inner_remat = in_remat or jc.is_remat(eqn)
         inner: list[tuple] = []
-        for sub, outer in calls:
-            if outer is None:  # unknown calling convention: be conservative
+        for body in calls:
+            sub = body.jaxpr
+            if body.inputs is None:  # unknown calling convention: be conservative
                 sub_ct = set(sub.invars) if uses_ct else set()
                 sub_primal = set(sub.invars) if uses_primal and not uses_ct else set()
             else:
                 pairs = [
-                    (s, o) for s, o in zip(sub.invars, outer, strict=True) if isinstance(o, ji.Var)
+                    (s, o)
+                    for s, o in zip(sub.invars, body.inputs, strict=True)
+                    if isinstance(o, jc.Var)
                 ]
                 sub_ct = {s for s, o in pairs if o in ct}
                 sub_primal = {s for s, o in pairs if o in primal}
-            inner.append((sub, _mark(sub, sub_primal, sub_ct, inner_remat, found)))
+            inner.append((body, _mark(sub, sub_primal, sub_ct, inner_remat, found)))
         if inner and not leaf:  # scan x length, cond's costliest branch, ...
             cost += flops.combine(eqn, inner)
     return cost
-
-
-def _calls(eqn):
-    """(sub-jaxpr, the equation inputs bound to its inputs, or None if unknown)."""
-    name, params, invars = eqn.primitive.name, eqn.params, list(eqn.invars)
-    if name == "while":
-        cond_n, body_n = params["cond_nconsts"], params["body_nconsts"]
-        carry = invars[cond_n + body_n :]
-        yield params["cond_jaxpr"].jaxpr, invars[:cond_n] + carry
-        yield params["body_jaxpr"].jaxpr, invars[cond_n : cond_n + body_n] + carry
-    elif name == "cond":  # the first input picks the branch
-        for branch in params["branches"]:
-            yield branch.jaxpr, invars[1:]
-    else:  # call-like (remat, jit, scan, custom_jvp/vjp): inputs passed one to one
-        for sub in ji.sub_jaxprs(eqn):
-            yield sub, invars if len(sub.invars) == len(invars) else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from remat_tui.core import jax_internals as ji
+from remat_tui.core import jaxcompat as jc
 from remat_tui.core.model import NamedValue
 from remat_tui.core.residuals import aval_bytes
 
@@ -19,7 +19,7 @@ def named_values(fwd, bwd) -> list[NamedValue]:
     out = []
     for name in dict.fromkeys([*fwd_eqns, *bwd_eqns]):
         eqns = fwd_eqns.get(name) or bwd_eqns[name]
-        avals = tuple(dict.fromkeys(ji.short(e.outvars[0].aval) for e, _ in eqns))
+        avals = tuple(dict.fromkeys(jc.short(e.outvars[0].aval) for e, _ in eqns))
         first = eqns[0][0]
         out.append(
             NamedValue(
@@ -27,7 +27,7 @@ def named_values(fwd, bwd) -> list[NamedValue]:
                 avals=avals,
                 bytes=aval_bytes(first.outvars[0].aval),
                 count=len(eqns),
-                source=ji.user_source(first.source_info),
+                source=jc.user_source(first.source_info),
                 total_bytes=sum(aval_bytes(e.outvars[0].aval) * trip for e, trip in eqns),
             )
         )
@@ -38,16 +38,8 @@ def name_eqns(jaxpr) -> dict[str, list[tuple[Any, int]]]:
     """name -> [(equation, how many times it runs: the product of enclosing scan
     lengths)]. A body shared by several equations is walked once per use."""
     found: dict[str, list] = {}
-
-    def walk(j, trip: int):
-        for eqn in j.eqns:
-            name = ji.checkpoint_name(eqn)
-            if name is not None:
-                found.setdefault(name, []).append((eqn, trip))
-            length = ji.scan_length(eqn)
-            inner = trip * length if length is not None else trip
-            for sub in ji.sub_jaxprs(eqn):
-                walk(sub, inner)
-
-    walk(jaxpr, 1)
+    for eqn, trip in jc.nested_eqns(jaxpr):
+        name = jc.checkpoint_name(eqn)
+        if name is not None:
+            found.setdefault(name, []).append((eqn, trip))
     return found

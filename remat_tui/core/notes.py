@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from remat_tui.core import jax_internals as ji
+from remat_tui.core import jaxcompat as jc
 from remat_tui.core import policies
 from remat_tui.core.model import Analysis
 
@@ -87,16 +87,9 @@ def count_dots(jaxpr) -> tuple[int, int]:
     """(dot_general equations, those without batch dimensions), bodies included:
     what tells whether a dots-without-batch-dims policy can save anything."""
     total = unbatched = 0
-    for eqn in _all_eqns(jaxpr):
-        if eqn.primitive.name == "dot_general":
+    for eqn, _ in jc.nested_eqns(jaxpr):
+        batch = jc.primitives.dot_batch_dims(eqn)
+        if batch is not None:
             total += 1
-            (_, _), (lhs_batch, rhs_batch) = eqn.params["dimension_numbers"]
-            unbatched += not lhs_batch and not rhs_batch
+            unbatched += not batch[0] and not batch[1]
     return total, unbatched
-
-
-def _all_eqns(jaxpr):
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for sub in ji.sub_jaxprs(eqn):
-            yield from _all_eqns(sub)

@@ -11,11 +11,9 @@ aval is the body's.
 
 from __future__ import annotations
 
-from remat_tui.core import jax_internals as ji
+from remat_tui.core import jaxcompat as jc
 from remat_tui.core.model import Origin, Source
 
-# JAX inserts these around a saved value; the value itself comes from before.
-_COPIES = {"reduce_precision", "device_put", "copy", "copy_p", "optimization_barrier"}
 _MAX_STEPS = 64  # a guard against carry cycles: each step descends or looks through
 
 
@@ -34,12 +32,12 @@ class Origins:
         # Bodies traced inside libraries (jnp's own jitted helpers, nnx.scan)
         # may carry no frame of the user's: the line that entered them stands in.
         source = (
-            ji.own_source(eqn.source_info, self.prefer_dir, fallback=False)
+            jc.own_source(eqn.source_info, self.prefer_dir, fallback=False)
             or outer
-            or ji.user_source(eqn.source_info)
+            or jc.user_source(eqn.source_info)
         )
         return Origin(
-            primitive=eqn.primitive.name,
+            primitive=jc.primitive_name(eqn),
             name=name,
             source=source,
             trip_count=trip,
@@ -52,55 +50,55 @@ class Origins:
         the user's line of the innermost body entered)."""
         name, trip, per_iteration, outer = None, None, None, None
         for _ in range(_MAX_STEPS):
-            if not isinstance(var, ji.Var):
+            if not isinstance(var, jc.Var):
                 return None, name, trip, per_iteration, outer
             produced = self._producer(jaxpr, var)
             if produced is None:  # an input of this body
                 return None, name, trip, per_iteration, outer
             eqn, k = produced
-            label = ji.checkpoint_name(eqn)
-            if label is not None or eqn.primitive.name in _COPIES:
+            label = jc.checkpoint_name(eqn)
+            if label is not None or jc.primitives.is_copy(eqn):
                 name = name or label
                 var = eqn.invars[0]
                 continue
             inner = self._inner(eqn, k)
             if inner is None:
                 return eqn, name, trip, per_iteration, outer
-            outer = ji.own_source(eqn.source_info, self.prefer_dir, fallback=False) or outer
+            outer = jc.own_source(eqn.source_info, self.prefer_dir, fallback=False) or outer
             body, inner_var, length = inner
             if length is not None:
                 trip = (trip or 1) * length
-                per_iteration = per_iteration or ji.short(inner_var.aval)
+                per_iteration = per_iteration or jc.short(inner_var.aval)
             jaxpr, var = body, inner_var
         return None, name, trip, per_iteration, outer
 
     def _inner(self, eqn, k):
         """(body, the body's variable for output k, scan length or None), or
         None when the equation computes the value itself."""
-        prim = eqn.primitive.name
-        if prim == "scan":
-            body = eqn.params["jaxpr"].jaxpr
-            num_carry = eqn.params["num_carry"]
-            length = eqn.params["length"] if k >= num_carry else None
-            return body, self._through_carry(body, body.outvars[k], eqn.params), length
-        if prim == "cond":
+        held = jc.bodies(eqn)
+        layout = jc.scan_layout(eqn)
+        if layout is not None:
+            (scan,) = held
+            num_consts, num_carry = layout
+            length = scan.runs if k >= num_carry else None
+            out = self._through_carry(scan.jaxpr, scan.jaxpr.outvars[k], num_consts, num_carry)
+            return scan.jaxpr, out, length
+        if held and all(b.alternative for b in held):
             # Every branch outputs it; the first that computes it (not just
             # passes an input through) says where.
-            for branch in eqn.params["branches"]:
+            for branch in held:
                 out = branch.jaxpr.outvars[k]
                 if self._producer(branch.jaxpr, out) is not None:
                     return branch.jaxpr, out, None
             return None
-        subs = [sub for _, _, sub in ji.sub_jaxpr_slots(eqn)]
-        if len(subs) == 1 and len(subs[0].outvars) == len(eqn.outvars):
-            return subs[0], subs[0].outvars[k], None
+        if len(held) == 1 and held[0].outputs:
+            return held[0].jaxpr, held[0].jaxpr.outvars[k], None
         return None
 
-    def _through_carry(self, body, var, params):
+    def _through_carry(self, body, var, num_consts: int, num_carry: int):
         """A stacked scan output that is a carry input is the carry's value each
         iteration: what the body computes for that carry."""
-        num_consts, num_carry = params["num_consts"], params["num_carry"]
-        if isinstance(var, ji.Var) and var in body.invars:
+        if isinstance(var, jc.Var) and var in body.invars:
             j = body.invars.index(var) - num_consts
             if 0 <= j < num_carry:
                 return body.outvars[j]

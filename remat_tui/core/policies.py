@@ -75,13 +75,13 @@ class PolicySpec:
             return f"{fn_name}  # as written: no outer jax.checkpoint"
         if self.declared:
             return f"jax.checkpoint({fn_name}, policy={self.kind})"
-        return f"jax.checkpoint({fn_name}, policy={self._expr()})"
+        return f"jax.checkpoint({fn_name}, policy={self.expression()})"
 
-    def _expr(self) -> str:
+    def expression(self) -> str:
         if self.declared:  # the target's own policy: a name in the user's module
             return self.kind
         if self.kind == BOTH:
-            inner = ", ".join(p._expr() for p in self.parts)
+            inner = ", ".join(p.expression() for p in self.parts)
             return f"jax.checkpoint_policies.{BOTH}({inner})"
         return f"jax.checkpoint_policies.{self.canonical}"
 
@@ -332,43 +332,25 @@ def from_jax(policy, declared: dict[str, Callable] | None = None) -> PolicySpec 
     """The spec of a policy object found in a traced program (a site's policy),
     or None when it is not one remat-tui can name (a user-written callable the
     target did not declare). `None` is JAX's default: nothing_saveable."""
-    import inspect
+    from remat_tui.core.jaxcompat import policy_objects
 
-    import jax
-
-    cp = jax.checkpoint_policies
-    if policy is None or policy is cp.nothing_saveable:
-        return PolicySpec("nothing_saveable")
     for name, fn in (declared or {}).items():
-        if fn is policy:
+        if fn is policy and policy is not None:
             return PolicySpec(name, declared=True)
-    if policy is cp.everything_saveable:
-        return PolicySpec("everything_saveable")
-    kind = type(policy).__name__
-    if kind == "DotsSaveable":
-        no_batch = policy.only_if_no_batch_dims
-        return PolicySpec("dots_with_no_batch_dims_saveable" if no_batch else "dots_saveable")
-    if kind == "SaveOnlyTheseNames":
-        return PolicySpec("save_only_these_names", names=_sorted_unique(policy.saveable_names))
-    if kind == "SaveAnyNamesButThese":
-        return PolicySpec("save_any_names_but_these", names=_sorted_unique(policy.names))
-    factory = getattr(policy, "__qualname__", "").split(".<locals>.")[0]
-    if factory not in (OFFLOAD_NAMES, OFFLOAD_DOTS, BOTH):
+    described = policy_objects.describe(policy)
+    if described is None:
         return None
-    # JAX builds these three as closures over the factory's arguments.
-    bound = inspect.getclosurevars(policy).nonlocals
-    if factory == OFFLOAD_DOTS:
-        return PolicySpec(OFFLOAD_DOTS, src=bound["offload_src"], dst=bound["offload_dst"])
-    if factory == OFFLOAD_NAMES:
-        return PolicySpec(
-            OFFLOAD_NAMES,
-            names=_sorted_unique(bound["names_which_can_be_saved"]),
-            offloaded=_sorted_unique(bound["names_which_can_be_offloaded"]),
-            src=bound["offload_src"],
-            dst=bound["offload_dst"],
-        )
-    parts = tuple(from_jax(bound[k], declared) for k in ("policy_1", "policy_2"))
-    return None if None in parts else PolicySpec(BOTH, parts=parts)
+    kind, args = described
+    if kind == BOTH:
+        parts = tuple(from_jax(p, declared) for p in args["parts"])
+        return None if None in parts else PolicySpec(BOTH, parts=parts)
+    return PolicySpec(
+        kind,
+        names=_sorted_unique(list(args.get("names", ()))),
+        offloaded=_sorted_unique(list(args.get("offloaded", ()))),
+        src=args.get("src", "device"),
+        dst=args.get("dst", "pinned_host"),
+    )
 
 
 def describe_jax(policy, declared: dict[str, Callable] | None = None) -> str:

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 from jax.tree_util import tree_structure, tree_unflatten
 
-from remat_tui.core import jax_internals as ji
+from remat_tui.core import jaxcompat as jc
 from remat_tui.core import sites as site_lib
 from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
@@ -44,11 +44,11 @@ class Primal:
         if run is not None:
             self.evaluators.move_to_end(key)
         else:
-            jaxpr = site_lib.rewrite(self.closed.jaxpr, self.sites, plan, declared)
-            consts, out_tree = self.closed.consts, self.out_tree
+            jaxpr = site_lib.rewrite(jc.open_jaxpr(self.closed), self.sites, plan, declared)
+            consts, out_tree = jc.consts_of(self.closed), self.out_tree
 
             def run(*flat):
-                return tree_unflatten(out_tree, ji.eval_jaxpr(jaxpr, consts, *flat))
+                return tree_unflatten(out_tree, jc.eval_jaxpr(jaxpr, consts, *flat))
 
             self.evaluators[key] = run
             if len(self.evaluators) > EVALUATORS:
@@ -89,7 +89,7 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
         fn=target.fn,
         closed=closed,
         out_tree=tree_structure(out_shape),
-        sites=site_lib.find_sites(closed.jaxpr, target.policies, prefer_dir),
+        sites=site_lib.find_sites(jc.open_jaxpr(closed), target.policies, prefer_dir),
     )
     with _lock:
         _cache[key] = primal

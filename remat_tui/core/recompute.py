@@ -11,7 +11,8 @@ which is what `linemap.recomputation` counts there. This holds while
 - every checkpoint in the linear program is top level (a nested one is
   transposed inside its parent's transposition and re-runs work again), and
   the only other calls are `jit`s, whose outputs are followed one by one;
-- every equation that reads a tangent is a primitive in `TRANSPOSED_WITHOUT_WORK`:
+- every equation that reads a tangent is a primitive in
+  `jaxcompat.primitives.TRANSPOSED_WITHOUT_WORK`:
   its transpose reads the cotangent and adds no forward work (a custom_vjp's
   backward function, say, may recompute from residuals).
 
@@ -23,52 +24,23 @@ checks the reading against that trace.
 from __future__ import annotations
 
 from remat_tui.core import flops
-from remat_tui.core import jax_internals as ji
+from remat_tui.core import jaxcompat as jc
+from remat_tui.core.jaxcompat.primitives import eqn_flops, transposes_without_work
 from remat_tui.core.linemap import Recomputation
-
-# Linear primitives whose transpose rules compute from the cotangent (or move
-# data, 0 FLOPs), each exercised by tests/test_recompute.py. select_n only with
-# a boolean selector (see _compares_cases).
-TRANSPOSED_WITHOUT_WORK = frozenset(
-    {
-        "add",
-        "add_any",
-        "sub",
-        "neg",
-        "mul",
-        "div",
-        "dot_general",
-        "broadcast_in_dim",
-        "reduce_sum",
-        "reshape",
-        "transpose",
-        "select_n",
-        "convert_element_type",
-        "squeeze",
-        "gather",
-        "slice",
-        "dynamic_slice",
-        "dynamic_update_slice",
-        "concatenate",
-        "pad",
-        "cumsum",
-        "copy",
-    }
-)
 
 
 class _Unreadable(Exception):
     """The linear program holds something whose transposition is not modelled."""
 
 
-def from_linear(linear) -> Recomputation | None:
-    """What the backward pass of `linear` (the jaxpr of a `jax.vjp`: residuals
-    as its constvars, tangents as its invars) re-runs: its equation count and
-    FLOPs as `linemap.recomputation` counts them there (no equation ids: there
-    is no backward jaxpr), or None when only tracing the backward pass can tell."""
+def from_linear(linear: jc.Linear) -> Recomputation | None:
+    """What the backward pass of `linear` (the linear program of a `jax.vjp`)
+    re-runs: its equation count and FLOPs as `linemap.recomputation` counts
+    them there (no equation ids: there is no backward jaxpr), or None when
+    only tracing the backward pass can tell."""
     found = Recomputation()
     try:
-        cost = _walk(linear, set(linear.constvars), set(linear.invars), False, found)
+        cost = _walk(linear.jaxpr, set(linear.residuals), set(linear.tangents), False, found)
     except _Unreadable:
         return None
     found.flops, found.flops_exact = cost.flops, cost.exact
@@ -78,42 +50,36 @@ def from_linear(linear) -> Recomputation | None:
 def _walk(jaxpr, primal: set, tangent: set, in_remat: bool, found: Recomputation) -> flops.Count:
     cost = flops.Count()
     for eqn in jaxpr.eqns:
-        subs = list(ji.sub_jaxprs(eqn))
-        if subs:
-            cost += _call(eqn, subs, primal, tangent, in_remat, found)
+        held = jc.bodies(eqn)
+        if held:
+            cost += _call(eqn, held, primal, tangent, in_remat, found)
             continue
-        ins = [v for v in eqn.invars if isinstance(v, ji.Var)]
+        ins = [v for v in eqn.invars if isinstance(v, jc.Var)]
         if any(v in tangent for v in ins):
-            if eqn.primitive.name not in TRANSPOSED_WITHOUT_WORK or _compares_cases(eqn):
-                raise _Unreadable(eqn.primitive.name)
+            if not transposes_without_work(eqn):
+                raise _Unreadable(jc.primitive_name(eqn))
             tangent.update(eqn.outvars)
         elif any(v in primal for v in ins):
             primal.update(eqn.outvars)
             if in_remat:
                 found.count += 1
-                cost += flops.Count(flops.eqn_flops(eqn))
+                cost += flops.Count(eqn_flops(eqn))
     return cost
 
 
-def _compares_cases(eqn) -> bool:
-    """A select_n whose selector is not boolean: its transpose compares the
-    selector with each case (`eq`), forward work the linear program lacks."""
-    return eqn.primitive.name == "select_n" and eqn.invars[0].aval.dtype != bool
-
-
-def _call(eqn, subs, primal: set, tangent: set, in_remat: bool, found) -> flops.Count:
+def _call(eqn, held, primal: set, tangent: set, in_remat: bool, found) -> flops.Count:
     """A jit, or a top-level checkpoint: its body walked with its inputs' kinds,
     and each output taking the kind of the body's output it is."""
-    remat = ji.is_remat(eqn)
-    if not (eqn.primitive.name == "jit" or (remat and not in_remat)) or len(subs) != 1:
-        raise _Unreadable(eqn.primitive.name)
-    (body,) = subs
-    pairs = [(s, o) for s, o in zip(body.invars, eqn.invars, strict=True) if isinstance(o, ji.Var)]
+    remat = jc.is_remat(eqn)
+    if not (jc.is_jit(eqn) or (remat and not in_remat)) or len(held) != 1:
+        raise _Unreadable(jc.primitive_name(eqn))
+    body = held[0].jaxpr
+    pairs = [(s, o) for s, o in zip(body.invars, eqn.invars, strict=True) if isinstance(o, jc.Var)]
     inner_primal = {s for s, o in pairs if o in primal}
     inner_tangent = {s for s, o in pairs if o in tangent}
     cost = _walk(body, inner_primal, inner_tangent, in_remat or remat, found)
     for inner, outer in zip(body.outvars, eqn.outvars, strict=True):
-        if not isinstance(inner, ji.Var):
+        if not isinstance(inner, jc.Var):
             continue
         if inner in inner_tangent:
             tangent.add(outer)

@@ -1,8 +1,7 @@
 """Provides the residual list, computed the way `print_saved_residuals` does.
 
-The order and wording mirror JAX's private `ad_checkpoint._saved_residuals`
-(literals, constants, arguments, then equation outputs in program order);
-tests compare the result with JAX's own output at run time.
+The order and wording are JAX's (jaxcompat.residual_words); tests compare the
+result with JAX's own output at run time.
 """
 
 from __future__ import annotations
@@ -13,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from remat_tui.core import jax_internals as ji
+from remat_tui.core import jaxcompat as jc
+from remat_tui.core.jaxcompat import residual_words as words
 from remat_tui.core.model import Residual, Source
 
 
@@ -32,11 +32,11 @@ def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[Foun
     res_outvars = jaxpr.outvars[len(jaxpr.outvars) - num_res :]
     names = arg_names or ("unknown",) * len(jaxpr.invars)
     # JAX looks through reduce_precision to the equation that produced the value.
-    subst = {e.outvars[0]: e.invars[0] for e in jaxpr.eqns if ji.is_reduce_precision(e)}
+    subst = words.looked_through(jaxpr)
     positions: dict[Any, list[int]] = {}
     literals = []
     for i, v in enumerate(res_outvars):
-        if isinstance(v, ji.Literal):
+        if isinstance(v, jc.Literal):
             literals.append((v, i))
         else:
             positions.setdefault(subst.get(v, v), []).append(i)
@@ -45,7 +45,7 @@ def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[Foun
 
     def add(var, text_tail, kind, eqn_index=None, pos=None, **extra):
         aval = var.aval
-        text = f"{ji.short(aval)} {text_tail}"
+        text = f"{jc.short(aval)} {text_tail}"
         found.append(
             FoundResidual(
                 _residual(aval, text, kind, **extra),
@@ -56,48 +56,21 @@ def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[Foun
         )
 
     for lit, i in literals:
-        add(lit, "from a literal", "literal", pos=[i])
+        add(lit, words.LITERAL, "literal", pos=[i])
     for v in jaxpr.constvars:
         if v in positions:
-            add(v, "from a constant", "constant")
+            add(v, words.CONSTANT, "constant")
     for i, v in enumerate(jaxpr.invars):
         if v in positions:
-            # JAX's fallback wording is a plain string with a literal "{i}" in it.
-            tail = (
-                f"from the argument {names[i]}"
-                if names[i]
-                else "from the argument at flattened index {i}"
-            )
-            add(v, tail, "argument", argument=names[i] or None)
+            add(v, words.argument(names[i]), "argument", argument=names[i] or None)
     producers = _Producers(jaxpr)
     for k, eqn in enumerate(jaxpr.eqns):
         for v in eqn.outvars:
             if v not in positions:
                 continue
-            src = ji.summarize(eqn.source_info)
+            kind, tail, name = words.output(eqn, jc.summarize(eqn.source_info))
             source = _source(eqn, producers)
-            prim = eqn.primitive.name
-            if name := ji.checkpoint_name(eqn):  # JAX tests the name's truth, so '' is not one
-                add(
-                    v,
-                    f"named '{name}' from {src}",
-                    "named",
-                    k,
-                    name=name,
-                    source=source,
-                    primitive=prim,
-                )
-            elif prim == "jit":
-                add(
-                    v,
-                    f"output of jitted function '{eqn.params['name']}' from {src}",
-                    "jit_output",
-                    k,
-                    source=source,
-                    primitive=prim,
-                )
-            else:
-                add(v, f"output of {prim} from {src}", "output", k, source=source, primitive=prim)
+            add(v, tail, kind, k, name=name, source=source, primitive=jc.primitive_name(eqn))
     return found
 
 
@@ -118,9 +91,9 @@ def _source(eqn, producers: _Producers) -> Source | None:
     """The user's line behind an equation. JAX inserts the device_put of an
     offloaded value with no line of its own: it gets the line of the value's."""
     seen = 0
-    while (source := ji.user_source(eqn.source_info)) is None and seen < 8:
+    while (source := jc.user_source(eqn.source_info)) is None and seen < 8:
         value = eqn.invars[0] if eqn.invars else None
-        if eqn.primitive.name != "device_put" or not isinstance(value, ji.Var):
+        if not jc.primitives.is_device_put(eqn) or not isinstance(value, jc.Var):
             return None
         producer = producers[value]
         if producer is None:
@@ -141,11 +114,11 @@ def aval_bytes(aval) -> int:
 def _residual(aval, text, kind, primitive=None, name=None, argument=None, source=None):
     return Residual(
         text=text,
-        aval=ji.short(aval),
+        aval=jc.short(aval),
         shape=tuple(int(d) for d in aval.shape),
         dtype=str(aval.dtype),
         bytes=aval_bytes(aval),
-        memory="host" if ji.is_host(aval) else "device",
+        memory="host" if jc.is_host(aval) else "device",
         kind=kind,
         primitive=primitive,
         name=name,

@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from remat_tui.core import flops, policies
-from remat_tui.core import jax_internals as ji
+from remat_tui.core import jaxcompat as jc
+from remat_tui.core.jaxcompat.primitives import eqn_flops, has_own_rule
 from remat_tui.core.model import Site, SiteFlops
 
 
@@ -38,7 +39,7 @@ def attach(sites: list[Site], primal, bwd, recompute, prefer_dir, declared) -> l
     matched = set(owners.values())
     out = []
     for site, found in zip(sites, primal.sites, strict=True):
-        body = _site_eqn(primal.closed.jaxpr, found).params["jaxpr"]
+        body = jc.remat_body(_site_eqn(jc.open_jaxpr(primal.closed), found))
         forward = flops.count(body).flops * (site.trip_count or 1)
         if site.effective == policies.AS_WRITTEN:
             again = 0  # the checkpoint is removed: nothing is recomputed there
@@ -52,10 +53,8 @@ def attach(sites: list[Site], primal, bwd, recompute, prefer_dir, declared) -> l
 
 def _site_eqn(jaxpr, found):
     """The site's remat equation in the primal program, by its recorded path."""
-    for i, key, idx in found.steps:
-        value = jaxpr.eqns[i].params[key]
-        value = value[idx] if idx is not None else value
-        jaxpr = value.jaxpr if isinstance(value, ji.ClosedJaxpr) else value
+    for i, slot in found.steps:
+        jaxpr = next(b.jaxpr for b in jc.bodies(jaxpr.eqns[i]) if b.slot == slot)
     return jaxpr.eqns[found.index]
 
 
@@ -66,12 +65,12 @@ def _owners(bwd, sites: list[Site], prefer_dir, declared) -> dict[int, int]:
         by_call.setdefault((s.source, s.function), []).append(s)
     groups: dict[tuple[int, ...], list] = {}
     for eqn, source, trip in _remats(bwd, prefer_dir):
-        alike = by_call.get((source, ji.remat_function(eqn)), [])
+        alike = by_call.get((source, jc.remat_function(eqn)), [])
         if len(alike) > 1:
             # Narrow by what else is known, unless that would leave none: a
             # trip count or a policy read differently must not lose the match.
             alike = [s for s in alike if s.trip_count == trip] or alike
-            policy = policies.describe_jax(ji.remat_policy(eqn), declared)
+            policy = policies.describe_jax(jc.remat_policy(eqn), declared)
             alike = [s for s in alike if s.effective == policy] or alike
         if alike:
             groups.setdefault(tuple(s.id for s in alike), []).append(eqn)
@@ -93,17 +92,17 @@ def _remats(jaxpr, prefer_dir):
 
     def walk(j, trip, outer_source):
         for eqn in j.eqns:
-            subs = list(ji.sub_jaxprs(eqn))
-            if not subs:
+            held = jc.bodies(eqn)
+            if not held:
                 continue  # not a remat, and no body to enter: its source is not needed
             # Reading a source walks the traceback: done only for equations with bodies.
-            own = ji.own_source(eqn.source_info, prefer_dir, fallback=False) or outer_source
-            if ji.is_remat(eqn):
-                found.append((eqn, own or ji.user_source(eqn.source_info), trip))
-            length = ji.scan_length(eqn)
-            inner = (trip or 1) * length if length is not None else trip
-            for sub in subs:
-                walk(sub, inner, own)
+            own = jc.own_source(eqn.source_info, prefer_dir, fallback=False) or outer_source
+            if jc.is_remat(eqn):
+                found.append((eqn, own or jc.user_source(eqn.source_info), trip))
+            scan = jc.scan_layout(eqn) is not None
+            inner = (trip or 1) * held[0].runs if scan else trip
+            for body in held:
+                walk(body.jaxpr, inner, own)
 
     walk(jaxpr, None, None)
     return found
@@ -125,15 +124,13 @@ class _Attributor:
             return self.memo[key]
         out: dict[int | None, flops.Count] = {}
         for eqn in jaxpr.eqns:
-            subs = list(ji.sub_jaxprs(eqn))
-            if not subs or flops.has_own_rule(eqn):  # a leaf, as linemap counts it
+            held = jc.bodies(eqn)
+            if not held or has_own_rule(eqn):  # a leaf, as linemap counts it
                 if id(eqn) in self.marked:
-                    out[current] = out.get(current, flops.Count()) + flops.Count(
-                        flops.eqn_flops(eqn)
-                    )
+                    out[current] = out.get(current, flops.Count()) + flops.Count(eqn_flops(eqn))
                 continue
             here = self.owners.get(id(eqn), current)
-            inner = [(sub, self.jaxpr(sub, here)) for sub in subs]
+            inner = [(body, self.jaxpr(body.jaxpr, here)) for body in held]
             for owner in {k for _, split in inner for k in split}:
                 part = [(sub, split.get(owner, flops.Count())) for sub, split in inner]
                 out[owner] = out.get(owner, flops.Count()) + flops.combine(eqn, part)

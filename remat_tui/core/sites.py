@@ -15,16 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from remat_tui.core import jax_internals as ji
+from remat_tui.core import jaxcompat as jc
 from remat_tui.core import policies
 from remat_tui.core.model import Site
 from remat_tui.errors import RematError
 
-# Bodies JAX does not differentiate (a custom rule replaces them): a checkpoint
-# inside one changes nothing, so it is not offered as a site.
-_NOT_DIFFERENTIATED = {"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr", "custom_lin"}
-
-Step = tuple[int, str, int | None]  # (equation index, param, index in a tuple param)
+# (equation index, the body's slot in that equation's params: jaxcompat.Body.slot)
+Step = tuple[int, tuple]
 INLINE = object()  # the override that removes a checkpoint
 
 
@@ -47,41 +44,37 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
             # Inside a scan body the traceback stops at the body: a library's
             # scan (nnx.scan, nn.scan) leaves only its own frames there, and the
             # user's line is the one that called the enclosing scan.
-            own = ji.own_source(eqn.source_info, prefer_dir, fallback=False) or outer_source
-            if ji.is_remat(eqn):
+            own = jc.own_source(eqn.source_info, prefer_dir, fallback=False) or outer_source
+            if jc.is_remat(eqn):
                 site = Site(
                     id=len(found) + 1,
-                    function=ji.remat_function(eqn),
-                    source=own or ji.user_source(eqn.source_info),
-                    policy=policies.describe_jax(ji.remat_policy(eqn), declared),
+                    function=jc.remat_function(eqn),
+                    source=own or jc.user_source(eqn.source_info),
+                    policy=policies.describe_jax(jc.remat_policy(eqn), declared),
                     trip_count=trip,
                 )
-                found.append(
-                    FoundSite(site, steps, i, _body_lines(eqn.params["jaxpr"], prefer_dir))
-                )
-            if eqn.primitive.name in _NOT_DIFFERENTIATED:
+                found.append(FoundSite(site, steps, i, _body_lines(jc.remat_body(eqn), prefer_dir)))
+            if not jc.differentiates_bodies(eqn):
                 continue
-            length = ji.scan_length(eqn)
-            inner = (trip or 1) * length if length is not None else trip
-            for key, idx, sub in ji.sub_jaxpr_slots(eqn):
-                walk(sub, (*steps, (i, key, idx)), inner, own)
+            inner = (trip or 1) * length if (length := _scan_length(eqn)) is not None else trip
+            for body in jc.bodies(eqn):
+                walk(body.jaxpr, (*steps, (i, body.slot)), inner, own)
 
     walk(jaxpr, (), None, None)
     return found
 
 
+def _scan_length(eqn) -> int | None:
+    """The trip count a scan multiplies its body by; None for anything else."""
+    return jc.bodies(eqn)[0].runs if jc.scan_layout(eqn) is not None else None
+
+
 def _body_lines(jaxpr, prefer_dir) -> frozenset[tuple[str, int]]:
     lines = set()
-
-    def walk(j):
-        for eqn in j.eqns:
-            src = ji.own_source(eqn.source_info, prefer_dir)
-            if src is not None:
-                lines.add((src.file, src.line))
-            for _, _, sub in ji.sub_jaxpr_slots(eqn):
-                walk(sub)
-
-    walk(jaxpr)
+    for eqn, _ in jc.nested_eqns(jaxpr):
+        src = jc.own_source(eqn.source_info, prefer_dir)
+        if src is not None:
+            lines.add((src.file, src.line))
     return frozenset(lines)
 
 
@@ -117,17 +110,11 @@ def _runs_function(jaxpr, name: str) -> bool:
     """Whether a function of that name (or a method ending in it) appears in the
     user's frames behind any equation: on the error path only."""
 
-    def walk(j) -> bool:
-        for eqn in j.eqns:
-            for frame in ji.own_frames(eqn.source_info):
-                fn = frame.function_name
-                if fn == name or fn.endswith("." + name):
-                    return True
-            if any(walk(sub) for _, _, sub in ji.sub_jaxpr_slots(eqn)):
-                return True
-        return False
-
-    return walk(jaxpr)
+    return any(
+        fn == name or fn.endswith("." + name)
+        for eqn, _ in jc.nested_eqns(jaxpr)
+        for fn in jc.own_function_names(eqn.source_info)
+    )
 
 
 def _site_list(found: list[FoundSite]) -> str:
@@ -169,17 +156,18 @@ def _rewrite(jaxpr, steps: tuple[Step, ...], actions: dict):
     for i, eqn in enumerate(jaxpr.eqns):
         if subst:
             eqn = eqn.replace(invars=[_sub(v, subst) for v in eqn.invars])
-        for key, idx, sub in list(ji.sub_jaxpr_slots(eqn)):
-            step = (i, key, idx)
+        for body in jc.bodies(eqn):
+            step = (i, body.slot)
             if step in below:
-                eqn = ji.replace_sub_jaxpr(eqn, key, idx, _rewrite(sub, (*steps, step), actions))
+                new = _rewrite(body.jaxpr, (*steps, step), actions)
+                eqn = jc.replace_body(eqn, body.slot, new)
         action = actions.get((steps, i))
         if action is None:
             eqns.append(eqn)
         elif action is INLINE:
             eqns.extend(_inline(eqn, subst))
         else:
-            eqns.append(eqn.replace(params={**eqn.params, "policy": action}))
+            eqns.append(jc.with_policy(eqn, action))
     if not subst:
         return jaxpr.replace(eqns=eqns)
     return jaxpr.replace(eqns=eqns, outvars=[_sub(v, subst) for v in jaxpr.outvars])
@@ -188,18 +176,18 @@ def _rewrite(jaxpr, steps: tuple[Step, ...], actions: dict):
 def _inline(eqn, subst: dict) -> list:
     """The remat equation's body, with fresh variables, wired to its inputs;
     its outputs are recorded in `subst` for the equations that follow."""
-    body = eqn.params["jaxpr"]
+    body = jc.remat_body(eqn)
     env = dict(zip(body.invars, eqn.invars, strict=True))
     out = []
     for inner in body.eqns:
-        outvars = [ji.fresh_var(v) for v in inner.outvars]
+        outvars = [jc.fresh_var(v) for v in inner.outvars]
         env.update(zip(inner.outvars, outvars, strict=True))
         out.append(inner.replace(invars=[_sub(v, env) for v in inner.invars], outvars=outvars))
     for outer_var, body_var in zip(eqn.outvars, body.outvars, strict=True):
-        if not isinstance(outer_var, ji.DropVar):
+        if not isinstance(outer_var, jc.DropVar):
             subst[outer_var] = _sub(body_var, env)
     return out
 
 
 def _sub(v, env: dict):
-    return env.get(v, v) if isinstance(v, ji.Var) else v
+    return env.get(v, v) if isinstance(v, jc.Var) else v

@@ -1,0 +1,103 @@
+"""The test matrix: both ends of the JAX versions remat-tui supports.
+
+    nox                  # tests-3.11, tests-3.13 and remat3
+    nox -l               # list the sessions
+    nox -s tests-3.13 -- tests/test_oracle.py    # arguments after -- go to pytest
+
+tests-3.11 is the oldest supported JAX (the `jax>=` bound of pyproject.toml) on
+Python 3.11; tests-3.13 the newest JAX pip serves, on Python 3.13 (JAX 0.11 and
+later need Python >= 3.12); remat3 the JAX-facing tests on the newest JAX with
+JAX_REMAT3=1 (jax.checkpoint bound as remat3).
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).resolve().parent
+EXTRAS = ".[test,examples,tpu]"
+OLDEST = "3.11"  # the Python the oldest JAX is tested on
+NEWEST = "3.13"  # the Python the newest JAX is tested on
+REMAT3_TESTS = [
+    "tests/test_oracle.py",
+    "tests/test_edge_cases.py",
+    "tests/test_sites.py",
+    "tests/test_remat3.py",
+    "tests/test_jaxpr_text.py",
+]
+
+nox.options.sessions = [f"tests-{OLDEST}", f"tests-{NEWEST}", "remat3"]
+nox.options.reuse_venv = "yes"
+
+
+def _oldest_jax() -> str:
+    """The `jax>=` bound of pyproject.toml's dependencies."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        dependencies = tomllib.load(f)["project"]["dependencies"]
+    for dependency in dependencies:
+        if m := re.fullmatch(r"jax\s*>=\s*([0-9][0-9.]*)\s*(,.*)?", dependency):
+            return m[1]
+    raise RuntimeError("pyproject.toml has no jax>= dependency")
+
+
+def _runs(name: str) -> bool:
+    """Whether `name` on PATH runs (a pyenv shim can be on PATH and fail)."""
+    exe = shutil.which(name)
+    if exe is None:
+        return False
+    try:
+        return subprocess.run([exe, "-c", ""], capture_output=True).returncode == 0
+    except OSError:
+        return False
+
+
+def _find_python313() -> None:
+    """Put python3.13 on PATH from ../shared/tools/python3.13 when there is none.
+
+    The tool prints the interpreter's path, building CPython 3.13 the first time
+    (minutes; its progress goes to stderr).
+    """
+    tool = ROOT.parent / "shared" / "tools" / "python3.13"
+    if _runs("python3.13") or not os.access(tool, os.X_OK):
+        return
+    result = subprocess.run([str(tool)], stdout=subprocess.PIPE, text=True)
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        print(f"noxfile: {tool} failed (exit {result.returncode})", file=sys.stderr)
+        return
+    os.environ["PATH"] = os.path.dirname(lines[-1]) + os.pathsep + os.environ.get("PATH", "")
+
+
+_find_python313()
+
+
+@nox.session(python=[OLDEST, NEWEST])
+def tests(session: nox.Session) -> None:
+    """The full suite: the oldest JAX on Python 3.11, the newest on 3.13."""
+    if session.python == OLDEST:
+        oldest = _oldest_jax()
+        session.install("-e", EXTRAS, f"jax=={oldest}", f"jaxlib=={oldest}")
+    else:
+        session.install("-e", EXTRAS)
+    session.run("python", "-m", "pytest", *session.posargs)
+
+
+@nox.session(python=NEWEST)
+def remat3(session: nox.Session) -> None:
+    """The JAX-facing tests on the newest JAX with JAX_REMAT3=1."""
+    session.install("-e", EXTRAS)
+    default = [f for f in REMAT3_TESTS if os.path.exists(ROOT / f)]
+    session.run("python", "-m", "pytest", *(session.posargs or default), env={"JAX_REMAT3": "1"})
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check (the code is not ruff-format clean, so no format check)."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")

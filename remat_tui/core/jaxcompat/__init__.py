@@ -1,0 +1,70 @@
+"""Provides everything remat-tui needs from JAX's private structure, in one
+package: `jax._src`, private attributes, primitive and param names, policy
+objects and residual wording. Nothing outside it touches those (checked by
+tests/test_import_hygiene.py), so a new JAX means changes here only.
+
+Each JAX difference is one named adapter, in the module it concerns:
+- objects: JAX 0.11 merged ClosedJaxpr into Jaxpr;
+- remat: remat2 equations, or remat3's `call_hi_primitive` (JAX_REMAT3=1);
+- policies: policy classes (0.10) or closures (0.11+);
+- residual_words: one reduce_precision looked through (0.10) or a chain (0.11+);
+- bodies: the one table of how each higher-order primitive holds its bodies.
+"""
+
+from remat_tui.core.jaxcompat import policies as policy_objects
+from remat_tui.core.jaxcompat import primitives, residual_words
+from remat_tui.core.jaxcompat.bodies import (
+    HI_BODY,
+    Body,
+    bodies,
+    differentiates_bodies,
+    is_call,
+    is_cond,
+    is_jit,
+    nested_eqns,
+    replace_body,
+    scan_layout,
+)
+from remat_tui.core.jaxcompat.objects import (
+    DropVar,
+    Jaxpr,
+    Literal,
+    Var,
+    consts_of,
+    eval_jaxpr,
+    fresh_var,
+    is_host,
+    open_jaxpr,
+    short,
+)
+from remat_tui.core.jaxcompat.printing import EqnRef, Region, format_jaxpr
+from remat_tui.core.jaxcompat.program import Linear, linear_program, primitive_name, tpu_chips_here
+from remat_tui.core.jaxcompat.remat import (
+    checkpoint_name,
+    is_remat,
+    remat3_enabled,
+    remat_body,
+    remat_function,
+    remat_policy,
+    with_policy,
+)
+from remat_tui.core.jaxcompat.sources import (
+    outermost_own_function,
+    own_frames,
+    own_function_names,
+    own_source,
+    summarize,
+    user_source,
+)
+from remat_tui.core.jaxcompat.version import JaxChanged, expects, untested_message, version_tuple
+
+__all__ = [
+    "HI_BODY", "Body", "DropVar", "EqnRef", "JaxChanged", "Jaxpr", "Literal", "Region", "Var",
+    "bodies", "checkpoint_name", "consts_of", "differentiates_bodies", "eval_jaxpr", "expects",
+    "format_jaxpr", "fresh_var", "is_call", "is_cond", "is_host", "is_jit", "is_remat",
+    "Linear", "linear_program", "nested_eqns", "open_jaxpr", "outermost_own_function", "own_frames",
+    "own_function_names", "own_source", "policy_objects", "primitive_name", "primitives",
+    "remat3_enabled", "remat_body", "remat_function", "remat_policy", "replace_body",
+    "residual_words", "scan_layout", "short", "summarize", "tpu_chips_here",
+    "untested_message", "user_source", "version_tuple", "with_policy",
+]  # fmt: skip

@@ -1,0 +1,63 @@
+"""Provides the jaxpr objects (Jaxpr, Var, Literal, ...) through the public
+`jax.extend.core`, and the one adapter their shapes need: JAX 0.11 merged
+`ClosedJaxpr` into `Jaxpr` (a Jaxpr now carries its consts)."""
+
+from __future__ import annotations
+
+from jax._src import core as _core
+from jax.extend import core as jex
+
+Jaxpr = jex.Jaxpr
+ClosedJaxpr = jex.ClosedJaxpr
+Var = jex.Var
+Literal = jex.Literal
+DropVar = jex.DropVar
+
+# Adapter "merged closed jaxprs" (JAX 0.11+): ClosedJaxpr is Jaxpr itself.
+CLOSED_IS_JAXPR = ClosedJaxpr is Jaxpr
+
+
+def is_jaxpr(value) -> bool:
+    return isinstance(value, (Jaxpr, ClosedJaxpr))
+
+
+def open_jaxpr(value):
+    """The jaxpr whose equations and variables a (closed) jaxpr holds."""
+    if not CLOSED_IS_JAXPR and isinstance(value, ClosedJaxpr):
+        return value.jaxpr
+    return value
+
+
+def consts_of(value) -> list:
+    return list(getattr(value, "consts", ()) or ())
+
+
+def like(old, new):
+    """`new` (an open jaxpr made from `old`'s) in `old`'s form: closed over
+    `old`'s consts where `old` was a ClosedJaxpr. Since 0.11, a jaxpr made with
+    `replace` keeps its consts already."""
+    if not CLOSED_IS_JAXPR and isinstance(old, ClosedJaxpr):
+        return ClosedJaxpr(new, old.consts)
+    return new
+
+
+def eval_jaxpr(jaxpr, consts, *args):
+    """Evaluate `jaxpr` (equations re-bound with their source information)."""
+    return _core.eval_jaxpr(jaxpr, consts, *args)
+
+
+def fresh_var(var):
+    """A new variable of the same type (DropVars stay DropVars)."""
+    return DropVar(var.aval) if isinstance(var, DropVar) else Var(var.aval)
+
+
+def is_var(atom) -> bool:
+    return isinstance(atom, Var) and not isinstance(atom, DropVar)
+
+
+def short(aval) -> str:
+    return aval.str_short(short_dtypes=True)
+
+
+def is_host(aval) -> bool:
+    return "host" in str(getattr(aval, "memory_space", "")).lower()

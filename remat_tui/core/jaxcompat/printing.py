@@ -1,0 +1,67 @@
+"""Provides `str(jaxpr)` together with the equation behind every region of
+every printed line, read from JAX's own printer's source map."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jax._src import core as _core
+
+from remat_tui.core.jaxcompat.bodies import bodies, replace_body
+
+
+@dataclass(eq=False)
+class EqnRef:
+    """Stands in for an equation's traceback while printing, so the printer's
+    source map tells us which equation each output line belongs to.
+    `path` is the chain of (eqn index) from the top-level jaxpr down."""
+
+    eqn: Any
+    path: tuple[int, ...]
+
+
+Region = tuple[int, int, EqnRef]  # start column, end column, equation
+
+
+def format_jaxpr(jaxpr) -> tuple[str, list[list[Region]]]:
+    """`str(jaxpr)` plus, for every output line, the regions of it that each
+    equation drew. The text is identical to `str(jaxpr)`: tracebacks are not
+    printed, so swapping them for references changes only the source map."""
+    tagged = _Tagger().jaxpr(jaxpr, ())
+    source_map: list[list[tuple[int, int, Any]]] = []
+    # use_color=False: JAX colours its output when stdout is a terminal.
+    text = _core.pp_toplevel_jaxpr(tagged).format(use_color=False, source_map=source_map)
+    per_line = [
+        [(start, end, ref) for start, end, ref in regions if isinstance(ref, EqnRef)]
+        for regions in source_map
+    ]
+    return text, per_line
+
+
+class _Tagger:
+    """Copies a jaxpr with each equation's traceback replaced by an EqnRef.
+
+    Jaxprs shared between equations stay shared (memoised by identity), so the
+    printer still pulls them out as `let` bindings exactly as for the original.
+    """
+
+    def __init__(self):
+        self.done: dict[int, Any] = {}
+        self.wrapped: dict[int, Any] = {}  # closed jaxprs, shared as in the original
+
+    def jaxpr(self, jaxpr, path: tuple[int, ...]):
+        key = id(jaxpr)
+        if key in self.done:
+            return self.done[key]
+        eqns = []
+        for i, eqn in enumerate(jaxpr.eqns):
+            ref = EqnRef(eqn, path + (i,))
+            tagged = eqn
+            for body in bodies(eqn):
+                new = self.jaxpr(body.jaxpr, ref.path)
+                tagged = replace_body(tagged, body.slot, new, self.wrapped)
+            eqns.append(tagged.replace(source_info=eqn.source_info.replace(traceback=ref)))
+        out = jaxpr.replace(eqns=eqns)
+        self.done[key] = out
+        return out

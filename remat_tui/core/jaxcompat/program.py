@@ -1,0 +1,48 @@
+"""Provides what `jax.vjp` and the machine expose beyond public API: the linear
+program behind a vjp function, and the TPU chips attached here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from remat_tui.core.jaxcompat.objects import Jaxpr
+
+
+@dataclass(frozen=True)
+class Linear:
+    """The linear program behind a vjp function: what the backward pass transposes."""
+
+    jaxpr: Any
+    residuals: tuple  # its inputs that hold residuals
+    tangents: tuple  # its inputs that hold the tangents of the primal arguments
+
+
+def linear_program(vjp, num_args: int) -> Linear | None:
+    """The linear program behind the function `jax.vjp` returned for `num_args`
+    flattened arguments (also on the shape-only copy `return_shape=True`
+    gives), or None if this JAX's vjp does not expose it. Adapter "linear
+    residuals": JAX 0.10 makes the residuals its constvars; JAX 0.12 its
+    leading inputs, before one tangent per argument."""
+    jaxpr = getattr(vjp, "jaxpr", None)
+    if not isinstance(jaxpr, Jaxpr):
+        return None
+    if jaxpr.constvars:
+        return Linear(jaxpr, tuple(jaxpr.constvars), tuple(jaxpr.invars))
+    invars = list(jaxpr.invars)
+    if num_args > len(invars):
+        return None
+    cut = len(invars) - num_args
+    return Linear(jaxpr, tuple(invars[:cut]), tuple(invars[cut:]))
+
+
+def tpu_chips_here() -> int:
+    """TPU chips attached to this machine, counted as JAX does before it loads
+    libtpu (from PCI device ids; nothing is initialised)."""
+    from jax._src import hardware_utils
+
+    return hardware_utils.num_available_tpu_chips_and_device_id()[0]
+
+
+def primitive_name(eqn) -> str:
+    return eqn.primitive.name

@@ -1,0 +1,67 @@
+"""Provides the user's own line behind an equation, read from the traceback
+JAX records on it (`source_info`), and JAX's own one-line summary of it."""
+
+from __future__ import annotations
+
+import os
+
+from jax._src import source_info_util as _siu
+from jax.extend import source_info_util as public_siu
+
+import remat_tui
+from remat_tui.core.model import Source
+from remat_tui.core.usercode import in_library
+
+# Our own frames must never be taken for the user's: JAX attributes each
+# equation to the innermost frame outside its exclusions.
+public_siu.register_exclusion(os.path.dirname(os.path.abspath(remat_tui.__file__)))
+
+
+def summarize(source_info) -> str:
+    """JAX's own one-line 'file:line:col (function)' for an equation."""
+    return public_siu.summarize(source_info)
+
+
+def user_source(source_info) -> Source | None:
+    """The user's line behind an equation (its innermost non-JAX frame), or None."""
+    frame = _siu.user_frame(source_info.traceback)
+    return _frame_source(frame) if frame is not None else None
+
+
+def own_frames(source_info) -> list:
+    """The frames outside JAX and installed libraries, innermost first."""
+    return [f for f in _siu.user_frames(source_info.traceback) if not in_library(f.file_name)]
+
+
+def own_source(source_info, prefer_dir: str | None = None, fallback: bool = True):
+    """The user's own line: the innermost frame outside JAX and outside installed
+    libraries, preferring one under `prefer_dir` (the target file's folder, so
+    its local modules count as the user's too). With no such frame, JAX's own
+    user frame, or None when `fallback` is off."""
+    frames = own_frames(source_info)
+    chosen = next((f for f in frames if prefer_dir and f.file_name.startswith(prefer_dir)), None)
+    if chosen is None and frames:
+        chosen = frames[0]
+    if chosen is not None:
+        return _frame_source(chosen)
+    return user_source(source_info) if fallback else None
+
+
+def own_function_names(source_info) -> list[str]:
+    """The functions of the user's own frames behind an equation, innermost first."""
+    return [f.function_name for f in own_frames(source_info)]
+
+
+def outermost_own_function(jaxpr) -> str | None:
+    """The function a traced body starts in: the outermost frame of the user's
+    own code behind its first equation that has one (a library's wrapper, such
+    as Flax's or Equinox's around a checkpointed block, is skipped)."""
+    for eqn in jaxpr.eqns:
+        frames = own_frames(eqn.source_info)
+        if frames:
+            return frames[-1].function_name
+    return None
+
+
+def _frame_source(frame) -> Source:
+    return Source(frame.file_name, frame.start_line, frame.start_column, frame.function_name)
