@@ -7,8 +7,8 @@ import pytest
 from jax import lax
 
 import remat_tui
-from remat_tui.core import jaxcompat as jc
 from remat_tui.core import flops
+from remat_tui.core import jaxcompat as jc
 from remat_tui.report.units import human_flops, percent, recompute_summary, summary
 
 
