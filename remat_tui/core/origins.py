@@ -80,7 +80,7 @@ class Origins:
         if layout is not None:
             (scan,) = held
             num_consts, num_carry = layout
-            length = scan.runs if k >= num_carry else None
+            length = scan.iterations if k >= num_carry else None
             out = self._through_carry(scan.jaxpr, scan.jaxpr.outvars[k], num_consts, num_carry)
             return scan.jaxpr, out, length
         if held and all(b.alternative for b in held):

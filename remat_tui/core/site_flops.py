@@ -99,10 +99,8 @@ def _remats(jaxpr, prefer_dir):
             own = jc.own_source(eqn.source_info, prefer_dir, fallback=False) or outer_source
             if jc.is_remat(eqn):
                 found.append((eqn, own or jc.user_source(eqn.source_info), trip))
-            scan = jc.scan_layout(eqn) is not None
-            inner = (trip or 1) * held[0].runs if scan else trip
             for body in held:
-                walk(body.jaxpr, inner, own)
+                walk(body.jaxpr, (trip or 1) * body.iterations if body.iterations else trip, own)
 
     walk(jaxpr, None, None)
     return found

@@ -56,17 +56,12 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
                 found.append(FoundSite(site, steps, i, _body_lines(jc.remat_body(eqn), prefer_dir)))
             if not jc.differentiates_bodies(eqn):
                 continue
-            inner = (trip or 1) * length if (length := _scan_length(eqn)) is not None else trip
             for body in jc.bodies(eqn):
+                inner = (trip or 1) * body.iterations if body.iterations else trip
                 walk(body.jaxpr, (*steps, (i, body.slot)), inner, own)
 
     walk(jaxpr, (), None, None)
     return found
-
-
-def _scan_length(eqn) -> int | None:
-    """The trip count a scan multiplies its body by; None for anything else."""
-    return jc.bodies(eqn)[0].runs if jc.scan_layout(eqn) is not None else None
 
 
 def _body_lines(jaxpr, prefer_dir) -> frozenset[tuple[str, int]]:

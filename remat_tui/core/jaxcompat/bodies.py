@@ -33,6 +33,7 @@ class Body:
     alternative: bool = False  # one of several bodies of which one runs (cond branches)
     counted: bool = True  # its work is the equation's (custom_linear_solve: its solve only)
     known: bool = True  # the primitive is in the table (else its bodies are read generically)
+    iterations: int | None = None  # a scan's length: each value it stacks is one per iteration
 
 
 def name(eqn) -> str:
@@ -69,7 +70,8 @@ def _one_to_one(eqn, param: str) -> tuple[Body, ...]:
 @expects("a scan equation with jaxpr and length")
 def _scan(eqn) -> tuple[Body, ...]:
     body = open_jaxpr(eqn.params["jaxpr"])
-    return (Body(body, ("jaxpr", None), tuple(eqn.invars), True, runs=eqn.params["length"]),)
+    length = eqn.params["length"]
+    return (Body(body, ("jaxpr", None), tuple(eqn.invars), True, runs=length, iterations=length),)
 
 
 @expects("a while equation with cond_jaxpr, body_jaxpr and their const counts")
@@ -238,5 +240,4 @@ def nested_eqns(jaxpr, trip: int = 1) -> Iterator[tuple[Any, int]]:
     for eqn in jaxpr.eqns:
         yield eqn, trip
         for body in bodies(eqn):
-            inner = trip * body.runs if body.runs and eqn.primitive.name == "scan" else trip
-            yield from nested_eqns(body.jaxpr, inner)
+            yield from nested_eqns(body.jaxpr, trip * (body.iterations or 1))
