@@ -119,7 +119,11 @@ class KeyActions:
         hint = f"Shown now: {human_bytes(a.totals.device_bytes)} of residuals." if a else ""
         known = self.compiled.get(self.key_of(a)) if a else None
         if compiled and known is not None:
-            hint = f"Shown now: peak {human_bytes(known.peak_bytes)} per device (compiled)."
+            hint = (
+                f"Shown now: peak {human_bytes(known.peak_bytes)} per device (compiled)."
+                if known.fits
+                else f"Shown now: does not fit {known.device} (compiled)."
+            )
         target, device = self.target, self.device
 
         def chosen(budget: tuple[int, str] | None) -> None:

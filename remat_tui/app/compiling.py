@@ -135,8 +135,13 @@ class Compiling:
             return None
         key = self.key_of(a)
         known = self.compiled.get(key)
+        if known is not None and not known.fits:
+            needed = (
+                f": needs {human_bytes(known.needed_bytes)}/device" if known.needed_bytes else ""
+            )
+            return f"does not fit {known.device}{needed} (compiled)"
         if known is not None:
-            return f"peak {human_bytes(known.peak_bytes)}/device (compiled)"
+            return f"peak {human_bytes(known.peak_bytes)}/device (compiled, gradient alone)"
         if key == self.compiling:
             elapsed = time.monotonic() - self.compile_started
             clock = f" {elapsed:.1f} s" if self.show_timings else ""

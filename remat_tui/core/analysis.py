@@ -173,8 +173,11 @@ def _trace(
     fwd = jc.open_jaxpr(closed)
     bwd = jc.open_jaxpr(backward_closed) if backward_closed is not None else None
     # A checkpoint of the user's that is differentiated leaves a remat equation
-    # in the linear program as it does in the backward pass.
-    if primal is None and _has_user_checkpoint(bwd if bwd is not None else linear.jaxpr):
+    # in the linear program as it does in the backward pass (under remat2).
+    # Under remat3 a checkpoint that saves everything leaves no trace in either
+    # pass: only the primal program shows it.
+    seen = jc.remat3_enabled() or _has_user_checkpoint(bwd if bwd is not None else linear.jaxpr)
+    if primal is None and seen:
         primal = primal_program(target, leaves, in_tree, device, prefer_dir)
     found_sites = primal.sites if primal is not None else []
     names = jc.residual_words.arg_names(target.fn, args, kwargs)

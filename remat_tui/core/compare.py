@@ -33,14 +33,21 @@ class Row:
     compiled: dict | None = None
     pareto: bool = False
     notes: list[str] = field(default_factory=list)
+    error: str | None = None  # its compile failed (other than running out of memory)
 
     @property
     def memory(self) -> int:
-        """What the Pareto front and suggest weigh: compiled peak when known,
-        else the residual bytes on device."""
-        if self.compiled and self.compiled.get("peak_bytes") is not None:
+        """What the Pareto front and suggest weigh: compiled peak when known
+        (for a compile that did not fit, what XLA said it needed), else the
+        residual bytes on device."""
+        if self.compiled and self.compiled.get("peak_bytes"):
             return self.compiled["peak_bytes"]
         return self.device_bytes
+
+    @property
+    def fits(self) -> bool:
+        """Whether it fits the device: compiled and XLA took it, or not compiled."""
+        return self.error is None and (self.compiled or {}).get("fits", True)
 
     @property
     def recompute_share(self) -> float | None:
@@ -58,6 +65,7 @@ class Row:
             "compiled": self.compiled,
             "pareto": self.pareto,
             "notes": list(self.notes),
+            "error": self.error,
         }
 
 
@@ -140,15 +148,25 @@ def evaluate(target, configs, baseline: Analysis, compiled, cancelled, progress)
         a = baseline if config == baseline.config else None
         if a is None:
             a = analyze(target, config=config, row_only=True, cancelled=cancelled)
-        costs = None
-        if compiled:
-            from remat_tui.core.compiled import compile_costs
-
-            costs = compile_costs(target, config, cancelled=cancelled).to_dict()
-        row = row_of(a, costs)
+        row = row_of(a)
         row.notes = notes_for(a, reference)
+        if compiled:
+            compile_row(target, row, cancelled)
         rows.append(row)
     return rows
+
+
+def compile_row(target, row: Row, cancelled=None) -> None:
+    """Compile a row's configuration. A compile that does not fit is the row's
+    answer (`fits` False); any other failure is the row's `error`: neither
+    stops a comparison or a search."""
+    from remat_tui.core.compiled import compile_costs
+    from remat_tui.errors import RematError
+
+    try:
+        row.compiled = compile_costs(target, row.config, cancelled=cancelled).to_dict()
+    except RematError as exc:
+        row.error = exc.message
 
 
 def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
@@ -177,12 +195,13 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
 
 
 def mark_pareto(rows: list[Row]) -> None:
-    """A row is Pareto-optimal when no other row needs no more memory and no
-    more recomputation, and less of one."""
+    """A row is Pareto-optimal when it fits and no other row that fits needs
+    no more memory and no more recomputation, and less of one."""
+    fitting = [r for r in rows if r.fits]
     for row in rows:
-        row.pareto = not any(
+        row.pareto = row.fits and not any(
             other.memory <= row.memory
             and other.recompute_flops <= row.recompute_flops
             and (other.memory < row.memory or other.recompute_flops < row.recompute_flops)
-            for other in rows
+            for other in fitting
         )

@@ -19,6 +19,10 @@ for its chips.
 else argument + output + temp - alias (CPU, whose reported peak leaves the
 temps out); `peak_source` says which.
 
+A compile that runs out of the device's memory is a result, not an error
+(Contract 8): `fits` is False, with the bytes XLA said it needed where its
+message says. Any other failure raises RematError with XLA's message.
+
 Compiling costs seconds to a minute, so results are cached per (target,
 Config, device): at most CACHE_SIZE results, least recently used dropped.
 Only the numbers are kept, never the executable, so an entry is a few
@@ -28,6 +32,7 @@ way.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -76,6 +81,11 @@ class Compiled:
     peak_source: str  # "backend": XLA's own; "sum": argument + output + temp - alias (CPU)
     flops: float | None  # XLA's cost_analysis (a scan body counted once)
     seconds: float  # lowering and compiling
+    fits: bool = True  # False: XLA ran out of the device's memory compiling it
+    needed_bytes: int | None = None  # what XLA said it needed, when it did not fit
+    available_bytes: int | None = None  # what XLA said the device has, when it did not fit
+    error: str | None = None  # XLA's first line, when it did not fit
+    step: str = "gradient"  # what was compiled: the gradient alone, no optimizer state
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -148,7 +158,12 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
         try:
             executable = lowered.compile()
         except Exception as exc:
-            raise RematError(f"{what} failed: XLA says:\n{trim_message(str(exc))}") from None
+            message = str(exc)
+            if not out_of_memory(message):
+                raise RematError(f"{what} failed: XLA says:\n{trim_message(message)}") from None
+            spans = {d for x in abstract for d in x.sharding.device_set}
+            seconds = time.perf_counter() - start
+            return does_not_fit(message, label, max(len(spans), 1), seconds)
     seconds = time.perf_counter() - start
     stats = executable.memory_analysis()
     spans = {d for x in abstract for d in x.sharding.device_set}
@@ -247,6 +262,54 @@ def _numbers(stats, flops, label: str, platform: str, devices: int, seconds: flo
         flops=flops,
         seconds=seconds,
     )
+
+
+_OOM = ("RESOURCE_EXHAUSTED", "Ran out of memory", "out of memory")
+_SIZE = r"([\d.]+)\s*([KMGT]i?)?B?"
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+# XLA's words for what a program needed and what the device has, as TPU and
+# GPU compilers print them (checked against real messages in tests/test_compiled.py).
+_NEEDED_OF_AVAILABLE = (
+    re.compile(rf"required for [^(]*\({_SIZE}\) exceeds available [^(]*\({_SIZE}\)"),
+    re.compile(rf"Used {_SIZE} of {_SIZE}"),
+)
+
+
+def out_of_memory(message: str) -> bool:
+    """Whether XLA refused the program for want of device memory."""
+    return any(marker in message for marker in _OOM)
+
+
+def does_not_fit(message: str, label: str, devices: int, seconds: float) -> Compiled:
+    """The result of a compile XLA refused for want of memory."""
+    needed = available = None
+    for pattern in _NEEDED_OF_AVAILABLE:
+        if m := pattern.search(message):
+            needed, available = _bytes(m[1], m[2]), _bytes(m[3], m[4])
+            break
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    return Compiled(
+        device=label,
+        devices=devices,
+        temp_bytes=0,
+        argument_bytes=0,
+        output_bytes=0,
+        alias_bytes=0,
+        generated_code_bytes=0,
+        host_temp_bytes=0,
+        peak_bytes=needed or 0,
+        peak_source="needed" if needed else "unknown",
+        flops=None,
+        seconds=seconds,
+        fits=False,
+        needed_bytes=needed,
+        available_bytes=available,
+        error=first[:300],
+    )
+
+
+def _bytes(number: str, unit: str | None) -> int:
+    return int(float(number) * _UNITS[(unit or "")[:1]])
 
 
 def trim_message(text: str, lines: int = ERROR_LINES) -> str:

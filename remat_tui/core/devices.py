@@ -153,6 +153,11 @@ def _libtpu_without_chips() -> None:
     lockfile". Both guard chips this machine does not have. Unless the user set
     them, these variables quiet the first and lift the lock; compiles for a
     named topology are the same with and without them (measured on v5p:2x2x2).
+    (3) The libtpu of JAX 0.12 remaps its code to huge pages as it loads and, on
+    kernels whose file-backed huge pages do not line up, says so on standard
+    error ("hugepage_text.cc ... File offset incorrectly aligned"). That only
+    speeds up running on a chip, so it is turned off here (`--hugepage_text=false`,
+    a flag libtpu 0.0.42 knows too).
     Runs when this module is imported, before remat-tui starts JAX's backends.
     """
     if not libtpu_installed():
@@ -164,6 +169,9 @@ def _libtpu_without_chips() -> None:
     os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-4")
     os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    flags = os.environ.get("LIBTPU_INIT_ARGS", "")
+    if "hugepage_text" not in flags:
+        os.environ["LIBTPU_INIT_ARGS"] = f"{flags} --hugepage_text=false".strip()
 
 
 _libtpu_without_chips()

@@ -7,6 +7,14 @@ and every save/offload/recompute assignment of its checkpoint_names, applied
 where the code puts its checkpoints (each checkpointed function) or, in code
 without sites, as an outer policy.
 
+With compiling, only what can change the answer is compiled: every
+candidate is first analysed without compiling (its recompute FLOPs need no
+compile), then compiled in order of recompute, and the search stops after the
+first group of equal recompute that holds a configuration that fits: every
+later one recomputes more, so it cannot be the answer. Compiles that run out
+of memory are fast and are rows that do not fit; other compile failures are
+rows with an error. Either way the search goes on.
+
 Exact while the space is small (at most `exact_limit` configurations per
 place, and their product over places): every configuration is analysed.
 Beyond that, a stated heuristic: the built-ins, each name saved alone and
@@ -22,7 +30,7 @@ from dataclasses import dataclass
 
 from remat_tui.core import policies
 from remat_tui.core.analysis import analyze, as_target
-from remat_tui.core.compare import Row, evaluate, mark_pareto, policies_parse
+from remat_tui.core.compare import Row, compile_row, evaluate, mark_pareto, policies_parse
 from remat_tui.core.config import Config
 
 EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic
@@ -39,6 +47,9 @@ class Suggestion:
     exact: bool
     searched: int
     rows: list[Row]
+    compiled_count: int = 0  # configurations compiled (compiled measure only)
+    skipped: int = 0  # configurations not compiled: they could not change the answer
+    skipped_why: str = ""
 
     def to_dict(self) -> dict:
         return {
@@ -50,6 +61,8 @@ class Suggestion:
             "as_written": self.baseline.to_dict(),
             "exact": self.exact,
             "searched": self.searched,
+            "compiled_count": self.compiled_count,
+            "skipped": {"count": self.skipped, "why": self.skipped_why},
         }
 
 
@@ -75,9 +88,9 @@ def suggest(
     measured: dict[Config, Row] = {}
 
     def run(configs: list[Config]) -> list[Row]:
-        """Rows for `configs`, each configuration analysed once."""
+        """Rows for `configs`, each configuration analysed once (not compiled)."""
         new = [c for c in dict.fromkeys(configs) if c not in measured]
-        rows = evaluate(target, new, first, compiled, cancelled, progress)
+        rows = evaluate(target, new, first, False, cancelled, progress)
         measured.update(zip(new, rows, strict=True))
         return [measured[c] for c in configs]
 
@@ -89,13 +102,21 @@ def suggest(
     else:
         _heuristic(base, first.sites, places, names, choices, run)
     rows = list(measured.values())
-    mark_pareto(rows)
     baseline = next(r for r in rows if r.config == base)
-    fitting = [r for r in rows if r.memory <= budget]
+    skipped, why = 0, ""
+    if compiled:
+        done = compile_in_order(target, rows, baseline, budget, cancelled, progress)
+        skipped = len(rows) - len(done)
+        if skipped:
+            why = "each recomputes more than the answer, so none of them could be it"
+        rows = done
+    mark_pareto(rows)
+    fitting = [r for r in rows if r.fits and r.memory <= budget]
     if fitting:
         best = min(fitting, key=lambda r: (r.recompute_flops, r.memory, r.host_bytes))
     else:
-        best = min(rows, key=lambda r: (r.memory, r.recompute_flops))
+        measured_rows = [r for r in rows if r.error is None] or rows
+        best = min(measured_rows, key=lambda r: (r.memory, r.recompute_flops))
     return Suggestion(
         budget=budget,
         measure="compiled" if compiled else "residual",
@@ -103,9 +124,40 @@ def suggest(
         best=best,
         baseline=baseline,
         exact=exact,
-        searched=len(rows),
+        searched=len(measured),
         rows=rows,
+        compiled_count=len(rows) if compiled else 0,
+        skipped=skipped,
+        skipped_why=why,
     )
+
+
+def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancelled, progress):
+    """Compile rows by recompute, least first, and stop after the first group
+    of equal recompute holding one that fits the budget: the answer is the
+    least recompute that fits, so no later row can be it. The baseline (the
+    code as written) is always compiled: the answer is measured against it.
+    Returns the rows compiled."""
+    ordered = sorted(rows, key=lambda r: (r.recompute_flops, r.host_bytes, r.device_bytes))
+    if baseline not in ordered[:1]:
+        ordered.remove(baseline)
+        ordered.insert(0, baseline)
+    done: list[Row] = []
+    found_at = None  # the recompute of the first fitting row
+    for row in ordered:
+        if found_at is not None and row.recompute_flops > found_at and row is not baseline:
+            break
+        if progress is not None:
+            progress(len(done), len(ordered), row.config)
+        compile_row(target, row, cancelled)
+        done.append(row)
+        if row.fits and row.memory <= budget:
+            found_at = (
+                min(found_at, row.recompute_flops)
+                if found_at is not None
+                else (row.recompute_flops)
+            )
+    return done
 
 
 def _choices(target, names: list[str]) -> list[str]:

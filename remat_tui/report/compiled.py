@@ -45,10 +45,26 @@ def headline(a: Analysis) -> str | None:
     if c is None:
         return None
     where = c.device if c.devices == 1 else f"{c.device}, over {c.devices} devices"
+    if not c.fits:
+        return (
+            f"does not fit {where}: {needs(c)} · saved by autodiff {human_bytes(residual_bytes(a))}"
+        )
     return (
         f"peak {human_bytes(c.peak_bytes)} per device (compiled for {where}) · "
         f"saved by autodiff {human_bytes(residual_bytes(a))}"
     )
+
+
+def needs(c) -> str:
+    """What XLA said a compile that ran out of memory needed, in words."""
+    if c.needed_bytes and c.available_bytes:
+        return (
+            f"XLA needs {human_bytes(c.needed_bytes)} per device of "
+            f"{human_bytes(c.available_bytes)} available"
+        )
+    if c.needed_bytes:
+        return f"XLA needs {human_bytes(c.needed_bytes)} per device"
+    return "XLA ran out of memory compiling it"
 
 
 def details(a: Analysis) -> list[tuple[str, str]]:
@@ -56,6 +72,13 @@ def details(a: Analysis) -> list[tuple[str, str]]:
     c = a.compiled
     if c is None:
         return []
+    if not c.fits:
+        return [
+            ("fits the device", f"no: {needs(c)}"),
+            ("XLA says", c.error or ""),
+            ("saved by autodiff (residuals)", human_bytes(residual_bytes(a))),
+            ("compiled in", f"{c.seconds:.1f} s, never run"),
+        ]
     peak_how = "XLA's own" if c.peak_source == "backend" else "arguments + outputs + temps"
     rows = [
         ("peak per device", f"{human_bytes(c.peak_bytes)} ({peak_how})"),

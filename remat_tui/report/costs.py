@@ -37,19 +37,45 @@ def config_label(row) -> str:
     return "; ".join(parts)
 
 
+def peak_cell(row) -> str:
+    """The compiled peak; for a compile that ran out of memory, what XLA said
+    it needed; for one that failed otherwise, that it failed."""
+    compiled = row.compiled or {}
+    if row.error is not None:
+        return "compile failed"
+    if not compiled:
+        return ""
+    if not compiled.get("fits", True):
+        needed = compiled.get("needed_bytes")
+        return f"✗ needs {human_bytes(needed)}" if needed else "✗ out of memory"
+    return human_bytes(compiled["peak_bytes"]) if compiled.get("peak_bytes") is not None else ""
+
+
+def row_notes(row) -> list[str]:
+    """The row's notes, with why it has no compiled peak when it has none."""
+    compiled = row.compiled or {}
+    out = list(row.notes)
+    if row.error is not None:
+        out.insert(0, "compile failed: " + row.error.splitlines()[-1].strip())
+    elif compiled and not compiled.get("fits", True):
+        out.insert(0, f"does not fit {compiled.get('device')}: {compiled.get('error')}")
+    return out
+
+
 def row_cells(row) -> tuple[str, ...]:
     share = row.recompute_share
     compiled = row.compiled or {}
+    fitting = compiled.get("fits", True)
     return (
         "★" if row.pareto else "",
         human_bytes(row.device_bytes),
         human_bytes(row.host_bytes) if row.host_bytes else "",
         human_flops(row.recompute_flops),
         "" if share is None else f"{share:.0%}",
-        human_bytes(compiled["peak_bytes"]) if compiled.get("peak_bytes") is not None else "",
-        human_bytes(compiled["temp_bytes"]) if compiled.get("temp_bytes") is not None else "",
+        peak_cell(row),
+        human_bytes(compiled["temp_bytes"]) if compiled and fitting else "",
         config_label(row),
-        "; ".join(row.notes),
+        "; ".join(row_notes(row)),
     )
 
 
@@ -160,6 +186,10 @@ def render_suggest(s, fmt: str) -> str:
         if s.exact
         else f"heuristic (greedy over names, see `remat_tui.core.suggest`): {s.searched} analysed"
     )
+    if s.measure == "compiled":
+        how += f"; {s.compiled_count} compiled"
+        if s.skipped:
+            how += f", {s.skipped} not compiled ({s.skipped_why})"
     saving = base.memory - best.memory
     if s.fits:
         head = (
@@ -172,6 +202,8 @@ def render_suggest(s, fmt: str) -> str:
             f"nothing fits {human_bytes(s.budget)} ({measure}); the smallest is "
             f"{config_label(best)} at {human_bytes(best.memory)}"
         )
+        if not best.fits:
+            head += " (it does not fit the device either: " + "; ".join(row_notes(best)[:1]) + ")"
     lines = [
         head,
         f"against as written: {human_bytes(saving)} less"

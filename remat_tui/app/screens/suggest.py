@@ -242,6 +242,8 @@ class SuggestScreen(Screen[Config | None]):
         s = self.suggestion = message.suggestion
         budget = human_bytes(s.budget)
         how = f"exact: all {s.searched}" if s.exact else f"heuristic: {s.searched}"
+        if s.measure == "compiled":
+            how += f" ({s.compiled_count} compiled, {s.skipped} could not change the answer)"
         if s.fits:
             head = Content.styled(f"✓ fits {budget}", "bold $text-success")
             outcome = f" ({self.measure()})"

@@ -1,0 +1,125 @@
+"""Contract 8, first part: a configuration that does not fit is an answer.
+compare and suggest go on past compiles that run out of memory (rows that do
+not fit) and past other compile failures (rows with an error), and suggest
+compiles only what can change its answer, giving the answer compiling
+everything gives."""
+
+import pytest
+from test_compare import ARGS, LOSS
+
+import remat_tui
+from remat_tui.core import compare as compare_lib
+from remat_tui.core import compiled as compiled_lib
+from remat_tui.core import policies
+from remat_tui.core.analysis import as_target
+from remat_tui.errors import RematError
+from remat_tui.report import costs as cost_reports
+from remat_tui.report.units import human_bytes
+
+OOM = "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (9.00G) exceeds available HBM (8.00G)."  # noqa: E501
+SPECS = policies.builtin_specs()
+
+
+@pytest.fixture
+def failing_for(monkeypatch):
+    """Make compiles of the given outer policies run out of memory (or fail)."""
+
+    def install(out_of_memory=(), broken=()):
+        real = compiled_lib.compile_costs
+
+        def compile_costs(target, config, cancelled=None, **kw):
+            policy = dict(config.sites).get("block", config.policy)  # at the site, else outer
+            if out_of_memory == "all" or policy in out_of_memory:
+                return compiled_lib.does_not_fit(OOM, "cpu:0", 1, 0.1)
+            if policy in broken:
+                raise RematError("compiling failed: XLA says: INTERNAL: a bug")
+            return real(target, config, cancelled, **kw)
+
+        monkeypatch.setattr(compiled_lib, "compile_costs", compile_costs)
+
+    return install
+
+
+def test_compare_goes_on_past_rows_that_do_not_fit_or_fail(failing_for):
+    failing_for(out_of_memory={"nothing_saveable"}, broken={"dots_saveable"})
+    c = remat_tui.compare(LOSS, args=ARGS, policies=SPECS, compiled=True)
+    assert [r.config.policy for r in c.rows] == [policies.parse(s).canonical for s in SPECS]
+    by = {r.config.policy: r for r in c.rows}
+    oom, broken = by["nothing_saveable"], by["dots_saveable"]
+    assert not oom.fits and oom.compiled["needed_bytes"] == 9 * 2**30 and not oom.pareto
+    assert broken.error and "a bug" in broken.error and not broken.fits and not broken.pareto
+    assert any(r.pareto for r in c.rows)
+    others = [r for r in c.rows if r not in (oom, broken)]
+    assert all(r.fits and r.compiled["peak_bytes"] > 0 for r in others)
+    cells = {r.config.policy: cost_reports.row_cells(r) for r in c.rows}
+    assert cells["nothing_saveable"][5] == f"✗ needs {human_bytes(9 * 2**30)}"
+    assert cells["dots_saveable"][5] == "compile failed"
+    assert "does not fit cpu:0" in cells["nothing_saveable"][8]
+    d = c.to_dict()["rows"]
+    assert d[2]["compiled"]["fits"] is False and d[3]["error"].endswith("a bug")
+
+
+@pytest.fixture(scope="module")
+def all_compiled():
+    """Every candidate suggest considers, each compiled: what compiling
+    everything would give, for the answers to be checked against."""
+    rows = remat_tui.suggest(LOSS, 2**40, args=ARGS).rows  # analysed, not compiled
+    target = as_target(LOSS, ARGS, None)
+    for row in rows:
+        compare_lib.compile_row(target, row)
+    return rows
+
+
+def least_recompute_that_fits(rows, budget):
+    fitting = [r for r in rows if r.fits and r.memory <= budget]
+    return min(fitting, key=lambda r: (r.recompute_flops, r.memory, r.host_bytes))
+
+
+@pytest.mark.parametrize("which", ["smallest", "middle", "largest"])
+def test_suggest_compiles_only_what_can_change_its_answer(all_compiled, which):
+    peaks = sorted({r.memory for r in all_compiled})
+    budget = {"smallest": peaks[0], "middle": peaks[len(peaks) // 2], "largest": peaks[-1]}[which]
+    got = remat_tui.suggest(LOSS, budget, args=ARGS, compiled=True)
+    want = least_recompute_that_fits(all_compiled, budget)
+    assert got.fits and got.exact
+    assert (got.best.config, got.best.memory) == (want.config, want.memory)
+    assert got.searched == len(all_compiled)
+    assert got.compiled_count + got.skipped == len(all_compiled)
+    assert got.compiled_count == len(got.rows)
+    # Every configuration not compiled recomputes more than the answer.
+    compiled = {r.config for r in got.rows}
+    assert all(
+        r.recompute_flops > got.best.recompute_flops
+        for r in all_compiled
+        if r.config not in compiled
+    )
+    d = got.to_dict()
+    assert d["compiled_count"] == got.compiled_count and d["skipped"]["count"] == got.skipped
+
+
+def test_suggest_skips_compiles_when_the_cheapest_fits():
+    got = remat_tui.suggest(LOSS, 2**40, args=ARGS, compiled=True)
+    assert got.fits and got.skipped > 0 and "recomputes more" in got.skipped_why
+    assert got.best.recompute_flops == min(r.recompute_flops for r in got.rows)
+    text = cost_reports.render_suggest(got, "text")
+    assert f"{got.compiled_count} compiled, {got.skipped} not compiled" in text
+
+
+def test_suggest_goes_on_when_the_least_recompute_does_not_fit(failing_for):
+    # The configurations that recompute least do not fit: the answer is the
+    # next one that does, not an error that ends the search.
+    failing_for(out_of_memory={"as_written", "everything_saveable"}, broken={"dots_saveable"})
+    got = remat_tui.suggest(LOSS, 2**40, args=ARGS, compiled=True)
+    assert got.fits and got.best.fits
+    chosen = dict(got.best.config.sites).get("block", got.best.config.policy)
+    assert chosen not in ("as_written", "everything_saveable", "dots_saveable")
+    assert any(not r.fits for r in got.rows)
+
+
+def test_suggest_when_nothing_fits_the_device(failing_for):
+    failing_for(out_of_memory="all")
+    got = remat_tui.suggest(LOSS, 2**40, args=ARGS, compiled=True)
+    assert not got.fits and not got.best.fits
+    assert got.compiled_count == got.searched and not got.skipped  # each had to be tried
+    text = cost_reports.render_suggest(got, "text")
+    assert "nothing fits" in text and "does not fit the device either" in text
