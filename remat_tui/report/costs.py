@@ -99,7 +99,8 @@ def render_compare(c, fmt: str) -> str:
     legend = (
         "★ Pareto-optimal: no other row needs no more memory and no more recomputation. "
         "device/host: residual bytes saved by autodiff; recompute: forward FLOPs the "
-        "backward pass does again; peak/temp: the compiled gradient, when compiled."
+        "backward pass does again; peak/temp: the compiled gradient alone (no optimizer "
+        "state), when compiled; ✗: it does not fit the device."
     )
     if fmt == "text":
         lines = [f"compare  {title}  ({len(c.rows)} configurations, {c.seconds:.1f} s)", ""]
@@ -203,7 +204,9 @@ def render_suggest(s, fmt: str) -> str:
             f"{config_label(best)} at {human_bytes(best.memory)}"
         )
         if not best.fits:
-            head += " (it does not fit the device either: " + "; ".join(row_notes(best)[:1]) + ")"
+            compiled = best.compiled or {}
+            why = best.error or f"XLA says: {compiled.get('error')}"
+            head += f" (it does not fit the device either; {why})"
     lines = [
         head,
         f"against as written: {human_bytes(saving)} less"

@@ -36,10 +36,6 @@ class Body:
     iterations: int | None = None  # a scan's length: each value it stacks is one per iteration
 
 
-def name(eqn) -> str:
-    return eqn.primitive.name
-
-
 def bodies(eqn) -> tuple[Body, ...]:
     """The jaxprs `eqn` runs, in the order JAX lists them in its params."""
     name = eqn.primitive.name
