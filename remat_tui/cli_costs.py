@@ -126,8 +126,9 @@ def run(command: str, argv: list[str]) -> int:
     return 0
 
 
-def _progress(i: int, total: int, config) -> None:
-    print(f"remat-tui: [{i + 1}/{total}] {config.label()}", file=sys.stderr, flush=True)
+def _progress(i: int, total: int, config, stage: str = "") -> None:
+    what = f"{stage} " if stage else ""
+    print(f"remat-tui: [{i + 1}/{total}] {what}{config.label()}", file=sys.stderr, flush=True)
 
 
 def _emit(text: str, opts) -> None:

@@ -275,3 +275,22 @@ async def test_palette_explains_a_malformed_spec():
         assert any(
             "Apply policy save_only_these_names('layer0')" in str(h.match_display) for h in hits
         )
+
+
+async def test_the_residual_title_keeps_device_and_host_bytes_apart():
+    from remat_tui.app.residual_table import ResidualTable
+    from remat_tui.report.units import human_bytes
+
+    offload = (
+        "save_and_offload_only_these_names(names_which_can_be_saved=['layer0'], "
+        "names_which_can_be_offloaded=['layer2'])"
+    )
+    app = RematApp(example("mlp.py"), policy=offload)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        totals = app.shown.totals
+        assert totals.host_bytes and totals.device_bytes
+        title = str(app.query_one(ResidualTable).border_title)
+        assert f"· {human_bytes(totals.device_bytes)} device" in title
+        assert f"· {human_bytes(totals.host_bytes)} host" in title
+        assert human_bytes(totals.bytes) not in title  # never their sum

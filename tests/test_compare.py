@@ -8,7 +8,7 @@ import subprocess
 import jax
 import jax.numpy as jnp
 import pytest
-from conftest import example
+from conftest import example, jax_saved_residuals
 from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
@@ -17,6 +17,7 @@ from remat_tui.core.compare import compare
 from remat_tui.core.config import Config
 from remat_tui.core.diff import diff
 from remat_tui.core.suggest import STATES, suggest
+from remat_tui.report.costs import render_diff
 
 
 def block(W, x):
@@ -220,3 +221,55 @@ def test_rows_at_a_function_replace_a_site_set_by_id():
     want = Config(sites=(("block", "nothing_saveable"),))
     assert want in rows  # the id override was replaced, not kept beside it
     assert rows[want].recompute_flops == full(want).flops["recompute"] > 0
+
+
+def test_notes_name_no_device_and_never_say_an_outer_policy_stops_at_checkpoints():
+    # An outer policy around code with checkpoints changes what is saved (JAX's
+    # own lists differ), so no note may say it does not reach inside them; and
+    # every row shares the device, so no note names it.
+    rows = remat_tui.compare(
+        LOSS, args=ARGS, policies=["as_written", "nothing_saveable"], device="cpu:0"
+    ).rows
+    written, outer = rows
+    assert jax_saved_residuals(LOSS, "nothing_saveable", ARGS, {}) != jax_saved_residuals(
+        LOSS, "as_written", ARGS, {}
+    )
+    assert outer.residuals != written.residuals
+    notes = [n for r in rows for n in r.notes]
+    assert not any("does not reach" in n for n in notes)
+    every = remat_tui.compare(LOSS, args=ARGS, device="cpu:0").rows
+    notes = [n for r in every for n in r.notes]
+    assert any(n.startswith("changes nothing") for n in notes)
+    assert not any("cpu:0" in n for n in notes)
+
+
+def make_two_named_projections(spec):
+    """A scan whose body saves two values JAX words alike (`output of scan` at
+    the same line, the same aval): only their names tell them apart."""
+
+    def body(x, w):
+        q = checkpoint_name(jnp.sin(x @ w), "q")
+        k = checkpoint_name(jnp.cos(x @ w), "k")
+        return x + q * k, None
+
+    blk = jax.checkpoint(body, policy=policies.build(policies.parse(spec)))
+
+    def loss(ws, x):
+        return jnp.sum(jax.lax.scan(blk, x, ws)[0])
+
+    return loss
+
+
+def test_diff_tells_alike_scan_outputs_apart_by_origin():
+    fn = make_two_named_projections("nothing_saveable")
+    d = diff(
+        fn,
+        Config.make(sites={1: "save_only_these_names('k', 'q')"}),
+        Config.make(sites={1: "save_only_these_names('q')"}),
+        args=(jnp.ones((3, 8, 8)), jnp.ones((4, 8))),
+    )
+    (gone,) = d.only_a
+    kept = [e for e in d.both if e["origin"] and "name 'q'" in e["origin"]]
+    assert "output of scan" in gone["text"] and gone["origin"].startswith("name 'k' ×3")
+    assert kept and all(e["text"] == gone["text"] for e in kept)
+    assert "← name 'k' ×3" in render_diff(d, "text")

@@ -8,6 +8,7 @@ import pytest
 from test_compare import ARGS, LOSS
 
 import remat_tui
+import remat_tui.core.suggest
 from remat_tui.core import compare as compare_lib
 from remat_tui.core import compiled as compiled_lib
 from remat_tui.core import policies
@@ -123,3 +124,19 @@ def test_suggest_when_nothing_fits_the_device(failing_for):
     assert got.compiled_count == got.searched and not got.skipped  # each had to be tried
     text = cost_reports.render_suggest(got, "text")
     assert "nothing fits" in text and "does not fit the device either" in text
+
+
+def test_suggest_progress_counts_to_what_it_says_it_searched():
+    # Progress said [n/33] while the answer said "all 34 configurations".
+    seen = []
+    got = remat_tui.core.suggest.suggest(
+        as_target(LOSS, ARGS, None),
+        2**40,
+        compiled=True,
+        progress=lambda i, n, config, stage="": seen.append((i, n, stage)),
+    )
+    analysing = [(i, n) for i, n, stage in seen if stage != "compiling"]
+    compiling = [(i, n) for i, n, stage in seen if stage == "compiling"]
+    assert {n for _, n in analysing} == {got.searched}
+    assert [i for i, _ in analysing] == list(range(got.searched))
+    assert len(compiling) == got.compiled_count

@@ -290,7 +290,11 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         ).border_subtitle = f"↻ {a.backward.recompute_eqns} recomputed equations"
         table = self.query_one(ResidualTable)
         table.set_rows(drawing.rows, drawing.host_rows, drawing.widths, sizes=drawing.sizes)
-        table.border_title = f"Residuals  {len(a.residuals)} · {human_bytes(a.totals.bytes)}"
+        # Device and host bytes apart, as the status line keeps them: a sum of
+        # the two is no memory anything holds.
+        host = f" · {human_bytes(a.totals.host_bytes)} host" if a.totals.host_bytes else ""
+        device = human_bytes(a.totals.device_bytes) + (" device" if host else "")
+        table.border_title = f"Residuals  {len(a.residuals)} · {device}{host}"
         self.select_residual(table.selected if a.residuals else -1)
         cautions = [
             *(f"[b]warning:[/b] {escape(w)}" for w in [*self.start_warnings, *a.warnings]),

@@ -1,8 +1,10 @@
 """Provides diff (Contract 6): what two configurations save differently.
 
 Residuals are matched by JAX's own words (`text`: aval, kind and source
-line), as a multiset: a value saved under both is in `both`, whatever its
-position in either list.
+line) and where the value was computed (its origin: name, primitive and the
+user's line), as a multiset: a value saved under both is in `both`, whatever
+its position in either list. JAX words every stacked output of a scan alike
+(`output of scan from model.py:95`); the origin tells them apart.
 """
 
 from __future__ import annotations
@@ -60,20 +62,29 @@ def diff(fn, a: Config, b: Config, args=None, kwargs=None, cancelled=None) -> Di
 
 def diff_analyses(first, second) -> Diff:
     """The diff of two analyses already made (the app's marked and current ones)."""
-    left = {r.text: r for r in first.residuals}
-    right = {r.text: r for r in second.residuals}
-    count_a = Counter(r.text for r in first.residuals)
-    count_b = Counter(r.text for r in second.residuals)
+    left = {_key(r): r for r in first.residuals}
+    right = {_key(r): r for r in second.residuals}
+    count_a = Counter(_key(r) for r in first.residuals)
+    count_b = Counter(_key(r) for r in second.residuals)
     only_a = _entries(count_a - count_b, left)
     only_b = _entries(count_b - count_a, right)
     both = _entries(count_a & count_b, left)
     return Diff(row_of(first), row_of(second), only_a, only_b, both)
 
 
+def _key(r) -> tuple:
+    o = r.origin
+    if o is None:
+        return (r.text, None, None, None)
+    line = (o.source.file, o.source.line) if o.source else None
+    return (r.text, o.name, o.primitive, line)
+
+
 def _entries(counts: Counter, residuals: dict) -> list[dict]:
     out = []
-    for text, n in counts.items():
-        r = residuals[text]
-        entry = {"text": text, "aval": r.aval, "bytes": r.bytes, "memory": r.memory}
+    for key, n in counts.items():
+        r = residuals[key]
+        entry = {"text": r.text, "aval": r.aval, "bytes": r.bytes, "memory": r.memory}
+        entry["origin"] = r.origin.label() if r.origin is not None else None
         out.extend([entry] * n)
     return out

@@ -94,12 +94,12 @@ def suggest(
         measured.update(zip(new, rows, strict=True))
         return [measured[c] for c in configs]
 
-    run([base])
     exact = space <= exact_limit
-    if exact:
+    if exact:  # one batch, so its progress counts to the number searched
         combos = itertools.product(choices, repeat=len(places))
-        run([_config(base, first.sites, places, c) for c in combos])
+        run([base, *(_config(base, first.sites, places, c) for c in combos)])
     else:
+        run([base])
         _heuristic(base, first.sites, places, names, choices, run)
     rows = list(measured.values())
     baseline = next(r for r in rows if r.config == base)
@@ -148,7 +148,7 @@ def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancel
         if found_at is not None and row.recompute_flops > found_at and row is not baseline:
             break
         if progress is not None:
-            progress(len(done), len(ordered), row.config)
+            progress(len(done), len(ordered), row.config, "compiling")
         compile_row(target, row, cancelled)
         done.append(row)
         if row.fits and row.memory <= budget:

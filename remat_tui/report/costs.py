@@ -234,7 +234,11 @@ def render_diff(d, fmt: str) -> str:
         return json.dumps(d.to_dict(), indent=2) + "\n"
 
     def listing(entries):
-        return [f"  {human_bytes(e['bytes']):>10}  {e['text']}" for e in entries] or ["  (none)"]
+        return [
+            f"  {human_bytes(e['bytes']):>10}  {e['text']}"
+            + (f"  ← {e['origin']}" if e.get("origin") else "")
+            for e in entries
+        ] or ["  (none)"]
 
     lines = [
         f"A: {config_label(d.a)}",

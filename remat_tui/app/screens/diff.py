@@ -86,6 +86,7 @@ class DiffScreen(Screen[Config | None]):
         table.add_column("bytes", width=10)
         table.add_column("memory", width=6)
         table.add_column("residual (JAX's words)")
+        table.add_column("computed at")
         for key, title, style in (*SECTIONS, ("both", "both", "$text-muted")):
             for entry in getattr(d, key):
                 table.add_row(
@@ -93,6 +94,7 @@ class DiffScreen(Screen[Config | None]):
                     Text(human_bytes(entry["bytes"]), justify="right"),
                     entry["memory"],
                     short(entry["text"]),
+                    entry.get("origin") or "",
                 )
         table.focus()
 

@@ -169,7 +169,7 @@ class SuggestScreen(Screen[Config | None]):
 
         analysed = 0
 
-        def progress(_i: int, _n: int, config) -> None:
+        def progress(_i: int, _n: int, config, _stage: str = "") -> None:
             nonlocal analysed
             analysed += 1  # suggest analyses in batches: count across them
             self.post_message(SuggestProgress(request, analysed, config.label()))
