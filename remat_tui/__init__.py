@@ -7,8 +7,7 @@ heavy entry points (`load_targets`, `analyze`) import the core on first call.
 
 from remat_tui.errors import RematError
 from remat_tui.registry import Target, target
-
-__version__ = "0.1.0"
+from remat_tui.version import __version__
 
 __all__ = [
     "RematError",

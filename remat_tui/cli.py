@@ -1,5 +1,11 @@
-"""Provides the command line: `remat-tui FILE[:NAME]` (the app) and
-`remat-tui report FILE[:NAME]` (headless).
+"""Provides the command line: `remat-tui FILE[:NAME]` (the app) and the headless
+subcommands `report`, `compare`, `suggest` and `diff`.
+
+The subcommands share one set of options (target, policy, sites, device,
+format, output) and run one way (`_headless`): what the target prints goes to
+standard error, so standard output carries the report alone; the format comes
+from --format, else from -o's extension; files are written atomically; the
+exit status is 0, 1 when a gate is exceeded, 2 for bad input.
 
 Imports only the standard library at module level, so `--help` is instant;
 jax loads when a target is analysed and textual only when the app starts.
@@ -16,8 +22,19 @@ from remat_tui import __version__
 from remat_tui.errors import RematError
 from remat_tui.report import FORMATS  # light: the report modules import no jax
 
+SUBCOMMANDS = ("report", "compare", "suggest", "diff")
+# -o's extension picks the format when --format is not given.
+OUTPUT_FORMATS = {".json": "json", ".md": "md", ".markdown": "md", ".html": "html"}
+OUTPUT_FORMATS |= {".htm": "html", ".txt": "text"}
+SITE_HELP = (
+    "set the policy of a jax.checkpoint in the code: a site id or the checkpointed "
+    "function's name, e.g. --site block=nothing_saveable (as_written removes that "
+    "checkpoint); repeatable"
+)
 
-def _common(parser: argparse.ArgumentParser) -> None:
+
+def _target_options(parser: argparse.ArgumentParser) -> None:
+    """What every command takes: the target, its site overrides and the device."""
     parser.add_argument(
         "target",
         metavar="FILE[:NAME]",
@@ -25,38 +42,52 @@ def _common(parser: argparse.ArgumentParser) -> None:
         ":NAME picks one when it has several",
     )
     parser.add_argument(
-        "--policy",
-        default="as_written",
-        metavar="SPEC",
-        help="a jax.checkpoint policy, written as after "
-        "jax.checkpoint_policies. (default: as_written, no checkpoint)",
+        "--site", action="append", default=[], metavar="ID|FUNCTION=SPEC", help=SITE_HELP
     )
     parser.add_argument(
         "--device",
         default=None,
         metavar="D",
-        help="device to analyse on, e.g. cpu:1 (default: JAX's default)",
+        help="device to analyse on, e.g. cpu:1 or tpu:v5e:2x2 (default: JAX's default)",
+    )
+
+
+def _policy_option(parser: argparse.ArgumentParser, **kwargs) -> None:
+    kwargs.setdefault("default", "as_written")
+    kwargs.setdefault(
+        "help",
+        "a jax.checkpoint policy, written as after jax.checkpoint_policies. "
+        "(default: as_written, no checkpoint)",
+    )
+    parser.add_argument("--policy", metavar="SPEC", **kwargs)
+
+
+def _output_options(parser: argparse.ArgumentParser, compiled_help: str | None) -> None:
+    """What every headless command takes: format and output; and compiling,
+    where the command has a use for it."""
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default=None,
+        help="output format (default: from -o's extension, .json .md .html .txt; else text)",
     )
     parser.add_argument(
-        "--site",
-        action="append",
-        default=[],
-        metavar="ID|FUNCTION=SPEC",
-        help="set the policy of a jax.checkpoint in the code: a site id or the "
-        "checkpointed function's name, e.g. --site block=nothing_saveable "
-        "(as_written removes that checkpoint); repeatable",
+        "-o", "--output", metavar="PATH", help="write to PATH (atomically) instead of stdout"
     )
+    if compiled_help is not None:
+        parser.add_argument("--compiled", action="store_true", help=compiled_help)
 
 
 def app_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="remat-tui",
         description="See what JAX autodiff saves for the backward pass and what "
-        "jax.checkpoint policies change. `remat-tui report --help` for the "
-        "headless report.",
+        "jax.checkpoint policies change. Headless: remat-tui {report,compare,suggest,"
+        "diff} --help.",
     )
     parser.add_argument("--version", action="version", version=f"remat-tui {__version__}")
-    _common(parser)
+    _target_options(parser)
+    _policy_option(parser)
     parser.add_argument(
         "--web", action="store_true", help="serve the app to a browser on localhost instead"
     )
@@ -66,71 +97,90 @@ def app_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def report_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="remat-tui report",
+def headless_parser() -> argparse.ArgumentParser:
+    """One parser, a subcommand each, sharing the target and output options."""
+    parser = argparse.ArgumentParser(prog="remat-tui")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    report = commands.add_parser(
+        "report",
+        help="one configuration",
         description="Print the saved residuals, both jaxprs and totals of one target "
         "under one policy.",
     )
-    _common(parser)
-    parser.add_argument(
-        "--format",
-        choices=FORMATS,
-        default=None,
-        help="report format (default: from -o's extension, .json .md .html .txt; else text)",
-    )
-    parser.add_argument(
-        "-o",
-        "--output",
-        metavar="PATH",
-        help="write to PATH (atomically) instead of standard output",
-    )
-    parser.add_argument(
-        "--compiled",
-        action="store_true",
-        help="also compile the gradient for the device (never run it) and lead with "
+    _target_options(report)
+    _policy_option(report)
+    _output_options(
+        report,
+        "also compile the gradient for the device (never run it) and lead with "
         "XLA's peak bytes per device",
     )
-    parser.add_argument(
+    report.add_argument(
         "--max-residual-bytes",
         metavar="SIZE",
         help="exit 1 if the residual bytes on a device exceed SIZE (512MiB, 2GiB, "
         "1.5e9 or a byte count); the report is written first",
     )
-    parser.add_argument(
+    report.add_argument(
         "--max-peak-bytes",
         metavar="SIZE",
         help="with --compiled: exit 1 if the compiled peak per device exceeds SIZE",
     )
+
+    compiled_help = "also compile each configuration's gradient (never run) for its memory"
+    compare = commands.add_parser(
+        "compare",
+        help="every configuration worth comparing",
+        description="Residual bytes and recompute FLOPs of every built-in policy, the "
+        "target's own, the checkpoint_name save/offload sets and, for code with "
+        "jax.checkpoint sites, each policy at each site; Pareto-optimal rows marked.",
+    )
+    _target_options(compare)
+    _policy_option(
+        compare,
+        action="append",
+        default=None,
+        help="compare only these outer policies (repeatable)",
+    )
+    _output_options(compare, compiled_help)
+
+    suggest = commands.add_parser(
+        "suggest",
+        help="the least recompute that fits a budget",
+        description="The configuration with the least recomputation whose memory fits "
+        "a budget (residual bytes on device, or the compiled peak with --compiled).",
+    )
+    _target_options(suggest)
+    _output_options(suggest, compiled_help)
+    suggest.add_argument("--budget", required=True, metavar="SIZE", help="e.g. 2GiB, 1.5e9")
+
+    diff = commands.add_parser(
+        "diff",
+        help="what two configurations save differently",
+        description="What configuration A saves that B does not, and back; byte and "
+        "recompute deltas (B - A). --site sets side A's overrides.",
+    )
+    _target_options(diff)
+    _policy_option(diff, help="side A's policy (default: as_written)")
+    _output_options(diff, None)
+    diff.add_argument("--vs", default="as_written", metavar="B", help="side B's policy")
+    diff.add_argument(
+        "--vs-site",
+        action="append",
+        default=[],
+        metavar="ID|FUNCTION=SPEC",
+        help="a site override on side B; repeatable",
+    )
     return parser
-
-
-# -o's extension picks the format when --format is not given.
-OUTPUT_FORMATS = {".json": "json", ".md": "md", ".markdown": "md", ".html": "html"}
-OUTPUT_FORMATS |= {".htm": "html", ".txt": "text"}
-
-
-def report_format(opts: argparse.Namespace) -> str:
-    import os
-
-    if opts.format:
-        return opts.format
-    ext = os.path.splitext(opts.output or "")[1].lower()
-    return OUTPUT_FORMATS.get(ext, "text")
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        if argv and argv[0] == "report":
-            opts = report_parser().parse_args(argv[1:])
+        if argv and argv[0] in SUBCOMMANDS:
+            opts = headless_parser().parse_args(argv)
             _warn_if_untested_jax()
-            return run_report(opts)
-        if argv and argv[0] in ("compare", "suggest", "diff"):
-            from remat_tui import cli_costs
-
-            _warn_if_untested_jax()
-            return cli_costs.run(argv[0], argv[1:])
+            return _headless(opts)
         return run_app(app_parser().parse_args(argv))
     except RematError as exc:
         print(f"remat-tui: error: {exc.message}", file=sys.stderr)
@@ -147,32 +197,110 @@ def _warn_if_untested_jax() -> None:
         print(f"remat-tui: warning: {message}", file=sys.stderr)
 
 
-def run_report(opts: argparse.Namespace) -> int:
-    from remat_tui.core.analysis import analyze
-    from remat_tui.core.loading import load_target
-    from remat_tui.report import render
-    from remat_tui.report.write import write_atomic
+def output_format(opts: argparse.Namespace) -> str:
+    if opts.format:
+        return opts.format
+    ext = os.path.splitext(opts.output or "")[1].lower()
+    return OUTPUT_FORMATS.get(ext, "text")
 
-    limits = _limits(opts)  # a bad size fails before anything is analysed
-    sites = _site_overrides(opts.site)
+
+def _headless(opts: argparse.Namespace) -> int:
+    """Run one subcommand: its result rendered, written, and its exit status."""
+    from remat_tui.core.loading import load_target
+
+    checks = _check_before(opts)  # bad sizes fail before anything is analysed
+    fmt = output_format(opts)
     with _user_output_to_stderr():
-        analysis = analyze(
-            load_target(opts.target),
-            policy=opts.policy,
-            device=opts.device,
-            sites=sites,
-            compiled=opts.compiled,
-        )
-    for warning in analysis.warnings:
+        target = load_target(opts.target)
+        text, warnings, status = RUNNERS[opts.command](target, opts, fmt, checks)
+    for warning in warnings:
         print(f"remat-tui: warning: {warning}", file=sys.stderr)
-    fmt = report_format(opts)
-    text = render(analysis, fmt)
     if opts.output:
+        from remat_tui.report.write import write_atomic
+
         path = write_atomic(opts.output, text)
-        print(f"remat-tui: wrote {fmt} report to {path}", file=sys.stderr)
+        print(f"remat-tui: wrote {fmt} {opts.command} to {path}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return _gates(analysis, limits)
+    return status()
+
+
+def _check_before(opts: argparse.Namespace) -> dict:
+    """What the options say that can be checked before JAX loads: the gate
+    sizes and suggest's budget, in bytes."""
+    from remat_tui.report.units import parse_size
+
+    checks: dict = {}
+    if opts.command == "suggest":
+        checks["budget"] = parse_size(opts.budget)
+    if opts.command == "report":
+        checks["limits"] = _limits(opts)
+    return checks
+
+
+def _report(target, opts, fmt, checks):
+    from remat_tui.core.analysis import analyze
+    from remat_tui.report import render
+
+    analysis = analyze(
+        target,
+        policy=opts.policy,
+        device=opts.device,
+        sites=site_overrides(opts.site),
+        compiled=opts.compiled,
+    )
+    # The verdict is printed after the report is written.
+    return render(analysis, fmt), analysis.warnings, lambda: _gates(analysis, checks["limits"])
+
+
+def _compare(target, opts, fmt, checks):
+    from remat_tui.core.compare import compare
+    from remat_tui.report.costs import render_compare
+
+    result = compare(
+        target,
+        policies=opts.policy,
+        sites=site_overrides(opts.site),
+        compiled=opts.compiled,
+        device=opts.device,
+        progress=_progress,
+    )
+    return render_compare(result, fmt), [], lambda: 0
+
+
+def _suggest(target, opts, fmt, checks):
+    from remat_tui.core.suggest import suggest
+    from remat_tui.report.costs import render_suggest
+
+    result = suggest(
+        target,
+        checks["budget"],
+        sites=site_overrides(opts.site),
+        compiled=opts.compiled,
+        device=opts.device,
+        progress=_progress,
+    )
+    return render_suggest(result, fmt), [], lambda: 0
+
+
+def _diff(target, opts, fmt, checks):
+    from remat_tui.core.config import Config
+    from remat_tui.core.diff import diff
+    from remat_tui.report.costs import render_diff
+
+    sides = (
+        Config.make(opts.policy, site_overrides(opts.site), opts.device, target.policies),
+        Config.make(opts.vs, site_overrides(opts.vs_site), opts.device, target.policies),
+    )
+    return render_diff(diff(target, *sides), fmt), [], lambda: 0
+
+
+RUNNERS = {"report": _report, "compare": _compare, "suggest": _suggest, "diff": _diff}
+
+
+def _progress(i: int, total: int, config, stage: str = "") -> None:
+    what = f"{stage} " if stage else ""
+    print(f"remat-tui: [{i + 1}/{total}] {what}{config.label()}", file=sys.stderr, flush=True)
 
 
 def _limits(opts: argparse.Namespace) -> dict[str, int]:
@@ -247,15 +375,13 @@ def _user_output_to_stderr():
 
 
 def run_app(opts: argparse.Namespace) -> int:
-    import os
-
     from remat_tui.core.loading import split_target_ref
     from remat_tui.core.policies import check_syntax
 
     # What can be checked before JAX loads fails here, with exit status 2; the
     # rest (the file's own errors, its policy names, the device) shows in the app.
     check_syntax(opts.policy)
-    for spec in _site_overrides(opts.site).values():
+    for spec in site_overrides(opts.site).values():
         check_syntax(spec)
     path, name = split_target_ref(opts.target)
     if not os.path.isfile(path):
@@ -275,7 +401,7 @@ def run_app(opts: argparse.Namespace) -> int:
     return run(path, name, policy=opts.policy, device=opts.device, sites=opts.site)
 
 
-def _site_overrides(options: list[str]) -> dict:
+def site_overrides(options: list[str]) -> dict:
     """`--site` options -> {site id or function name: spec}; the last one for a key wins."""
     from remat_tui.core.config import parse_site_option
 

@@ -7,6 +7,8 @@ import subprocess
 import pytest
 from conftest import example, jax_saved_residuals
 
+from remat_tui.errors import RematError
+
 
 def run(cmd, *args, cwd=None):
     env = dict(os.environ)
@@ -129,8 +131,12 @@ def test_app_mode_bad_input_exits_2_before_the_app_starts(remat_tui_cmd, args, f
 def test_app_mode_accepts_a_policy_the_target_declares():
     from remat_tui.core.policies import check_syntax
 
-    check_syntax("save_a_and_dots")  # may be declared: the app checks it after loading
-    check_syntax("save_from_both_policies(dots_saveable, save_a_and_dots)")
+    # A bare name may be one the target declares: the app checks it after loading.
+    assert check_syntax("save_a_and_dots") is None
+    assert check_syntax("save_from_both_policies(dots_saveable, save_a_and_dots)") is None
+    # What no target could declare fails before the app starts.
+    with pytest.raises(RematError, match="takes no arguments"):
+        check_syntax("save_a_and_dots(1)")
 
 
 def without_root_override(cmd: list[str]) -> list[str]:

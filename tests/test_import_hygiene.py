@@ -26,8 +26,17 @@ def test_package_root_imports_neither_jax_nor_textual():
     assert "jax" not in loaded and "textual" not in loaded
 
 
-def test_report_imports_no_textual():
-    assert "textual" not in modules_after("import remat_tui.report")
+def test_the_layering_contracts_hold():
+    # pyproject.toml's [tool.importlinter] contracts: app -> report -> core.
+    import os
+    import shutil
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    command = shutil.which("lint-imports", path=os.path.dirname(sys.executable))
+    assert command, "lint-imports (import-linter, in the test extra) is not installed"
+    proc = subprocess.run([command], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 broken" in proc.stdout
 
 
 # Private attributes of objects that are remat-tui's own, read on purpose.

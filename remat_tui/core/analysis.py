@@ -22,7 +22,6 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax.tree_util import tree_flatten, tree_unflatten
 
-import remat_tui
 from remat_tui.core import flops, linemap, policies, site_flops
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core import recompute as recompute_lib
@@ -39,6 +38,7 @@ from remat_tui.core.residuals import find_residuals, per_device_bytes
 from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
+from remat_tui.version import __version__
 
 
 def analyze(
@@ -235,7 +235,7 @@ def _trace(
         warnings=spec.warnings({n.name for n in names}),
         trace_seconds=0.0,
         jax_version=jax.__version__,
-        tool_version=remat_tui.__version__,
+        tool_version=__version__,
         sites=shown_sites,
         dots=count_dots(fwd),
         flops={

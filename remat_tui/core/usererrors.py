@@ -11,9 +11,8 @@ import os
 import sysconfig
 import traceback
 
-import remat_tui
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(remat_tui.__file__))
+# remat_tui/: two folders up from this file (core/usererrors.py).
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STDLIB = os.path.join(sysconfig.get_paths()["stdlib"], "")
 _HIDDEN = (
     _STDLIB,

@@ -8,13 +8,13 @@ import os
 from jax._src import source_info_util as _siu
 from jax.extend import source_info_util as public_siu
 
-import remat_tui
 from remat_tui.core.model import Source
 from remat_tui.core.usercode import in_library
 
 # Our own frames must never be taken for the user's: JAX attributes each
 # equation to the innermost frame outside its exclusions.
-public_siu.register_exclusion(os.path.dirname(os.path.abspath(remat_tui.__file__)))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+public_siu.register_exclusion(_PACKAGE)  # remat_tui/, three folders up
 
 
 def summarize(source_info) -> str:
