@@ -13,16 +13,14 @@ each device is analysed and compiled over the mesh it would train on.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 
-LIMIT = 16  # builds kept (they may hold real arrays): targets of old reloads, devices left
+from remat_tui.core.lru import LRU
 
-_lock = threading.Lock()
-# (id(target), device set or None) -> (target, prepared target), least recently used first
-_built: OrderedDict[tuple, tuple[object, object]] = OrderedDict()
+LIMIT = 16  # builds kept (they may hold real arrays): targets of old reloads, devices left
+# (id(target), device set or None) -> (target, prepared target)
+_built = LRU(LIMIT)
 
 
 def prepared(target, device: str | None = None, on_stage: Callable[[str], None] | None = None):
@@ -37,17 +35,13 @@ def prepared(target, device: str | None = None, on_stage: Callable[[str], None] 
     # unsharded target stays one build, whatever device is chosen.
     devices = device_set(resolve_device(device)) if takes_devices(target) else None
     key = (id(target), tuple(devices) if devices is not None else None)
-    with _lock:  # one build per key, even when two workers ask at once
-        hit = _built.get(key)
-        if hit is not None and hit[0] is target:
-            _built.move_to_end(key)
-            return hit[1]
+
+    def build():
         if on_stage is not None and (callable(target.args) or callable(target.kwargs)):
             on_stage("building example arguments")
         args, kwargs = resolve_arguments(target, devices)
-        ready = replace(target, args=args, kwargs=kwargs)
-        _built[key] = (target, ready)
-        _built.move_to_end(key)
-        while len(_built) > LIMIT:
-            _built.popitem(last=False)
-        return ready
+        return target, replace(target, args=args, kwargs=kwargs)
+
+    # One build per key, even when two workers ask at once; an entry of an old
+    # target whose id was reused is built again.
+    return _built.get_or_build(key, build, valid=lambda hit: hit[0] is target)[1]

@@ -9,7 +9,7 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
-from remat_tui.app.suggest import completions, did_you_mean
+from remat_tui.app.hints import completions, did_you_mean
 from remat_tui.core import policies
 from remat_tui.errors import RematError
 

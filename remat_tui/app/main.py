@@ -28,6 +28,7 @@ from remat_tui.app.drawing import TABLE_COLUMNS, Drawing, draw
 from remat_tui.app.footer import Footer
 from remat_tui.app.hangup import quit_on_hangup
 from remat_tui.app.hangup import release as release_hangup
+from remat_tui.app.hints import with_suggestion
 from remat_tui.app.keys import BINDINGS as KEYS
 from remat_tui.app.layout import Layout
 from remat_tui.app.lexer import JaxprLexer
@@ -47,7 +48,6 @@ from remat_tui.app.screens import PickScreen
 from remat_tui.app.sidebar import Sidebar
 from remat_tui.app.site_actions import SiteActions
 from remat_tui.app.status import Activity, summary
-from remat_tui.app.suggest import with_suggestion
 from remat_tui.core import policies
 from remat_tui.core.config import parse_site_option
 from remat_tui.errors import RematError

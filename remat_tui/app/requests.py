@@ -16,9 +16,9 @@ from textual.widgets import Static
 
 from remat_tui.app import cache as analysis_cache
 from remat_tui.app.arguments import prepared
+from remat_tui.app.hints import with_suggestion
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
 from remat_tui.app.status import nothing_shown
-from remat_tui.app.suggest import with_suggestion
 from remat_tui.core import policies
 from remat_tui.core.config import Config
 from remat_tui.errors import RematError

@@ -120,7 +120,7 @@ def compare(
     if policies is None:
         configs = candidates(target, baseline_analysis, base)
     else:
-        configs = [base.with_policy(policies_parse(p, target)) for p in policies]
+        configs = [base.with_policy(canonical_spec(p, target)) for p in policies]
     rows = evaluate(target, configs, baseline_analysis, compiled, cancelled, progress)
     mark_pareto(rows)
     return Comparison(
@@ -132,7 +132,8 @@ def compare(
     )
 
 
-def policies_parse(text: str, target) -> str:
+def canonical_spec(text: str, target) -> str:
+    """A policy spec in its one spelling, the target's own policies known."""
     return policies.parse(text, target.policies).canonical
 
 
@@ -183,11 +184,11 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
         name_specs += [policies.names_policy([], [n]).canonical for n in names]
         name_specs.append(policies.names_policy([], names).canonical)
     functions = list(dict.fromkeys(s.function for s in baseline.sites))
-    configs = [base.with_policy(policies_parse(p, target)) for p in outer]
+    configs = [base.with_policy(canonical_spec(p, target)) for p in outer]
     if functions:
         for function in functions:
             for spec in [*outer, *name_specs]:
-                spec = policies_parse(spec, target)
+                spec = canonical_spec(spec, target)
                 configs.append(base.at_function(baseline.sites, function, spec))
     else:
         configs += [base.with_policy(spec) for spec in name_specs]

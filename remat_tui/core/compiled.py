@@ -33,9 +33,7 @@ way.
 from __future__ import annotations
 
 import re
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -54,6 +52,7 @@ from remat_tui.core.devices import (
     trace_device,
 )
 from remat_tui.core.loading import resolve_arguments
+from remat_tui.core.lru import LRU
 from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
@@ -61,8 +60,8 @@ from remat_tui.registry import Target
 CACHE_SIZE = 256  # results kept (numbers only: no executable is held)
 ERROR_LINES = 4  # lines of XLA's message a failed compile shows
 
-_cache: OrderedDict[tuple, tuple[Target, Compiled | RematError]] = OrderedDict()
-_lock = threading.Lock()
+# (id(target), Config, device) -> (target, its Compiled or the RematError it raised)
+_cache = LRU(CACHE_SIZE)
 
 
 @dataclass(frozen=True)
@@ -106,13 +105,11 @@ def compile_costs(
     dev = resolve_device(config.device) if device is None else device
     label = device_label(dev)
     key = (id(target), config, label)
-    with _lock:
-        hit = _cache.get(key)
-        if hit is not None and hit[0] is target:
-            _cache.move_to_end(key)
-            if isinstance(hit[1], RematError):
-                raise RematError(hit[1].message)
-            return hit[1]
+    hit = _cache.get(key)
+    if hit is not None and hit[0] is target:
+        if isinstance(hit[1], RematError):
+            raise RematError(hit[1].message)
+        return hit[1]
     try:
         result = _compile(target, config, dev, label, cancelled, arguments)
     except RematError as exc:
@@ -123,16 +120,11 @@ def compile_costs(
 
 
 def clear_cache() -> None:
-    with _lock:
-        _cache.clear()
+    _cache.clear()
 
 
 def _store(key, target, value) -> None:
-    with _lock:
-        _cache[key] = (target, value)
-        _cache.move_to_end(key)
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+    _cache.put(key, (target, value))
 
 
 def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:

@@ -51,14 +51,6 @@ class Config:
     def with_policy(self, policy: str) -> Config:
         return Config(policy, self.sites, self.device)
 
-    def with_site(self, key: SiteKey, spec: str | None) -> Config:
-        """This config with site `key` set to `spec` (None: back to as written in the code)."""
-        overrides = self.site_overrides
-        overrides.pop(key, None)
-        if spec is not None:
-            overrides[key] = spec
-        return Config(self.policy, _sorted(overrides), self.device)
-
     def at_function(self, sites, function: str, spec: str) -> Config:
         """This config with `spec` at every site of `function` (`sites`: the
         analysis's Site list). An id set for one of them would win over the

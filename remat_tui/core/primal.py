@@ -4,8 +4,6 @@ source of its checkpoint sites and of site-overridden functions to analyse.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -15,14 +13,14 @@ from jax.tree_util import tree_structure, tree_unflatten
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core import sites as site_lib
+from remat_tui.core.lru import LRU
 from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 CACHE_SIZE = 8  # primal programs kept (one per target, argument shapes and device)
 EVALUATORS = 16  # rewritten programs kept per primal program (one per override plan)
-_cache: OrderedDict[tuple, Primal] = OrderedDict()
-_lock = threading.Lock()
+_cache = LRU(CACHE_SIZE)
 
 
 @dataclass
@@ -34,25 +32,21 @@ class Primal:
     # One function object per plan, kept: jax.checkpoint caches the trace (and
     # its JVP) of the function it wraps by identity, so the next outer policy
     # over the same plan re-uses them instead of tracing the program again.
-    evaluators: OrderedDict = field(default_factory=OrderedDict)
+    evaluators: LRU = field(default_factory=lambda: LRU(EVALUATORS))
 
     def evaluator(self, plan: dict, declared: dict | None) -> Callable:
         """A function of the flattened arguments computing the target with the
         planned sites changed; its equations keep the user's source lines."""
         key = tuple(sorted((i, spec.canonical) for i, spec in plan.items()))
         run = self.evaluators.get(key)
-        if run is not None:
-            self.evaluators.move_to_end(key)
-        else:
+        if run is None:
             jaxpr = site_lib.rewrite(jc.open_jaxpr(self.closed), self.sites, plan, declared)
             consts, out_tree = jc.consts_of(self.closed), self.out_tree
 
             def run(*flat):
                 return tree_unflatten(out_tree, jc.eval_jaxpr(jaxpr, consts, *flat))
 
-            self.evaluators[key] = run
-            if len(self.evaluators) > EVALUATORS:
-                self.evaluators.popitem(last=False)
+            self.evaluators.put(key, run)
         return run
 
 
@@ -64,11 +58,9 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
         for x in leaves
     )
     key = (id(target.fn), id(target.policies), in_tree, avals, str(device))
-    with _lock:
-        hit = _cache.get(key)
-        if hit is not None:
-            _cache.move_to_end(key)
-            return hit
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
 
     def flat_fn(*flat):
         a, kw = tree_unflatten(in_tree, flat)
@@ -91,10 +83,7 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
         out_tree=tree_structure(out_shape),
         sites=site_lib.find_sites(jc.open_jaxpr(closed), target.policies, prefer_dir),
     )
-    with _lock:
-        _cache[key] = primal
-        while len(_cache) > CACHE_SIZE:
-            _cache.popitem(last=False)
+    _cache.put(key, primal)
     return primal
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from remat_tui.core import policies
 from remat_tui.core.analysis import analyze, as_target
-from remat_tui.core.compare import Row, compile_row, evaluate, mark_pareto, policies_parse
+from remat_tui.core.compare import Row, canonical_spec, compile_row, evaluate, mark_pareto
 from remat_tui.core.config import Config
 
 EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic
@@ -168,7 +168,7 @@ def _choices(target, names: list[str]) -> list[str]:
         saved = [n for n, s in zip(names, states, strict=True) if s == "save"]
         offloaded = [n for n, s in zip(names, states, strict=True) if s == "offload"]
         out.append(policies.names_policy(saved, offloaded).canonical)
-    return [policies_parse(p, target) for p in dict.fromkeys(out)]
+    return [canonical_spec(p, target) for p in dict.fromkeys(out)]
 
 
 def _config(base: Config, sites: list, places: list, combo) -> Config:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from html import escape
 
+from remat_tui.report.tables import md_cell, text_table
 from remat_tui.report.units import human_bytes, human_flops, signed
 
 COLUMNS = ("", "device", "host", "recompute", "% fwd", "peak", "temp", "configuration", "notes")
@@ -79,15 +80,6 @@ def row_cells(row) -> tuple[str, ...]:
     )
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-
-
-def _md_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
-
-
 # ---- compare --------------------------------------------------------------------------
 
 
@@ -104,13 +96,13 @@ def render_compare(c, fmt: str) -> str:
     )
     if fmt == "text":
         lines = [f"compare  {title}  ({len(c.rows)} configurations, {c.seconds:.1f} s)", ""]
-        lines += _table([COLUMNS, *cells]) + ["", legend]
+        lines += text_table([COLUMNS, *cells]) + ["", legend]
         return "\n".join(lines) + "\n"
     if fmt == "md":
-        lines = [f"# remat-tui compare: `{_md_cell(title)}`", "", legend, ""]
+        lines = [f"# remat-tui compare: `{md_cell(title)}`", "", legend, ""]
         lines.append("| " + " | ".join(COLUMNS) + " |")
         lines.append("|" + "---|" * len(COLUMNS))
-        lines += ["| " + " | ".join(_md_cell(x) for x in row) + " |" for row in cells]
+        lines += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in cells]
         return "\n".join(lines) + "\n"
     if fmt == "html":
         head = "".join(f"<th>{escape(h)}</th>" for h in COLUMNS)

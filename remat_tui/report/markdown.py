@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from remat_tui.core.model import Analysis, JaxprView
 from remat_tui.report import compiled
+from remat_tui.report.tables import md_cell
 from remat_tui.report.units import (
     SITE_HEADERS,
     human_bytes,
@@ -16,11 +17,6 @@ from remat_tui.report.units import (
 )
 
 MARK_RESIDUAL, MARK_RECOMPUTE = "◀ R", "↻"
-
-
-def _cell(text: str) -> str:
-    """Table cells: escape the characters Markdown would read as syntax."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
 
 
 def _fence(body: str) -> str:
@@ -46,11 +42,11 @@ def _compiled(a: Analysis) -> list[str]:
     if head is None:
         return []
     return [
-        f"## Compiled: {_cell(head)}",
+        f"## Compiled: {md_cell(head)}",
         "",
         "| | |",
         "|---|---:|",
-        *(f"| {_cell(label)} | {_cell(value)} |" for label, value in compiled.details(a)),
+        *(f"| {md_cell(label)} | {md_cell(value)} |" for label, value in compiled.details(a)),
         "",
         compiled.EXPLAINED,
         "",
@@ -60,11 +56,11 @@ def _compiled(a: Analysis) -> list[str]:
 def render(a: Analysis) -> str:
     target = f"{a.target_file}:{a.target_name}" if a.target_file else a.target_name
     parts = [
-        f"# remat-tui report: `{_cell(a.target_name)}` under `{_cell(a.policy)}`",
+        f"# remat-tui report: `{md_cell(a.target_name)}` under `{md_cell(a.policy)}`",
         "",
-        f"- target: `{_cell(target)}`",
-        f"- device: {_cell(compiled.device_name(a.device))} "
-        f"({_cell(compiled.device_details(a.device))})",
+        f"- target: `{md_cell(target)}`",
+        f"- device: {md_cell(compiled.device_name(a.device))} "
+        f"({md_cell(compiled.device_details(a.device))})",
         f"- jax {a.jax_version}, remat-tui {a.tool_version}",
         f"- **{summary(a)}**",
         "",
@@ -75,14 +71,14 @@ def render(a: Analysis) -> str:
         "",
     ]
     if a.warnings:
-        parts += [*(f"> **warning:** {_cell(w)}" for w in a.warnings), ""]
+        parts += [*(f"> **warning:** {md_cell(w)}" for w in a.warnings), ""]
     if a.sites:
         parts += [
             "## Checkpoint sites",
             "",
             "| " + " | ".join(SITE_HEADERS) + " |",
             "|---:|---|---|---|---:|---|---:|---:|",
-            *("| " + " | ".join(_cell(c) for c in site_row(s)) + " |" for s in a.sites),
+            *("| " + " | ".join(md_cell(c) for c in site_row(s)) + " |" for s in a.sites),
             "",
         ]
     parts += [
@@ -93,8 +89,8 @@ def render(a: Analysis) -> str:
     ]
     for i, r in enumerate(a.residuals, 1):
         parts.append(
-            f"| R{i} | `{_cell(r.aval)}` | {human_bytes(r.bytes)} | {r.memory} | "
-            f"{r.kind} | {_cell(what(r))} | {_cell(where(r))} | {_cell(origin(r))} |"
+            f"| R{i} | `{md_cell(r.aval)}` | {human_bytes(r.bytes)} | {r.memory} | "
+            f"{r.kind} | {md_cell(what(r))} | {md_cell(where(r))} | {md_cell(origin(r))} |"
         )
     parts += [
         "",

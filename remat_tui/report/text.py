@@ -6,6 +6,7 @@ import textwrap
 
 from remat_tui.core.model import Analysis
 from remat_tui.report import compiled
+from remat_tui.report.tables import text_table
 from remat_tui.report.units import SITE_HEADERS, human_bytes, origin, site_row, summary
 
 
@@ -21,7 +22,11 @@ def render(a: Analysis) -> str:
         *([""] if a.warnings else []),
     ]
     if a.sites:
-        lines += ["checkpoint sites:", *_table([SITE_HEADERS, *map(site_row, a.sites)]), ""]
+        lines += [
+            "checkpoint sites:",
+            *text_table([SITE_HEADERS, *map(site_row, a.sites)], indent="  "),
+            "",
+        ]
     lines.append("saved residuals (as jax.ad_checkpoint.print_saved_residuals prints them):")
     width = max((len(human_bytes(r.bytes)) for r in a.residuals), default=0)
     for r in a.residuals:
@@ -44,12 +49,4 @@ def _compiled(a: Analysis) -> list[str]:
         *(f"  {label:<{width}}  {value}" for label, value in rows),
         *textwrap.wrap(compiled.EXPLAINED, 88),
         "",
-    ]
-
-
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [
-        "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
     ]

@@ -1,0 +1,67 @@
+"""Provides the one least-recently-used cache every cache in remat-tui is:
+primal programs, compiled numbers, built example arguments, the app's
+analyses. Thread-safe: workers and the UI share them."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+
+class LRU:
+    """At most `limit` entries; a hit makes its entry the most recently used."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+        self.lock = threading.RLock()  # held by callers that build on a miss
+
+    def get(self, key: Hashable, default=None):
+        with self.lock:
+            if key not in self._entries:
+                return default
+            self._entries.move_to_end(key)
+            return self._entries[key]
+
+    def put(self, key: Hashable, value, keep: Iterable = ()) -> list:
+        """Store `value`, then evict the least recently used entries beyond the
+        limit, never a value in `keep`; returns the evicted values."""
+        with self.lock:
+            self._entries.pop(key, None)
+            self._entries[key] = value
+            kept = {id(v) for v in keep if v is not None}
+            evicted = []
+            for old in list(self._entries):
+                if len(self._entries) <= self.limit:
+                    break
+                if id(self._entries[old]) not in kept and old != key:
+                    evicted.append(self._entries.pop(old))
+            return evicted
+
+    def get_or_build(self, key: Hashable, build: Callable[[], Any], valid=lambda v: True):
+        """The entry for `key`, or `build()` stored under it (once, even when
+        two threads ask at once); an entry `valid` rejects is built again."""
+        with self.lock:
+            hit = self.get(key)
+            if hit is not None and valid(hit):
+                return hit
+            value = build()
+            self.put(key, value)
+            return value
+
+    def values(self) -> list:
+        with self.lock:
+            return list(self._entries.values())
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self.lock:
+            return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self.lock:
+            self._entries.clear()
