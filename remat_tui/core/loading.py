@@ -10,9 +10,9 @@ import importlib.util
 import itertools
 import os
 import sys
-import sysconfig
 
 from remat_tui import registry
+from remat_tui.core.usercode import is_users
 from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
@@ -180,32 +180,18 @@ def _resolve(t: Target, value, what: str, kind: type, empty, devices=None):
     return value
 
 
-def _outside_roots() -> tuple[str, ...]:
-    """Folders whose modules are never the user's own, even when they lie under
-    the target's folder: installed packages, the interpreter, remat-tui itself."""
-    roots = {
-        sysconfig.get_path("purelib"),
-        sysconfig.get_path("platlib"),
-        sys.prefix,
-        sys.base_prefix,
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # remat_tui/
-    }
-    return tuple(os.path.join(os.path.realpath(r), "") for r in roots if r)
-
-
 def _local(folder: str) -> dict[str, str]:
     """Modules in sys.modules whose file lies under `folder`: {name: file}. Paths
     are resolved only for the few under the folder (resolving every module's
     costs tens of milliseconds per reload)."""
     inside = tuple({os.path.join(folder, ""), os.path.join(os.path.realpath(folder), "")})
-    outside = _outside_roots()
     found = {}
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
         if not file or not file.startswith(inside):
             continue
         file = os.path.realpath(file)
-        if not file.startswith(outside):
+        if is_users(file):
             found[name] = file
     return found
 

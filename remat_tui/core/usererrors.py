@@ -8,29 +8,14 @@ dropped; what remains is formatted the way Python does.
 from __future__ import annotations
 
 import os
-import sysconfig
 import traceback
 
-# remat_tui/: two folders up from this file (core/usererrors.py).
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_STDLIB = os.path.join(sysconfig.get_paths()["stdlib"], "")
-_HIDDEN = (
-    _STDLIB,
-    _PACKAGE_DIR + os.sep,
-    "<frozen importlib",
-    os.sep + "importlib" + os.sep,
-    os.sep + "jax" + os.sep,
-    os.sep + "jaxlib" + os.sep,
-)
-
-
-def _is_user_frame(filename: str) -> bool:
-    return not any(part in filename for part in _HIDDEN)
+from remat_tui.core.usercode import is_users
 
 
 def user_traceback(exc: BaseException) -> str:
     """The exception as Python prints it, keeping only the user's frames."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _is_user_frame(f.filename)]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if is_users(f.filename)]
     if not frames:  # nothing of the user's: the one-line description says it all
         return ""
     # Not format_exception_only: it appends JAX's notes about frames it filtered,
@@ -50,7 +35,7 @@ def describe(exc: BaseException) -> str:
     if text:
         return f"{type(exc).__name__}: {text[0]}"
     frames = traceback.extract_tb(exc.__traceback__)
-    if frames and _is_user_frame(frames[-1].filename):
+    if frames and is_users(frames[-1].filename):
         where = frames[-1]
         return (
             f"{type(exc).__name__} with no message, raised in {where.name} "
