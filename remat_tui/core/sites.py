@@ -41,6 +41,9 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
 
     def walk(j, steps: tuple[Step, ...], trip: int | None, outer_source):
         for i, eqn in enumerate(j.eqns):
+            held = jc.bodies(eqn)
+            if not held:
+                continue  # no checkpoint, no body: its line is not needed (reading it is slow)
             # Inside a scan body the traceback stops at the body: a library's
             # scan (nnx.scan, nn.scan) leaves only its own frames there, and the
             # user's line is the one that called the enclosing scan.
@@ -56,7 +59,7 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
                 found.append(FoundSite(site, steps, i, _body_lines(jc.remat_body(eqn), prefer_dir)))
             if not jc.differentiates_bodies(eqn):
                 continue
-            for body in jc.bodies(eqn):
+            for body in held:
                 inner = (trip or 1) * body.iterations if body.iterations else trip
                 walk(body.jaxpr, (*steps, (i, body.slot)), inner, own)
 
