@@ -2,6 +2,7 @@
 numbers as compiling in this process, one child reused across requests, a
 cancel that kills it, the reload token, and errors coming back as messages."""
 
+import itertools
 import os
 import textwrap
 import time
@@ -55,13 +56,22 @@ def test_one_child_answers_request_after_request(child):
     assert first.temp_bytes != second.temp_bytes  # each its own configuration
 
 
+def once_sent():
+    """A `cancelled` that says yes from its second call on: compile asks once
+    before sending the request, then while the child works on it."""
+    calls = itertools.count()
+    return lambda: next(calls) >= 1
+
+
 def test_a_cancel_kills_the_child_and_starts_another(child):
     path = example("transformer.py")  # its unrolled gradient takes seconds to compile
     child.start()
     doomed = child.pid
     asked = time.monotonic()
     with pytest.raises(Cancelled):
-        child.compile(path, "unrolled", Config(), 0, lambda: time.monotonic() - asked > 0.5)
+        # Cancelled as soon as the request is with the child (the first poll
+        # after sending it), however fast the machine compiles.
+        child.compile(path, "unrolled", Config(), 0, once_sent())
     assert time.monotonic() - asked < 5  # not the compile's whole length
     for _ in range(100):
         if not alive(doomed):
@@ -145,10 +155,17 @@ def test_closing_during_a_compile_ends_it_and_starts_no_other(child):
 
     path = example("transformer.py")
     outcome = []
+    sent = threading.Event()
+    calls = itertools.count()
+
+    def polled() -> bool:  # never cancels; says when the request has been sent
+        if next(calls) >= 1:
+            sent.set()
+        return False
 
     def compile_in_a_worker():
         try:
-            child.compile(path, "unrolled", Config(), 0, never)
+            child.compile(path, "unrolled", Config(), 0, polled)
             outcome.append("finished")
         except Cancelled:
             outcome.append("cancelled")
@@ -157,7 +174,7 @@ def test_closing_during_a_compile_ends_it_and_starts_no_other(child):
 
     worker = threading.Thread(target=compile_in_a_worker)
     worker.start()
-    time.sleep(1.0)
+    assert sent.wait(timeout=120)  # the child has the request: it is compiling
     running = child.pid
     child.close()
     worker.join(timeout=10)
