@@ -141,7 +141,8 @@ class Compiling:
             )
             return f"does not fit {known.device}{needed} (compiled)"
         if known is not None:
-            return f"peak {human_bytes(known.peak_bytes)}/device (compiled, gradient alone)"
+            step = "training step" if known.step == "train" else "gradient alone"
+            return f"peak {human_bytes(known.peak_bytes)}/device (compiled, {step})"
         if key == self.compiling:
             elapsed = time.monotonic() - self.compile_started
             clock = f" {elapsed:.1f} s" if self.show_timings else ""

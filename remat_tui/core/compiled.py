@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import jax
 import jax.numpy as jnp
@@ -84,7 +84,7 @@ class Compiled:
     needed_bytes: int | None = None  # what XLA said it needed, when it did not fit
     available_bytes: int | None = None  # what XLA said the device has, when it did not fit
     error: str | None = None  # XLA's first line, when it did not fit
-    step: str = "gradient"  # what was compiled: the gradient alone, no optimizer state
+    step: str = "gradient"  # "train": the whole training step; "gradient": the gradient alone
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -132,11 +132,13 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
     args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
     leaves, in_tree = tree_flatten((args, kwargs))
     here = trace_device(dev)
+    training = target.optimizer is not None
     what = (
-        f"{target.label}: compiling the gradient under "
+        f"{target.label}: compiling the {'training step' if training else 'gradient'} under "
         f"{config.with_device(None).label()} for {label}"
     )
     abstract = [_abstract(x, dev, devices, what) for x in leaves]
+    mask = _parameter_mask(target, args, kwargs, what) if training else None
     _check(cancelled)
     start = time.perf_counter()
     with jax.default_device(here):
@@ -145,7 +147,10 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
         # compiles, so the full garbage collections that happen meanwhile (they
         # stop every thread, the app's UI too) do not walk it for the compile's
         # whole duration.
-        lowered = _lower(target, config, leaves, in_tree, here, abstract, what)
+        if training:
+            lowered = _lower_step(target, config, leaves, in_tree, here, abstract, mask, dev, what)
+        else:
+            lowered = _lower(target, config, leaves, in_tree, here, abstract, what)
         _check(cancelled)
         try:
             executable = lowered.compile()
@@ -155,11 +160,13 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
                 raise RematError(f"{what} failed: XLA says:\n{trim_message(message)}") from None
             spans = {d for x in abstract for d in x.sharding.device_set}
             seconds = time.perf_counter() - start
-            return does_not_fit(message, label, max(len(spans), 1), seconds)
+            result = does_not_fit(message, label, max(len(spans), 1), seconds)
+            return replace(result, step="train" if training else "gradient")
     seconds = time.perf_counter() - start
     stats = executable.memory_analysis()
     spans = {d for x in abstract for d in x.sharding.device_set}
-    return _numbers(stats, _flops(executable), label, dev.platform, max(len(spans), 1), seconds)
+    result = _numbers(stats, _flops(executable), label, dev.platform, max(len(spans), 1), seconds)
+    return replace(result, step="train" if training else "gradient")
 
 
 def _lower(target, config, leaves, in_tree, here, abstract, what):
@@ -172,6 +179,68 @@ def _lower(target, config, leaves, in_tree, here, abstract, what):
 
     try:
         return jax.jit(gradient).lower(*abstract)
+    except (RematError, Cancelled):
+        raise
+    except Exception as exc:
+        raise RematError(f"{what} failed: {describe(exc)}\n{user_traceback(exc)}") from None
+
+
+def _parameter_mask(target, args, kwargs, what: str) -> list[bool]:
+    """Which leaves of (args, kwargs) are parameters: those under `args[i]`
+    for i in the target's `params`."""
+    wrong = [i for i in target.params if not 0 <= i < len(args)]
+    if wrong:
+        raise RematError(
+            f"{what}: params={target.params} names argument positions {wrong}, but the "
+            f"function takes {len(args)} positional argument(s). Give positions in args."
+        )
+    marks = (
+        tuple(jax.tree.map(lambda _, i=i: i in target.params, a) for i, a in enumerate(args)),
+        jax.tree.map(lambda _: False, kwargs),
+    )
+    return [bool(m) for m in jax.tree.leaves(marks)]
+
+
+def _lower_step(target, config, leaves, in_tree, here, abstract, mask, dev, what):
+    """One training step lowered for `abstract`: the gradient of the configured
+    function with respect to the parameters (a cotangent of ones, as for the
+    gradient alone), the optimizer's update and its application, with the
+    parameters and the optimizer state donated, as a training loop runs it."""
+    try:
+        import optax
+    except ImportError:
+        raise RematError(
+            f"{what}: the target names an optimizer, which needs optax: "
+            "pip install 'remat-tui[examples]' (or pip install optax)."
+        ) from None
+    if any(len(x.sharding.device_set) > 1 for x in abstract):
+        raise RematError(
+            f"{what}: a training step is compiled for unsharded arguments only so far; "
+            "give the target unsharded example arguments, or drop params/optimizer to "
+            "compile the gradient alone."
+        )
+    flat_fn, _, _ = configured_function(target, config, leaves, in_tree, here)
+    optimizer = target.optimizer
+
+    def merged(params, others):
+        p, o = iter(params), iter(others)
+        return [next(p) if is_param else next(o) for is_param in mask]
+
+    def step(params, opt_state, others):
+        out, vjp_fn = jax.vjp(lambda p: flat_fn(*merged(p, others)), params)
+        (grads,) = vjp_fn(jax.tree_util.tree_map(_ones_like, out))
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    params = [x for x, is_param in zip(abstract, mask, strict=True) if is_param]
+    others = [x for x, is_param in zip(abstract, mask, strict=True) if not is_param]
+    placed = SingleDeviceSharding(dev)
+    try:
+        opt_state = jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=placed),
+            jax.eval_shape(optimizer.init, params),
+        )
+        return jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, others)
     except (RematError, Cancelled):
         raise
     except Exception as exc:

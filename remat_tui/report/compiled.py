@@ -77,7 +77,7 @@ def details(a: Analysis) -> list[tuple[str, str]]:
             ("fits the device", f"no: {needs(c)}"),
             ("XLA says", c.error or ""),
             ("saved by autodiff (residuals)", human_bytes(residual_bytes(a))),
-            ("what was compiled", STEP_WORDS),
+            ("what was compiled", step_words(c)),
             ("compiled in", f"{c.seconds:.1f} s, never run"),
         ]
     peak_how = "XLA's own" if c.peak_source == "backend" else "arguments + outputs + temps"
@@ -95,11 +95,20 @@ def details(a: Analysis) -> list[tuple[str, str]]:
         rows.append(("FLOPs (XLA's count, a scan body once)", human_flops(int(c.flops))))
     rows += [
         ("saved by autodiff (residuals)", human_bytes(residual_bytes(a))),
-        ("what was compiled", STEP_WORDS),
+        ("what was compiled", step_words(c)),
         ("compiled in", f"{c.seconds:.1f} s, never run"),
     ]
     return rows
 
 
-# Every view of a compiled figure says what it measures (Contract 8, "step").
-STEP_WORDS = "the gradient alone: no optimizer state, no parameter update"
+def step_words(c) -> str:
+    """What a compiled figure measures (Contract 8, "step"): every view says it."""
+    if c.step == "train":
+        return (
+            "one training step: the gradient, the optimizer's update and its application, "
+            "parameters and optimizer state donated"
+        )
+    return (
+        "the gradient alone: no optimizer state, no parameter update (name the target's "
+        "params and optimizer to compile its training step)"
+    )

@@ -92,7 +92,8 @@ def render_compare(c, fmt: str) -> str:
         "★ Pareto-optimal: no other row needs no more memory and no more recomputation. "
         "device/host: residual bytes saved by autodiff; recompute: forward FLOPs the "
         "backward pass does again; peak/temp: the compiled gradient alone (no optimizer "
-        "state), when compiled; ✗: it does not fit the device."
+        "state), or the training step for a target that names its optimizer, when "
+        "compiled; ✗: it does not fit the device."
     )
     if fmt == "text":
         lines = [f"compare  {title}  ({len(c.rows)} configurations, {c.seconds:.1f} s)", ""]

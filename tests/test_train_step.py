@@ -1,0 +1,101 @@
+"""Contract 8, the step you train: a target that names its parameters and
+optax optimizer compiles one whole training step (gradient, update,
+parameters and optimizer state donated), checked against the same step
+written by hand and compiled by JAX; without them the figure is the gradient
+alone, and every view says which."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+optax = pytest.importorskip("optax")
+
+import remat_tui  # noqa: E402
+from remat_tui.core.compiled import compile_costs  # noqa: E402
+from remat_tui.core.config import Config  # noqa: E402
+from remat_tui.errors import RematError  # noqa: E402
+from remat_tui.registry import Target  # noqa: E402
+from remat_tui.report import render  # noqa: E402
+
+WIDTH, BATCH = 256, 64
+PARAMS = {"w1": jax.ShapeDtypeStruct((WIDTH, WIDTH), jnp.float32),
+          "w2": jax.ShapeDtypeStruct((WIDTH, WIDTH), jnp.float32)}  # fmt: skip
+BATCH_X = jax.ShapeDtypeStruct((BATCH, WIDTH), jnp.float32)
+
+
+def loss(params, x):
+    h = jnp.tanh(x @ params["w1"])
+    return jnp.mean(jnp.tanh(h @ params["w2"]) ** 2)
+
+
+def trained(optimizer=None):
+    return Target(
+        fn=loss,
+        name="loss",
+        args=(PARAMS, BATCH_X),
+        params=(0,) if optimizer is not None else None,
+        optimizer=optimizer,
+    )
+
+
+def by_hand(optimizer):
+    """The step a training loop runs, written out and compiled by JAX itself."""
+
+    def step(params, opt_state, x):
+        grads = jax.grad(loss)(params, x)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    opt_state = jax.eval_shape(optimizer.init, PARAMS)
+    return jax.jit(step, donate_argnums=(0, 1)).lower(PARAMS, opt_state, BATCH_X).compile()
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_the_training_step_is_what_a_loop_compiles(name):
+    optimizer = {"adam": optax.adam(1e-3), "sgd": optax.sgd(1e-2)}[name]
+    c = compile_costs(trained(optimizer), Config())
+    want = by_hand(optimizer).memory_analysis()
+    assert c.step == "train"
+    assert c.argument_bytes == want.argument_size_in_bytes
+    assert c.output_bytes == want.output_size_in_bytes
+    assert c.alias_bytes == want.alias_size_in_bytes > 0  # parameters and state donated
+    gradient = compile_costs(trained(), Config())
+    assert gradient.step == "gradient"
+    params_bytes = 2 * WIDTH * WIDTH * 4
+    if name == "adam":  # two moments the size of the parameters, and a step count
+        assert c.argument_bytes >= gradient.argument_bytes + 2 * params_bytes
+
+
+def test_every_view_says_what_was_compiled():
+    optimizer = optax.adam(1e-3)
+    train = remat_tui.analyze(trained(optimizer), compiled=True)
+    alone = remat_tui.analyze(trained(), compiled=True)
+    assert "one training step" in render(train, "text")
+    assert "the gradient alone" in render(alone, "text")
+    assert train.to_dict()["compiled"]["step"] == "train"
+    assert alone.to_dict()["compiled"]["step"] == "gradient"
+
+
+def test_params_and_optimizer_go_together_and_name_real_arguments():
+    with pytest.raises(TypeError, match="params and optimizer go together"):
+        remat_tui.target(args=(), params=(0,))
+    bad = Target(fn=loss, name="loss", args=(PARAMS, BATCH_X), params=(5,),
+                 optimizer=optax.sgd(1.0))  # fmt: skip
+    with pytest.raises(RematError, match=r"params=\(5,\) names argument positions \[5\]"):
+        compile_costs(bad, Config())
+
+
+def test_the_cli_compiles_the_training_step_of_a_file(write_target, capsys):
+    from remat_tui.cli import main
+
+    path = write_target(
+        "import jax, jax.numpy as jnp, optax, remat_tui\n"
+        "@remat_tui.target(args=lambda: ({'w': jnp.ones((8, 8))}, jnp.ones((4, 8))),\n"
+        "                  params=0, optimizer=optax.adam(1e-3))\n"
+        "def loss(params, x):\n"
+        "    return jnp.sum(jnp.tanh(x @ params['w']))\n"
+    )
+    assert main(["report", path, "--compiled", "--format", "json"]) == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out)["compiled"]["step"] == "train"
