@@ -3,6 +3,7 @@ row opened in the main screen (checked against JAX's own residual list)."""
 
 import os
 
+import pytest
 from conftest import example, jax_saved_residuals
 from test_app import SIZE, settle
 from textual.widgets import DataTable
@@ -122,3 +123,31 @@ async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
         await pilot.press("p")
         assert "(compiled" not in str(app.query_one("#status").render())
     assert app.compile_process.pid is None  # the child went with the app
+
+
+@pytest.mark.parametrize(
+    "largest, units, want",
+    [
+        (144_971.3 * 2**20, "bytes", "GiB"),  # not "144971.3 MiB"
+        (42_002.6e9, "flops", "TFLOP"),  # not "42002.6 GFLOP"
+        (900, "bytes", "B"),
+        (3 * 2**20, "bytes", "MiB"),
+        (0, "flops", "FLOP"),
+    ],
+)
+def test_chart_axes_use_the_unit_their_values_read_best_in(largest, units, want):
+    from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit
+
+    unit, size = axis_unit(largest, BYTE_UNITS if units == "bytes" else FLOP_UNITS)
+    assert unit == want
+    assert largest / size < 1024
+
+
+async def test_the_chart_labels_its_axes_and_marks_the_budget():
+    app = RematApp(example("transformer.py"), TARGET, show_timings=False)
+    app.last_budget = "400MiB"
+    async with app.run_test(size=(180, 48)) as pilot:
+        screen = await open_compare(app, pilot)
+        memory, recompute = screen.chart_axes
+        assert memory.startswith("memory (MiB") and recompute == "recompute (GFLOP)"
+        assert screen.chart_budget == 400 * 2**20  # drawn as a vertical line

@@ -48,6 +48,21 @@ def human_flops(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+BYTE_UNITS = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
+FLOP_UNITS = (("FLOP", 1), ("kFLOP", 1e3), ("MFLOP", 1e6), ("GFLOP", 1e9), ("TFLOP", 1e12),
+              ("PFLOP", 1e15))  # fmt: skip
+
+
+def axis_unit(largest: float, units) -> tuple[str, float]:
+    """(unit, its size) that shows `largest` as a number below 1024 (bytes) or
+    1000 (FLOPs): a chart's axis in GiB or TFLOP, never 144971.3 MiB."""
+    chosen = units[0]
+    for unit in units:
+        if largest >= unit[1]:
+            chosen = unit
+    return chosen
+
+
 def signed(n: int, human) -> str:
     """A change with its sign: `+24.0 MiB`, `-12.9 GFLOP` (`human` formats the size)."""
     return f"{'+' if n >= 0 else '-'}{human(abs(n))}"

@@ -26,6 +26,7 @@ from remat_tui.app.footer import Footer
 from remat_tui.core.config import Config
 from remat_tui.errors import RematError
 from remat_tui.report.costs import COLUMNS, row_cells
+from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit
 
 SORTS = {
     "memory": lambda r: (r.memory, r.recompute_flops),
@@ -54,6 +55,18 @@ class CompareFailed(Message):
     message: str
 
 
+def _budget_bytes(text: str | None) -> int | None:
+    """The last budget typed for suggest, in bytes, when it reads as one."""
+    if not text:
+        return None
+    from remat_tui.report.units import parse_size
+
+    try:
+        return parse_size(text)
+    except RematError:
+        return None
+
+
 class CompareScreen(Screen[Config | None]):
     """Costs of every configuration worth comparing, for the App's target."""
 
@@ -72,6 +85,8 @@ class CompareScreen(Screen[Config | None]):
         self.rows: list = []
         self.sort_key = "memory"
         self.started = time.monotonic()
+        self.chart_axes: tuple[str, str] | None = None  # the axis labels drawn
+        self.chart_budget: int | None = None  # the budget line drawn, in bytes
 
     def compose(self) -> ComposeResult:
         with Vertical(id="compare"):
@@ -141,20 +156,40 @@ class CompareScreen(Screen[Config | None]):
             table.add_row(*row_cells(row), key=str(index))
 
     def draw_chart(self) -> None:
+        """Memory against recompute, each axis in the unit its values read best
+        in; memory on a log scale when one row needs 20x another (an outlier
+        would squash the rest); the last suggest budget as a vertical line."""
         plot = self.query_one(PlotextPlot)
         plt = plot.plt
         plt.clear_data()
-        mib = [r.memory / 2**20 for r in self.rows]
-        gflop = [r.recompute_flops / 1e9 for r in self.rows]
-        others = [(x, y) for x, y, r in zip(mib, gflop, self.rows, strict=True) if not r.pareto]
-        front = sorted((x, y) for x, y, r in zip(mib, gflop, self.rows, strict=True) if r.pareto)
+        rows = [r for r in self.rows if r.memory > 0]
+        if not rows:
+            return
+        budget = getattr(self.app, "last_budget", None)
+        budget_bytes = _budget_bytes(budget)
+        largest = max([r.memory for r in rows] + ([budget_bytes] if budget_bytes else []))
+        byte_unit, byte_size = axis_unit(largest, BYTE_UNITS)
+        flop_unit, flop_size = axis_unit(max(r.recompute_flops for r in rows), FLOP_UNITS)
+        xs = [r.memory / byte_size for r in rows]
+        ys = [r.recompute_flops / flop_size for r in rows]
+        others = [(x, y) for x, y, r in zip(xs, ys, rows, strict=True) if not r.pareto]
+        front = sorted((x, y) for x, y, r in zip(xs, ys, rows, strict=True) if r.pareto)
         if others:
             plt.scatter(*zip(*others, strict=True), marker="dot", label="other")
         if front:
             plt.scatter(*zip(*front, strict=True), marker="star", color="red", label="Pareto ★")
-        plt.title("memory vs recomputation")
-        plt.xlabel("memory (MiB)")
-        plt.ylabel("recompute (GFLOP)")
+        spread = max(xs) / min(xs)
+        log = spread >= 20
+        if log:
+            plt.xscale("log")
+        self.chart_budget = budget_bytes
+        if budget_bytes:
+            plt.vline(budget_bytes / byte_size, "orange")
+        self.chart_axes = (f"memory ({byte_unit}{', log scale' if log else ''})",
+                           f"recompute ({flop_unit})")  # fmt: skip
+        plt.title("memory vs recomputation" + (f" · budget {budget}" if budget_bytes else ""))
+        plt.xlabel(self.chart_axes[0])
+        plt.ylabel(self.chart_axes[1])
         plot.refresh()
 
     def action_sort(self, key: str) -> None:
