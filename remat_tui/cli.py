@@ -257,14 +257,7 @@ def _compare(target, opts, fmt, checks):
     from remat_tui.core.compare import compare
     from remat_tui.report.costs import render_compare
 
-    result = compare(
-        target,
-        policies=opts.policy,
-        sites=site_overrides(opts.site),
-        compiled=opts.compiled,
-        device=opts.device,
-        progress=_progress,
-    )
+    result = compare(target, policies=opts.policy, **_search_options(opts))
     return render_compare(result, fmt), [], lambda: 0
 
 
@@ -272,15 +265,18 @@ def _suggest(target, opts, fmt, checks):
     from remat_tui.core.suggest import suggest
     from remat_tui.report.costs import render_suggest
 
-    result = suggest(
-        target,
-        checks["budget"],
-        sites=site_overrides(opts.site),
-        compiled=opts.compiled,
-        device=opts.device,
-        progress=_progress,
-    )
+    result = suggest(target, checks["budget"], **_search_options(opts))
     return render_suggest(result, fmt), [], lambda: 0
+
+
+def _search_options(opts: argparse.Namespace) -> dict:
+    """What compare and suggest take alike from the command line."""
+    return {
+        "sites": site_overrides(opts.site),
+        "compiled": opts.compiled,
+        "device": opts.device,
+        "progress": _progress,
+    }
 
 
 def _diff(target, opts, fmt, checks):
