@@ -28,7 +28,7 @@ class Target:
     file: str | None = None
     # What it trains (Contract 8): positions in `args` that are parameters, and
     # the optax optimizer updating them; then the compiled measure is the step.
-    params: tuple[int, ...] | None = None
+    param_positions: tuple[int, ...] | None = None
     optimizer: Any = None
 
     @property
@@ -77,7 +77,7 @@ def target(
                     args=args,
                     kwargs=kwargs,
                     policies=dict(policies or {}),
-                    params=tuple(positions) if positions is not None else None,
+                    param_positions=tuple(positions) if positions is not None else None,
                     optimizer=optimizer,
                 )
             )

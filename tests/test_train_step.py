@@ -33,7 +33,7 @@ def trained(optimizer=None):
         fn=loss,
         name="loss",
         args=(PARAMS, BATCH_X),
-        params=(0,) if optimizer is not None else None,
+        param_positions=(0,) if optimizer is not None else None,
         optimizer=optimizer,
     )
 
@@ -79,7 +79,7 @@ def test_every_view_says_what_was_compiled():
 def test_params_and_optimizer_go_together_and_name_real_arguments():
     with pytest.raises(TypeError, match="params and optimizer go together"):
         remat_tui.target(args=(), params=(0,))
-    bad = Target(fn=loss, name="loss", args=(PARAMS, BATCH_X), params=(5,),
+    bad = Target(fn=loss, name="loss", args=(PARAMS, BATCH_X), param_positions=(5,),
                  optimizer=optax.sgd(1.0))  # fmt: skip
     with pytest.raises(RematError, match=r"params=\(5,\) names argument positions \[5\]"):
         compile_costs(bad, Config())

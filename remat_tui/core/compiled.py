@@ -188,14 +188,16 @@ def _lower(target, config, leaves, in_tree, here, abstract, what):
 def _parameter_mask(target, args, kwargs, what: str) -> list[bool]:
     """Which leaves of (args, kwargs) are parameters: those under `args[i]`
     for i in the target's `params`."""
-    wrong = [i for i in target.params if not 0 <= i < len(args)]
+    wrong = [i for i in target.param_positions if not 0 <= i < len(args)]
     if wrong:
         raise RematError(
-            f"{what}: params={target.params} names argument positions {wrong}, but the "
+            f"{what}: params={target.param_positions} names argument positions {wrong}, but the "
             f"function takes {len(args)} positional argument(s). Give positions in args."
         )
     marks = (
-        tuple(jax.tree.map(lambda _, i=i: i in target.params, a) for i, a in enumerate(args)),
+        tuple(
+            jax.tree.map(lambda _, i=i: i in target.param_positions, a) for i, a in enumerate(args)
+        ),
         jax.tree.map(lambda _: False, kwargs),
     )
     return [bool(m) for m in jax.tree.leaves(marks)]
