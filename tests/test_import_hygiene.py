@@ -81,6 +81,21 @@ def test_jax_private_structure_only_in_jaxcompat():
     assert offenders == {}
 
 
+def test_jax_src_is_imported_in_one_module():
+    import pathlib
+
+    import remat_tui
+
+    root = pathlib.Path(remat_tui.__file__).parent
+    importers = sorted(
+        str(p.relative_to(root))
+        for p in root.rglob("*.py")
+        if any(t.split(": ", 1)[1].startswith(("from jax._src", "import jax._src"))
+               for t in jax_private_touches(ast.parse(p.read_text())))
+    )  # fmt: skip
+    assert importers == ["core/jaxcompat/private.py"]
+
+
 def test_the_hygiene_check_sees_what_it_must():
     # The checker itself, on code that breaks each rule and code that does not.
     bad = ast.parse(

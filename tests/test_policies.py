@@ -50,7 +50,7 @@ def test_every_jax_policy_attribute_is_accepted():
 
 
 def test_built_name_policies_behave_like_jax():
-    from jax._src.ad_checkpoint import name_p  # the primitive the policies test for
+    from remat_tui.core.jaxcompat.remat import name_p  # the primitive the policies test for
 
     built = policies.build(policies.parse("save_only_these_names('a')"))
     assert built(name_p, name="a") and not built(name_p, name="b")

@@ -1,7 +1,8 @@
 """Provides everything remat-tui needs from JAX's private structure, in one
-package: `jax._src`, private attributes, primitive and param names, policy
-objects and residual wording. Nothing outside it touches those (checked by
-tests/test_import_hygiene.py), so a new JAX means changes here only.
+package: `jax._src` (imported in `private.py` alone), private attributes,
+primitive and param names, policy objects and residual wording. Nothing
+outside it touches those (checked by tests/test_import_hygiene.py), so a new
+JAX means changes here only.
 
 Each JAX difference is one named adapter, in the module it concerns:
 - objects: JAX 0.11 merged ClosedJaxpr into Jaxpr;

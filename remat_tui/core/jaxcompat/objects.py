@@ -4,8 +4,9 @@
 
 from __future__ import annotations
 
-from jax._src import core as _core
 from jax.extend import core as jex
+
+from remat_tui.core.jaxcompat.private import core as _core
 
 Jaxpr = jex.Jaxpr
 ClosedJaxpr = jex.ClosedJaxpr

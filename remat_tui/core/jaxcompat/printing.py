@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jax._src import core as _core
-
 from remat_tui.core.jaxcompat.bodies import bodies, replace_body
+from remat_tui.core.jaxcompat.private import core as _core
 
 
 @dataclass(eq=False)

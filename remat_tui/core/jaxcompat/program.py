@@ -39,9 +39,9 @@ def linear_program(vjp, num_args: int) -> Linear | None:
 def tpu_chips_here() -> int:
     """TPU chips attached to this machine, counted as JAX does before it loads
     libtpu (from PCI device ids; nothing is initialised)."""
-    from jax._src import hardware_utils
+    from remat_tui.core.jaxcompat.private import hardware_utils
 
-    return hardware_utils.num_available_tpu_chips_and_device_id()[0]
+    return hardware_utils().num_available_tpu_chips_and_device_id()[0]
 
 
 def primitive_name(eqn) -> str:

@@ -6,8 +6,8 @@ with `JAX_REMAT3=1` on JAX 0.11+, remat3 (`call_hi_primitive` equations whose
 from __future__ import annotations
 
 import jax
-from jax._src import ad_checkpoint as _ac
 
+from remat_tui.core.jaxcompat.private import ad_checkpoint as _ac
 from remat_tui.core.jaxcompat.sources import in_library, outermost_own_function
 from remat_tui.core.jaxcompat.version import expects
 

@@ -5,9 +5,8 @@ JAX 0.11 it looks through a chain of reduce_precision copies, not one."""
 
 from __future__ import annotations
 
-from jax._src import api_util as _api_util
-
 from remat_tui.core.jaxcompat import primitives
+from remat_tui.core.jaxcompat.private import api_util as _api_util
 from remat_tui.core.jaxcompat.remat import checkpoint_name
 from remat_tui.core.jaxcompat.version import version_tuple
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 
-from jax._src import source_info_util as _siu
 from jax.extend import source_info_util as public_siu
 
+from remat_tui.core.jaxcompat.private import source_info_util as _siu
 from remat_tui.core.model import Source
 from remat_tui.core.usercode import in_library
 
