@@ -180,8 +180,8 @@ def _trace(
     if primal is None and seen:
         primal = primal_program(target, leaves, in_tree, device, prefer_dir)
     found_sites = primal.sites if primal is not None else []
-    names = jc.residual_words.arg_names(target.fn, args, kwargs)
-    found = find_residuals(fwd, len(res_shapes), names)
+    arg_names = jc.residual_words.arg_names(target.fn, args, kwargs)
+    found = find_residuals(fwd, len(res_shapes), arg_names)
     origins = Origins(prefer_dir, found_sites)
     for fr in found:
         fr.residual = replace(

@@ -32,6 +32,7 @@ way.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -132,13 +133,14 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
     args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
     leaves, in_tree = tree_flatten((args, kwargs))
     here = trace_device(dev)
-    training = target.optimizer is not None
+    step = "train" if target.optimizer is not None else "gradient"
     what = (
-        f"{target.label}: compiling the {'training step' if training else 'gradient'} under "
-        f"{config.with_device(None).label()} for {label}"
+        f"{target.label}: compiling the {'training step' if step == 'train' else 'gradient'} "
+        f"under {config.with_device(None).label()} for {label}"
     )
     abstract = [_abstract(x, dev, devices, what) for x in leaves]
-    mask = _parameter_mask(target, args, kwargs, what) if training else None
+    spanned = max(len({d for x in abstract for d in x.sharding.device_set}), 1)
+    mask = _parameter_mask(target, args, kwargs, what) if step == "train" else None
     _check(cancelled)
     start = time.perf_counter()
     with jax.default_device(here):
@@ -147,10 +149,7 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
         # compiles, so the full garbage collections that happen meanwhile (they
         # stop every thread, the app's UI too) do not walk it for the compile's
         # whole duration.
-        if training:
-            lowered = _lower_step(target, config, leaves, in_tree, here, abstract, mask, dev, what)
-        else:
-            lowered = _lower(target, config, leaves, in_tree, here, abstract, what)
+        lowered = _lower(target, config, leaves, in_tree, here, abstract, mask, what)
         _check(cancelled)
         try:
             executable = lowered.compile()
@@ -158,27 +157,35 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
             message = str(exc)
             if not out_of_memory(message):
                 raise RematError(f"{what} failed: XLA says:\n{trim_message(message)}") from None
-            spans = {d for x in abstract for d in x.sharding.device_set}
+            result = does_not_fit(message, label, spanned, time.perf_counter() - start)
+        else:
             seconds = time.perf_counter() - start
-            result = does_not_fit(message, label, max(len(spans), 1), seconds)
-            return replace(result, step="train" if training else "gradient")
-    seconds = time.perf_counter() - start
-    stats = executable.memory_analysis()
-    spans = {d for x in abstract for d in x.sharding.device_set}
-    result = _numbers(stats, _flops(executable), label, dev.platform, max(len(spans), 1), seconds)
-    return replace(result, step="train" if training else "gradient")
+            stats = executable.memory_analysis()
+            result = _numbers(stats, _flops(executable), label, dev.platform, spanned, seconds)
+    return replace(result, step=step)
 
 
-def _lower(target, config, leaves, in_tree, here, abstract, what):
-    """The gradient (jax.vjp applied to a cotangent of ones) lowered for `abstract`."""
+def _lower(target, config, leaves, in_tree, here, abstract, mask, what):
+    """The gradient, or one training step for a target that names its
+    optimizer, lowered for `abstract`."""
     flat_fn, _, _ = configured_function(target, config, leaves, in_tree, here)
+    with _lowering(what):
+        if target.optimizer is not None:
+            return _lower_step(target.optimizer, flat_fn, abstract, mask, what)
+        return jax.jit(lambda *flat: _gradient(flat_fn, flat)).lower(*abstract)
 
-    def gradient(*flat):
-        out, vjp_fn = jax.vjp(flat_fn, *flat)
-        return vjp_fn(jax.tree_util.tree_map(_ones_like, out))
 
+def _gradient(fn, primals):
+    """`fn`'s vjp applied to a cotangent of ones: the gradient remat-tui compiles."""
+    out, vjp_fn = jax.vjp(fn, *primals)
+    return vjp_fn(jax.tree_util.tree_map(_ones_like, out))
+
+
+@contextlib.contextmanager
+def _lowering(what: str):
+    """Tracing and lowering run the user's code: its errors are said as theirs."""
     try:
-        return jax.jit(gradient).lower(*abstract)
+        yield
     except (RematError, Cancelled):
         raise
     except Exception as exc:
@@ -203,7 +210,7 @@ def _parameter_mask(target, args, kwargs, what: str) -> list[bool]:
     return [bool(m) for m in jax.tree.leaves(marks)]
 
 
-def _lower_step(target, config, leaves, in_tree, here, abstract, mask, dev, what):
+def _lower_step(optimizer, flat_fn, abstract, mask, what: str):
     """One training step lowered for `abstract`: the gradient of the configured
     function with respect to the parameters (a cotangent of ones, as for the
     gradient alone), the optimizer's update and its application, with the
@@ -221,32 +228,25 @@ def _lower_step(target, config, leaves, in_tree, here, abstract, mask, dev, what
             "give the target unsharded example arguments, or drop params/optimizer to "
             "compile the gradient alone."
         )
-    flat_fn, _, _ = configured_function(target, config, leaves, in_tree, here)
-    optimizer = target.optimizer
 
     def merged(params, others):
         p, o = iter(params), iter(others)
         return [next(p) if is_param else next(o) for is_param in mask]
 
     def step(params, opt_state, others):
-        out, vjp_fn = jax.vjp(lambda p: flat_fn(*merged(p, others)), params)
-        (grads,) = vjp_fn(jax.tree_util.tree_map(_ones_like, out))
+        (grads,) = _gradient(lambda p: flat_fn(*merged(p, others)), (params,))
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state
 
     params = [x for x, is_param in zip(abstract, mask, strict=True) if is_param]
     others = [x for x, is_param in zip(abstract, mask, strict=True) if not is_param]
-    placed = SingleDeviceSharding(dev)
-    try:
-        opt_state = jax.tree.map(
-            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=placed),
-            jax.eval_shape(optimizer.init, params),
-        )
-        return jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, others)
-    except (RematError, Cancelled):
-        raise
-    except Exception as exc:
-        raise RematError(f"{what} failed: {describe(exc)}\n{user_traceback(exc)}") from None
+    # Every argument is on one device (checked above): the state goes there too.
+    placed = SingleDeviceSharding(next(iter(abstract[0].sharding.device_set)))
+    opt_state = jax.tree.map(
+        lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=placed),
+        jax.eval_shape(optimizer.init, params),
+    )
+    return jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, others)
 
 
 def _check(cancelled) -> None:
@@ -330,8 +330,8 @@ def _numbers(stats, flops, label: str, platform: str, devices: int, seconds: flo
 _OOM = ("RESOURCE_EXHAUSTED", "Ran out of memory", "out of memory")
 _SIZE = r"([\d.]+)\s*([KMGT]i?)?B?"
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-# XLA's words for what a program needed and what the device has, as TPU and
-# GPU compilers print them (checked against real messages in tests/test_compiled.py).
+# XLA's words for what a program needed and what the device has, as its TPU
+# compiler prints them (checked against real messages in tests/test_compiled.py).
 _NEEDED_OF_AVAILABLE = (
     re.compile(rf"required for [^(]*\({_SIZE}\) exceeds available [^(]*\({_SIZE}\)"),
     re.compile(rf"Used {_SIZE} of {_SIZE}"),

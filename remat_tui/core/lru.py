@@ -51,17 +51,6 @@ class LRU:
             self.put(key, value)
             return value
 
-    def values(self) -> list:
-        with self.lock:
-            return list(self._entries.values())
-
-    def __contains__(self, key: Hashable) -> bool:
-        with self.lock:
-            return key in self._entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
     def clear(self) -> None:
         with self.lock:
             self._entries.clear()

@@ -157,11 +157,6 @@ _RULES = {
 }
 
 
-def is_call(eqn) -> bool:
-    """A call whose single body runs once per use, wired one to one (jit, ...)."""
-    return eqn.primitive.name in _CALLS
-
-
 def is_jit(eqn) -> bool:
     """A jit; in the linear program `jax.vjp` returns, JAX 0.12 binds a jit's
     linear part as `vjp_node[jit]` (adapter "vjp nodes")."""
@@ -191,10 +186,6 @@ def scan_layout(eqn) -> tuple[int, int] | None:
     # structure is a FlatTree to fill with the equation's inputs.
     consts, carry, _ = p["ft_in"].update(list(eqn.invars)).unpack()
     return len(list(consts)), len(list(carry))
-
-
-def is_cond(eqn) -> bool:
-    return eqn.primitive.name == "cond"
 
 
 def replace_body(eqn, slot: Slot, new, wrapped: dict | None = None):

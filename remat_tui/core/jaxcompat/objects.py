@@ -52,10 +52,6 @@ def fresh_var(var):
     return DropVar(var.aval) if isinstance(var, DropVar) else Var(var.aval)
 
 
-def is_var(atom) -> bool:
-    return isinstance(atom, Var) and not isinstance(atom, DropVar)
-
-
 def short(aval) -> str:
     return aval.str_short(short_dtypes=True)
 
