@@ -138,26 +138,24 @@ def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancel
     least recompute that fits, so no later row can be it. The baseline (the
     code as written) is always compiled: the answer is measured against it.
     Returns the rows compiled."""
-    ordered = sorted(rows, key=lambda r: (r.recompute_flops, r.host_bytes, r.device_bytes))
-    if baseline not in ordered[:1]:
-        ordered.remove(baseline)
-        ordered.insert(0, baseline)
+    baseline_first = [baseline, *sorted((r for r in rows if r is not baseline), key=_cost)]
     done: list[Row] = []
-    found_at = None  # the recompute of the first fitting row
-    for row in ordered:
-        if found_at is not None and row.recompute_flops > found_at and row is not baseline:
-            break
+    least = float("inf")  # the least recompute among the rows found to fit so far
+    for row in baseline_first:
+        if row.recompute_flops > least:
+            break  # every row after this recomputes more than one that fits
         if progress is not None:
-            progress(len(done), len(ordered), row.config, "compiling")
+            progress(len(done), len(baseline_first), row.config, "compiling")
         compile_row(target, row, cancelled)
         done.append(row)
         if row.fits and row.memory <= budget:
-            found_at = (
-                min(found_at, row.recompute_flops)
-                if found_at is not None
-                else (row.recompute_flops)
-            )
+            least = min(least, row.recompute_flops)
     return done
+
+
+def _cost(row: Row) -> tuple:
+    """The order candidates are compiled in: recompute, then host, then device bytes."""
+    return (row.recompute_flops, row.host_bytes, row.device_bytes)
 
 
 def _choices(target, names: list[str]) -> list[str]:
