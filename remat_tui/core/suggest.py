@@ -77,7 +77,11 @@ def suggest(
     exact_limit: int = EXACT_LIMIT,
     cancelled=None,
     progress=None,
+    compile_all: bool = False,
 ) -> Suggestion:
+    """The least-cost configuration whose memory fits `budget` (see the module
+    doc). `compile_all`: compile every candidate rather than only those that
+    can change the answer, to check the ordered search (bench/, tests)."""
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
     first = analyze(target, config=base, row_only=True, cancelled=cancelled)
@@ -105,7 +109,14 @@ def suggest(
     baseline = next(r for r in rows if r.config == base)
     skipped, why = 0, ""
     if compiled:
-        done = compile_in_order(target, rows, baseline, budget, cancelled, progress)
+        if compile_all:
+            for i, row in enumerate(rows):
+                if progress is not None:
+                    progress(i, len(rows), row.config, "compiling")
+                compile_row(target, row, cancelled)
+            done = rows
+        else:
+            done = compile_in_order(target, rows, baseline, budget, cancelled, progress)
         skipped = len(rows) - len(done)
         if skipped:
             why = "each recomputes more than the answer, so none of them could be it"
