@@ -1,0 +1,293 @@
+"""Provides the chip table a roofline step-time estimate reads: per chip, its
+peak dense bf16 matmul FLOP/s, device-memory bandwidth, host <-> device link
+bandwidth (each direction) and device-memory capacity.
+
+A roofline estimate takes a step's time as at least the largest of FLOPs /
+peak_flops, bytes moved / memory_bandwidth and bytes offloaded /
+host_bandwidth. The accelerators' figures here are their vendors' public peak
+figures, each cited by URL in `sources`: an estimate's ceiling, never a
+measurement, and real programs reach only a fraction of them. The CPU alone is
+measured, here and now (`measured_cpu`), since no vendor figure describes the
+machine the tool runs on.
+
+How the figures were read (a chip's `notes` says where one is derived or
+approximate):
+
+- FLOP/s are dense, without structured sparsity. NVIDIA lists Hopper's bf16
+  Tensor Core peak with sparsity and says the dense figure is half of it.
+- Bandwidths are bytes per second with decimal prefixes (1 GB/s = 1e9 B/s),
+  as the vendors write them.
+- Host bandwidth is one direction. NVIDIA's "PCIe Gen4: 64GB/s" and "PCIe
+  Gen5: 128GB/s" count both directions of an x16 link together, so each
+  direction gets half. Google publishes no per-chip PCIe figure for its TPUs;
+  the TPU rows take the figures of Google's "How to Scale Your Model" (the
+  scaling book), which gives 16 GB/s each way for TPU v4, about 1.6e10 B/s
+  "typically" for a TPU and 3.2e10 B/s for TPU v6e.
+- Capacities are read in the unit the vendor writes: "GB" as 1e9 bytes,
+  "GiB" as 2**30. Read literally, a "GB" figure may understate what the device
+  reports by up to ~7% (HBM is built in binary sizes); an attached device's
+  own `memory_stats()` is the better figure where there is one.
+
+Pure Python: jax is imported only inside `measured_cpu`.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Chip:
+    name: str  # "tpu v5e", "nvidia h100", "cpu"
+    peak_flops: float  # FLOP/s, dense bf16 matmul, one chip
+    memory_bandwidth: float  # bytes/s, device memory
+    host_bandwidth: float  # bytes/s, host <-> device, each direction
+    memory_bytes: int | None  # device memory per chip (None for cpu)
+    sources: tuple[str, ...]
+    notes: str = ""
+    measured: bool = False  # True for the CPU, whose figures are measured here
+
+
+GiB = 2**30
+
+SCALING_BOOK = "https://jax-ml.github.io/scaling-book/tpus/"
+TPU_V4 = "https://cloud.google.com/tpu/docs/v4"
+TPU_V5E = "https://cloud.google.com/tpu/docs/v5e"
+TPU_V5P = "https://cloud.google.com/tpu/docs/v5p"
+TPU_V6E = "https://cloud.google.com/tpu/docs/v6e"
+NVIDIA_A100 = "https://www.nvidia.com/en-us/data-center/a100/"
+NVIDIA_A100_DATASHEET = (
+    "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/"
+    "nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"
+)
+NVIDIA_H100 = "https://www.nvidia.com/en-us/data-center/h100/"
+NVIDIA_H200 = "https://www.nvidia.com/en-us/data-center/h200/"
+
+# The scaling book's TPU specs section: "PCIe bandwidth for TPU v4 is 16GB /
+# second each way"; "PCIe bandwidth is typically around 1.6e10 bytes / second
+# per TPU (3.2e10 for TPU v6e)". Its generic figure stands in for v5e and v5p,
+# for which no generation-specific host figure is public.
+_TPU_HOST_TYPICAL = 16e9
+
+_CHIPS = (
+    Chip(
+        name="tpu v4",
+        # Google: "Peak compute per chip 275 teraflops (bf16 or int8)";
+        # "HBM2 capacity and bandwidth 32 GiB, 1200 GBps".
+        peak_flops=275e12,
+        memory_bandwidth=1200e9,
+        # Scaling book: 16 GB/s each way.
+        host_bandwidth=16e9,
+        memory_bytes=32 * GiB,
+        sources=(TPU_V4, SCALING_BOOK),
+        notes="Host link from the scaling book (16 GB/s each way); Google's v4 page gives none.",
+    ),
+    Chip(
+        name="tpu v5e",
+        # Google: "Peak compute per chip (bf16) 197 TFLOPs"; "HBM2 capacity and
+        # bandwidth 16 GB, 819 GBps" (a later revision of the page lists the
+        # bandwidth as "800 GiBps", ~8.6e11 B/s; the scaling book uses 8.1e11).
+        peak_flops=197e12,
+        memory_bandwidth=819e9,
+        host_bandwidth=_TPU_HOST_TYPICAL,
+        memory_bytes=16 * 10**9,
+        sources=(TPU_V5E, SCALING_BOOK),
+        notes="Host link approximate: the scaling book's typical per-TPU PCIe "
+        "figure (1.6e10 B/s), not one stated for v5e. Memory is Google's "
+        "'16 GB' read as 1e9 bytes (the scaling book says 16 GiB). A later "
+        "revision of Google's page gives the HBM bandwidth as '800 GiBps'.",
+    ),
+    Chip(
+        name="tpu v5p",
+        # Google: "Peak compute per chip (bf16) 459 TFLOPs"; "HBM2e capacity
+        # and bandwidth 95GB, 2765 GBps" (the scaling book: 96GB, 2.8e12).
+        peak_flops=459e12,
+        memory_bandwidth=2765e9,
+        host_bandwidth=_TPU_HOST_TYPICAL,
+        memory_bytes=95 * 10**9,
+        sources=(TPU_V5P, SCALING_BOOK),
+        notes="Host link approximate: the scaling book's typical per-TPU PCIe "
+        "figure (1.6e10 B/s), not one stated for v5p. Memory is Google's "
+        "'95GB' read as 1e9 bytes (the scaling book says 96GB).",
+    ),
+    Chip(
+        name="tpu v6e",
+        # Google (Trillium): "Peak compute per chip (bf16) 918 TFLOPs"; "HBM
+        # capacity per chip 32 GB"; "HBM bandwidth per chip 1638 GBps"; each
+        # chip "connects to the host through a PCIe Gen5 interface".
+        peak_flops=918e12,
+        memory_bandwidth=1638e9,
+        # Scaling book: 3.2e10 B/s for TPU v6e ("about 2x higher than v5").
+        host_bandwidth=32e9,
+        memory_bytes=32 * 10**9,
+        sources=(TPU_V6E, SCALING_BOOK),
+        notes="Host link from the scaling book (3.2e10 B/s; it does not say per "
+        "direction, read here as each direction). Memory is Google's '32 GB' "
+        "read as 1e9 bytes.",
+    ),
+    Chip(
+        name="nvidia a100",
+        # A100 80GB SXM: "BFLOAT16 Tensor Core 312 TFLOPS | 624 TFLOPS*"
+        # (* with sparsity); "GPU Memory Bandwidth 2,039GB/s"; "GPU Memory
+        # 80GB HBM2e"; "Interconnect ... PCIe Gen4: 64GB/s".
+        peak_flops=312e12,
+        memory_bandwidth=2039e9,
+        # 64 GB/s is both directions of PCIe Gen4 x16 together.
+        host_bandwidth=32e9,
+        memory_bytes=80 * 10**9,
+        sources=(NVIDIA_A100, NVIDIA_A100_DATASHEET),
+        notes="Figures of the A100 80GB SXM. Host link derived: NVIDIA's 'PCIe "
+        "Gen4: 64GB/s' is both directions together, so 32 GB/s each way. Any "
+        "A100 matches this row; a 40GB or PCIe A100 has less memory and "
+        "bandwidth (same peak FLOP/s).",
+    ),
+    Chip(
+        name="nvidia h100",
+        # H100 SXM: "BFLOAT16 Tensor Core 1,979 teraFLOPS*" (* with sparsity;
+        # NVIDIA: "Specifications 1/2 lower without sparsity"); "GPU Memory
+        # 80GB"; "GPU Memory Bandwidth 3.35TB/s"; "PCIe Gen5: 128GB/s".
+        peak_flops=1979e12 / 2,
+        memory_bandwidth=3.35e12,
+        # 128 GB/s is both directions of PCIe Gen5 x16 together.
+        host_bandwidth=64e9,
+        memory_bytes=80 * 10**9,
+        sources=(NVIDIA_H100,),
+        notes="Figures of the H100 SXM. Peak FLOP/s derived: NVIDIA's 1,979 "
+        "TFLOPS bf16 is with sparsity, dense is half (~989 TFLOPS). Host link "
+        "derived: 'PCIe Gen5: 128GB/s' is both directions, so 64 GB/s each "
+        "way. Any H100 matches this row; H100 PCIe and NVL parts differ.",
+    ),
+    Chip(
+        name="nvidia h200",
+        # H200 SXM: "BFLOAT16 Tensor Core 1,979 TFLOPS" (with sparsity, as for
+        # H100: same GPU); "GPU Memory 141GB"; "GPU Memory Bandwidth 4.8TB/s";
+        # "Interconnect NVIDIA NVLink: 900GB/s, PCIe Gen5: 128GB/s".
+        peak_flops=1979e12 / 2,
+        memory_bandwidth=4.8e12,
+        host_bandwidth=64e9,
+        memory_bytes=141 * 10**9,
+        sources=(NVIDIA_H200,),
+        notes="Figures of the H200 SXM. Peak FLOP/s derived: NVIDIA's 1,979 "
+        "TFLOPS bf16 is with sparsity, dense is half (~989 TFLOPS). Host link "
+        "derived: 'PCIe Gen5: 128GB/s' is both directions, so 64 GB/s each way.",
+    ),
+)
+
+CHIPS: dict[str, Chip] = {chip.name: chip for chip in _CHIPS}
+
+# device.device_kind of a TPU (lower case, spaces collapsed) -> its row. The
+# deviceless topologies of libtpu name them "TPU v4", "TPU v5 lite" (v5e),
+# "TPU v5" (v5p) and "TPU v6 lite" (v6e); the marketing names are accepted too.
+_TPU_KINDS = {
+    "tpu v4": "tpu v4",
+    "tpu v5 lite": "tpu v5e",
+    "tpu v5e": "tpu v5e",
+    "tpu v5": "tpu v5p",
+    "tpu v5p": "tpu v5p",
+    "tpu v6 lite": "tpu v6e",
+    "tpu v6e": "tpu v6e",
+}
+
+# NVIDIA device kinds ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3",
+# "NVIDIA H200"): the model number as a word of its own, so "GH200" (Grace
+# Hopper, other memory) and "RTX A1000" do not match.
+_GPU_KINDS = tuple(
+    (re.compile(rf"(?<![a-z0-9]){model}(?![0-9])"), f"nvidia {model}")
+    for model in ("a100", "h100", "h200")
+)
+_GPU_PLATFORMS = ("gpu", "cuda")
+
+
+def chip_for(platform: str, device_kind: str) -> Chip | None:
+    """The chip a JAX device is (from device.platform and device.device_kind),
+    or None if unknown."""
+    platform = (platform or "").strip().lower()
+    kind = " ".join((device_kind or "").lower().split())
+    if platform == "cpu":
+        return measured_cpu()
+    if platform == "tpu":
+        name = _TPU_KINDS.get(kind)
+        return CHIPS[name] if name else None
+    if platform in _GPU_PLATFORMS:
+        for pattern, name in _GPU_KINDS:
+            if pattern.search(kind):
+                return CHIPS[name]
+    return None
+
+
+# The measurement's sizes: a 1024x1024 f32 matmul (2.1 GFLOP) and an in-place
+# update of a 64 MiB f32 array, larger than most last-level caches (a CPU with
+# more cache than that reads as faster than its memory). Larger arrays cost more
+# to allocate and first touch than the time budget allows.
+MATMUL_N = 1024
+COPY_BYTES = 64 * 2**20
+REPEATS = 3
+
+_cpu: Chip | None = None
+_cpu_lock = threading.Lock()
+
+
+def measured_cpu() -> Chip:
+    """The CPU's figures, measured once per process (cached) with small jitted
+    kernels: a f32 matmul for FLOP/s and a large array copy for bandwidth; host
+    bandwidth = memory bandwidth (host and device are the same memory). Must take
+    well under 1 s."""
+    global _cpu
+    with _cpu_lock:
+        if _cpu is None:
+            _cpu = _measure_cpu()
+        return _cpu
+
+
+def _best_time(step, x, repeats: int):
+    """The fastest of `repeats` timed runs of `x = step(x)` (after one untimed
+    run that compiles), and the last `x`. The fastest run is the one least
+    disturbed by whatever else shares the CPU."""
+    x = step(x)
+    x.block_until_ready()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        x = step(x)
+        x.block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return max(best, 1e-9), x
+
+
+def _measure_cpu() -> Chip:
+    import jax
+    import numpy as np
+
+    # Inputs come from numpy: jnp's constructors would each compile a program.
+    cpu = jax.devices("cpu")[0]
+    n = MATMUL_N
+    a = jax.device_put(np.full((n, n), 1.0 / n, dtype=np.float32), cpu)
+    matmul = jax.jit(lambda a: a @ a)
+    seconds, _ = _best_time(lambda _: matmul(a), a, REPEATS)
+    flops = 2.0 * n**3 / seconds
+
+    # Donated, so the output reuses the input's buffer: each run reads and
+    # writes the array once, with no fresh (page-faulting) allocation to time.
+    x = jax.device_put(np.zeros(COPY_BYTES // 4, dtype=np.float32), cpu)
+    update = jax.jit(lambda x: x + 1.0, donate_argnums=0)
+    seconds, x = _best_time(update, x, REPEATS)
+    del x
+    bandwidth = 2.0 * COPY_BYTES / seconds
+
+    return Chip(
+        name="cpu",
+        peak_flops=flops,
+        memory_bandwidth=bandwidth,
+        host_bandwidth=bandwidth,
+        memory_bytes=None,
+        sources=(),
+        notes=f"Measured in this process: the fastest of {REPEATS} runs of a jitted "
+        f"f32 {n}x{n} matmul (FLOP/s) and of an in-place update of a "
+        f"{COPY_BYTES // 2**20} MiB f32 array (bytes read + written per second). "
+        "f32, not bf16; on a shared machine, a lower bound on what the CPU can do. "
+        "Host and device are the same memory, so host bandwidth = memory bandwidth.",
+        measured=True,
+    )
