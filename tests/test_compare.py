@@ -69,17 +69,23 @@ def test_rows_cover_builtins_names_and_sites(comparison):
 
 
 def test_pareto_rows_are_exactly_the_undominated(comparison):
+    """Uncompiled rows weigh recompute FLOPs, then host bytes; a row whose
+    offload is slower than recomputing is never on the front."""
     rows = comparison.rows
+    eligible = [r for r in rows if not r.offload_slower]
+
+    def cost(r):
+        return (r.recompute_flops, r.host_bytes)
 
     def dominates(a, b):
         return (
             a.memory <= b.memory
-            and a.recompute_flops <= b.recompute_flops
-            and (a.memory < b.memory or a.recompute_flops < b.recompute_flops)
+            and cost(a) <= cost(b)
+            and (a.memory < b.memory or cost(a) < cost(b))
         )
 
     for row in rows:
-        assert row.pareto == (not any(dominates(o, row) for o in rows))
+        assert row.pareto == (row in eligible and not any(dominates(o, row) for o in eligible))
     assert any(r.pareto for r in rows)
 
 
@@ -273,3 +279,44 @@ def test_diff_tells_alike_scan_outputs_apart_by_origin():
     assert "output of scan" in gone["text"] and gone["origin"].startswith("name 'k' ×3")
     assert kept and all(e["text"] == gone["text"] for e in kept)
     assert "← name 'k' ×3" in render_diff(d, "text")
+
+
+def gelu_block(x, w1, w2):
+    h = checkpoint_name(x @ w1, "h")
+    y = checkpoint_name(jax.nn.gelu(h), "gelu_out")
+    return checkpoint_name(y @ w2, "out")
+
+
+def gelu_loss(policy):
+    def loss(x, w1, w2):
+        return jnp.sum(jax.checkpoint(gelu_block, policy=policy)(x, w1, w2))
+
+    return loss
+
+
+GELU_ARGS = (jnp.ones((16, 32)), jnp.ones((32, 64)), jnp.ones((64, 32)))
+
+
+def test_saving_a_name_that_spares_no_recompute_is_pointed_out():
+    """GELU's output: its derivative reads h, so h's dot is recomputed whether
+    or not the output is saved; `out`: the sum's derivative never reads it.
+    The notes agree with the analyses of the same code, each policy by hand."""
+    cp = jax.checkpoint_policies
+    c = remat_tui.compare(gelu_loss(None), args=GELU_ARGS)
+    notes = {dict(r.config.sites).get("gelu_block"): r.notes for r in c.rows}
+
+    def measured(policy):
+        return remat_tui.analyze(gelu_loss(policy), args=GELU_ARGS)
+
+    nothing = measured(cp.nothing_saveable)
+    for name in ("gelu_out", "h", "out"):
+        alone = measured(cp.save_only_these_names(name))
+        spared = nothing.flops["recompute"] - alone.flops["recompute"]
+        said = [n for n in notes[f"save_only_these_names({name!r})"] if n.startswith("saving")]
+        if spared > 0.01 * nothing.flops["recompute"]:
+            assert not said, name
+        elif alone.totals.device_bytes > nothing.totals.device_bytes:
+            assert said and "spares" in said[0] and "recomputed anyway" in said[0], name
+        else:
+            assert said and "keeps nothing" in said[0], name
+    assert [n for n in notes["save_only_these_names('h')"] if n.startswith("saving")] == []

@@ -11,7 +11,7 @@ import remat_tui
 import remat_tui.core.suggest
 from remat_tui.core import compare as compare_lib
 from remat_tui.core import compiled as compiled_lib
-from remat_tui.core import policies
+from remat_tui.core import policies, step_time
 from remat_tui.core.analysis import as_target
 from remat_tui.errors import RematError
 from remat_tui.report import costs as cost_reports
@@ -62,18 +62,23 @@ def test_compare_goes_on_past_rows_that_do_not_fit_or_fail(failing_for):
 
 @pytest.fixture(scope="module")
 def all_compiled():
-    """Every candidate suggest considers, each compiled: what compiling
-    everything would give, for the answers to be checked against."""
-    rows = remat_tui.suggest(LOSS, 2**40, args=ARGS).rows  # analysed, not compiled
-    target = as_target(LOSS, ARGS, None)
-    for row in rows:
-        compare_lib.compile_row(target, row)
-    return rows
+    """Every candidate suggest considers, each compiled (suggest's own
+    compile_all): the answers of the ordered search are checked against it."""
+    return remat_tui.core.suggest.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
+                                          compile_all=True).rows  # fmt: skip
 
 
-def least_recompute_that_fits(rows, budget):
+def cheapest_that_fits(rows, budget):
+    """The oracle, by hand: the least estimated step time (recompute FLOPs
+    where there is no estimate) among rows that fit, host bytes then memory
+    breaking ties, an offload slower than recomputing only if nothing else fits."""
     fitting = [r for r in rows if r.fits and r.memory <= budget]
-    return min(fitting, key=lambda r: (r.recompute_flops, r.memory, r.host_bytes))
+    fitting = [r for r in fitting if not r.offload_slower] or fitting
+
+    def cost(r):
+        return (r.time["seconds"] if r.time else r.recompute_flops, r.host_bytes, r.memory)
+
+    return min(fitting, key=cost)
 
 
 @pytest.mark.parametrize("which", ["smallest", "middle", "largest"])
@@ -81,29 +86,63 @@ def test_suggest_compiles_only_what_can_change_its_answer(all_compiled, which):
     peaks = sorted({r.memory for r in all_compiled})
     budget = {"smallest": peaks[0], "middle": peaks[len(peaks) // 2], "largest": peaks[-1]}[which]
     got = remat_tui.suggest(LOSS, budget, args=ARGS, compiled=True)
-    want = least_recompute_that_fits(all_compiled, budget)
+    want = cheapest_that_fits(all_compiled, budget)
     assert got.fits and got.exact
     assert (got.best.config, got.best.memory) == (want.config, want.memory)
     assert got.searched == len(all_compiled)
     assert got.compiled_count + got.skipped == len(all_compiled)
     assert got.compiled_count == len(got.rows)
-    # Every configuration not compiled recomputes more than the answer.
+    # On CPU the chip is measured, so rows carry a step-time estimate, and
+    # every configuration not compiled could not beat the answer even at its
+    # lower bound (what the search knew before compiling it).
+    assert got.best.time is not None
+    chip = step_time.chip_of("cpu:0")
     compiled = {r.config for r in got.rows}
-    assert all(
-        r.recompute_flops > got.best.recompute_flops
-        for r in all_compiled
-        if r.config not in compiled
-    )
+    for r in all_compiled:
+        if r.config not in compiled:
+            bound = step_time.lower_bound(chip, r.step_flops, r.host_bytes)
+            assert (bound, r.host_bytes) >= (got.best.time["seconds"], got.best.host_bytes)
+            assert r.time is None or r.time["seconds"] >= bound
     d = got.to_dict()
     assert d["compiled_count"] == got.compiled_count and d["skipped"]["count"] == got.skipped
 
 
-def test_suggest_skips_compiles_when_the_cheapest_fits():
-    got = remat_tui.suggest(LOSS, 2**40, args=ARGS, compiled=True)
-    assert got.fits and got.skipped > 0 and "recomputes more" in got.skipped_why
-    assert got.best.recompute_flops == min(r.recompute_flops for r in got.rows)
+@pytest.fixture
+def compute_bound_cpu(monkeypatch):
+    """The measured CPU with memory traffic free: every estimate is its
+    compute and host time, so the bounds known before compiling are tight
+    (this toy model is otherwise bound by memory traffic on CPU, where the
+    bounds skip nothing: exact, but no faster than compiling everything)."""
+    import dataclasses
+
+    from remat_tui.core import chips
+
+    fast = dataclasses.replace(chips.measured_cpu(), memory_bandwidth=float("inf"))
+    monkeypatch.setattr(step_time, "chip_of", lambda device: fast)
+    compiled_lib.clear_cache()
+    yield fast
+    compiled_lib.clear_cache()
+
+
+def test_suggest_skips_compiles_that_cannot_beat_the_answer(compute_bound_cpu):
+    target = as_target(LOSS, ARGS, None)
+    got = remat_tui.core.suggest.suggest(target, 2**40, compiled=True)
+    everything = remat_tui.core.suggest.suggest(target, 2**40, compiled=True, compile_all=True)
+    assert got.best.config == cheapest_that_fits(everything.rows, 2**40).config
+    assert got.fits and got.skipped > 0 and "estimated slower on cpu" in got.skipped_why
+    assert got.best.time["seconds"] == min(
+        r.time["seconds"] for r in got.rows if r.time and not r.offload_slower
+    )
     text = cost_reports.render_suggest(got, "text")
     assert f"{got.compiled_count} compiled, {got.skipped} not compiled" in text
+
+
+def test_without_a_known_chip_suggest_orders_by_recompute(monkeypatch):
+    monkeypatch.setattr(step_time, "chip_of", lambda device: None)
+    compiled_lib.clear_cache()
+    got = remat_tui.suggest(LOSS, 2**40, args=ARGS, compiled=True)
+    assert got.best.time is None and "recomputes more" in got.skipped_why
+    assert got.best.recompute_flops == min(r.recompute_flops for r in got.rows)
 
 
 def test_suggest_goes_on_when_the_least_recompute_does_not_fit(failing_for):

@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from remat_tui.core import policies
+from remat_tui.core import policies, step_time
 from remat_tui.core.analysis import Cancelled, analyze, as_target
 from remat_tui.core.config import Config
 from remat_tui.core.model import Analysis
-from remat_tui.core.notes import Baseline, notes_for
+from remat_tui.core.notes import Baseline, notes_for, saved_name_notes
+from remat_tui.core.units import human_bytes, human_seconds
 
 
 @dataclass
@@ -30,10 +31,16 @@ class Row:
     recompute_flops: int
     forward_flops: int
     residuals: tuple[str, ...]  # JAX's texts, for diff
+    # The backward pass's work besides recomputation: the same for every
+    # configuration of a target, so counted once (`step_flops`); None until
+    # a step time is wanted.
+    transpose_flops: int | None = None
     compiled: dict | None = None
+    time: dict | None = None  # the step-time estimate (core/step_time.py), once compiled
     pareto: bool = False
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # its compile failed (other than running out of memory)
+    offload_slower: bool = False  # its offload costs more time than the recompute it saves
 
     @property
     def memory(self) -> int:
@@ -43,6 +50,19 @@ class Row:
         if self.compiled and self.compiled.get("peak_bytes"):
             return self.compiled["peak_bytes"]
         return self.device_bytes
+
+    @property
+    def cost(self) -> tuple:
+        """What ranks rows: the estimated step time once compiled on a chip the
+        table knows, else the recompute FLOPs; host bytes break ties."""
+        return (self.time["seconds"] if self.time else self.recompute_flops, self.host_bytes)
+
+    @property
+    def step_flops(self) -> int | None:
+        """The whole step's FLOPs: forward, transposition and recompute."""
+        if self.transpose_flops is None:
+            return None
+        return self.forward_flops + self.transpose_flops + self.recompute_flops
 
     @property
     def fits(self) -> bool:
@@ -63,9 +83,11 @@ class Row:
             "recompute_flops": self.recompute_flops,
             "forward_flops": self.forward_flops,
             "compiled": self.compiled,
+            "time": self.time,
             "pareto": self.pareto,
             "notes": list(self.notes),
             "error": self.error,
+            "offload_slower": self.offload_slower,
         }
 
 
@@ -122,6 +144,8 @@ def compare(
     else:
         configs = [base.with_policy(canonical_spec(p, target)) for p in policies]
     rows = evaluate(target, configs, baseline_analysis, compiled, cancelled, progress)
+    judge_offloads(target, rows, baseline_analysis, cancelled)
+    saved_name_notes(rows)
     mark_pareto(rows)
     return Comparison(
         target.file,
@@ -138,8 +162,11 @@ def canonical_spec(text: str, target) -> str:
 
 
 def evaluate(target, configs, baseline: Analysis, compiled, cancelled, progress) -> list[Row]:
-    """One row per config (the baseline's analysis is reused for its own)."""
+    """One row per config (the baseline's analysis is reused for its own).
+    Compiled rows get a step time; rows to be compiled later need
+    `with_step_flops` first."""
     reference = Baseline.of(baseline)
+    transpose = transpose_flops(target, baseline, cancelled) if compiled else None
     rows = []
     for i, config in enumerate(configs):
         if cancelled is not None and cancelled():
@@ -150,6 +177,7 @@ def evaluate(target, configs, baseline: Analysis, compiled, cancelled, progress)
         if a is None:
             a = analyze(target, config=config, row_only=True, cancelled=cancelled)
         row = row_of(a)
+        row.transpose_flops = transpose
         row.notes = notes_for(a, reference)
         if compiled:
             compile_row(target, row, cancelled)
@@ -165,9 +193,66 @@ def compile_row(target, row: Row, cancelled=None) -> None:
     from remat_tui.errors import RematError
 
     try:
-        row.compiled = compile_costs(target, row.config, cancelled=cancelled).to_dict()
+        result = compile_costs(target, row.config, cancelled=cancelled)
     except RematError as exc:
         row.error = exc.message
+        return
+    row.compiled = result.to_dict()
+    chip = step_time.chip_of(result.device)
+    if result.fits and chip is not None and row.step_flops is not None:
+        per_device = result.devices
+        row.time = step_time.estimate(
+            chip,
+            row.step_flops / per_device,
+            row.host_bytes / per_device,
+            result.bytes_accessed,
+            result.flops,
+        ).to_dict()
+
+
+def transpose_flops(target, baseline: Analysis, cancelled=None) -> int:
+    """The backward pass's FLOPs besides recomputation (the same under every
+    configuration): read from `baseline`, traced in full if it was a lean row."""
+    full = baseline
+    if full.flops["backward"] is None:
+        full = analyze(target, config=baseline.config, texts=False, cancelled=cancelled)
+    return full.flops["backward"] - full.flops["recompute"]
+
+
+def judge_offloads(target, rows: list[Row], baseline: Analysis, cancelled=None) -> None:
+    """Mark the rows whose offload costs more time on the chip than the
+    recompute it saves (the same configuration with its offloads recomputed
+    instead, analysed when no row has it), with a note saying by how much.
+    Such a row is never Pareto-optimal nor suggested."""
+    offloading = [r for r in rows if r.host_bytes]
+    chip = step_time.chip_of(baseline.config.device) if offloading else None
+    if chip is None:
+        return
+    by_config = {r.config: r for r in rows}
+    for row in offloading:
+        instead = row.config.recomputing_offloads(target.policies)
+        other = by_config.get(instead)
+        if other is None:
+            a = analyze(target, config=instead, row_only=True, cancelled=cancelled)
+            other = by_config[instead] = row_of(a)
+        saved = (other.recompute_flops - row.recompute_flops) / chip.peak_flops
+        moving = step_time.host_seconds(chip, row.host_bytes)
+        if moving > saved:
+            row.offload_slower = True
+            row.notes.append(_slower_offload_note(chip, row.host_bytes, moving, saved))
+
+
+def _slower_offload_note(chip, host_bytes: int, moving: float, saved: float) -> str:
+    trip = f"moving {human_bytes(host_bytes)} to host and back takes about {human_seconds(moving)} a step"
+    if saved <= 0:
+        return (
+            f"offloading gains nothing on {chip.name}: recomputing instead costs no "
+            f"more work, and {trip}"
+        )
+    return (
+        f"offloading is slower than recomputing on {chip.name}: {trip}, "
+        f"recomputing it about {human_seconds(saved)}"
+    )
 
 
 def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
@@ -196,13 +281,14 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
 
 
 def mark_pareto(rows: list[Row]) -> None:
-    """A row is Pareto-optimal when it fits and no other row that fits needs
-    no more memory and no more recomputation, and less of one."""
-    fitting = [r for r in rows if r.fits]
+    """A row is Pareto-optimal when it fits, its offload is not slower than
+    recomputing, and no other such row needs no more memory at no more cost
+    (Row.cost: step time or recompute, then host bytes), and less of one."""
+    eligible = [r for r in rows if r.fits and not r.offload_slower]
     for row in rows:
-        row.pareto = row.fits and not any(
+        row.pareto = row in eligible and not any(
             other.memory <= row.memory
-            and other.recompute_flops <= row.recompute_flops
-            and (other.memory < row.memory or other.recompute_flops < row.recompute_flops)
-            for other in fitting
+            and other.cost <= row.cost
+            and (other.memory < row.memory or other.cost < row.cost)
+            for other in eligible
         )

@@ -67,6 +67,16 @@ class Config:
     def with_device(self, device: str | None) -> Config:
         return Config(self.policy, self.sites, device)
 
+    def recomputing_offloads(self, declared: dict[str, Callable] | None = None) -> Config:
+        """This config with every offload, outer or at a site, recomputed
+        instead (a policy the target declares is opaque: kept as is)."""
+
+        def swap(text: str) -> str:
+            spec = policies.parse(text, declared)
+            return text if spec.declared else spec.recomputing_offloads().canonical
+
+        return Config(swap(self.policy), tuple((k, swap(v)) for k, v in self.sites), self.device)
+
     def label(self) -> str:
         """One line naming the whole configuration."""
         parts = [f"policy {self.policy}"]

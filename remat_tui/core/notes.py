@@ -89,3 +89,58 @@ def count_dots(jaxpr) -> tuple[int, int]:
             total += 1
             unbatched += not batch[0] and not batch[1]
     return total, unbatched
+
+
+# Saving a name that spares less than this share of the recompute is pointed out.
+SPARES_LITTLE = 0.01
+_SAVES_NO_NAME = ("save_only_these_names()", "nothing_saveable")
+
+
+def saved_name_notes(rows) -> None:
+    """Note on each row that saves one checkpoint_name alone (outer, or at one
+    place) when that spares (almost) no recompute against saving no name
+    there: the name's bytes buy nothing. Rows: compare's, whose configs hold
+    both (compare.candidates makes them)."""
+    by_config = {r.config: r for r in rows}
+    for row in rows:
+        for place, name in _single_saved_names(row.config):
+            # saving no name recomputes exactly what nothing_saveable does
+            others = (_with_spec(row.config, place, s) for s in _SAVES_NO_NAME)
+            other = next((by_config[c] for c in others if c in by_config), None)
+            if other is None:
+                continue
+            spared = other.recompute_flops - row.recompute_flops
+            extra = row.device_bytes - other.device_bytes
+            if spared > SPARES_LITTLE * other.recompute_flops:
+                continue
+            if extra <= 0 and spared <= 0:
+                row.notes.append(
+                    f"saving {name!r} keeps nothing: the backward pass never reads it, "
+                    "so it is not a residual whatever the policy"
+                )
+            elif extra > 0:
+                share = spared / other.recompute_flops if other.recompute_flops else 0.0
+                row.notes.append(
+                    f"saving {name!r} spares {'no' if spared <= 0 else f'{share:.1%} of the'} "
+                    "recompute: what it is computed from is recomputed anyway, because the "
+                    "backward pass needs that too (an activation's derivative, like GELU's, "
+                    "reads its input, not its output)"
+                )
+
+
+def _single_saved_names(config):
+    """(place, name) for each spec in `config` that saves exactly one name:
+    place None for the outer policy, else the site key."""
+    for place, text in [(None, config.policy), *config.sites]:
+        try:
+            spec = policies.parse(text, policies.AnyName())
+        except Exception:  # a declared policy of the target: opaque
+            continue
+        if spec.kind == "save_only_these_names" and len(spec.names) == 1:
+            yield place, spec.names[0]
+
+
+def _with_spec(config, place, spec: str):
+    if place is None:
+        return config.with_policy(spec)
+    return config.with_sites({**dict(config.sites), place: spec})

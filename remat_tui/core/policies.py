@@ -123,6 +123,17 @@ class PolicySpec:
             out |= p.offloaded_names()
         return out
 
+    def recomputing_offloads(self) -> PolicySpec:
+        """This policy with what it offloads recomputed instead (everything it
+        saves on device stays saved): what an offload is weighed against."""
+        if self.kind == OFFLOAD_NAMES:
+            return PolicySpec("save_only_these_names", names=self.names)
+        if self.kind == OFFLOAD_DOTS:
+            return PolicySpec("nothing_saveable")
+        if self.kind == BOTH:
+            return PolicySpec(BOTH, parts=tuple(p.recomputing_offloads() for p in self.parts))
+        return self
+
 
 def parse(text: str, declared: dict[str, Callable] | None = None) -> PolicySpec:
     """Parse a spec; `declared` are the target's own policies by name."""

@@ -1,17 +1,22 @@
-"""Provides suggest (Contract 6): the configuration with the least
-recomputation whose memory fits a budget.
+"""Provides suggest (Contracts 6 and 8): the least-cost configuration whose
+memory fits a budget.
 
 Memory is the residual bytes on device, or the compiled peak per device when
-compiling. The search space is the built-in policies and the target's own,
+compiling. Cost is the recompute FLOPs, or, once compiled for a chip the
+table knows (core/chips.py), the estimated step time (core/step_time.py);
+host bytes break ties, and a configuration whose offload is slower than
+recomputing what it offloads is the answer only when nothing else fits. The
+search space is the built-in policies and the target's own,
 and every save/offload/recompute assignment of its checkpoint_names, applied
 where the code puts its checkpoints (each checkpointed function) or, in code
 without sites, as an outer policy.
 
 With compiling, only what can change the answer is compiled: every
-candidate is first analysed without compiling (its recompute FLOPs need no
-compile), then compiled in order of recompute, and the search stops after the
-first group of equal recompute that holds a configuration that fits: every
-later one recomputes more, so it cannot be the answer. Compiles that run out
+candidate is first analysed without compiling (its recompute FLOPs and host
+bytes need no compile, and give a lower bound of its step time), then
+compiled from the least bound up, and the search stops at the first
+candidate whose bound exceeds the cost of the best one found to fit: it and
+every later one cost more (`compile_in_order`). Compiles that run out
 of memory are fast and are rows that do not fit; other compile failures are
 rows with an error. Either way the search goes on.
 
@@ -28,9 +33,17 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from remat_tui.core import policies
+from remat_tui.core import policies, step_time
 from remat_tui.core.analysis import analyze, as_target
-from remat_tui.core.compare import Row, canonical_spec, compile_row, evaluate, mark_pareto
+from remat_tui.core.compare import (
+    Row,
+    canonical_spec,
+    compile_row,
+    evaluate,
+    judge_offloads,
+    mark_pareto,
+    transpose_flops,
+)
 from remat_tui.core.config import Config
 
 EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic
@@ -107,8 +120,12 @@ def suggest(
         _heuristic(base, first.sites, places, names, choices, run)
     rows = list(measured.values())
     baseline = next(r for r in rows if r.config == base)
+    judge_offloads(target, rows, first, cancelled)
     skipped, why = 0, ""
     if compiled:
+        transpose = transpose_flops(target, first, cancelled)
+        for row in rows:
+            row.transpose_flops = transpose
         if compile_all:
             for i, row in enumerate(rows):
                 if progress is not None:
@@ -116,18 +133,17 @@ def suggest(
                 compile_row(target, row, cancelled)
             done = rows
         else:
-            done = compile_in_order(target, rows, baseline, budget, cancelled, progress)
+            done, why = compile_in_order(target, rows, baseline, budget, cancelled, progress)
         skipped = len(rows) - len(done)
-        if skipped:
-            why = "each recomputes more than the answer, so none of them could be it"
+        why = why if skipped else ""
         rows = done
     mark_pareto(rows)
     fitting = [r for r in rows if r.fits and r.memory <= budget]
     if fitting:
-        best = min(fitting, key=lambda r: (r.recompute_flops, r.memory, r.host_bytes))
+        best = min(_eligible(fitting), key=lambda r: (r.cost, r.memory))
     else:
         measured_rows = [r for r in rows if r.error is None] or rows
-        best = min(measured_rows, key=lambda r: (r.memory, r.recompute_flops))
+        best = min(measured_rows, key=lambda r: (r.memory, r.cost))
     return Suggestion(
         budget=budget,
         measure="compiled" if compiled else "residual",
@@ -143,30 +159,56 @@ def suggest(
     )
 
 
+def _eligible(rows: list[Row]) -> list[Row]:
+    """Rows whose offload is not slower than recomputing, unless none is."""
+    return [r for r in rows if not r.offload_slower] or rows
+
+
 def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancelled, progress):
-    """Compile rows by recompute, least first, and stop after the first group
-    of equal recompute holding one that fits the budget: the answer is the
-    least recompute that fits, so no later row can be it. The baseline (the
-    code as written) is always compiled: the answer is measured against it.
-    Returns the rows compiled."""
-    baseline_first = [baseline, *sorted((r for r in rows if r is not baseline), key=_cost)]
-    done: list[Row] = []
-    least = float("inf")  # the least recompute among the rows found to fit so far
-    for row in baseline_first:
-        if row.recompute_flops > least:
-            break  # every row after this recomputes more than one that fits
+    """Compile rows from the least cost they can have, and stop at the first
+    whose least cost exceeds the cost of the best row found to fit the budget:
+    no later row can be the answer. The baseline (the code as written) comes
+    first: the answer is measured against it, and its compile says the chip
+    and how many devices share the step.
+
+    A row's least cost before compiling is exact in its recompute FLOPs and
+    host bytes; on a chip the table knows, it is the step time's lower bound
+    (core/step_time.py), which its compile can only raise. Returns the rows
+    compiled and why the rest were not."""
+    if progress is not None:
+        progress(0, len(rows), baseline.config, "compiling")
+    compile_row(target, baseline, cancelled)
+    done = [baseline]
+    chip = step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
+    devices = baseline.compiled.get("devices", 1) if baseline.compiled else 1
+
+    def least(row: Row) -> tuple:
+        if chip is None or row.step_flops is None:
+            return (row.recompute_flops, row.host_bytes)
+        bound = step_time.lower_bound(chip, row.step_flops / devices, row.host_bytes / devices)
+        return (bound, row.host_bytes)
+
+    best = baseline.cost if _answers(baseline, budget) else None
+    for row in sorted((r for r in rows if r is not baseline), key=least):
+        if best is not None and least(row) > best:
+            break  # this row and every later one cost more than one that fits
         if progress is not None:
-            progress(len(done), len(baseline_first), row.config, "compiling")
+            progress(len(done), len(rows), row.config, "compiling")
         compile_row(target, row, cancelled)
         done.append(row)
-        if row.fits and row.memory <= budget:
-            least = min(least, row.recompute_flops)
-    return done
+        if _answers(row, budget) and (best is None or row.cost < best):
+            best = row.cost
+    if chip is not None:
+        why = f"each is estimated slower on {chip.name} than the answer, even before compiling"
+    else:
+        why = "each recomputes more than the answer, so none of them could be it"
+    return done, why
 
 
-def _cost(row: Row) -> tuple:
-    """The order candidates are compiled in: recompute, then host, then device bytes."""
-    return (row.recompute_flops, row.host_bytes, row.device_bytes)
+def _answers(row: Row, budget: int) -> bool:
+    """Whether a compiled row could be the answer: it fits the budget, and
+    its offload is not slower than recomputing."""
+    return row.fits and row.memory <= budget and not row.offload_slower
 
 
 def _choices(target, names: list[str]) -> list[str]:
