@@ -27,9 +27,17 @@ class Target:
     policies: dict[str, Callable] = field(default_factory=dict)
     file: str | None = None
     # What it trains (Contract 8): positions in `args` that are parameters, and
-    # the optax optimizer updating them; then the compiled measure is the step.
+    # the optax optimizer updating them, or a step of the user's own and its
+    # optimizer state; then the compiled measure is the step.
     param_positions: tuple[int, ...] | None = None
     optimizer: Any = None
+    train_step: Callable | None = None
+    opt_state: Any = None  # the state's example, or a function of the parameters giving it
+
+    @property
+    def trains(self) -> bool:
+        """Whether the compiled measure is a training step, not the gradient alone."""
+        return self.optimizer is not None or self.train_step is not None
 
     @property
     def label(self) -> str:
@@ -44,6 +52,8 @@ def target(
     policies: dict[str, Callable] | None = None,
     params: tuple[int, ...] | int | None = None,
     optimizer: Any = None,
+    train_step: Callable | None = None,
+    opt_state: Any = None,
 ) -> Callable[[Callable], Callable]:
     """Register the decorated callable as a target; returns it unchanged.
 
@@ -55,12 +65,17 @@ def target(
     say what the function trains: the compiled figure is then one training
     step (the gradient, the optimizer's update, parameters and optimizer state
     donated), not the gradient alone.
+
+    `train_step`, a step of one's own: `train_step(params, opt_state, *batch,
+    loss=loss) -> (params, opt_state)`, where `params` is `args[i]` for the one
+    position in `params` (a tuple of them for several), `batch` the other
+    positional arguments, and `loss(params, *batch)` the decorated function
+    under the configuration being measured (differentiate that one, or the
+    policy under study is not in the step). The optimizer state comes from
+    `opt_state` (an example pytree, or a function of the parameters returning
+    one, e.g. `optimizer.init`), else from `optimizer.init`.
     """
-    if (params is None) != (optimizer is None):
-        raise TypeError(
-            "remat_tui.target: params and optimizer go together: params=(0,) names the "
-            "arguments that are parameters, optimizer=optax.adam(1e-3) what updates them"
-        )
+    _check_training(params, optimizer, train_step, opt_state)
     positions = (params,) if isinstance(params, int) else params
 
     def register(fn: Callable) -> Callable:
@@ -79,8 +94,33 @@ def target(
                     policies=dict(policies or {}),
                     param_positions=tuple(positions) if positions is not None else None,
                     optimizer=optimizer,
+                    train_step=train_step,
+                    opt_state=opt_state,
                 )
             )
         return fn
 
     return register
+
+
+def _check_training(params, optimizer, train_step, opt_state) -> None:
+    """What a training step needs, said at decoration time."""
+    if train_step is not None:
+        if params is None:
+            raise TypeError(
+                "remat_tui.target: train_step needs params=(0,): the argument positions "
+                "that are parameters, which the step receives first"
+            )
+        if optimizer is None and opt_state is None:
+            raise TypeError(
+                "remat_tui.target: train_step needs its optimizer state: opt_state=optimizer.init "
+                "(or an example state), or optimizer=<the optax transformation>"
+            )
+        return
+    if opt_state is not None:
+        raise TypeError("remat_tui.target: opt_state goes with train_step")
+    if (params is None) != (optimizer is None):
+        raise TypeError(
+            "remat_tui.target: params and optimizer go together: params=(0,) names the "
+            "arguments that are parameters, optimizer=optax.adam(1e-3) what updates them"
+        )

@@ -79,13 +79,14 @@ class Compiled:
     host_temp_bytes: int
     peak_bytes: int
     peak_source: str  # "backend": XLA's own; "sum": argument + output + temp - alias (CPU)
-    flops: float | None  # XLA's cost_analysis (a scan body counted once)
+    flops: float | None  # XLA's cost_analysis (a loop body counted once)
     seconds: float  # lowering and compiling
     fits: bool = True  # False: XLA ran out of the device's memory compiling it
     needed_bytes: int | None = None  # what XLA said it needed, when it did not fit
     available_bytes: int | None = None  # what XLA said the device has, when it did not fit
     error: str | None = None  # XLA's first line, when it did not fit
     step: str = "gradient"  # "train": the whole training step; "gradient": the gradient alone
+    bytes_accessed: float | None = None  # XLA's cost_analysis (a loop body counted once)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -133,14 +134,13 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
     args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
     leaves, in_tree = tree_flatten((args, kwargs))
     here = trace_device(dev)
-    step = "train" if target.optimizer is not None else "gradient"
+    step = "train" if target.trains else "gradient"
     what = (
         f"{target.label}: compiling the {'training step' if step == 'train' else 'gradient'} "
         f"under {config.with_device(None).label()} for {label}"
     )
     abstract = [_abstract(x, dev, devices, what) for x in leaves]
     spanned = max(len({d for x in abstract for d in x.sharding.device_set}), 1)
-    mask = _parameter_mask(target, args, kwargs, what) if step == "train" else None
     _check(cancelled)
     start = time.perf_counter()
     with jax.default_device(here):
@@ -149,7 +149,7 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
         # compiles, so the full garbage collections that happen meanwhile (they
         # stop every thread, the app's UI too) do not walk it for the compile's
         # whole duration.
-        lowered = _lower(target, config, leaves, in_tree, here, abstract, mask, what)
+        lowered = _lower(target, config, leaves, in_tree, here, abstract, what)
         _check(cancelled)
         try:
             executable = lowered.compile()
@@ -161,17 +161,17 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
         else:
             seconds = time.perf_counter() - start
             stats = executable.memory_analysis()
-            result = _numbers(stats, _flops(executable), label, dev.platform, spanned, seconds)
+            result = _numbers(stats, _costs(executable), label, dev.platform, spanned, seconds)
     return replace(result, step=step)
 
 
-def _lower(target, config, leaves, in_tree, here, abstract, mask, what):
-    """The gradient, or one training step for a target that names its
-    optimizer, lowered for `abstract`."""
+def _lower(target, config, leaves, in_tree, here, abstract, what):
+    """The gradient, or one training step for a target that says what it
+    trains, lowered for `abstract`."""
     flat_fn, _, _ = configured_function(target, config, leaves, in_tree, here)
     with _lowering(what):
-        if target.optimizer is not None:
-            return _lower_step(target.optimizer, flat_fn, abstract, mask, what)
+        if target.trains:
+            return _lower_step(target, flat_fn, in_tree, abstract, what)
         return jax.jit(lambda *flat: _gradient(flat_fn, flat)).lower(*abstract)
 
 
@@ -192,29 +192,67 @@ def _lowering(what: str):
         raise RematError(f"{what} failed: {describe(exc)}\n{user_traceback(exc)}") from None
 
 
-def _parameter_mask(target, args, kwargs, what: str) -> list[bool]:
-    """Which leaves of (args, kwargs) are parameters: those under `args[i]`
-    for i in the target's `params`."""
+def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
+    """One training step lowered for `abstract`, parameters and optimizer
+    state donated, as a training loop runs it: the target's own `train_step`,
+    or the gradient (a cotangent of ones, as for the gradient alone) with
+    its optax optimizer's update applied."""
+    args, kwargs = jax.tree_util.tree_unflatten(in_tree, abstract)
+    positions = _parameter_positions(target, args, what)
+    params = tuple(args[i] for i in positions)
+    params = params[0] if len(positions) == 1 else params
+    batch = tuple(a for i, a in enumerate(args) if i not in positions)
+
+    def loss_with(kw):
+        """The configured function of (params, *batch), as the step sees it."""
+
+        def loss(params, *batch):
+            given = iter((params,) if len(positions) == 1 else params)
+            rest = iter(batch)
+            merged = tuple(next(given) if i in positions else next(rest) for i in range(len(args)))
+            return flat_fn(*jax.tree.leaves((merged, kw)))
+
+        return loss
+
+    user_step = target.train_step or _optax_step(target.optimizer, what)
+
+    def step(params, opt_state, batch, kw):
+        out = user_step(params, opt_state, *batch, loss=loss_with(kw))
+        want = jax.tree.structure((params, opt_state))
+        if not isinstance(out, tuple) or jax.tree.structure(out) != want:
+            raise RematError(
+                f"{what}: train_step must return (params, opt_state) shaped as it received "
+                f"them; it returned {jax.tree.structure(out)}, not {want}."
+            )
+        return out
+
+    with _mesh_of(abstract):
+        opt_state = _state(target, params, what)
+        return jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, batch, kwargs)
+
+
+def _mesh_of(abstract):
+    """The mesh the arguments are sharded over, entered: the optimizer builds
+    its state inside the step, and an explicitly sharded mesh wants to be the
+    current one for that. No mesh: nothing to enter."""
+    meshes = {getattr(x.sharding, "mesh", None) for x in abstract} - {None}
+    meshes = {m for m in meshes if m.size > 1}
+    if len(meshes) != 1:
+        return contextlib.nullcontext()
+    return jax.set_mesh(meshes.pop())
+
+
+def _parameter_positions(target, args, what: str) -> tuple[int, ...]:
     wrong = [i for i in target.param_positions if not 0 <= i < len(args)]
     if wrong:
         raise RematError(
             f"{what}: params={target.param_positions} names argument positions {wrong}, but the "
             f"function takes {len(args)} positional argument(s). Give positions in args."
         )
-    marks = (
-        tuple(
-            jax.tree.map(lambda _, i=i: i in target.param_positions, a) for i, a in enumerate(args)
-        ),
-        jax.tree.map(lambda _: False, kwargs),
-    )
-    return [bool(m) for m in jax.tree.leaves(marks)]
+    return tuple(sorted(set(target.param_positions)))
 
 
-def _lower_step(optimizer, flat_fn, abstract, mask, what: str):
-    """One training step lowered for `abstract`: the gradient of the configured
-    function with respect to the parameters (a cotangent of ones, as for the
-    gradient alone), the optimizer's update and its application, with the
-    parameters and the optimizer state donated, as a training loop runs it."""
+def _optax_step(optimizer, what: str):
     try:
         import optax
     except ImportError:
@@ -222,31 +260,39 @@ def _lower_step(optimizer, flat_fn, abstract, mask, what: str):
             f"{what}: the target names an optimizer, which needs optax: "
             "pip install 'remat-tui[examples]' (or pip install optax)."
         ) from None
-    if any(len(x.sharding.device_set) > 1 for x in abstract):
-        raise RematError(
-            f"{what}: a training step is compiled for unsharded arguments only so far; "
-            "give the target unsharded example arguments, or drop params/optimizer to "
-            "compile the gradient alone."
-        )
 
-    def merged(params, others):
-        p, o = iter(params), iter(others)
-        return [next(p) if is_param else next(o) for is_param in mask]
-
-    def step(params, opt_state, others):
-        (grads,) = _gradient(lambda p: flat_fn(*merged(p, others)), (params,))
+    def step(params, opt_state, *batch, loss):
+        (grads,) = _gradient(lambda p: loss(p, *batch), (params,))
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state
 
-    params = [x for x, is_param in zip(abstract, mask, strict=True) if is_param]
-    others = [x for x, is_param in zip(abstract, mask, strict=True) if not is_param]
-    # Every argument is on one device (checked above): the state goes there too.
-    placed = SingleDeviceSharding(next(iter(abstract[0].sharding.device_set)))
-    opt_state = jax.tree.map(
-        lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=placed),
-        jax.eval_shape(optimizer.init, params),
+    return step
+
+
+def _state(target, params, what: str):
+    """The optimizer state's shapes, placed as the parameters are: on their
+    one device, or, for sharded parameters, as XLA shards the state's
+    initialisation from them (a small compile)."""
+    init = target.opt_state if target.opt_state is not None else target.optimizer.init
+    if not callable(init):  # an example state
+        example = init
+        init = lambda _: example  # noqa: E731
+    devices = {d for x in jax.tree.leaves(params) for d in x.sharding.device_set}
+    if len(devices) <= 1:
+        placed = SingleDeviceSharding(next(iter(devices))) if devices else None
+        return jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(jnp.shape(s), jnp.result_type(s), sharding=placed),
+            jax.eval_shape(init, params),
+        )
+    shapes = jax.eval_shape(init, params)
+    shardings = jax.jit(init).lower(params).compile().output_shardings
+    return jax.tree.map(
+        lambda s, sharding: jax.ShapeDtypeStruct(
+            jnp.shape(s), jnp.result_type(s), sharding=sharding
+        ),
+        shapes,
+        shardings,
     )
-    return jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, others)
 
 
 def _check(cancelled) -> None:
@@ -284,19 +330,19 @@ def _abstract(leaf, dev, devices: list, what: str) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=placed, weak_type=aval.weak_type)
 
 
-def _flops(executable) -> float | None:
+def _costs(executable) -> dict:
+    """XLA's cost analysis: {"flops", "bytes accessed", ...}, or {} where the
+    backend has none."""
     try:
         costs = executable.cost_analysis()
     except Exception:  # a backend without cost analysis
-        return None
+        return {}
     if isinstance(costs, (list, tuple)):  # one dict per program in older JAX
         costs = costs[0] if costs else None
-    if not costs or "flops" not in costs:
-        return None
-    return float(costs["flops"])
+    return dict(costs or {})
 
 
-def _numbers(stats, flops, label: str, platform: str, devices: int, seconds: float) -> Compiled:
+def _numbers(stats, costs: dict, label: str, platform: str, devices: int, seconds: float) -> Compiled:
     def get(name: str) -> int:
         return int(getattr(stats, name, 0) or 0)
 
@@ -322,9 +368,14 @@ def _numbers(stats, flops, label: str, platform: str, devices: int, seconds: flo
         host_temp_bytes=get("host_temp_size_in_bytes"),
         peak_bytes=peak,
         peak_source=source,
-        flops=flops,
+        flops=_number(costs.get("flops")),
         seconds=seconds,
+        bytes_accessed=_number(costs.get("bytes accessed")),
     )
+
+
+def _number(value) -> float | None:
+    return None if value is None else float(value)
 
 
 _OOM = ("RESOURCE_EXHAUSTED", "Ran out of memory", "out of memory")
