@@ -33,6 +33,7 @@ from remat_tui.app.keys import BINDINGS as KEYS
 from remat_tui.app.layout import Layout
 from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.main_screen import MainScreen
+from remat_tui.app.name_judge import NameJudge, NamesJudged
 from remat_tui.app.messages import (
     FilesChanged,
     LoadFailed,
@@ -105,6 +106,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         self.reloader = Reloader(self)
         self.reloads = 0  # how many times the file was imported again (part of the key)
         self.widths = Layout(self)  # the layout for the terminal's width
+        self.name_judge = NameJudge(self)  # names whose saving spares no recompute
 
     # ---- layout -------------------------------------------------------------------------
 
@@ -296,20 +298,38 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         device = human_bytes(a.totals.device_bytes) + (" device" if host else "")
         table.border_title = f"Residuals  {len(a.residuals)} · {device}{host}"
         self.select_residual(table.selected if a.residuals else -1)
-        cautions = [
-            *(f"[b]warning:[/b] {escape(w)}" for w in [*self.start_warnings, *a.warnings]),
-            *(f"[b]note:[/b] {escape(n)}" for n in self.notes_for(a)),
-        ]
-        if cautions:  # kept on screen with the analysis, not a toast that fades
-            self.show_error("\n".join(cautions), warning=True)
-        self.start_warnings = []
         self.update_title()
         self.update_status(a)
         self.name_states = self.scoped_states()  # the sites may be known only now
+        self.show_cautions(a)
+        self.start_warnings = []
         self.refresh_sidebar()
         self.reloader.restore_view(a)
         self.ensure_baseline()
         self.compile_shown()
+
+    def show_cautions(self, a) -> None:
+        """Warnings and notes above the panes, kept on screen with the analysis
+        (not a toast that fades); none: the error line hidden."""
+        saved_in_vain = self.name_judge.verdicts(self.target, a, self.name_scope())
+        cautions = [
+            *(f"[b]warning:[/b] {escape(w)}" for w in [*self.start_warnings, *a.warnings]),
+            *(f"[b]note:[/b] {escape(n)}" for n in self.notes_for(a)),
+            *(
+                f"[b]note:[/b] {escape(why)}"
+                for name, why in saved_in_vain.items()
+                if self.name_states.get(name) == "save"
+            ),
+        ]
+        self.show_error("\n".join(cautions) if cautions else None, warning=True)
+
+    def on_names_judged(self, message: NamesJudged) -> None:
+        self.name_judge.store(message)
+        self.refresh_sidebar()
+        error = self.query_one("#error", Static)
+        showing_an_error = error.display and not error.has_class("-warning")
+        if self.shown is not None and not showing_an_error:  # an error stays until it is fixed
+            self.show_cautions(self.shown)
 
     def select_residual(self, index: int) -> None:
         a = self.shown
@@ -440,5 +460,9 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         scope = self.name_scope()
         sidebar.names_scope(scope.function if scope else None)
         sidebar.show_names(
-            self.known_names(), self.name_states, self.shown.names if self.shown else []
+            self.known_names(),
+            self.name_states,
+            self.shown.names if self.shown else [],
+            self.name_judge.verdicts(self.target, self.shown, scope),
         )
+        self.name_judge.judge(self.target, self.shown, scope)

@@ -52,8 +52,12 @@ def policy_label(index: int, spec: str, current: bool) -> str:
     return f"{'▶' if current else ' '}{key} {short}"
 
 
-def name_label(name: str, states: dict[str, str], info) -> str:
-    """`info` is the shown analysis's NameInfo for `name`, or None."""
+SPARES_NONE = "⊘"  # marks a name whose saving spares (almost) no recompute
+
+
+def name_label(name: str, states: dict[str, str], info, in_vain: bool = False) -> str:
+    """`info` is the shown analysis's NameInfo for `name`, or None; `in_vain`:
+    saving it alone spares (almost) no recompute (core/name_verdicts.py)."""
     mark = NAME_MARKS[states.get(name, "recompute")] if states else "·"
     size = ""
     if info is not None:
@@ -62,7 +66,7 @@ def name_label(name: str, states: dict[str, str], info) -> str:
         runs = info.total_bytes // info.bytes if info.bytes else info.count
         times = f" ×{runs}" if runs > 1 else ""
         size = f" {human_bytes(info.total_bytes)}{times}"
-    return f"{mark} {name}{size}"
+    return f"{mark} {name}{f' {SPARES_NONE}' if in_vain else ''}{size}"
 
 
 def site_label(site) -> str:
@@ -196,13 +200,18 @@ class Sidebar(Vertical):
         names = self.query_one("#names")
         names.border_title = f"Names at {scope}" if scope else "Names"
 
-    def show_names(self, names: Sequence[str], states: dict[str, str], infos) -> None:
-        """List `names` with their state (R S O, or · when `states` is empty) and,
-        for those in `infos` (the shown analysis's NameInfos), their sizes."""
+    def show_names(
+        self, names: Sequence[str], states: dict[str, str], infos, in_vain=frozenset()
+    ) -> None:
+        """List `names` with their state (R S O, or · when `states` is empty),
+        for those in `infos` (the shown analysis's NameInfos) their sizes, and
+        ⊘ on those in `in_vain` (saving them spares no recompute)."""
         info = {n.name: n for n in infos}
-        relabel(
-            self.query_one("#names", OptionList),
-            [(n, name_label(n, states, info.get(n))) for n in names],
+        options = self.query_one("#names", OptionList)
+        relabel(options, [(n, name_label(n, states, info.get(n), n in in_vain)) for n in names])
+        # The border is narrow: the R/S/O legend shortens to make room for ⊘'s.
+        options.border_subtitle = (
+            f"R S O · {SPARES_NONE} spares none" if in_vain else "R recompute · S save · O offload"
         )
 
     def show_device(self, devices: Sequence[str], current: str | None) -> None:

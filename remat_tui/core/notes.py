@@ -92,8 +92,8 @@ def count_dots(jaxpr) -> tuple[int, int]:
 
 
 # Saving a name that spares less than this share of the recompute is pointed out.
-SPARES_LITTLE = 0.01
-_SAVES_NO_NAME = ("save_only_these_names()", "nothing_saveable")
+SPARES_LITTLE = 0.05
+SAVES_NO_NAME = ("save_only_these_names()", "nothing_saveable")
 
 
 def saved_name_notes(rows) -> None:
@@ -105,27 +105,40 @@ def saved_name_notes(rows) -> None:
     for row in rows:
         for place, name in _single_saved_names(row.config):
             # saving no name recomputes exactly what nothing_saveable does
-            others = (_with_spec(row.config, place, s) for s in _SAVES_NO_NAME)
+            others = (_with_spec(row.config, place, s) for s in SAVES_NO_NAME)
             other = next((by_config[c] for c in others if c in by_config), None)
             if other is None:
                 continue
-            spared = other.recompute_flops - row.recompute_flops
-            extra = row.device_bytes - other.device_bytes
-            if spared > SPARES_LITTLE * other.recompute_flops:
-                continue
-            if extra <= 0 and spared <= 0:
-                row.notes.append(
-                    f"saving {name!r} keeps nothing: the backward pass never reads it, "
-                    "so it is not a residual whatever the policy"
-                )
-            elif extra > 0:
-                share = spared / other.recompute_flops if other.recompute_flops else 0.0
-                row.notes.append(
-                    f"saving {name!r} spares {'no' if spared <= 0 else f'{share:.1%} of the'} "
-                    "recompute: what it is computed from is recomputed anyway, because the "
-                    "backward pass needs that too (an activation's derivative, like GELU's, "
-                    "reads its input, not its output)"
-                )
+            verdict = spare_verdict(
+                name,
+                spared=other.recompute_flops - row.recompute_flops,
+                recompute=other.recompute_flops,
+                extra_bytes=row.device_bytes - other.device_bytes,
+            )
+            if verdict is not None:
+                row.notes.append(verdict)
+
+
+def spare_verdict(name: str, spared: int, recompute: int, extra_bytes: int) -> str | None:
+    """Why saving `name` alone is not worth it, or None when it is: it spares
+    `spared` of the `recompute` FLOPs done with no name saved, for `extra_bytes`."""
+    if spared > SPARES_LITTLE * recompute:
+        return None
+    if extra_bytes <= 0 and spared <= 0:
+        return (
+            f"saving {name!r} keeps nothing: the backward pass never reads it, "
+            "so it is not a residual whatever the policy"
+        )
+    if extra_bytes <= 0:
+        return None
+    share = spared / recompute if recompute else 0.0
+    amount = "no" if spared <= 0 else f"{share:.1%} of the"
+    return (
+        f"saving {name!r} spares {amount} recompute: the backward pass still re-runs "
+        "the work that produces it, for another value of that work it needs (GELU's "
+        "derivative reads its input; tanh's reads its output as it was before "
+        "checkpoint_name tagged a copy)"
+    )
 
 
 def _single_saved_names(config):

@@ -1,0 +1,78 @@
+"""Provides NameJudge: which checkpoint_names spare no recompute when saved
+alone where the Names list's toggles apply (core/name_verdicts.py), measured
+in a background thread once per target, place and the rest of the
+configuration, and kept (at most LIMIT places).
+
+Owned by the App (not a mixin): `judge(analysis, scope)` starts the work when
+it is not known yet, `verdicts(analysis, scope)` reads what is known, and the
+App handles `NamesJudged` by redrawing the Names list and its notes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+from textual.worker import get_current_worker
+
+from remat_tui.core import policies
+from remat_tui.core.lru import LRU
+
+LIMIT = 32
+
+
+@dataclass
+class NamesJudged(Message):
+    key: tuple
+    verdicts: dict[str, str]
+
+
+class NameJudge:
+    def __init__(self, app):
+        self.app = app
+        self.known = LRU(LIMIT)
+
+    def key(self, target, analysis, scope) -> tuple:
+        """The configuration with no name saved where toggles apply: what
+        every verdict there is measured against, whatever is toggled now."""
+        function = scope.function if scope is not None else None
+        nothing = policies.names_policy([], []).canonical
+        if function is None:
+            config = analysis.config.with_policy(nothing)
+        else:
+            config = analysis.config.at_function(analysis.sites, function, nothing)
+        return (id(target), function, config)
+
+    def verdicts(self, target, analysis, scope) -> dict[str, str]:
+        if target is None or analysis is None or not analysis.names:
+            return {}
+        return self.known.get(self.key(target, analysis, scope)) or {}
+
+    def judge(self, target, analysis, scope) -> None:
+        """Measure the names of `analysis` at `scope`, in the background, unless known."""
+        if target is None or analysis is None or not analysis.names:
+            return
+        key = self.key(target, analysis, scope)
+        if self.known.get(key) is not None:
+            return
+        names = [n.name for n in analysis.names]
+        function = scope.function if scope is not None else None
+        sites = analysis.sites
+
+        def work() -> None:
+            from remat_tui.core.name_verdicts import name_verdicts
+
+            worker = get_current_worker()
+            try:
+                verdicts = name_verdicts(
+                    target, key[2], names, function, sites, lambda: worker.is_cancelled
+                )
+            except Exception:  # the main analysis shows what went wrong; no verdicts
+                return
+            if not worker.is_cancelled:
+                self.app.post_message(NamesJudged(key, verdicts))
+
+        self.app.run_worker(work, thread=True, group="names", exclusive=True, exit_on_error=False)
+
+    def store(self, message: NamesJudged) -> None:
+        self.known.put(message.key, message.verdicts)

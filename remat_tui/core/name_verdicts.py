@@ -1,0 +1,48 @@
+"""Provides name_verdicts: for each checkpoint_name, whether saving it alone at
+one place (the outer policy, or a checkpointed function) spares any recompute,
+and why not when it does not (core/notes.spare_verdict). The app's Names list
+marks those names; compare says the same in its notes.
+
+Measured, not guessed: one lean analysis with no name saved at the place and
+one per name saved alone (compare's rows, without the jaxpr text).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from remat_tui.core import policies
+from remat_tui.core.analysis import analyze
+from remat_tui.core.config import Config
+from remat_tui.core.notes import spare_verdict
+
+
+def name_verdicts(
+    target,
+    config: Config,
+    names: list[str],
+    function: str | None = None,
+    sites=(),
+    cancelled: Callable[[], bool] | None = None,
+) -> dict[str, str]:
+    """{name: why saving it alone is not worth it} for the names where it is
+    not, at `function` (every site of it; `sites`: the analysis's Site list)
+    or, with no function, as the outer policy of `config`."""
+
+    def at_place(spec: str) -> Config:
+        if function is None:
+            return config.with_policy(spec)
+        return config.at_function(sites, function, spec)
+
+    def measure(spec: str):
+        a = analyze(target, config=at_place(spec), row_only=True, cancelled=cancelled)
+        return a.flops["recompute"], a.totals.device_bytes
+
+    none_flops, none_bytes = measure(policies.names_policy([], []).canonical)
+    out = {}
+    for name in names:
+        flops, device_bytes = measure(policies.names_policy([name], []).canonical)
+        verdict = spare_verdict(name, none_flops - flops, none_flops, device_bytes - none_bytes)
+        if verdict is not None:
+            out[name] = verdict
+    return out

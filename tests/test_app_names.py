@@ -1,0 +1,48 @@
+"""The Names list marks a checkpoint_name whose saving spares no recompute (⊘),
+and the note says why once it is saved; the marks are what the analyses of
+the same code say (core/name_verdicts.py, checked against compare there)."""
+
+from test_app import SIZE, settle
+
+from remat_tui.app.main import RematApp
+from remat_tui.app.sidebar import SPARES_NONE
+
+GELU = """
+import jax, jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+import remat_tui
+
+def block(x, w1, w2):
+    h = checkpoint_name(x @ w1, "h")
+    y = checkpoint_name(jax.nn.gelu(h), "gelu_out")
+    return checkpoint_name(y @ w2, "out")
+
+@remat_tui.target(args=lambda: (jnp.ones((64, 256)), jnp.ones((256, 1024)), jnp.ones((1024, 256))))
+def loss(x, w1, w2):
+    return jnp.sum(jax.checkpoint(block, policy=jax.checkpoint_policies.nothing_saveable)(x, w1, w2))
+"""
+
+
+def names_shown(app) -> dict[str, str]:
+    names = app.query_one("#names")
+    return {
+        names.get_option_at_index(i).id: str(names.get_option_at_index(i).prompt)
+        for i in range(names.option_count)
+    }
+
+
+async def test_names_that_spare_no_recompute_are_marked_and_explained(write_target):
+    app = RematApp(write_target(GELU), "loss")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        shown = names_shown(app)
+        assert SPARES_NONE in shown["gelu_out"] and SPARES_NONE in shown["out"]
+        assert SPARES_NONE not in shown["h"]
+        assert SPARES_NONE in str(app.query_one("#names").border_subtitle)
+        assert "saving 'gelu_out'" not in str(app.query_one("#error").render())
+        app.cycle_name("gelu_out")  # recompute -> save, at the block's sites
+        await settle(app, pilot)
+        assert app.name_states["gelu_out"] == "save"
+        error = app.query_one("#error")
+        assert error.display and "saving 'gelu_out' spares" in str(error.render())
+        assert "still re-runs the work that produces it" in str(error.render())
