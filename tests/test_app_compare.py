@@ -151,3 +151,111 @@ async def test_the_chart_labels_its_axes_and_marks_the_budget():
         memory, recompute = screen.chart_axes
         assert memory.startswith("memory (MiB") and recompute == "recompute (GFLOP)"
         assert screen.chart_budget == 400 * 2**20  # drawn as a vertical line
+
+
+# ---- the configuration in full, and compiled rows (issues found in use) -----------------
+
+SMALL = """
+import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
+
+import remat_tui
+
+
+@remat_tui.target(args=lambda: (jnp.ones((16, 16)), jnp.ones((8, 16))))
+def loss(W, x):
+    h = checkpoint_name(jnp.tanh(x @ W), "h")
+    return jnp.sum(jnp.sin(h @ W))
+"""
+
+
+def visible_text(widget) -> str:
+    """What `widget` draws in its region on screen, its lines joined and all
+    white space dropped (a long token is folded where it meets the edge)."""
+    from textual.geometry import Region
+
+    lines = widget.render_lines(Region(0, 0, widget.size.width, widget.size.height))
+    return "".join("".join(strip.text for strip in lines).split())
+
+
+def squeezed(text: str) -> str:
+    return "".join(text.split())
+
+
+async def test_the_highlighted_rows_whole_configuration_is_readable():
+    """On a screen too narrow for the configuration column (a user saw `site b`
+    of `site block: save_only_these_names(...)`), the highlighted row's whole
+    configuration, the code to paste and its notes are beneath the table,
+    wrapped, in full."""
+    from textual.widgets import Static
+
+    from remat_tui.app.screens.compare import full_label
+
+    app = RematApp(example("transformer.py"), TARGET, show_timings=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_compare(app, pilot)
+        table = screen.query_one(DataTable)
+        order = [screen.rows[int(k.value)] for k in table.rows]
+        longest = max(range(len(order)), key=lambda i: len(order[i].python))
+        for i in (0, longest):
+            table.move_cursor(row=i)
+            await pilot.pause(0.1)
+            row = order[i]
+            label = full_label(row.config)
+            shown = screen.query_one("#detail-configuration-value", Static)
+            paste = screen.query_one("#detail-paste-value", Static)
+            assert visible_text(shown) == squeezed(label)
+            assert visible_text(paste) == squeezed(row.python)
+            for widget in (shown, paste):  # on screen (and, as above, whole in its region)
+                assert screen.region.contains_region(widget.region)
+        # the site override spelt in full (the column shortens it to what it saves)
+        site_rows = [r for r in order if any(k == "block" for k, _ in r.config.sites)]
+        assert any(
+            f"site block: {spec}" == full_label(r.config)
+            for r in site_rows
+            for _, spec in r.config.sites
+            if spec.startswith("save_and_offload_only_these_names(")
+        )
+
+
+async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_target):
+    """With `p` on in the main screen, compare compiles every row: the peak and
+    temp columns are filled (they stayed empty: the screen never asked for
+    compiled numbers), and the shown configuration's peak is the status line's.
+    With `p` off those columns are not drawn at all."""
+    from remat_tui.core.compiled import compile_costs
+    from remat_tui.report.units import human_bytes
+
+    app = RematApp(write_target(SMALL), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_compare(app, pilot)
+        heads = [str(c.label) for c in screen.query_one(DataTable).columns.values()]
+        assert "peak" not in heads and "temp" not in heads  # nothing compiled: no room spent
+        assert all(r.compiled is None for r in screen.rows)
+        await pilot.press("escape")
+        await settle(app, pilot)
+        await pilot.press("p")
+        for _ in range(600):  # the main screen's compile, in its child process
+            await pilot.pause(0.05)
+            if app.compiled:
+                break
+        shown = app.compiled[app.key_of(app.shown)]
+        screen = await open_compare(app, pilot)
+        assert screen.compiled
+        table = screen.query_one(DataTable)
+        heads = [str(c.label) for c in table.columns.values()]
+        peak, temp = heads.index("peak"), heads.index("temp")
+        assert all(r.compiled is not None and r.compiled["fits"] for r in screen.rows)
+        for key in table.rows:
+            row = screen.rows[int(key.value)]
+            cells = table.get_row(key)
+            assert cells[peak] == human_bytes(row.compiled["peak_bytes"])
+            assert cells[temp] == human_bytes(row.compiled["temp_bytes"])
+            assert row.memory == row.compiled["peak_bytes"]  # what the sort and the chart weigh
+        (written,) = [r for r in screen.rows if r.config == app.shown.config]
+        assert written.compiled["peak_bytes"] == shown.peak_bytes  # the status line's peak
+        other = next(r for r in screen.rows if r.config.policy == "nothing_saveable")
+        assert other.compiled["peak_bytes"] == compile_costs(app.target, other.config).peak_bytes
+        status = str(screen.query_one("#compare-status").render())
+        assert "memory: compiled peak per device (gradient alone)" in status
+        assert screen.chart_axes[0].startswith("peak per device (")

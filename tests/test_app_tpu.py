@@ -157,7 +157,8 @@ async def test_a_sharded_target_is_built_over_the_topologys_chips(tpu, write_tar
         assert split and all(r.bytes_per_device * len(chips) == r.bytes for r in split)
         per_device = a.totals.device_bytes_per_device
         assert per_device < a.totals.device_bytes
-        assert f"({human_bytes(per_device)}/device)" in status(app)
+        whole = human_bytes(a.totals.device_bytes)
+        assert f"{human_bytes(per_device)}/device ({whole} across all devices)" in status(app)
         await pilot.press("p")
         await settle(app, pilot)
         await wait_compiled(app, pilot, 1)

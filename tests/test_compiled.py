@@ -43,6 +43,7 @@ KEYS = {
     "available_bytes",
     "error",
     "step",
+    "bytes_accessed",
 }
 
 
@@ -351,3 +352,20 @@ def test_an_unknown_topology_is_named(tpu):
         devices_lib.resolve_device("tpu:v9z:2x2")
     assert "unknown TPU topology 'v9z:2x2'" in info.value.message
     assert "tpu:v5e:2x2" in info.value.message
+
+
+def test_flops_and_bytes_accessed_are_xlas_own():
+    """What the step-time estimate reads from XLA: its cost analysis of the
+    same gradient, compiled by JAX directly."""
+    fn = make_checkpointed(jax.checkpoint_policies.nothing_saveable)
+    c = compile_costs(target(fn), Config())
+    args = _args()
+
+    def gradient(*primals):
+        out, vjp = jax.vjp(fn, *primals)
+        return vjp(jnp.ones_like(out))
+
+    costs = jax.jit(gradient).lower(*args).compile().cost_analysis()
+    costs = costs[0] if isinstance(costs, (list, tuple)) else costs
+    assert c.flops == pytest.approx(costs["flops"])
+    assert c.bytes_accessed == pytest.approx(costs["bytes accessed"]) and c.bytes_accessed > 0

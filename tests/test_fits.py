@@ -55,7 +55,7 @@ def test_compare_goes_on_past_rows_that_do_not_fit_or_fail(failing_for):
     cells = {r.config.policy: cost_reports.row_cells(r) for r in c.rows}
     assert cells["nothing_saveable"][5] == f"✗ needs {human_bytes(9 * 2**30)}"
     assert cells["dots_saveable"][5] == "compile failed"
-    assert "does not fit cpu:0" in cells["nothing_saveable"][8]
+    assert "does not fit cpu:0" in cells["nothing_saveable"][9]
     d = c.to_dict()["rows"]
     assert d[2]["compiled"]["fits"] is False and d[3]["error"].endswith("a bug")
 
@@ -179,3 +179,18 @@ def test_suggest_progress_counts_to_what_it_says_it_searched():
     assert {n for _, n in analysing} == {got.searched}
     assert [i for i, _ in analysing] == list(range(got.searched))
     assert len(compiling) == got.compiled_count
+
+
+def test_a_budget_above_the_device_is_said_to_be(failing_for):
+    """XLA said the device has 8 GiB (a compile that did not fit): a 1 TiB
+    budget is above it, and the suggestion says so."""
+    failing_for(out_of_memory={"nothing_saveable"})
+    got = remat_tui.core.suggest.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
+                                         compile_all=True)  # fmt: skip
+    assert got.device_memory == 8 * 2**30 and got.budget_above_device
+    assert got.to_dict()["budget_above_device"] is True
+    text = cost_reports.render_suggest(got, "text")
+    assert "above the 8.0 GiB" in text
+    fits = remat_tui.core.suggest.suggest(as_target(LOSS, ARGS, None), 2**20, compiled=True,
+                                          compile_all=True)  # fmt: skip
+    assert not fits.budget_above_device

@@ -1,6 +1,8 @@
 """Sharded residuals: per-device bytes beside global bytes, on the four CPU
 devices conftest forces (explicit-sharding mesh, avals like f32[8@data,4])."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -10,6 +12,7 @@ from jax.sharding import PartitionSpec as P
 
 import remat_tui
 from remat_tui.report import render
+from remat_tui.report.units import human_bytes
 
 
 def loss(W, x):
@@ -108,3 +111,191 @@ def test_a_topology_after_cpu0_is_traced_over_its_own_mesh():
         assert [r.text for r in a.residuals] == want, device
         sharded = [r for r in a.residuals if r.bytes_per_device is not None]
         assert sharded and all(r.bytes_per_device * 4 == r.bytes for r in sharded)
+
+
+# ---- whose bytes: per device, or across all devices (automatic sharding) ----------------
+#
+# Under an Explicit mesh the avals carry their sharding and each residual's
+# share of a device is known; under an Auto mesh (the default of many
+# programs) they carry none, while the compiled program still spans every
+# device and its peak is one device's. Every figure shown beside a per-device
+# one says which it is.
+
+
+BYTES = re.compile(r"\d+(?:\.\d+)? (?:B|KiB|MiB|GiB|TiB)\b")
+
+AUTO = """
+import jax
+import jax.numpy as jnp
+from jax.sharding import AxisType, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+import remat_tui
+
+
+def make_args(devices):
+    mesh = jax.make_mesh((4,), ("data",), axis_types=(AxisType.{axes},), devices=devices)
+    x = jax.ShapeDtypeStruct((64, 32), jnp.float32, sharding=NamedSharding(mesh, P("data", None)))
+    W = jax.ShapeDtypeStruct((32, 32), jnp.float32, sharding=NamedSharding(mesh, P()))
+    return W, x
+
+
+@remat_tui.target(args=make_args)
+def loss(W, x):
+    h = jnp.tanh(x @ W)
+    return jnp.sum(jnp.sin(h @ W))
+"""
+
+
+def mesh_target(write_target, axes: str):
+    return remat_tui.load_targets(write_target(AUTO.format(axes=axes), f"{axes.lower()}.py"))[
+        "loss"
+    ]
+
+
+def unlabelled(text: str) -> list[str]:
+    """The ` · `-separated parts of a status line or headline that show bytes
+    without saying whose: neither per device nor across all devices."""
+    return [
+        part
+        for part in text.split(" · ")
+        if BYTES.search(part) and not re.search(r"/device|per device|across all", part)
+    ]
+
+
+def test_status_labels_global_residual_bytes_beside_a_per_device_peak(write_target):
+    """Auto-sharded: the peak is per device, the avals say nothing of how the
+    residuals split: the residual figures are labelled across all devices (they
+    were a bare number beside `peak .../device`)."""
+    from remat_tui.app.status import summary
+
+    a = remat_tui.analyze(mesh_target(write_target, "Auto"), compiled=True)
+    assert a.compiled.devices == 4 and not a.sharded
+    t = a.totals
+    head = "peak 24.0 KiB/device (compiled, gradient alone)"
+    for devices, where in ((4, "across all 4 devices"), (None, "across all devices")):
+        line = summary(a, None, False, head, devices=devices)
+        assert f"saved by autodiff {where}: {human_bytes(t.device_bytes)}" in line
+        assert f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments" in line
+        assert not unlabelled(line), line
+    plain = summary(a, None, False)  # nothing per device beside: as before
+    assert plain.startswith(f"{t.count} residuals · {human_bytes(t.device_bytes)} device · ")
+
+
+def test_status_gives_one_devices_bytes_when_the_avals_carry_them(write_target):
+    from remat_tui.app.status import summary
+
+    a = remat_tui.analyze(mesh_target(write_target, "Explicit"), compiled=True)
+    assert a.sharded and a.compiled.devices == 4
+    t = a.totals
+    head = "peak 24.0 KiB/device (compiled, gradient alone)"
+    line = summary(a, None, False, head, devices=4)
+    assert (
+        f"{human_bytes(t.device_bytes_per_device)}/device saved by autodiff "
+        f"({human_bytes(t.device_bytes)} across all 4 devices)"
+    ) in line
+    excluding = sum(r.device_share for r in a.residuals if r.kind != "argument")
+    assert f"{human_bytes(excluding)}/device excluding arguments" in line
+    assert not unlabelled(line), line
+    line = summary(a, None, False)  # not compiled: one device's share first, the whole beside
+    assert (
+        f"{human_bytes(t.device_bytes_per_device)}/device "
+        f"({human_bytes(t.device_bytes)} across all devices)"
+    ) in line
+    assert not unlabelled(line), line
+
+
+def test_status_on_one_device_says_its_bytes_are_the_devices():
+    from remat_tui.app.status import summary
+
+    a = remat_tui.analyze(loss, args=(jnp.ones((4, 4)), jnp.ones((8, 4))))
+    line = summary(a, None, False, "peak 1.0 KiB/device (compiled, gradient alone)", devices=1)
+    assert f"{human_bytes(a.totals.device_bytes)}/device saved by autodiff" in line
+    assert not unlabelled(line), line
+
+
+async def test_app_status_line_labels_an_auto_sharded_targets_bytes(write_target):
+    """The app itself, `p` pressed on an auto-sharded target over 4 CPU devices."""
+    from test_app import SIZE, settle
+
+    from remat_tui.app.main import RematApp
+
+    app = RematApp(write_target(AUTO.format(axes="Auto")), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("p")
+        for _ in range(600):
+            await pilot.pause(0.05)
+            if app.compiled:
+                break
+        c = app.compiled[app.key_of(app.shown)]
+        assert c.devices == 4
+        status = str(app.query_one("#status").render())
+        assert f"peak {human_bytes(c.peak_bytes)}/device" in status
+        assert "saved by autodiff across all" in status
+        assert not unlabelled(status), status
+
+
+def test_reports_label_global_bytes_under_automatic_sharding(write_target):
+    from remat_tui.report import compiled as compiled_report
+
+    a = remat_tui.analyze(mesh_target(write_target, "Auto"), compiled=True)
+    t = a.totals
+    head = compiled_report.headline(a)
+    assert f"saved by autodiff {human_bytes(t.device_bytes)} across all 4 devices" in head
+    assert not unlabelled(head), head
+    details = dict(compiled_report.details(a))
+    assert "across all 4 devices" in details["saved by autodiff (residuals)"]
+    assert "temporaries per device" in details and "arguments per device" in details
+    text = render(a, "text")
+    summary_line = text.rstrip().splitlines()[-1]
+    assert "across all 4 devices" in summary_line and not unlabelled(summary_line)
+    assert "bytes across all 4 devices; per device unknown" in text
+    md = render(a, "md")
+    assert "Bytes across all 4 devices; per device unknown" in md
+    assert "Bytes across all 4 devices" in render(a, "html")
+
+
+def test_reports_give_per_device_bytes_once_an_argument_is_sharded(write_target):
+    from remat_tui.report import compiled as compiled_report
+
+    a = remat_tui.analyze(mesh_target(write_target, "Explicit"), compiled=True)
+    t = a.totals
+    head = compiled_report.headline(a)
+    assert (
+        f"saved by autodiff {human_bytes(t.device_bytes_per_device)} per device "
+        f"({human_bytes(t.device_bytes)} across all 4 devices)"
+    ) in head
+    assert not unlabelled(head), head
+    text = render(a, "text")
+    assert (
+        text.rstrip()
+        .splitlines()[-1]
+        .startswith(
+            f"{t.count} residuals · per device: {human_bytes(t.device_bytes_per_device)} device"
+        )
+    )
+    split = next(r for r in a.residuals if r.bytes_per_device is not None)
+    assert f"{human_bytes(split.bytes_per_device)}/device  {split.text}" in text
+    md = render(a, "md")
+    assert "| # | aval | bytes | per device | memory |" in md
+    assert f"| {human_bytes(split.bytes)} | {human_bytes(split.bytes_per_device)} |" in md
+    assert "<th>per device</th>" in render(a, "html")
+
+
+def test_compare_report_says_whose_bytes_each_column_counts(write_target):
+    from remat_tui.core.compare import compare
+    from remat_tui.report.costs import render_compare
+
+    c = compare(
+        mesh_target(write_target, "Auto"),
+        policies=["as_written", "nothing_saveable"],
+        compiled=True,
+    )
+    assert {r.compiled["devices"] for r in c.rows} == {4}
+    for fmt in ("text", "md", "html"):
+        out = render_compare(c, fmt)
+        assert "device (all 4)" in out and "peak/device" in out and "temp/device" in out
+        assert "across all 4 devices" in out
+    single = compare(loss, args=(jnp.ones((4, 4)), jnp.ones((8, 4))), policies=["as_written"])
+    assert "device (all" not in render_compare(single, "text")

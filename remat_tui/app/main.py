@@ -407,7 +407,9 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
 
     def status_text(self, a) -> str:
         base = self.cache.get(self.baseline_key())
-        return summary(a, base, self.show_timings, self.compiled_headline(a))
+        known = self.compiled.get(self.key_of(a)) if self.auto_compile else None
+        devices = known.devices if known is not None else None
+        return summary(a, base, self.show_timings, self.compiled_headline(a), devices=devices)
 
     def tick(self) -> None:
         """While a worker runs, say what it is doing and for how long; the UI keeps

@@ -4,13 +4,25 @@ with a spinner and an honest clock per stage, and the summary of an analysis.
 
 The summary uses the reports' own figures (report/units.py): the change from
 `as_written` is of the bytes excluding arguments, which are in memory anyway.
+Beside a per-device figure (the compiled peak, or a sharded residual's share)
+every byte figure says whose it is: `/device` when one device's bytes are
+known, `across all devices` when only the global ones are (arguments sharded
+automatically: the avals carry no sharding, report/units.py byte_scope).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 
-from remat_tui.report.units import human_bytes, recompute_summary
+from remat_tui.report.units import (
+    GLOBAL,
+    SHARDED,
+    all_devices,
+    human_bytes,
+    per_device_totals,
+    recompute_summary,
+)
 
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
@@ -49,26 +61,83 @@ def change(a, base) -> float | None:
     return (a.totals.bytes_excluding_arguments - was) / was
 
 
-def summary(a, base, show_timings: bool, compiled: str | None = None) -> str:
+PLAIN, ONE_DEVICE = "plain", "one device"
+
+
+def summary(
+    a, base, show_timings: bool, compiled: str | None = None, devices: int | None = None
+) -> str:
     """`15 residuals · 318.2 KiB device · 145.2 KiB excluding arguments (-60% vs
     as_written) · recompute 2.7 MFLOP (100% of forward) · traced in 0.03 s`; with
-    `compiled` (the compiled peak, or that it is compiling) that leads instead."""
+    `compiled` (the compiled peak per device, or that it is compiling) that leads
+    instead, and the residual bytes say whose they are. `devices`: how many
+    devices the compiled program spans (Compiled.devices) when the caller knows;
+    else one when the device's set has one device, and unknown otherwise."""
     t = a.totals
-    per_device = f" ({human_bytes(t.device_bytes_per_device)}/device)" if a.sharded else ""
-    parts = [f"{t.count} residuals", f"{human_bytes(t.device_bytes)} device{per_device}"]
-    if compiled is not None:  # the compiled peak leads; residuals are what autodiff saves
-        parts = [compiled, f"{human_bytes(t.device_bytes)}{per_device} saved by autodiff"]
-    if t.host_bytes:
-        parts.append(f"{human_bytes(t.host_bytes)} host")
-    excluding = f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments"
+    scope = residual_scope(a, compiled, devices)
     delta = change(a, base)
-    if delta is not None:
-        excluding += f" ({delta:+.0%} vs as_written)"
-    parts.append(excluding)
+    versus = f" ({delta:+.0%} vs as_written)" if delta is not None else ""
+    lead = [compiled] if compiled is not None else [f"{t.count} residuals"]
+    saved = " saved by autodiff" if compiled is not None else ""
+    if scope == PLAIN:
+        parts = [*lead, f"{human_bytes(t.device_bytes)} device{saved}"]
+        if t.host_bytes:
+            parts.append(f"{human_bytes(t.host_bytes)} host")
+        parts.append(f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments{versus}")
+    elif scope == GLOBAL:  # a per-device peak beside, and no per-device residual bytes
+        figures = [human_bytes(t.device_bytes) + (" device" if t.host_bytes else "")]
+        if t.host_bytes:
+            figures.append(f"{human_bytes(t.host_bytes)} host")
+        figures.append(f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments{versus}")
+        parts = [*lead, f"saved by autodiff {all_devices(devices)}: " + ", ".join(figures)]
+    else:  # one device's bytes known: sharded avals, or a program on one device
+        device, host, excluding = per_device_totals(a)
+        whole = ""
+        if scope == SHARDED:
+            whole = f" ({human_bytes(t.device_bytes)} {all_devices(devices)})"
+        parts = [*lead, f"{human_bytes(device)}/device{saved}{whole}"]
+        if t.host_bytes:
+            parts.append(f"{human_bytes(host)}/device host")
+        parts.append(f"{human_bytes(excluding)}/device excluding arguments{versus}")
     parts.append(recompute_summary(a))
     if show_timings:
         parts.append(f"traced in {a.trace_seconds:.2f} s")
     return " · ".join(parts)
+
+
+def residual_scope(a, compiled: str | None, devices: int | None) -> str:
+    """SHARDED: the avals say what each device holds; PLAIN: no per-device
+    figure is shown, so bytes need no label; ONE_DEVICE: beside the compiled
+    peak, on one device (its bytes are the global ones); GLOBAL: beside the
+    compiled peak, over several devices (or possibly several) with no
+    per-device residual bytes known."""
+    if a.sharded:
+        return SHARDED
+    if compiled is None:
+        return PLAIN
+    if devices is None:
+        devices = 1 if device_count(a.device) == 1 else None
+    return ONE_DEVICE if devices == 1 else GLOBAL
+
+
+def device_count(device: dict) -> int | None:
+    """How many devices a target on `device` could span: a topology's chips,
+    or the local devices of its platform (what an args factory's `devices`
+    receives); None when that cannot be told."""
+    if device.get("chips"):
+        return device["chips"]
+    platform = device.get("platform")
+    return _local_devices(platform) if platform else None
+
+
+@functools.lru_cache(maxsize=8)
+def _local_devices(platform: str) -> int | None:
+    import jax
+
+    try:
+        return len(jax.devices(platform))
+    except RuntimeError:  # no such backend
+        return None
 
 
 def nothing_shown(reloading: bool) -> str:

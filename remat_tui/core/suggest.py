@@ -63,6 +63,14 @@ class Suggestion:
     compiled_count: int = 0  # configurations compiled (compiled measure only)
     skipped: int = 0  # configurations not compiled: they could not change the answer
     skipped_why: str = ""
+    # What the device has for the program (compiled measure only): XLA's figure
+    # from a compile that did not fit, else the chip table's memory per chip.
+    device_memory: int | None = None
+
+    @property
+    def budget_above_device(self) -> bool:
+        """The budget is more than the device has: the device is the real limit."""
+        return self.device_memory is not None and self.budget > self.device_memory
 
     def to_dict(self) -> dict:
         return {
@@ -76,6 +84,8 @@ class Suggestion:
             "searched": self.searched,
             "compiled_count": self.compiled_count,
             "skipped": {"count": self.skipped, "why": self.skipped_why},
+            "device_memory": self.device_memory,
+            "budget_above_device": self.budget_above_device,
         }
 
 
@@ -156,7 +166,19 @@ def suggest(
         compiled_count=len(rows) if compiled else 0,
         skipped=skipped,
         skipped_why=why,
+        device_memory=_device_memory(rows) if compiled else None,
     )
+
+
+def _device_memory(rows: list[Row]) -> int | None:
+    """The device's memory for a program: what XLA said it has when a compile
+    did not fit, else the chip table's figure."""
+    said = [r.compiled["available_bytes"] for r in rows if (r.compiled or {}).get("available_bytes")]
+    if said:
+        return max(said)
+    compiled = next((r.compiled for r in rows if r.compiled), None)
+    chip = step_time.chip_of(compiled["device"]) if compiled else None
+    return chip.memory_bytes if chip is not None else None
 
 
 def _eligible(rows: list[Row]) -> list[Row]:

@@ -6,7 +6,15 @@ differ. Also the device's name, a TPU topology's included."""
 from __future__ import annotations
 
 from remat_tui.core.model import Analysis
-from remat_tui.report.units import human_bytes, human_flops
+from remat_tui.report.units import (
+    GLOBAL,
+    PER_DEVICE_UNKNOWN,
+    SHARDED,
+    all_devices,
+    byte_scope,
+    human_bytes,
+    human_flops,
+)
 
 EXPLAINED = (
     "The compiled peak is what XLA's gradient program needs at once on one device: "
@@ -33,25 +41,44 @@ def device_details(device: dict) -> str:
 
 
 def residual_bytes(a: Analysis) -> int:
-    """The residual bytes a device holds: per device when sharded (what the
-    peak is compared with, and --max-residual-bytes checks)."""
+    """The residual bytes a device holds (what --max-residual-bytes checks):
+    per device when the avals say how they are sharded; else every residual
+    whole, which under automatic sharding is the figure across all devices
+    (no device holds more of a residual than all of it)."""
     return a.totals.device_bytes_per_device
+
+
+def saved(a: Analysis) -> str:
+    """The residual bytes beside the per-device peak, saying whose they are:
+    `9.0 KiB per device (36.0 KiB across all 4 devices)` when the avals carry
+    their sharding, `36.0 KiB across all 4 devices (per device unknown: ...)`
+    when the program spans several devices and they do not, else one
+    device's `36.0 KiB per device`."""
+    t = a.totals
+    devices = a.compiled.devices if a.compiled is not None else None
+    scope = byte_scope(a, devices)
+    if scope == SHARDED:
+        return (
+            f"{human_bytes(t.device_bytes_per_device)} per device "
+            f"({human_bytes(t.device_bytes)} {all_devices(devices)})"
+        )
+    if scope == GLOBAL:
+        return f"{human_bytes(t.device_bytes)} {all_devices(devices)} ({PER_DEVICE_UNKNOWN})"
+    return f"{human_bytes(t.device_bytes)} per device"
 
 
 def headline(a: Analysis) -> str | None:
     """`peak 687.0 MiB per device (compiled for tpu:v5e:2x2) · saved by autodiff
-    294.3 MiB`, or None when the analysis was not compiled."""
+    294.3 MiB per device`, or None when the analysis was not compiled."""
     c = a.compiled
     if c is None:
         return None
     where = c.device if c.devices == 1 else f"{c.device}, over {c.devices} devices"
     if not c.fits:
-        return (
-            f"does not fit {where}: {needs(c)} · saved by autodiff {human_bytes(residual_bytes(a))}"
-        )
+        return f"does not fit {where}: {needs(c)} · saved by autodiff {saved(a)}"
     return (
         f"peak {human_bytes(c.peak_bytes)} per device (compiled for {where}) · "
-        f"saved by autodiff {human_bytes(residual_bytes(a))}"
+        f"saved by autodiff {saved(a)}"
     )
 
 
@@ -76,25 +103,27 @@ def details(a: Analysis) -> list[tuple[str, str]]:
         return [
             ("fits the device", f"no: {needs(c)}"),
             ("XLA says", c.error or ""),
-            ("saved by autodiff (residuals)", human_bytes(residual_bytes(a))),
+            ("saved by autodiff (residuals)", saved(a)),
             ("what was compiled", step_words(c)),
             ("compiled in", f"{c.seconds:.1f} s, never run"),
         ]
     peak_how = "XLA's own" if c.peak_source == "backend" else "arguments + outputs + temps"
+    # XLA's byte figures are one device's: said on each when there are several.
+    each = " per device" if c.devices > 1 else ""
     rows = [
         ("peak per device", f"{human_bytes(c.peak_bytes)} ({peak_how})"),
-        ("temporaries", human_bytes(c.temp_bytes)),
-        ("arguments", human_bytes(c.argument_bytes)),
-        ("outputs (the gradients)", human_bytes(c.output_bytes)),
-        ("aliased", human_bytes(c.alias_bytes)),
+        (f"temporaries{each}", human_bytes(c.temp_bytes)),
+        (f"arguments{each}", human_bytes(c.argument_bytes)),
+        (f"outputs (the gradients){each}", human_bytes(c.output_bytes)),
+        (f"aliased{each}", human_bytes(c.alias_bytes)),
         ("generated code", human_bytes(c.generated_code_bytes)),
     ]
     if c.host_temp_bytes:
-        rows.append(("host temporaries", human_bytes(c.host_temp_bytes)))
+        rows.append((f"host temporaries{each}", human_bytes(c.host_temp_bytes)))
     if c.flops is not None:
         rows.append(("FLOPs (XLA's count, a scan body once)", human_flops(int(c.flops))))
     rows += [
-        ("saved by autodiff (residuals)", human_bytes(residual_bytes(a))),
+        ("saved by autodiff (residuals)", saved(a)),
         ("what was compiled", step_words(c)),
         ("compiled in", f"{c.seconds:.1f} s, never run"),
     ]

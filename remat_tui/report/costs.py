@@ -7,9 +7,45 @@ import json
 from html import escape
 
 from remat_tui.report.tables import md_cell, text_table
-from remat_tui.report.units import human_bytes, human_flops, signed
+from remat_tui.report.units import human_bytes, human_flops, human_seconds, signed
 
-COLUMNS = ("", "device", "host", "recompute", "% fwd", "peak", "temp", "configuration", "notes")
+COLUMNS = (
+    "", "device", "host", "recompute", "% fwd", "peak", "temp", "est. step", "configuration",
+    "notes",
+)  # fmt: skip
+
+
+def spanned_devices(rows) -> int:
+    """The most devices any row's compiled program spans (1 when none was
+    compiled, or none over several devices)."""
+    return max(((r.compiled or {}).get("devices") or 1 for r in rows), default=1)
+
+
+def columns(rows) -> tuple[str, ...]:
+    """COLUMNS, saying whose bytes each counts once the arguments are sharded
+    over several devices: XLA's peak and temp are one device's, and the
+    residual bytes (a row has no per-device split of them) all devices'."""
+    n = spanned_devices(rows)
+    if n <= 1:
+        return COLUMNS
+    names = {
+        "device": f"device (all {n})",
+        "host": f"host (all {n})",
+        "peak": "peak/device",
+        "temp": "temp/device",
+    }
+    return tuple(names.get(c, c) for c in COLUMNS)
+
+
+def legend_devices(rows) -> str:
+    """The legend's sentence on whose bytes the columns count, or ''."""
+    n = spanned_devices(rows)
+    if n <= 1:
+        return ""
+    return (
+        f" The arguments are sharded over {n} devices: peak and temp are per device; "
+        f"device (all {n}) and host (all {n}) are the residual bytes across all {n} devices."
+    )
 
 
 def short_spec(spec: str) -> str:
@@ -63,6 +99,24 @@ def row_notes(row) -> list[str]:
     return out
 
 
+def time_cell(row) -> str:
+    """The step-time estimate (`~12.3 ms`: an estimate, and it says so), or ''."""
+    return f"~{human_seconds(row.time['seconds'])}" if row.time else ""
+
+
+def time_legend(rows) -> str:
+    """The legend's sentence on the step-time estimate, naming the chip, or ''."""
+    timed = next((r.time for r in rows if r.time), None)
+    if timed is None:
+        return ""
+    return (
+        f" est. step: an estimate of one step's time on {timed['chip']} by a roofline model "
+        "(max of FLOPs at peak FLOP/s and XLA's bytes accessed at memory bandwidth, plus "
+        "offloaded bytes out and back over the host link; remat_tui/core/step_time.py), "
+        "the cost rows are ranked by once compiled; FLOPs stay beside it."
+    )
+
+
 def row_cells(row) -> tuple[str, ...]:
     share = row.recompute_share
     compiled = row.compiled or {}
@@ -75,6 +129,7 @@ def row_cells(row) -> tuple[str, ...]:
         "" if share is None else f"{share:.0%}",
         peak_cell(row),
         human_bytes(compiled["temp_bytes"]) if compiled and fitting else "",
+        time_cell(row),
         config_label(row),
         "; ".join(row_notes(row)),
     )
@@ -87,26 +142,29 @@ def render_compare(c, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(c.to_dict(), indent=2) + "\n"
     cells = [row_cells(r) for r in c.rows]
+    heads = columns(c.rows)
     title = f"{c.target_file}:{c.target_name}" if c.target_file else c.target_name
     legend = (
-        "★ Pareto-optimal: no other row needs no more memory and no more recomputation. "
+        "★ Pareto-optimal: no other row needs no more memory at no more cost (the "
+        "estimated step time once compiled, else recompute FLOPs; host bytes break ties; "
+        "an offload slower than recomputing is never ★). "
         "device/host: residual bytes saved by autodiff; recompute: forward FLOPs the "
         "backward pass does again; peak/temp: the compiled gradient alone (no optimizer "
-        "state), or the training step for a target that names its optimizer, when "
+        "state), or the training step for a target that says what it trains, when "
         "compiled; ✗: it does not fit the device."
-    )
+    ) + time_legend(c.rows) + legend_devices(c.rows)
     if fmt == "text":
         lines = [f"compare  {title}  ({len(c.rows)} configurations, {c.seconds:.1f} s)", ""]
-        lines += text_table([COLUMNS, *cells]) + ["", legend]
+        lines += text_table([heads, *cells]) + ["", legend]
         return "\n".join(lines) + "\n"
     if fmt == "md":
         lines = [f"# remat-tui compare: `{md_cell(title)}`", "", legend, ""]
-        lines.append("| " + " | ".join(COLUMNS) + " |")
-        lines.append("|" + "---|" * len(COLUMNS))
+        lines.append("| " + " | ".join(heads) + " |")
+        lines.append("|" + "---|" * len(heads))
         lines += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in cells]
         return "\n".join(lines) + "\n"
     if fmt == "html":
-        head = "".join(f"<th>{escape(h)}</th>" for h in COLUMNS)
+        head = "".join(f"<th>{escape(h)}</th>" for h in heads)
         body = "\n".join(
             "<tr>" + "".join(f"<td>{escape(x)}</td>" for x in row) + "</tr>" for row in cells
         )
@@ -186,10 +244,16 @@ def render_suggest(s, fmt: str) -> str:
             how += f", {s.skipped} not compiled ({s.skipped_why})"
     saving = base.memory - best.memory
     if s.fits:
+        estimate = (
+            f", about {human_seconds(best.time['seconds'])} a step on {best.time['chip']} "
+            "(estimated)"
+            if best.time
+            else ""
+        )
         head = (
             f"fits {human_bytes(s.budget)}: {config_label(best)} uses "
             f"{human_bytes(best.memory)} ({measure}), recomputing "
-            f"{human_flops(best.recompute_flops)}"
+            f"{human_flops(best.recompute_flops)}{estimate}"
         )
     else:
         head = (
@@ -210,6 +274,12 @@ def render_suggest(s, fmt: str) -> str:
         "paste:",
         best.python,
     ]
+    if s.budget_above_device:
+        lines.insert(
+            1,
+            f"the budget is above the {human_bytes(s.device_memory)} the device has for the "
+            "program: the device is the real limit",
+        )
     if best.notes:
         lines += ["", *(f"note: {n}" for n in best.notes)]
     if fmt == "md":

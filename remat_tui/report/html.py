@@ -12,6 +12,7 @@ from remat_tui.report.units import (
     human_bytes,
     line_marks,
     origin,
+    residual_bytes_heading,
     site_row,
     summary,
     what,
@@ -76,11 +77,26 @@ def _compiled(a: Analysis) -> str:
     )
 
 
+def _share(r, sharded: bool) -> str:
+    """The per-device cell, when the residuals' per-device bytes are known."""
+    return f'<td class="num">{human_bytes(r.device_share)}</td>' if sharded else ""
+
+
+def _residual_head(a: Analysis) -> str:
+    per_device = "<th>per device</th>" if a.sharded else ""
+    return (
+        f"<th>#</th><th>aval</th><th>bytes</th>{per_device}<th>memory</th><th>kind</th>\n"
+        "<th>what</th><th>source</th><th>computed at</th>"
+    )
+
+
 def render(a: Analysis) -> str:
     target = f"{a.target_file}:{a.target_name}" if a.target_file else a.target_name
+    scope = residual_bytes_heading(a)
     rows = "\n".join(
         f"<tr><td>R{i}</td><td><code>{escape(r.aval)}</code></td>"
-        f'<td class="num">{human_bytes(r.bytes)}</td><td>{r.memory}</td><td>{r.kind}</td>'
+        f'<td class="num">{human_bytes(r.bytes)}</td>{_share(r, a.sharded)}'
+        f"<td>{r.memory}</td><td>{r.kind}</td>"
         f"<td>{escape(what(r))}</td><td>{escape(where(r))}</td>"
         f"<td>{escape(origin(r))}</td></tr>"
         for i, r in enumerate(a.residuals, 1)
@@ -101,9 +117,8 @@ remat-tui {escape(a.tool_version)}</p>
 <pre>{escape(a.python)}</pre>
 {warnings}
 {_sites(a)}
-<h2>Saved residuals</h2>
-<table><thead><tr><th>#</th><th>aval</th><th>bytes</th><th>memory</th><th>kind</th>
-<th>what</th><th>source</th><th>computed at</th></tr></thead>
+<h2>Saved residuals</h2>{f"<p>{escape(scope[:1].upper() + scope[1:])}.</p>" if scope else ""}
+<table><thead><tr>{_residual_head(a)}</tr></thead>
 <tbody>
 {rows}
 </tbody></table>

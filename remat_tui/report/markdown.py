@@ -10,6 +10,7 @@ from remat_tui.report.units import (
     human_bytes,
     line_marks,
     origin,
+    residual_bytes_heading,
     site_row,
     summary,
     what,
@@ -81,15 +82,19 @@ def render(a: Analysis) -> str:
             *("| " + " | ".join(md_cell(c) for c in site_row(s)) + " |" for s in a.sites),
             "",
         ]
+    scope = residual_bytes_heading(a)
+    parts += ["## Saved residuals", ""]
+    if scope:
+        parts += [f"{md_cell(scope[:1].upper() + scope[1:])}.", ""]
+    per_device = " per device |" if a.sharded else ""
     parts += [
-        "## Saved residuals",
-        "",
-        "| # | aval | bytes | memory | kind | what | source | computed at |",
-        "|---:|---|---:|---|---|---|---|---|",
+        f"| # | aval | bytes |{per_device} memory | kind | what | source | computed at |",
+        "|---:|---|---:|" + ("---:|" if a.sharded else "") + "---|---|---|---|---|",
     ]
     for i, r in enumerate(a.residuals, 1):
+        share = f" {human_bytes(r.device_share)} |" if a.sharded else ""
         parts.append(
-            f"| R{i} | `{md_cell(r.aval)}` | {human_bytes(r.bytes)} | {r.memory} | "
+            f"| R{i} | `{md_cell(r.aval)}` | {human_bytes(r.bytes)} |{share} {r.memory} | "
             f"{r.kind} | {md_cell(what(r))} | {md_cell(where(r))} | {md_cell(origin(r))} |"
         )
     parts += [

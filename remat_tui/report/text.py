@@ -7,7 +7,14 @@ import textwrap
 from remat_tui.core.model import Analysis
 from remat_tui.report import compiled
 from remat_tui.report.tables import text_table
-from remat_tui.report.units import SITE_HEADERS, human_bytes, origin, site_row, summary
+from remat_tui.report.units import (
+    SITE_HEADERS,
+    human_bytes,
+    origin,
+    residual_bytes_heading,
+    site_row,
+    summary,
+)
 
 
 def render(a: Analysis) -> str:
@@ -27,14 +34,27 @@ def render(a: Analysis) -> str:
             *text_table([SITE_HEADERS, *map(site_row, a.sites)], indent="  "),
             "",
         ]
-    lines.append("saved residuals (as jax.ad_checkpoint.print_saved_residuals prints them):")
-    width = max((len(human_bytes(r.bytes)) for r in a.residuals), default=0)
-    for r in a.residuals:
-        lines.append(f"  {human_bytes(r.bytes):>{width}}  {r.text}")
+    scope = residual_bytes_heading(a)
+    lines.append(
+        "saved residuals (as jax.ad_checkpoint.print_saved_residuals prints them"
+        + (f"; {scope}" if scope else "")
+        + "):"
+    )
+    sizes = [_bytes(r, a.sharded) for r in a.residuals]
+    width = max((len(size) for size in sizes), default=0)
+    for r, size in zip(a.residuals, sizes, strict=True):
+        lines.append(f"  {size:>{width}}  {r.text}")
         if r.origin and (r.origin.trip_count or r.origin.source != r.source):
             lines.append(f"  {'':>{width}}    computed at: {origin(r)}")
     lines += ["", summary(a)]
     return "\n".join(lines) + "\n"
+
+
+def _bytes(r, sharded: bool) -> str:
+    """A residual's bytes; with per-device bytes known, its share beside them."""
+    if not sharded:
+        return human_bytes(r.bytes)
+    return f"{human_bytes(r.bytes)}  {human_bytes(r.device_share):>9}/device"
 
 
 def _compiled(a: Analysis) -> list[str]:

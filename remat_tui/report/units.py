@@ -3,64 +3,15 @@
 from __future__ import annotations
 
 from remat_tui.core.model import Analysis, JaxprView, Residual, Site
-
-
-def human_bytes(n: int) -> str:
-    """1023 B, 1.2 KiB, 3.4 MiB, ... (binary units, as accelerator memory is sold)."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
-
-
-_SIZE_UNITS = {
-    "": 1, "b": 1,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}  # fmt: skip
-
-
-def parse_size(text: str) -> int:
-    """`512MiB`, `2GiB`, `1.5e9`, `4096` -> bytes; a RematError says what was expected."""
-    import re
-
-    from remat_tui.errors import RematError
-
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
-    unit = m.group(2).lower() if m else None
-    if m is None or unit not in _SIZE_UNITS:
-        raise RematError(
-            f"size {text!r}: expected a number of bytes with an optional unit, "
-            "e.g. 512MiB, 2GiB, 1.5e9 or 4096 (units: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)."
-        )
-    return int(float(m.group(1)) * _SIZE_UNITS[unit])
-
-
-def human_flops(n: int) -> str:
-    """950 FLOP, 1.2 kFLOP, 3.4 GFLOP, ... (decimal units, as FLOP rates are quoted)."""
-    size = float(n)
-    for unit in ("FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP"):
-        if abs(size) < 1000 or unit == "EFLOP":
-            return f"{int(size)} {unit}" if unit == "FLOP" else f"{size:.1f} {unit}"
-        size /= 1000
-    raise AssertionError("unreachable")
-
-
-BYTE_UNITS = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
-FLOP_UNITS = (("FLOP", 1), ("kFLOP", 1e3), ("MFLOP", 1e6), ("GFLOP", 1e9), ("TFLOP", 1e12),
-              ("PFLOP", 1e15))  # fmt: skip
-
-
-def axis_unit(largest: float, units) -> tuple[str, float]:
-    """(unit, its size) that shows `largest` as a number below 1024 (bytes) or
-    1000 (FLOPs): a chart's axis in GiB or TFLOP, never 144971.3 MiB."""
-    chosen = units[0]
-    for unit in units:
-        if largest >= unit[1]:
-            chosen = unit
-    return chosen
+from remat_tui.core.units import (  # noqa: F401 (the formats' one home is core; re-exported)
+    BYTE_UNITS,
+    FLOP_UNITS,
+    axis_unit,
+    human_bytes,
+    human_flops,
+    human_seconds,
+    parse_size,
+)
 
 
 def signed(n: int, human) -> str:
@@ -155,12 +106,94 @@ def line_marks(view: JaxprView, line: int) -> str:
     return " ".join(marks)
 
 
-def summary(a: Analysis) -> str:
-    t = a.totals
-    host = f" + {human_bytes(t.host_bytes)} host" if t.host_bytes else ""
-    per_device = f" ({human_bytes(t.device_bytes_per_device)} per device)" if a.sharded else ""
+# ---- whose bytes a figure counts: one device's, or all devices' ------------------------
+#
+# A residual's bytes on one device are known only when its aval carries its
+# sharding (explicit sharding: Residual.bytes_per_device, Analysis.sharded).
+# Under automatic sharding the arguments span several devices (the compiled
+# program says how many) but the avals carry none: only the global figures are
+# known. Every view that puts residual bytes beside a per-device figure (the
+# compiled peak) says which they are, by these helpers.
+
+SHARDED, GLOBAL, ONE = "sharded", "global", "one"
+PER_DEVICE_UNKNOWN = "per device unknown: the avals carry no sharding"
+
+
+def byte_scope(a: Analysis, devices: int | None = None) -> str:
+    """SHARDED: per-device bytes known (some residual's aval is sharded), the
+    global ones beside; GLOBAL: the program spans `devices` > 1 devices but no
+    aval says how the residuals split, so only global bytes are known; ONE:
+    a single device (or nothing says otherwise): the bytes are that device's."""
+    if a.sharded:
+        return SHARDED
+    if devices is not None and devices > 1:
+        return GLOBAL
+    return ONE
+
+
+def spanned_devices(a: Analysis) -> int | None:
+    """How many devices the compiled program spans; None when not compiled."""
+    return None if a.compiled is None else a.compiled.devices
+
+
+def all_devices(devices: int | None) -> str:
+    """`across all 4 devices`, or `across all devices` when the count is unknown."""
+    return f"across all {devices} devices" if devices and devices > 1 else "across all devices"
+
+
+def per_device_totals(a: Analysis) -> tuple[int, int, int]:
+    """(device, host, excluding arguments): the bytes one device holds, each
+    residual counted by its share (its whole bytes when it is not split)."""
+    rs = a.residuals
     return (
-        f"{t.count} residuals · {human_bytes(t.device_bytes)} device{per_device}{host} · "
-        f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments · "
-        f"{recompute_summary(a)}"
+        a.totals.device_bytes_per_device,
+        sum(r.device_share for r in rs if r.memory == "host"),
+        sum(r.device_share for r in rs if r.kind != "argument"),
+    )
+
+
+def residual_bytes_heading(a: Analysis) -> str:
+    """What the bytes of a residual table count, for its heading: empty on one
+    device (they are that device's)."""
+    devices = spanned_devices(a)
+    scope = byte_scope(a, devices)
+    if scope == SHARDED:
+        return f"bytes {all_devices(devices)}, then per device"
+    if scope == GLOBAL:
+        return f"bytes {all_devices(devices)}; {PER_DEVICE_UNKNOWN}"
+    return ""
+
+
+def summary(a: Analysis) -> str:
+    """`5 residuals · 36.0 KiB device · 24.0 KiB excluding arguments · no
+    recompute`; sharded, the per-device figures first, then those across all
+    devices; over several devices with no per-device figures, the global ones
+    labelled as such."""
+    t = a.totals
+    devices = spanned_devices(a)
+    scope = byte_scope(a, devices)
+    recompute = recompute_summary(a)
+    if scope == ONE:
+        host = f" + {human_bytes(t.host_bytes)} host" if t.host_bytes else ""
+        return (
+            f"{t.count} residuals · {human_bytes(t.device_bytes)} device{host} · "
+            f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments · {recompute}"
+        )
+
+    def figures(device: int, host: int, excluding: int) -> str:
+        host_part = [f"{human_bytes(host)} host"] if t.host_bytes else []
+        return ", ".join(
+            [f"{human_bytes(device)} device", *host_part,
+             f"{human_bytes(excluding)} excluding arguments"]
+        )  # fmt: skip
+
+    everywhere = figures(t.device_bytes, t.host_bytes, t.bytes_excluding_arguments)
+    if scope == SHARDED:
+        return (
+            f"{t.count} residuals · per device: {figures(*per_device_totals(a))} · "
+            f"{all_devices(devices)}: {everywhere} · {recompute}"
+        )
+    return (
+        f"{t.count} residuals · {all_devices(devices)} ({PER_DEVICE_UNKNOWN}): {everywhere} · "
+        f"{recompute}"
     )

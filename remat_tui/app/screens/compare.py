@@ -1,10 +1,14 @@
 """Provides the CompareScreen: every configuration's costs in a sortable table,
-the Pareto front marked, and memory against recompute FLOPs as a chart.
+the Pareto front marked, memory against recompute FLOPs as a chart, and the
+highlighted row's whole configuration, snippet and notes beneath, wrapped (a
+configuration can be longer than its column has room for).
 
 The comparison runs in this screen's own worker (thread), one configuration
 after another, and says how far it is; escape leaves (the worker's result is
-then dropped). Enter on a row closes the screen with that row's Config, which
-the App opens in the main screen.
+then dropped). With compiling on in the main screen (`p`), every row is
+compiled too, and its peak and temporaries fill their columns. Enter on a row
+closes the screen with that row's Config, which the App opens in the main
+screen.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from textual_plotext import PlotextPlot
 
 from remat_tui.app.arguments import prepared
 from remat_tui.app.footer import Footer
+from remat_tui.core import policies
 from remat_tui.core.config import Config
 from remat_tui.errors import RematError
-from remat_tui.report.costs import COLUMNS, row_cells
+from remat_tui.report.costs import COLUMNS, columns, legend_devices, row_cells, row_notes
 from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit
 
 SORTS = {
@@ -67,9 +72,38 @@ def _budget_bytes(text: str | None) -> int | None:
         return None
 
 
+def full_label(config: Config) -> str:
+    """The configuration in full, every spec canonical (the table's column
+    shortens names policies to the names they save)."""
+    parts = [] if config.policy == policies.AS_WRITTEN and config.sites else [config.policy]
+    parts += [f"site {key}: {spec}" for key, spec in config.sites]
+    return "; ".join(parts)
+
+
+DETAIL_FIELDS = ("configuration", "paste", "notes")
+
+
+def detail(row) -> dict[str, str]:
+    """What the panel beneath the table says of the highlighted row, by
+    DETAIL_FIELDS: its whole configuration, the code to paste and its notes
+    ('' when it has none)."""
+    return {
+        "configuration": full_label(row.config),
+        "paste": row.python,
+        "notes": "; ".join(row_notes(row)),
+    }
+
+
 class CompareScreen(Screen[Config | None]):
     """Costs of every configuration worth comparing, for the App's target."""
 
+    DEFAULT_CSS = """
+    #compare-detail { height: auto; max-height: 12; padding: 0 1; background: $panel; }
+    #compare-detail .detail-row { height: auto; }
+    #compare-detail .detail-label { width: 15; text-style: bold; }
+    #compare-detail .detail-value { width: 1fr; height: auto; }
+    #detail-paste-value { color: $success; }
+    """
     BINDINGS = [
         Binding("escape", "dismiss(None)", "back"),
         Binding("m", "sort('memory')", "sort: memory"),
@@ -87,6 +121,8 @@ class CompareScreen(Screen[Config | None]):
         self.started = time.monotonic()
         self.chart_axes: tuple[str, str] | None = None  # the axis labels drawn
         self.chart_budget: int | None = None  # the budget line drawn, in bytes
+        self.compiled = False  # compile every row: the main screen's `p` is on
+        self.shown_columns: list[int] = []  # indices into COLUMNS the table shows
 
     def compose(self) -> ComposeResult:
         with Vertical(id="compare"):
@@ -94,9 +130,21 @@ class CompareScreen(Screen[Config | None]):
             with Horizontal(id="compare-body"):
                 yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True)
                 yield PlotextPlot(id="compare-chart")
+            # The highlighted row in full, wrapped beside its labels: the table's
+            # configuration column is cut off wherever the screen is narrower.
+            with Vertical(id="compare-detail") as panel:
+                panel.display = False  # until a row is highlighted
+                for field in DETAIL_FIELDS:
+                    with Horizontal(id=f"detail-{field}", classes="detail-row"):
+                        yield Static(field, classes="detail-label")
+                        yield Static("", id=f"detail-{field}-value", classes="detail-value",
+                                     markup=False)  # fmt: skip
         yield Footer()
 
     def on_mount(self) -> None:
+        # Compiled numbers when the main screen shows them (its `p`): the peak
+        # and temp columns are then filled, and the memory compared is the peak.
+        self.compiled = bool(getattr(self.app, "auto_compile", False))
         table = self.query_one(DataTable)
         table.add_columns(*COLUMNS)
         table.focus()
@@ -113,6 +161,7 @@ class CompareScreen(Screen[Config | None]):
                 target,
                 sites=self.base.site_overrides,
                 device=self.base.device,
+                compiled=self.compiled,
                 progress=lambda i, n, c: self.post_message(CompareProgress(i, n, c.label())),
                 cancelled=lambda: not self.is_attached,
             )
@@ -127,8 +176,9 @@ class CompareScreen(Screen[Config | None]):
     @on(CompareProgress)
     def progress(self, message: CompareProgress) -> None:
         elapsed = time.monotonic() - self.started
+        how = "comparing and compiling" if self.compiled else "comparing"
         self.query_one("#compare-status", Static).update(
-            f"comparing {message.done + 1}/{message.total}: {message.label}  {elapsed:.1f} s"
+            f"{how} {message.done + 1}/{message.total}: {message.label}  {elapsed:.1f} s"
             "  (escape goes back)"
         )
 
@@ -143,17 +193,49 @@ class CompareScreen(Screen[Config | None]):
         front = sum(r.pareto for r in self.rows)
         took = f" in {c.seconds:.1f} s" if getattr(self.app, "show_timings", True) else ""
         self.query_one("#compare-status", Static).update(
-            f"{len(self.rows)} configurations{took} · ★ {front} Pareto-optimal "
+            f"{len(self.rows)} configurations{took} · memory: {self.measure()} · "
+            f"★ {front} Pareto-optimal "
             "(no other needs no more memory and no more recomputation) · enter opens a row"
+            + legend_devices(self.rows)
         )
+        self.show_columns()
         self.show_rows()
         self.draw_chart()
+
+    def measure(self) -> str:
+        """What the memory column, the sort and the chart weigh."""
+        if not self.compiled:
+            return "residual bytes on device (p in the main screen compiles each row)"
+        steps = {(r.compiled or {}).get("step") for r in self.rows}
+        step = "training step" if "train" in steps else "gradient alone"
+        return f"compiled peak per device ({step})"
+
+    def show_columns(self) -> None:
+        """The columns some row has a value in (the first, ★, always): no room
+        goes to peak and temp when nothing was compiled, nor to host when
+        nothing is offloaded. Headers say whose bytes each counts."""
+        cells = [row_cells(r) for r in self.rows]
+        self.shown_columns = [i for i in range(len(COLUMNS)) if i == 0 or any(c[i] for c in cells)]
+        heads = columns(self.rows)
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        table.add_columns(*(heads[i] for i in self.shown_columns))
 
     def show_rows(self) -> None:
         table = self.query_one(DataTable)
         table.clear()
         for index, row in sorted(enumerate(self.rows), key=lambda ir: SORTS[self.sort_key](ir[1])):
-            table.add_row(*row_cells(row), key=str(index))
+            cells = row_cells(row)
+            table.add_row(*(cells[i] for i in self.shown_columns), key=str(index))
+
+    @on(DataTable.RowHighlighted)
+    def row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if not self.rows or event.row_key.value is None:
+            return
+        for field, text in detail(self.rows[int(event.row_key.value)]).items():
+            self.query_one(f"#detail-{field}-value", Static).update(text)
+            self.query_one(f"#detail-{field}").display = bool(text)
+        self.query_one("#compare-detail").display = True
 
     def draw_chart(self) -> None:
         """Memory against recompute, each axis in the unit its values read best
@@ -185,9 +267,11 @@ class CompareScreen(Screen[Config | None]):
         self.chart_budget = budget_bytes
         if budget_bytes:
             plt.vline(budget_bytes / byte_size, "orange")
-        self.chart_axes = (f"memory ({byte_unit}{', log scale' if log else ''})",
+        what = "compiled peak" if self.compiled else "memory"
+        memory = "peak per device" if self.compiled else "memory"
+        self.chart_axes = (f"{memory} ({byte_unit}{', log scale' if log else ''})",
                            f"recompute ({flop_unit})")  # fmt: skip
-        plt.title("memory vs recomputation" + (f" · budget {budget}" if budget_bytes else ""))
+        plt.title(f"{what} vs recomputation" + (f" · budget {budget}" if budget_bytes else ""))
         plt.xlabel(self.chart_axes[0])
         plt.ylabel(self.chart_axes[1])
         plot.refresh()
