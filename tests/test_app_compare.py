@@ -259,3 +259,13 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
         status = str(screen.query_one("#compare-status").render())
         assert "memory: compiled peak per device (gradient alone)" in status
         assert screen.chart_axes[0].startswith("peak per device (")
+        # Compiled rows are weighed by their estimated step time: its column, the
+        # chart's other axis, and `t` sorts by it.
+        step = heads.index("est. step")
+        assert all(r.time is not None for r in screen.rows)
+        assert all(table.get_row(k)[step].startswith("~") for k in table.rows)
+        assert screen.chart_axes[1].startswith("est. step (") and "cpu" in screen.chart_axes[1]
+        await pilot.press("t")
+        await pilot.pause()
+        order = [screen.rows[int(k.value)] for k in table.rows]
+        assert [r.cost for r in order] == sorted(r.cost for r in order)

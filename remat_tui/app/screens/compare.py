@@ -37,7 +37,10 @@ SORTS = {
     "memory": lambda r: (r.memory, r.recompute_flops),
     "recompute": lambda r: (r.recompute_flops, r.memory),
     "host": lambda r: (r.host_bytes, r.memory),
+    # est. step time once compiled (rows without one, which do not fit, last)
+    "time": lambda r: (r.time is None, r.cost, r.memory),
 }
+SECOND_UNITS = (("µs", 1e-6), ("ms", 1e-3), ("s", 1.0))
 
 
 @dataclass
@@ -109,6 +112,7 @@ class CompareScreen(Screen[Config | None]):
         Binding("m", "sort('memory')", "sort: memory"),
         Binding("f", "sort('recompute')", "sort: recompute"),
         Binding("h", "sort('host')", "sort: host"),
+        Binding("t", "sort('time')", "sort: est. step"),
         Binding("enter", "open", "open in main screen", show=True),
     ]
 
@@ -238,7 +242,7 @@ class CompareScreen(Screen[Config | None]):
         self.query_one("#compare-detail").display = True
 
     def draw_chart(self) -> None:
-        """Memory against recompute, each axis in the unit its values read best
+        """Memory against recompute FLOPs (estimated step time once compiled), each axis in the unit its values read best
         in; memory on a log scale when one row needs 20x another (an outlier
         would squash the rest); the last suggest budget as a vertical line."""
         plot = self.query_one(PlotextPlot)
@@ -251,9 +255,19 @@ class CompareScreen(Screen[Config | None]):
         budget_bytes = _budget_bytes(budget)
         largest = max([r.memory for r in rows] + ([budget_bytes] if budget_bytes else []))
         byte_unit, byte_size = axis_unit(largest, BYTE_UNITS)
-        flop_unit, flop_size = axis_unit(max(r.recompute_flops for r in rows), FLOP_UNITS)
+        # Once compiled, rows are weighed by estimated step time (★ too): plot that;
+        # rows XLA refused have none and are left out of the chart.
+        timed = [r for r in rows if r.time]
+        if timed:
+            rows = timed
+            y_unit, y_size = axis_unit(max(r.time["seconds"] for r in rows), SECOND_UNITS)
+            ys = [r.time["seconds"] / y_size for r in rows]
+            y_label, y_what = f"est. step ({y_unit}, {rows[0].time['chip']})", "step time"
+        else:
+            y_unit, y_size = axis_unit(max(r.recompute_flops for r in rows), FLOP_UNITS)
+            ys = [r.recompute_flops / y_size for r in rows]
+            y_label, y_what = f"recompute ({y_unit})", "recomputation"
         xs = [r.memory / byte_size for r in rows]
-        ys = [r.recompute_flops / flop_size for r in rows]
         others = [(x, y) for x, y, r in zip(xs, ys, rows, strict=True) if not r.pareto]
         front = sorted((x, y) for x, y, r in zip(xs, ys, rows, strict=True) if r.pareto)
         if others:
@@ -269,9 +283,8 @@ class CompareScreen(Screen[Config | None]):
             plt.vline(budget_bytes / byte_size, "orange")
         what = "compiled peak" if self.compiled else "memory"
         memory = "peak per device" if self.compiled else "memory"
-        self.chart_axes = (f"{memory} ({byte_unit}{', log scale' if log else ''})",
-                           f"recompute ({flop_unit})")  # fmt: skip
-        plt.title(f"{what} vs recomputation" + (f" · budget {budget}" if budget_bytes else ""))
+        self.chart_axes = (f"{memory} ({byte_unit}{', log scale' if log else ''})", y_label)
+        plt.title(f"{what} vs {y_what}" + (f" · budget {budget}" if budget_bytes else ""))
         plt.xlabel(self.chart_axes[0])
         plt.ylabel(self.chart_axes[1])
         plot.refresh()
