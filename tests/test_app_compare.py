@@ -23,7 +23,7 @@ async def open_compare(app, pilot) -> CompareScreen:
     assert isinstance(screen, CompareScreen)
     for _ in range(1200):  # the comparison runs in the screen's worker
         await pilot.pause(0.05)
-        if screen.rows:
+        if screen.done_at is not None:  # every row, ★ marked (rows show as they come)
             return screen
     raise AssertionError("the comparison never finished")
 
@@ -269,3 +269,13 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
         await pilot.pause()
         order = [screen.rows[int(k.value)] for k in table.rows]
         assert [r.cost for r in order] == sorted(r.cost for r in order)
+
+
+async def test_rows_show_as_they_are_measured():
+    """The table fills while the comparison runs: the first row is on screen
+    before the last is measured, and the finished table holds every row."""
+    app = RematApp(example("transformer.py"), TARGET, show_timings=False)
+    async with app.run_test(size=(180, 48)) as pilot:
+        screen = await open_compare(app, pilot)
+        assert screen.first_row_at is not None and screen.first_row_at < screen.done_at
+        assert screen.query_one(DataTable).row_count == len(screen.rows)

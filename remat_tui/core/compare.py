@@ -132,9 +132,13 @@ def compare(
     device: str | None = None,
     cancelled: Callable[[], bool] | None = None,
     progress: Callable[[int, int, Config], None] | None = None,
+    on_row: Callable[[Row], None] | None = None,
 ) -> Comparison:
     """Rows for `policies` (outer specs; default: every configuration worth
-    comparing, see `candidates`), each with `sites` as the site overrides."""
+    comparing, see `candidates`), each with `sites` as the site overrides.
+    `on_row` receives each row as soon as it is measured (compiled too), for
+    a view to show it at once; notes that weigh rows against each other and
+    the Pareto marks come with the Comparison."""
     start = time.perf_counter()
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
@@ -143,7 +147,7 @@ def compare(
         configs = candidates(target, baseline_analysis, base)
     else:
         configs = [base.with_policy(canonical_spec(p, target)) for p in policies]
-    rows = evaluate(target, configs, baseline_analysis, compiled, cancelled, progress)
+    rows = evaluate(target, configs, baseline_analysis, compiled, cancelled, progress, on_row)
     judge_offloads(target, rows, baseline_analysis, cancelled)
     saved_name_notes(rows)
     mark_pareto(rows)
@@ -161,7 +165,9 @@ def canonical_spec(text: str, target) -> str:
     return policies.parse(text, target.policies).canonical
 
 
-def evaluate(target, configs, baseline: Analysis, compiled, cancelled, progress) -> list[Row]:
+def evaluate(
+    target, configs, baseline: Analysis, compiled, cancelled, progress, on_row=None
+) -> list[Row]:
     """One row per config (the baseline's analysis is reused for its own).
     Compiled rows get a step time; rows to be compiled later need
     `with_step_flops` first."""
@@ -182,6 +188,8 @@ def evaluate(target, configs, baseline: Analysis, compiled, cancelled, progress)
         if compiled:
             compile_row(target, row, cancelled)
         rows.append(row)
+        if on_row is not None:
+            on_row(row)
     return rows
 
 

@@ -54,6 +54,11 @@ class CompareProgress(Message):
 
 
 @dataclass
+class CompareRow(Message):
+    row: object
+
+
+@dataclass
 class CompareDone(Message):
     comparison: object
 
@@ -123,6 +128,8 @@ class CompareScreen(Screen[Config | None]):
         self.rows: list = []
         self.sort_key = "memory"
         self.started = time.monotonic()
+        self.first_row_at: float | None = None  # when the first row was shown
+        self.done_at: float | None = None  # when every row, ★ marked, was
         self.chart_axes: tuple[str, str] | None = None  # the axis labels drawn
         self.chart_budget: int | None = None  # the budget line drawn, in bytes
         self.compiled = False  # compile every row: the main screen's `p` is on
@@ -168,6 +175,7 @@ class CompareScreen(Screen[Config | None]):
                 compiled=self.compiled,
                 progress=lambda i, n, c: self.post_message(CompareProgress(i, n, c.label())),
                 cancelled=lambda: not self.is_attached,
+                on_row=lambda row: self.post_message(CompareRow(row)),
             )
         except RematError as exc:
             self.post_message(CompareFailed(exc.message))
@@ -186,6 +194,19 @@ class CompareScreen(Screen[Config | None]):
             "  (escape goes back)"
         )
 
+    @on(CompareRow)
+    def row_measured(self, message: CompareRow) -> None:
+        """Each row as soon as it is measured: the table fills while the rest
+        are analysed (★ and the notes weighing rows come with the last)."""
+        if self.done_at is not None:
+            return
+        if not self.rows:
+            self.first_row_at = time.monotonic()
+        selected = self.cursor_key()
+        self.rows.append(message.row)
+        self.show_columns()
+        self.show_rows(selected)
+
     @on(CompareFailed)
     def failed(self, message: CompareFailed) -> None:
         self.query_one("#compare-status", Static).update(f"compare failed: {message.message}")
@@ -193,13 +214,14 @@ class CompareScreen(Screen[Config | None]):
     @on(CompareDone)
     def done(self, message: CompareDone) -> None:
         c = message.comparison
+        self.done_at = time.monotonic()
         self.rows = list(c.rows)
         front = sum(r.pareto for r in self.rows)
         took = f" in {c.seconds:.1f} s" if getattr(self.app, "show_timings", True) else ""
         self.query_one("#compare-status", Static).update(
             f"{len(self.rows)} configurations{took} · memory: {self.measure()} · "
             f"★ {front} Pareto-optimal "
-            "(no other needs no more memory and no more recomputation) · enter opens a row"
+            "(no other needs no more memory at no more cost) · enter opens a row"
             + legend_devices(self.rows)
         )
         self.show_columns()
@@ -225,12 +247,23 @@ class CompareScreen(Screen[Config | None]):
         table.clear(columns=True)
         table.add_columns(*(heads[i] for i in self.shown_columns))
 
-    def show_rows(self) -> None:
+    def cursor_key(self) -> str | None:
+        """The key of the row under the table's cursor, if any."""
+        table = self.query_one(DataTable)
+        if not table.row_count or table.cursor_row is None:
+            return None
+        return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+
+    def show_rows(self, selected: str | None = None) -> None:
+        """The rows in the chosen order, the cursor on the row keyed `selected`
+        (rows arrive one by one while the comparison runs), else at the top."""
         table = self.query_one(DataTable)
         table.clear()
         for index, row in sorted(enumerate(self.rows), key=lambda ir: SORTS[self.sort_key](ir[1])):
             cells = row_cells(row)
             table.add_row(*(cells[i] for i in self.shown_columns), key=str(index))
+        if selected is not None and selected in {k.value for k in table.rows}:
+            table.move_cursor(row=table.get_row_index(selected))
 
     @on(DataTable.RowHighlighted)
     def row_highlighted(self, event: DataTable.RowHighlighted) -> None:
@@ -242,9 +275,10 @@ class CompareScreen(Screen[Config | None]):
         self.query_one("#compare-detail").display = True
 
     def draw_chart(self) -> None:
-        """Memory against recompute FLOPs (estimated step time once compiled), each axis in the unit its values read best
-        in; memory on a log scale when one row needs 20x another (an outlier
-        would squash the rest); the last suggest budget as a vertical line."""
+        """Memory against recompute FLOPs (estimated step time once compiled),
+        each axis in the unit its values read best in; memory on a log scale
+        when one row needs 20x another (an outlier would squash the rest); the
+        last suggest budget as a vertical line."""
         plot = self.query_one(PlotextPlot)
         plt = plot.plt
         plt.clear_data()
