@@ -114,3 +114,38 @@ def make_decoder(policy):
 decoder = remat_tui.target(args=decoder_args, name="decoder")(
     make_decoder(jax.checkpoint_policies.save_only_these_names("mlp_hidden", "attention_out"))
 )
+
+
+def decoder_fsdp_args(devices):
+    """The same arguments, parameters sharded over `devices` (fully sharded
+    data parallel: each parameter split along its first axis the devices
+    divide, the layer axis aside), tokens replicated: what a 70B model needs
+    to fit a slice of chips at all."""
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((len(devices),), ("fsdp",), devices=devices)
+    n = len(devices)
+
+    def sharded(x, skip=0):
+        axes = [None] * len(x.shape)
+        for i in range(skip, len(x.shape)):
+            if x.shape[i] % n == 0:
+                axes[i] = "fsdp"
+                break
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, P(*axes)))
+
+    params, tokens = decoder_args()
+    params = {
+        "embed": sharded(params["embed"]),
+        "layers": {k: sharded(v, skip=1) for k, v in params["layers"].items()},
+        "final_norm": sharded(params["final_norm"]),
+        "lm_head": sharded(params["lm_head"]),
+    }
+    replicated = NamedSharding(mesh, P())
+    return params, jax.ShapeDtypeStruct(tokens.shape, tokens.dtype, sharding=replicated)
+
+
+decoder_fsdp = remat_tui.target(args=decoder_fsdp_args, name="decoder_fsdp")(
+    make_decoder(jax.checkpoint_policies.save_only_these_names("mlp_hidden", "attention_out"))
+)
