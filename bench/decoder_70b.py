@@ -121,10 +121,11 @@ def decoder_fsdp_args(devices):
     data parallel: each parameter split along its first axis the devices
     divide, the layer axis aside), tokens replicated: what a 70B model needs
     to fit a slice of chips at all."""
-    from jax.sharding import NamedSharding
+    from jax.sharding import AxisType, NamedSharding
     from jax.sharding import PartitionSpec as P
 
-    mesh = jax.make_mesh((len(devices),), ("fsdp",), devices=devices)
+    # Automatic sharding: XLA places the activations, as FSDP training code lets it.
+    mesh = jax.make_mesh((len(devices),), ("fsdp",), devices=devices, axis_types=(AxisType.Auto,))
     n = len(devices)
 
     def sharded(x, skip=0):

@@ -182,6 +182,12 @@ def test_suggest_heuristic_fits_and_says_so():
     got = suggest(LOSS, int(most * 0.8), args=ARGS, exact_limit=1)
     assert not got.exact and got.fits and got.best.memory <= int(most * 0.8)
     assert got.searched < 15  # fewer than the exact space (6 built-ins + 9 name sets)
+    # Saving several names is tried even though offloading each adds no device
+    # bytes (one greedy chain per state: offloads used to crowd saves out).
+    both_saved = Config(sites=(("block", policies.names_policy(["g", "h"], []).canonical),))
+    both_offloaded = Config(sites=(("block", policies.names_policy([], ["g", "h"]).canonical),))
+    tried = {r.config for r in got.rows}
+    assert both_saved in tried and both_offloaded in tried
 
 
 def test_suggest_when_nothing_fits_shows_the_smallest():

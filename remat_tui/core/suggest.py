@@ -23,9 +23,11 @@ rows with an error. Either way the search goes on.
 Exact while the space is small (at most `exact_limit` configurations per
 place, and their product over places): every configuration is analysed.
 Beyond that, a stated heuristic: the built-ins, each name saved alone and
-offloaded alone, then names added greedily by recomputation removed per byte
-saved (each name's effect measured alone, assumed additive), every greedy
-prefix analysed for real, the best that fits kept.
+offloaded alone, then two greedy chains, names saved and names offloaded,
+each adding names by recomputation removed per byte (device bytes for a
+save, host bytes for an offload; each name's effect measured alone, assumed
+additive), every prefix of each chain analysed for real, the best that fits
+kept.
 """
 
 from __future__ import annotations
@@ -254,7 +256,7 @@ def _config(base: Config, sites: list, places: list, combo) -> Config:
 
 
 def _heuristic(base, sites, places, names, choices, run) -> None:
-    """Built-ins everywhere, then the greedy name chain (see the module doc),
+    """Built-ins everywhere, then the greedy name chains (see the module doc),
     the same policy at every place."""
     builtins = [c for c in choices if not _is_names_policy(c)]
     run([_config(base, sites, places, [b] * len(places)) for b in builtins])
@@ -267,23 +269,25 @@ def _heuristic(base, sites, places, names, choices, run) -> None:
     configs += [_config(base, sites, places, [spec] * len(places)) for _, _, spec in singles]
     measured = run(configs)
     empty, alone = measured[0], measured[1:]
-    # Each name's effect measured alone, assumed additive: recompute removed per byte.
-    gains = []
-    for (state, name, _), row in zip(singles, alone, strict=True):
-        removed = empty.recompute_flops - row.recompute_flops
-        added = max(row.memory - empty.memory, 1)
-        if removed > 0:
-            gains.append((removed / added, state, name))
-    chain_saved, chain_offloaded, taken = [], [], set()
-    chain = []
-    for _, state, name in sorted(gains, reverse=True):
-        if name in taken:
-            continue
-        taken.add(name)
-        (chain_saved if state == "save" else chain_offloaded).append(name)
-        spec = policies.names_policy(list(chain_saved), list(chain_offloaded)).canonical
-        chain.append(_config(base, sites, places, [spec] * len(places)))
-    run(chain)
+    # Each name's effect measured alone, assumed additive: recompute removed per
+    # byte, device bytes for saving and host bytes for offloading. One chain per
+    # state: in one chain offloads (no device bytes at all) would crowd every
+    # save out, and a set saving several names would never be tried.
+    chains = []
+    for state in ("save", "offload"):
+        gains = []
+        for (kind, name, _), row in zip(singles, alone, strict=True):
+            removed = empty.recompute_flops - row.recompute_flops
+            added = row.memory - empty.memory if kind == "save" else row.host_bytes
+            if kind == state:  # a name that spares nothing alone may with others: kept, last
+                gains.append((max(removed, 0) / max(added, 1), name))
+        chosen: list[str] = []
+        for _, name in sorted(gains, reverse=True):
+            chosen.append(name)
+            saved, offloaded = (chosen, []) if state == "save" else ([], chosen)
+            spec = policies.names_policy(list(saved), list(offloaded)).canonical
+            chains.append(_config(base, sites, places, [spec] * len(places)))
+    run(chains)
 
 
 def _is_names_policy(spec: str) -> bool:
