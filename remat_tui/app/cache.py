@@ -17,16 +17,19 @@ def touch(cache: dict, key: tuple):
     return analysis
 
 
-def remember(cache: dict, drawings: dict, key: tuple, analysis, keep=()) -> None:
+def remember(cache: dict, drawings: dict, key: tuple, analysis, keep=()) -> int:
     """Cache `analysis` under `key`, then evict the least recently used analyses
     (and their drawings) beyond LIMIT, never one in `keep` (the one on screen,
-    the as_written baseline the status line compares with)."""
+    the as_written baseline the status line compares with). Returns how many
+    were evicted."""
     cache.pop(key, None)
     cache[key] = analysis
     if len(cache) <= LIMIT:
-        return
+        return 0
     kept = {id(a) for a in keep if a is not None}
-    for old in [k for k, a in cache.items() if id(a) not in kept][: len(cache) - LIMIT]:
+    evict = [k for k, a in cache.items() if id(a) not in kept][: len(cache) - LIMIT]
+    for old in evict:
         evicted = cache.pop(old)
         if id(evicted) not in {id(a) for a in cache.values()}:  # one analysis, two keys
             drawings.pop(id(evicted), None)
+    return len(evict)

@@ -112,14 +112,14 @@ class AnalysisRequests:
         self.post_message(AnalysisReady(request, key, result))
 
     def on_analysis_ready(self, message: AnalysisReady) -> None:
-        analysis_cache.remember(
+        evicted = analysis_cache.remember(
             self.cache,
             self.drawings,
             message.key,
             message.analysis,
             keep=(self.shown, self.cache.get(self.baseline_key())),
         )
-        self.call_after_refresh(self.settle_memory)
+        self.call_after_refresh(self.settle_memory, bool(evicted))
         if message.request == self.request:
             self.pending = None
             self.activity.end()
@@ -127,11 +127,16 @@ class AnalysisRequests:
         elif self.shown is not None and message.key == self.baseline_key():
             self.update_status(self.shown)  # the baseline for the % difference arrived
 
-    def settle_memory(self) -> None:
+    def settle_memory(self, evicted: bool = False) -> None:
         """Once the new analysis is on screen: collect the trace's garbage, then move
         what is left (the cached analyses, alive as long as the app) out of the
         collector's sight, so its full collections, which would otherwise walk
-        every cached jaxpr equation, stop stalling frames and traces."""
+        every cached jaxpr equation, stop stalling frames and traces. When the
+        cache evicted analyses, what was frozen is handed back to the collector
+        first: an evicted analysis caught in a reference cycle is freed only by
+        a collection that can see it (one full walk, only when the cache is full)."""
+        if evicted:
+            gc.unfreeze()
         gc.collect()
         gc.freeze()
 

@@ -20,7 +20,7 @@ _BINDER = re.compile(r"([A-Za-z_]\w*):\S+")
 
 
 @dataclass
-class Layout:
+class PrintedJaxpr:
     """Where each top-level equation and input variable was printed."""
 
     lines: list[str]
@@ -44,9 +44,9 @@ class Layout:
         return _BINDER.findall(lhs) if eq else []
 
 
-def layout(jaxpr) -> tuple[str, Layout]:
+def layout(jaxpr) -> tuple[str, PrintedJaxpr]:
     text, regions = jc.format_jaxpr(jaxpr)
-    lay = Layout(text.split("\n"), regions)
+    lay = PrintedJaxpr(text.split("\n"), regions)
     for i, line_regions in enumerate(regions):
         for start, end, ref in line_regions:
             if len(ref.path) == 1:  # a top-level equation's own text (not a sub-jaxpr's)
@@ -55,7 +55,7 @@ def layout(jaxpr) -> tuple[str, Layout]:
     return text, lay
 
 
-def _read_header(lay: Layout) -> None:
+def _read_header(lay: PrintedJaxpr) -> None:
     """Names of the top-level jaxpr's constants and inputs, and their lines."""
     first_eqn = min((own[0][0] for own in lay.own.values()), default=len(lay.lines) - 1)
     start = next((i for i in range(first_eqn, -1, -1) if lay.lines[i].startswith("{ lambda ")), 0)
@@ -82,7 +82,7 @@ def _read_header(lay: Layout) -> None:
 
 def make_view(
     text: str,
-    lay: Layout,
+    lay: PrintedJaxpr,
     residual_lines: dict[int, list[int]],
     recompute: Recomputation | None = None,
 ) -> JaxprView:
