@@ -61,19 +61,22 @@ def main() -> None:
         child(options.budget, options.device)
         return
     start = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", "--budget", options.budget, "--device", options.device],
-        stdout=subprocess.PIPE, text=True, check=True,
-    )  # fmt: skip
+    command = [sys.executable, __file__, "--child", "--budget", options.budget]
+    command += ["--device", options.device]
+    out = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
     wall = time.perf_counter() - start
     result = json.loads(out.stdout.strip().splitlines()[-1])
     print(f"suggest --compiled, decoder_fsdp, {options.device}, budget {options.budget}")
     print(f"  wall {wall:.0f} s (suggest itself {result['seconds']:.0f} s; "
           f"XLA compiling {result['compile_seconds']:.0f} s)")  # fmt: skip
-    print(f"  {result['searched']} analysed, {result['compiled']} compiled, "
-          f"{result['skipped']} skipped ({result['why']}); exact space: {result['exact']}")
-    print(f"  answer: {result['answer']} · fits {result['fits']} · "
-          f"peak {result['peak_gib']:.2f} GiB/device · est. step {result['time']}")
+    print(
+        f"  {result['searched']} analysed, {result['compiled']} compiled, "
+        f"{result['skipped']} skipped ({result['why']}); exact space: {result['exact']}"
+    )
+    print(
+        f"  answer: {result['answer']} · fits {result['fits']} · "
+        f"peak {result['peak_gib']:.2f} GiB/device · est. step {result['time']}"
+    )
     print(f"  bar: <= {TIME_BUDGET:.0f} s: {'met' if wall <= TIME_BUDGET else 'NOT met'}")
 
 

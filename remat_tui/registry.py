@@ -42,7 +42,13 @@ class Target:
     @property
     def label(self) -> str:
         """`file:name`, how the CLI and reports refer to the target."""
-        return f"{self.file}:{self.name}" if self.file else self.name
+        return target_label(self.file, self.name)
+
+
+def target_label(file: str | None, name: str) -> str:
+    """`file:name`, or the name alone for a target without a file: the one
+    spelling of a target in the CLI, the app and every report."""
+    return f"{file}:{name}" if file else name
 
 
 def target(

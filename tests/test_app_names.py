@@ -17,9 +17,13 @@ def block(x, w1, w2):
     y = checkpoint_name(jax.nn.gelu(h), "gelu_out")
     return checkpoint_name(y @ w2, "out")
 
-@remat_tui.target(args=lambda: (jnp.ones((64, 256)), jnp.ones((256, 1024)), jnp.ones((1024, 256))))
+def args():
+    return jnp.ones((64, 256)), jnp.ones((256, 1024)), jnp.ones((1024, 256))
+
+@remat_tui.target(args=args)
 def loss(x, w1, w2):
-    return jnp.sum(jax.checkpoint(block, policy=jax.checkpoint_policies.nothing_saveable)(x, w1, w2))
+    nothing = jax.checkpoint_policies.nothing_saveable
+    return jnp.sum(jax.checkpoint(block, policy=nothing)(x, w1, w2))
 """
 
 

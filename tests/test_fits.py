@@ -9,7 +9,6 @@ from test_compare import ARGS, LOSS
 
 import remat_tui
 import remat_tui.core.suggest
-from remat_tui.core import compare as compare_lib
 from remat_tui.core import compiled as compiled_lib
 from remat_tui.core import policies, step_time
 from remat_tui.core.analysis import as_target

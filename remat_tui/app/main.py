@@ -33,7 +33,6 @@ from remat_tui.app.keys import BINDINGS as KEYS
 from remat_tui.app.layout import Layout
 from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.main_screen import MainScreen
-from remat_tui.app.name_judge import NameJudge, NamesJudged
 from remat_tui.app.messages import (
     FilesChanged,
     LoadFailed,
@@ -42,6 +41,7 @@ from remat_tui.app.messages import (
     ReloadFailed,
     TargetsLoaded,
 )
+from remat_tui.app.name_judge import NameJudge, NamesJudged
 from remat_tui.app.reload import Reloader
 from remat_tui.app.requests import AnalysisRequests
 from remat_tui.app.residual_table import ResidualTable

@@ -251,7 +251,10 @@ def judge_offloads(target, rows: list[Row], baseline: Analysis, cancelled=None) 
 
 
 def _slower_offload_note(chip, host_bytes: int, moving: float, saved: float) -> str:
-    trip = f"moving {human_bytes(host_bytes)} to host and back takes about {human_seconds(moving)} a step"
+    trip = (
+        f"moving {human_bytes(host_bytes)} to host and back takes about "
+        f"{human_seconds(moving)} a step"
+    )
     if saved <= 0:
         return (
             f"offloading gains nothing on {chip.name}: recomputing instead costs no "

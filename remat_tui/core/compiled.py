@@ -342,7 +342,9 @@ def _costs(executable) -> dict:
     return dict(costs or {})
 
 
-def _numbers(stats, costs: dict, label: str, platform: str, devices: int, seconds: float) -> Compiled:
+def _numbers(
+    stats, costs: dict, label: str, platform: str, devices: int, seconds: float
+) -> Compiled:
     def get(name: str) -> int:
         return int(getattr(stats, name, 0) or 0)
 

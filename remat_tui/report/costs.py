@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from html import escape
 
+from remat_tui.registry import target_label
 from remat_tui.report.tables import md_cell, text_table
 from remat_tui.report.units import human_bytes, human_flops, human_seconds, signed
 
@@ -143,16 +144,20 @@ def render_compare(c, fmt: str) -> str:
         return json.dumps(c.to_dict(), indent=2) + "\n"
     cells = [row_cells(r) for r in c.rows]
     heads = columns(c.rows)
-    title = f"{c.target_file}:{c.target_name}" if c.target_file else c.target_name
+    title = target_label(c.target_file, c.target_name)
     legend = (
-        "★ Pareto-optimal: no other row needs no more memory at no more cost (the "
-        "estimated step time once compiled, else recompute FLOPs; host bytes break ties; "
-        "an offload slower than recomputing is never ★). "
-        "device/host: residual bytes saved by autodiff; recompute: forward FLOPs the "
-        "backward pass does again; peak/temp: the compiled gradient alone (no optimizer "
-        "state), or the training step for a target that says what it trains, when "
-        "compiled; ✗: it does not fit the device."
-    ) + time_legend(c.rows) + legend_devices(c.rows)
+        (
+            "★ Pareto-optimal: no other row needs no more memory at no more cost (the "
+            "estimated step time once compiled, else recompute FLOPs; host bytes break ties; "
+            "an offload slower than recomputing is never ★). "
+            "device/host: residual bytes saved by autodiff; recompute: forward FLOPs the "
+            "backward pass does again; peak/temp: the compiled gradient alone (no optimizer "
+            "state), or the training step for a target that says what it trains, when "
+            "compiled; ✗: it does not fit the device."
+        )
+        + time_legend(c.rows)
+        + legend_devices(c.rows)
+    )
     if fmt == "text":
         lines = [f"compare  {title}  ({len(c.rows)} configurations, {c.seconds:.1f} s)", ""]
         lines += text_table([heads, *cells]) + ["", legend]

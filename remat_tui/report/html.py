@@ -6,6 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.registry import target_label
 from remat_tui.report import compiled
 from remat_tui.report.units import (
     SITE_HEADERS,
@@ -91,7 +92,7 @@ def _residual_head(a: Analysis) -> str:
 
 
 def render(a: Analysis) -> str:
-    target = f"{a.target_file}:{a.target_name}" if a.target_file else a.target_name
+    target = target_label(a.target_file, a.target_name)
     scope = residual_bytes_heading(a)
     rows = "\n".join(
         f"<tr><td>R{i}</td><td><code>{escape(r.aval)}</code></td>"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.registry import target_label
 from remat_tui.report import compiled
 from remat_tui.report.tables import md_cell
 from remat_tui.report.units import (
@@ -55,7 +56,7 @@ def _compiled(a: Analysis) -> list[str]:
 
 
 def render(a: Analysis) -> str:
-    target = f"{a.target_file}:{a.target_name}" if a.target_file else a.target_name
+    target = target_label(a.target_file, a.target_name)
     parts = [
         f"# remat-tui report: `{md_cell(a.target_name)}` under `{md_cell(a.policy)}`",
         "",

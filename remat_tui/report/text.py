@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from remat_tui.core.model import Analysis
+from remat_tui.registry import target_label
 from remat_tui.report import compiled
 from remat_tui.report.tables import text_table
 from remat_tui.report.units import (
@@ -19,7 +20,7 @@ from remat_tui.report.units import (
 
 def render(a: Analysis) -> str:
     lines = [
-        f"target  {a.target_file}:{a.target_name}" if a.target_file else f"target  {a.target_name}",
+        f"target  {target_label(a.target_file, a.target_name)}",
         f"policy  {a.policy}",
         f"device  {compiled.device_name(a.device)}",
         f"python  {a.python}",
