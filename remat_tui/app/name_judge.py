@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual.message import Message
-from textual.worker import get_current_worker
 
 from remat_tui.core import policies
 from remat_tui.core.lru import LRU
@@ -24,13 +23,17 @@ LIMIT = 32
 @dataclass
 class NamesJudged(Message):
     key: tuple
-    verdicts: dict[str, str]
+    verdicts: dict[str, str] | None  # None: the work stopped (superseded or failed)
 
 
 class NameJudge:
     def __init__(self, app):
         self.app = app
         self.known = LRU(LIMIT)
+        # The place last asked about: work for any other stops at its next
+        # analysis (not a Textual cancel, which fails every waiter on the worker).
+        self.wanted: tuple | None = None
+        self.running: set[tuple] = set()
 
     def key(self, target, analysis, scope) -> tuple:
         """The configuration with no name saved where toggles apply: what
@@ -53,8 +56,10 @@ class NameJudge:
         if target is None or analysis is None or not analysis.names:
             return
         key = self.key(target, analysis, scope)
-        if self.known.get(key) is not None:
+        self.wanted = key
+        if self.known.get(key) is not None or key in self.running:
             return
+        self.running.add(key)
         names = [n.name for n in analysis.names]
         function = scope.function if scope is not None else None
         sites = analysis.sites
@@ -62,17 +67,17 @@ class NameJudge:
         def work() -> None:
             from remat_tui.core.name_verdicts import name_verdicts
 
-            worker = get_current_worker()
             try:
                 verdicts = name_verdicts(
-                    target, key[2], names, function, sites, lambda: worker.is_cancelled
+                    target, key[2], names, function, sites, lambda: self.wanted != key
                 )
-            except Exception:  # the main analysis shows what went wrong; no verdicts
-                return
-            if not worker.is_cancelled:
-                self.app.post_message(NamesJudged(key, verdicts))
+            except Exception:  # cancelled, or the main analysis shows what went wrong
+                verdicts = None
+            self.app.post_message(NamesJudged(key, verdicts))
 
-        self.app.run_worker(work, thread=True, group="names", exclusive=True, exit_on_error=False)
+        self.app.run_worker(work, thread=True, group="names", exit_on_error=False)
 
     def store(self, message: NamesJudged) -> None:
-        self.known.put(message.key, message.verdicts)
+        self.running.discard(message.key)
+        if message.verdicts is not None:
+            self.known.put(message.key, message.verdicts)
