@@ -99,6 +99,9 @@ def test_suggest_compiles_only_what_can_change_its_answer(all_compiled, which):
     compiled = {r.config for r in got.rows}
     for r in all_compiled:
         if r.config not in compiled:
+            if r.offload_slower:  # left out while a configuration that recomputes fits
+                assert not got.best.offload_slower
+                continue
             bound = step_time.lower_bound(chip, r.step_flops, r.host_bytes)
             assert (bound, r.host_bytes) >= (got.best.time["seconds"], got.best.host_bytes)
             assert r.time is None or r.time["seconds"] >= bound

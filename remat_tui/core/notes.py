@@ -132,7 +132,12 @@ def spare_verdict(name: str, spared: int, recompute: int, extra_bytes: int) -> s
     if extra_bytes <= 0:
         return None
     share = spared / recompute if recompute else 0.0
-    amount = "no" if spared <= 0 else f"{share:.1%} of the"
+    if spared <= 0:
+        amount = "no"
+    elif share < 0.001:
+        amount = "almost no (under 0.1% of the)"
+    else:
+        amount = f"{share:.1%} of the"
     return (
         f"saving {name!r} spares {amount} recompute: the backward pass still re-runs "
         "the work that produces it, for another value of that work it needs (GELU's "

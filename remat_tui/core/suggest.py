@@ -214,20 +214,41 @@ def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancel
         bound = step_time.lower_bound(chip, row.step_flops / devices, row.host_bytes / devices)
         return (bound, row.host_bytes)
 
-    best = baseline.cost if _answers(baseline, budget) else None
-    for row in sorted((r for r in rows if r is not baseline), key=least):
-        if best is not None and least(row) > best:
-            break  # this row and every later one cost more than one that fits
-        if progress is not None:
-            progress(len(done), len(rows), row.config, "compiling")
-        compile_row(target, row, cancelled)
-        done.append(row)
-        if _answers(row, budget) and (best is None or row.cost < best):
-            best = row.cost
+    def compile_from_cheapest(candidates: list[Row], best, answers) -> None:
+        """Compile `candidates` (least bound first) until one's bound exceeds
+        the best cost found among those `answers` accepts."""
+        for row in candidates:
+            if best is not None and least(row) > best:
+                break  # this row and every later one cost more than one that fits
+            if progress is not None:
+                progress(len(done), len(rows), row.config, "compiling")
+            compile_row(target, row, cancelled)
+            done.append(row)
+            if answers(row) and (best is None or row.cost < best):
+                best = row.cost
+
+    # An offload slower than recomputing is the answer only if nothing else
+    # fits: those are compiled last, and only then.
+    ordered = sorted((r for r in rows if r is not baseline), key=least)
+    compile_from_cheapest(
+        [r for r in ordered if not r.offload_slower],
+        baseline.cost if _answers(baseline, budget) else None,
+        lambda r: _answers(r, budget),
+    )
+    slower = [r for r in ordered if r.offload_slower]
+    fits = any(_answers(r, budget) for r in done)
+    if not fits:
+
+        def within(r: Row) -> bool:
+            return r.fits and r.memory <= budget
+
+        compile_from_cheapest(slower, baseline.cost if within(baseline) else None, within)
     if chip is not None:
         why = f"each is estimated slower on {chip.name} than the answer, even before compiling"
     else:
         why = "each recomputes more than the answer, so none of them could be it"
+    if fits and slower:
+        why += "; or it offloads what is faster to recompute, and another configuration fits"
     return done, why
 
 
