@@ -557,7 +557,8 @@ async def test_app_in_a_40x12_terminal():
     app = RematApp(example("transformer.py"), "scanned_checkpointed")
     async with app.run_test(size=(40, 12)) as pilot:
         await settle(app, pilot)
-        assert app.shown is not None and not error_text(app)
+        # no error (the example's own saved GELU output gets a note: it spares no recompute)
+        assert app.shown is not None and "error:" not in error_text(app)
         status = app.query_one("#status")
         assert status.region.height == 1 and status.region.bottom <= 12  # on screen
         assert "residuals" in status_text(app)

@@ -101,6 +101,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         # What the command line asked for and could not have (an unknown policy or
         # device): shown with the first analysis, which show_error(None) would hide.
         self.start_warnings: list[str] = []
+        self.launch_warnings: list[str] = []  # those shown with the analysis on screen
         self.targets: dict = {}  # every target of the file, by name
         self.activity = Activity()  # what the status line says the app is doing
         self.reloader = Reloader(self)
@@ -301,8 +302,11 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         self.update_title()
         self.update_status(a)
         self.name_states = self.scoped_states()  # the sites may be known only now
+        # What the command line asked for and could not have is said with the
+        # first analysis, and kept while it is shown (cautions are redrawn when
+        # the Names verdicts arrive).
+        self.launch_warnings, self.start_warnings = self.start_warnings, []
         self.show_cautions(a)
-        self.start_warnings = []
         self.refresh_sidebar()
         self.reloader.restore_view(a)
         self.ensure_baseline()
@@ -313,7 +317,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         (not a toast that fades); none: the error line hidden."""
         saved_in_vain = self.name_judge.verdicts(self.target, a, self.name_scope())
         cautions = [
-            *(f"[b]warning:[/b] {escape(w)}" for w in [*self.start_warnings, *a.warnings]),
+            *(f"[b]warning:[/b] {escape(w)}" for w in [*self.launch_warnings, *a.warnings]),
             *(f"[b]note:[/b] {escape(n)}" for n in self.notes_for(a)),
             *(
                 f"[b]note:[/b] {escape(why)}"
