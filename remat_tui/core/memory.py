@@ -3,6 +3,10 @@ at each step of XLA's schedule, the step where the backward part starts, and
 the buffers live at the peak, each with its bytes, shape, instruction, live
 range, category and the source line XLA carries for it.
 
+Steps are positions in XLA's flattened schedule (HloLiveRange's): every
+instruction of the entry computation and of the loop bodies and branches it
+calls, a loop's body once however many times it runs.
+
 The source is XLA's own record of the compile (see
 `jaxcompat/buffers.py` for what it is and why): its schedule and each value's
 live range (HloLiveRange), and how buffer assignment placed every value in an
@@ -12,12 +16,14 @@ if it was compiled with XLA's dump turned on, which `compile_with_memory` does
 
 How the bytes are counted, so that the figures add up and stay at or under
 the compiled peak of Contract 6:
-- Only the default memory space counts (device HBM; host RAM on CPU). Other
-  spaces (TPU VMEM and SMEM, host memory for offloaded values) are not device
-  memory a budget is spent on; `Memory.scratch_bytes` gives their peak. (TPU's
-  own `peak_memory_in_bytes` takes the larger of the HBM and VMEM temporaries,
-  so on a small TPU program whose scratch outweighs its HBM temporaries it
-  exceeds `peak_bytes`; measured on v5e equal to it otherwise.)
+- Only the default memory space counts (device HBM; RAM on CPU). Other
+  spaces (TPU VMEM and SMEM, host memory holding offloaded values) are not
+  the memory a device budget is spent on; `Memory.other_spaces_bytes` gives
+  their peak. TPU's own `peak_memory_in_bytes` is, as measured on deviceless
+  v5e compiles with JAX 0.10.2 and 0.12, arguments + outputs + the larger of
+  the HBM and the VMEM temporaries' peaks: equal to `peak_bytes` when HBM's
+  are larger (programs big enough for memory to matter), above it when XLA
+  keeps a small program's temporaries in VMEM.
 - Entry parameters and outputs have allocations of their own, made before the
   program starts and kept to its end: they count at every step, whether or
   not the value is there yet (an output not yet written is memory already
@@ -37,7 +43,18 @@ the values the program returns, with the bytes of their own allocations;
 backward part starts; everything else is `temporary`. Forward and backward
 come from JAX's name stack in each instruction's op_name (`jvp(...)` and
 `transpose(...)`); an instruction XLA added (a copy, a bitcast) takes its
-operand's.
+operand's. The backward part starts at the split of the schedule into a
+forward then a backward part that the most instructions agree with (a
+backward op XLA hoists early does not move it). A value is judged with the
+buffer it belongs to: the values XLA keeps in the same bytes one after
+another with no gap (an in-place update; a loop's init, body parameter, body
+result and output), so a scan's stacked residual, live at a peak inside the
+forward loop as the body's parameter, is a residual, and a gradient
+accumulated in the output's buffer is output from its zeros on.
+
+What the metadata cannot tell: when XLA merges a forward computation with
+its recomputation (common subexpressions), one instruction carries one of
+the two op_names, and its buffer goes to that one's category.
 """
 
 from __future__ import annotations
@@ -109,7 +126,9 @@ class Memory:
     curve: tuple[tuple[int, int], ...]  # (step, bytes), at most 512, the peak among them
     at_peak: tuple[Buffer, ...]  # largest first
     by_category: dict[str, int]  # every category, summing to peak_bytes
-    scratch_bytes: int = 0  # peak of the other memory spaces (TPU VMEM, SMEM), not counted
+    # Peak of the other memory spaces (TPU VMEM and SMEM, host memory of
+    # offloaded values), not in the figures above.
+    other_spaces_bytes: int = 0
 
     def to_dict(self) -> dict:
         return {
@@ -140,7 +159,8 @@ def compile_with_memory(lowered, compiler_options: dict | None = None):
         options = {**(compiler_options or {}), **xla.dump_options(directory)}
         executable = lowered.compile(compiler_options=options)
         try:
-            record = xla.read_dump(directory, _module_name(executable))
+            # The directory is this compile's alone: its one module is ours.
+            record = xla.read_dump(directory)
         except (DumpUnreadable, OSError) as exc:
             record = f"XLA's dump could not be read: {exc}"
             if not os.listdir(directory) and _persistent_cache():
@@ -196,19 +216,10 @@ def _persistent_cache() -> str | None:
         return None
 
 
-def _module_name(executable) -> str | None:
-    try:
-        first = executable.as_text().split("\n", 1)[0]
-    except Exception:
-        return None
-    parts = first.split()
-    return parts[1].rstrip(",") if len(parts) > 1 and parts[0] == "HloModule" else None
-
-
 # --- the accounting ---------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: an allocation is large
 class _Placed:
     value: xla.Value
     allocation: xla.Allocation
@@ -268,7 +279,7 @@ def from_dump(dump: xla.Dump) -> Memory:
         curve=_thin(curve, peak_step),
         at_peak=tuple(sorted(at_peak, key=lambda b: (-b.bytes, b.live[0], b.instruction))),
         by_category=by_category,
-        scratch_bytes=max(scratch_curve),
+        other_spaces_bytes=max(scratch_curve),
     )
 
 
@@ -310,7 +321,7 @@ def _occupancy(values: list[_Placed], steps: int) -> list[int]:
         # Every value sharing bytes with another at t is here, so what the
         # others cover is counted once already.
         live = list(involved.values())
-        out[t] -= 0*sum(p.value.size for p in live) - _union(
+        out[t] -= sum(p.value.size for p in live) - _union(
             [(p.value.offset, p.value.offset + p.value.size) for p in live]
         )
     return out
