@@ -22,7 +22,7 @@ from remat_tui import __version__
 from remat_tui.errors import RematError
 from remat_tui.report import FORMATS  # light: the report modules import no jax
 
-SUBCOMMANDS = ("report", "compare", "suggest", "diff")
+SUBCOMMANDS = ("report", "compare", "suggest", "diff", "memory")
 # -o's extension picks the format when --format is not given.
 OUTPUT_FORMATS = {".json": "json", ".md": "md", ".markdown": "md", ".html": "html"}
 OUTPUT_FORMATS |= {".htm": "html", ".txt": "text"}
@@ -83,7 +83,7 @@ def app_parser() -> argparse.ArgumentParser:
         prog="remat-tui",
         description="See what JAX autodiff saves for the backward pass and what "
         "jax.checkpoint policies change. Headless: remat-tui {report,compare,suggest,"
-        "diff} --help.",
+        "diff,memory} --help.",
     )
     parser.add_argument("--version", action="version", version=f"remat-tui {__version__}")
     _target_options(parser)
@@ -153,6 +153,18 @@ def headless_parser() -> argparse.ArgumentParser:
     _target_options(suggest)
     _output_options(suggest, compiled_help)
     suggest.add_argument("--budget", required=True, metavar="SIZE", help="e.g. 2GiB, 1.5e9")
+
+    memory = commands.add_parser(
+        "memory",
+        help="where the compiled peak goes",
+        description="Compile one configuration (never run it) and show where its peak "
+        "goes: live bytes over XLA's schedule, the buffers live at the peak with their "
+        "category and line, bytes by category, and why the peak did not move with the "
+        "residual bytes against the code as written.",
+    )
+    _target_options(memory)
+    _policy_option(memory)
+    _output_options(memory, None)
 
     diff = commands.add_parser(
         "diff",
@@ -291,7 +303,27 @@ def _diff(target, opts, fmt, checks):
     return render_diff(diff(target, *sides), fmt), [], lambda: 0
 
 
-RUNNERS = {"report": _report, "compare": _compare, "suggest": _suggest, "diff": _diff}
+def _memory(target, opts, fmt, checks):
+    from remat_tui.core.analysis import analyze
+    from remat_tui.report.memory import render
+
+    analysis = analyze(
+        target,
+        policy=opts.policy,
+        device=opts.device,
+        sites=site_overrides(opts.site),
+        compiled=True,
+    )
+    return render(analysis, fmt), analysis.warnings, lambda: 0
+
+
+RUNNERS = {
+    "report": _report,
+    "compare": _compare,
+    "suggest": _suggest,
+    "diff": _diff,
+    "memory": _memory,
+}
 
 
 def _progress(i: int, total: int, config, stage: str = "") -> None:

@@ -44,6 +44,8 @@ KEYS = {
     "error",
     "step",
     "bytes_accessed",
+    "memory",
+    "memory_note",
 }
 
 

@@ -54,7 +54,7 @@ def test_compare_goes_on_past_rows_that_do_not_fit_or_fail(failing_for):
     cells = {r.config.policy: cost_reports.row_cells(r) for r in c.rows}
     assert cells["nothing_saveable"][5] == f"✗ needs {human_bytes(9 * 2**30)}"
     assert cells["dots_saveable"][5] == "compile failed"
-    assert "does not fit cpu:0" in cells["nothing_saveable"][9]
+    assert "does not fit cpu:0" in cells["nothing_saveable"][cost_reports.COLUMNS.index("notes")]
     d = c.to_dict()["rows"]
     assert d[2]["compiled"]["fits"] is False and d[3]["error"].endswith("a bug")
 

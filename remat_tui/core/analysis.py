@@ -31,7 +31,7 @@ from remat_tui.core.devices import describe_device, device_set, resolve_device, 
 from remat_tui.core.loading import resolve_arguments
 from remat_tui.core.model import Analysis, JaxprView
 from remat_tui.core.names import named_values
-from remat_tui.core.notes import count_dots
+from remat_tui.core.notes import count_dots, peak_note
 from remat_tui.core.origins import Origins
 from remat_tui.core.primal import Primal, primal_program, require_array_output
 from remat_tui.core.residuals import find_residuals, per_device_bytes
@@ -101,9 +101,40 @@ def analyze(
         from remat_tui.core.compiled import compile_costs
 
         result.compiled = compile_costs(
-            target, config, cancelled, device=dev, arguments=(call_args, call_kwargs)
+            target,
+            config,
+            cancelled,
+            device=dev,
+            arguments=(call_args, call_kwargs),
+            memory=True,  # where the peak goes (Contract 7), with every report's figure
         )
+        result.compiled = _explained(target, result, dev, cancelled)
     return result
+
+
+def _explained(target, a: Analysis, dev, cancelled):
+    """`a.compiled` with, in its memory breakdown, why its peak moved so much
+    less than its residual bytes against the code as written (the code as
+    written compiled too, with its breakdown), when it did (core/notes.py)."""
+    from remat_tui.core.compiled import compile_costs
+
+    memory = a.compiled.memory
+    written = Config(device=a.config.device)
+    if memory is None or a.config == written or not a.compiled.fits:
+        return a.compiled
+    base = analyze(target, config=written, row_only=True, cancelled=cancelled)
+    try:
+        base_compiled = compile_costs(target, written, cancelled, device=dev, memory=True)
+    except RematError:  # the code as written fails to compile: nothing to weigh against
+        return a.compiled
+    note = peak_note(
+        base_compiled.memory,
+        memory,
+        base.totals.bytes_excluding_arguments,
+        a.totals.bytes_excluding_arguments,
+        "the code as written",
+    )
+    return replace(a.compiled, memory={**memory, "explanation": note})
 
 
 def as_target(fn: Target | Callable, args: tuple | None, kwargs: dict | None) -> Target:

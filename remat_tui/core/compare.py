@@ -18,7 +18,7 @@ from remat_tui.core import policies, step_time
 from remat_tui.core.analysis import Cancelled, analyze, as_target
 from remat_tui.core.config import Config
 from remat_tui.core.model import Analysis
-from remat_tui.core.notes import Baseline, notes_for, saved_name_notes
+from remat_tui.core.notes import Baseline, notes_for, peak_note, saved_name_notes
 from remat_tui.core.units import human_bytes, human_seconds
 
 
@@ -31,6 +31,7 @@ class Row:
     recompute_flops: int
     forward_flops: int
     residuals: tuple[str, ...]  # JAX's texts, for diff
+    saved_bytes: int = 0  # residual bytes beyond the arguments (those are held anyway)
     # The backward pass's work besides recomputation: the same for every
     # configuration of a target, so counted once (`step_flops`); None until
     # a step time is wanted.
@@ -88,6 +89,7 @@ class Row:
             "notes": list(self.notes),
             "error": self.error,
             "offload_slower": self.offload_slower,
+            "saved_bytes": self.saved_bytes,
         }
 
 
@@ -118,6 +120,7 @@ def row_of(a: Analysis, compiled: dict | None = None) -> Row:
         recompute_flops=flops["recompute"],
         forward_flops=flops["forward"],
         residuals=tuple(r.text for r in a.residuals),
+        saved_bytes=a.totals.bytes_excluding_arguments,
         compiled=compiled,
     )
 
@@ -150,6 +153,7 @@ def compare(
     rows = evaluate(target, configs, baseline_analysis, compiled, cancelled, progress, on_row)
     judge_offloads(target, rows, baseline_analysis, cancelled)
     saved_name_notes(rows)
+    peak_notes(rows, base)
     mark_pareto(rows)
     return Comparison(
         target.file,
@@ -201,7 +205,7 @@ def compile_row(target, row: Row, cancelled=None) -> None:
     from remat_tui.errors import RematError
 
     try:
-        result = compile_costs(target, row.config, cancelled=cancelled)
+        result = compile_costs(target, row.config, cancelled=cancelled, memory=True)
     except RematError as exc:
         row.error = exc.message
         return
@@ -264,6 +268,27 @@ def _slower_offload_note(chip, host_bytes: int, moving: float, saved: float) -> 
         f"offloading is slower than recomputing on {chip.name}: {trip}, "
         f"recomputing it about {human_seconds(saved)}"
     )
+
+
+def peak_notes(rows: list[Row], base: Config) -> None:
+    """Note on each compiled row why its peak moved so much less than its
+    residual bytes against the code as written, when it did (core/notes.py)."""
+    written = next((r for r in rows if r.config == base), None)
+    before = ((written.compiled or {}).get("memory")) if written else None
+    if before is None:
+        return
+    for row in rows:
+        after = (row.compiled or {}).get("memory")
+        if row is written or after is None:
+            continue
+        note = peak_note(before, after, written.saved_bytes, row.saved_bytes, base_label(base))
+        if note is not None:
+            row.notes.append(note)
+
+
+def base_label(base: Config) -> str:
+    """How notes name the configuration rows are weighed against."""
+    return "the code as written" if not base.sites else base.with_device(None).label()
 
 
 def candidates(target, baseline: Analysis, base: Config) -> list[Config]:

@@ -54,6 +54,7 @@ from remat_tui.core.devices import (
 )
 from remat_tui.core.loading import resolve_arguments
 from remat_tui.core.lru import LRU
+from remat_tui.core.memory import compile_with_memory, memory_and_reason
 from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
@@ -61,7 +62,8 @@ from remat_tui.registry import Target
 CACHE_SIZE = 256  # results kept (numbers only: no executable is held)
 ERROR_LINES = 4  # lines of XLA's message a failed compile shows
 
-# (id(target), Config, device) -> (target, its Compiled or the RematError it raised)
+# (id(target), Config, device, with the memory breakdown)
+#   -> (target, its Compiled or the RematError it raised)
 _cache = LRU(CACHE_SIZE)
 
 
@@ -87,6 +89,10 @@ class Compiled:
     error: str | None = None  # XLA's first line, when it did not fit
     step: str = "gradient"  # "train": the whole training step; "gradient": the gradient alone
     bytes_accessed: float | None = None  # XLA's cost_analysis (a loop body counted once)
+    # Contract 7, on request (`memory=True`): where the peak goes (core/memory.py),
+    # as its JSON; or why there is none.
+    memory: dict | None = None
+    memory_note: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -99,21 +105,26 @@ def compile_costs(
     *,
     device=None,
     arguments: tuple[tuple, dict] | None = None,
+    memory: bool = False,
 ) -> Compiled:
     """Compile the gradient of `target` under `config` for its device (or
     `device`, a jax.Device, when given) and return XLA's numbers. `arguments`:
     (args, kwargs) already built from the target's factories, to reuse.
-    A compile that fails raises RematError with XLA's message, trimmed."""
+    `memory`: also read where the peak goes (Contract 7; XLA writes its record
+    of the compile, which takes a little longer). A compile that fails raises
+    RematError with XLA's message, trimmed."""
     dev = resolve_device(config.device) if device is None else device
     label = device_label(dev)
-    key = (id(target), config, label)
-    hit = _cache.get(key)
-    if hit is not None and hit[0] is target:
-        if isinstance(hit[1], RematError):
-            raise RematError(hit[1].message)
-        return hit[1]
+    # A result with the breakdown answers a request without it too.
+    for wanted in (True,) if memory else (False, True):
+        hit = _cache.get((id(target), config, label, wanted))
+        if hit is not None and hit[0] is target:
+            if isinstance(hit[1], RematError):
+                raise RematError(hit[1].message)
+            return hit[1]
+    key = (id(target), config, label, memory)
     try:
-        result = _compile(target, config, dev, label, cancelled, arguments)
+        result = _compile(target, config, dev, label, cancelled, arguments, memory)
     except RematError as exc:
         _store(key, target, exc)
         raise
@@ -129,7 +140,7 @@ def _store(key, target, value) -> None:
     _cache.put(key, (target, value))
 
 
-def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
+def _compile(target, config, dev, label, cancelled, arguments, memory=False) -> Compiled:
     devices = device_set(dev)
     args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
     leaves, in_tree = tree_flatten((args, kwargs))
@@ -152,7 +163,7 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
         lowered = _lower(target, config, leaves, in_tree, here, abstract, what)
         _check(cancelled)
         try:
-            executable = lowered.compile()
+            executable = compile_with_memory(lowered) if memory else lowered.compile()
         except Exception as exc:
             message = str(exc)
             if not out_of_memory(message):
@@ -162,6 +173,13 @@ def _compile(target, config, dev, label, cancelled, arguments) -> Compiled:
             seconds = time.perf_counter() - start
             stats = executable.memory_analysis()
             result = _numbers(stats, _costs(executable), label, dev.platform, spanned, seconds)
+            if memory:
+                breakdown, why = memory_and_reason(executable)
+                result = replace(
+                    result,
+                    memory=None if breakdown is None else breakdown.to_dict(),
+                    memory_note=why,
+                )
     return replace(result, step=step)
 
 

@@ -67,6 +67,7 @@ import weakref
 from collections import defaultdict
 from dataclasses import dataclass
 
+from remat_tui.core import usercode
 from remat_tui.core.jaxcompat import buffers as xla
 from remat_tui.core.jaxcompat.buffers import DumpUnreadable, Frame
 
@@ -101,8 +102,14 @@ class Buffer:
     reserved: bool = False
     memory_space: int = 0
 
+    @property
+    def user_source(self) -> Frame | None:
+        """The innermost frame in the user's own code (the rule of
+        `origin.source`: never JAX's or a library's line), if any."""
+        return next((f for f in self.stack if usercode.is_users(f.file)), None)
+
     def to_dict(self) -> dict:
-        source = self.source
+        source = self.user_source
         return {
             "bytes": self.bytes,
             "shape": self.shape,

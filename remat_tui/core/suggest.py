@@ -44,6 +44,7 @@ from remat_tui.core.compare import (
     evaluate,
     judge_offloads,
     mark_pareto,
+    peak_notes,
     transpose_flops,
 )
 from remat_tui.core.config import Config
@@ -149,6 +150,8 @@ def suggest(
         skipped = len(rows) - len(done)
         why = why if skipped else ""
         rows = done
+    if compiled:
+        peak_notes(rows, base)
     mark_pareto(rows)
     fitting = [r for r in rows if r.fits and r.memory <= budget]
     if fitting:

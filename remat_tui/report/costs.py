@@ -7,12 +7,13 @@ import json
 from html import escape
 
 from remat_tui.registry import target_label
+from remat_tui.report.memory import largest_category, summary
 from remat_tui.report.tables import md_cell, text_table
 from remat_tui.report.units import human_bytes, human_flops, human_seconds, signed
 
 COLUMNS = (
-    "", "device", "host", "recompute", "% fwd", "peak", "temp", "est. step", "configuration",
-    "notes",
+    "", "device", "host", "recompute", "% fwd", "peak", "temp", "most at peak", "est. step",
+    "configuration", "notes",
 )  # fmt: skip
 
 
@@ -100,6 +101,15 @@ def row_notes(row) -> list[str]:
     return out
 
 
+def most_at_peak(row) -> str:
+    """The category holding the most of the compiled peak (`residual 48%`), or ''."""
+    memory = (row.compiled or {}).get("memory")
+    if not memory or not memory["peak_bytes"]:
+        return ""
+    category = largest_category(memory)
+    return f"{category} {memory['by_category'][category] / memory['peak_bytes']:.0%}"
+
+
 def time_cell(row) -> str:
     """The step-time estimate (`~12.3 ms`: an estimate, and it says so), or ''."""
     return f"~{human_seconds(row.time['seconds'])}" if row.time else ""
@@ -130,6 +140,7 @@ def row_cells(row) -> tuple[str, ...]:
         "" if share is None else f"{share:.0%}",
         peak_cell(row),
         human_bytes(compiled["temp_bytes"]) if compiled and fitting else "",
+        most_at_peak(row),
         time_cell(row),
         config_label(row),
         "; ".join(row_notes(row)),
@@ -279,6 +290,11 @@ def render_suggest(s, fmt: str) -> str:
         "paste:",
         best.python,
     ]
+    memory = (best.compiled or {}).get("memory")
+    if memory and memory["peak_bytes"]:
+        category = largest_category(memory)
+        share = memory["by_category"][category] / memory["peak_bytes"]
+        lines.insert(1, f"its peak is mostly {category} ({share:.0%}); {summary(memory)}")
     if s.budget_above_device:
         lines.insert(
             1,

@@ -8,6 +8,7 @@ from html import escape
 from remat_tui.core.model import Analysis, JaxprView
 from remat_tui.registry import target_label
 from remat_tui.report import compiled
+from remat_tui.report import memory as memory_view
 from remat_tui.report.units import (
     SITE_HEADERS,
     human_bytes,
@@ -72,9 +73,10 @@ def _compiled(a: Analysis) -> str:
         f'<tr><td>{escape(label)}</td><td class="num">{escape(value)}</td></tr>'
         for label, value in compiled.details(a)
     )
+    c = a.compiled
     return (
         f"\n<h2>Compiled: {escape(head)}</h2>\n<table><tbody>\n{rows}\n</tbody></table>\n"
-        f"<p>{escape(compiled.EXPLAINED)}</p>"
+        f"<p>{escape(compiled.EXPLAINED)}</p>{memory_view.html(c.memory, c.memory_note)}"
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from remat_tui.core.model import Analysis, JaxprView
 from remat_tui.registry import target_label
 from remat_tui.report import compiled
+from remat_tui.report import memory as memory_view
 from remat_tui.report.tables import md_cell
 from remat_tui.report.units import (
     SITE_HEADERS,
@@ -52,6 +53,7 @@ def _compiled(a: Analysis) -> list[str]:
         "",
         compiled.EXPLAINED,
         "",
+        *memory_view.markdown_lines(a.compiled.memory, a.compiled.memory_note),
     ]
 
 

@@ -7,6 +7,7 @@ import textwrap
 from remat_tui.core.model import Analysis
 from remat_tui.registry import target_label
 from remat_tui.report import compiled
+from remat_tui.report import memory as memory_view
 from remat_tui.report.tables import text_table
 from remat_tui.report.units import (
     SITE_HEADERS,
@@ -69,5 +70,7 @@ def _compiled(a: Analysis) -> list[str]:
         head,
         *(f"  {label:<{width}}  {value}" for label, value in rows),
         *textwrap.wrap(compiled.EXPLAINED, 88),
+        "",
+        *memory_view.text_lines(a.compiled.memory, a.compiled.memory_note),
         "",
     ]
