@@ -25,3 +25,85 @@ def test_an_evicted_object_in_a_cycle_is_freed_once_the_cache_evicts():
         assert ref() is None  # the cache evicted: what was frozen is collected
     finally:
         gc.unfreeze()
+
+
+async def test_the_memory_view_shows_where_the_compiled_peak_goes():
+    """p compiles, w opens the breakdown XLA's record gives (the same the CLI's
+    `memory` prints), enter on a buffer shows its line in the source pane."""
+    from conftest import example
+    from test_app import SIZE, settle
+    from textual.widgets import DataTable
+
+    from remat_tui.app.main import RematApp
+    from remat_tui.app.screens.memory import MemoryScreen
+
+    app = RematApp(example("mlp.py"), policy="nothing_saveable", show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("w")  # not compiled yet: said, no screen
+        await pilot.pause()
+        assert not isinstance(app.screen, MemoryScreen)
+        await pilot.press("p")
+        for _ in range(600):
+            await pilot.pause(0.05)
+            if app.compiled:
+                break
+        known = app.compiled[app.key_of(app.shown)]
+        memory = known.memory
+        assert memory is not None and sum(memory["by_category"].values()) == memory["peak_bytes"]
+        category = max(memory["by_category"], key=memory["by_category"].get)
+        assert category in str(app.query_one("#status").render())  # the status line names it
+        await pilot.press("w")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, MemoryScreen)
+        assert screen.query_one(DataTable).row_count == len(memory["at_peak"])
+        assert screen.chart_marks["peak_step"] == memory["peak_step"]
+        assert screen.chart_marks.get("backward_from") == memory["backward_from"]
+        if memory.get("explanation"):
+            assert memory["explanation"] in str(screen.query_one("#memory-status").render())
+        with_line = next(i for i, b in enumerate(memory["at_peak"]) if b["source"])
+        screen.query_one(DataTable).move_cursor(row=with_line)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, MemoryScreen)
+        source = memory["at_peak"][with_line]["source"]
+        assert app.source_file == source["file"]
+        assert app.query_one("#source").selected == frozenset({source["line"] - 1})
+
+
+async def test_the_diff_says_how_the_peaks_make_up_changed():
+    """With p on, m marks as_written, 2 shows nothing_saveable, v: the diff
+    gives both peaks' categories and, the residuals gone but the peak not,
+    why (the sentence compare and the reports give)."""
+    from conftest import example
+    from test_app import SIZE, settle
+
+    from remat_tui.app.main import RematApp
+    from remat_tui.app.screens.diff import DiffScreen
+
+    async def compiled_shown(app, pilot):
+        for _ in range(600):
+            await pilot.pause(0.05)
+            if app.key_of(app.shown) in app.compiled:
+                return app.compiled[app.key_of(app.shown)]
+        raise AssertionError("never compiled")
+
+    app = RematApp(example("mlp.py"), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("p")
+        a = await compiled_shown(app, pilot)
+        await pilot.press("m", "2")  # mark as_written; nothing_saveable
+        await settle(app, pilot)
+        b = await compiled_shown(app, pilot)
+        await pilot.press("v")
+        await pilot.pause()
+        assert isinstance(app.screen, DiffScreen)
+        status = str(app.screen.query_one("#diff-status").render())
+        assert "compiled peak A" in status
+        for category in ("residual", "recomputed"):
+            if a.memory["by_category"][category] != b.memory["by_category"][category]:
+                assert category in status
+        if b.memory["peak_bytes"] == a.memory["peak_bytes"]:
+            assert "peak unchanged against A" in status

@@ -172,7 +172,56 @@ class KeyActions:
             return
         from remat_tui.app.screens.diff import DiffScreen
 
-        self.push_screen(DiffScreen(a, b, a_reloaded=reloads != self.reloads), self.open_config)
+        name = self.target.name if self.target else None
+        compiled = (self.compiled.get((name, a.config, reloads)), self.compiled.get(self.key_of(b)))
+        memories = tuple(c.memory if c is not None else None for c in compiled)
+        self.push_screen(
+            DiffScreen(a, b, a_reloaded=reloads != self.reloads, memories=memories),
+            self.open_config,
+        )
+
+    def action_memory(self) -> None:
+        """Where the compiled peak of the shown configuration goes (p compiles it)."""
+        a = self.shown
+        known = self.compiled.get(self.key_of(a)) if a is not None else None
+        if known is None:
+            hint = (
+                "compiling it: w again once the peak shows"
+                if self.auto_compile
+                else ("p compiles the shown configuration first")
+            )
+            self.notify(f"no compiled peak yet: {hint}", severity="warning")
+            return
+        if known.memory is None:
+            why = known.memory_note or (
+                "XLA reports no schedule for a program that does not fit"
+                if not known.fits
+                else "XLA's record of the compile was not available"
+            )
+            self.notify(f"no breakdown of the peak: {why}", severity="warning", markup=False)
+            return
+        from remat_tui.app.screens.memory import MemoryScreen
+
+        self.push_screen(MemoryScreen(known.memory, self.compiled_headline(a)), self.open_line)
+
+    def open_line(self, where: tuple[str, int] | None) -> None:
+        """Show a user's line (from the memory screen) in the source pane, and
+        select the residual made there, if one is."""
+        if where is None or self.shown is None:
+            return
+        path, line = where
+        index = next(
+            (
+                i
+                for i, r in enumerate(self.shown.residuals)
+                for src in (r.source, r.origin.source if r.origin else None)
+                if src is not None and src.file == path and src.line == line
+            ),
+            None,
+        )
+        if index is not None:
+            self.query_one(ResidualTable).select(index)
+        self.show_source(path, line - 1)
 
     def action_sort_residuals(self) -> None:
         """Residuals by bytes, largest first, or back in JAX's order."""

@@ -82,6 +82,11 @@ class RematCommands(Provider):
                 app.action_suggest,
                 "f: the least recompute that fits a budget you type (2GiB, 512MiB)",
             ),
+            (
+                "Where the peak goes",
+                app.action_memory,
+                "w: live bytes over XLA's schedule, the buffers at the peak (p compiles first)",
+            ),
             ("Mark this configuration as A", app.action_mark, "m: for the diff (v)"),
             (
                 "Diff: marked A against the shown B",

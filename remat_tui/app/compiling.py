@@ -24,6 +24,7 @@ from textual.widgets import Static
 
 from remat_tui.core.compile_process import CompileProcess
 from remat_tui.errors import RematError
+from remat_tui.report.memory import largest_category
 from remat_tui.report.units import human_bytes
 
 
@@ -88,7 +89,11 @@ class Compiling:
                 # set: a sharded target's mesh spans a topology's chips), not a new build.
                 ready = prepared(target, config.device)
                 result = compile_costs(
-                    target, config, cancelled=cancelled, arguments=(ready.args, ready.kwargs)
+                    target,
+                    config,
+                    cancelled=cancelled,
+                    arguments=(ready.args, ready.kwargs),
+                    memory=True,  # the memory view (w) and the status line's largest category
                 )
         except Cancelled:
             return
@@ -142,7 +147,12 @@ class Compiling:
             return f"does not fit {known.device}{needed} (compiled)"
         if known is not None:
             step = "training step" if known.step == "train" else "gradient alone"
-            return f"peak {human_bytes(known.peak_bytes)}/device (compiled, {step})"
+            mostly = ""
+            if known.memory and known.memory["peak_bytes"]:
+                category = largest_category(known.memory)
+                share = known.memory["by_category"][category] / known.memory["peak_bytes"]
+                mostly = f", {share:.0%} {category}"
+            return f"peak {human_bytes(known.peak_bytes)}/device (compiled, {step}{mostly})"
         if key == self.compiling:
             elapsed = time.monotonic() - self.compile_started
             clock = f" {elapsed:.1f} s" if self.show_timings else ""

@@ -16,6 +16,14 @@ BINDINGS = [
     Binding("o", "sort_residuals", "sort by bytes", show=False),
     Binding("c", "compare", "compare"),
     Binding("p", "toggle_compile", "compile: peak", show=False),
+    Binding(
+        "w",
+        "memory",
+        "where the peak goes",
+        show=False,
+        tooltip="where the compiled peak goes (p compiles first): live bytes over XLA's "
+        "schedule, the buffers at the peak with category and line",
+    ),
     Binding("t", "pick_target", "target", show=False),
     Binding(
         "b",

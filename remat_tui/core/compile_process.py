@@ -195,7 +195,7 @@ def serve() -> None:
             targets = loaded[1]
             if name not in targets:
                 raise RematError(f"{file}: no target named '{name}' any more")
-            _write(replies, ("ok", compile_costs(targets[name], config)))
+            _write(replies, ("ok", compile_costs(targets[name], config, memory=True)))
         except RematError as exc:
             _write(replies, ("error", exc.message))
         except Exception as exc:  # our bug: the parent shows it in place

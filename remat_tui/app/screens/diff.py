@@ -42,12 +42,15 @@ class DiffScreen(Screen[Config | None]):
         Binding("a", "open_a", "open A in main screen"),
     ]
 
-    def __init__(self, a, b, a_reloaded: bool = False):
+    def __init__(self, a, b, a_reloaded: bool = False, memories=(None, None)):
         super().__init__()
         from remat_tui.core.diff import diff_analyses
 
         self.diff = diff_analyses(a, b)
         self.a_reloaded = a_reloaded  # A was marked before the code was loaded again
+        # Where each side's compiled peak goes (Contract 7), when p compiled both.
+        self.memories = memories
+        self.saved_bytes = (a.totals.bytes_excluding_arguments, b.totals.bytes_excluding_arguments)
 
     def compose(self) -> ComposeResult:
         yield Static("", id="diff-status")
@@ -78,6 +81,7 @@ class DiffScreen(Screen[Config | None]):
                 f" (marked{before}): {config_label(d.a)}\n",
                 Content.styled("B", "bold $text-success"),
                 f" (shown): {config_label(d.b)}\n{deltas}\n{counts}",
+                self.peak_change(),
             )
         )
         table = self.query_one(DataTable)
@@ -97,6 +101,28 @@ class DiffScreen(Screen[Config | None]):
                     entry.get("origin") or "",
                 )
         table.focus()
+
+    def peak_change(self) -> str:
+        """`\npeak A 14.0 MiB → B 14.0 MiB: residual 7.0 MiB → 0 B, recomputed 0 B →
+        7.0 MiB`, and why the peak did not move when it did not; '' unless both
+        sides were compiled with their breakdown."""
+        from remat_tui.core.memory import CATEGORIES
+        from remat_tui.core.notes import peak_note
+
+        a, b = self.memories
+        if not a or not b:
+            return ""
+        moved = [
+            f"{c} {human_bytes(a['by_category'][c])} → {human_bytes(b['by_category'][c])}"
+            for c in CATEGORIES
+            if a["by_category"][c] != b["by_category"][c]
+        ]
+        line = (
+            f"\ncompiled peak A {human_bytes(a['peak_bytes'])} → B {human_bytes(b['peak_bytes'])}"
+            + (": " + ", ".join(moved) if moved else ": the same make-up")
+        )
+        why = peak_note(a, b, *self.saved_bytes, "A")
+        return line + (f"\n{why}" if why else "")
 
     def action_open_a(self) -> None:
         self.dismiss(self.diff.a.config)
