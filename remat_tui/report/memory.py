@@ -13,7 +13,7 @@ from remat_tui.core.memory import CATEGORIES
 from remat_tui.report.units import human_bytes
 
 TOP = 12  # buffers at the peak a report lists (the JSON has every one)
-BUFFER_COLUMNS = ("bytes", "shape", "category", "residual", "line", "instruction")
+BUFFER_COLUMNS = ("bytes", "category", "line", "shape", "residual", "instruction")
 
 
 def largest_category(memory: dict) -> str:
@@ -42,10 +42,10 @@ def buffer_rows(memory: dict, top: int = TOP) -> list[tuple[str, ...]]:
     return [
         (
             human_bytes(b["bytes"]),
-            b["shape"],
             b["category"],
-            b["residual"] or "",
             _line(b["source"]),
+            b["shape"],
+            b["residual"] or "",
             b["instruction"],
         )
         for b in memory["at_peak"][:top]

@@ -76,7 +76,8 @@ class MemoryScreen(Screen[tuple[str, int] | None]):
             return
         unit, size = axis_unit(max(b for _, b in m["curve"]), BYTE_UNITS)
         steps = [s for s, _ in m["curve"]]
-        plt.plot(steps, [b / size for _, b in m["curve"]], marker="braille", label="live")
+        plt.plot(steps, [b / size for _, b in m["curve"]], marker="braille")
+        plt.ylim(0, m["peak_bytes"] / size * 1.05)  # from zero: the peak's height reads true
         plt.scatter([m["peak_step"]], [m["peak_bytes"] / size], marker="star", color="red")
         self.chart_marks = {"peak_step": m["peak_step"], "peak": m["peak_bytes"] / size}
         if m.get("backward_from") is not None:
