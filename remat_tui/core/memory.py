@@ -70,8 +70,9 @@ from dataclasses import dataclass
 from remat_tui.core import usercode
 from remat_tui.core.jaxcompat import buffers as xla
 from remat_tui.core.jaxcompat.buffers import DumpUnreadable, Frame
+from remat_tui.core.model import MEMORY_CATEGORIES
 
-CATEGORIES = ("argument", "output", "residual", "recomputed", "temporary")
+CATEGORIES = MEMORY_CATEGORIES
 MAX_CURVE_POINTS = 512
 
 

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+# Contract 7: what the bytes live at a compiled peak are (core/memory.py).
+MEMORY_CATEGORIES = ("argument", "output", "residual", "recomputed", "temporary")
+
 
 @dataclass(frozen=True)
 class Source:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from html import escape
 
-from remat_tui.core.memory import CATEGORIES
+from remat_tui.core.model import MEMORY_CATEGORIES as CATEGORIES
 from remat_tui.report.units import human_bytes
 
 TOP = 12  # buffers at the peak a report lists (the JSON has every one)

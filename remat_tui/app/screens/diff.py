@@ -106,7 +106,7 @@ class DiffScreen(Screen[Config | None]):
         """`\npeak A 14.0 MiB → B 14.0 MiB: residual 7.0 MiB → 0 B, recomputed 0 B →
         7.0 MiB`, and why the peak did not move when it did not; '' unless both
         sides were compiled with their breakdown."""
-        from remat_tui.core.memory import CATEGORIES
+        from remat_tui.core.model import MEMORY_CATEGORIES as CATEGORIES
         from remat_tui.core.notes import peak_note
 
         a, b = self.memories
