@@ -134,3 +134,38 @@ def test_compare_and_suggest_say_what_fills_the_peak():
     assert any(n.startswith("peak unchanged against the code as written") for n in nothing.notes)
     s = remat_tui.suggest(layers, "1GiB", args=ARGS, compiled=True)
     assert "its peak is mostly" in cost_reports.render_suggest(s, "text")
+
+
+def test_a_stacked_residual_at_the_peak_names_its_residual():
+    """A scan's stacked residual is one buffer, tied to the one residual of
+    that shape made on that line (`h`, wider than the carry); the 8 alike
+    layers of the unrolled loop, made on one line, stay unnamed."""
+    from jax.ad_checkpoint import checkpoint_name
+
+    def body(x, w):
+        h = checkpoint_name(jnp.sin(x @ w["up"]), "h")
+        return jnp.tanh(h @ w["down"]), None
+
+    saving_h = jax.checkpoint(body, policy=jax.checkpoint_policies.save_only_these_names("h"))
+
+    def scanned(x, ws):
+        return jax.lax.scan(saving_h, x, ws)[0].sum()
+
+    ws = {
+        "up": jax.ShapeDtypeStruct((16, 64, 128), jnp.float32),
+        "down": jax.ShapeDtypeStruct((16, 128, 64), jnp.float32),
+    }
+    x = jax.ShapeDtypeStruct((4096, 64), jnp.float32)
+    a = remat_tui.analyze(scanned, (x, ws), compiled=True)
+    named = {b["shape"]: b for b in a.compiled.memory["at_peak"] if b["residual"]}
+    assert "f32[16,4096,128]" in named  # h, stacked over the 16 iterations
+    for shape, b in named.items():
+        r = a.residuals[int(b["residual"][1:]) - 1]
+        assert r.aval == shape and b["category"] == "residual"
+        assert sum(other.aval == shape for other in a.residuals) == 1
+
+
+def test_alike_buffers_on_one_line_stay_unnamed(written_and_nothing):
+    written, _ = written_and_nothing
+    residual = [b for b in written.compiled.memory["at_peak"] if b["category"] == "residual"]
+    assert len(residual) > 1 and not any(b["residual"] for b in residual)
