@@ -169,3 +169,43 @@ def test_alike_buffers_on_one_line_stay_unnamed(written_and_nothing):
     written, _ = written_and_nothing
     residual = [b for b in written.compiled.memory["at_peak"] if b["category"] == "residual"]
     assert len(residual) > 1 and not any(b["residual"] for b in residual)
+
+
+def big_activation_loss(x, w_big, w_back):
+    big = jnp.sin(x @ w_big)  # BIG_LINE: the one big saved activation
+    return jnp.sum(jnp.tanh(big @ w_back))
+
+
+def test_the_largest_buffer_at_the_peak_is_at_the_big_activations_line():
+    import inspect
+
+    source, first = inspect.getsourcelines(big_activation_loss)
+    line = first + next(i for i, text in enumerate(source) if "BIG_LINE" in text)
+    args = (
+        jax.ShapeDtypeStruct((1024, 64), jnp.float32),
+        jax.ShapeDtypeStruct((64, 4096), jnp.float32),
+        jax.ShapeDtypeStruct((4096, 64), jnp.float32),
+    )
+    a = remat_tui.analyze(big_activation_loss, args, compiled=True)
+    largest = a.compiled.memory["at_peak"][0]
+    assert largest["shape"] == "f32[1024,4096]"
+    assert largest["source"]["line"] == line and largest["source"]["file"] == __file__
+
+
+def test_sharded_arguments_give_one_devices_bytes():
+    """Arguments sharded over the four CPU devices: the breakdown is one
+    device's, as XLA's own figures are (a quarter of the arguments)."""
+    from jax.sharding import AxisType, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((4,), ("data",), axis_types=(AxisType.Explicit,))
+    rows = NamedSharding(mesh, P("data", None))
+    x = jax.ShapeDtypeStruct((BATCH, WIDTH), jnp.float32, sharding=rows)
+    ws = [jax.ShapeDtypeStruct((WIDTH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P()))]
+    a = remat_tui.analyze(layers, (x, ws * LAYERS), compiled=True)
+    memory = a.compiled.memory
+    assert a.compiled.devices == 4
+    assert memory["by_category"]["argument"] == a.compiled.argument_bytes
+    whole = (BATCH * WIDTH + LAYERS * WIDTH * WIDTH) * 4
+    assert a.compiled.argument_bytes == BATCH * WIDTH * 4 // 4 + LAYERS * WIDTH * WIDTH * 4 < whole
+    assert sum(memory["by_category"].values()) == memory["peak_bytes"] <= a.compiled.peak_bytes
