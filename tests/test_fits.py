@@ -196,3 +196,16 @@ def test_a_budget_above_the_device_is_said_to_be(failing_for):
     fits = remat_tui.core.suggest.suggest(as_target(LOSS, ARGS, None), 2**20, compiled=True,
                                           compile_all=True)  # fmt: skip
     assert not fits.budget_above_device
+
+
+def test_a_budget_below_the_arguments_and_outputs_compiles_one():
+    """Every configuration holds the same arguments and returns the same
+    gradients: a budget below those bytes cannot be met, said after one compile."""
+    target = as_target(LOSS, ARGS, None)
+    base = compiled_lib.compile_costs(target, remat_tui.core.config.Config())
+    floor = base.argument_bytes + base.output_bytes - base.alias_bytes
+    got = remat_tui.core.suggest.suggest(target, floor - 1, compiled=True)
+    assert not got.fits and got.compiled_count == 1 and got.skipped == got.searched - 1
+    assert "none can fit" in got.skipped_why and human_bytes(floor) in got.skipped_why
+    everything = remat_tui.core.suggest.suggest(target, floor - 1, compiled=True, compile_all=True)
+    assert not any(r.fits and r.memory <= floor - 1 for r in everything.rows)

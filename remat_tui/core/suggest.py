@@ -48,6 +48,7 @@ from remat_tui.core.compare import (
     transpose_flops,
 )
 from remat_tui.core.config import Config
+from remat_tui.core.units import human_bytes
 
 EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic
 STATES = ("recompute", "save", "offload")
@@ -210,6 +211,12 @@ def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancel
     done = [baseline]
     chip = step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
     devices = baseline.compiled.get("devices", 1) if baseline.compiled else 1
+    floor = _floor(baseline)
+    if floor is not None and floor > budget:
+        return [baseline], (
+            f"none can fit: the arguments and what the step returns alone need "
+            f"{human_bytes(floor)} per device under every configuration"
+        )
 
     def least(row: Row) -> tuple:
         if chip is None or row.step_flops is None:
@@ -253,6 +260,16 @@ def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancel
     if fits and slower:
         why += "; or it offloads what is faster to recompute, and another configuration fits"
     return done, why
+
+
+def _floor(baseline: Row) -> int | None:
+    """Bytes every configuration's compiled program holds at once: its
+    arguments and its outputs (the same under every policy), which live from
+    its start to its end; None without a compile that fit."""
+    c = baseline.compiled
+    if not c or not c.get("fits", True):
+        return None
+    return c["argument_bytes"] + c["output_bytes"] - c["alias_bytes"]
 
 
 def _answers(row: Row, budget: int) -> bool:
