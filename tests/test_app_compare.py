@@ -89,7 +89,11 @@ async def test_the_palette_over_the_compare_screen_offers_only_help():
 def test_compare_screen_snapshot(snap_compare):
     async def run_before(pilot):
         await open_compare(pilot.app, pilot)
-        await pilot.pause(0.2)
+        # the chart and the detail panel redraw after the last row: let every
+        # message and refresh they queued be handled, however loaded the machine
+        for _ in range(5):
+            await pilot.pause(0.1)
+        await pilot.wait_for_scheduled_animations()
 
     app = RematApp(example("transformer.py"), TARGET, show_timings=False)
     assert snap_compare(app, terminal_size=(180, 48), run_before=run_before)

@@ -151,8 +151,8 @@ class Compiling:
             if known.memory and known.memory["peak_bytes"]:
                 category = largest_category(known.memory)
                 share = known.memory["by_category"][category] / known.memory["peak_bytes"]
-                mostly = f", {share:.0%} {category}"
-            return f"peak {human_bytes(known.peak_bytes)}/device (compiled, {step}{mostly})"
+                mostly = f", mostly {category} ({share:.0%})"
+            return f"peak {human_bytes(known.peak_bytes)}/device (compiled, {step}){mostly}"
         if key == self.compiling:
             elapsed = time.monotonic() - self.compile_started
             clock = f" {elapsed:.1f} s" if self.show_timings else ""
