@@ -115,7 +115,13 @@ def test_analyze_attaches_compiled_only_on_request():
     assert plain.compiled is None and plain.to_dict()["compiled"] is None
     a = remat_tui.analyze(t, policy="nothing_saveable", compiled=True)
     assert a.to_dict()["compiled"] == a.compiled.to_dict()
-    assert a.compiled is compile_costs(t, Config.make("nothing_saveable"))  # cached
+    # The compile is cached (the same object comes back, with its breakdown); the
+    # analysis adds to the breakdown only what it knows: residual names, the
+    # sentence against the code as written.
+    cached = compile_costs(t, Config.make("nothing_saveable"), memory=True)
+    assert compile_costs(t, Config.make("nothing_saveable")) is cached
+    assert {**a.compiled.to_dict(), "memory": None} == {**cached.to_dict(), "memory": None}
+    assert a.compiled.memory["peak_bytes"] == cached.memory["peak_bytes"]
 
 
 def test_site_overrides_reach_the_compile():
