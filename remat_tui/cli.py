@@ -250,17 +250,23 @@ def _check_before(opts: argparse.Namespace) -> dict:
     return checks
 
 
-def _report(target, opts, fmt, checks):
+def _analysis(target, opts, compiled: bool):
+    """The one configuration report and memory are about, analysed."""
     from remat_tui.core.analysis import analyze
-    from remat_tui.report import render
 
-    analysis = analyze(
+    return analyze(
         target,
         policy=opts.policy,
         device=opts.device,
         sites=site_overrides(opts.site),
-        compiled=opts.compiled,
+        compiled=compiled,
     )
+
+
+def _report(target, opts, fmt, checks):
+    from remat_tui.report import render
+
+    analysis = _analysis(target, opts, opts.compiled)
     # The verdict is printed after the report is written.
     return render(analysis, fmt), analysis.warnings, lambda: _gates(analysis, checks["limits"])
 
@@ -304,16 +310,9 @@ def _diff(target, opts, fmt, checks):
 
 
 def _memory(target, opts, fmt, checks):
-    from remat_tui.core.analysis import analyze
     from remat_tui.report.memory import render
 
-    analysis = analyze(
-        target,
-        policy=opts.policy,
-        device=opts.device,
-        sites=site_overrides(opts.site),
-        compiled=True,
-    )
+    analysis = _analysis(target, opts, compiled=True)
     return render(analysis, fmt), analysis.warnings, lambda: 0
 
 

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from remat_tui.core import memory
+from remat_tui.core import memory, memory_accounting
 from remat_tui.core.jaxcompat import buffers
 from remat_tui.core.memory import CATEGORIES, compile_with_memory, memory_and_reason, memory_of
 
@@ -224,7 +224,7 @@ def test_a_lowered_program_is_compiled_for_it():
 def test_the_curve_keeps_the_peak_when_thinned():
     curve = [i % 7 for i in range(5000)]
     curve[3333] = 10_000
-    thin = memory._thin(curve, 3333)
+    thin = memory_accounting._thin(curve, 3333)
     assert len(thin) <= memory.MAX_CURVE_POINTS
     assert (3333, 10_000) in thin
     assert [s for s, _ in thin] == sorted({s for s, _ in thin})
@@ -357,9 +357,9 @@ def test_the_backward_part_starts_where_most_instructions_agree():
     phases = {name: (mark, None) for name, mark in marks.items()}
     # A backward op XLA hoists (a weight's transpose) does not start the backward part.
     sequence = ("f1", "early", "f2", "copy", "f3", "b1", "copy", "b2")
-    assert memory._backward_from(sequence, phases) == 5
-    assert memory._backward_from(("f1", "f2"), phases) is None
-    assert memory._backward_from(("copy", "b1", "b2"), phases) == 1
+    assert memory_accounting._backward_from(sequence, phases) == 5
+    assert memory_accounting._backward_from(("f1", "f2"), phases) is None
+    assert memory_accounting._backward_from(("copy", "b1", "b2"), phases) == 1
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from remat_tui.core.devices import describe_device, device_set, resolve_device, 
 from remat_tui.core.loading import resolve_arguments
 from remat_tui.core.model import Analysis, JaxprView
 from remat_tui.core.names import named_values
-from remat_tui.core.notes import count_dots, peak_note
+from remat_tui.core.notes import count_dots
 from remat_tui.core.origins import Origins
 from remat_tui.core.primal import Primal, primal_program, require_array_output
 from remat_tui.core.residuals import find_residuals, per_device_bytes
@@ -108,62 +108,10 @@ def analyze(
             arguments=(call_args, call_kwargs),
             memory=True,  # where the peak goes (Contract 7), with every report's figure
         )
-        result.compiled = _explained(target, result, dev, cancelled)
+        from remat_tui.core.peak_links import linked
+
+        result.compiled = linked(target, result, dev, cancelled)
     return result
-
-
-def _explained(target, a: Analysis, dev, cancelled):
-    """`a.compiled` with, in its memory breakdown, why its peak moved so much
-    less than its residual bytes against the code as written (the code as
-    written compiled too, with its breakdown), when it did (core/notes.py)."""
-    from remat_tui.core.compiled import compile_costs
-
-    memory = a.compiled.memory
-    if memory is None:
-        return a.compiled
-    memory = {**memory, "at_peak": _name_residuals(memory["at_peak"], a.residuals)}
-    written = Config(device=a.config.device)
-    if a.config == written or not a.compiled.fits:
-        return replace(a.compiled, memory=memory)
-    base = analyze(target, config=written, row_only=True, cancelled=cancelled)
-    try:
-        base_compiled = compile_costs(target, written, cancelled, device=dev, memory=True)
-    except RematError:  # the code as written fails to compile: nothing to weigh against
-        return a.compiled
-    note = peak_note(
-        base_compiled.memory,
-        memory,
-        base.totals.bytes_excluding_arguments,
-        a.totals.bytes_excluding_arguments,
-        "the code as written",
-    )
-    return replace(a.compiled, memory={**memory, "explanation": note})
-
-
-def _name_residuals(at_peak: list[dict], residuals) -> list[dict]:
-    """The buffers at the peak with the residual `R#` each holds, where that is
-    known for sure: a residual buffer whose shape and line match exactly one
-    residual of the jaxpr, and no other residual buffer (seven alike layers
-    made on one line stay unnamed: which is which, XLA does not say)."""
-
-    def lines(r):
-        sources = (r.source, r.origin.source if r.origin else None)
-        return {(s.file, s.line) for s in sources if s is not None}
-
-    def key(b):
-        source = b["source"]
-        return (b["shape"], source["file"], source["line"]) if source else None
-
-    keys = [key(b) if b["category"] == "residual" else None for b in at_peak]
-    out = []
-    for b, k in zip(at_peak, keys, strict=True):
-        named = None
-        if k is not None and keys.count(k) == 1:
-            matches = [i for i, r in enumerate(residuals) if r.aval == k[0] and k[1:] in lines(r)]
-            if len(matches) == 1:
-                named = f"R{matches[0] + 1}"
-        out.append({**b, "residual": named})
-    return out
 
 
 def as_target(fn: Target | Callable, args: tuple | None, kwargs: dict | None) -> Target:

@@ -32,19 +32,16 @@ way.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 from jax.sharding import SingleDeviceSharding
 from jax.tree_util import tree_flatten
 
-from remat_tui.core.analysis import Cancelled, configured_function
+from remat_tui.core.analysis import Cancelled
 from remat_tui.core.config import Config
 from remat_tui.core.devices import (
     device_label,
@@ -53,9 +50,9 @@ from remat_tui.core.devices import (
     trace_device,
 )
 from remat_tui.core.loading import resolve_arguments
+from remat_tui.core.lowering import lower
 from remat_tui.core.lru import LRU
 from remat_tui.core.memory import compile_with_memory, memory_and_reason
-from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -160,7 +157,7 @@ def _compile(target, config, dev, label, cancelled, arguments, memory=False) -> 
         # compiles, so the full garbage collections that happen meanwhile (they
         # stop every thread, the app's UI too) do not walk it for the compile's
         # whole duration.
-        lowered = _lower(target, config, leaves, in_tree, here, abstract, what)
+        lowered = lower(target, config, leaves, in_tree, here, abstract, what)
         _check(cancelled)
         try:
             executable = compile_with_memory(lowered) if memory else lowered.compile()
@@ -183,147 +180,9 @@ def _compile(target, config, dev, label, cancelled, arguments, memory=False) -> 
     return replace(result, step=step)
 
 
-def _lower(target, config, leaves, in_tree, here, abstract, what):
-    """The gradient, or one training step for a target that says what it
-    trains, lowered for `abstract`."""
-    flat_fn, _, _ = configured_function(target, config, leaves, in_tree, here)
-    with _lowering(what):
-        if target.trains:
-            return _lower_step(target, flat_fn, in_tree, abstract, what)
-        return jax.jit(lambda *flat: _gradient(flat_fn, flat)).lower(*abstract)
-
-
-def _gradient(fn, primals):
-    """`fn`'s vjp applied to a cotangent of ones: the gradient remat-tui compiles."""
-    out, vjp_fn = jax.vjp(fn, *primals)
-    return vjp_fn(jax.tree_util.tree_map(_ones_like, out))
-
-
-@contextlib.contextmanager
-def _lowering(what: str):
-    """Tracing and lowering run the user's code: its errors are said as theirs."""
-    try:
-        yield
-    except (RematError, Cancelled):
-        raise
-    except Exception as exc:
-        raise RematError(f"{what} failed: {describe(exc)}\n{user_traceback(exc)}") from None
-
-
-def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
-    """One training step lowered for `abstract`, parameters and optimizer
-    state donated, as a training loop runs it: the target's own `train_step`,
-    or the gradient (a cotangent of ones, as for the gradient alone) with
-    its optax optimizer's update applied."""
-    args, kwargs = jax.tree_util.tree_unflatten(in_tree, abstract)
-    positions = _parameter_positions(target, args, what)
-    params = tuple(args[i] for i in positions)
-    params = params[0] if len(positions) == 1 else params
-    batch = tuple(a for i, a in enumerate(args) if i not in positions)
-
-    def loss_with(kw):
-        """The configured function of (params, *batch), as the step sees it."""
-
-        def loss(params, *batch):
-            given = iter((params,) if len(positions) == 1 else params)
-            rest = iter(batch)
-            merged = tuple(next(given) if i in positions else next(rest) for i in range(len(args)))
-            return flat_fn(*jax.tree.leaves((merged, kw)))
-
-        return loss
-
-    user_step = target.train_step or _optax_step(target.optimizer, what)
-
-    def step(params, opt_state, batch, kw):
-        out = user_step(params, opt_state, *batch, loss=loss_with(kw))
-        want = jax.tree.structure((params, opt_state))
-        if not isinstance(out, tuple) or jax.tree.structure(out) != want:
-            raise RematError(
-                f"{what}: train_step must return (params, opt_state) shaped as it received "
-                f"them; it returned {jax.tree.structure(out)}, not {want}."
-            )
-        return out
-
-    with _mesh_of(abstract):
-        opt_state = _state(target, params, what)
-        return jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, batch, kwargs)
-
-
-def _mesh_of(abstract):
-    """The mesh the arguments are sharded over, entered: the optimizer builds
-    its state inside the step, and an explicitly sharded mesh wants to be the
-    current one for that. No mesh: nothing to enter."""
-    meshes = {getattr(x.sharding, "mesh", None) for x in abstract} - {None}
-    meshes = {m for m in meshes if m.size > 1}
-    if len(meshes) != 1:
-        return contextlib.nullcontext()
-    return jax.set_mesh(meshes.pop())
-
-
-def _parameter_positions(target, args, what: str) -> tuple[int, ...]:
-    wrong = [i for i in target.param_positions if not 0 <= i < len(args)]
-    if wrong:
-        raise RematError(
-            f"{what}: params={target.param_positions} names argument positions {wrong}, but the "
-            f"function takes {len(args)} positional argument(s). Give positions in args."
-        )
-    return tuple(sorted(set(target.param_positions)))
-
-
-def _optax_step(optimizer, what: str):
-    try:
-        import optax
-    except ImportError:
-        raise RematError(
-            f"{what}: the target names an optimizer, which needs optax: "
-            "pip install 'remat-tui[examples]' (or pip install optax)."
-        ) from None
-
-    def step(params, opt_state, *batch, loss):
-        (grads,) = _gradient(lambda p: loss(p, *batch), (params,))
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state
-
-    return step
-
-
-def _state(target, params, what: str):
-    """The optimizer state's shapes, placed as the parameters are: on their
-    one device, or, for sharded parameters, as XLA shards the state's
-    initialisation from them (a small compile)."""
-    init = target.opt_state if target.opt_state is not None else target.optimizer.init
-    if not callable(init):  # an example state
-        example = init
-        init = lambda _: example  # noqa: E731
-    devices = {d for x in jax.tree.leaves(params) for d in x.sharding.device_set}
-    if len(devices) <= 1:
-        placed = SingleDeviceSharding(next(iter(devices))) if devices else None
-        return jax.tree.map(
-            lambda s: jax.ShapeDtypeStruct(jnp.shape(s), jnp.result_type(s), sharding=placed),
-            jax.eval_shape(init, params),
-        )
-    shapes = jax.eval_shape(init, params)
-    shardings = jax.jit(init).lower(params).compile().output_shardings
-    return jax.tree.map(
-        lambda s, sharding: jax.ShapeDtypeStruct(
-            jnp.shape(s), jnp.result_type(s), sharding=sharding
-        ),
-        shapes,
-        shardings,
-    )
-
-
 def _check(cancelled) -> None:
     if cancelled is not None and cancelled():
         raise Cancelled()
-
-
-def _ones_like(out):
-    """The cotangent of one output: ones, or float0 zeros for an integer output."""
-    dtype = jnp.result_type(out)
-    if jnp.issubdtype(dtype, jnp.inexact):
-        return jnp.ones_like(out)
-    return np.zeros(np.shape(out), jax.dtypes.float0)
 
 
 def _abstract(leaf, dev, devices: list, what: str) -> jax.ShapeDtypeStruct:

@@ -1,5 +1,5 @@
 """Provides everything remat-tui needs from JAX's private structure, in one
-package: `jax._src` (imported in `private.py` alone), private attributes,
+package: JAX's private modules (read in `private.py` alone), private attributes,
 primitive and param names, policy objects and residual wording. Nothing
 outside it touches those (checked by tests/test_import_hygiene.py), so a new
 JAX means changes here only.

@@ -1,0 +1,69 @@
+"""Provides `linked`: an analysis's compiled breakdown (Contract 7) tied to
+what the analysis knows and XLA does not: the residual `R#` a buffer at the
+peak holds, where that is sure, and the sentence on why the peak moved so much
+less than the residual bytes against the code as written (core/notes.py),
+which compiles the code as written too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from remat_tui.core.analysis import analyze
+from remat_tui.core.compiled import compile_costs
+from remat_tui.core.config import Config
+from remat_tui.core.model import Analysis
+from remat_tui.core.notes import peak_note
+from remat_tui.errors import RematError
+
+
+def linked(target, a: Analysis, dev, cancelled):
+    """`a.compiled` with its breakdown's buffers naming their residuals, and
+    why its peak moved so much less than its residual bytes against the code
+    as written (compiled too, with its breakdown), when it did."""
+    memory = a.compiled.memory
+    if memory is None:
+        return a.compiled
+    memory = {**memory, "at_peak": _name_residuals(memory["at_peak"], a.residuals)}
+    written = Config(device=a.config.device)
+    if a.config == written or not a.compiled.fits:
+        return replace(a.compiled, memory=memory)
+    base = analyze(target, config=written, row_only=True, cancelled=cancelled)
+    try:
+        base_compiled = compile_costs(target, written, cancelled, device=dev, memory=True)
+    except RematError:  # the code as written fails to compile: nothing to weigh against
+        return replace(a.compiled, memory=memory)
+    note = peak_note(
+        base_compiled.memory,
+        memory,
+        base.totals.bytes_excluding_arguments,
+        a.totals.bytes_excluding_arguments,
+        "the code as written",
+    )
+    return replace(a.compiled, memory={**memory, "explanation": note})
+
+
+def _name_residuals(at_peak: list[dict], residuals) -> list[dict]:
+    """The buffers at the peak with the residual `R#` each holds, where that is
+    known for sure: a residual buffer whose shape and line match exactly one
+    residual of the jaxpr, and no other residual buffer (seven alike layers
+    made on one line stay unnamed: which is which, XLA does not say)."""
+
+    def lines(r):
+        sources = (r.source, r.origin.source if r.origin else None)
+        return {(s.file, s.line) for s in sources if s is not None}
+
+    def key(b):
+        source = b["source"]
+        return (b["shape"], source["file"], source["line"]) if source else None
+
+    keys = [key(b) if b["category"] == "residual" else None for b in at_peak]
+    out = []
+    for b, k in zip(at_peak, keys, strict=True):
+        named = None
+        if k is not None and keys.count(k) == 1:
+            matches = [i for i, r in enumerate(residuals) if r.aval == k[0] and k[1:] in lines(r)]
+            if len(matches) == 1:
+                named = f"R{matches[0] + 1}"
+        out.append({**b, "residual": named})
+    return out
