@@ -31,6 +31,20 @@ async def settle(app, pilot):
     raise AssertionError("the app never settled")
 
 
+async def steady_frame(pilot, tries: int = 100):
+    """Wait until two frames 0.1 s apart are the same: whatever redraws a
+    screen queued are drawn, however loaded the machine (snapshots wait so)."""
+    await pilot.wait_for_scheduled_animations()
+    last = pilot.app.export_screenshot()
+    for _ in range(tries):
+        await pilot.pause(0.1)
+        frame = pilot.app.export_screenshot()
+        if frame == last:
+            return
+        last = frame
+    raise AssertionError("the screen never stopped redrawing")
+
+
 def table_avals(app):
     from remat_tui.app.residual_table import ResidualTable
 
@@ -228,8 +242,10 @@ def _snapshot_app(policy):
     return RematApp("examples/mlp.py", policy=policy, show_timings=False)
 
 
-async def _wait(pilot):
+async def settled_frame(pilot):
+    """For a snapshot: every worker done, then a frame that stays."""
     await settle(pilot.app, pilot)
+    await steady_frame(pilot)
 
 
 @pytest.mark.parametrize("policy", ["as_written", "save_only_these_names('layer1')"])
@@ -237,7 +253,7 @@ def test_snapshot_main_screen(snap_compare, monkeypatch, policy):
     monkeypatch.chdir(ROOT)
     local_devices_only(monkeypatch)
     assert os.path.exists("examples/mlp.py")
-    assert snap_compare(_snapshot_app(policy), terminal_size=SIZE, run_before=_wait)
+    assert snap_compare(_snapshot_app(policy), terminal_size=SIZE, run_before=settled_frame)
 
 
 async def test_space_outside_the_names_list_does_not_start_a_trace():

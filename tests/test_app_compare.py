@@ -5,7 +5,7 @@ import os
 
 import pytest
 from conftest import example, jax_saved_residuals
-from test_app import SIZE, settle
+from test_app import SIZE, settle, steady_frame
 from textual.widgets import DataTable
 
 from remat_tui.app.main import RematApp
@@ -89,11 +89,8 @@ async def test_the_palette_over_the_compare_screen_offers_only_help():
 def test_compare_screen_snapshot(snap_compare):
     async def run_before(pilot):
         await open_compare(pilot.app, pilot)
-        # the chart and the detail panel redraw after the last row: let every
-        # message and refresh they queued be handled, however loaded the machine
-        for _ in range(5):
-            await pilot.pause(0.1)
-        await pilot.wait_for_scheduled_animations()
+        # the chart and the detail panel redraw after the last row
+        await steady_frame(pilot)
 
     app = RematApp(example("transformer.py"), TARGET, show_timings=False)
     assert snap_compare(app, terminal_size=(180, 48), run_before=run_before)

@@ -2,7 +2,7 @@
 loading states, line marks, policies, export, layout, target picking, hot reload."""
 
 from conftest import example, local_devices_only
-from test_app import SIZE, settle
+from test_app import SIZE, settle, settled_frame
 
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.main import RematApp
@@ -385,7 +385,7 @@ def test_snapshot_narrow(snap_compare, monkeypatch):
     monkeypatch.chdir(ROOT)
     local_devices_only(monkeypatch)
     app = RematApp("examples/mlp.py", policy="nothing_saveable", show_timings=False)
-    assert snap_compare(app, terminal_size=(100, 30), run_before=lambda p: settle(p.app, p))
+    assert snap_compare(app, terminal_size=(100, 30), run_before=settled_frame)
 
 
 def test_snapshot_compact(snap_compare, monkeypatch):
@@ -394,7 +394,7 @@ def test_snapshot_compact(snap_compare, monkeypatch):
     monkeypatch.chdir(ROOT)
     local_devices_only(monkeypatch)
     app = RematApp("examples/mlp.py", show_timings=False)
-    assert snap_compare(app, terminal_size=(80, 24), run_before=lambda p: settle(p.app, p))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=settled_frame)
 
 
 async def test_typed_policies_stay_listed_after_a_reload_and_a_target_switch(tmp_path):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -134,6 +135,7 @@ class CompareScreen(Screen[Config | None]):
         self.chart_budget: int | None = None  # the budget line drawn, in bytes
         self.compiled = False  # compile every row: the main screen's `p` is on
         self.shown_columns: list[int] = []  # indices into COLUMNS the table shows
+        self.column_layout: list[tuple[str, int]] = []  # their headers and widths
 
     def compose(self) -> ComposeResult:
         with Vertical(id="compare"):
@@ -243,9 +245,20 @@ class CompareScreen(Screen[Config | None]):
         cells = [row_cells(r) for r in self.rows]
         self.shown_columns = [i for i in range(len(COLUMNS)) if i == 0 or any(c[i] for c in cells)]
         heads = columns(self.rows)
+        # Widths from every cell, set here: DataTable's auto-width is measured
+        # when the table is next idle, and a refill can miss it (the columns
+        # then stay as wide as their headers).
+        layout = [
+            (heads[i], max([cell_len(heads[i])] + [cell_len(c[i]) for c in cells]))
+            for i in self.shown_columns
+        ]
+        if layout == self.column_layout:
+            return
+        self.column_layout = layout
         table = self.query_one(DataTable)
         table.clear(columns=True)
-        table.add_columns(*(heads[i] for i in self.shown_columns))
+        for head, width in layout:
+            table.add_column(head, width=width)
 
     def cursor_key(self) -> str | None:
         """The key of the row under the table's cursor, if any."""
@@ -264,12 +277,21 @@ class CompareScreen(Screen[Config | None]):
             table.add_row(*(cells[i] for i in self.shown_columns), key=str(index))
         if selected is not None and selected in {k.value for k in table.rows}:
             table.move_cursor(row=table.get_row_index(selected))
+        else:
+            table.scroll_to(y=0, animate=False)  # clear() keeps the old scroll
+        # The panel follows the cursor now, not when the highlight event comes:
+        # a table refilled with the cursor in place posts none.
+        self.show_detail(self.cursor_key())
 
     @on(DataTable.RowHighlighted)
     def row_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if not self.rows or event.row_key.value is None:
+        self.show_detail(event.row_key.value)
+
+    def show_detail(self, key: str | None) -> None:
+        """The panel beneath the table for the row keyed `key` (None: nothing)."""
+        if not self.rows or key is None:
             return
-        for field, text in detail(self.rows[int(event.row_key.value)]).items():
+        for field, text in detail(self.rows[int(key)]).items():
             self.query_one(f"#detail-{field}-value", Static).update(text)
             self.query_one(f"#detail-{field}").display = bool(text)
         self.query_one("#compare-detail").display = True
