@@ -32,7 +32,7 @@ async def test_the_memory_view_shows_where_the_compiled_peak_goes():
     `memory` prints), enter on a buffer shows its line in the source pane."""
     from conftest import example
     from test_app import SIZE, settle
-    from textual.widgets import DataTable
+    from textual.widgets import OptionList
 
     from remat_tui.app.main import RematApp
     from remat_tui.app.screens.memory import MemoryScreen
@@ -57,13 +57,13 @@ async def test_the_memory_view_shows_where_the_compiled_peak_goes():
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, MemoryScreen)
-        assert screen.query_one(DataTable).row_count == len(memory["at_peak"])
+        assert screen.query_one(OptionList).option_count == len(memory["at_peak"])
         assert screen.chart_marks["peak_step"] == memory["peak_step"]
         assert screen.chart_marks.get("backward_from") == memory["backward_from"]
         if memory.get("explanation"):
             assert memory["explanation"] in str(screen.query_one("#memory-status").render())
         with_line = next(i for i, b in enumerate(memory["at_peak"]) if b["source"])
-        screen.query_one(DataTable).move_cursor(row=with_line)
+        screen.query_one(OptionList).highlighted = with_line
         await pilot.press("enter")
         await pilot.pause()
         assert not isinstance(app.screen, MemoryScreen)
@@ -107,3 +107,60 @@ async def test_the_diff_says_how_the_peaks_make_up_changed():
                 assert category in status
         if b.memory["peak_bytes"] == a.memory["peak_bytes"]:
             assert "peak unchanged against A" in status
+
+
+TWO_RESIDUALS = """
+import jax
+import jax.numpy as jnp
+import remat_tui
+
+
+def example_args():
+    return (jax.ShapeDtypeStruct((256, 512), jnp.float32),
+            jax.ShapeDtypeStruct((512, 64), jnp.float32),
+            jax.ShapeDtypeStruct((64, 256), jnp.float32))
+
+
+@remat_tui.target(args=example_args)
+def loss(x, w1, w2):
+    wide = jnp.tanh(x @ w1)
+    narrow = jnp.sin(wide @ w2)
+    return narrow.sum()
+"""
+
+
+async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
+    """The memory view names a residual buffer's R# (from the analysis shown:
+    the compile knows no residuals), and enter on it selects that row."""
+    from test_app import SIZE, settle
+    from textual.widgets import OptionList
+
+    from remat_tui.app.main import RematApp
+    from remat_tui.app.residual_table import ResidualTable
+    from remat_tui.app.screens.memory import MemoryScreen
+
+    path = tmp_path / "two.py"
+    path.write_text(TWO_RESIDUALS)
+    app = RematApp(str(path), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("p")
+        for _ in range(600):
+            await pilot.pause(0.05)
+            if app.compiled:
+                break
+        await pilot.press("w")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, MemoryScreen)
+        named = [(i, b) for i, b in enumerate(screen.memory["at_peak"]) if b["residual"]]
+        assert named, "no residual buffer at the peak was named"
+        index, buffer = named[0]
+        row = int(buffer["residual"][1:]) - 1
+        r = app.shown.residuals[row]
+        assert app.query_one(ResidualTable).selected != row  # else enter would prove nothing
+        assert r.aval == buffer["shape"]  # the R# is a residual of that shape
+        screen.query_one(OptionList).highlighted = index
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one(ResidualTable).selected == row

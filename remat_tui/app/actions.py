@@ -201,23 +201,32 @@ class KeyActions:
             self.notify(f"no breakdown of the peak: {why}", severity="warning", markup=False)
             return
         from remat_tui.app.screens.memory import MemoryScreen
+        from remat_tui.core.peak_links import name_residuals
 
-        self.push_screen(MemoryScreen(known.memory, self.compiled_headline(a)), self.open_line)
+        # The compile child knows no residuals: the buffers get their R# here,
+        # from the analysis shown (the one whose configuration was compiled).
+        memory = {**known.memory, "at_peak": name_residuals(known.memory["at_peak"], a.residuals)}
+        self.push_screen(MemoryScreen(memory, self.compiled_headline(a)), self.open_line)
 
-    def open_line(self, where: tuple[str, int] | None) -> None:
+    def open_line(self, where: tuple[str, int, str | None] | None) -> None:
         """Show a user's line (from the memory screen) in the source pane, and
-        select the residual made there, if one is."""
+        select the buffer's residual (`R3`), else the first one made there."""
         if where is None or self.shown is None:
             return
-        path, line = where
-        index = next(
-            (
-                i
-                for i, r in enumerate(self.shown.residuals)
-                for src in (r.source, r.origin.source if r.origin else None)
-                if src is not None and src.file == path and src.line == line
-            ),
-            None,
+        path, line, residual = where
+        index = int(residual[1:]) - 1 if residual else None
+        index = (
+            index
+            if index is not None
+            else next(
+                (
+                    i
+                    for i, r in enumerate(self.shown.residuals)
+                    for src in (r.source, r.origin.source if r.origin else None)
+                    if src is not None and src.file == path and src.line == line
+                ),
+                None,
+            )
         )
         if index is not None:
             self.query_one(ResidualTable).select(index)

@@ -24,7 +24,7 @@ def linked(target, a: Analysis, dev, cancelled):
     memory = a.compiled.memory
     if memory is None:
         return a.compiled
-    memory = {**memory, "at_peak": _name_residuals(memory["at_peak"], a.residuals)}
+    memory = {**memory, "at_peak": name_residuals(memory["at_peak"], a.residuals)}
     written = Config(device=a.config.device)
     if a.config == written or not a.compiled.fits:
         return replace(a.compiled, memory=memory)
@@ -43,7 +43,7 @@ def linked(target, a: Analysis, dev, cancelled):
     return replace(a.compiled, memory={**memory, "explanation": note})
 
 
-def _name_residuals(at_peak: list[dict], residuals) -> list[dict]:
+def name_residuals(at_peak: list[dict], residuals) -> list[dict]:
     """The buffers at the peak with the residual `R#` each holds, where that is
     known for sure: a residual buffer whose shape and line match exactly one
     residual of the jaxpr, and no other residual buffer (seven alike layers

@@ -1,9 +1,10 @@
 """Provides the MemoryScreen: where the compiled peak of the shown
 configuration goes (Contract 7, core/memory.py): the live bytes over XLA's
 schedule as a chart, the backward part's start and the peak marked; beside it
-the buffers live at the peak, largest first, with category and line. Enter on
-a buffer closes the screen on its source line, which the App shows in the
-source pane (and selects the residual made there, if one is).
+the buffers live at the peak, largest first, with category, residual R# (the
+App names them from the analysis shown) and line. Enter on a buffer closes
+the screen on its source line, which the App shows in the source pane, its
+residual row selected.
 
 The breakdown comes with the compile `p` made (the App keeps it); the screen
 reads it and computes nothing.
@@ -14,24 +15,37 @@ from __future__ import annotations
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Static
+from textual.widgets import OptionList, Static
 from textual_plotext import PlotextPlot
 
 from remat_tui.app.footer import Footer
 from remat_tui.report import memory as memory_view
+from remat_tui.report.tables import text_table
 from remat_tui.report.units import BYTE_UNITS, axis_unit, human_bytes
 
+SCREEN_COLUMNS = ("bytes", "category", "residual", "line", "shape", "instruction")
+SHAPE_WIDTH = 28  # a loop's tuple buffer lists every member: cut, the rest in the reports
 
-class MemoryScreen(Screen[tuple[str, int] | None]):
-    """The curve and the buffers at the peak; dismissed with (file, line) or None."""
+
+def _cut(text: str, width: int = SHAPE_WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class MemoryScreen(Screen[tuple[str, int, str | None] | None]):
+    """The curve and the buffers at the peak; dismissed with the chosen
+    buffer's (file, line, residual R# or None), or None."""
 
     DEFAULT_CSS = """
     #memory-status { height: auto; padding: 0 1; background: $panel; }
     #memory-body { height: 1fr; }
-    #memory-chart { width: 2fr; min-width: 40; }
-    #memory-table { width: 3fr; }
+    #memory-chart { width: 1fr; min-width: 40; }
+    #memory-buffers { width: 2fr; }
+    #memory-header {
+        height: 1; padding: 0 2; text-style: bold; text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    #memory-table { height: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
     """
     BINDINGS = [
         Binding("escape", "dismiss(None)", "back"),
@@ -48,7 +62,12 @@ class MemoryScreen(Screen[tuple[str, int] | None]):
         yield Static("", id="memory-status", markup=False)
         with Horizontal(id="memory-body"):
             yield PlotextPlot(id="memory-chart")
-            yield DataTable(id="memory-table", cursor_type="row", zebra_stripes=True)
+            # One line per buffer in an OptionList, its columns padded once:
+            # a DataTable renders each cell apart, and took most of the time to
+            # the first frame (bench/bench_memory.py).
+            with Vertical(id="memory-buffers"):
+                yield Static("", id="memory-header", markup=False)
+                yield OptionList(id="memory-table", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -58,12 +77,19 @@ class MemoryScreen(Screen[tuple[str, int] | None]):
             lines.append(m["explanation"])
         lines.append("enter opens a buffer's line in the main screen · escape goes back")
         self.query_one("#memory-status", Static).update("\n".join(lines))
-        table = self.query_one(DataTable)
-        table.add_columns(*memory_view.BUFFER_COLUMNS)
-        rows = memory_view.buffer_rows(m, top=len(m["at_peak"]))
-        for index, row in enumerate(rows):
-            table.add_row(*row, key=str(index))
-        table.focus()
+        order = [memory_view.BUFFER_COLUMNS.index(c) for c in SCREEN_COLUMNS]
+        shape = SCREEN_COLUMNS.index("shape")
+        rows = []
+        for row in memory_view.buffer_rows(m, top=len(m["at_peak"])):
+            cells = [row[i] for i in order]
+            cells[shape] = _cut(cells[shape])
+            rows.append(tuple(cells))
+        header, *lines = text_table([SCREEN_COLUMNS, *rows])
+        self.query_one("#memory-header", Static).update(header)
+        buffers = self.query_one(OptionList)
+        buffers.add_options(lines)
+        buffers.highlighted = 0 if lines else None
+        buffers.focus()
         self.draw_chart()
 
     def draw_chart(self) -> None:
@@ -83,23 +109,24 @@ class MemoryScreen(Screen[tuple[str, int] | None]):
         if m.get("backward_from") is not None:
             plt.vline(m["backward_from"], "orange")
             self.chart_marks["backward_from"] = m["backward_from"]
-        plt.title(f"live bytes · peak {human_bytes(m['peak_bytes'])} · backward from orange line")
-        plt.xlabel("step of XLA's schedule")
+        plt.title(f"live bytes, peak {human_bytes(m['peak_bytes'])}")  # short: the chart is narrow
+        plt.xlabel("XLA schedule step · orange: backward starts")
         plt.ylabel(unit)
         self.query_one(PlotextPlot).refresh()
 
     def action_open(self) -> None:
-        table = self.query_one(DataTable)
-        if table.row_count and table.cursor_row is not None:
-            self.open_row(int(table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value))
+        index = self.query_one(OptionList).highlighted
+        if index is not None:
+            self.open_row(index)
 
-    @on(DataTable.RowSelected)
-    def row_selected(self, event: DataTable.RowSelected) -> None:
-        self.open_row(int(event.row_key.value))
+    @on(OptionList.OptionSelected)
+    def buffer_selected(self, event: OptionList.OptionSelected) -> None:
+        self.open_row(event.option_index)
 
     def open_row(self, index: int) -> None:
-        source = self.memory["at_peak"][index]["source"]
+        buffer = self.memory["at_peak"][index]
+        source = buffer["source"]
         if not source:
             self.notify("XLA carries no line of yours for this buffer", severity="warning")
             return
-        self.dismiss((source["file"], source["line"]))
+        self.dismiss((source["file"], source["line"], buffer.get("residual")))
