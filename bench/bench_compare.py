@@ -47,8 +47,8 @@ FIVE = [
 def bare_traces(fn, args, kwargs) -> None:
     """The forward vjp and backward traces of each of the five, nothing else:
     bench_analyze.trace_both of each configured function (the primal shared)."""
-    from remat_tui.core.analysis import configured_function
     from remat_tui.core.config import Config
+    from remat_tui.core.configured import configured_function
 
     target = remat_tui.Target(fn=fn, name="bare", args=args, kwargs=kwargs)
     leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))

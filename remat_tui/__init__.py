@@ -35,18 +35,14 @@ def analyze(
     """Analyse a `Target` or a plain callable under `policy`, with `sites`
     ({site id or checkpointed function name: spec}) overriding the checkpoints
     written in the code (see core.analysis). `compiled=True` also compiles the
-    gradient for `device` (never runs it): `analysis.compiled` (core.compiled)."""
+    gradient for `device` (never runs it): `analysis.compiled` (core.compiled_analysis)."""
+    if compiled:
+        from remat_tui.core.compiled_analysis import analyze_compiled
+
+        return analyze_compiled(fn, args, kwargs, policy=policy, device=device, sites=sites)
     from remat_tui.core.analysis import analyze as _analyze
 
-    return _analyze(
-        fn,
-        args=args,
-        kwargs=kwargs,
-        policy=policy,
-        device=device,
-        sites=sites,
-        compiled=compiled,
-    )
+    return _analyze(fn, args, kwargs, policy=policy, device=device, sites=sites)
 
 
 def compare(fn, args=None, kwargs=None, policies=None, sites=None, compiled=False, device=None):
@@ -69,8 +65,8 @@ def suggest(fn, budget, args=None, kwargs=None, compiled=False, device=None, sit
 
 def diff(fn, a="as_written", b="as_written", args=None, kwargs=None, sites_a=None, sites_b=None):
     """What policy `a` (with `sites_a`) saves that `b` does not, and back (core.diff)."""
-    from remat_tui.core.analysis import as_target
     from remat_tui.core.config import Config
+    from remat_tui.core.configured import as_target
     from remat_tui.core.diff import diff as _diff
 
     target = as_target(fn, args, kwargs)

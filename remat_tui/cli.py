@@ -253,13 +253,10 @@ def _check_before(opts: argparse.Namespace) -> dict:
 def _analysis(target, opts, compiled: bool):
     """The one configuration report and memory are about, analysed."""
     from remat_tui.core.analysis import analyze
+    from remat_tui.core.compiled_analysis import analyze_compiled
 
-    return analyze(
-        target,
-        policy=opts.policy,
-        device=opts.device,
-        sites=site_overrides(opts.site),
-        compiled=compiled,
+    return (analyze_compiled if compiled else analyze)(
+        target, policy=opts.policy, device=opts.device, sites=site_overrides(opts.site)
     )
 
 

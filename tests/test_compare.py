@@ -354,7 +354,7 @@ def test_saving_a_name_that_spares_no_recompute_is_pointed_out():
 
 def test_name_verdicts_match_compares_notes():
     """What the app's Names list marks is what compare notes, at the same place."""
-    from remat_tui.core.analysis import as_target
+    from remat_tui.core.configured import as_target
     from remat_tui.core.name_verdicts import name_verdicts
 
     target = as_target(gelu_loss(None), GELU_ARGS, None)

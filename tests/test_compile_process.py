@@ -10,10 +10,10 @@ import time
 import pytest
 from conftest import example
 
-from remat_tui.core.analysis import Cancelled
 from remat_tui.core.compile_process import CompileProcess
 from remat_tui.core.compiled import compile_costs
 from remat_tui.core.config import Config
+from remat_tui.core.configured import Cancelled
 from remat_tui.core.loading import load_targets
 from remat_tui.errors import RematError
 

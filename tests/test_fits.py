@@ -11,7 +11,7 @@ import remat_tui
 import remat_tui.core.suggest
 from remat_tui.core import compiled as compiled_lib
 from remat_tui.core import policies, step_time
-from remat_tui.core.analysis import as_target
+from remat_tui.core.configured import as_target
 from remat_tui.errors import RematError
 from remat_tui.report import costs as cost_reports
 from remat_tui.report.units import human_bytes

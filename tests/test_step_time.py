@@ -9,9 +9,10 @@ from test_compare import ARGS, LOSS
 
 import remat_tui
 from remat_tui.core import chips, step_time
-from remat_tui.core.analysis import analyze, as_target
+from remat_tui.core.analysis import analyze
 from remat_tui.core.compare import compare
 from remat_tui.core.config import Config
+from remat_tui.core.configured import as_target
 
 CHIP = chips.Chip("test chip", peak_flops=1e12, memory_bandwidth=1e11, host_bandwidth=1e10,
                   memory_bytes=2**34, sources=("https://example.com",))  # fmt: skip

@@ -201,7 +201,7 @@ class KeyActions:
             self.notify(f"no breakdown of the peak: {why}", severity="warning", markup=False)
             return
         from remat_tui.app.screens.memory import MemoryScreen
-        from remat_tui.core.peak_links import name_residuals
+        from remat_tui.core.compiled_analysis import name_residuals
 
         # The compile child knows no residuals: the buffers get their R# here,
         # from the analysis shown (the one whose configuration was compiled).

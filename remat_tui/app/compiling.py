@@ -76,8 +76,8 @@ class Compiling:
     @work(thread=True, group="compile", exclusive=True, exit_on_error=False)
     def compile_worker(self, key: tuple, target) -> None:
         from remat_tui.app.arguments import prepared
-        from remat_tui.core.analysis import Cancelled
         from remat_tui.core.compiled import compile_costs
+        from remat_tui.core.configured import Cancelled
 
         name, config, reloads = key
         cancelled = lambda: key != self.compiling  # noqa: E731

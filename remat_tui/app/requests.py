@@ -81,7 +81,8 @@ class AnalysisRequests:
 
     @work(thread=True, group="analysis", exit_on_error=False)
     def analyse(self, request: int, key: tuple, spec) -> None:
-        from remat_tui.core.analysis import Cancelled, analyze
+        from remat_tui.core.analysis import analyze
+        from remat_tui.core.configured import Cancelled
 
         def stage(what: str) -> None:
             self.post_message(Progress(what, request if request >= 0 else None))

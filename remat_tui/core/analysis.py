@@ -25,15 +25,21 @@ from jax.tree_util import tree_flatten, tree_unflatten
 from remat_tui.core import flops, linemap, policies, site_flops
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core import recompute as recompute_lib
-from remat_tui.core import sites as site_lib
 from remat_tui.core.config import Config
+from remat_tui.core.configured import (
+    Cancelled,
+    as_target,
+    check_cancelled,
+    configured_function,
+    target_dir,
+)
 from remat_tui.core.devices import describe_device, device_set, resolve_device, trace_device
+from remat_tui.core.flops import count_dots
 from remat_tui.core.loading import resolve_arguments
 from remat_tui.core.model import Analysis, JaxprView
 from remat_tui.core.names import named_values
-from remat_tui.core.notes import count_dots
 from remat_tui.core.origins import Origins
-from remat_tui.core.primal import Primal, primal_program, require_array_output
+from remat_tui.core.primal import primal_program
 from remat_tui.core.residuals import find_residuals, per_device_bytes
 from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
@@ -51,20 +57,18 @@ def analyze(
     sites: dict | None = None,
     config: Config | None = None,
     texts: bool = True,
-    compiled: bool = False,
     row_only: bool = False,
 ) -> Analysis:
     """Analyse `fn` (a Target or a callable with `args`) under `policy` on `device`,
     with `sites` ({site id or function name: spec}) overriding checkpoints in
-    the code. A `config` replaces policy, sites and device at once.
+    the code. A `config` replaces policy, sites and device at once. A
+    deviceless TPU topology (`tpu:v5e:2x2`) is traced on a local CPU device;
+    core/compiled_analysis.py adds what XLA says of the compiled gradient.
 
     `cancelled`, if given, is polled between the expensive steps so a caller
     (the app's worker) can abandon a superseded analysis early. `texts=False`
     skips printing the jaxprs and mapping their lines (the panes stay empty):
     what compare, suggest and diff need is the residual list and the costs.
-    `compiled=True` also compiles the gradient for the device (never runs it)
-    and sets `analysis.compiled` (core/compiled.py); a deviceless TPU
-    topology (`tpu:v5e:2x2`) is traced on a local CPU device.
 
     `row_only=True` (implies `texts=False`) is what a row of compare or suggest
     needs: the backward pass is traced only when the recompute FLOPs cannot
@@ -72,13 +76,33 @@ def analyze(
     `flops["backward"]` is None and the sites carry no FLOPs.
     """
     target = as_target(fn, args, kwargs)
+    config, dev = resolve(target, policy, sites, device, config)
+    arguments = resolve_arguments(target, device_set(dev))
+    return traced(target, config, dev, arguments, cancelled, texts=texts, row_only=row_only)
+
+
+def resolve(target: Target, policy, sites, device, config: Config | None = None):
+    """The Config asked for (canonical; `config` as given) and the device it
+    names, resolved once: (Config, jax.Device or a topology's device)."""
     if config is None:
         given_device = device if device is None or isinstance(device, str) else None
         config = Config.make(policy, sites, given_device, target.policies)
-        dev = resolve_device(device)
-    else:
-        dev = resolve_device(config.device)
-    call_args, call_kwargs = resolve_arguments(target, device_set(dev))
+        return config, resolve_device(device)
+    return config, resolve_device(config.device)
+
+
+def traced(
+    target: Target,
+    config: Config,
+    dev,
+    arguments: tuple[tuple, dict],
+    cancelled: Callable[[], bool] | None = None,
+    texts: bool = True,
+    row_only: bool = False,
+) -> Analysis:
+    """The Analysis of `config`, already resolved (`resolve`), on the example
+    arguments built for its device set: one trace, what every view reads."""
+    call_args, call_kwargs = arguments
     spec = policies.parse(config.policy, target.policies)
     start = time.perf_counter()
     here = trace_device(dev)
@@ -97,39 +121,7 @@ def analyze(
     result.trace_seconds = time.perf_counter() - start
     result.device = describe_device(dev)
     result.config = config
-    if compiled:
-        from remat_tui.core.compiled import compile_costs
-
-        result.compiled = compile_costs(
-            target,
-            config,
-            cancelled,
-            device=dev,
-            arguments=(call_args, call_kwargs),
-            memory=True,  # where the peak goes (Contract 7), with every report's figure
-        )
-        from remat_tui.core.peak_links import linked
-
-        result.compiled = linked(target, result, dev, cancelled)
     return result
-
-
-def as_target(fn: Target | Callable, args: tuple | None, kwargs: dict | None) -> Target:
-    """A Target as given, or one made of a plain callable and its arguments."""
-    if isinstance(fn, Target):
-        if args is not None or kwargs is not None:
-            raise TypeError("pass args/kwargs only with a plain callable, not a Target")
-        return fn
-    return Target(fn=fn, name=getattr(fn, "__name__", "f"), args=args or (), kwargs=kwargs)
-
-
-class Cancelled(Exception):
-    """Raised inside analyze when the caller no longer wants the result."""
-
-
-def _check(cancelled):
-    if cancelled is not None and cancelled():
-        raise Cancelled()
 
 
 def _trace(
@@ -145,14 +137,14 @@ def _trace(
 ) -> Analysis:
     leaves, in_tree = tree_flatten((args, kwargs))
     _require_differentiable(target, leaves)
-    prefer_dir = _target_dir(target)
+    prefer_dir = target_dir(target)
     flat_fn, primal, plan = configured_function(target, config, leaves, in_tree, device, spec)
 
     try:
         closed, (out_shape, vjp_shape) = jax.make_jaxpr(
             lambda *a: jax.vjp(flat_fn, *a), return_shape=True
         )(*leaves)
-        _check(cancelled)
+        check_cancelled(cancelled)
         res_shapes, res_tree = tree_flatten(vjp_shape)
         outvars = jc.open_jaxpr(closed).outvars
         res_avals = [v.aval for v in outvars[len(outvars) - len(res_shapes) :]]
@@ -177,7 +169,7 @@ def _trace(
             f"{target.label}: tracing under {config.label()} failed: "
             f"{describe(exc)}{_hashing_hint(exc)}\n{user_traceback(exc)}"
         ) from None
-    _check(cancelled)
+    check_cancelled(cancelled)
     fwd = jc.open_jaxpr(closed)
     bwd = jc.open_jaxpr(backward_closed) if backward_closed is not None else None
     # A checkpoint of the user's that is differentiated leaves a remat equation
@@ -197,7 +189,7 @@ def _trace(
             origin=origins.of(fwd, fr.var),
             bytes_per_device=per_device_bytes(fr.var.aval),
         )
-    _check(cancelled)
+    check_cancelled(cancelled)
     if bwd is None:
         recompute = read
     else:
@@ -208,7 +200,7 @@ def _trace(
     bwd_flops = flops.count(bwd) if bwd is not None else None
     if texts:
         fwd_text, fwd_lay = linemap.layout(fwd)
-        _check(cancelled)
+        check_cancelled(cancelled)
         bwd_text, bwd_lay = linemap.layout(bwd)
         residuals, fwd_marks, bwd_marks = _place_residuals(
             found, fwd, bwd, fwd_lay, bwd_lay, len(res_shapes)
@@ -255,56 +247,6 @@ def _trace(
         and (bwd_flops is None or bwd_flops.exact)
         and recompute.flops_exact,
     )
-
-
-def configured_function(
-    target: Target, config: Config, leaves: list, in_tree, device, spec=None
-) -> tuple[Callable, Primal | None, dict]:
-    """The target as `config` asks for it, as a function of the flattened
-    (args, kwargs) leaves: its checkpoint sites overridden (a rewrite of the
-    primal program) and the outer policy wrapped around it. Also the primal
-    program (when sites are overridden or an outer policy is set, else None)
-    and the override plan ({site id: spec}). What analysis traces and
-    core/compiled.py compiles."""
-    if spec is None:
-        spec = policies.parse(config.policy, target.policies)
-    primal: Primal | None = None
-    plan: dict = {}
-    if config.sites or spec.kind != policies.AS_WRITTEN:
-        # Under an outer policy the cached primal program is what is wrapped:
-        # the next policy then re-uses JAX's trace of it (Primal.evaluator).
-        primal = primal_program(target, leaves, in_tree, device, _target_dir(target))
-        plan = site_lib.resolve_overrides(
-            primal.sites, config.site_overrides, target.policies, jc.open_jaxpr(primal.closed)
-        )
-        flat_fn = primal.evaluator(plan, target.policies)
-    else:
-        flat_fn = _flat(target, target.fn, in_tree)
-    if spec.kind != policies.AS_WRITTEN:
-        flat_fn = _checkpointed(flat_fn, policies.build(spec, target.policies))
-    return flat_fn, primal, plan
-
-
-def _flat(target: Target, fn: Callable, in_tree) -> Callable:
-    """`fn` taking the flattened (args, kwargs) leaves, as JAX's own tools call it."""
-
-    def flat_fn(*flat):
-        a, kw = tree_unflatten(in_tree, flat)
-        out = fn(*a, **kw)
-        require_array_output(target, out)
-        return out
-
-    return flat_fn
-
-
-def _checkpointed(flat_fn: Callable, jax_policy) -> Callable:
-    return jax.checkpoint(flat_fn, policy=jax_policy)
-
-
-def _target_dir(target: Target) -> str | None:
-    import os
-
-    return os.path.join(os.path.dirname(target.file), "") if target.file else None
 
 
 def _has_user_checkpoint(bwd) -> bool:

@@ -15,10 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from remat_tui.core import policies, step_time
-from remat_tui.core.analysis import Cancelled, analyze, as_target
+from remat_tui.core.analysis import analyze
 from remat_tui.core.config import Config
+from remat_tui.core.configured import Cancelled, as_target
 from remat_tui.core.model import Analysis
-from remat_tui.core.notes import Baseline, notes_for, peak_note, saved_name_notes
+from remat_tui.core.notes import Baseline, notes_for, saved_name_notes
+from remat_tui.core.peak_notes import peak_note
 from remat_tui.core.units import human_bytes, human_seconds
 
 

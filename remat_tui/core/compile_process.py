@@ -60,7 +60,7 @@ class CompileProcess:
         """Compile target `name` of `file` under `config` (its device included).
         `token` changes when the file is reloaded. Raises RematError with the
         child's message, or Cancelled (the child killed) once `cancelled()`."""
-        from remat_tui.core.analysis import Cancelled
+        from remat_tui.core.configured import Cancelled
 
         with self._request:
             if cancelled():

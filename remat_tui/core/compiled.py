@@ -2,7 +2,7 @@
 of a target, as configured, needs on a device.
 
 The gradient is `jax.vjp` of the configured function (site overrides and the
-outer policy, the function `analyze` traces: analysis.configured_function)
+outer policy, the function `analyze` traces: configured.configured_function)
 applied to a cotangent of ones, under `jax.jit`. It is lowered with the
 example arguments' shapes (ShapeDtypeStructs: nothing is allocated) and
 compiled for the chosen device, never run; `memory_analysis()` and
@@ -41,8 +41,8 @@ import jax
 from jax.sharding import SingleDeviceSharding
 from jax.tree_util import tree_flatten
 
-from remat_tui.core.analysis import Cancelled
 from remat_tui.core.config import Config
+from remat_tui.core.configured import check_cancelled
 from remat_tui.core.devices import (
     device_label,
     device_set,
@@ -149,7 +149,7 @@ def _compile(target, config, dev, label, cancelled, arguments, memory=False) -> 
     )
     abstract = [_abstract(x, dev, devices, what) for x in leaves]
     spanned = max(len({d for x in abstract for d in x.sharding.device_set}), 1)
-    _check(cancelled)
+    check_cancelled(cancelled)
     start = time.perf_counter()
     with jax.default_device(here):
         # Only the lowered module outlives _lower: the gradient's jaxpr (tens of
@@ -158,7 +158,7 @@ def _compile(target, config, dev, label, cancelled, arguments, memory=False) -> 
         # stop every thread, the app's UI too) do not walk it for the compile's
         # whole duration.
         lowered = lower(target, config, leaves, in_tree, here, abstract, what)
-        _check(cancelled)
+        check_cancelled(cancelled)
         try:
             executable = compile_with_memory(lowered) if memory else lowered.compile()
         except Exception as exc:
@@ -178,11 +178,6 @@ def _compile(target, config, dev, label, cancelled, arguments, memory=False) -> 
                     memory_note=why,
                 )
     return replace(result, step=step)
-
-
-def _check(cancelled) -> None:
-    if cancelled is not None and cancelled():
-        raise Cancelled()
 
 
 def _abstract(leaf, dev, devices: list, what: str) -> jax.ShapeDtypeStruct:

@@ -109,3 +109,15 @@ def combine(eqn, subs: Iterable[tuple]) -> Count:
     if not all(b.known for b, _ in subs):  # not in the table: bodies once
         exact = exact and flops == 0
     return Count(flops, exact)
+
+
+def count_dots(jaxpr) -> tuple[int, int]:
+    """(dot_general equations, those without batch dimensions), bodies included:
+    what tells whether a dots-without-batch-dims policy can save anything."""
+    total = unbatched = 0
+    for eqn, _ in jc.nested_eqns(jaxpr):
+        batch = jc.primitives.dot_batch_dims(eqn)
+        if batch is not None:
+            total += 1
+            unbatched += not batch[0] and not batch[1]
+    return total, unbatched

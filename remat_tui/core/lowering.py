@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
-from remat_tui.core.analysis import Cancelled, configured_function
+from remat_tui.core.configured import Cancelled, configured_function
 from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
 from remat_tui.registry import Target

@@ -36,7 +36,7 @@ import itertools
 from dataclasses import dataclass
 
 from remat_tui.core import policies, step_time
-from remat_tui.core.analysis import analyze, as_target
+from remat_tui.core.analysis import analyze
 from remat_tui.core.compare import (
     Row,
     canonical_spec,
@@ -48,6 +48,7 @@ from remat_tui.core.compare import (
     transpose_flops,
 )
 from remat_tui.core.config import Config
+from remat_tui.core.configured import as_target
 from remat_tui.core.units import human_bytes
 
 EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic

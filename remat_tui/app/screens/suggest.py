@@ -164,7 +164,7 @@ class SuggestScreen(Screen[Config | None]):
 
     @work(thread=True, exclusive=True, group="suggest", exit_on_error=False)
     def run_search(self, request: int, budget: int) -> None:
-        from remat_tui.core.analysis import Cancelled
+        from remat_tui.core.configured import Cancelled
         from remat_tui.core.suggest import suggest
 
         analysed = 0

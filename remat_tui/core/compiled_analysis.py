@@ -1,20 +1,49 @@
-"""Provides `linked`: an analysis's compiled breakdown (Contract 7) tied to
-what the analysis knows and XLA does not: the residual `R#` a buffer at the
-peak holds, where that is sure, and the sentence on why the peak moved so much
-less than the residual bytes against the code as written (core/notes.py),
-which compiles the code as written too.
+"""Provides `analyze_compiled`: an analysis with what XLA says of its compiled
+gradient (`analysis.compiled`, core/compiled.py), the configuration resolved
+and the example arguments built once for both; and `linked`: the compiled
+breakdown (Contract 7) tied to what the analysis knows and XLA does not: the
+residual `R#` a buffer at the peak holds, where that is sure, and the
+sentence on why the peak moved so much less than the residual bytes against
+the code as written (core/notes.py), which compiles the code as written too.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from remat_tui.core.analysis import analyze
+from remat_tui.core import policies
+from remat_tui.core.analysis import analyze, resolve, traced
 from remat_tui.core.compiled import compile_costs
 from remat_tui.core.config import Config
+from remat_tui.core.configured import as_target
+from remat_tui.core.devices import device_set
+from remat_tui.core.loading import resolve_arguments
 from remat_tui.core.model import Analysis
-from remat_tui.core.notes import peak_note
+from remat_tui.core.peak_notes import peak_note
 from remat_tui.errors import RematError
+
+
+def analyze_compiled(
+    fn,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
+    policy: str = policies.AS_WRITTEN,
+    device=None,
+    cancelled=None,
+    sites: dict | None = None,
+    config: Config | None = None,
+) -> Analysis:
+    """`analyze` (its arguments alike), then the gradient compiled for the
+    device (never run), with where its peak goes."""
+    target = as_target(fn, args, kwargs)
+    config, dev = resolve(target, policy, sites, device, config)
+    arguments = resolve_arguments(target, device_set(dev))
+    a = traced(target, config, dev, arguments, cancelled)
+    a.compiled = compile_costs(
+        target, config, cancelled, device=dev, arguments=arguments, memory=True
+    )
+    a.compiled = linked(target, a, dev, cancelled)
+    return a
 
 
 def linked(target, a: Analysis, dev, cancelled):

@@ -1,0 +1,87 @@
+"""Provides the configured function: the target as a Config asks for it (its
+checkpoint sites overridden, the outer policy wrapped around it), which
+core/analysis.py traces and core/lowering.py compiles; and what both take
+and raise on the way (`as_target`, `Cancelled`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import jax
+from jax.tree_util import tree_unflatten
+
+from remat_tui.core import jaxcompat as jc
+from remat_tui.core import policies
+from remat_tui.core import sites as site_lib
+from remat_tui.core.config import Config
+from remat_tui.core.primal import Primal, primal_program, require_array_output
+from remat_tui.registry import Target
+
+
+def as_target(fn: Target | Callable, args: tuple | None, kwargs: dict | None) -> Target:
+    """A Target as given, or one made of a plain callable and its arguments."""
+    if isinstance(fn, Target):
+        if args is not None or kwargs is not None:
+            raise TypeError("pass args/kwargs only with a plain callable, not a Target")
+        return fn
+    return Target(fn=fn, name=getattr(fn, "__name__", "f"), args=args or (), kwargs=kwargs)
+
+
+class Cancelled(Exception):
+    """Raised inside analyze when the caller no longer wants the result."""
+
+
+def check_cancelled(cancelled) -> None:
+    if cancelled is not None and cancelled():
+        raise Cancelled()
+
+
+def configured_function(
+    target: Target, config: Config, leaves: list, in_tree, device, spec=None
+) -> tuple[Callable, Primal | None, dict]:
+    """The target as `config` asks for it, as a function of the flattened
+    (args, kwargs) leaves: its checkpoint sites overridden (a rewrite of the
+    primal program) and the outer policy wrapped around it. Also the primal
+    program (when sites are overridden or an outer policy is set, else None)
+    and the override plan ({site id: spec}). What analysis traces and
+    core/compiled.py compiles."""
+    if spec is None:
+        spec = policies.parse(config.policy, target.policies)
+    primal: Primal | None = None
+    plan: dict = {}
+    if config.sites or spec.kind != policies.AS_WRITTEN:
+        # Under an outer policy the cached primal program is what is wrapped:
+        # the next policy then re-uses JAX's trace of it (Primal.evaluator).
+        primal = primal_program(target, leaves, in_tree, device, target_dir(target))
+        plan = site_lib.resolve_overrides(
+            primal.sites, config.site_overrides, target.policies, jc.open_jaxpr(primal.closed)
+        )
+        flat_fn = primal.evaluator(plan, target.policies)
+    else:
+        flat_fn = flat_function(target, target.fn, in_tree)
+    if spec.kind != policies.AS_WRITTEN:
+        flat_fn = _checkpointed(flat_fn, policies.build(spec, target.policies))
+    return flat_fn, primal, plan
+
+
+def flat_function(target: Target, fn: Callable, in_tree) -> Callable:
+    """`fn` taking the flattened (args, kwargs) leaves, as JAX's own tools call it."""
+
+    def flat_fn(*flat):
+        a, kw = tree_unflatten(in_tree, flat)
+        out = fn(*a, **kw)
+        require_array_output(target, out)
+        return out
+
+    return flat_fn
+
+
+def _checkpointed(flat_fn: Callable, jax_policy) -> Callable:
+    return jax.checkpoint(flat_fn, policy=jax_policy)
+
+
+def target_dir(target: Target) -> str | None:
+    """The target file's folder, which tracebacks and sources prefer."""
+    return os.path.join(os.path.dirname(target.file), "") if target.file else None
