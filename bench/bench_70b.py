@@ -33,7 +33,7 @@ TIME_BUDGET, RSS_BUDGET = 60.0, 4 * 2**30
 def child(device: str | None, profile: str | None, every: bool) -> None:
     start = time.perf_counter()
     import remat_tui
-    from remat_tui.core import policies
+    from remat_tui.core.setup import policies
 
     target = remat_tui.load_targets(os.path.join(HERE, "decoder_70b.py"))["decoder"]
     loaded = time.perf_counter()

@@ -26,7 +26,7 @@ import jax
 from jax.tree_util import tree_flatten, tree_unflatten
 
 import remat_tui
-from remat_tui.core import loading, policies
+from remat_tui.core.setup import loading, policies
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -6,7 +6,7 @@ and of the backward pass, and printing both jaxprs (bench_analyze.floor).
 Ours: one `remat_tui.compare(target, policies=[...five...])` on a fresh
 function object. It prints no jaxpr, traces the primal program once, and
 reads each row's recompute from the linear program `jax.vjp` returns instead
-of tracing the backward pass where that is exact (core/recompute.py; on this
+of tracing the backward pass where that is exact (core/trace/recompute.py; on this
 model it is for every row).
 
 Also shown, to say where the time goes: the floors' printing alone, and
@@ -29,7 +29,7 @@ import time
 import jax
 
 import remat_tui
-from remat_tui.core import loading, policies
+from remat_tui.core.setup import loading, policies
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_analyze import floor_timed, fresh, trace_both  # noqa: E402
@@ -47,8 +47,8 @@ FIVE = [
 def bare_traces(fn, args, kwargs) -> None:
     """The forward vjp and backward traces of each of the five, nothing else:
     bench_analyze.trace_both of each configured function (the primal shared)."""
-    from remat_tui.core.config import Config
-    from remat_tui.core.configured import configured_function
+    from remat_tui.core.setup.config import Config
+    from remat_tui.core.trace.configured import configured_function
 
     target = remat_tui.Target(fn=fn, name="bare", args=args, kwargs=kwargs)
     leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))

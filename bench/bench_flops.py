@@ -1,4 +1,4 @@
-"""What FLOP counting (core/flops.py, Contract 6) adds to one analysis.
+"""What FLOP counting (core/costs/flops.py, Contract 6) adds to one analysis.
 
 Measured in parts, because the whole analysis varies by more run to run than
 counting costs: the two `flops.count` calls (forward and backward jaxprs) and
@@ -23,8 +23,10 @@ from unittest import mock
 import jax
 
 import remat_tui
-from remat_tui.core import flops, linemap, loading, policies
 from remat_tui.core import jaxcompat as jc
+from remat_tui.core.costs import flops
+from remat_tui.core.setup import loading, policies
+from remat_tui.core.trace import linemap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

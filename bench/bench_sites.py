@@ -32,7 +32,8 @@ from contextlib import contextmanager
 import jax
 
 import remat_tui
-from remat_tui.core import analysis, loading, primal
+from remat_tui.core.setup import loading
+from remat_tui.core.trace import analysis, primal
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILT_INS = [

@@ -11,7 +11,7 @@ device=...)` (the ordered search: the code as written first, then the rest
 from the least cost up, stopping once no later candidate can be the answer),
 then the same with `compile_all=True` (every candidate compiled), then the
 ordered search again; the compile cache is cleared before each run
-(`core.compiled.clear_cache()`), so every run compiles what it needs. Each
+(`core.xla.compiled.clear_cache()`), so every run compiles what it needs. Each
 run's wall time includes analysing the candidates without compiling (the
 same work in all runs; the first run also pays JAX's and XLA's warm-up,
 which is why the ordered search runs both first and last). The verdict takes
@@ -76,8 +76,8 @@ def gib(n) -> str:
 
 
 def run(label, target, budget, device, compile_all):
-    from remat_tui.core import compiled
-    from remat_tui.core.suggest import suggest
+    from remat_tui.core.search.suggest import suggest
+    from remat_tui.core.xla import compiled
 
     compiled.clear_cache()
     start = time.perf_counter()

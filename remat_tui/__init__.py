@@ -24,7 +24,7 @@ __all__ = [
 
 def load_targets(path):
     """Import the target file at `path` and return its targets by name."""
-    from remat_tui.core.loading import load_targets as _load
+    from remat_tui.core.setup.loading import load_targets as _load
 
     return _load(path)
 
@@ -34,20 +34,20 @@ def analyze(
 ):
     """Analyse a `Target` or a plain callable under `policy`, with `sites`
     ({site id or checkpointed function name: spec}) overriding the checkpoints
-    written in the code (see core.analysis). `compiled=True` also compiles the
-    gradient for `device` (never runs it): `analysis.compiled` (core.compiled_analysis)."""
+    written in the code (see core.trace.analysis). `compiled=True` also compiles the
+    gradient for `device` (never runs it): `analysis.compiled` (core.xla.compiled_analysis)."""
     if compiled:
-        from remat_tui.core.compiled_analysis import analyze_compiled
+        from remat_tui.core.xla.compiled_analysis import analyze_compiled
 
         return analyze_compiled(fn, args, kwargs, policy=policy, device=device, sites=sites)
-    from remat_tui.core.analysis import analyze as _analyze
+    from remat_tui.core.trace.analysis import analyze as _analyze
 
     return _analyze(fn, args, kwargs, policy=policy, device=device, sites=sites)
 
 
 def compare(fn, args=None, kwargs=None, policies=None, sites=None, compiled=False, device=None):
-    """Rows of costs, one per configuration, Pareto-optimal ones marked (core.compare)."""
-    from remat_tui.core.compare import compare as _compare
+    """Rows of costs, one per configuration, Pareto-optimal ones marked (core.search.compare)."""
+    from remat_tui.core.search.compare import compare as _compare
 
     return _compare(
         fn, args, kwargs, policies=policies, sites=sites, compiled=compiled, device=device
@@ -56,7 +56,7 @@ def compare(fn, args=None, kwargs=None, policies=None, sites=None, compiled=Fals
 
 def suggest(fn, budget, args=None, kwargs=None, compiled=False, device=None, sites=None):
     """The least recomputation whose memory fits `budget` bytes or a size like '2GiB'."""
-    from remat_tui.core.suggest import suggest as _suggest
+    from remat_tui.core.search.suggest import suggest as _suggest
     from remat_tui.report.units import parse_size
 
     budget = parse_size(budget) if isinstance(budget, str) else budget
@@ -64,10 +64,10 @@ def suggest(fn, budget, args=None, kwargs=None, compiled=False, device=None, sit
 
 
 def diff(fn, a="as_written", b="as_written", args=None, kwargs=None, sites_a=None, sites_b=None):
-    """What policy `a` (with `sites_a`) saves that `b` does not, and back (core.diff)."""
-    from remat_tui.core.config import Config
-    from remat_tui.core.configured import as_target
-    from remat_tui.core.diff import diff as _diff
+    """What policy `a` (with `sites_a`) saves that `b` does not, and back (core.search.diff)."""
+    from remat_tui.core.search.diff import diff as _diff
+    from remat_tui.core.setup.config import Config
+    from remat_tui.core.trace.configured import as_target
 
     target = as_target(fn, args, kwargs)
     first = Config.make(a, sites_a, declared=target.policies)

@@ -218,7 +218,7 @@ def output_format(opts: argparse.Namespace) -> str:
 
 def _headless(opts: argparse.Namespace) -> int:
     """Run one subcommand: its result rendered, written, and its exit status."""
-    from remat_tui.core.loading import load_target
+    from remat_tui.core.setup.loading import load_target
 
     checks = _check_before(opts)  # bad sizes fail before anything is analysed
     fmt = output_format(opts)
@@ -252,8 +252,8 @@ def _check_before(opts: argparse.Namespace) -> dict:
 
 def _analysis(target, opts, compiled: bool):
     """The one configuration report and memory are about, analysed."""
-    from remat_tui.core.analysis import analyze
-    from remat_tui.core.compiled_analysis import analyze_compiled
+    from remat_tui.core.trace.analysis import analyze
+    from remat_tui.core.xla.compiled_analysis import analyze_compiled
 
     return (analyze_compiled if compiled else analyze)(
         target, policy=opts.policy, device=opts.device, sites=site_overrides(opts.site)
@@ -269,7 +269,7 @@ def _report(target, opts, fmt, checks):
 
 
 def _compare(target, opts, fmt, checks):
-    from remat_tui.core.compare import compare
+    from remat_tui.core.search.compare import compare
     from remat_tui.report.costs import render_compare
 
     result = compare(target, policies=opts.policy, **_search_options(opts))
@@ -277,7 +277,7 @@ def _compare(target, opts, fmt, checks):
 
 
 def _suggest(target, opts, fmt, checks):
-    from remat_tui.core.suggest import suggest
+    from remat_tui.core.search.suggest import suggest
     from remat_tui.report.costs import render_suggest
 
     result = suggest(target, checks["budget"], **_search_options(opts))
@@ -295,8 +295,8 @@ def _search_options(opts: argparse.Namespace) -> dict:
 
 
 def _diff(target, opts, fmt, checks):
-    from remat_tui.core.config import Config
-    from remat_tui.core.diff import diff
+    from remat_tui.core.search.diff import diff
+    from remat_tui.core.setup.config import Config
     from remat_tui.report.costs import render_diff
 
     sides = (
@@ -399,8 +399,8 @@ def _user_output_to_stderr():
 
 
 def run_app(opts: argparse.Namespace) -> int:
-    from remat_tui.core.loading import split_target_ref
-    from remat_tui.core.policies import check_syntax
+    from remat_tui.core.setup.loading import split_target_ref
+    from remat_tui.core.setup.policies import check_syntax
 
     # What can be checked before JAX loads fails here, with exit status 2; the
     # rest (the file's own errors, its policy names, the device) shows in the app.
@@ -427,6 +427,6 @@ def run_app(opts: argparse.Namespace) -> int:
 
 def site_overrides(options: list[str]) -> dict:
     """`--site` options -> {site id or function name: spec}; the last one for a key wins."""
-    from remat_tui.core.config import parse_site_option
+    from remat_tui.core.setup.config import parse_site_option
 
     return dict(parse_site_option(text) for text in options)

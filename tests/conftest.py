@@ -10,10 +10,10 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
 import pytest
 
-# With the tpu extra installed, importing core.devices keeps libtpu quiet and
+# With the tpu extra installed, importing core.setup.devices keeps libtpu quiet and
 # unlocked on a machine without TPU chips (see _libtpu_without_chips there);
 # it must happen before any test starts JAX's backends.
-import remat_tui.core.devices  # noqa: F401
+import remat_tui.core.setup.devices  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,7 +53,7 @@ def jax_saved_residuals(fn, spec_text, args, kwargs, declared=None) -> list[str]
     import jax
     import jax.ad_checkpoint  # a submodule: `import jax` alone does not load it
 
-    from remat_tui.core import policies
+    from remat_tui.core.setup import policies
 
     spec = policies.parse(spec_text, declared)
     if spec.kind != policies.AS_WRITTEN:
@@ -105,6 +105,6 @@ def remat_tui_cmd():
 def local_devices_only(monkeypatch):
     """The Device list as a machine without the `tpu` extra shows it, so that
     snapshots are the same with and without libtpu installed."""
-    from remat_tui.core import devices
+    from remat_tui.core.setup import devices
 
     monkeypatch.setattr(devices, "libtpu_installed", lambda: False)

@@ -198,8 +198,8 @@ def test_tracing_errors_name_the_cause():
 
 
 def test_cancelled_analysis_stops():
-    from remat_tui.core.analysis import analyze
-    from remat_tui.core.configured import Cancelled
+    from remat_tui.core.trace.analysis import analyze
+    from remat_tui.core.trace.configured import Cancelled
 
     with pytest.raises(Cancelled):
         analyze(lambda x: jnp.sin(x), args=(jnp.ones(3),), cancelled=lambda: True)

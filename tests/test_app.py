@@ -9,8 +9,8 @@ from conftest import ROOT, example, jax_saved_residuals, local_devices_only
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.main import RematApp
 from remat_tui.app.messages import AnalysisReady
-from remat_tui.core.devices import available_devices
-from remat_tui.core.loading import resolve_arguments
+from remat_tui.core.setup.devices import available_devices
+from remat_tui.core.setup.loading import resolve_arguments
 
 SIZE = (150, 42)
 
@@ -130,7 +130,7 @@ async def test_selecting_a_row_ties_panes_and_source_together():
 async def test_superseded_result_is_dropped(monkeypatch):
     import threading
 
-    from remat_tui.core import analysis
+    from remat_tui.core.trace import analysis
 
     real_analyze = analysis.analyze
     release = threading.Event()

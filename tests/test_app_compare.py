@@ -10,8 +10,8 @@ from textual.widgets import DataTable
 
 from remat_tui.app.main import RematApp
 from remat_tui.app.screens.compare import CompareScreen
-from remat_tui.core import policies
-from remat_tui.core.loading import resolve_arguments
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.loading import resolve_arguments
 
 TARGET = "scanned_checkpointed"
 
@@ -97,7 +97,7 @@ def test_compare_screen_snapshot(snap_compare):
 
 
 async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
-    from remat_tui.core.compiled import compile_costs
+    from remat_tui.core.xla.compiled import compile_costs
     from remat_tui.report.units import human_bytes
 
     app = RematApp(example("mlp.py"), show_timings=False)
@@ -224,7 +224,7 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
     temp columns are filled (they stayed empty: the screen never asked for
     compiled numbers), and the shown configuration's peak is the status line's.
     With `p` off those columns are not drawn at all."""
-    from remat_tui.core.compiled import compile_costs
+    from remat_tui.core.xla.compiled import compile_costs
     from remat_tui.report.units import human_bytes
 
     app = RematApp(write_target(SMALL), show_timings=False)

@@ -10,7 +10,7 @@ from test_app import SIZE, settle
 from remat_tui.app import requests
 from remat_tui.app.footer import Footer
 from remat_tui.app.main import RematApp
-from remat_tui.core.loading import resolve_arguments
+from remat_tui.core.setup.loading import resolve_arguments
 
 
 def compact_watchers(footer: Footer) -> list:

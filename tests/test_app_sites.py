@@ -8,8 +8,8 @@ from test_app import SIZE, settle
 from remat_tui.app.main import RematApp
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.sidebar import Sidebar
-from remat_tui.core import policies
-from remat_tui.core.loading import resolve_arguments
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.loading import resolve_arguments
 
 TARGET = "scanned_checkpointed"
 

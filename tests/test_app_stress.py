@@ -20,8 +20,8 @@ from textual import events
 
 from remat_tui.app import cache as analysis_cache
 from remat_tui.app.main import RematApp
-from remat_tui.core import policies
-from remat_tui.core.loading import resolve_arguments
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.loading import resolve_arguments
 
 CHANGES = 1_000
 SEED = 8

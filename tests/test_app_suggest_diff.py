@@ -13,8 +13,8 @@ import remat_tui
 from remat_tui.app.main import RematApp
 from remat_tui.app.screens.diff import DiffScreen, short
 from remat_tui.app.screens.suggest import BudgetScreen, SuggestDone, SuggestScreen
-from remat_tui.core import policies
-from remat_tui.core.loading import resolve_arguments
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.report.costs import config_label
 from remat_tui.report.units import human_bytes, human_flops, signed
 
@@ -97,7 +97,7 @@ async def test_suggest_equals_the_api_and_opens_what_jax_saves():
 
 
 async def test_a_newer_budget_stops_the_running_search(monkeypatch):
-    import remat_tui.core.suggest as core_suggest
+    import remat_tui.core.search.suggest as core_suggest
 
     # Each search waits at its first batch until the newer budget is typed, so
     # the first one is surely running (not merely queued) when it is superseded.

@@ -14,8 +14,8 @@ from test_app import SIZE, assert_shows_jax_residuals, settle
 from textual.widgets import OptionList
 
 from remat_tui.app.main import RematApp
-from remat_tui.core import devices as devices_lib
-from remat_tui.core.loading import resolve_arguments
+from remat_tui.core.setup import devices as devices_lib
+from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes
 

@@ -25,7 +25,7 @@ from test_app import SIZE, settle
 
 import remat_tui
 from remat_tui.app.main import RematApp
-from remat_tui.core.loading import resolve_arguments
+from remat_tui.core.setup.loading import resolve_arguments
 
 TARGET = "import jax, jax.numpy as jnp, remat_tui\n"
 SOURCES = {
@@ -581,7 +581,7 @@ async def test_app_in_a_40x12_terminal():
 def held_trace(monkeypatch, policy: str) -> threading.Event:
     """Traces under `policy` wait for the returned event: a trace that runs as
     long as the test needs."""
-    from remat_tui.core import analysis
+    from remat_tui.core.trace import analysis
 
     real = analysis.analyze
     release = threading.Event()

@@ -29,7 +29,7 @@ def test_report_json_matches_jax(remat_tui_cmd, notebook_targets):
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    from remat_tui.core.loading import resolve_arguments
+    from remat_tui.core.setup.loading import resolve_arguments
 
     t = notebook_targets["f"]
     args, kwargs = resolve_arguments(t)
@@ -129,7 +129,7 @@ def test_app_mode_bad_input_exits_2_before_the_app_starts(remat_tui_cmd, args, f
 
 
 def test_app_mode_accepts_a_policy_the_target_declares():
-    from remat_tui.core.policies import check_syntax
+    from remat_tui.core.setup.policies import check_syntax
 
     # A bare name may be one the target declares: the app checks it after loading.
     assert check_syntax("save_a_and_dots") is None

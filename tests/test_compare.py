@@ -12,12 +12,12 @@ from conftest import example, jax_saved_residuals
 from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
-from remat_tui.core import policies
-from remat_tui.core.compare import compare
-from remat_tui.core.config import Config
-from remat_tui.core.diff import diff
-from remat_tui.core.notes import SPARES_LITTLE
-from remat_tui.core.suggest import STATES, suggest
+from remat_tui.core.search.compare import compare
+from remat_tui.core.search.diff import diff
+from remat_tui.core.search.notes import SPARES_LITTLE
+from remat_tui.core.search.suggest import STATES, suggest
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
 from remat_tui.report.costs import render_diff
 
 
@@ -133,7 +133,7 @@ def brute_force(budget: int):
     """Every configuration suggest's space holds, analysed one by one; an
     offload that takes longer on the chip (the CPU, measured) than recomputing
     what it offloads is left out, as suggest leaves it out while others fit."""
-    from remat_tui.core import step_time
+    from remat_tui.core.xla import step_time
 
     chip = step_time.chip_of(None)
     specs = [*policies.builtin_specs()]
@@ -234,7 +234,7 @@ def test_python_api_entry_points():
 
 
 def test_notes_explain_a_dots_policy_every_dot_defeats_and_an_empty_offload():
-    from remat_tui.core.notes import intrinsic_notes
+    from remat_tui.core.search.notes import intrinsic_notes
 
     def batched(W, x):  # every dot has a batch dimension (b)
         return jnp.sum(jnp.sin(jnp.einsum("bij,bjk->bik", W, x)))
@@ -354,8 +354,8 @@ def test_saving_a_name_that_spares_no_recompute_is_pointed_out():
 
 def test_name_verdicts_match_compares_notes():
     """What the app's Names list marks is what compare notes, at the same place."""
-    from remat_tui.core.configured import as_target
-    from remat_tui.core.name_verdicts import name_verdicts
+    from remat_tui.core.search.name_verdicts import name_verdicts
+    from remat_tui.core.trace.configured import as_target
 
     target = as_target(gelu_loss(None), GELU_ARGS, None)
     a = remat_tui.analyze(target)

@@ -8,10 +8,11 @@ import pytest
 from test_compare import ARGS, LOSS
 
 import remat_tui
-import remat_tui.core.suggest
-from remat_tui.core import compiled as compiled_lib
-from remat_tui.core import policies, step_time
-from remat_tui.core.configured import as_target
+import remat_tui.core.search.suggest
+from remat_tui.core.setup import policies
+from remat_tui.core.trace.configured import as_target
+from remat_tui.core.xla import compiled as compiled_lib
+from remat_tui.core.xla import step_time
 from remat_tui.errors import RematError
 from remat_tui.report import costs as cost_reports
 from remat_tui.report.units import human_bytes
@@ -63,7 +64,7 @@ def test_compare_goes_on_past_rows_that_do_not_fit_or_fail(failing_for):
 def all_compiled():
     """Every candidate suggest considers, each compiled (suggest's own
     compile_all): the answers of the ordered search are checked against it."""
-    return remat_tui.core.suggest.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
+    return remat_tui.core.search.suggest.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
                                           compile_all=True).rows  # fmt: skip
 
 
@@ -117,7 +118,7 @@ def compute_bound_cpu(monkeypatch):
     bounds skip nothing: exact, but no faster than compiling everything)."""
     import dataclasses
 
-    from remat_tui.core import chips
+    from remat_tui.core.xla import chips
 
     fast = dataclasses.replace(chips.measured_cpu(), memory_bandwidth=float("inf"))
     monkeypatch.setattr(step_time, "chip_of", lambda device: fast)
@@ -128,8 +129,10 @@ def compute_bound_cpu(monkeypatch):
 
 def test_suggest_skips_compiles_that_cannot_beat_the_answer(compute_bound_cpu):
     target = as_target(LOSS, ARGS, None)
-    got = remat_tui.core.suggest.suggest(target, 2**40, compiled=True)
-    everything = remat_tui.core.suggest.suggest(target, 2**40, compiled=True, compile_all=True)
+    got = remat_tui.core.search.suggest.suggest(target, 2**40, compiled=True)
+    everything = remat_tui.core.search.suggest.suggest(
+        target, 2**40, compiled=True, compile_all=True
+    )
     assert got.best.config == cheapest_that_fits(everything.rows, 2**40).config
     assert got.fits and got.skipped > 0 and "estimated slower on cpu" in got.skipped_why
     assert got.best.time["seconds"] == min(
@@ -170,7 +173,7 @@ def test_suggest_when_nothing_fits_the_device(failing_for):
 def test_suggest_progress_counts_to_what_it_says_it_searched():
     # Progress said [n/33] while the answer said "all 34 configurations".
     seen = []
-    got = remat_tui.core.suggest.suggest(
+    got = remat_tui.core.search.suggest.suggest(
         as_target(LOSS, ARGS, None),
         2**40,
         compiled=True,
@@ -187,13 +190,13 @@ def test_a_budget_above_the_device_is_said_to_be(failing_for):
     """XLA said the device has 8 GiB (a compile that did not fit): a 1 TiB
     budget is above it, and the suggestion says so."""
     failing_for(out_of_memory={"nothing_saveable"})
-    got = remat_tui.core.suggest.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
+    got = remat_tui.core.search.suggest.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
                                          compile_all=True)  # fmt: skip
     assert got.device_memory == 8 * 2**30 and got.budget_above_device
     assert got.to_dict()["budget_above_device"] is True
     text = cost_reports.render_suggest(got, "text")
     assert "above the 8.0 GiB" in text
-    fits = remat_tui.core.suggest.suggest(as_target(LOSS, ARGS, None), 2**20, compiled=True,
+    fits = remat_tui.core.search.suggest.suggest(as_target(LOSS, ARGS, None), 2**20, compiled=True,
                                           compile_all=True)  # fmt: skip
     assert not fits.budget_above_device
 
@@ -202,10 +205,12 @@ def test_a_budget_below_the_arguments_and_outputs_compiles_one():
     """Every configuration holds the same arguments and returns the same
     gradients: a budget below those bytes cannot be met, said after one compile."""
     target = as_target(LOSS, ARGS, None)
-    base = compiled_lib.compile_costs(target, remat_tui.core.config.Config())
+    base = compiled_lib.compile_costs(target, remat_tui.core.setup.config.Config())
     floor = base.argument_bytes + base.output_bytes - base.alias_bytes
-    got = remat_tui.core.suggest.suggest(target, floor - 1, compiled=True)
+    got = remat_tui.core.search.suggest.suggest(target, floor - 1, compiled=True)
     assert not got.fits and got.compiled_count == 1 and got.skipped == got.searched - 1
     assert "none can fit" in got.skipped_why and human_bytes(floor) in got.skipped_why
-    everything = remat_tui.core.suggest.suggest(target, floor - 1, compiled=True, compile_all=True)
+    everything = remat_tui.core.search.suggest.suggest(
+        target, floor - 1, compiled=True, compile_all=True
+    )
     assert not any(r.fits and r.memory <= floor - 1 for r in everything.rows)

@@ -1,4 +1,4 @@
-"""FLOP counts (core/flops.py, Contract 6): hand-computed values on small
+"""FLOP counts (core/costs/flops.py, Contract 6): hand-computed values on small
 programs, recompute FLOPs under policies, and XLA's own cost analysis."""
 
 import jax
@@ -7,8 +7,8 @@ import pytest
 from jax import lax
 
 import remat_tui
-from remat_tui.core import flops
 from remat_tui.core import jaxcompat as jc
+from remat_tui.core.costs import flops
 from remat_tui.report.units import human_flops, percent, recompute_summary, summary
 
 

@@ -22,7 +22,7 @@ def jax_saved_bytes(path) -> int:
     target, read from its lines (`f32[32,128] output of ...`)."""
     import jax.numpy as jnp
 
-    from remat_tui.core.loading import load_target, resolve_arguments
+    from remat_tui.core.setup.loading import load_target, resolve_arguments
 
     target = load_target(path)
     args, kwargs = resolve_arguments(target)

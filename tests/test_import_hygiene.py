@@ -15,7 +15,8 @@ def modules_after(statement: str) -> set[str]:
 
 def test_core_imports_no_textual_or_rich():
     loaded = modules_after(
-        "import remat_tui.core.analysis, remat_tui.core.loading, remat_tui.core.policies"
+        "import remat_tui.core.trace.analysis, remat_tui.core.setup.loading, "
+        "remat_tui.core.setup.policies"
     )
     assert "jax" in loaded
     assert "textual" not in loaded and "rich" not in loaded

@@ -11,7 +11,8 @@ from test_edge_cases import CASES
 
 import remat_tui
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core import linemap, loading, policies
+from remat_tui.core.setup import loading, policies
+from remat_tui.core.trace import linemap
 
 
 def linear_solve(b):

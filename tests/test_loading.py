@@ -3,7 +3,7 @@
 import pytest
 
 import remat_tui
-from remat_tui.core import loading
+from remat_tui.core.setup import loading
 from remat_tui.errors import RematError
 
 GOOD = """

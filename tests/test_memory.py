@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from remat_tui.core import memory, memory_accounting
 from remat_tui.core.jaxcompat import buffers
-from remat_tui.core.memory import CATEGORIES, compile_with_memory, memory_and_reason, memory_of
+from remat_tui.core.xla import memory, memory_accounting
+from remat_tui.core.xla.memory import CATEGORIES, compile_with_memory, memory_and_reason, memory_of
 
 LAYERS, ROWS, WIDTH = 8, 256, 128
 ACT = ROWS * WIDTH * 4  # bytes of one f32[256,128] activation

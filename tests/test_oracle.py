@@ -4,7 +4,7 @@ residual list (order and text) equals what print_saved_residuals prints now."""
 import pytest
 from conftest import example, jax_saved_residuals
 
-from remat_tui.core import loading, policies
+from remat_tui.core.setup import loading, policies
 
 NAME_SPECS = {
     "notebook.py": [

@@ -3,7 +3,7 @@
 import jax
 import pytest
 
-from remat_tui.core import policies
+from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
 
 CP = jax.checkpoint_policies

@@ -1,4 +1,4 @@
-"""Recompute read from the linear program `jax.vjp` returns (core/recompute.py),
+"""Recompute read from the linear program `jax.vjp` returns (core/trace/recompute.py),
 which compare and suggest use instead of tracing the backward pass, checked
 against the backward pass JAX traces: a row-only analysis equals the full one
 in its residuals, names and recompute, whichever way it got them; the reading
@@ -20,9 +20,9 @@ from test_sites import (
 
 import remat_tui
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core import loading
-from remat_tui.core.analysis import analyze
-from remat_tui.core.config import Config
+from remat_tui.core.setup import loading
+from remat_tui.core.setup.config import Config
+from remat_tui.core.trace.analysis import analyze
 
 POLICIES = ["as_written", "everything_saveable", "nothing_saveable", "dots_saveable"]
 

@@ -59,7 +59,7 @@ def test_site_override_equals_the_source_edited_by_hand(override):
     want = jax_saved_residuals(make(override), "as_written", (X,), {})
     assert [r.text for r in a.residuals] == want
     assert [s.function for s in a.sites] == ["g"]
-    assert a.sites[0].override == remat_tui.core.policies.parse(override).canonical
+    assert a.sites[0].override == remat_tui.core.setup.policies.parse(override).canonical
 
 
 def test_sites_names_and_recompute_marks():

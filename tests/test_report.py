@@ -44,7 +44,7 @@ def test_golden(notebook_targets, fmt):
 def test_json_report_residuals_are_jaxs(notebook_targets):
     from conftest import jax_saved_residuals
 
-    from remat_tui.core.loading import resolve_arguments
+    from remat_tui.core.setup.loading import resolve_arguments
 
     t = notebook_targets["loss"]
     d = json.loads(render(remat_tui.analyze(t, policy=POLICY), "json"))

@@ -82,7 +82,7 @@ def test_a_topology_after_cpu0_is_traced_over_its_own_mesh():
     """The primal program is cached per argument shapes and shardings: the same
     target over the four CPU devices, then over a TPU topology's four chips (same
     shapes, traced on the same local device), with a site override."""
-    from remat_tui.core import devices as devices_lib
+    from remat_tui.core.setup import devices as devices_lib
     from remat_tui.errors import RematError
 
     try:
@@ -284,7 +284,7 @@ def test_reports_give_per_device_bytes_once_an_argument_is_sharded(write_target)
 
 
 def test_compare_report_says_whose_bytes_each_column_counts(write_target):
-    from remat_tui.core.compare import compare
+    from remat_tui.core.search.compare import compare
     from remat_tui.report.costs import render_compare
 
     c = compare(

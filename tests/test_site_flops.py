@@ -1,6 +1,6 @@
-"""FLOPs per checkpoint site (core/site_flops.py): each site's forward FLOPs
+"""FLOPs per checkpoint site (core/costs/site_flops.py): each site's forward FLOPs
 (its body x trip count) and the recompute the backward pass spends there under
-its current policy, against hand-computed values and core/flops.py's count of
+its current policy, against hand-computed values and core/costs/flops.py's count of
 the site's body. Models are factories taking the checkpoints' policies, as in
 test_sites.py, so an override can be compared with the code edited by hand."""
 
@@ -26,7 +26,7 @@ from test_sites import (
 
 import remat_tui
 from remat_tui.app.sidebar import site_label
-from remat_tui.core import flops
+from remat_tui.core.costs import flops
 from remat_tui.core.model import SiteFlops
 from remat_tui.report import html, markdown, text, units
 
@@ -50,7 +50,7 @@ def sum_of_sites(analysis) -> int:
 
 
 def test_block_costs_what_the_rules_say():
-    # The hand count the tests below rest on, checked against core/flops.py.
+    # The hand count the tests below rest on, checked against core/costs/flops.py.
     assert BLOCK == 160
     assert body_flops(block, ARGS[0][0], ARGS[1]) == BLOCK
 

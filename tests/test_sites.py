@@ -15,8 +15,8 @@ from conftest import example, jax_saved_residuals
 from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
-from remat_tui.core import policies
-from remat_tui.core.loading import load_targets
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.loading import load_targets
 from remat_tui.errors import RematError
 
 SPECS = [

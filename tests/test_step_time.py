@@ -8,11 +8,11 @@ import pytest
 from test_compare import ARGS, LOSS
 
 import remat_tui
-from remat_tui.core import chips, step_time
-from remat_tui.core.analysis import analyze
-from remat_tui.core.compare import compare
-from remat_tui.core.config import Config
-from remat_tui.core.configured import as_target
+from remat_tui.core.search.compare import compare
+from remat_tui.core.setup.config import Config
+from remat_tui.core.trace.analysis import analyze
+from remat_tui.core.trace.configured import as_target
+from remat_tui.core.xla import chips, step_time
 
 CHIP = chips.Chip("test chip", peak_flops=1e12, memory_bandwidth=1e11, host_bandwidth=1e10,
                   memory_bytes=2**34, sources=("https://example.com",))  # fmt: skip
@@ -57,7 +57,7 @@ def test_every_compiled_row_has_an_estimate_on_the_measured_cpu(compiled_rows):
 
 
 def tpu_or_skip(device="tpu:v5e:2x2"):
-    from remat_tui.core.devices import resolve_device
+    from remat_tui.core.setup.devices import resolve_device
     from remat_tui.errors import RematError
 
     try:

@@ -11,7 +11,7 @@ from remat_tui.app.keys import BINDINGS
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen, export
 from remat_tui.app.sidebar import Sidebar
-from remat_tui.core import policies
+from remat_tui.core.setup import policies
 from remat_tui.report.units import human_bytes
 
 # Every key of the main screen but help and quit: it acts on what the main
@@ -201,7 +201,7 @@ class KeyActions:
             self.notify(f"no breakdown of the peak: {why}", severity="warning", markup=False)
             return
         from remat_tui.app.screens.memory import MemoryScreen
-        from remat_tui.core.compiled_analysis import name_residuals
+        from remat_tui.core.xla.compiled_analysis import name_residuals
 
         # The compile child knows no residuals: the buffers get their R# here,
         # from the analysis shown (the one whose configuration was compiled).

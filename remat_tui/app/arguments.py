@@ -5,9 +5,9 @@ draws random numbers); the app analyses one target under many policies, so it
 calls the factory once per target (and again after a reload, which makes new
 Target objects) and hands `analyze` and the compiler the built values.
 
-A factory that takes `devices` (core/loading.py: a sharded target builds its
+A factory that takes `devices` (core/setup/loading.py: a sharded target builds its
 mesh from them) is called once per device set instead: the local devices for
-`cpu:0`, a topology's chips for `tpu:v5e:2x2` (core.devices.device_set), so
+`cpu:0`, a topology's chips for `tpu:v5e:2x2` (core.setup.devices.device_set), so
 each device is analysed and compiled over the mesh it would train on.
 """
 
@@ -28,8 +28,8 @@ def prepared(target, device: str | None = None, on_stage: Callable[[str], None] 
     `cpu:0` or `tpu:v5e:2x2`; None: JAX's default), raising RematError as
     analyze would (a factory that fails, a topology libtpu cannot load).
     `on_stage` hears "building example arguments" when a factory is called."""
-    from remat_tui.core.devices import device_set, resolve_device
-    from remat_tui.core.loading import resolve_arguments, takes_devices
+    from remat_tui.core.setup.devices import device_set, resolve_device
+    from remat_tui.core.setup.loading import resolve_arguments, takes_devices
 
     # Only a factory that takes `devices` needs the device resolved: an
     # unsharded target stays one build, whatever device is chosen.

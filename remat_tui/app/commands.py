@@ -10,7 +10,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
 from remat_tui.app.hints import completions, did_you_mean
-from remat_tui.core import policies
+from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
 
 
@@ -154,7 +154,7 @@ class RematCommands(Provider):
 
     def _site_hit(self, query: str, target) -> Hit:
         """`site block: save_only_these_names('h')` or `site 1: as_written`."""
-        from remat_tui.core.config import parse_site_option
+        from remat_tui.core.setup.config import parse_site_option
 
         key_text, _, spec_text = query.removeprefix("site ").partition(":")
         try:

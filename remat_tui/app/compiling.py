@@ -4,7 +4,7 @@ run), in a worker of its own, and the compiled peak per device becomes the
 status line's headline, the residual bytes beside it as "saved by autodiff".
 
 A target loaded from a file compiles in a child process
-(core/compile_process.py): its lowering does not share the app's GIL and
+(core/xla/compile_process.py): its lowering does not share the app's GIL and
 garbage collector, so keys are answered while it runs, and a newer request
 kills it. A target given as a function object (no file to load it from in
 the child) compiles in a thread; a newer request supersedes it there and its
@@ -22,7 +22,7 @@ from textual import work
 from textual.message import Message
 from textual.widgets import Static
 
-from remat_tui.core.compile_process import CompileProcess
+from remat_tui.core.xla.compile_process import CompileProcess
 from remat_tui.errors import RematError
 from remat_tui.report.memory import largest_category
 from remat_tui.report.units import human_bytes
@@ -76,8 +76,8 @@ class Compiling:
     @work(thread=True, group="compile", exclusive=True, exit_on_error=False)
     def compile_worker(self, key: tuple, target) -> None:
         from remat_tui.app.arguments import prepared
-        from remat_tui.core.compiled import compile_costs
-        from remat_tui.core.configured import Cancelled
+        from remat_tui.core.trace.configured import Cancelled
+        from remat_tui.core.xla.compiled import compile_costs
 
         name, config, reloads = key
         cancelled = lambda: key != self.compiling  # noqa: E731

@@ -12,7 +12,7 @@ import ast
 import difflib
 from collections.abc import Iterable
 
-from remat_tui.core import policies
+from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
 
 OFFLOAD_KEYWORDS = (

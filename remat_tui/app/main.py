@@ -49,8 +49,8 @@ from remat_tui.app.screens import PickScreen
 from remat_tui.app.sidebar import Sidebar
 from remat_tui.app.site_actions import SiteActions
 from remat_tui.app.status import Activity, summary
-from remat_tui.core import policies
-from remat_tui.core.config import parse_site_option
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import parse_site_option
 from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes
 
@@ -153,7 +153,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
             import jax  # noqa: F401  (the stage the status line names)
 
             from remat_tui.app.reload import import_targets
-            from remat_tui.core.devices import available_devices, device_label, resolve_device
+            from remat_tui.core.setup.devices import available_devices, device_label, resolve_device
 
             self.post_message(Progress(f"importing {self.path}"))
             targets, error, watched = import_targets(self.path)

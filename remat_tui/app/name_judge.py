@@ -1,5 +1,5 @@
 """Provides NameJudge: which checkpoint_names spare no recompute when saved
-alone where the Names list's toggles apply (core/name_verdicts.py), measured
+alone where the Names list's toggles apply (core/search/name_verdicts.py), measured
 in a background thread once per target, place and the rest of the
 configuration, and kept (at most LIMIT places).
 
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from remat_tui.core import policies
 from remat_tui.core.lru import LRU
+from remat_tui.core.setup import policies
 
 LIMIT = 32
 
@@ -65,7 +65,7 @@ class NameJudge:
         sites = analysis.sites
 
         def work() -> None:
-            from remat_tui.core.name_verdicts import name_verdicts
+            from remat_tui.core.search.name_verdicts import name_verdicts
 
             try:
                 verdicts = name_verdicts(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from remat_tui.app.messages import FilesChanged, Progress, Reloaded, ReloadFailed
-from remat_tui.core.loading import import_targets
+from remat_tui.core.setup.loading import import_targets
 
 
 def watch(app, files: frozenset[str], stop: threading.Event) -> None:

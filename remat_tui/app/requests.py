@@ -19,8 +19,8 @@ from remat_tui.app.arguments import prepared
 from remat_tui.app.hints import with_suggestion
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
 from remat_tui.app.status import nothing_shown
-from remat_tui.core import policies
-from remat_tui.core.config import Config
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
 from remat_tui.errors import RematError
 
 # Requests closer together than this are a burst (keys held down or typed
@@ -81,8 +81,8 @@ class AnalysisRequests:
 
     @work(thread=True, group="analysis", exit_on_error=False)
     def analyse(self, request: int, key: tuple, spec) -> None:
-        from remat_tui.core.analysis import analyze
-        from remat_tui.core.configured import Cancelled
+        from remat_tui.core.trace.analysis import analyze
+        from remat_tui.core.trace.configured import Cancelled
 
         def stage(what: str) -> None:
             self.post_message(Progress(what, request if request >= 0 else None))
@@ -169,9 +169,9 @@ class AnalysisRequests:
             self.analyse(-1, key, policies.parse(policies.AS_WRITTEN))
 
     def notes_for(self, a) -> list[str]:
-        """Why this configuration may change nothing (core/notes.py), measured
+        """Why this configuration may change nothing (core/search/notes.py), measured
         against as_written when that analysis is at hand."""
-        from remat_tui.core.notes import Baseline, notes_for
+        from remat_tui.core.search.notes import Baseline, notes_for
 
         base = self.cache.get(self.baseline_key())
         return notes_for(a, Baseline.of(base) if base is not None else None)

@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from remat_tui.core import policies
+from remat_tui.core.setup import policies
 from remat_tui.report.costs import short_spec
 from remat_tui.report.units import human_bytes, human_flops
 
@@ -57,7 +57,7 @@ SPARES_NONE = "⊘"  # marks a name whose saving spares (almost) no recompute
 
 def name_label(name: str, states: dict[str, str], info, in_vain: bool = False) -> str:
     """`info` is the shown analysis's NameInfo for `name`, or None; `in_vain`:
-    saving it alone spares (almost) no recompute (core/name_verdicts.py)."""
+    saving it alone spares (almost) no recompute (core/search/name_verdicts.py)."""
     mark = NAME_MARKS[states.get(name, "recompute")] if states else "·"
     size = ""
     if info is not None:

@@ -13,8 +13,8 @@ from remat_tui.app.site_state import (
     site_scope,
     toggled_overrides,
 )
-from remat_tui.core import policies
-from remat_tui.core.config import Config
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
 from remat_tui.errors import RematError
 
 

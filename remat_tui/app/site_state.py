@@ -8,8 +8,8 @@ the App only wires them to keys and lists.
 from __future__ import annotations
 
 from remat_tui.app.sidebar import states_from
-from remat_tui.core import policies
-from remat_tui.core.config import Config
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
 from remat_tui.errors import RematError
 
 

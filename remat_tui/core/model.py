@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-# Contract 7: what the bytes live at a compiled peak are (core/memory.py).
+# Contract 7: what the bytes live at a compiled peak are (core/xla/memory.py).
 MEMORY_CATEGORIES = ("argument", "output", "residual", "recomputed", "temporary")
 
 
@@ -79,7 +79,7 @@ class Origin:
 
 @dataclass(frozen=True)
 class SiteFlops:
-    """A site's FLOPs (core/site_flops.py): its body in the forward pass, times
+    """A site's FLOPs (core/costs/site_flops.py): its body in the forward pass, times
     its trip count, and the forward work the backward pass re-runs there under
     its current policy (None when no backward remat could be told to be its)."""
 
@@ -224,9 +224,9 @@ class Analysis:
     jax_version: str
     tool_version: str
     sites: list[Site] = field(default_factory=list)
-    config: Any = None  # the Config asked for (core.config), the app's cache key
+    config: Any = None  # the Config asked for (core.setup.config), the app's cache key
     dots: tuple[int, int] = (0, 0)  # dot_generals in the forward pass, and those unbatched
-    # Contract 6 (core/flops.py rules): {"forward", "backward", "recompute"}, the
+    # Contract 6 (core/costs/flops.py rules): {"forward", "backward", "recompute"}, the
     # forward (vjp) jaxpr, the whole backward jaxpr, and the forward work the
     # backward pass does again (inside remat equations); flops_exact is False
     # when a while loop's body had to be counted once.
@@ -234,7 +234,7 @@ class Analysis:
         default_factory=lambda: {"forward": 0, "backward": 0, "recompute": 0}
     )
     flops_exact: bool = True
-    # Contract 6, on request (core/compiled.py): the gradient compiled for the
+    # Contract 6, on request (core/xla/compiled.py): the gradient compiled for the
     # device, never run; a Compiled, whose to_dict() is the "compiled" key.
     compiled: Any = None
 

@@ -53,7 +53,7 @@ def legend_devices(rows) -> str:
 def short_spec(spec: str) -> str:
     """A names policy as the names it saves and offloads (`save qkv · offload h`);
     any other spec as it is. For tables: reports and JSON keep the canonical spec."""
-    from remat_tui.core import policies
+    from remat_tui.core.setup import policies
 
     try:
         parsed = policies.parse(spec, policies.AnyName())
@@ -123,7 +123,7 @@ def time_legend(rows) -> str:
     return (
         f" est. step: an estimate of one step's time on {timed['chip']} by a roofline model "
         "(max of FLOPs at peak FLOP/s and XLA's bytes accessed at memory bandwidth, plus "
-        "offloaded bytes out and back over the host link; remat_tui/core/step_time.py), "
+        "offloaded bytes out and back over the host link; remat_tui/core/xla/step_time.py), "
         "the cost rows are ranked by once compiled; FLOPs stay beside it."
     )
 
@@ -252,7 +252,8 @@ def render_suggest(s, fmt: str) -> str:
     how = (
         f"exact: all {s.searched} configurations analysed"
         if s.exact
-        else f"heuristic (greedy over names, see `remat_tui.core.suggest`): {s.searched} analysed"
+        else "heuristic (greedy over names, see `remat_tui.core.search.suggest`): "
+        f"{s.searched} analysed"
     )
     if s.measure == "compiled":
         how += f"; {s.compiled_count} compiled"

@@ -77,7 +77,7 @@ SITE_HEADERS = (
 def site_row(site: Site) -> tuple[str, ...]:
     """One site as every report tabulates it (SITE_HEADERS): its body's forward
     FLOPs (x its trip count) and what the backward pass re-runs there
-    (core/site_flops.py) last."""
+    (core/costs/site_flops.py) last."""
     f = site.flops
     if f is None:
         costs = ("", "")

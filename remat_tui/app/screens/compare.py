@@ -28,8 +28,8 @@ from textual_plotext import PlotextPlot
 
 from remat_tui.app.arguments import prepared
 from remat_tui.app.footer import Footer
-from remat_tui.core import policies
-from remat_tui.core.config import Config
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
 from remat_tui.errors import RematError
 from remat_tui.report.costs import COLUMNS, columns, legend_devices, row_cells, row_notes
 from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit
@@ -165,7 +165,7 @@ class CompareScreen(Screen[Config | None]):
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def run_compare(self) -> None:
-        from remat_tui.core.compare import compare
+        from remat_tui.core.search.compare import compare
 
         try:
             # The example arguments built once, not once per row.

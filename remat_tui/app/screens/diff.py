@@ -1,5 +1,5 @@
 """Provides the DiffScreen: what the marked configuration (A) and the shown one
-(B) save differently (core/diff.py): residuals only in A, only in B and in
+(B) save differently (core/search/diff.py): residuals only in A, only in B and in
 both, and the byte and recompute-FLOP deltas, B - A.
 
 Both analyses are already made (the App keeps them), so the diff is a match
@@ -19,7 +19,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from remat_tui.app.footer import Footer
-from remat_tui.core.config import Config
+from remat_tui.core.setup.config import Config
 from remat_tui.report.units import human_bytes, human_flops, signed
 
 SECTIONS = (("only_a", "only A", "$text-error"), ("only_b", "only B", "$text-success"))
@@ -44,7 +44,7 @@ class DiffScreen(Screen[Config | None]):
 
     def __init__(self, a, b, a_reloaded: bool = False, memories=(None, None)):
         super().__init__()
-        from remat_tui.core.diff import diff_analyses
+        from remat_tui.core.search.diff import diff_analyses
 
         self.diff = diff_analyses(a, b)
         self.a_reloaded = a_reloaded  # A was marked before the code was loaded again
@@ -107,7 +107,7 @@ class DiffScreen(Screen[Config | None]):
         7.0 MiB`, and why the peak did not move when it did not; '' unless both
         sides were compiled with their breakdown."""
         from remat_tui.core.model import MEMORY_CATEGORIES as CATEGORIES
-        from remat_tui.core.peak_notes import peak_note
+        from remat_tui.core.xla.peak_notes import peak_note
 
         a, b = self.memories
         if not a or not b:

@@ -1,6 +1,6 @@
 """Provides the BudgetScreen (a memory budget typed as 2GiB, 512MiB or 1.5e9)
 and the SuggestScreen: the configuration with the least recompute whose memory
-fits that budget (core/suggest.py), with the code to paste at each site.
+fits that budget (core/search/suggest.py), with the code to paste at each site.
 
 The search analyses many configurations, so it runs in this screen's worker
 (a thread) and says how far it is. A newer budget (f) supersedes it: threads
@@ -27,7 +27,7 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from remat_tui.app.arguments import prepared
 from remat_tui.app.footer import Footer
-from remat_tui.core.config import Config
+from remat_tui.core.setup.config import Config
 from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes, human_flops, parse_size, signed
 
@@ -164,8 +164,8 @@ class SuggestScreen(Screen[Config | None]):
 
     @work(thread=True, exclusive=True, group="suggest", exit_on_error=False)
     def run_search(self, request: int, budget: int) -> None:
-        from remat_tui.core.configured import Cancelled
-        from remat_tui.core.suggest import suggest
+        from remat_tui.core.search.suggest import suggest
+        from remat_tui.core.trace.configured import Cancelled
 
         analysed = 0
 

@@ -1,4 +1,4 @@
-"""Provides the accounting behind core/memory.py (Contract 7): from XLA's
+"""Provides the accounting behind core/xla/memory.py (Contract 7): from XLA's
 record of one compile (jaxcompat/buffers.py), the bytes live at each step, the
 buffers live at the peak with their categories, and the bytes by category.
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.model import NamedValue
-from remat_tui.core.residuals import aval_bytes
+from remat_tui.core.trace.residuals import aval_bytes
 
 
 def named_values(fwd, bwd) -> list[NamedValue]:

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core import policies
 from remat_tui.core.model import Site
+from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
 
 # (equation index, the body's slot in that equation's params: jaxcompat.Body.slot)

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 from remat_tui.errors import RematError
 
 if TYPE_CHECKING:  # the app imports this module before JAX is imported
-    from remat_tui.core.compiled import Compiled
-    from remat_tui.core.config import Config
+    from remat_tui.core.setup.config import Config
+    from remat_tui.core.xla.compiled import Compiled
 
 POLL_SECONDS = 0.05  # how often a waiting compile looks at `cancelled`
 _LENGTH = struct.Struct("<Q")  # each message: its length, then its pickle
@@ -60,7 +60,7 @@ class CompileProcess:
         """Compile target `name` of `file` under `config` (its device included).
         `token` changes when the file is reloaded. Raises RematError with the
         child's message, or Cancelled (the child killed) once `cancelled()`."""
-        from remat_tui.core.configured import Cancelled
+        from remat_tui.core.trace.configured import Cancelled
 
         with self._request:
             if cancelled():
@@ -114,7 +114,7 @@ class CompileProcess:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "remat_tui.core.compile_process"],
+            [sys.executable, "-m", "remat_tui.core.xla.compile_process"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -176,8 +176,8 @@ def serve() -> None:
     os.dup2(null, 1)
     os.dup2(null, 2)
     os.close(null)
-    from remat_tui.core.compiled import compile_costs
-    from remat_tui.core.loading import import_targets
+    from remat_tui.core.setup.loading import import_targets
+    from remat_tui.core.xla.compiled import compile_costs
 
     loaded: tuple[tuple, dict] | None = None
     while True:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from remat_tui.core import flops
 from remat_tui.core import jaxcompat as jc
+from remat_tui.core.costs import flops
 from remat_tui.core.jaxcompat.primitives import eqn_flops, has_own_rule
 from remat_tui.core.model import JaxprView, Source
 
@@ -129,7 +129,7 @@ class Recomputation:
 
     eqn_ids: set[int] = field(default_factory=set)  # id() of each such equation
     count: int = 0  # leaf equations, once per call site (a shared jaxpr per use)
-    # their FLOPs (core/flops.py rules): scan bodies x length, a cond's
+    # their FLOPs (core/costs/flops.py rules): scan bodies x length, a cond's
     # costliest branch, while bodies once (then exact is False)
     flops: int = 0
     flops_exact: bool = True

@@ -10,9 +10,9 @@ compiled for the chosen device, never run; `memory_analysis()` and
 
 Where it compiles: an unsharded target for the chosen device alone (one chip
 of a TPU topology); a target whose example arguments are sharded over several
-devices (its args factory took `devices`, core/loading.py) over those
+devices (its args factory took `devices`, core/setup/loading.py) over those
 devices, and the numbers are then per device. A deviceless TPU topology
-(`tpu:v5e:2x2`, core/devices.py) traces on a local CPU device and compiles
+(`tpu:v5e:2x2`, core/setup/devices.py) traces on a local CPU device and compiles
 for its chips.
 
 `peak_bytes` is the backend's own peak where it reports a real one (TPU),
@@ -41,18 +41,18 @@ import jax
 from jax.sharding import SingleDeviceSharding
 from jax.tree_util import tree_flatten
 
-from remat_tui.core.config import Config
-from remat_tui.core.configured import check_cancelled
-from remat_tui.core.devices import (
+from remat_tui.core.lru import LRU
+from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.devices import (
     device_label,
     device_set,
     resolve_device,
     trace_device,
 )
-from remat_tui.core.loading import resolve_arguments
-from remat_tui.core.lowering import lower
-from remat_tui.core.lru import LRU
-from remat_tui.core.memory import compile_with_memory, memory_and_reason
+from remat_tui.core.setup.loading import resolve_arguments
+from remat_tui.core.trace.configured import check_cancelled
+from remat_tui.core.xla.lowering import lower
+from remat_tui.core.xla.memory import compile_with_memory, memory_and_reason
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -86,7 +86,7 @@ class Compiled:
     error: str | None = None  # XLA's first line, when it did not fit
     step: str = "gradient"  # "train": the whole training step; "gradient": the gradient alone
     bytes_accessed: float | None = None  # XLA's cost_analysis (a loop body counted once)
-    # Contract 7, on request (`memory=True`): where the peak goes (core/memory.py),
+    # Contract 7, on request (`memory=True`): where the peak goes (core/xla/memory.py),
     # as its JSON; or why there is none.
     memory: dict | None = None
     memory_note: str | None = None

@@ -1,6 +1,6 @@
 """Provides the configured function: the target as a Config asks for it (its
 checkpoint sites overridden, the outer policy wrapped around it), which
-core/analysis.py traces and core/lowering.py compiles; and what both take
+core/trace/analysis.py traces and core/xla/lowering.py compiles; and what both take
 and raise on the way (`as_target`, `Cancelled`).
 """
 
@@ -13,10 +13,10 @@ import jax
 from jax.tree_util import tree_unflatten
 
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core import policies
-from remat_tui.core import sites as site_lib
-from remat_tui.core.config import Config
-from remat_tui.core.primal import Primal, primal_program, require_array_output
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
+from remat_tui.core.trace import sites as site_lib
+from remat_tui.core.trace.primal import Primal, primal_program, require_array_output
 from remat_tui.registry import Target
 
 
@@ -46,7 +46,7 @@ def configured_function(
     primal program) and the outer policy wrapped around it. Also the primal
     program (when sites are overridden or an outer policy is set, else None)
     and the override plan ({site id: spec}). What analysis traces and
-    core/compiled.py compiles."""
+    core/xla/compiled.py compiles."""
     if spec is None:
         spec = policies.parse(config.policy, target.policies)
     primal: Primal | None = None

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from remat_tui.core import policies
-from remat_tui.core.analysis import analyze
-from remat_tui.core.config import Config
-from remat_tui.core.notes import spare_verdict
+from remat_tui.core.search.notes import spare_verdict
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
+from remat_tui.core.trace.analysis import analyze
 
 
 def name_verdicts(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from remat_tui.core import policies
+from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
 
 SiteKey = int | str  # a site id, or a checkpointed function's name (every site of it)

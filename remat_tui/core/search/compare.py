@@ -14,14 +14,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from remat_tui.core import policies, step_time
-from remat_tui.core.analysis import analyze
-from remat_tui.core.config import Config
-from remat_tui.core.configured import Cancelled, as_target
 from remat_tui.core.model import Analysis
-from remat_tui.core.notes import Baseline, notes_for, saved_name_notes
-from remat_tui.core.peak_notes import peak_note
+from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
+from remat_tui.core.trace.analysis import analyze
+from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.units import human_bytes, human_seconds
+from remat_tui.core.xla import step_time
+from remat_tui.core.xla.peak_notes import peak_note
 
 
 @dataclass
@@ -39,7 +40,7 @@ class Row:
     # a step time is wanted.
     transpose_flops: int | None = None
     compiled: dict | None = None
-    time: dict | None = None  # the step-time estimate (core/step_time.py), once compiled
+    time: dict | None = None  # the step-time estimate (core/xla/step_time.py), once compiled
     pareto: bool = False
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # its compile failed (other than running out of memory)
@@ -203,7 +204,7 @@ def compile_row(target, row: Row, cancelled=None) -> None:
     """Compile a row's configuration. A compile that does not fit is the row's
     answer (`fits` False); any other failure is the row's `error`: neither
     stops a comparison or a search."""
-    from remat_tui.core.compiled import compile_costs
+    from remat_tui.core.xla.compiled import compile_costs
     from remat_tui.errors import RematError
 
     try:
@@ -274,7 +275,7 @@ def _slower_offload_note(chip, host_bytes: int, moving: float, saved: float) -> 
 
 def peak_notes(rows: list[Row], base: Config) -> None:
     """Note on each compiled row why its peak moved so much less than its
-    residual bytes against the code as written, when it did (core/notes.py)."""
+    residual bytes against the code as written, when it did (core/search/notes.py)."""
     written = next((r for r in rows if r.config == base), None)
     before = ((written.compiled or {}).get("memory")) if written else None
     if before is None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from remat_tui.core import policies
 from remat_tui.core.model import Analysis
+from remat_tui.core.setup import policies
 
 _DOT_POLICIES = ("dots_with_no_batch_dims_saveable", policies.OFFLOAD_DOTS)
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from remat_tui.core.analysis import analyze
-from remat_tui.core.compare import Row, row_of
-from remat_tui.core.config import Config
-from remat_tui.core.configured import as_target
+from remat_tui.core.search.compare import Row, row_of
+from remat_tui.core.setup.config import Config
+from remat_tui.core.trace.analysis import analyze
+from remat_tui.core.trace.configured import as_target
 
 
 @dataclass

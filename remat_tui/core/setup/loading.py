@@ -12,8 +12,8 @@ import os
 import sys
 
 from remat_tui import registry
+from remat_tui.core.setup.usererrors import describe, user_traceback
 from remat_tui.core.usercode import is_users
-from remat_tui.core.usererrors import describe, user_traceback
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -126,7 +126,7 @@ def resolve_arguments(t: Target, devices: list | None = None) -> tuple[tuple, di
     A factory that declares a parameter named `devices` (`args=lambda devices:
     ...`) is called with the devices a sharded target may span: the local
     devices of the chosen device's platform, or a TPU topology's chips
-    (core.devices.device_set); None here means JAX's local devices. It builds
+    (core.setup.devices.device_set); None here means JAX's local devices. It builds
     its own mesh from them, with its own axis names, shape and axis types:
     `jax.make_mesh((4,), ("data",), devices=devices)`.
     """

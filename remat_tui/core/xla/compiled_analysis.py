@@ -1,25 +1,25 @@
 """Provides `analyze_compiled`: an analysis with what XLA says of its compiled
-gradient (`analysis.compiled`, core/compiled.py), the configuration resolved
+gradient (`analysis.compiled`, core/xla/compiled.py), the configuration resolved
 and the example arguments built once for both; and `linked`: the compiled
 breakdown (Contract 7) tied to what the analysis knows and XLA does not: the
 residual `R#` a buffer at the peak holds, where that is sure, and the
 sentence on why the peak moved so much less than the residual bytes against
-the code as written (core/notes.py), which compiles the code as written too.
+the code as written (core/search/notes.py), which compiles the code as written too.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from remat_tui.core import policies
-from remat_tui.core.analysis import analyze, resolve, traced
-from remat_tui.core.compiled import compile_costs
-from remat_tui.core.config import Config
-from remat_tui.core.configured import as_target
-from remat_tui.core.devices import device_set
-from remat_tui.core.loading import resolve_arguments
 from remat_tui.core.model import Analysis
-from remat_tui.core.peak_notes import peak_note
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.devices import device_set
+from remat_tui.core.setup.loading import resolve_arguments
+from remat_tui.core.trace.analysis import analyze, resolve, traced
+from remat_tui.core.trace.configured import as_target
+from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.peak_notes import peak_note
 from remat_tui.errors import RematError
 
 

@@ -12,9 +12,9 @@ import numpy as np
 from jax.tree_util import tree_structure, tree_unflatten
 
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core import sites as site_lib
 from remat_tui.core.lru import LRU
-from remat_tui.core.usererrors import describe, user_traceback
+from remat_tui.core.setup.usererrors import describe, user_traceback
+from remat_tui.core.trace import sites as site_lib
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 

@@ -23,10 +23,10 @@ checks the reading against that trace.
 
 from __future__ import annotations
 
-from remat_tui.core import flops
 from remat_tui.core import jaxcompat as jc
+from remat_tui.core.costs import flops
 from remat_tui.core.jaxcompat.primitives import eqn_flops, transposes_without_work
-from remat_tui.core.linemap import Recomputation
+from remat_tui.core.trace.linemap import Recomputation
 
 
 class _Unreadable(Exception):

@@ -8,7 +8,7 @@
                        back in the backward part (2 x host residual bytes),
                        / the host link's bandwidth
 
-It is an estimate, and says so: peak figures are the vendor's (core/chips.py),
+It is an estimate, and says so: peak figures are the vendor's (core/xla/chips.py),
 compute and memory traffic are assumed to overlap perfectly, host transfers
 not at all.
 
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from remat_tui.core import chips
-from remat_tui.core.devices import resolve_device
+from remat_tui.core.setup.devices import resolve_device
+from remat_tui.core.xla import chips
 
 MODEL = "roofline"
 

@@ -2,7 +2,7 @@
 Contract 6's rules): what a site's body costs in the forward pass, and the
 forward work the backward pass does again there under the site's policy.
 
-Forward: the site's remat body in the primal program, counted by core/flops.py,
+Forward: the site's remat body in the primal program, counted by core/costs/flops.py,
 times its trip count. It does not depend on the policy (the body runs once in
 the forward pass whatever is saved), so an override leaves it unchanged.
 
@@ -21,15 +21,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from remat_tui.core import flops, policies
 from remat_tui.core import jaxcompat as jc
+from remat_tui.core.costs import flops
 from remat_tui.core.jaxcompat.primitives import eqn_flops, has_own_rule
 from remat_tui.core.model import Site, SiteFlops
+from remat_tui.core.setup import policies
 
 
 def attach(sites: list[Site], primal, bwd, recompute, prefer_dir, declared) -> list[Site]:
     """`sites` (as shown, overrides set) with their `flops`; `primal` is the
-    program they were found in (core/primal.py), `bwd` the backward jaxpr and
+    program they were found in (core/trace/primal.py), `bwd` the backward jaxpr and
     `recompute` its linemap.Recomputation."""
     if not sites:
         return sites
@@ -86,7 +87,7 @@ def _owners(bwd, sites: list[Site], prefer_dir, declared) -> dict[int, int]:
 
 def _remats(jaxpr, prefer_dir):
     """(remat equation, its user source, trip count) in program order, the
-    source found as core/sites.py finds a site's: inside a scan body the line
+    source found as core/trace/sites.py finds a site's: inside a scan body the line
     that entered the scan stands in for frames a library's scan leaves."""
     found = []
 
@@ -108,7 +109,7 @@ def _remats(jaxpr, prefer_dir):
 
 class _Attributor:
     """Recomputed FLOPs per owner (site id, or None outside any site), summed
-    by core/flops.py's rules: scan bodies x length, a cond's costliest branch."""
+    by core/costs/flops.py's rules: scan bodies x length, a cond's costliest branch."""
 
     def __init__(self, marked: set[int], owners: dict[int, int]):
         self.marked = marked

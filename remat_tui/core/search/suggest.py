@@ -3,7 +3,7 @@ memory fits a budget.
 
 Memory is the residual bytes on device, or the compiled peak per device when
 compiling. Cost is the recompute FLOPs, or, once compiled for a chip the
-table knows (core/chips.py), the estimated step time (core/step_time.py);
+table knows (core/xla/chips.py), the estimated step time (core/xla/step_time.py);
 host bytes break ties, and a configuration whose offload is slower than
 recomputing what it offloads is the answer only when nothing else fits. The
 search space is the built-in policies and the target's own,
@@ -35,9 +35,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from remat_tui.core import policies, step_time
-from remat_tui.core.analysis import analyze
-from remat_tui.core.compare import (
+from remat_tui.core.search.compare import (
     Row,
     canonical_spec,
     compile_row,
@@ -47,9 +45,12 @@ from remat_tui.core.compare import (
     peak_notes,
     transpose_flops,
 )
-from remat_tui.core.config import Config
-from remat_tui.core.configured import as_target
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
+from remat_tui.core.trace.analysis import analyze
+from remat_tui.core.trace.configured import as_target
 from remat_tui.core.units import human_bytes
+from remat_tui.core.xla import step_time
 
 EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic
 STATES = ("recompute", "save", "offload")
@@ -204,7 +205,7 @@ def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancel
 
     A row's least cost before compiling is exact in its recompute FLOPs and
     host bytes; on a chip the table knows, it is the step time's lower bound
-    (core/step_time.py), which its compile can only raise. Returns the rows
+    (core/xla/step_time.py), which its compile can only raise. Returns the rows
     compiled and why the rest were not."""
     if progress is not None:
         progress(0, len(rows), baseline.config, "compiling")

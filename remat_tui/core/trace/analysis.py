@@ -4,7 +4,7 @@ One trace of the forward `vjp` (with `return_shape=True`, as JAX's own
 `saved_residuals` does) and one of the backward pass feed everything: the
 residual list, both panes, their line maps, the names and the totals.
 
-Checkpoint sites need the primal program (core/sites.py). It is traced only
+Checkpoint sites need the primal program (core/trace/sites.py). It is traced only
 when the backward pass shows a checkpoint of the user's, or when a site is
 overridden, and is cached per target and argument shapes: a target without
 sites never pays for it.
@@ -22,26 +22,28 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax.tree_util import tree_flatten, tree_unflatten
 
-from remat_tui.core import flops, linemap, policies, site_flops
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core import recompute as recompute_lib
-from remat_tui.core.config import Config
-from remat_tui.core.configured import (
+from remat_tui.core.costs import flops, site_flops
+from remat_tui.core.costs.flops import count_dots
+from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.devices import describe_device, device_set, resolve_device, trace_device
+from remat_tui.core.setup.loading import resolve_arguments
+from remat_tui.core.setup.usererrors import describe, user_traceback
+from remat_tui.core.trace import linemap
+from remat_tui.core.trace import recompute as recompute_lib
+from remat_tui.core.trace.configured import (
     Cancelled,
     as_target,
     check_cancelled,
     configured_function,
     target_dir,
 )
-from remat_tui.core.devices import describe_device, device_set, resolve_device, trace_device
-from remat_tui.core.flops import count_dots
-from remat_tui.core.loading import resolve_arguments
-from remat_tui.core.model import Analysis, JaxprView
-from remat_tui.core.names import named_values
-from remat_tui.core.origins import Origins
-from remat_tui.core.primal import primal_program
-from remat_tui.core.residuals import find_residuals, per_device_bytes
-from remat_tui.core.usererrors import describe, user_traceback
+from remat_tui.core.trace.names import named_values
+from remat_tui.core.trace.origins import Origins
+from remat_tui.core.trace.primal import primal_program
+from remat_tui.core.trace.residuals import find_residuals, per_device_bytes
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 from remat_tui.version import __version__
@@ -63,7 +65,7 @@ def analyze(
     with `sites` ({site id or function name: spec}) overriding checkpoints in
     the code. A `config` replaces policy, sites and device at once. A
     deviceless TPU topology (`tpu:v5e:2x2`) is traced on a local CPU device;
-    core/compiled_analysis.py adds what XLA says of the compiled gradient.
+    core/xla/compiled_analysis.py adds what XLA says of the compiled gradient.
 
     `cancelled`, if given, is polled between the expensive steps so a caller
     (the app's worker) can abandon a superseded analysis early. `texts=False`
@@ -72,7 +74,7 @@ def analyze(
 
     `row_only=True` (implies `texts=False`) is what a row of compare or suggest
     needs: the backward pass is traced only when the recompute FLOPs cannot
-    be read from the linear program (core/recompute.py); when it is not,
+    be read from the linear program (core/trace/recompute.py); when it is not,
     `flops["backward"]` is None and the sites carry no FLOPs.
     """
     target = as_target(fn, args, kwargs)
@@ -156,7 +158,7 @@ def _trace(
             return vjp_fn(tree_unflatten(ct_tree, flat[len(res_shapes) :]))
 
         # A row of costs needs the backward pass only for its recompute FLOPs,
-        # and the linear program often tells them exactly (core/recompute.py).
+        # and the linear program often tells them exactly (core/trace/recompute.py).
         linear = jc.linear_program(vjp_shape, len(leaves))
         read = recompute_lib.from_linear(linear) if row_only and linear is not None else None
         backward_closed = (

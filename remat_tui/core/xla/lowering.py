@@ -1,4 +1,4 @@
-"""Provides `lower`: what core/compiled.py compiles, lowered for the example
+"""Provides `lower`: what core/xla/compiled.py compiles, lowered for the example
 arguments' shapes. The gradient: `jax.vjp` of the configured function applied
 to a cotangent of ones, under `jax.jit`. Or, for a target that says what it
 trains (Contract 8), one training step: its own `train_step`, or the gradient
@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
-from remat_tui.core.configured import Cancelled, configured_function
-from remat_tui.core.usererrors import describe, user_traceback
+from remat_tui.core.setup.usererrors import describe, user_traceback
+from remat_tui.core.trace.configured import Cancelled, configured_function
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 

@@ -15,7 +15,7 @@ if it was compiled with XLA's dump turned on, which `compile_with_memory` does
 (per compile, no global flag); `memory_of` then reads it.
 
 The figures themselves, how bytes are counted and how a buffer's category is
-told, are core/memory_accounting.py's.
+told, are core/xla/memory_accounting.py's.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import weakref
 
 from remat_tui.core.jaxcompat import buffers as xla
 from remat_tui.core.jaxcompat.buffers import DumpUnreadable
-from remat_tui.core.memory_accounting import (  # noqa: F401 (re-exported: the API's types)
+from remat_tui.core.xla.memory_accounting import (  # noqa: F401 (re-exported: the API's types)
     CATEGORIES,
     MAX_CURVE_POINTS,
     Buffer,
@@ -85,7 +85,7 @@ def memory_and_reason(executable) -> tuple[Memory | None, str | None]:
     if record is None:
         return None, (
             "this executable was compiled without XLA's dump, which holds the schedule "
-            "and buffer assignment: compile it with remat_tui.core.memory.compile_with_memory"
+            "and buffer assignment: compile it with remat_tui.core.xla.memory.compile_with_memory"
         )
     if isinstance(record, str):
         return None, record

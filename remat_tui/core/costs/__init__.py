@@ -1,0 +1,3 @@
+"""Provides FLOPs counted from jaxprs, without compiling anything (Contract 6):
+per equation and per program (flops.py), and per checkpoint site (site_flops.py).
+"""

@@ -1,0 +1,5 @@
+"""Provides many configurations weighed: compare's rows (compare.py), the
+ordered search under a budget (suggest.py), the diff of two (diff.py), and the
+notes and verdicts that say why a row changed nothing (notes.py,
+name_verdicts.py). The top stage of the core.
+"""
