@@ -24,7 +24,11 @@ EXAMPLES = os.path.join(HERE, "..", "examples")
 
 
 async def settle(app, pilot):
-    while app.target is None or app.pending is not None or any(w.is_running for w in app.workers):
+    while (
+        app.target is None
+        or app.analyses.pending is not None
+        or any(w.is_running for w in app.workers)
+    ):
         await asyncio.sleep(0.02)
     await pilot.pause()
 
@@ -53,7 +57,7 @@ async def key_to_painted(app, stamps, key: str, policy: str) -> float:
     start = time.perf_counter()
     app.simulate_key(key)
     while app.shown is None or app.shown.policy != policy:
-        await asyncio.sleep(0.001 if app.pending is None else 0.02)
+        await asyncio.sleep(0.001 if app.analyses.pending is None else 0.02)
     shown = stamps["shown"][-1]
     while not stamps["frames"] or stamps["frames"][-1] <= shown:
         await asyncio.sleep(0.001)
@@ -107,7 +111,9 @@ async def new_policy_vs_core(path, name, rounds=4) -> tuple[float, float]:
 
                 async def in_app(key=key, spec=spec):
                     app.target = fresh_target(original)
-                    app.cache = {k: v for k, v in app.cache.items() if k[1].policy == "as_written"}
+                    app.analyses.cache = {
+                        k: v for k, v in app.analyses.cache.items() if k[1].policy == "as_written"
+                    }
                     gc.collect()
                     app_times.append(await key_to_painted(app, stamps, key, spec))
                     await settle(app, pilot)

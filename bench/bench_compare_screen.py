@@ -22,7 +22,11 @@ DEFAULT = os.path.join(HERE, "..", "examples", "transformer.py") + ":scanned_che
 
 
 async def settle(app, pilot):
-    while app.target is None or app.pending is not None or any(w.is_running for w in app.workers):
+    while (
+        app.target is None
+        or app.analyses.pending is not None
+        or any(w.is_running for w in app.workers)
+    ):
         await asyncio.sleep(0.02)
     await pilot.pause()
 
@@ -47,7 +51,7 @@ async def main(target: str, device: str | None) -> None:
     async with app.run_test(size=(180, 48)) as pilot:
         await settle(app, pilot)
         await pilot.press("p")  # compiling on: compare compiles each row
-        while not app.compiled:
+        while not app.compiles.known:
             await asyncio.sleep(0.05)
         cold = await open_compare(app, pilot)
         warm = await open_compare(app, pilot)

@@ -141,7 +141,7 @@ async def press(app, frames, key: str) -> tuple[float, float, float]:
 
 
 async def settle(app, pilot):
-    while app.target is None or app.shown is None or app.pending is not None:
+    while app.target is None or app.shown is None or app.analyses.pending is not None:
         await asyncio.sleep(0.02)
     while any(w.is_running and w.group != "compile" for w in app.workers):
         await asyncio.sleep(0.02)
@@ -192,17 +192,17 @@ async def run(path: str, name: str, interval: float, rounds: int) -> None:
         for round_ in range(rounds):
             if round_:  # forget the result, so p, p compiles the same configuration again
                 await press_p(app)  # off
-                app.compiled.clear()
+                app.compiles.known.clear()
                 compiled_lib.clear_cache()
-                if app.compile_process is not None:  # its cache too: a new child
-                    app.compile_process.close()
-                    app.compile_process = None
+                if app.compiles.process is not None:  # its cache too: a new child
+                    app.compiles.process.close()
+                    app.compiles.process = None
                 await asyncio.sleep(interval)
             start = time.perf_counter()
             p_times.append(await press_p(app))
-            while not app.compiled and app.compiling is not None:
+            while not app.compiles.known and app.compiles.compiling is not None:
                 await asyncio.sleep(interval)
-                if app.compiled or app.compiling is None:
+                if app.compiles.known or app.compiles.compiling is None:
                     break
                 key = KEYS[i % len(KEYS)]
                 i += 1
@@ -225,7 +225,7 @@ async def run(path: str, name: str, interval: float, rounds: int) -> None:
         loop_lag.running = thread_lag.running = False
         await monitor
         thread_lag.join()
-        failed = not app.compiled
+        failed = not app.compiles.known
     other_gaps = json.loads(other.communicate("", timeout=30)[0] or "[]")
     for row in during:
         t0, t1 = row["t0"], row["t0"] + row["handled"]

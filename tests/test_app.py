@@ -22,7 +22,7 @@ async def settle(app, pilot):
         await pilot.pause()
         if (
             app.target is not None
-            and app.pending is None
+            and app.analyses.pending is None
             and not any(w.is_running for w in app.workers)
         ):
             return
@@ -74,7 +74,7 @@ async def test_switch_policies_by_key():
         bwd = app.query_one("#backward", CodeView)
         assert bwd.recompute == app.shown.backward.recompute_lines and bwd.recompute
         await pilot.press("0")  # back to a cached policy: shown at once, no worker
-        assert app.shown.policy == "as_written" and app.pending is None
+        assert app.shown.policy == "as_written" and app.analyses.pending is None
 
 
 async def test_cycle_names_composes_the_policy():
@@ -108,7 +108,10 @@ async def test_change_device():
         await pilot.press("d", "down", "down", "enter")
         await settle(app, pilot)
         assert app.device == "cpu:2" and app.shown.device["id"] == 2
-        assert app.key("as_written") in app.cache and app.key("as_written")[1].device == "cpu:2"
+        assert (
+            app.key("as_written") in app.analyses.cache
+            and app.key("as_written")[1].device == "cpu:2"
+        )
 
 
 async def test_selecting_a_row_ties_panes_and_source_together():
@@ -158,11 +161,11 @@ async def test_superseded_result_is_dropped(monkeypatch):
             for m in seen
             if isinstance(m, AnalysisReady) and m.key[1].policy == "nothing_saveable"
         ]
-        assert late and late[0].request < app.request  # the stale answer did arrive...
+        assert late and late[0].request < app.analyses.request  # the stale answer did arrive...
         assert app.shown.policy == "dots_saveable"  # ...and was not shown
-        assert app.key("nothing_saveable") in app.cache  # but kept for later
+        assert app.key("nothing_saveable") in app.analyses.cache  # but kept for later
         await pilot.press("2")  # nothing_saveable again: instant, from the cache
-        assert app.shown.policy == "nothing_saveable" and app.pending is None
+        assert app.shown.policy == "nothing_saveable" and app.analyses.pending is None
 
 
 async def test_bad_policy_shows_error_and_keeps_last_analysis():
@@ -260,10 +263,10 @@ async def test_space_outside_the_names_list_does_not_start_a_trace():
     app = RematApp(example("mlp.py"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        requests = app.request
+        requests = app.analyses.request
         await pilot.press("r", "space")  # residual table focused: space only moves to names
         await pilot.pause()
-        assert app.request == requests and app.focused.id == "names"
+        assert app.analyses.request == requests and app.focused.id == "names"
 
 
 async def test_policy_warnings_stay_on_screen():

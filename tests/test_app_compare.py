@@ -61,10 +61,10 @@ async def test_main_screen_keys_are_off_over_the_compare_screen():
     app = RematApp(example("transformer.py"), TARGET, show_timings=False)
     async with app.run_test(size=(180, 48)) as pilot:
         screen = await open_compare(app, pilot)
-        shown, request = app.shown, app.request
+        shown, request = app.shown, app.analyses.request
         await pilot.press("2", "space", "d", "o")  # policy, name, device, sort: main screen's
         await pilot.pause()
-        assert app.screen is screen and app.request == request and app.shown is shown
+        assert app.screen is screen and app.analyses.request == request and app.shown is shown
         await pilot.press("escape", "2")  # back on the main screen they work
         await settle(app, pilot)
         assert app.shown.policy == app.policy_specs[2]
@@ -106,10 +106,10 @@ async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
         await pilot.press("p")
         for _ in range(600):  # the compile runs in its own worker
             await pilot.pause(0.05)
-            if app.compiled:
+            if app.compiles.known:
                 break
         status = str(app.query_one("#status").render())
-        child = app.compile_process.pid  # compiled in a child process, not here
+        child = app.compiles.process.pid  # compiled in a child process, not here
         assert child is not None and child != os.getpid()
         want = compile_costs(app.target, app.shown.config)  # compiled here: the same numbers
         assert "(compiled, gradient alone)" in status and "saved by autodiff" in status
@@ -118,12 +118,12 @@ async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
         await settle(app, pilot)
         for _ in range(600):
             await pilot.pause(0.05)
-            if len(app.compiled) == 2:
+            if len(app.compiles.known) == 2:
                 break
-        assert len(app.compiled) == 2
+        assert len(app.compiles.known) == 2
         await pilot.press("p")
         assert "(compiled" not in str(app.query_one("#status").render())
-    assert app.compile_process.pid is None  # the child went with the app
+    assert app.compiles.process.pid is None  # the child went with the app
 
 
 @pytest.mark.parametrize(
@@ -238,9 +238,9 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
         await pilot.press("p")
         for _ in range(600):  # the main screen's compile, in its child process
             await pilot.pause(0.05)
-            if app.compiled:
+            if app.compiles.known:
                 break
-        shown = app.compiled[app.key_of(app.shown)]
+        shown = app.compiles.known[app.key_of(app.shown)]
         screen = await open_compare(app, pilot)
         assert screen.compiled
         table = screen.query_one(DataTable)

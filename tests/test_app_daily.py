@@ -209,10 +209,10 @@ async def test_a_number_past_the_policies_says_so():
     app = RematApp(example("mlp.py"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        requests = app.request
+        requests = app.analyses.request
         await pilot.press("9")
         await pilot.pause()
-        assert app.request == requests
+        assert app.analyses.request == requests
         notes = [n.message for n in app._notifications]
         assert any("no policy 9" in n and "0-5" in n for n in notes), notes
 

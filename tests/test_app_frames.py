@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from conftest import example, jax_saved_residuals
 from test_app import SIZE, settle
 
-from remat_tui.app import requests
+from remat_tui.app import analyses
 from remat_tui.app.footer import Footer
 from remat_tui.app.main import RematApp
 from remat_tui.core.setup.loading import resolve_arguments
@@ -48,20 +48,20 @@ async def test_the_footer_follows_keys_that_do_change():
 async def test_a_burst_of_policy_keys_traces_where_it_ends(monkeypatch):
     # The keys arrive at one instant of the bursts' clock, however slowly a
     # loaded machine types them: the test does not lean on time.
-    monkeypatch.setattr(requests, "time", SimpleNamespace(monotonic=lambda: 1000.0))
+    monkeypatch.setattr(analyses, "time", SimpleNamespace(monotonic=lambda: 1000.0))
     app = RematApp(example("mlp.py"))
     traced: list[str] = []
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        analyse = app.analyse
+        trace = app.analyses.trace
 
-        def counting(request, key, spec):
+        def counting(request, key, baseline):
             traced.append(key[1].policy)
-            return analyse(request, key, spec)
+            return trace(request, key, baseline)
 
-        app.analyse = counting
+        app.analyses.trace = counting
         specs = list(app.policy_specs)
-        app._last_request_at = float("-inf")  # a pause before the burst
+        app.analyses.last_request_at = float("-inf")  # a pause before the burst
         await pilot.press("2", "3", "4", "5")
         await settle(app, pilot)
         # The first key after a pause starts at once; the ones inside the burst

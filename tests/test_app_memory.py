@@ -4,7 +4,7 @@ each analysis), yet frees an evicted analysis caught in a reference cycle."""
 import gc
 import weakref
 
-from remat_tui.app.requests import AnalysisRequests
+from remat_tui.app.analyses import settle_memory
 
 
 class Node:
@@ -19,9 +19,9 @@ def test_an_evicted_object_in_a_cycle_is_freed_once_the_cache_evicts():
     gc.freeze()  # as settle_memory leaves things after an earlier analysis
     try:
         del cyclic
-        AnalysisRequests.settle_memory(None, evicted=False)
+        settle_memory(evicted=False)
         assert ref() is not None  # frozen: no collection sees it (the speed it buys)
-        AnalysisRequests.settle_memory(None, evicted=True)
+        settle_memory(evicted=True)
         assert ref() is None  # the cache evicted: what was frozen is collected
     finally:
         gc.unfreeze()
@@ -46,9 +46,9 @@ async def test_the_memory_view_shows_where_the_compiled_peak_goes():
         await pilot.press("p")
         for _ in range(600):
             await pilot.pause(0.05)
-            if app.compiled:
+            if app.compiles.known:
                 break
-        known = app.compiled[app.key_of(app.shown)]
+        known = app.compiles.known[app.key_of(app.shown)]
         memory = known.memory
         assert memory is not None and sum(memory["by_category"].values()) == memory["peak_bytes"]
         category = max(memory["by_category"], key=memory["by_category"].get)
@@ -85,8 +85,8 @@ async def test_the_diff_says_how_the_peaks_make_up_changed():
     async def compiled_shown(app, pilot):
         for _ in range(600):
             await pilot.pause(0.05)
-            if app.key_of(app.shown) in app.compiled:
-                return app.compiled[app.key_of(app.shown)]
+            if app.key_of(app.shown) in app.compiles.known:
+                return app.compiles.known[app.key_of(app.shown)]
         raise AssertionError("never compiled")
 
     app = RematApp(example("mlp.py"), show_timings=False)
@@ -147,7 +147,7 @@ async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
         await pilot.press("p")
         for _ in range(600):
             await pilot.pause(0.05)
-            if app.compiled:
+            if app.compiles.known:
                 break
         await pilot.press("w")
         await pilot.pause()

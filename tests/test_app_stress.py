@@ -115,7 +115,7 @@ async def test_a_thousand_changes_end_on_the_last_request():
         assert devices == app.devices[:4] == [f"cpu:{i}" for i in range(4)] and app.shown.sites
         rss_before = rss_mib()
         changes = [random_change(rng, specs, devices) for _ in range(CHANGES)]
-        outer, device, requests = app.shown.policy, app.device, app.request
+        outer, device, requests = app.shown.policy, app.device, app.analyses.request
         for kind, _, value in changes:
             if kind == "policy":
                 outer = value
@@ -136,7 +136,7 @@ async def test_a_thousand_changes_end_on_the_last_request():
         total = time.perf_counter() - start
         rss_after = rss_mib()
 
-        assert app.is_running and app.request == requests  # not one key lost
+        assert app.is_running and app.analyses.request == requests  # not one key lost
         shown = app.shown.config
         assert shown == app.key(app.spec.canonical)[1]  # the last request, not an older one
         assert (shown.policy, shown.device) == (outer, device)
@@ -148,8 +148,8 @@ async def test_a_thousand_changes_end_on_the_last_request():
         assert not error.display or error.has_class("-warning"), error.render()
 
         limit = analysis_cache.LIMIT
-        assert len(app.cache) <= limit and len(app.drawings) <= limit
-        assert set(app.drawings) <= {id(a) for a in app.cache.values()}
+        assert len(app.analyses.cache) <= limit and len(app.analyses.drawings) <= limit
+        assert set(app.analyses.drawings) <= {id(a) for a in app.analyses.cache.values()}
         # Evicted analyses are freed (issue 16): RSS at the end within 10% of
         # its level once the first WARM changes have filled the caches.
         assert rss_after <= 1.10 * rss_warm, (rss_warm, rss_after)
@@ -157,10 +157,10 @@ async def test_a_thousand_changes_end_on_the_last_request():
     gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
     worst = max(gaps, default=0.0)
     print(
-        f"\n{CHANGES} changes ({app.request} requests): keys fired in {firing:.1f} s, "
+        f"\n{CHANGES} changes ({app.analyses.request} requests): keys fired in {firing:.1f} s, "
         f"settled at {total:.1f} s; {len(stamps)} frames, worst gap between frames "
         f"{worst * 1000:.0f} ms; RSS {rss_before:.0f} -> {rss_warm:.0f} (after {WARM}) -> "
         f"{rss_after:.0f} MiB; "
-        f"cache {len(app.cache)}/{limit}"
+        f"cache {len(app.analyses.cache)}/{limit}"
     )
     assert worst < 10.0  # a sanity bound only: timing is not what this test checks

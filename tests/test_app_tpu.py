@@ -89,9 +89,9 @@ async def pick_device(app, pilot, label: str) -> None:
 async def wait_compiled(app, pilot, count: int) -> None:
     for _ in range(600):  # the compile runs in its own worker
         await pilot.pause(0.05)
-        if len(app.compiled) >= count and app.compiling is None:
+        if len(app.compiles.known) >= count and app.compiles.compiling is None:
             return
-    raise AssertionError(f"{count} compiles never finished (have {len(app.compiled)})")
+    raise AssertionError(f"{count} compiles never finished (have {len(app.compiles.known)})")
 
 
 def status(app) -> str:
@@ -111,7 +111,7 @@ async def test_d_offers_the_topologies_and_p_compiles_for_the_chip(tpu):
         await pilot.press("p")  # compiled on cpu:0 first: its numbers are the CPU's
         await settle(app, pilot)
         await wait_compiled(app, pilot, 1)
-        cpu = app.compiled[shown_key(app)]
+        cpu = app.compiles.known[shown_key(app)]
         await pick_device(app, pilot, tpu)
         assert app.device == tpu and app.shown.config.device == tpu
         assert app.shown.device["topology"] == tpu.removeprefix("tpu:")
@@ -119,7 +119,7 @@ async def test_d_offers_the_topologies_and_p_compiles_for_the_chip(tpu):
         assert_shows_jax_residuals(app, "as_written")  # traced on a CPU device, as JAX does
         assert tpu in str(app.query_one("#title").render())
         await wait_compiled(app, pilot, 2)
-        chip = app.compiled[shown_key(app)]
+        chip = app.compiles.known[shown_key(app)]
         assert chip.device == tpu and chip.devices == 1  # unsharded: one chip
         assert chip.peak_source == "backend" and cpu.peak_source == "sum"
         args, kwargs = resolve_arguments(app.target)
@@ -134,7 +134,7 @@ async def test_d_offers_the_topologies_and_p_compiles_for_the_chip(tpu):
         await settle(app, pilot)
         assert_shows_jax_residuals(app, "nothing_saveable")
         await wait_compiled(app, pilot, 3)
-        assert app.compiled[shown_key(app)].device == tpu
+        assert app.compiles.known[shown_key(app)].device == tpu
         assert "(compiled, gradient alone)" in status(app)
 
 
@@ -162,7 +162,7 @@ async def test_a_sharded_target_is_built_over_the_topologys_chips(tpu, write_tar
         await pilot.press("p")
         await settle(app, pilot)
         await wait_compiled(app, pilot, 1)
-        c = app.compiled[shown_key(app)]
+        c = app.compiles.known[shown_key(app)]
         assert c.device == tpu and c.devices == len(chips)  # over the topology's mesh
         shards = [math.prod(x.sharding.shard_shape(x.shape)) * x.dtype.itemsize for x in args]
         assert c.argument_bytes == sum(shards)
@@ -170,7 +170,7 @@ async def test_a_sharded_target_is_built_over_the_topologys_chips(tpu, write_tar
         await pick_device(app, pilot, "cpu:0")  # back: the earlier build, not another
         assert len(seen) == calls
         await wait_compiled(app, pilot, 2)
-        assert app.compiled[shown_key(app)].device == "cpu:0"
+        assert app.compiles.known[shown_key(app)].device == "cpu:0"
 
 
 async def test_a_topology_that_fails_keeps_the_last_good_state(tpu, monkeypatch):
@@ -210,13 +210,13 @@ async def test_a_compile_that_does_not_fit_the_chip_is_said_in_place(tpu, write_
         await pilot.press("p")
         for _ in range(600):
             await pilot.pause(0.05)
-            if app.compiled:
+            if app.compiles.known:
                 break
-        (result,) = app.compiled.values()
+        (result,) = app.compiles.known.values()
         assert not result.fits and result.needed_bytes
         assert f"does not fit {tpu}: needs {human_bytes(result.needed_bytes)}/device" in status(app)
         assert not app.query_one("#error").display
-        assert app.shown is shown and app.compiling is None
+        assert app.shown is shown and app.compiles.compiling is None
 
 
 async def test_a_topology_without_libtpu_falls_back_with_the_install_hint(monkeypatch):

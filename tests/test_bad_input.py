@@ -423,7 +423,7 @@ async def test_app_site_of_a_function_with_no_checkpoint(bad):
         shown = app.shown
         await pilot.press("s")  # no Sites list: a notice, nothing traced
         await pilot.pause()
-        assert app.pending is None and app.shown is shown
+        assert app.analyses.pending is None and app.shown is shown
         app.apply_site("f", "nothing_saveable")
         await settle(app, pilot)
         assert "no jax.checkpoint wraps it" in error_text(app)
@@ -446,7 +446,7 @@ async def test_app_malformed_specs_in_the_palette():
         assert "expected a quoted name" in error_text(app) and app.shown is shown
         (site_hit,) = [h async for h in provider.search("site block: dots_saveable(")]
         assert "Not a site policy" in str(site_hit.prompt)
-        assert app.shown is shown and app.pending is None and app.is_running
+        assert app.shown is shown and app.analyses.pending is None and app.is_running
 
 
 async def export_to(app, pilot, path: str) -> None:
@@ -605,7 +605,7 @@ async def test_app_resize_while_a_trace_runs(monkeypatch):
             for size in [(40, 12), (200, 60), (60, 20), SIZE]:
                 await pilot.resize_terminal(*size)
                 await pilot.pause()
-                assert app.pending is not None and app.is_running  # still tracing
+                assert app.analyses.pending is not None and app.is_running  # still tracing
             release.set()
             await settle(app, pilot)
             assert app.shown.policy == "nothing_saveable"
@@ -623,7 +623,7 @@ async def test_app_quit_during_a_trace(monkeypatch, key):
             await settle(app, pilot)
             await pilot.press("2")
             await pilot.pause()
-            assert app.pending is not None
+            assert app.analyses.pending is not None
             await pilot.press(key)
             await pilot.pause()
         assert not app.is_running and app.return_code in (0, None)

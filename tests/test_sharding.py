@@ -226,9 +226,9 @@ async def test_app_status_line_labels_an_auto_sharded_targets_bytes(write_target
         await pilot.press("p")
         for _ in range(600):
             await pilot.pause(0.05)
-            if app.compiled:
+            if app.compiles.known:
                 break
-        c = app.compiled[app.key_of(app.shown)]
+        c = app.compiles.known[app.key_of(app.shown)]
         assert c.devices == 4
         status = str(app.query_one("#status").render())
         assert f"peak {human_bytes(c.peak_bytes)}/device" in status

@@ -4,6 +4,7 @@ RematApp). A mixin of RematApp.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 from remat_tui.app.commands import keep_typed
@@ -11,6 +12,7 @@ from remat_tui.app.keys import BINDINGS
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.screens import ExportScreen, HelpScreen, PickScreen, export
 from remat_tui.app.sidebar import Sidebar
+from remat_tui.app.wanted import request_key
 from remat_tui.core.setup import policies
 from remat_tui.report.units import human_bytes
 
@@ -103,8 +105,9 @@ class KeyActions:
             return
         from remat_tui.app.screens.compare import CompareScreen
 
-        base = self.key(policies.AS_WRITTEN)[1]
-        self.push_screen(CompareScreen(self.target, base), self.open_config)
+        base = replace(self.wanted, policy=policies.AS_WRITTEN).config  # its sites kept
+        screen = CompareScreen(self.target, base, self.wanted.compiled, self.last_budget)
+        self.push_screen(screen, self.open_config)
 
     def action_suggest(self) -> None:
         """Ask for a budget, then search for the least recompute that fits it."""
@@ -114,10 +117,10 @@ class KeyActions:
         from remat_tui.app.screens.suggest import COMPILED, RESIDUAL, BudgetScreen, SuggestScreen
 
         # With p on, the compiled peak is the headline, so it is what must fit.
-        compiled = self.auto_compile
+        compiled = self.wanted.compiled
         a = self.shown
         hint = f"Shown now: {human_bytes(a.totals.device_bytes)} of residuals." if a else ""
-        known = self.compiled.get(self.key_of(a)) if a else None
+        known = self.compiles.known.get(self.key_of(a)) if a else None
         if compiled and known is not None:
             hint = (
                 f"Shown now: peak {human_bytes(known.peak_bytes)} per device (compiled)."
@@ -173,7 +176,8 @@ class KeyActions:
         from remat_tui.app.screens.diff import DiffScreen
 
         name = self.target.name if self.target else None
-        compiled = (self.compiled.get((name, a.config, reloads)), self.compiled.get(self.key_of(b)))
+        known = self.compiles.known
+        compiled = (known.get(request_key(name, a.config, reloads)), known.get(self.key_of(b)))
         memories = tuple(c.memory if c is not None else None for c in compiled)
         self.push_screen(
             DiffScreen(a, b, a_reloaded=reloads != self.reloads, memories=memories),
@@ -183,11 +187,11 @@ class KeyActions:
     def action_memory(self) -> None:
         """Where the compiled peak of the shown configuration goes (p compiles it)."""
         a = self.shown
-        known = self.compiled.get(self.key_of(a)) if a is not None else None
+        known = self.compiles.known.get(self.key_of(a)) if a is not None else None
         if known is None:
             hint = (
                 "compiling it: w again once the peak shows"
-                if self.auto_compile
+                if self.wanted.compiled
                 else ("p compiles the shown configuration first")
             )
             self.notify(f"no compiled peak yet: {hint}", severity="warning")
@@ -252,8 +256,7 @@ class KeyActions:
 
     def choose_device(self, device: str) -> None:
         if device != self.device:
-            self.device = device
-            self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
+            self.wanted = replace(self.wanted, device=device)
 
     def action_export(self) -> None:
         if self.shown is None:

@@ -1,15 +1,20 @@
 """Provides the RematApp: the screen's layout, loading and reloading the
-target, and drawing an analysis. Its other jobs are mixins in modules of their
-own: app/requests.py (requests, cache, worker), app/site_actions.py (sites,
-names, configurations), app/actions.py (keys; the bindings are in
-app/keys.py), app/compiling.py (p); `run` is in app/launch.py. Workers post
-messages; handlers change widgets.
+target, and drawing an analysis.
+
+What the user asked for is one frozen value, `wanted` (app/wanted.py): keys,
+lists and palette commands assign a new one and its watcher asks for the
+analysis. Two controllers the App owns do the work and post messages back:
+`analyses` (app/analyses.py: the cache, requests, bursts, the trace worker)
+and `compiles` (app/compiles.py: `p`, the compile child). The keys' actions
+are in app/actions.py and app/site_actions.py (the bindings in app/keys.py);
+`run` is in app/launch.py.
 """
 
 from __future__ import annotations
 
 import os
 import traceback
+from dataclasses import replace
 
 from pygments.lexers import PythonLexer
 from textual import on, work
@@ -18,13 +23,15 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.css.query import NoMatches
 from textual.markup import escape
+from textual.reactive import var
 from textual.widgets import Static
 
 from remat_tui.app.actions import KeyActions
+from remat_tui.app.analyses import Analyses
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.commands import RematCommands
-from remat_tui.app.compiling import Compiling
-from remat_tui.app.drawing import TABLE_COLUMNS, Drawing, draw
+from remat_tui.app.compiles import CompileFailed, CompileReady, Compiles
+from remat_tui.app.drawing import TABLE_COLUMNS, draw
 from remat_tui.app.footer import Footer
 from remat_tui.app.hangup import quit_on_hangup
 from remat_tui.app.hangup import release as release_hangup
@@ -34,6 +41,8 @@ from remat_tui.app.layout import Layout
 from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.main_screen import MainScreen
 from remat_tui.app.messages import (
+    AnalysisFailed,
+    AnalysisReady,
     FilesChanged,
     LoadFailed,
     Progress,
@@ -43,27 +52,30 @@ from remat_tui.app.messages import (
 )
 from remat_tui.app.name_judge import NameJudge, NamesJudged
 from remat_tui.app.reload import Reloader
-from remat_tui.app.requests import AnalysisRequests
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.screens import PickScreen
 from remat_tui.app.sidebar import Sidebar
 from remat_tui.app.site_actions import SiteActions
-from remat_tui.app.status import Activity, summary
+from remat_tui.app.status import Activity, nothing_shown, summary
+from remat_tui.app.wanted import Wanted, request_key
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.config import parse_site_option
+from remat_tui.core.setup.config import Config, parse_site_option
 from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes
 
 NO_LINES: frozenset[int] = frozenset()
 
 
-class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
+class RematApp(SiteActions, KeyActions, App):
     """remat-tui: what autodiff saves, and what a policy changes."""
 
     CSS_PATH = "app.tcss"
     TITLE = "remat-tui"
     COMMANDS = App.COMMANDS | {RematCommands}
     BINDINGS = KEYS
+
+    wanted: var[Wanted] = var(Wanted(), always_update=True, init=False)
+    """What the user asked to see; assigning it asks for that analysis."""
 
     def __init__(
         self,
@@ -77,23 +89,18 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         super().__init__()
         self.path = path
         self.target_name = name
+        # What the command line asked for, read when the first target starts.
         self.requested_policy = policy
-        self.device = device
+        self.requested_device = device
+        self.requested_sites = dict(parse_site_option(t) for t in sites)
         self.show_timings = show_timings
         self.target = None
         self.devices: list[str] = []
         self.policy_specs: list[str] = []
-        self.spec: policies.PolicySpec | None = None
-        self.name_states: dict[str, str] = {}
-        # Site overrides ({site id or function name: spec}), from --site and the Sites list.
-        self.site_overrides: dict = dict(parse_site_option(t) for t in sites)
-        self.cache: dict[tuple, object] = {}  # app/cache.py: LRU, at most LIMIT analyses
-        self.drawings: dict[int, Drawing] = {}  # by id() of a cached Analysis
-        self.compiled: dict[tuple, object] = {}  # compiled numbers per request key (p)
+        self.name_states: dict[str, str] = {}  # R/S/O where name toggles apply (a view)
+        self.analyses = Analyses(self)
+        self.compiles = Compiles(self)
         self.shown = None
-        self.request = 0
-        self.pending: tuple | None = None
-        self.pending_since = 0.0
         self.sources: dict[str, list[str]] = {}
         self.source_file: str | None = None
         self.load_error: str | None = None  # set when the file could not be loaded
@@ -162,7 +169,8 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
                 return
             devices = available_devices()  # local devices, then TPU topologies
             try:
-                device, device_error = device_label(resolve_device(self.device)), None
+                device = device_label(resolve_device(self.requested_device))
+                device_error = None
             except RematError as exc:
                 device, device_error = devices[0], f"{exc.message} Using {devices[0]}."
             self.post_message(TargetsLoaded(targets, devices, device, device_error, watched))
@@ -179,7 +187,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         self.load_error = None
         self.reloader.watch(message.watched)
         self.devices = message.devices
-        self.device = message.device
+        self.set_reactive(RematApp.wanted, replace(self.wanted, device=message.device))
         targets = self.targets = message.targets
         if message.device_error:
             self.show_error(message.device_error)
@@ -227,29 +235,178 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
     def start(self, target, keep_policy: bool = False) -> None:
         """Analyse `target` under the requested policy (`keep_policy`: the current
         one, names and site overrides included, as after a reload)."""
+        first = self.target is None
         self.target = target
         self.policy_specs = policies.builtin_specs() + list(target.policies)
-        current = self.spec.canonical if keep_policy and self.spec else None
-        requested = current or self.requested_policy
+        requested = self.wanted.policy if keep_policy else self.requested_policy
         try:
-            policies.parse(requested, target.policies)
+            policy = policies.parse(requested, target.policies).canonical
         except RematError as exc:  # e.g. a name the target does not declare: say so, go on
             message = with_suggestion(exc.message, requested, target.policies)
             self.start_warnings.append(f"{message} Showing {policies.AS_WRITTEN} instead.")
-            requested = policies.AS_WRITTEN
-        self.apply_policy(requested)
+            policy = policies.AS_WRITTEN
+        sites = self.wanted.sites
+        if first and self.requested_sites:  # --site, checked and made canonical once
+            try:
+                sites = Config.make(sites=self.requested_sites, declared=target.policies).sites
+            except RematError as exc:
+                self.start_warnings.append(f"--site: {exc.message} Showing no override.")
+        self.wanted = replace(self.wanted, target=target.name, policy=policy, sites=sites)
         self.update_title()
         if not keep_policy:
             self.query_one(ResidualTable).focus()
 
+    # ---- what is wanted, and its analysis ---------------------------------------------
+
+    @property
+    def spec(self) -> policies.PolicySpec | None:
+        """The outer policy wanted, parsed (None before a target is loaded)."""
+        if self.target is None:
+            return None
+        text = self.wanted.policy
+        if self._parsed is None or self._parsed[0] != text:
+            self._parsed = (text, policies.parse(text, self.target.policies))
+        return self._parsed[1]
+
+    _parsed: tuple | None = None
+
+    @property
+    def device(self) -> str | None:
+        return self.wanted.device
+
+    @property
+    def site_overrides(self) -> dict:
+        return self.wanted.site_overrides
+
+    @property
+    def auto_compile(self) -> bool:
+        return self.wanted.compiled
+
+    def watch_wanted(self, old: Wanted, new: Wanted) -> None:
+        if self.target is None:
+            return
+        if replace(old, compiled=new.compiled) == new and old.compiled != new.compiled:
+            self.compiling_switched(new.compiled)  # `p` alone: nothing to trace
+            return
+        self.name_states = self.scoped_states()
+        key = self.key()
+        cached = self.analyses.ask(key, self.baseline_key())
+        if cached is not None:
+            self.show(cached)
+        else:
+            self.activity.begin(f"tracing {key[1].label()}")
+        self.refresh_sidebar()
+
+    def key(self, spec_text: str | None = None) -> tuple:
+        """The request key of what is wanted (under `spec_text`, when given)."""
+        wanted = self.wanted if spec_text is None else replace(self.wanted, policy=spec_text)
+        return wanted.key(self.reloads)
+
+    def baseline_key(self) -> tuple:
+        """as_written everywhere: what the status line's change is measured against."""
+        return self.wanted.baseline().key(self.reloads)
+
+    def key_of(self, a) -> tuple | None:
+        """The request key an analysis shown was made for."""
+        return request_key(self.target.name, a.config, self.reloads) if self.target else None
+
+    def apply_policy(self, text: str) -> None:
+        """Want `text` as the outer policy (a bad spec: said, nothing asked)."""
+        if self.target is None:
+            return
+        try:
+            spec = policies.parse(text, self.target.policies)
+        except RematError as exc:
+            self.show_error(with_suggestion(exc.message, text, self.target.policies))
+            return
+        self.wanted = replace(self.wanted, policy=spec.canonical)
+
+    def on_analysis_ready(self, message: AnalysisReady) -> None:
+        keep = (self.shown, self.analyses.cache.get(self.baseline_key()))
+        if self.analyses.ready(message, keep):
+            self.activity.end()
+            self.show(message.analysis)
+        elif self.shown is not None and message.key == self.baseline_key():
+            self.update_status(self.shown)  # the baseline for the % difference arrived
+
+    def on_analysis_failed(self, message: AnalysisFailed) -> None:
+        if not self.analyses.failed(message):
+            return
+        self.activity.end()
+        self.show_error(message.message)
+        if self.shown is None:  # nothing to fall back on: say so, no stale spinner
+            self.update_title()
+            self.query_one("#status", Static).update(
+                nothing_shown(bool(self.reloader.watched)), layout=False
+            )
+            return
+        # What is wanted goes back to what is shown, in one step and asking
+        # nothing (a device that failed, e.g. a topology libtpu cannot load,
+        # would otherwise make every later policy fail the same way).
+        self.set_reactive(RematApp.wanted, self.wanted.with_config(self.shown.config))
+        self.name_states = self.scoped_states()
+        self.update_title()
+        self.update_status(self.shown)
+        self.refresh_sidebar()
+
+    def notes_for(self, a) -> list[str]:
+        """Why this configuration may change nothing (core/search/notes.py), measured
+        against as_written when that analysis is at hand."""
+        from remat_tui.core.search.notes import Baseline, notes_for
+
+        base = self.analyses.cache.get(self.baseline_key())
+        return notes_for(a, Baseline.of(base) if base is not None else None)
+
+    # ---- compiling (p) ------------------------------------------------------------------
+
+    def action_toggle_compile(self) -> None:
+        self.wanted = replace(self.wanted, compiled=not self.wanted.compiled)
+
+    def compiling_switched(self, on: bool) -> None:
+        if on:
+            self.notify("Compiling every analysis shown (p turns it off); nothing is run")
+            self.compiles.switched_on()
+            self.compile_shown()
+        else:
+            self.compiles.switched_off()
+            self.notify("Compiling off: residual bytes lead again")
+            if self.shown is not None:
+                self.update_status(self.shown)
+
+    def compile_shown(self) -> None:
+        """Compile what is shown, unless compiling is off or it is known already."""
+        if self.wanted.compiled and self.shown is not None and self.target is not None:
+            self.compiles.compile(self.key_of(self.shown), self.target)
+
+    def compiled_headline(self, a) -> str | None:
+        """The compiled peak (or the compile's clock) for `a`; None with `p` off."""
+        if not self.wanted.compiled:
+            return None
+        return self.compiles.headline(self.key_of(a), self.show_timings)
+
+    def on_compile_ready(self, message: CompileReady) -> None:
+        self.compiles.ready(message)
+        if self.shown is not None and self.key_of(self.shown) == message.key:
+            self.update_status(self.shown)
+
+    def on_compile_failed(self, message: CompileFailed) -> None:
+        if self.compiles.failed(message):
+            self.show_error(
+                f"compiling failed: {message.message}",
+                hint="the analysis shown is this configuration's; only its compile "
+                "failed (p turns compiling off)",
+            )
+            if self.shown is not None:  # the status line said "compiling…" until now
+                self.update_status(self.shown)
+
     def on_unmount(self) -> None:
         self.reloader.stop()
-        self.stop_compiling()
+        self.compiles.close()
         release_hangup(self)
 
     @on(Progress)
     def progress(self, message: Progress) -> None:
-        if message.request is None or message.request == self.request:
+        if message.request is None or message.request == self.analyses.request:
             self.activity.begin(message.what)
             self.tick()
 
@@ -274,9 +431,10 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
     def show(self, a) -> None:
         self.shown = a
         self.show_error(None)
-        drawing = self.drawings.get(id(a))
+        drawings = self.analyses.drawings
+        drawing = drawings.get(id(a))
         if drawing is None:
-            drawing = self.drawings[id(a)] = draw(a)
+            drawing = drawings[id(a)] = draw(a)
         for pane_id, view, pane_drawing in (
             ("#forward", a.forward, drawing.forward),
             ("#backward", a.backward, drawing.backward),
@@ -309,7 +467,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         self.show_cautions(a)
         self.refresh_sidebar()
         self.reloader.restore_view(a)
-        self.ensure_baseline()
+        self.analyses.ensure(self.baseline_key())  # the status line compares with it
         self.compile_shown()
 
     def show_cautions(self, a) -> None:
@@ -366,7 +524,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         """Show `path` in the source pane, its residual-producing lines marked, and
         select `line` (0-based) if given."""
         pane = self.query_one("#source", CodeView)
-        source_lines = self.drawings[id(self.shown)].source_lines
+        source_lines = self.analyses.drawings[id(self.shown)].source_lines
         marked = source_lines.get(path, NO_LINES) if path else NO_LINES
         if path and path != self.source_file:
             if path not in self.sources:
@@ -410,8 +568,8 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         self.query_one("#status", Static).update(self.status_text(a), layout=False)
 
     def status_text(self, a) -> str:
-        base = self.cache.get(self.baseline_key())
-        known = self.compiled.get(self.key_of(a)) if self.auto_compile else None
+        base = self.analyses.cache.get(self.baseline_key())
+        known = self.compiles.known.get(self.key_of(a)) if self.wanted.compiled else None
         devices = known.devices if known is not None else None
         return summary(a, base, self.show_timings, self.compiled_headline(a), devices=devices)
 
@@ -422,8 +580,12 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
         try:
             if text is not None:
                 self.query_one("#status", Static).update(text, layout=False)
-            else:
-                self.tick_compile()
+            elif self.shown is not None and self.analyses.pending is None:
+                key = self.compiles.compiling  # the compile clock, while it runs
+                if key is not None and key == self.key_of(self.shown):
+                    self.query_one("#status", Static).update(
+                        self.status_text(self.shown), layout=False
+                    )
         except NoMatches:  # the app is closing: the timer outlived the main screen's widgets
             pass
 
@@ -453,11 +615,7 @@ class RematApp(AnalysisRequests, SiteActions, KeyActions, Compiling, App):
 
     def known_names(self) -> list[str]:
         """Every checkpoint_name seen in any analysis of this session, first seen first."""
-        seen: dict[str, None] = {}
-        for a in self.cache.values():
-            for n in a.names:
-                seen.setdefault(n.name)
-        return list(seen)
+        return self.analyses.names_seen()
 
     def refresh_sidebar(self) -> None:
         sidebar = self.query_one(Sidebar)

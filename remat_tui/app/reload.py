@@ -152,8 +152,7 @@ class Reloader:
         # one arrives); `reloads` is part of the cache key, so a trace of the old
         # code that finishes late is never taken for the new one.
         app.reloads += 1
-        app.cache = {k: a for k, a in app.cache.items() if a is app.shown}
-        app.drawings = {i: d for i, d in app.drawings.items() if app.shown and i == id(app.shown)}
+        app.analyses.forget_all_but(app.shown)
         self.remember_view()
         from remat_tui.app.commands import keep_typed
 

@@ -39,8 +39,7 @@ class SiteActions:
         overrides.pop(site, None)
         if spec is not None:
             overrides[site] = spec
-        self.site_overrides = overrides
-        self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
+        self.wanted = self.wanted.with_sites(overrides)
 
     def cycle_site(self, site_id: int) -> None:
         """as in the code → each listed policy → as in the code."""
@@ -83,16 +82,11 @@ class SiteActions:
         if scope is None:
             self.apply_policy(composed)
         else:  # the checkpoint in the code is the lever: set it at every site of the function
-            self.site_overrides = toggled_overrides(
-                self.site_overrides, self.shown, scope.function, composed
+            self.wanted = self.wanted.with_sites(
+                toggled_overrides(self.site_overrides, self.shown, scope.function, composed)
             )
-            self.apply_policy(self.spec.canonical if self.spec else self.requested_policy)
 
     def open_config(self, config: Config | None) -> None:
         """Show `config` (outer policy, site overrides, device) in the main screen."""
-        if config is None:
-            return
-        self.site_overrides = config.site_overrides
-        if config.device:
-            self.device = config.device
-        self.apply_policy(config.policy)
+        if config is not None:
+            self.wanted = self.wanted.with_config(config)

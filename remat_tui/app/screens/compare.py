@@ -122,10 +122,14 @@ class CompareScreen(Screen[Config | None]):
         Binding("enter", "open", "open in main screen", show=True),
     ]
 
-    def __init__(self, target, base: Config):
+    def __init__(self, target, base: Config, compiled: bool = False, budget: str | None = None):
+        """`base`: the Config whose sites and device every row shares;
+        `compiled`: compile each row (the main screen's `p`); `budget`: the
+        last one typed for suggest, drawn on the chart."""
         super().__init__()
         self.target = target
         self.base = base
+        self.budget = budget
         self.rows: list = []
         self.sort_key = "memory"
         self.started = time.monotonic()
@@ -133,7 +137,7 @@ class CompareScreen(Screen[Config | None]):
         self.done_at: float | None = None  # when every row, ★ marked, was
         self.chart_axes: tuple[str, str] | None = None  # the axis labels drawn
         self.chart_budget: int | None = None  # the budget line drawn, in bytes
-        self.compiled = False  # compile every row: the main screen's `p` is on
+        self.compiled = compiled  # compile every row: the main screen's `p` is on
         self.shown_columns: list[int] = []  # indices into COLUMNS the table shows
         self.column_layout: list[tuple[str, int]] = []  # their headers and widths
 
@@ -155,9 +159,6 @@ class CompareScreen(Screen[Config | None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        # Compiled numbers when the main screen shows them (its `p`): the peak
-        # and temp columns are then filled, and the memory compared is the peak.
-        self.compiled = bool(getattr(self.app, "auto_compile", False))
         table = self.query_one(DataTable)
         table.add_columns(*COLUMNS)
         table.focus()
@@ -307,7 +308,7 @@ class CompareScreen(Screen[Config | None]):
         rows = [r for r in self.rows if r.memory > 0]
         if not rows:
             return
-        budget = getattr(self.app, "last_budget", None)
+        budget = self.budget
         budget_bytes = _budget_bytes(budget)
         largest = max([r.memory for r in rows] + ([budget_bytes] if budget_bytes else []))
         byte_unit, byte_size = axis_unit(largest, BYTE_UNITS)

@@ -1,0 +1,152 @@
+"""Provides Analyses: the App's analysis controller. It holds the cache of
+analyses and their drawings, counts requests, runs the worker that traces a
+request (coalescing bursts of keys), and posts AnalysisReady or
+AnalysisFailed back to the App, which decides what to draw.
+
+Owned by the App (not mixed into it): it reads the App only for the target
+and the status line's progress, and starts workers through `app.run_worker`.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import traceback
+
+from remat_tui.app import cache as analysis_cache
+from remat_tui.app.arguments import prepared
+from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
+from remat_tui.errors import RematError
+
+# Requests closer together than this are a burst (keys held down or typed
+# ahead): its trace starts once it pauses this long, so the analyses of the
+# configurations passed on the way never start, and never take the CPU the
+# screen needs. The first request after a pause starts at once.
+BURST_SECONDS = 0.12
+
+
+class Analyses:
+    """Requests, the cache and the analysis worker, for one App."""
+
+    def __init__(self, app):
+        self.app = app
+        self.cache: dict[tuple, object] = {}  # app/cache.py: LRU, at most LIMIT analyses
+        self.drawings: dict[int, object] = {}  # by id() of a cached Analysis
+        self.request = 0  # the latest request's number; older answers are not shown
+        self.pending: tuple | None = None  # the key being traced for the latest request
+        self.last_request_at = float("-inf")
+
+    def ask(self, key: tuple, baseline: tuple):
+        """Request `key`: the cached analysis (now the most recently used) to
+        show at once, or None while it is traced in the background."""
+        self.request += 1
+        now, earlier = time.monotonic(), self.last_request_at
+        self.last_request_at = now
+        if key in self.cache:
+            self.pending = None
+            return analysis_cache.touch(self.cache, key)
+        self.pending = key
+        if now - earlier < BURST_SECONDS:
+            request = self.request
+            self.app.set_timer(BURST_SECONDS, lambda: self.trace_if_latest(request, key, baseline))
+        else:
+            self.trace(self.request, key, baseline)
+        return None
+
+    def trace_if_latest(self, request: int, key: tuple, baseline: tuple) -> None:
+        """The end of a burst: trace its last request (an earlier one has nothing to do)."""
+        if request == self.request:
+            self.trace(request, key, baseline)
+
+    def ensure(self, key: tuple) -> None:
+        """Trace `key` (the as_written baseline) unless cached or another trace is due."""
+        if key not in self.cache and self.pending is None:
+            self.trace(-1, key, key)
+
+    def trace(self, request: int, key: tuple, baseline: tuple) -> None:
+        self.app.run_worker(
+            lambda: self._trace(request, key, baseline),
+            thread=True,
+            group="analysis",
+            exit_on_error=False,
+        )
+
+    def _trace(self, request: int, key: tuple, baseline: tuple) -> None:
+        from remat_tui.core.trace.analysis import analyze
+        from remat_tui.core.trace.configured import Cancelled
+
+        app = self.app
+
+        def stage(what: str) -> None:
+            app.post_message(Progress(what, request if request >= 0 else None))
+
+        def superseded() -> bool:
+            return request != self.request and key != baseline
+
+        if superseded():
+            return  # superseded while it waited for a thread: a burst of keys traces once
+        config = key[1]
+        try:
+            # Example arguments are built once per target (per device set, for a
+            # sharded target), not once per policy.
+            on_stage = stage if request == self.request else None
+            target = prepared(app.target, config.device, on_stage)
+            if request == self.request:
+                stage(f"tracing {config.label()}")
+            result = analyze(target, config=config, cancelled=superseded)
+        except Cancelled:
+            return
+        except RematError as exc:
+            app.post_message(AnalysisFailed(request, key, exc.message))
+            return
+        except Exception as exc:  # our bug: report it in place, keep the last good state
+            app.log.error(traceback.format_exc())
+            app.post_message(AnalysisFailed(request, key, f"internal error: {exc!r}"))
+            return
+        app.post_message(AnalysisReady(request, key, result))
+
+    def ready(self, message: AnalysisReady, keep: tuple) -> bool:
+        """Cache an answer (never evicting what is in `keep`); whether it
+        answers the latest request (then the App shows it)."""
+        evicted = analysis_cache.remember(
+            self.cache, self.drawings, message.key, message.analysis, keep=keep
+        )
+        self.app.call_after_refresh(settle_memory, bool(evicted))
+        latest = message.request == self.request
+        if latest:
+            self.pending = None
+        return latest
+
+    def failed(self, message: AnalysisFailed) -> bool:
+        """Whether a failure answers the latest request (then the App says so)."""
+        latest = message.request == self.request
+        if latest:
+            self.pending = None
+        return latest
+
+    def forget_all_but(self, shown) -> None:
+        """After a reload: every analysis of the old code goes, but the one shown."""
+        self.cache = {k: a for k, a in self.cache.items() if a is shown}
+        self.drawings = {i: d for i, d in self.drawings.items() if shown and i == id(shown)}
+
+    def names_seen(self) -> list[str]:
+        """Every checkpoint_name seen in any cached analysis, first seen first."""
+        seen: dict[str, None] = {}
+        for a in self.cache.values():
+            for n in a.names:
+                seen.setdefault(n.name)
+        return list(seen)
+
+
+def settle_memory(evicted: bool = False) -> None:
+    """Once the new analysis is on screen: collect the trace's garbage, then move
+    what is left (the cached analyses, alive as long as the app) out of the
+    collector's sight, so its full collections, which would otherwise walk
+    every cached jaxpr equation, stop stalling frames and traces. When the
+    cache evicted analyses, what was frozen is handed back to the collector
+    first: an evicted analysis caught in a reference cycle is freed only by
+    a collection that can see it (one full walk, only when the cache is full)."""
+    if evicted:
+        gc.unfreeze()
+    gc.collect()
+    gc.freeze()

@@ -1,0 +1,145 @@
+"""Provides Compiles: the App's compile controller. While `p` is on
+(`Wanted.compiled`), every analysis shown also has its gradient compiled for
+its device (never run) in a worker of its own, and the compiled peak per
+device becomes the status line's headline, the residual bytes beside it as
+"saved by autodiff".
+
+A target loaded from a file compiles in a child process
+(core/xla/compile_process.py): its lowering does not share the app's GIL and
+garbage collector, so keys are answered while it runs, and a newer request
+kills it. A target given as a function object (no file to load it from in
+the child) compiles in a thread; a newer request supersedes it there and its
+answer is dropped. Results are kept per request key (target, Config,
+reloads); CompileReady and CompileFailed go back to the App.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from remat_tui.core.xla.compile_process import CompileProcess
+from remat_tui.errors import RematError
+from remat_tui.report.memory import largest_category
+from remat_tui.report.units import human_bytes
+
+
+@dataclass
+class CompileReady(Message):
+    key: tuple
+    compiled: object
+
+
+@dataclass
+class CompileFailed(Message):
+    key: tuple
+    message: str
+
+
+class Compiles:
+    """Compiled numbers per request key, and the compile under way, for one App."""
+
+    def __init__(self, app):
+        self.app = app
+        self.known: dict[tuple, object] = {}  # compiled numbers per request key
+        self.compiling: tuple | None = None  # the key being compiled
+        self.started = 0.0
+        self.process: CompileProcess | None = None  # started by the first `p`
+
+    def switched_on(self) -> None:
+        """`p` on: the child process starts (JAX imports there while the app goes on)."""
+        if self.process is None:
+            self.process = CompileProcess()
+        self.process.start()
+
+    def switched_off(self) -> None:
+        self.compiling = None
+
+    def compile(self, key: tuple, target) -> None:
+        """Compile `key` unless it is known already or under way."""
+        if key in self.known or key == self.compiling:
+            return
+        self.compiling, self.started = key, time.monotonic()
+        self.app.run_worker(
+            lambda: self._compile(key, target),
+            thread=True,
+            group="compile",
+            exclusive=True,
+            exit_on_error=False,
+        )
+
+    def _compile(self, key: tuple, target) -> None:
+        from remat_tui.app.arguments import prepared
+        from remat_tui.core.trace.configured import Cancelled
+        from remat_tui.core.xla.compiled import compile_costs
+
+        name, config, reloads = key
+        cancelled = lambda: key != self.compiling  # noqa: E731
+        try:
+            if target.file is not None and self.process is not None:
+                result = self.process.compile(target.file, name, config, reloads, cancelled)
+            else:
+                # The arguments the analysis was traced with (built for this device's
+                # set: a sharded target's mesh spans a topology's chips), not a new build.
+                ready = prepared(target, config.device)
+                result = compile_costs(
+                    target,
+                    config,
+                    cancelled=cancelled,
+                    arguments=(ready.args, ready.kwargs),
+                    memory=True,  # the memory view (w) and the status line's largest category
+                )
+        except Cancelled:
+            return
+        except RematError as exc:
+            self.app.post_message(CompileFailed(key, exc.message))
+            return
+        except Exception as exc:  # our bug: say so in place, keep going
+            self.app.log.error(traceback.format_exc())
+            self.app.post_message(CompileFailed(key, f"internal error while compiling: {exc!r}"))
+            return
+        self.app.post_message(CompileReady(key, result))
+
+    def ready(self, message: CompileReady) -> None:
+        self.known[message.key] = message.compiled
+        if message.key == self.compiling:
+            self.compiling = None
+
+    def failed(self, message: CompileFailed) -> bool:
+        """Whether the failure is the compile under way's (then the App says so)."""
+        if message.key != self.compiling:
+            return False
+        self.compiling = None
+        return True
+
+    def close(self) -> None:
+        """At exit: the child process goes with the app."""
+        self.compiling = None
+        if self.process is not None:
+            self.process.close()
+
+    def headline(self, key: tuple | None, show_timings: bool) -> str | None:
+        """`peak 1.2 GiB/device (compiled, ...)` when known, `compiling 3.1 s`
+        while it runs, else None."""
+        known = self.known.get(key)
+        if known is not None and not known.fits:
+            needed = (
+                f": needs {human_bytes(known.needed_bytes)}/device" if known.needed_bytes else ""
+            )
+            return f"does not fit {known.device}{needed} (compiled)"
+        if known is not None:
+            step = "training step" if known.step == "train" else "gradient alone"
+            mostly = ""
+            if known.memory and known.memory["peak_bytes"]:
+                category = largest_category(known.memory)
+                share = known.memory["by_category"][category] / known.memory["peak_bytes"]
+                mostly = f", mostly {category} ({share:.0%})"
+            return f"peak {human_bytes(known.peak_bytes)}/device (compiled, {step}){mostly}"
+        if key is not None and key == self.compiling:
+            elapsed = time.monotonic() - self.started
+            clock = f" {elapsed:.1f} s" if show_timings else ""
+            return f"compiling{clock}…"
+        return None
