@@ -409,7 +409,7 @@ async def test_app_unknown_site_keeps_the_last_analysis(site, cause):
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         shown = app.shown
-        app.apply_site(site, "nothing_saveable")
+        app.main_screen.apply_site(site, "nothing_saveable")
         await settle(app, pilot)
         assert cause in error_text(app) and "Sites: 1 (block" in error_text(app)
         assert app.shown is shown and app.is_running
@@ -424,7 +424,7 @@ async def test_app_site_of_a_function_with_no_checkpoint(bad):
         await pilot.press("s")  # no Sites list: a notice, nothing traced
         await pilot.pause()
         assert app.analyses.pending is None and app.shown is shown
-        app.apply_site("f", "nothing_saveable")
+        app.main_screen.apply_site("f", "nothing_saveable")
         await settle(app, pilot)
         assert "no jax.checkpoint wraps it" in error_text(app)
         assert app.shown is shown and app.is_running

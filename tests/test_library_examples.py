@@ -20,7 +20,7 @@ import jax  # noqa: E402
 from conftest import example, jax_saved_residuals  # noqa: E402
 
 import remat_tui  # noqa: E402
-from remat_tui.core import loading, policies  # noqa: E402
+from remat_tui.core.setup import loading, policies  # noqa: E402
 
 FILES = ("flax_nnx.py", "flax_linen.py", "equinox_transformer.py")
 # Every example tags qkv, attention_out and mlp_hidden.

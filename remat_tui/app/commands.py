@@ -53,14 +53,18 @@ class RematCommands(Provider):
             for s in app.policy_specs
         ]
         out += [
-            (f"Cycle name: {n}", partial(app.cycle_name, n), "recompute → save → offload")
+            (
+                f"Cycle name: {n}",
+                partial(app.main_screen.cycle_name, n),
+                "recompute → save → offload",
+            )
             for n in app.known_names()
         ]
         for site in (app.shown.sites if app.shown else [])[:8]:
             out += [
                 (
                     f"Site {site.id} ({site.function}): {s}",
-                    partial(app.apply_site, site.id, s),
+                    partial(app.main_screen.apply_site, site.id, s),
                     "set the policy of this jax.checkpoint in the code",
                 )
                 for s in app.policy_specs
@@ -75,27 +79,28 @@ class RematCommands(Provider):
                 for name, t in app.targets.items()
                 if app.target is None or name != app.target.name
             ]
+        main = app.main_screen  # the keys' actions are the main screen's
         out += [
-            ("Compare every configuration", app.action_compare, "c: costs, Pareto front, chart"),
+            ("Compare every configuration", main.action_compare, "c: costs, Pareto front, chart"),
             (
                 "Suggest: fit a memory budget",
-                app.action_suggest,
+                main.action_suggest,
                 "f: the least recompute that fits a budget you type (2GiB, 512MiB)",
             ),
             (
                 "Where the peak goes",
-                app.action_memory,
+                main.action_memory,
                 "w: live bytes over XLA's schedule, the buffers at the peak (p compiles first)",
             ),
-            ("Mark this configuration as A", app.action_mark, "m: for the diff (v)"),
+            ("Mark this configuration as A", main.action_mark, "m: for the diff (v)"),
             (
                 "Diff: marked A against the shown B",
-                app.action_diff,
+                main.action_diff,
                 "v: residuals only in A, only in B, in both; byte and FLOP deltas",
             ),
-            ("Choose device", app.action_pick_device, "d: the Device list; enter picks one"),
-            ("Hide or show the sidebar", app.action_toggle_sidebar, "b"),
-            ("Export report", app.action_export, "html, md, json or an SVG screenshot"),
+            ("Choose device", main.action_pick_device, "d: the Device list; enter picks one"),
+            ("Hide or show the sidebar", main.action_toggle_sidebar, "b"),
+            ("Export report", main.action_export, "html, md, json or an SVG screenshot"),
             ("Help: keys", app.action_help, "every key"),
         ]
         return out
@@ -170,6 +175,6 @@ class RematCommands(Provider):
         return Hit(
             1.0,
             Content(f"Set site {key} to {spec.canonical}"),
-            partial(self.app.apply_site, key, spec.canonical),
+            partial(self.app.main_screen.apply_site, key, spec.canonical),
             help="typed site policy",
         )

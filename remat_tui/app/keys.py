@@ -1,8 +1,12 @@
-"""Provides BINDINGS, the main screen's keys. The `?` help is generated from
-them (app/screens/help.py): a shown binding's tooltip, else its description,
-is its line there, so the tooltip is written for a reader of the help."""
+"""Provides the keys: MAIN_KEYS, the main screen's (app/main_screen.py), and
+APP_KEYS, help and quit, which work over every screen. BINDINGS is the list
+they come from, in the order the footer and the `?` help list them (app/screens/help.py): a
+shown binding's tooltip, else its description, is its line there, so the
+tooltip is written for a reader of the help."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from textual.binding import Binding
 
@@ -66,3 +70,8 @@ BINDINGS = [
         "with the byte and recompute deltas",
     ),
 ]
+
+APP_KEYS = [b for b in BINDINGS if b.action in ("help", "quit")]
+# The main screen lists help and quit too, as the App's actions, so that its
+# footer keeps BINDINGS' order (the App's own come after a screen's).
+MAIN_KEYS = [replace(b, action=f"app.{b.action}") if b in APP_KEYS else b for b in BINDINGS]

@@ -1,13 +1,13 @@
-"""Provides the RematApp: the screen's layout, loading and reloading the
-target, and drawing an analysis.
+"""Provides the RematApp: loading and reloading the target, what the user
+wants shown, and drawing its analysis into the main screen.
 
 What the user asked for is one frozen value, `wanted` (app/wanted.py): keys,
 lists and palette commands assign a new one and its watcher asks for the
 analysis. Two controllers the App owns do the work and post messages back:
 `analyses` (app/analyses.py: the cache, requests, bursts, the trace worker)
-and `compiles` (app/compiles.py: `p`, the compile child). The keys' actions
-are in app/actions.py and app/site_actions.py (the bindings in app/keys.py);
-`run` is in app/launch.py.
+and `compiles` (app/compiles.py: `p`, the compile child). The main screen
+(app/main_screen.py) holds the layout and the keys (app/keys.py); `run` is in
+app/launch.py.
 """
 
 from __future__ import annotations
@@ -16,29 +16,25 @@ import os
 import traceback
 from dataclasses import replace
 
-from pygments.lexers import PythonLexer
 from textual import on, work
-from textual.app import App, ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.app import App
 from textual.content import Content
 from textual.css.query import NoMatches
 from textual.markup import escape
 from textual.reactive import var
 from textual.widgets import Static
 
-from remat_tui.app.actions import KeyActions
 from remat_tui.app.analyses import Analyses
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.commands import RematCommands
 from remat_tui.app.compiles import CompileFailed, CompileReady, Compiles
-from remat_tui.app.drawing import TABLE_COLUMNS, draw
-from remat_tui.app.footer import Footer
+from remat_tui.app.drawing import draw
 from remat_tui.app.hangup import quit_on_hangup
 from remat_tui.app.hangup import release as release_hangup
 from remat_tui.app.hints import with_suggestion
+from remat_tui.app.keys import APP_KEYS
 from remat_tui.app.keys import BINDINGS as KEYS
 from remat_tui.app.layout import Layout
-from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.main_screen import MainScreen
 from remat_tui.app.messages import (
     AnalysisFailed,
@@ -53,9 +49,8 @@ from remat_tui.app.messages import (
 from remat_tui.app.name_judge import NameJudge, NamesJudged
 from remat_tui.app.reload import Reloader
 from remat_tui.app.residual_table import ResidualTable
-from remat_tui.app.screens import PickScreen
+from remat_tui.app.screens import HelpScreen, PickScreen
 from remat_tui.app.sidebar import Sidebar
-from remat_tui.app.site_actions import SiteActions
 from remat_tui.app.status import Activity, nothing_shown, summary
 from remat_tui.app.wanted import Wanted, request_key
 from remat_tui.core.setup import policies
@@ -66,13 +61,13 @@ from remat_tui.report.units import human_bytes
 NO_LINES: frozenset[int] = frozenset()
 
 
-class RematApp(SiteActions, KeyActions, App):
+class RematApp(App):
     """remat-tui: what autodiff saves, and what a policy changes."""
 
     CSS_PATH = "app.tcss"
     TITLE = "remat-tui"
     COMMANDS = App.COMMANDS | {RematCommands}
-    BINDINGS = KEYS
+    BINDINGS = APP_KEYS  # help and quit; the main screen has the rest
 
     wanted: var[Wanted] = var(Wanted(), always_update=True, init=False)
     """What the user asked to see; assigning it asks for that analysis."""
@@ -115,41 +110,22 @@ class RematApp(SiteActions, KeyActions, App):
         self.reloads = 0  # how many times the file was imported again (part of the key)
         self.widths = Layout(self)  # the layout for the terminal's width
         self.name_judge = NameJudge(self)  # names whose saving spares no recompute
+        self.marked: tuple | None = None  # (analysis, reloads) marked as A by m, for v
+        self.last_budget = ""  # the budget last typed for suggest (f), offered again
 
     # ---- layout -------------------------------------------------------------------------
 
     def get_default_screen(self) -> MainScreen:
-        return MainScreen(id="_default")
-
-    def compose(self) -> ComposeResult:
-        yield Static(f"remat-tui  {self.path}  loading JAX…", id="title")
-        with Horizontal(id="body"):
-            yield Sidebar(id="sidebar")
-            with Vertical(id="main"):
-                yield Static("", id="error")
-                with Horizontal(id="panes"):
-                    yield CodeView(JaxprLexer(), id="forward")
-                    yield CodeView(JaxprLexer(), id="backward")
-                with Horizontal(id="lower"):
-                    yield ResidualTable(TABLE_COLUMNS, id="residuals")
-                    yield CodeView(PythonLexer(), id="source")
-        yield Static("", id="snippet", markup=False)
-        yield Static(
-            "Loading JAX… (the first import takes a few seconds)", id="status", markup=False
-        )
-        yield Footer()
+        self.main_screen = MainScreen(id="_default")
+        return self.main_screen
 
     def on_resize(self, event) -> None:
         self.widths.resize(event.size.width)
 
     def on_mount(self) -> None:
-        self.query_one("#forward").border_title = "forward (vjp)"
-        self.query_one("#backward").border_title = "backward"
-        self.query_one("#residuals").border_title = "Residuals"
-        self.query_one("#source").border_title = "Source"
-        self.query_one("#error").display = False
         self.set_interval(0.2, self.tick)  # 5 Hz: lively, yet leaves the GIL to the trace
-        self.load()
+        # Loading starts once the main screen's widgets are all mounted
+        # (MainScreen.on_mount): what it loads is drawn into them.
 
     # ---- loading (JAX import and the target file, off the UI thread) --------------------
 
@@ -288,7 +264,7 @@ class RematApp(SiteActions, KeyActions, App):
         if replace(old, compiled=new.compiled) == new and old.compiled != new.compiled:
             self.compiling_switched(new.compiled)  # `p` alone: nothing to trace
             return
-        self.name_states = self.scoped_states()
+        self.name_states = self.main_screen.scoped_states()
         key = self.key()
         cached = self.analyses.ask(key, self.baseline_key())
         if cached is not None:
@@ -321,6 +297,9 @@ class RematApp(SiteActions, KeyActions, App):
             return
         self.wanted = replace(self.wanted, policy=spec.canonical)
 
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(KEYS))
+
     def on_analysis_ready(self, message: AnalysisReady) -> None:
         keep = (self.shown, self.analyses.cache.get(self.baseline_key()))
         if self.analyses.ready(message, keep):
@@ -344,7 +323,7 @@ class RematApp(SiteActions, KeyActions, App):
         # nothing (a device that failed, e.g. a topology libtpu cannot load,
         # would otherwise make every later policy fail the same way).
         self.set_reactive(RematApp.wanted, self.wanted.with_config(self.shown.config))
-        self.name_states = self.scoped_states()
+        self.name_states = self.main_screen.scoped_states()
         self.update_title()
         self.update_status(self.shown)
         self.refresh_sidebar()
@@ -358,9 +337,6 @@ class RematApp(SiteActions, KeyActions, App):
         return notes_for(a, Baseline.of(base) if base is not None else None)
 
     # ---- compiling (p) ------------------------------------------------------------------
-
-    def action_toggle_compile(self) -> None:
-        self.wanted = replace(self.wanted, compiled=not self.wanted.compiled)
 
     def compiling_switched(self, on: bool) -> None:
         if on:
@@ -459,7 +435,7 @@ class RematApp(SiteActions, KeyActions, App):
         self.select_residual(table.selected if a.residuals else -1)
         self.update_title()
         self.update_status(a)
-        self.name_states = self.scoped_states()  # the sites may be known only now
+        self.name_states = self.main_screen.scoped_states()  # the sites may be known only now
         # What the command line asked for and could not have is said with the
         # first analysis, and kept while it is shown (cautions are redrawn when
         # the Names verdicts arrive).
@@ -473,7 +449,7 @@ class RematApp(SiteActions, KeyActions, App):
     def show_cautions(self, a) -> None:
         """Warnings and notes above the panes, kept on screen with the analysis
         (not a toast that fades); none: the error line hidden."""
-        saved_in_vain = self.name_judge.verdicts(self.target, a, self.name_scope())
+        saved_in_vain = self.name_judge.verdicts(self.target, a, self.main_screen.name_scope())
         cautions = [
             *(f"[b]warning:[/b] {escape(w)}" for w in [*self.launch_warnings, *a.warnings]),
             *(f"[b]note:[/b] {escape(n)}" for n in self.notes_for(a)),
@@ -621,7 +597,7 @@ class RematApp(SiteActions, KeyActions, App):
         sidebar = self.query_one(Sidebar)
         sidebar.show_policies(self.policy_specs, self.spec.canonical if self.spec else None)
         sidebar.show_sites(self.shown.sites if self.shown else [])
-        scope = self.name_scope()
+        scope = self.main_screen.name_scope()
         sidebar.names_scope(scope.function if scope else None)
         sidebar.show_names(
             self.known_names(),
