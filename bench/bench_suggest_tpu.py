@@ -133,7 +133,8 @@ def table(oracle, ordered_runs) -> None:
     print(f"{head} ordered  candidate")
     for row in sorted(oracle.rows, key=order):
         c = row.compiled or {}
-        fits = "err" if row.error else ("yes" if row.fits and row.memory <= oracle.budget else "no")
+        fitting = row.fits and row.weighed_bytes <= oracle.budget
+        fits = "err" if row.error else ("yes" if fitting else "no")
         peak = c.get("peak_bytes") or c.get("needed_bytes")
         seconds = c.get("seconds")
         marks = " ".join("x" if row.config in s else "." for s in compiled_by)

@@ -36,7 +36,7 @@ async def test_compare_screen_rows_sort_and_open():
         assert table.row_count == len(screen.rows) > 10
         stars = [table.get_row_at(i)[0] for i in range(table.row_count)]
         assert stars.count("★") == sum(r.pareto for r in screen.rows) > 0
-        memory = [screen.rows[int(k.value)].memory for k in table.rows]
+        memory = [screen.rows[int(k.value)].weighed_bytes for k in table.rows]
         assert memory == sorted(memory)  # sorted by memory first
         await pilot.press("f")
         flops = [screen.rows[int(k.value)].recompute_flops for k in table.rows]
@@ -252,7 +252,9 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
             cells = table.get_row(key)
             assert cells[peak] == human_bytes(row.compiled["peak_bytes"])
             assert cells[temp] == human_bytes(row.compiled["temp_bytes"])
-            assert row.memory == row.compiled["peak_bytes"]  # what the sort and the chart weigh
+            assert (
+                row.weighed_bytes == row.compiled["peak_bytes"]
+            )  # what the sort and the chart weigh
         (written,) = [r for r in screen.rows if r.config == app.shown.config]
         assert written.compiled["peak_bytes"] == shown.peak_bytes  # the status line's peak
         other = next(r for r in screen.rows if r.config.policy == "nothing_saveable")

@@ -69,7 +69,7 @@ async def test_suggest_equals_the_api_and_opens_what_jax_saves():
         # A budget between the smallest configuration and the code as written,
         # so the search must choose (both read off the API, nothing assumed).
         smallest = remat_tui.suggest(app.target, 0, device=app.device)
-        low, high = smallest.best.memory, smallest.baseline.memory
+        low, high = smallest.best.weighed_bytes, smallest.baseline.weighed_bytes
         assert low < high
         budget = f"{(low + high) / 2 / 2**20:.3f}MiB"
         want = remat_tui.suggest(app.target, budget, device=app.device)
@@ -80,14 +80,14 @@ async def test_suggest_equals_the_api_and_opens_what_jax_saves():
         assert got.budget == want.budget
         assert (got.fits, got.exact, got.searched) == (want.fits, want.exact, want.searched)
         assert got.best.config == want.best.config
-        assert got.best.memory <= want.budget
+        assert got.best.weighed_bytes <= want.budget
         head = status(screen, "#suggest-status")
         assert ("✓ fits" in head) == want.fits
         assert f"{want.searched} configurations searched" in head
         assert ("exact" in head) == want.exact
         text = status(screen, "#suggest-text")
         assert want.best.python in text and "paste:" in text
-        assert f"{human_bytes(want.baseline.memory - want.best.memory)} less" in text
+        assert f"{human_bytes(want.baseline.weighed_bytes - want.best.weighed_bytes)} less" in text
 
         await pilot.press("enter")  # open the suggestion in the main screen
         await settle(app, pilot)
@@ -163,11 +163,12 @@ async def test_nothing_fits_says_so_and_shows_the_smallest():
         screen = await answer(app, pilot)
         got = screen.suggestion
         assert not got.fits and got.best.config == want.best.config
-        assert got.best.memory == min(r.memory for r in got.rows)
+        assert got.best.weighed_bytes == min(r.weighed_bytes for r in got.rows)
         assert "nothing fits 1 B" in status(screen, "#suggest-status")
         text = status(screen, "#suggest-text")
         assert (
-            f"the smallest is {config_label(want.best)} at {human_bytes(want.best.memory)}" in text
+            f"the smallest is {config_label(want.best)} at {human_bytes(want.best.weighed_bytes)}"
+            in text
         )
         await pilot.press("enter")
         await settle(app, pilot)

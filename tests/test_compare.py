@@ -80,9 +80,9 @@ def test_pareto_rows_are_exactly_the_undominated(comparison):
 
     def dominates(a, b):
         return (
-            a.memory <= b.memory
+            a.weighed_bytes <= b.weighed_bytes
             and cost(a) <= cost(b)
-            and (a.memory < b.memory or cost(a) < cost(b))
+            and (a.weighed_bytes < b.weighed_bytes or cost(a) < cost(b))
         )
 
     for row in rows:
@@ -173,14 +173,14 @@ def test_suggest_equals_brute_force(budget_share):
     assert got.exact and got.fits
     _, want = brute_force(budget)
     assert got.best.recompute_flops == want.flops["recompute"]
-    assert got.best.memory <= budget
+    assert got.best.weighed_bytes <= budget
     assert got.searched == len({r.config for r in got.rows})
 
 
 def test_suggest_heuristic_fits_and_says_so():
     most = full(Config(sites=(("block", "everything_saveable"),))).totals.device_bytes
     got = suggest(LOSS, int(most * 0.8), args=ARGS, exact_limit=1)
-    assert not got.exact and got.fits and got.best.memory <= int(most * 0.8)
+    assert not got.exact and got.fits and got.best.weighed_bytes <= int(most * 0.8)
     assert got.searched < 15  # fewer than the exact space (6 built-ins + 9 name sets)
     # Saving several names is tried even though offloading each adds no device
     # bytes (one greedy chain per state: offloads used to crowd saves out).
@@ -193,7 +193,7 @@ def test_suggest_heuristic_fits_and_says_so():
 def test_suggest_when_nothing_fits_shows_the_smallest():
     got = suggest(LOSS, 1, args=ARGS)
     assert not got.fits
-    assert got.best.memory == min(r.memory for r in got.rows)
+    assert got.best.weighed_bytes == min(r.weighed_bytes for r in got.rows)
 
 
 def test_cli_compare_suggest_diff(remat_tui_cmd):

@@ -72,23 +72,23 @@ def cheapest_that_fits(rows, budget):
     """The oracle, by hand: the least estimated step time (recompute FLOPs
     where there is no estimate) among rows that fit, host bytes then memory
     breaking ties, an offload slower than recomputing only if nothing else fits."""
-    fitting = [r for r in rows if r.fits and r.memory <= budget]
+    fitting = [r for r in rows if r.fits and r.weighed_bytes <= budget]
     fitting = [r for r in fitting if not r.offload_slower] or fitting
 
     def cost(r):
-        return (r.time["seconds"] if r.time else r.recompute_flops, r.host_bytes, r.memory)
+        return (r.time["seconds"] if r.time else r.recompute_flops, r.host_bytes, r.weighed_bytes)
 
     return min(fitting, key=cost)
 
 
 @pytest.mark.parametrize("which", ["smallest", "middle", "largest"])
 def test_suggest_compiles_only_what_can_change_its_answer(all_compiled, which):
-    peaks = sorted({r.memory for r in all_compiled})
+    peaks = sorted({r.weighed_bytes for r in all_compiled})
     budget = {"smallest": peaks[0], "middle": peaks[len(peaks) // 2], "largest": peaks[-1]}[which]
     got = remat_tui.suggest(LOSS, budget, args=ARGS, compiled=True)
     want = cheapest_that_fits(all_compiled, budget)
     assert got.fits and got.exact
-    assert (got.best.config, got.best.memory) == (want.config, want.memory)
+    assert (got.best.config, got.best.weighed_bytes) == (want.config, want.weighed_bytes)
     assert got.searched == len(all_compiled)
     assert got.compiled_count + got.skipped == len(all_compiled)
     assert got.compiled_count == len(got.rows)
@@ -213,4 +213,4 @@ def test_a_budget_below_the_arguments_and_outputs_compiles_one():
     everything = remat_tui.core.search.suggest.suggest(
         target, floor - 1, compiled=True, compile_all=True
     )
-    assert not any(r.fits and r.memory <= floor - 1 for r in everything.rows)
+    assert not any(r.fits and r.weighed_bytes <= floor - 1 for r in everything.rows)

@@ -204,7 +204,7 @@ def pareto_svg(rows, width: int = 640, height: int = 360) -> str:
     if not rows:
         return ""
     pad = 56
-    xs = [r.memory for r in rows]
+    xs = [r.weighed_bytes for r in rows]
     ys = [r.recompute_flops for r in rows]
     x0, x1 = min(xs), max(xs) or 1
     y0, y1 = min(ys), max(ys) or 1
@@ -215,16 +215,17 @@ def pareto_svg(rows, width: int = 640, height: int = 360) -> str:
 
     points = []
     for r in rows:
-        cx, cy = px(r.memory, x0, x1, width), px(r.recompute_flops, y0, y1, height, True)
+        cx, cy = px(r.weighed_bytes, x0, x1, width), px(r.recompute_flops, y0, y1, height, True)
         colour = "#d33" if r.pareto else "#789"
         points.append(
             f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{colour}">'
-            f"<title>{escape(config_label(r))}: {human_bytes(r.memory)}, "
+            f"<title>{escape(config_label(r))}: {human_bytes(r.weighed_bytes)}, "
             f"{human_flops(r.recompute_flops)}</title></circle>"
         )
-    front = sorted((r for r in rows if r.pareto), key=lambda r: r.memory)
+    front = sorted((r for r in rows if r.pareto), key=lambda r: r.weighed_bytes)
     line = " ".join(
-        f"{px(r.memory, x0, x1, width):.1f},{px(r.recompute_flops, y0, y1, height, True):.1f}"
+        f"{px(r.weighed_bytes, x0, x1, width):.1f},"
+        f"{px(r.recompute_flops, y0, y1, height, True):.1f}"
         for r in front
     )
     return (
@@ -259,7 +260,7 @@ def render_suggest(s, fmt: str) -> str:
         how += f"; {s.compiled_count} compiled"
         if s.skipped:
             how += f", {s.skipped} not compiled ({s.skipped_why})"
-    saving = base.memory - best.memory
+    saving = base.weighed_bytes - best.weighed_bytes
     if s.fits:
         estimate = (
             f", about {human_seconds(best.time['seconds'])} a step on {best.time['chip']} "
@@ -269,13 +270,13 @@ def render_suggest(s, fmt: str) -> str:
         )
         head = (
             f"fits {human_bytes(s.budget)}: {config_label(best)} uses "
-            f"{human_bytes(best.memory)} ({measure}), recomputing "
+            f"{human_bytes(best.weighed_bytes)} ({measure}), recomputing "
             f"{human_flops(best.recompute_flops)}{estimate}"
         )
     else:
         head = (
             f"nothing fits {human_bytes(s.budget)} ({measure}); the smallest is "
-            f"{config_label(best)} at {human_bytes(best.memory)}"
+            f"{config_label(best)} at {human_bytes(best.weighed_bytes)}"
         )
         if not best.fits:
             compiled = best.compiled or {}

@@ -35,11 +35,11 @@ from remat_tui.report.costs import COLUMNS, columns, legend_devices, row_cells, 
 from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit
 
 SORTS = {
-    "memory": lambda r: (r.memory, r.recompute_flops),
-    "recompute": lambda r: (r.recompute_flops, r.memory),
-    "host": lambda r: (r.host_bytes, r.memory),
+    "memory": lambda r: (r.weighed_bytes, r.recompute_flops),
+    "recompute": lambda r: (r.recompute_flops, r.weighed_bytes),
+    "host": lambda r: (r.host_bytes, r.weighed_bytes),
     # est. step time once compiled (rows without one, which do not fit, last)
-    "time": lambda r: (r.time is None, r.cost, r.memory),
+    "time": lambda r: (r.time is None, r.cost, r.weighed_bytes),
 }
 SECOND_UNITS = (("µs", 1e-6), ("ms", 1e-3), ("s", 1.0))
 
@@ -305,12 +305,12 @@ class CompareScreen(Screen[Config | None]):
         plot = self.query_one(PlotextPlot)
         plt = plot.plt
         plt.clear_data()
-        rows = [r for r in self.rows if r.memory > 0]
+        rows = [r for r in self.rows if r.weighed_bytes > 0]
         if not rows:
             return
         budget = self.budget
         budget_bytes = _budget_bytes(budget)
-        largest = max([r.memory for r in rows] + ([budget_bytes] if budget_bytes else []))
+        largest = max([r.weighed_bytes for r in rows] + ([budget_bytes] if budget_bytes else []))
         byte_unit, byte_size = axis_unit(largest, BYTE_UNITS)
         # Once compiled, rows are weighed by estimated step time (★ too): plot that;
         # rows XLA refused have none and are left out of the chart.
@@ -324,7 +324,7 @@ class CompareScreen(Screen[Config | None]):
             y_unit, y_size = axis_unit(max(r.recompute_flops for r in rows), FLOP_UNITS)
             ys = [r.recompute_flops / y_size for r in rows]
             y_label, y_what = f"recompute ({y_unit})", "recomputation"
-        xs = [r.memory / byte_size for r in rows]
+        xs = [r.weighed_bytes / byte_size for r in rows]
         others = [(x, y) for x, y, r in zip(xs, ys, rows, strict=True) if not r.pareto]
         front = sorted((x, y) for x, y, r in zip(xs, ys, rows, strict=True) if r.pareto)
         if others:

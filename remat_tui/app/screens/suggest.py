@@ -290,9 +290,9 @@ class SuggestScreen(Screen[Config | None]):
         s = self.suggestion
         hint = f"Last: {human_bytes(self.budget[0])}."
         if s is not None:  # what the search found bounds what is worth typing
-            smallest = min(r.memory for r in s.rows)
+            smallest = min(r.weighed_bytes for r in s.rows)
             hint += f" Smallest found: {human_bytes(smallest)}; as written: "
-            hint += f"{human_bytes(s.baseline.memory)}."
+            hint += f"{human_bytes(s.baseline.weighed_bytes)}."
         self.app.push_screen(BudgetScreen(self.measure(), self.budget[1], hint), self.search)
 
     def action_open(self) -> None:

@@ -47,10 +47,10 @@ class Row:
     offload_slower: bool = False  # its offload costs more time than the recompute it saves
 
     @property
-    def memory(self) -> int:
-        """What the Pareto front and suggest weigh: compiled peak when known
-        (for a compile that did not fit, what XLA said it needed), else the
-        residual bytes on device."""
+    def weighed_bytes(self) -> int:
+        """The bytes the Pareto front and suggest weigh: the compiled peak per
+        device when known (for a compile that did not fit, what XLA said it
+        needed), else the residual bytes on device."""
         if self.compiled and self.compiled.get("peak_bytes"):
             return self.compiled["peak_bytes"]
         return self.device_bytes
@@ -326,8 +326,8 @@ def mark_pareto(rows: list[Row]) -> None:
     eligible = [r for r in rows if r.fits and not r.offload_slower]
     for row in rows:
         row.pareto = row in eligible and not any(
-            other.memory <= row.memory
+            other.weighed_bytes <= row.weighed_bytes
             and other.cost <= row.cost
-            and (other.memory < row.memory or other.cost < row.cost)
+            and (other.weighed_bytes < row.weighed_bytes or other.cost < row.cost)
             for other in eligible
         )

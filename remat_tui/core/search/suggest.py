@@ -156,12 +156,12 @@ def suggest(
     if compiled:
         peak_notes(rows, base)
     mark_pareto(rows)
-    fitting = [r for r in rows if r.fits and r.memory <= budget]
+    fitting = [r for r in rows if r.fits and r.weighed_bytes <= budget]
     if fitting:
-        best = min(_eligible(fitting), key=lambda r: (r.cost, r.memory))
+        best = min(_eligible(fitting), key=lambda r: (r.cost, r.weighed_bytes))
     else:
         measured_rows = [r for r in rows if r.error is None] or rows
-        best = min(measured_rows, key=lambda r: (r.memory, r.cost))
+        best = min(measured_rows, key=lambda r: (r.weighed_bytes, r.cost))
     return Suggestion(
         budget=budget,
         measure="compiled" if compiled else "residual",
@@ -252,7 +252,7 @@ def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancel
     if not fits:
 
         def within(r: Row) -> bool:
-            return r.fits and r.memory <= budget
+            return r.fits and r.weighed_bytes <= budget
 
         compile_from_cheapest(slower, baseline.cost if within(baseline) else None, within)
     if chip is not None:
@@ -277,7 +277,7 @@ def _floor(baseline: Row) -> int | None:
 def _answers(row: Row, budget: int) -> bool:
     """Whether a compiled row could be the answer: it fits the budget, and
     its offload is not slower than recomputing."""
-    return row.fits and row.memory <= budget and not row.offload_slower
+    return row.fits and row.weighed_bytes <= budget and not row.offload_slower
 
 
 def _choices(target, names: list[str]) -> list[str]:
@@ -323,7 +323,7 @@ def _heuristic(base, sites, places, names, choices, run) -> None:
         gains = []
         for (kind, name, _), row in zip(singles, alone, strict=True):
             removed = empty.recompute_flops - row.recompute_flops
-            added = row.memory - empty.memory if kind == "save" else row.host_bytes
+            added = row.weighed_bytes - empty.weighed_bytes if kind == "save" else row.host_bytes
             if kind == state:  # a name that spares nothing alone may with others: kept, last
                 gains.append((max(removed, 0) / max(added, 1), name))
         chosen: list[str] = []
