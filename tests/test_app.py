@@ -31,6 +31,16 @@ async def settle(app, pilot):
     raise AssertionError("the app never settled")
 
 
+async def press_p_until_compiled(app, pilot):
+    """`p`, then wait until a compile (or its failure) has come back."""
+    await pilot.press("p")
+    for _ in range(600):
+        await pilot.pause(0.05)
+        if app.compiles.known or app.compiles.compiling is None:
+            return
+    raise AssertionError("the compile never came back")
+
+
 async def steady_frame(pilot, tries: int = 100):
     """Wait until two frames 0.1 s apart are the same: whatever redraws a
     screen queued are drawn, however loaded the machine (snapshots wait so)."""

@@ -31,7 +31,7 @@ async def test_the_memory_view_shows_where_the_compiled_peak_goes():
     """p compiles, w opens the breakdown XLA's record gives (the same the CLI's
     `memory` prints), enter on a buffer shows its line in the source pane."""
     from conftest import example
-    from test_app import SIZE, settle
+    from test_app import SIZE, press_p_until_compiled, settle
     from textual.widgets import OptionList
 
     from remat_tui.app.main import RematApp
@@ -43,11 +43,7 @@ async def test_the_memory_view_shows_where_the_compiled_peak_goes():
         await pilot.press("w")  # not compiled yet: said, no screen
         await pilot.pause()
         assert not isinstance(app.screen, MemoryScreen)
-        await pilot.press("p")
-        for _ in range(600):
-            await pilot.pause(0.05)
-            if app.compiles.known:
-                break
+        await press_p_until_compiled(app, pilot)
         known = app.compiles.known[app.key_of(app.shown)]
         memory = known.memory
         assert memory is not None and sum(memory["by_category"].values()) == memory["peak_bytes"]
@@ -132,7 +128,7 @@ def loss(x, w1, w2):
 async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
     """The memory view names a residual buffer's R# (from the analysis shown:
     the compile knows no residuals), and enter on it selects that row."""
-    from test_app import SIZE, settle
+    from test_app import SIZE, press_p_until_compiled, settle
     from textual.widgets import OptionList
 
     from remat_tui.app.main import RematApp
@@ -144,11 +140,7 @@ async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
     app = RematApp(str(path), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await pilot.press("p")
-        for _ in range(600):
-            await pilot.pause(0.05)
-            if app.compiles.known:
-                break
+        await press_p_until_compiled(app, pilot)
         await pilot.press("w")
         await pilot.pause()
         screen = app.screen

@@ -10,7 +10,7 @@ import math
 import jax
 import pytest
 from conftest import example, jax_saved_residuals
-from test_app import SIZE, assert_shows_jax_residuals, settle
+from test_app import SIZE, assert_shows_jax_residuals, press_p_until_compiled, settle
 from textual.widgets import OptionList
 
 from remat_tui.app.main import RematApp
@@ -207,11 +207,7 @@ async def test_a_compile_that_does_not_fit_the_chip_is_said_in_place(tpu, write_
         await pick_device(app, pilot, tpu)
         shown = app.shown
         assert shown.config.device == tpu
-        await pilot.press("p")
-        for _ in range(600):
-            await pilot.pause(0.05)
-            if app.compiles.known:
-                break
+        await press_p_until_compiled(app, pilot)
         (result,) = app.compiles.known.values()
         assert not result.fits and result.needed_bytes
         assert f"does not fit {tpu}: needs {human_bytes(result.needed_bytes)}/device" in status(app)

@@ -216,18 +216,14 @@ def test_status_on_one_device_says_its_bytes_are_the_devices():
 
 async def test_app_status_line_labels_an_auto_sharded_targets_bytes(write_target):
     """The app itself, `p` pressed on an auto-sharded target over 4 CPU devices."""
-    from test_app import SIZE, settle
+    from test_app import SIZE, press_p_until_compiled, settle
 
     from remat_tui.app.main import RematApp
 
     app = RematApp(write_target(AUTO.format(axes="Auto")), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await pilot.press("p")
-        for _ in range(600):
-            await pilot.pause(0.05)
-            if app.compiles.known:
-                break
+        await press_p_until_compiled(app, pilot)
         c = app.compiles.known[app.key_of(app.shown)]
         assert c.devices == 4
         status = str(app.query_one("#status").render())
