@@ -297,6 +297,9 @@ class RematApp(App):
             return
         self.wanted = replace(self.wanted, policy=spec.canonical)
 
+    def on_budget_typed(self, message) -> None:
+        self.last_budget = message.text  # f offers it again (app/screens/suggest.py)
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen(KEYS))
 

@@ -101,6 +101,13 @@ class SuggestFailed(Message):
     message: str
 
 
+@dataclass
+class BudgetTyped(Message):
+    """A budget typed for a search: what f offers next (the App keeps it)."""
+
+    text: str
+
+
 class SuggestScreen(Screen[Config | None]):
     """The search under one budget, then its answer; f asks for another."""
 
@@ -151,7 +158,7 @@ class SuggestScreen(Screen[Config | None]):
             return
         self.budget = budget
         self.request += 1
-        self.app.last_budget = budget[1]  # what f offers next, here or on the main screen
+        self.post_message(BudgetTyped(budget[1]))  # what f offers next, here or on the main screen
         self.suggestion = None
         self.analysed = 0
         self.started = time.monotonic()
