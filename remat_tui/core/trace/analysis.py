@@ -120,10 +120,8 @@ def traced(
             texts=texts and not row_only,
             row_only=row_only,
         )
-    result.trace_seconds = time.perf_counter() - start
-    result.device = describe_device(dev)
-    result.config = config
-    return result
+    seconds = time.perf_counter() - start
+    return replace(result, trace_seconds=seconds, device=describe_device(dev), config=config)
 
 
 def _trace(

@@ -39,11 +39,11 @@ def analyze_compiled(
     config, dev = resolve(target, policy, sites, device, config)
     arguments = resolve_arguments(target, device_set(dev))
     a = traced(target, config, dev, arguments, cancelled)
-    a.compiled = compile_costs(
+    compiled = compile_costs(
         target, config, cancelled, device=dev, arguments=arguments, memory=True
     )
-    a.compiled = linked(target, a, dev, cancelled)
-    return a
+    a = replace(a, compiled=compiled)
+    return replace(a, compiled=linked(target, a, dev, cancelled))
 
 
 def linked(target, a: Analysis, dev, cancelled):
