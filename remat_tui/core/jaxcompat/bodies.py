@@ -58,11 +58,6 @@ _LEAVES: set[str] = set()  # primitives seen holding no jaxpr
 _HI = frozenset({"call_hi_primitive", "call_hi_primitive_linearized"})  # it depends on _prim
 
 
-def _one_to_one(eqn, param: str) -> tuple[Body, ...]:
-    body = open_jaxpr(eqn.params[param])
-    return (Body(body, (param, None), tuple(eqn.invars), True),)
-
-
 @expects("a scan equation with jaxpr and length")
 def _scan(eqn) -> tuple[Body, ...]:
     body = open_jaxpr(eqn.params["jaxpr"])

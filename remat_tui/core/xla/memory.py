@@ -95,11 +95,6 @@ def memory_and_reason(executable) -> tuple[Memory | None, str | None]:
         return None, f"XLA's dump could not be read: {exc}"
 
 
-def memory_from_directory(directory: str, module_name: str | None = None) -> Memory:
-    """The same, from a directory XLA dumped into (`xla_dump_to`)."""
-    return from_dump(xla.read_dump(directory, module_name))
-
-
 def _persistent_cache() -> str | None:
     try:
         import jax
