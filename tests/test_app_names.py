@@ -50,3 +50,32 @@ async def test_names_that_spare_no_recompute_are_marked_and_explained(write_targ
         error = app.query_one("#error")
         assert error.display and "saving 'gelu_out' spares" in str(error.render())
         assert "still re-runs the work that produces it" in str(error.render())
+
+
+async def test_the_names_wait_while_a_trace_the_user_asked_for_runs(write_target):
+    """Judging names is background work: it never starts while a new policy is
+    being traced, and the work under way is told to stop (it would share the
+    CPU with the trace the user waits for)."""
+    app = RematApp(write_target(GELU), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        judged_while_pending = []
+        judge = app.name_judge.judge
+
+        def judging(*args):
+            judged_while_pending.append(app.analyses.pending is not None)
+            return judge(*args)
+
+        paused = []
+        pause = app.name_judge.pause
+
+        def pausing():
+            paused.append(app.analyses.pending is not None)
+            return pause()
+
+        app.name_judge.judge, app.name_judge.pause = judging, pausing
+        await pilot.press("2")  # nothing_saveable: never traced yet
+        await settle(app, pilot)
+        assert paused == [True]  # the work under way told to stop when the trace began
+        assert judged_while_pending and not any(judged_while_pending)
+        assert app.name_judge.wanted is not None  # judged again once shown

@@ -271,6 +271,7 @@ class RematApp(App):
             self.show(cached)
         else:
             self.activity.begin(f"tracing {key[1].label()}")
+            self.name_judge.pause()  # the trace asked for first; judged once it is shown
         self.refresh_sidebar()
 
     def key(self, spec_text: str | None = None) -> tuple:
@@ -608,4 +609,5 @@ class RematApp(App):
             self.shown.names if self.shown else [],
             self.name_judge.verdicts(self.target, self.shown, scope),
         )
-        self.name_judge.judge(self.target, self.shown, scope)
+        if self.analyses.pending is None:  # background work waits for the user's trace
+            self.name_judge.judge(self.target, self.shown, scope)

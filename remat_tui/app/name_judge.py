@@ -77,6 +77,11 @@ class NameJudge:
 
         self.app.run_worker(work, thread=True, group="names", exit_on_error=False)
 
+    def pause(self) -> None:
+        """Stop the work under way at its next analysis (a trace the user asked
+        for needs the CPU); `judge` starts it again."""
+        self.wanted = None
+
     def store(self, message: NamesJudged) -> None:
         self.running.discard(message.key)
         if message.verdicts is not None:
