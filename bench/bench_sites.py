@@ -33,7 +33,7 @@ import jax
 
 import remat_tui
 from remat_tui.core.setup import loading
-from remat_tui.core.trace import analysis, primal
+from remat_tui.core.trace import primal, traced
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILT_INS = [
@@ -97,14 +97,14 @@ def without_sites_and_origins():
         def of(self, *_):
             return None
 
-    saved = analysis._has_user_checkpoint, analysis.Origins, analysis.per_device_bytes
-    analysis._has_user_checkpoint = lambda *a, **k: False
-    analysis.Origins = NoOrigins
-    analysis.per_device_bytes = lambda aval: None
+    saved = traced._has_user_checkpoint, traced.Origins, traced.per_device_bytes
+    traced._has_user_checkpoint = lambda *a, **k: False
+    traced.Origins = NoOrigins
+    traced.per_device_bytes = lambda aval: None
     try:
         yield
     finally:
-        analysis._has_user_checkpoint, analysis.Origins, analysis.per_device_bytes = saved
+        traced._has_user_checkpoint, traced.Origins, traced.per_device_bytes = saved
 
 
 def fresh_target(target, fn):

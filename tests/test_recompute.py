@@ -22,15 +22,18 @@ import remat_tui
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.setup import loading
 from remat_tui.core.setup.config import Config
-from remat_tui.core.trace.analysis import analyze
+from remat_tui.core.trace.analysis import costs_view, row_view
+from remat_tui.core.trace.traced import trace_config
 
 POLICIES = ["as_written", "everything_saveable", "nothing_saveable", "dots_saveable"]
 
 
 def both_ways(target, policy, sites=None):
-    config = Config.make(policy, sites, None, target.policies)
-    full = analyze(target, config=config, texts=False)
-    row = analyze(target, config=config, row_only=True)
+    """The row view and the full costs of one trace: the row view comes first,
+    so what it reads cannot be the backward pass the costs view traces."""
+    trace = trace_config(target, Config.make(policy, sites, None, target.policies))
+    row = row_view(trace)
+    full = costs_view(trace)
     return full, row
 
 
@@ -220,7 +223,7 @@ def test_compare_rows_equal_full_analyses():
     target = two_layer_transformer()
     comparison = remat_tui.compare(target, policies=POLICIES)
     for row in comparison.rows:
-        full = analyze(target, config=row.config, texts=False)
+        full = costs_view(trace_config(target, row.config))
         assert row.recompute_flops == full.flops["recompute"]
         assert row.device_bytes == full.totals.device_bytes
         assert row.residuals == tuple(r.text for r in full.residuals)

@@ -10,8 +10,9 @@ from test_compare import ARGS, LOSS
 import remat_tui
 from remat_tui.core.search.compare import compare
 from remat_tui.core.setup.config import Config
-from remat_tui.core.trace.analysis import analyze
+from remat_tui.core.trace.analysis import costs_view
 from remat_tui.core.trace.configured import as_target
+from remat_tui.core.trace.traced import trace_config
 from remat_tui.core.xla import chips, step_time
 
 CHIP = chips.Chip("test chip", peak_flops=1e12, memory_bandwidth=1e11, host_bandwidth=1e10,
@@ -41,7 +42,7 @@ def test_a_rows_step_flops_are_its_full_analysis(compiled_rows):
     transposition + recompute is what the full trace of its configuration counts."""
     target = as_target(LOSS, ARGS, None)
     for row in compiled_rows[:: max(len(compiled_rows) // 6, 1)]:
-        full = analyze(target, config=row.config, texts=False)
+        full = costs_view(trace_config(target, row.config))
         assert row.step_flops == full.flops["forward"] + full.flops["backward"], row.config
 
 

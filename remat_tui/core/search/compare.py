@@ -18,8 +18,9 @@ from remat_tui.core.model import Analysis
 from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.trace.analysis import analyze
+from remat_tui.core.trace.analysis import costs_view, row_view
 from remat_tui.core.trace.configured import Cancelled, as_target
+from remat_tui.core.trace.traced import Trace, trace_config
 from remat_tui.core.units import human_bytes, human_seconds
 from remat_tui.core.xla import step_time
 from remat_tui.core.xla.peak_notes import peak_note
@@ -148,12 +149,16 @@ def compare(
     start = time.perf_counter()
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
-    baseline_analysis = analyze(target, config=base, row_only=True, cancelled=cancelled)
+    baseline_trace = trace_config(target, base, cancelled)
+    baseline_analysis = row_view(baseline_trace)
     if policies is None:
         configs = candidates(target, baseline_analysis, base)
     else:
         configs = [base.with_policy(canonical_spec(p, target)) for p in policies]
-    rows = evaluate(target, configs, baseline_analysis, compiled, cancelled, progress, on_row)
+    transpose = transpose_flops(baseline_trace, cancelled) if compiled else None
+    rows = evaluate(
+        target, configs, baseline_analysis, compiled, cancelled, progress, on_row, transpose
+    )
     judge_offloads(target, rows, baseline_analysis, cancelled)
     saved_name_notes(rows)
     peak_notes(rows, base)
@@ -173,13 +178,19 @@ def canonical_spec(text: str, target) -> str:
 
 
 def evaluate(
-    target, configs, baseline: Analysis, compiled, cancelled, progress, on_row=None
+    target,
+    configs,
+    baseline: Analysis,
+    compiled,
+    cancelled,
+    progress,
+    on_row=None,
+    transpose: int | None = None,
 ) -> list[Row]:
     """One row per config (the baseline's analysis is reused for its own).
-    Compiled rows get a step time; rows to be compiled later need
-    `with_step_flops` first."""
+    Compiled rows get a step time from `transpose` (`transpose_flops`);
+    rows to be compiled later need `with_step_flops` first."""
     reference = Baseline.of(baseline)
-    transpose = transpose_flops(target, baseline, cancelled) if compiled else None
     rows = []
     for i, config in enumerate(configs):
         if cancelled is not None and cancelled():
@@ -188,7 +199,7 @@ def evaluate(
             progress(i, len(configs), config)
         a = baseline if config == baseline.config else None
         if a is None:
-            a = analyze(target, config=config, row_only=True, cancelled=cancelled)
+            a = row_view(trace_config(target, config, cancelled))
         row = row_of(a)
         row.transpose_flops = transpose
         row.notes = notes_for(a, reference)
@@ -225,12 +236,11 @@ def compile_row(target, row: Row, cancelled=None) -> None:
         ).to_dict()
 
 
-def transpose_flops(target, baseline: Analysis, cancelled=None) -> int:
+def transpose_flops(baseline: Trace, cancelled=None) -> int:
     """The backward pass's FLOPs besides recomputation (the same under every
-    configuration): read from `baseline`, traced in full if it was a lean row."""
-    full = baseline
-    if full.flops["backward"] is None:
-        full = analyze(target, config=baseline.config, texts=False, cancelled=cancelled)
+    configuration), read from the baseline's trace: its backward pass is
+    traced now if its row did without it."""
+    full = costs_view(baseline, cancelled)
     return full.flops["backward"] - full.flops["recompute"]
 
 
@@ -248,7 +258,7 @@ def judge_offloads(target, rows: list[Row], baseline: Analysis, cancelled=None) 
         instead = row.config.recomputing_offloads(target.policies)
         other = by_config.get(instead)
         if other is None:
-            a = analyze(target, config=instead, row_only=True, cancelled=cancelled)
+            a = row_view(trace_config(target, instead, cancelled))
             other = by_config[instead] = row_of(a)
         saved = (other.recompute_flops - row.recompute_flops) / chip.peak_flops
         moving = step_time.host_seconds(chip, row.host_bytes)

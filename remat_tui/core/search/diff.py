@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from remat_tui.core.search.compare import Row, row_of
 from remat_tui.core.setup.config import Config
-from remat_tui.core.trace.analysis import analyze
+from remat_tui.core.trace.analysis import costs_view
 from remat_tui.core.trace.configured import as_target
+from remat_tui.core.trace.traced import trace_config
 
 
 @dataclass
@@ -56,8 +57,8 @@ class Diff:
 def diff(fn, a: Config, b: Config, args=None, kwargs=None, cancelled=None) -> Diff:
     """Analyse both configurations (lean: no jaxpr text) and match their residuals."""
     target = as_target(fn, args, kwargs)
-    first = analyze(target, config=a, texts=False, cancelled=cancelled)
-    second = analyze(target, config=b, texts=False, cancelled=cancelled)
+    first = costs_view(trace_config(target, a, cancelled), cancelled)
+    second = costs_view(trace_config(target, b, cancelled), cancelled)
     return diff_analyses(first, second)
 
 

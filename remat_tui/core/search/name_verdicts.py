@@ -14,7 +14,8 @@ from collections.abc import Callable
 from remat_tui.core.search.notes import spare_verdict
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.trace.analysis import analyze
+from remat_tui.core.trace.analysis import row_view
+from remat_tui.core.trace.traced import trace_config
 
 
 def name_verdicts(
@@ -35,7 +36,7 @@ def name_verdicts(
         return config.at_function(sites, function, spec)
 
     def measure(spec: str):
-        a = analyze(target, config=at_place(spec), row_only=True, cancelled=cancelled)
+        a = row_view(trace_config(target, at_place(spec), cancelled))
         return a.flops["recompute"], a.totals.device_bytes
 
     none_flops, none_bytes = measure(policies.names_policy([], []).canonical)

@@ -47,8 +47,9 @@ from remat_tui.core.search.compare import (
 )
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.trace.analysis import analyze
+from remat_tui.core.trace.analysis import row_view
 from remat_tui.core.trace.configured import as_target
+from remat_tui.core.trace.traced import trace_config
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import step_time
 
@@ -113,7 +114,8 @@ def suggest(
     can change the answer, to check the ordered search (bench/, tests)."""
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
-    first = analyze(target, config=base, row_only=True, cancelled=cancelled)
+    first_trace = trace_config(target, base, cancelled)
+    first = row_view(first_trace)
     places = list(dict.fromkeys(s.function for s in first.sites)) or [None]
     names = [n.name for n in first.names]
     choices = _choices(target, names)
@@ -139,7 +141,7 @@ def suggest(
     judge_offloads(target, rows, first, cancelled)
     skipped, why = 0, ""
     if compiled:
-        transpose = transpose_flops(target, first, cancelled)
+        transpose = transpose_flops(first_trace, cancelled)
         for row in rows:
             row.transpose_flops = transpose
         if compile_all:

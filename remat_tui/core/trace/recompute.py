@@ -1,6 +1,6 @@
 """Provides the recompute FLOPs of a configuration read from the linear program
 `jax.vjp` returns, without tracing the backward pass, where that reading is
-exact; compare and suggest use it for their rows (analysis `row_only`).
+exact; compare and suggest use it for their rows (core/trace/analysis.py `row_view`).
 
 Why it can be exact: JAX transposes a checkpoint (ad_checkpoint.remat_transpose)
 by partially evaluating its body with the linear inputs unknown, re-running

@@ -16,8 +16,9 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_set
 from remat_tui.core.setup.loading import resolve_arguments
-from remat_tui.core.trace.analysis import analyze, resolve, traced
+from remat_tui.core.trace.analysis import full_view, resolve, row_view
 from remat_tui.core.trace.configured import as_target
+from remat_tui.core.trace.traced import trace, trace_config
 from remat_tui.core.xla.compiled import compile_costs
 from remat_tui.core.xla.peak_notes import peak_note
 from remat_tui.errors import RematError
@@ -38,7 +39,7 @@ def analyze_compiled(
     target = as_target(fn, args, kwargs)
     config, dev = resolve(target, policy, sites, device, config)
     arguments = resolve_arguments(target, device_set(dev))
-    a = traced(target, config, dev, arguments, cancelled)
+    a = full_view(trace(target, config, dev, arguments, cancelled), cancelled)
     compiled = compile_costs(
         target, config, cancelled, device=dev, arguments=arguments, memory=True
     )
@@ -57,7 +58,7 @@ def linked(target, a: Analysis, dev, cancelled):
     written = Config(device=a.config.device)
     if a.config == written or not a.compiled.fits:
         return replace(a.compiled, memory=memory)
-    base = analyze(target, config=written, row_only=True, cancelled=cancelled)
+    base = row_view(trace_config(target, written, cancelled))
     try:
         base_compiled = compile_costs(target, written, cancelled, device=dev, memory=True)
     except RematError:  # the code as written fails to compile: nothing to weigh against

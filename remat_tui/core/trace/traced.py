@@ -1,0 +1,243 @@
+"""Provides `Trace`: one configuration of a target traced once, the value every
+view of it reads (core/trace/analysis.py makes the views: the full analysis
+with its panes, the costs without them, a row of compare or suggest).
+
+The forward pass of `jax.vjp` (with `return_shape=True`, as JAX's own
+`saved_residuals` does) is traced at once, with its residuals, where they were
+made and the checkpoint sites. The backward pass is traced the first time a
+view asks for it, and kept: a row of compare often reads its recompute FLOPs
+from the linear program instead (core/trace/recompute.py) and never pays for it.
+
+Checkpoint sites need the primal program (core/trace/sites.py). It is traced only
+when the linear program (or the backward pass) shows a checkpoint of the user's,
+or when a site is overridden, and is cached per target and argument shapes: a
+target without sites never pays for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.tree_util import tree_flatten, tree_unflatten
+
+from remat_tui.core import jaxcompat as jc
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.devices import device_set, resolve_device, trace_device
+from remat_tui.core.setup.loading import resolve_arguments
+from remat_tui.core.setup.usererrors import describe, user_traceback
+from remat_tui.core.trace.configured import (
+    Cancelled,
+    check_cancelled,
+    configured_function,
+    target_dir,
+)
+from remat_tui.core.trace.origins import Origins
+from remat_tui.core.trace.primal import Primal, primal_program
+from remat_tui.core.trace.residuals import FoundResidual, find_residuals, per_device_bytes
+from remat_tui.errors import RematError
+from remat_tui.registry import Target
+
+
+@dataclass(eq=False)
+class Trace:
+    """One configuration traced: the forward jaxpr and its residuals at once,
+    the backward jaxpr when first asked for (`backward`)."""
+
+    target: Target
+    config: Config
+    spec: policies.PolicySpec  # config.policy, parsed once
+    plan: dict  # {site id: PolicySpec}, the sites the config overrides
+    device: Any  # the device asked for (a jax.Device, or a topology's)
+    here: Any  # the local device it is traced on
+    args: tuple
+    kwargs: dict
+    forward: Any  # the forward (vjp) jaxpr, opened
+    linear: Any  # the linear program of the vjp, or None where JAX keeps none
+    found: list[FoundResidual]  # each with its origin and per-device bytes
+    primal: Primal | None
+    num_residuals: int
+    seconds: float  # spent tracing so far (the backward pass adds its share)
+    _backward_inputs: tuple = field(repr=False)  # (function, residual shapes, cotangents)
+    _backward: Any = field(default=None, repr=False)
+
+    @property
+    def backward_traced(self) -> bool:
+        return self._backward is not None
+
+    def backward(self, cancelled: Callable[[], bool] | None = None):
+        """The backward jaxpr (opened), traced the first time it is asked for."""
+        if self._backward is None:
+            check_cancelled(cancelled)
+            fn, res_shapes, ct_shapes = self._backward_inputs
+            start = time.perf_counter()
+            with jax.default_device(self.here):
+                try:
+                    closed = jax.make_jaxpr(fn)(*res_shapes, *ct_shapes)
+                except RematError:
+                    raise
+                except Exception as exc:
+                    raise _failed(self.target, self.config, exc) from None
+            self._backward = jc.open_jaxpr(closed)
+            self.seconds += time.perf_counter() - start
+        return self._backward
+
+    @property
+    def sites(self) -> list:
+        """The checkpoint sites found (core/trace/sites.py FoundSite), if any."""
+        return self.primal.sites if self.primal is not None else []
+
+
+def trace_config(
+    target: Target, config: Config, cancelled: Callable[[], bool] | None = None
+) -> Trace:
+    """`config` traced, its device resolved and the example arguments built
+    for that device's set."""
+    dev = resolve_device(config.device)
+    return trace(target, config, dev, resolve_arguments(target, device_set(dev)), cancelled)
+
+
+def trace(
+    target: Target,
+    config: Config,
+    dev,
+    arguments: tuple[tuple, dict],
+    cancelled: Callable[[], bool] | None = None,
+) -> Trace:
+    """`config` traced on `dev` (already resolved) with `arguments` built for
+    its device set (core/xla/compiled_analysis.py compiles with the same ones)."""
+    args, kwargs = arguments
+    spec = policies.parse(config.policy, target.policies)
+    start = time.perf_counter()
+    here = trace_device(dev)
+    leaves, in_tree = tree_flatten((args, kwargs))
+    _require_differentiable(target, leaves)
+    prefer_dir = target_dir(target)
+    with jax.default_device(here):
+        flat_fn, primal, plan = configured_function(target, config, leaves, in_tree, here, spec)
+        try:
+            closed, (out_shape, vjp_shape) = jax.make_jaxpr(
+                lambda *a: jax.vjp(flat_fn, *a), return_shape=True
+            )(*leaves)
+            linear = jc.linear_program(vjp_shape, len(leaves))
+        except (RematError, Cancelled):
+            raise
+        except Exception as exc:
+            raise _failed(target, config, exc) from None
+        check_cancelled(cancelled)
+        res_shapes, res_tree = tree_flatten(vjp_shape)
+        forward = jc.open_jaxpr(closed)
+        res_avals = [v.aval for v in forward.outvars[len(forward.outvars) - len(res_shapes) :]]
+        res_shapes = _keep_memory_space(res_shapes, res_avals, here)
+        ct_shapes, ct_tree = tree_flatten(out_shape)
+
+        def backward(*flat):
+            vjp_fn = tree_unflatten(res_tree, flat[: len(res_shapes)])
+            return vjp_fn(tree_unflatten(ct_tree, flat[len(res_shapes) :]))
+
+        result = Trace(
+            target=target,
+            config=config,
+            spec=spec,
+            plan=plan,
+            device=dev,
+            here=here,
+            args=args,
+            kwargs=kwargs,
+            forward=forward,
+            linear=linear,
+            found=[],
+            primal=primal,
+            num_residuals=len(res_shapes),
+            seconds=0.0,
+            _backward_inputs=(backward, res_shapes, ct_shapes),
+        )
+        # A checkpoint of the user's that is differentiated leaves a remat
+        # equation in the linear program as it does in the backward pass
+        # (under remat2). Under remat3 a checkpoint that saves everything leaves
+        # no trace in either: only the primal program shows it.
+        if primal is None and (jc.remat3_enabled() or _has_user_checkpoint(result)):
+            result.primal = primal_program(target, leaves, in_tree, here, prefer_dir)
+    arg_names = jc.residual_words.arg_names(target.fn, args, kwargs)
+    found = find_residuals(forward, len(res_shapes), arg_names)
+    origins = Origins(prefer_dir, result.sites)
+    for fr in found:
+        fr.residual = replace(
+            fr.residual,
+            origin=origins.of(forward, fr.var),
+            bytes_per_device=per_device_bytes(fr.var.aval),
+        )
+    result.found = found
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _has_user_checkpoint(t: Trace) -> bool:
+    """Whether the linear program (or, where JAX keeps none, the backward pass)
+    re-enters a checkpoint the user wrote: every differentiated site leaves a
+    remat equation there. (Asked only with no outer policy: under one, the
+    primal program is traced anyway.)"""
+    program = t.linear.jaxpr if t.linear is not None else t.backward()
+    return any(jc.is_remat(eqn) for eqn, _ in jc.nested_eqns(program))
+
+
+def _failed(target: Target, config: Config, exc: Exception) -> RematError:
+    return RematError(
+        f"{target.label}: tracing under {config.label()} failed: "
+        f"{describe(exc)}{_hashing_hint(exc)}\n{user_traceback(exc)}"
+    )
+
+
+def _hashing_hint(exc: Exception) -> str:
+    """jax.checkpoint hashes the callable it wraps; say so when that is what failed."""
+    if isinstance(exc, TypeError) and "unhashable" in str(exc):
+        return (
+            "\njax.checkpoint (and jax.jit) hash the callable they wrap to cache its "
+            "trace, and this one is not hashable (an Equinox module instance, or a "
+            "dataclass with array fields, say). Wrap a function instead: "
+            "jax.checkpoint(lambda *a: module(*a)), or use eqx.filter_checkpoint."
+        )
+    return ""
+
+
+def _keep_memory_space(shapes: list, avals: list, device) -> list:
+    """`return_shape` drops where a residual lives; an offloaded one must reach the
+    backward trace in host memory, or the backward pane would show it on device."""
+    if not any(jc.is_host(a) for a in avals):
+        return shapes
+    mesh = Mesh(np.array([device]), ("remat_tui",))
+    host = NamedSharding(mesh, PartitionSpec(), memory_kind="pinned_host")
+    return [
+        jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=host) if jc.is_host(a) else s
+        for s, a in zip(shapes, avals, strict=True)
+    ]
+
+
+def _require_differentiable(target: Target, leaves: list) -> None:
+    import jax.numpy as jnp
+
+    dtypes = [_dtype_of(x) for x in leaves]
+    if not any(d is not None and jnp.issubdtype(d, jnp.inexact) for d in dtypes):
+        kinds = ", ".join(sorted({str(d) for d in dtypes})) or "no arguments"
+        raise RematError(
+            f"{target.label}: no argument is a floating-point array ({kinds}), so "
+            "there is nothing to differentiate. Give at least one float input, "
+            "e.g. jnp.ones((4,), jnp.float32)."
+        )
+
+
+def _dtype_of(leaf):
+    """An argument's dtype; Python scalars count (JAX differentiates 1.0)."""
+    dtype = getattr(leaf, "dtype", None)
+    if dtype is not None:
+        return dtype
+    try:
+        return np.result_type(leaf)
+    except TypeError:
+        return None
