@@ -64,7 +64,7 @@ async def test_the_memory_view_shows_where_the_compiled_peak_goes():
         await pilot.pause()
         assert not isinstance(app.screen, MemoryScreen)
         source = memory["at_peak"][with_line]["source"]
-        assert app.source_file == source["file"]
+        assert app.view.source_file == source["file"]
         assert app.query_one("#source").selected == frozenset({source["line"] - 1})
 
 

@@ -25,7 +25,7 @@ def keep_typed(app, before: list[str]) -> None:
         except RematError:
             continue  # a policy the old code declared and the new does not
         app.policy_specs.append(spec)
-    app.refresh_sidebar()
+    app.view.refresh_sidebar()
 
 
 def apply_typed(app, spec: str) -> None:
@@ -58,7 +58,7 @@ class RematCommands(Provider):
                 partial(app.main_screen.cycle_name, n),
                 "recompute → save → offload",
             )
-            for n in app.known_names()
+            for n in app.analyses.names_seen()
         ]
         for site in (app.shown.sites if app.shown else [])[:8]:
             out += [
@@ -133,7 +133,7 @@ class RematCommands(Provider):
                     help=f"select to apply it · {exc.message}",
                 )
             # A partial spec (`save_on`): whole specs, with the function's names.
-            done = completions(query, self.app.known_names(), target.policies)
+            done = completions(query, self.app.analyses.names_seen(), target.policies)
             for rank, text in enumerate(s for s in done[:12] if s not in self.app.policy_specs):
                 yield Hit(
                     0.8 - rank / 100,
@@ -145,7 +145,7 @@ class RematCommands(Provider):
                 yield Hit(
                     0.5,
                     Content(f"Not a policy: {exc.message}"),
-                    partial(self.app.show_error, exc.message),
+                    partial(self.app.view.show_error, exc.message),
                     help="select to keep this message on screen",
                 )
             return
@@ -169,7 +169,7 @@ class RematCommands(Provider):
             return Hit(
                 0.5,
                 Content(f"Not a site policy: {exc.message}"),
-                partial(self.app.show_error, exc.message),
+                partial(self.app.view.show_error, exc.message),
                 help="select to keep this message on screen",
             )
         return Hit(

@@ -12,23 +12,18 @@ app/launch.py.
 
 from __future__ import annotations
 
-import os
 import traceback
 from dataclasses import replace
 
 from textual import on, work
 from textual.app import App
-from textual.content import Content
-from textual.css.query import NoMatches
 from textual.markup import escape
 from textual.reactive import var
 from textual.widgets import Static
 
 from remat_tui.app.analyses import Analyses
-from remat_tui.app.codeview import CodeView
 from remat_tui.app.commands import RematCommands
 from remat_tui.app.compiles import CompileFailed, CompileReady, Compiles
-from remat_tui.app.drawing import draw
 from remat_tui.app.hangup import quit_on_hangup
 from remat_tui.app.hangup import release as release_hangup
 from remat_tui.app.hints import with_suggestion
@@ -50,15 +45,11 @@ from remat_tui.app.name_judge import NameJudge, NamesJudged
 from remat_tui.app.reload import Reloader
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.screens import HelpScreen, PickScreen
-from remat_tui.app.sidebar import Sidebar
-from remat_tui.app.status import Activity, nothing_shown, summary
+from remat_tui.app.status import Activity, nothing_shown
 from remat_tui.app.wanted import Wanted, request_key
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config, parse_site_option
 from remat_tui.errors import RematError
-from remat_tui.report.units import human_bytes
-
-NO_LINES: frozenset[int] = frozenset()
 
 
 class RematApp(App):
@@ -96,8 +87,6 @@ class RematApp(App):
         self.analyses = Analyses(self)
         self.compiles = Compiles(self)
         self.shown = None
-        self.sources: dict[str, list[str]] = {}
-        self.source_file: str | None = None
         self.load_error: str | None = None  # set when the file could not be loaded
         self.last_export: str | None = None  # the export dialog offers it again
         # What the command line asked for and could not have (an unknown policy or
@@ -166,14 +155,14 @@ class RematApp(App):
         self.set_reactive(RematApp.wanted, replace(self.wanted, device=message.device))
         targets = self.targets = message.targets
         if message.device_error:
-            self.show_error(message.device_error)
+            self.view.show_error(message.device_error)
             self.start_warnings.append(message.device_error)
         from remat_tui.core.jaxcompat import untested_message
 
         if untested := untested_message():  # said once, with the first analysis
             self.start_warnings.append(untested)
         if self.target_name is not None and self.target_name not in targets:
-            self.show_error(
+            self.view.show_error(
                 f"no target named {self.target_name!r} in {self.path}; "
                 f"targets: {', '.join(targets)}. Pick one."
             )
@@ -206,7 +195,7 @@ class RematApp(App):
         self.query_one("#title", Static).update(f"remat-tui  {escape(self.path)}  (not loaded)")
         how = "save the file to load it again" if self.reloader.watched else "fix the file"
         self.query_one("#status", Static).update(f"Not loaded: {how} · q quits", layout=False)
-        self.show_error(message.message)
+        self.view.show_error(message.message)
 
     def start(self, target, keep_policy: bool = False) -> None:
         """Analyse `target` under the requested policy (`keep_policy`: the current
@@ -228,7 +217,7 @@ class RematApp(App):
             except RematError as exc:
                 self.start_warnings.append(f"--site: {exc.message} Showing no override.")
         self.wanted = replace(self.wanted, target=target.name, policy=policy, sites=sites)
-        self.update_title()
+        self.view.update_title()
         if not keep_policy:
             self.query_one(ResidualTable).focus()
 
@@ -272,7 +261,7 @@ class RematApp(App):
         else:
             self.activity.begin(f"tracing {key[1].label()}")
             self.name_judge.pause()  # the trace asked for first; judged once it is shown
-        self.refresh_sidebar()
+        self.view.refresh_sidebar()
 
     def key(self, spec_text: str | None = None) -> tuple:
         """The request key of what is wanted (under `spec_text`, when given)."""
@@ -294,7 +283,7 @@ class RematApp(App):
         try:
             spec = policies.parse(text, self.target.policies)
         except RematError as exc:
-            self.show_error(with_suggestion(exc.message, text, self.target.policies))
+            self.view.show_error(with_suggestion(exc.message, text, self.target.policies))
             return
         self.wanted = replace(self.wanted, policy=spec.canonical)
 
@@ -310,27 +299,25 @@ class RematApp(App):
             self.activity.end()
             self.show(message.analysis)
         elif self.shown is not None and message.key == self.baseline_key():
-            self.update_status(self.shown)  # the baseline for the % difference arrived
+            self.view.update_status(self.shown)  # the baseline for the % difference arrived
 
     def on_analysis_failed(self, message: AnalysisFailed) -> None:
         if not self.analyses.failed(message):
             return
         self.activity.end()
-        self.show_error(message.message)
+        self.view.show_error(message.message)
         if self.shown is None:  # nothing to fall back on: say so, no stale spinner
-            self.update_title()
-            self.query_one("#status", Static).update(
-                nothing_shown(bool(self.reloader.watched)), layout=False
-            )
+            self.view.update_title()
+            self.view.set_status(nothing_shown(bool(self.reloader.watched)))
             return
         # What is wanted goes back to what is shown, in one step and asking
         # nothing (a device that failed, e.g. a topology libtpu cannot load,
         # would otherwise make every later policy fail the same way).
         self.set_reactive(RematApp.wanted, self.wanted.with_config(self.shown.config))
         self.name_states = self.main_screen.scoped_states()
-        self.update_title()
-        self.update_status(self.shown)
-        self.refresh_sidebar()
+        self.view.update_title()
+        self.view.update_status(self.shown)
+        self.view.refresh_sidebar()
 
     def notes_for(self, a) -> list[str]:
         """Why this configuration may change nothing (core/search/notes.py), measured
@@ -351,7 +338,7 @@ class RematApp(App):
             self.compiles.switched_off()
             self.notify("Compiling off: residual bytes lead again")
             if self.shown is not None:
-                self.update_status(self.shown)
+                self.view.update_status(self.shown)
 
     def compile_shown(self) -> None:
         """Compile what is shown, unless compiling is off or it is known already."""
@@ -367,17 +354,17 @@ class RematApp(App):
     def on_compile_ready(self, message: CompileReady) -> None:
         self.compiles.ready(message)
         if self.shown is not None and self.key_of(self.shown) == message.key:
-            self.update_status(self.shown)
+            self.view.update_status(self.shown)
 
     def on_compile_failed(self, message: CompileFailed) -> None:
         if self.compiles.failed(message):
-            self.show_error(
+            self.view.show_error(
                 f"compiling failed: {message.message}",
                 hint="the analysis shown is this configuration's; only its compile "
                 "failed (p turns compiling off)",
             )
             if self.shown is not None:  # the status line said "compiling…" until now
-                self.update_status(self.shown)
+                self.view.update_status(self.shown)
 
     def on_unmount(self) -> None:
         self.reloader.stop()
@@ -406,208 +393,25 @@ class RematApp(App):
     def reload_failed(self, message: ReloadFailed) -> None:
         self.reloader.failed(message)
 
-    # ---- drawing an analysis -------------------------------------------------------------
+    # ---- drawing an analysis (app/shown_view.py) ---------------------------------------
+
+    @property
+    def view(self):
+        """What draws the shown analysis into the main screen's widgets."""
+        return self.main_screen.view
 
     def show(self, a) -> None:
+        """Show `a`: drawn, then what follows from it (the view the user had
+        before a reload, the baseline for the status line's %, its compile)."""
         self.shown = a
-        self.show_error(None)
-        drawings = self.analyses.drawings
-        drawing = drawings.get(id(a))
-        if drawing is None:
-            drawing = drawings[id(a)] = draw(a)
-        for pane_id, view, pane_drawing in (
-            ("#forward", a.forward, drawing.forward),
-            ("#backward", a.backward, drawing.backward),
-        ):
-            self.query_one(pane_id, CodeView).set_lines(
-                view.lines,
-                pane_drawing.marks,
-                pane_drawing.marked,
-                pane_drawing.recompute,
-                pane_drawing.longest,
-            )
-        self.query_one(
-            "#backward"
-        ).border_subtitle = f"↻ {a.backward.recompute_eqns} recomputed equations"
-        table = self.query_one(ResidualTable)
-        table.set_rows(drawing.rows, drawing.host_rows, drawing.widths, sizes=drawing.sizes)
-        # Device and host bytes apart, as the status line keeps them: a sum of
-        # the two is no memory anything holds.
-        host = f" · {human_bytes(a.totals.host_bytes)} host" if a.totals.host_bytes else ""
-        device = human_bytes(a.totals.device_bytes) + (" device" if host else "")
-        table.border_title = f"Residuals  {len(a.residuals)} · {device}{host}"
-        self.select_residual(table.selected if a.residuals else -1)
-        self.update_title()
-        self.update_status(a)
-        self.name_states = self.main_screen.scoped_states()  # the sites may be known only now
-        # What the command line asked for and could not have is said with the
-        # first analysis, and kept while it is shown (cautions are redrawn when
-        # the Names verdicts arrive).
-        self.launch_warnings, self.start_warnings = self.start_warnings, []
-        self.show_cautions(a)
-        self.refresh_sidebar()
+        self.view.draw(a)
         self.reloader.restore_view(a)
         self.analyses.ensure(self.baseline_key())  # the status line compares with it
         self.compile_shown()
 
-    def show_cautions(self, a) -> None:
-        """Warnings and notes above the panes, kept on screen with the analysis
-        (not a toast that fades); none: the error line hidden."""
-        saved_in_vain = self.name_judge.verdicts(self.target, a, self.main_screen.name_scope())
-        cautions = [
-            *(f"[b]warning:[/b] {escape(w)}" for w in [*self.launch_warnings, *a.warnings]),
-            *(f"[b]note:[/b] {escape(n)}" for n in self.notes_for(a)),
-            *(
-                f"[b]note:[/b] {escape(why)}"
-                for name, why in saved_in_vain.items()
-                if self.name_states.get(name) == "save"
-            ),
-        ]
-        self.show_error("\n".join(cautions) if cautions else None, warning=True)
-
     def on_names_judged(self, message: NamesJudged) -> None:
         self.name_judge.store(message)
-        self.refresh_sidebar()
-        error = self.query_one("#error", Static)
-        showing_an_error = error.display and not error.has_class("-warning")
-        if self.shown is not None and not showing_an_error:  # an error stays until it is fixed
-            self.show_cautions(self.shown)
-
-    def select_residual(self, index: int) -> None:
-        a = self.shown
-        fwd = self.query_one("#forward", CodeView)
-        bwd = self.query_one("#backward", CodeView)
-        if a is None or not 0 <= index < len(a.residuals):
-            fwd.selected = bwd.selected = frozenset()
-            return
-        r = a.residuals[index]
-        fwd.selected = frozenset(r.forward_lines)
-        bwd.selected = frozenset(r.backward_lines)
-        # The panes scroll to the selected residual; their titles say so.
-        fwd.border_title = bwd.border_title = None
-        if r.forward_lines:
-            fwd.show_line(r.forward_lines[0])
-            fwd.border_title = f"R{index + 1} made at line {r.forward_lines[0] + 1}"
-        lines = r.backward_lines
-        if lines:  # with a backward_var, the first line only declares it: show a reader
-            line = lines[1] if r.backward_var and len(lines) > 1 else lines[0]
-            bwd.show_line(line)
-            bwd.border_title = f"R{index + 1} read at line {line + 1}"
-        fwd.border_title = " · ".join(filter(None, ["forward (vjp)", fwd.border_title]))
-        bwd.border_title = " · ".join(filter(None, ["backward", bwd.border_title]))
-        # The line that computed the value (inside a scan body, or the user's line
-        # beneath a library's), else JAX's own line.
-        src = (r.origin.source if r.origin else None) or r.source
-        self.show_source(src.file if src else self.target.file, src.line - 1 if src else None)
-
-    def show_source(self, path: str | None, line: int | None) -> None:
-        """Show `path` in the source pane, its residual-producing lines marked, and
-        select `line` (0-based) if given."""
-        pane = self.query_one("#source", CodeView)
-        source_lines = self.analyses.drawings[id(self.shown)].source_lines
-        marked = source_lines.get(path, NO_LINES) if path else NO_LINES
-        if path and path != self.source_file:
-            if path not in self.sources:
-                try:
-                    with open(path, encoding="utf-8") as fh:
-                        self.sources[path] = fh.read().splitlines()
-                except OSError as exc:
-                    self.sources[path] = [f"# cannot read {path}: {exc.strerror}"]
-            pane.set_lines(self.sources[path], dict.fromkeys(marked, "R"), marked)
-            pane.border_title = f"Source  {os.path.relpath(path)}"
-            self.source_file = path
-        elif path and pane.marked is not marked:  # same file, another analysis
-            pane.set_marks(dict.fromkeys(marked, "R"), marked)
-        pane.selected = frozenset() if line is None else frozenset({line})
-        if line is not None:
-            pane.show_line(line)
-
-    @on(ResidualTable.Highlighted)
-    def row_highlighted(self, event: ResidualTable.Highlighted) -> None:
-        self.select_residual(event.index)
-
-    def update_title(self) -> None:
-        policy = self.spec.canonical if self.spec else "?"
-        name = f"{self.path}:{self.target.name}" if self.target else self.path
-        # Fixed one-line widgets: layout=False spares a layout pass of the whole screen.
-        self.query_one("#title", Static).update(
-            f"[b]remat-tui[/b]  {escape(name)}  policy [b]{escape(policy)}[/b]  {self.device}",
-            layout=False,
-        )
-        self.query_one(Sidebar).show_device(self.devices, self.device)
-
-    def update_status(self, a) -> None:
-        snippet = self.query_one("#snippet", Static)
-        old = str(snippet.render())
-        if old != a.python:
-            # A layout pass (costly: it redraws every widget) only if the snippet
-            # wraps onto a different number of lines.
-            width = max(snippet.content_region.width, 1)
-            lines = len(Content(a.python).wrap(width))
-            snippet.update(a.python, layout=lines != len(Content(old).wrap(width)))
-        self.query_one("#status", Static).update(self.status_text(a), layout=False)
-
-    def status_text(self, a) -> str:
-        base = self.analyses.cache.get(self.baseline_key())
-        known = self.compiles.known.get(self.key_of(a)) if self.wanted.compiled else None
-        devices = known.devices if known is not None else None
-        return summary(a, base, self.show_timings, self.compiled_headline(a), devices=devices)
+        self.view.names_judged()
 
     def tick(self) -> None:
-        """While a worker runs, say what it is doing and for how long; the UI keeps
-        answering keys."""
-        text = self.activity.text(self.show_timings, self.shown is not None)
-        try:
-            if text is not None:
-                self.query_one("#status", Static).update(text, layout=False)
-            elif self.shown is not None and self.analyses.pending is None:
-                key = self.compiles.compiling  # the compile clock, while it runs
-                if key is not None and key == self.key_of(self.shown):
-                    self.query_one("#status", Static).update(
-                        self.status_text(self.shown), layout=False
-                    )
-        except NoMatches:  # the app is closing: the timer outlived the main screen's widgets
-            pass
-
-    def show_error(self, message: str | None, warning: bool = False, hint: str = "") -> None:
-        """An error (or, with `warning`, cautions about the shown analysis: markup,
-        user strings escaped) above the panes, until the next analysis is shown;
-        None hides it. `hint` replaces the default line under an error."""
-        error = self.query_one("#error", Static)
-        if message is None and not error.display:
-            return
-        error.display = message is not None
-        error.set_class(warning, "-warning")
-        if message is None:
-            return
-        if warning:  # already marked up by the caller, its user strings escaped
-            error.update(message)
-            return
-        hint = hint or (
-            "still showing the last good analysis; save the file, or change the policy "
-            "or device, to try again"
-            if self.shown is not None
-            else "nothing analysed yet"
-        )
-        error.update(f"[b]error:[/b] {escape(message)}\n[dim]{hint}[/dim]")
-
-    # ---- sidebar: policies and names -----------------------------------------------------
-
-    def known_names(self) -> list[str]:
-        """Every checkpoint_name seen in any analysis of this session, first seen first."""
-        return self.analyses.names_seen()
-
-    def refresh_sidebar(self) -> None:
-        sidebar = self.query_one(Sidebar)
-        sidebar.show_policies(self.policy_specs, self.spec.canonical if self.spec else None)
-        sidebar.show_sites(self.shown.sites if self.shown else [])
-        scope = self.main_screen.name_scope()
-        sidebar.names_scope(scope.function if scope else None)
-        sidebar.show_names(
-            self.known_names(),
-            self.name_states,
-            self.shown.names if self.shown else [],
-            self.name_judge.verdicts(self.target, self.shown, scope),
-        )
-        if self.analyses.pending is None:  # background work waits for the user's trace
-            self.name_judge.judge(self.target, self.shown, scope)
+        self.view.tick()

@@ -17,6 +17,7 @@ from dataclasses import replace
 from functools import partial
 
 from pygments.lexers import PythonLexer
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.reactive import Reactive
@@ -32,6 +33,7 @@ from remat_tui.app.keys import MAIN_KEYS
 from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.screens import ExportScreen, PickScreen, export
+from remat_tui.app.shown_view import ShownView
 from remat_tui.app.sidebar import Sidebar, next_state
 from remat_tui.app.site_state import (
     next_site_policy,
@@ -51,6 +53,10 @@ class MainScreen(Screen):
 
     BINDINGS = MAIN_KEYS
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.view = ShownView(self)  # draws the shown analysis into the widgets below
 
     def compose(self) -> ComposeResult:
         yield Static(f"remat-tui  {self.app.path}  loading JAX…", id="title")
@@ -78,6 +84,10 @@ class MainScreen(Screen):
         self.query_one("#error").display = False
         self.app.load()  # the widgets it draws into are all mounted now
 
+    @on(ResidualTable.Highlighted)
+    def row_highlighted(self, event: ResidualTable.Highlighted) -> None:
+        self.view.select_residual(event.index)
+
     # ---- changes to what is wanted, where they depend on the lists' selection ----------
 
     def apply_site(self, site: int | str, text: str | None) -> None:
@@ -89,7 +99,7 @@ class MainScreen(Screen):
                 None if text is None else policies.parse(text, self.app.target.policies).canonical
             )
         except RematError as exc:
-            self.app.show_error(f"site {site}: {exc.message}")
+            self.view.show_error(f"site {site}: {exc.message}")
             return
         overrides = dict(self.app.site_overrides)
         overrides.pop(site, None)
@@ -141,7 +151,7 @@ class MainScreen(Screen):
         return scope_states(
             self.name_scope(),
             self.app.spec,
-            self.app.known_names(),
+            self.app.analyses.names_seen(),
             self.app.site_overrides,
             self.app.target.policies if self.app.target else None,
         )
@@ -153,7 +163,7 @@ class MainScreen(Screen):
 
     def on_sidebar_site_highlighted(self, message: Sidebar.SiteHighlighted) -> None:
         self.app.name_states = self.scoped_states()
-        self.app.refresh_sidebar()
+        self.view.refresh_sidebar()
 
     def on_sidebar_policy_chosen(self, message: Sidebar.PolicyChosen) -> None:
         self.app.apply_policy(message.spec)
@@ -369,7 +379,7 @@ class MainScreen(Screen):
         )
         if index is not None:
             self.query_one(ResidualTable).select(index)
-        self.app.show_source(path, line - 1)
+        self.view.show_source(path, line - 1)
 
     def action_sort_residuals(self) -> None:
         """Residuals by bytes, largest first, or back in JAX's order."""

@@ -131,7 +131,7 @@ class Reloader:
         target = message.targets.get(app.target.name)
         if target is None:
             app.activity.end()
-            app.show_error(
+            app.view.show_error(
                 f"{app.path} no longer defines a target named {app.target.name!r} "
                 f"(it defines {', '.join(message.targets)}); press t to pick one."
             )
@@ -144,10 +144,7 @@ class Reloader:
                 "close it and open it again for the new code.",
                 severity="warning",
             )
-        for path in list(app.sources):  # the source pane reads saved files again
-            if path in message.watched or os.path.realpath(path) in message.watched:
-                del app.sources[path]
-        app.source_file = None
+        app.view.forget_sources(message.watched)  # the source pane reads saved files again
         # Analyses of the old code are dropped (the shown one stays until the new
         # one arrives); `reloads` is part of the cache key, so a trace of the old
         # code that finishes late is never taken for the new one.
@@ -165,9 +162,9 @@ class Reloader:
         self.watch(message.watched)
         if message.generation == self.generation:
             self.app.activity.end()
-            self.app.show_error(message.message)
+            self.app.view.show_error(message.message)
             if self.app.shown is not None:
-                self.app.update_status(self.app.shown)
+                self.app.view.update_status(self.app.shown)
 
     def remember_view(self) -> None:
         app = self.app
@@ -199,6 +196,6 @@ class Reloader:
                 # The residual's row on screen: the table may be sorted by bytes.
                 table.set_reactive(ResidualTable.cursor, table.order.index(index))
                 table.refresh()
-                app.select_residual(index)
+                app.view.select_residual(index)
         for pane, (x, y) in view.offsets.items():
             app.query_one(pane).scroll_to(x=x, y=y, animate=False, immediate=True)
