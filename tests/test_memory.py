@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from remat_tui.core.jaxcompat import buffers
+from remat_tui.core.jaxcompat import buffers, hlo_text
 from remat_tui.core.xla import memory, memory_accounting
 from remat_tui.core.xla.memory import CATEGORIES, compile_with_memory, memory_and_reason, memory_of
 
@@ -327,7 +327,7 @@ def test_the_parsers_read_xlas_files(tmp_path):
     # A stack frame's parent is printed one higher than the proto's id.
     a = module.instructions["a"]
     assert [(f.line, f.function) for f in a.stack] == [(3, "inner"), (10, "outer")]
-    assert module.instructions["b"].stack == (buffers.Frame("/m.py", 4),)
+    assert module.instructions["b"].stack == (hlo_text.Frame("/m.py", 4),)
 
 
 def test_made_up_memory_counts_shared_bytes_once(tmp_path):
@@ -380,18 +380,18 @@ def test_the_backward_part_starts_where_most_instructions_agree():
     ],
 )
 def test_the_name_stack_says_forward_or_backward(op_name, phase, recomputed):
-    assert buffers.phase(op_name) == phase
-    assert buffers.recomputes(op_name) == recomputed
+    assert hlo_text.phase(op_name) == phase
+    assert hlo_text.recomputes(op_name) == recomputed
 
 
 def test_an_unknown_file_layout_is_refused(tmp_path):
-    with pytest.raises(buffers.DumpUnreadable):
+    with pytest.raises(hlo_text.DumpUnreadable):
         buffers.parse_live_range("LiveRange v2\n")
-    with pytest.raises(buffers.DumpUnreadable):
+    with pytest.raises(hlo_text.DumpUnreadable):
         buffers.parse_buffer_assignment("something else\n")
-    with pytest.raises(buffers.DumpUnreadable):
+    with pytest.raises(hlo_text.DumpUnreadable):
         buffers.read_dump(str(tmp_path))
-    assert buffers.strip_layout("(f32[2,3]{1,0:T(8,128)S(1)}, /*index=1*/s32[]{:S(2)})") == (
+    assert hlo_text.strip_layout("(f32[2,3]{1,0:T(8,128)S(1)}, /*index=1*/s32[]{:S(2)})") == (
         "(f32[2,3], s32[])"
     )
 

@@ -26,7 +26,7 @@ import tempfile
 import weakref
 
 from remat_tui.core.jaxcompat import buffers as xla
-from remat_tui.core.jaxcompat.buffers import DumpUnreadable
+from remat_tui.core.jaxcompat.hlo_text import DumpUnreadable
 from remat_tui.core.xla.memory_accounting import (  # noqa: F401 (re-exported: the API's types)
     CATEGORIES,
     MAX_CURVE_POINTS,

@@ -53,7 +53,8 @@ from dataclasses import dataclass
 
 from remat_tui.core import usercode
 from remat_tui.core.jaxcompat import buffers as xla
-from remat_tui.core.jaxcompat.buffers import DumpUnreadable, Frame
+from remat_tui.core.jaxcompat import hlo_text
+from remat_tui.core.jaxcompat.hlo_text import DumpUnreadable, Frame
 from remat_tui.core.model import MEMORY_CATEGORIES
 
 CATEGORIES = MEMORY_CATEGORIES
@@ -280,7 +281,7 @@ def _thin(curve: list[int], peak_step: int) -> tuple[tuple[int, int], ...]:
 # --- phases and categories ---------------------------------------------------------
 
 
-def _phases(module: xla.Module) -> dict[str, tuple[str | None, str | None]]:
+def _phases(module: hlo_text.Module) -> dict[str, tuple[str | None, str | None]]:
     """Each instruction's (phase, op_name): its own op_name's, else (for what
     XLA added with no metadata: copies, bitcasts, tuples) its first operand's."""
     memo: dict[str, tuple[str | None, str | None]] = {}
@@ -291,7 +292,7 @@ def _phases(module: xla.Module) -> dict[str, tuple[str | None, str | None]]:
         instruction = module.instructions.get(name)
         if instruction is None:
             return None, None
-        found = (xla.phase(instruction.op_name), instruction.op_name)
+        found = (hlo_text.phase(instruction.op_name), instruction.op_name)
         if found[0] is None and instruction.opcode != "parameter" and depth < 32:
             for operand in instruction.operands:
                 inherited = of(operand, depth + 1)
@@ -327,7 +328,7 @@ def _backward_from(sequence: tuple[str, ...], phases) -> int | None:
     return best
 
 
-def _live_out(module: xla.Module) -> set[str]:
+def _live_out(module: hlo_text.Module) -> set[str]:
     """Names of the instructions the entry computation returns (through its
     root tuple)."""
     root = module.instructions.get(module.root) if module.root else None
@@ -420,7 +421,7 @@ class _Context:
         if a.maybe_live_out and (chain.end >= self.last or v.instruction in self.live_out):
             return "output"
         phase, op_name = self.phase(p)
-        if xla.recomputes(op_name):
+        if hlo_text.recomputes(op_name):
             return "recomputed"
         b = self.backward_from
         if phase == "forward" and b is not None and chain.start < b <= chain.end:
