@@ -12,7 +12,7 @@ import pytest
 from jax import lax
 
 from remat_tui.core.jaxcompat import buffers, hlo_text
-from remat_tui.core.xla import memory, memory_accounting
+from remat_tui.core.xla import memory, memory_accounting, occupancy
 from remat_tui.core.xla.memory import CATEGORIES, compile_with_memory, memory_and_reason, memory_of
 
 LAYERS, ROWS, WIDTH = 8, 256, 128
@@ -224,7 +224,7 @@ def test_a_lowered_program_is_compiled_for_it():
 def test_the_curve_keeps_the_peak_when_thinned():
     curve = [i % 7 for i in range(5000)]
     curve[3333] = 10_000
-    thin = memory_accounting._thin(curve, 3333)
+    thin = occupancy.thin(curve, 3333)
     assert len(thin) <= memory.MAX_CURVE_POINTS
     assert (3333, 10_000) in thin
     assert [s for s, _ in thin] == sorted({s for s, _ in thin})

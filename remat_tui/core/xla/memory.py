@@ -29,11 +29,11 @@ from remat_tui.core.jaxcompat import buffers as xla
 from remat_tui.core.jaxcompat.hlo_text import DumpUnreadable
 from remat_tui.core.xla.memory_accounting import (  # noqa: F401 (re-exported: the API's types)
     CATEGORIES,
-    MAX_CURVE_POINTS,
     Buffer,
     Memory,
     from_dump,
 )
+from remat_tui.core.xla.occupancy import MAX_CURVE_POINTS  # noqa: F401 (re-exported)
 
 # --- compiling with XLA's record, and reading it ------------------------------
 

@@ -56,9 +56,9 @@ from remat_tui.core.jaxcompat import buffers as xla
 from remat_tui.core.jaxcompat import hlo_text
 from remat_tui.core.jaxcompat.hlo_text import DumpUnreadable, Frame
 from remat_tui.core.model import MEMORY_CATEGORIES
+from remat_tui.core.xla.occupancy import Placed, occupancy, thin, union
 
 CATEGORIES = MEMORY_CATEGORIES
-MAX_CURVE_POINTS = 512
 
 
 @dataclass(frozen=True)
@@ -138,14 +138,6 @@ class Memory:
 # --- the accounting ---------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)  # compared by identity: an allocation is large
-class _Placed:
-    value: xla.Value
-    allocation: xla.Allocation
-    start: int
-    end: int
-
-
 def from_dump(dump: xla.Dump) -> Memory:
     steps = len(dump.live.sequence)
     if steps == 0:
@@ -158,7 +150,7 @@ def from_dump(dump: xla.Dump) -> Memory:
         a for a in dump.allocations if a.color != 0 and not a.constant and not a.thread_local
     ]
 
-    def placed(allocations, whole: bool) -> list[_Placed]:
+    def placed(allocations, whole: bool) -> list[Placed]:
         out = []
         for a in allocations:
             for v in a.values:
@@ -170,14 +162,14 @@ def from_dump(dump: xla.Dump) -> Memory:
                         continue  # never live in the flattened schedule
                     span = (0, last)
                 start, end = max(0, min(span[0], last)), max(0, min(span[1], last))
-                out.append(_Placed(v, a, start, min(max(end, start), last)))
+                out.append(Placed(v, a, start, min(max(end, start), last)))
         return out
 
     held_values = placed(held, whole=True)
     temp_values = placed(temps, whole=False)
     base = sum(a.size for a in held)
-    curve = [base + b for b in _occupancy(temp_values, steps)]
-    scratch_curve = _occupancy(placed(scratch, whole=False), steps) if scratch else [0]
+    curve = [base + b for b in occupancy(temp_values, steps)]
+    scratch_curve = occupancy(placed(scratch, whole=False), steps) if scratch else [0]
 
     peak_step = max(range(steps), key=lambda t: (curve[t], -t))
     peak = curve[peak_step]
@@ -195,7 +187,7 @@ def from_dump(dump: xla.Dump) -> Memory:
         peak_step=peak_step,
         steps=steps,
         backward_from=backward_from,
-        curve=_thin(curve, peak_step),
+        curve=thin(curve, peak_step),
         at_peak=tuple(sorted(at_peak, key=lambda b: (-b.bytes, b.live[0], b.instruction))),
         by_category=by_category,
         other_spaces_bytes=max(scratch_curve),
@@ -204,78 +196,6 @@ def from_dump(dump: xla.Dump) -> Memory:
 
 def _counted(a: xla.Allocation) -> bool:
     return a.color == 0 and not a.constant and not a.thread_local
-
-
-def _occupancy(values: list[_Placed], steps: int) -> list[int]:
-    """Bytes covered by live values at each step: each value's size while it
-    is live, less what two live values of one allocation cover twice."""
-    delta = [0] * (steps + 1)
-    for p in values:
-        delta[p.start] += p.value.size
-        delta[p.end + 1] -= p.value.size
-    total, out = 0, []
-    for t in range(steps):
-        total += delta[t]
-        out.append(total)
-    # Shared bytes: a sweep over time keeps each allocation's live values and
-    # checks every newcomer against them; where two overlap, the step's total
-    # is corrected by what the overlapping values cover twice.
-    by_start: dict[int, list[_Placed]] = defaultdict(list)
-    for p in values:
-        by_start[p.start].append(p)
-    active: dict[int, list[_Placed]] = defaultdict(list)
-    shared: dict[tuple[int, int], dict[tuple[int, int], _Placed]] = defaultdict(dict)
-    for t in sorted(by_start):
-        for p in by_start[t]:
-            a = p.allocation.index
-            active[a] = [q for q in active[a] if q.end >= t]
-            for q in active[a]:
-                if _overlap(p.value, q.value):
-                    for s in range(t, min(p.end, q.end) + 1):
-                        involved = shared[(s, a)]
-                        involved[(a, p.value.id)] = p
-                        involved[(a, q.value.id)] = q
-            active[a].append(p)
-    for (t, _), involved in shared.items():
-        # Every value sharing bytes with another at t is here, so what the
-        # others cover is counted once already.
-        live = list(involved.values())
-        out[t] -= sum(p.value.size for p in live) - _union(
-            [(p.value.offset, p.value.offset + p.value.size) for p in live]
-        )
-    return out
-
-
-def _overlap(a: xla.Value, b: xla.Value) -> bool:
-    return a.offset < b.offset + b.size and b.offset < a.offset + a.size
-
-
-def _union(intervals: list[tuple[int, int]]) -> int:
-    total, end = 0, None
-    for lo, hi in sorted(intervals):
-        if end is None or lo >= end:
-            total += hi - lo
-            end = hi
-        elif hi > end:
-            total += hi - end
-            end = hi
-    return total
-
-
-def _thin(curve: list[int], peak_step: int) -> tuple[tuple[int, int], ...]:
-    """At most MAX_CURVE_POINTS points: the largest of each run of steps, so
-    every local high survives and the peak is among them."""
-    steps = len(curve)
-    if steps <= MAX_CURVE_POINTS:
-        return tuple(enumerate(curve))
-    out = []
-    for i in range(MAX_CURVE_POINTS):
-        lo, hi = i * steps // MAX_CURVE_POINTS, (i + 1) * steps // MAX_CURVE_POINTS
-        if lo >= hi:
-            continue
-        best = peak_step if lo <= peak_step < hi else max(range(lo, hi), key=curve.__getitem__)
-        out.append((best, curve[best]))
-    return tuple(out)
 
 
 # --- phases and categories ---------------------------------------------------------
@@ -346,7 +266,7 @@ class _Chain:
     buffer updated in place, or carried through a loop (the init, the body's
     parameter, the body's result and the loop's output share one slice)."""
 
-    members: tuple[_Placed, ...]  # by start
+    members: tuple[Placed, ...]  # by start
 
     @property
     def start(self) -> int:
@@ -362,12 +282,12 @@ class _Context:
         self.module, self.phases, self.live_out, self.last = module, phases, live_out, last
         self.backward_from = backward_from
         self.chain_of: dict[tuple[int, int], _Chain] = {}
-        slices: dict[tuple[int, int, int], list[_Placed]] = defaultdict(list)
+        slices: dict[tuple[int, int, int], list[Placed]] = defaultdict(list)
         for p in placed:
             slices[(p.allocation.index, p.value.offset, p.value.size)].append(p)
         for members in slices.values():
             members.sort(key=lambda p: (p.start, p.end))
-            run: list[_Placed] = []
+            run: list[Placed] = []
             for p in members:
                 if run and p.start > max(q.end for q in run):
                     self._close(run)
@@ -375,15 +295,15 @@ class _Context:
                 run.append(p)
             self._close(run)
 
-    def _close(self, run: list[_Placed]) -> None:
+    def _close(self, run: list[Placed]) -> None:
         chain = _Chain(tuple(run))
         for p in run:
             self.chain_of[(p.allocation.index, p.value.id)] = chain
 
-    def chain(self, p: _Placed) -> _Chain:
+    def chain(self, p: Placed) -> _Chain:
         return self.chain_of.get((p.allocation.index, p.value.id)) or _Chain((p,))
 
-    def nearest(self, p: _Placed, has) -> _Placed | None:
+    def nearest(self, p: Placed, has) -> Placed | None:
         """p itself if `has(p)`, else the closest earlier member of its chain
         that has it, else the closest later one."""
         if has(p):
@@ -395,11 +315,11 @@ class _Context:
                 return q
         return None
 
-    def phase(self, p: _Placed) -> tuple[str | None, str | None]:
+    def phase(self, p: Placed) -> tuple[str | None, str | None]:
         q = self.nearest(p, lambda q: self.phases.get(q.value.instruction, (None,))[0] is not None)
         return self.phases.get((q or p).value.instruction, (None, None))
 
-    def stack(self, p: _Placed) -> tuple[Frame, ...]:
+    def stack(self, p: Placed) -> tuple[Frame, ...]:
         def has(q):
             instruction = self.module.instructions.get(q.value.instruction)
             return bool(instruction and instruction.stack)
@@ -407,7 +327,7 @@ class _Context:
         q = self.nearest(p, has)
         return self.module.instructions[q.value.instruction].stack if q else ()
 
-    def category(self, p: _Placed) -> str:
+    def category(self, p: Placed) -> str:
         v, a, module = p.value, p.allocation, self.module
         instruction = module.instructions.get(v.instruction)
         if (
@@ -432,7 +352,7 @@ class _Context:
 def _at_peak(step: int, held, held_values, temp_values, context: _Context) -> list[Buffer]:
     last = context.last
 
-    def buffer(p: _Placed, nbytes: int, reserved: bool = False) -> Buffer:
+    def buffer(p: Placed, nbytes: int, reserved: bool = False) -> Buffer:
         instruction = context.module.instructions.get(p.value.instruction)
         stack = context.stack(p)
         index = p.value.index
@@ -451,7 +371,7 @@ def _at_peak(step: int, held, held_values, temp_values, context: _Context) -> li
             memory_space=p.value.color,
         )
 
-    groups: dict[int, list[_Placed]] = defaultdict(list)
+    groups: dict[int, list[Placed]] = defaultdict(list)
     for p in [*held_values, *temp_values]:
         groups[p.allocation.index].append(p)
     out = []
@@ -476,7 +396,7 @@ def _at_peak(step: int, held, held_values, temp_values, context: _Context) -> li
             bisect.insort(covered, (lo, hi))
         a = held_indices.get(index)
         if a is not None:
-            spare = a.size - _union(covered)
+            spare = a.size - union(covered)
             if spare > 0:
                 out.append(buffer(_owner(members, context), spare, True))
     return out
@@ -484,14 +404,14 @@ def _at_peak(step: int, held, held_values, temp_values, context: _Context) -> li
 
 def _covered_within(covered: list[tuple[int, int]], lo: int, hi: int) -> int:
     clipped = [(max(a, lo), min(b, hi)) for a, b in covered if a < hi and b > lo]
-    return _union(clipped)
+    return union(clipped)
 
 
-def _owner(members: list[_Placed], context: _Context) -> _Placed:
+def _owner(members: list[Placed], context: _Context) -> Placed:
     """Whose an argument's or output's allocation is when no value is in it:
     the parameter's, else the returned value's, else the last one placed."""
 
-    def rank(p: _Placed):
+    def rank(p: Placed):
         instruction = context.module.instructions.get(p.value.instruction)
         is_parameter = instruction is not None and instruction.opcode == "parameter"
         returned = p.value.instruction in context.live_out or p.end >= context.last
