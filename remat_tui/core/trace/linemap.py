@@ -101,25 +101,29 @@ def make_view(
         residual_lines=residual_lines,
         recompute_lines=recompute_lines,
         recompute_eqns=recompute.count,
-        source_lookup=_SourceLookup(innermost),
+        source_lookup=_SourceLookup([ref.eqn.source_info if ref else None for ref in innermost]),
     )
 
 
 class _SourceLookup:
-    """Per-line user sources, computed once per equation on first request."""
+    """Per-line user sources, computed once per equation on first request.
 
-    def __init__(self, innermost: list):
-        self._refs = innermost
-        self._by_eqn: dict[int, Source | None] = {}
+    It keeps each line's source_info (a traceback and a name stack), never the
+    equation: an equation holds its sub-jaxprs, and through them what JAX's
+    own caches keep per jaxpr, for as long as the app caches the analysis."""
+
+    def __init__(self, source_infos: list):
+        self._infos = source_infos
+        self._by_info: dict[int, Source | None] = {}
 
     def __call__(self, line: int) -> Source | None:
-        ref = self._refs[line] if 0 <= line < len(self._refs) else None
-        if ref is None:
+        info = self._infos[line] if 0 <= line < len(self._infos) else None
+        if info is None:
             return None
-        key = id(ref.eqn)
-        if key not in self._by_eqn:
-            self._by_eqn[key] = jc.user_source(ref.eqn.source_info)
-        return self._by_eqn[key]
+        key = id(info)
+        if key not in self._by_info:
+            self._by_info[key] = jc.user_source(info)
+        return self._by_info[key]
 
 
 @dataclass
