@@ -2,7 +2,8 @@
 soon as the app has taken the key before (never waiting for a trace), then: the
 app is alive, not one key was lost, it shows the analysis of the last request
 (JAX's own residuals for that outer policy, site policy and device), its cache
-is bounded, and the worst gap between frames is printed (a sanity bound only).
+is bounded, RSS at the end is within 10% of its level after the first 100
+changes, and the worst gap between frames is printed (a sanity bound only).
 
 Slow (about a minute on a 2-core machine): each key is drawn, and the app traces the
 first request of each burst of keys and the last (app/requests.py).
@@ -161,8 +162,6 @@ async def test_a_thousand_changes_end_on_the_last_request():
         f"cache {len(app.analyses.cache)}/{limit}"
     )
     assert worst < 10.0  # a sanity bound only: timing is not what this test checks
-    # Issue 16 asks RSS at the end to stay within 10% of its level after the
-    # first WARM changes; it does not yet (+9% to +19% here, and +13-16% with
-    # a cache of 8, full and evicting all along): the figures are printed
-    # above, and the bound kept is a sanity one.
-    assert rss_after - rss_before < 2048  # MiB; the cache holds 32
+    # What is evicted is freed, JAX's own caches included (app/analyses.py
+    # settle_memory): RSS ends within 10% of its level after the first WARM.
+    assert rss_after <= 1.10 * rss_warm, (rss_warm, rss_after)

@@ -23,6 +23,10 @@ from remat_tui.errors import RematError
 # configurations passed on the way never start, and never take the CPU the
 # screen needs. The first request after a pause starts at once.
 BURST_SECONDS = 0.12
+# JAX's own caches are cleared after this many analyses arrive (settle_memory
+# says why): what they hold between two clears stays bounded, and the cost,
+# JAX tracing again what it had kept, is paid once per so many analyses.
+JAX_CACHES_EVERY = 8
 
 
 class Analyses:
@@ -35,6 +39,7 @@ class Analyses:
         self.request = 0  # the latest request's number; older answers are not shown
         self.pending: tuple | None = None  # the key being traced for the latest request
         self.last_request_at = float("-inf")
+        self.since_jax_caches = 0  # analyses received since JAX's caches were cleared
 
     def ask(self, key: tuple, baseline: tuple):
         """Request `key`: the cached analysis (now the most recently used) to
@@ -111,10 +116,16 @@ class Analyses:
         evicted = analysis_cache.remember(
             self.cache, self.drawings, message.key, message.analysis, keep=keep
         )
-        self.app.call_after_refresh(settle_memory, bool(evicted))
         latest = message.request == self.request
         if latest:
             self.pending = None
+        self.since_jax_caches += 1
+        # Not while the latest request's trace runs: it would trace again what
+        # it had just cached.
+        clear_jax = self.since_jax_caches >= JAX_CACHES_EVERY and self.pending is None
+        if clear_jax:
+            self.since_jax_caches = 0
+        self.app.call_after_refresh(settle_memory, bool(evicted), clear_jax)
         return latest
 
     def failed(self, message: AnalysisFailed) -> bool:
@@ -138,15 +149,25 @@ class Analyses:
         return list(seen)
 
 
-def settle_memory(evicted: bool = False) -> None:
+def settle_memory(evicted: bool = False, jax_caches: bool = False) -> None:
     """Once the new analysis is on screen: collect the trace's garbage, then move
     what is left (the cached analyses, alive as long as the app) out of the
-    collector's sight, so its full collections, which would otherwise walk
-    every cached jaxpr equation, stop stalling frames and traces. When the
-    cache evicted analyses, what was frozen is handed back to the collector
-    first: an evicted analysis caught in a reference cycle is freed only by
-    a collection that can see it (one full walk, only when the cache is full)."""
-    if evicted:
+    collector's sight, so its full collections stop stalling frames and
+    traces. When the cache evicted analyses, what was frozen is handed back to
+    the collector first: an evicted analysis caught in a reference cycle is
+    freed only by a collection that can see it.
+
+    With `jax_caches`, JAX's own caches are cleared first (`jax.clear_caches`,
+    public API; it changes no result, JAX traces again what it had kept).
+    They grow with every configuration traced and free nothing until each
+    is full (an entry keyed weakly by a jaxpr holds that jaxpr): measured
+    over 300 analyses kept 32 at a time, RSS went 326 -> 367 MiB without
+    clearing and stayed at 280 clearing every 8."""
+    if jax_caches:
+        import jax
+
+        jax.clear_caches()
+    if evicted or jax_caches:
         gc.unfreeze()
     gc.collect()
     gc.freeze()
