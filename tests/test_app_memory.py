@@ -19,12 +19,38 @@ def test_an_evicted_object_in_a_cycle_is_freed_once_the_cache_evicts():
     gc.freeze()  # as settle_memory leaves things after an earlier analysis
     try:
         del cyclic
-        settle_memory(evicted=False)
+        settle_memory(freed=False)
         assert ref() is not None  # frozen: no collection sees it (the speed it buys)
-        settle_memory(evicted=True)
+        settle_memory(freed=True)
         assert ref() is None  # the cache evicted: what was frozen is collected
     finally:
         gc.unfreeze()
+
+
+def test_jax_caches_are_cleared_every_few_analyses_never_while_the_latest_traces(monkeypatch):
+    from remat_tui.app import analyses as analyses_module
+    from remat_tui.app.messages import AnalysisReady
+
+    cleared, settled = [], []
+    monkeypatch.setattr(analyses_module, "clear_jax_caches", lambda: cleared.append(1))
+
+    class App:
+        def call_after_refresh(self, fn, *args):
+            settled.append(args)
+
+    controller = analyses_module.Analyses(App())
+    every = analyses_module.JAX_CACHES_EVERY
+    for i in range(every - 1):
+        controller.request = i
+        controller.ready(AnalysisReady(i, ("key", i), Node()), keep=())
+    assert cleared == [] and settled[-1] == (False,)  # nothing freed yet
+    controller.pending = ("a newer request",)  # its trace runs: wait for it
+    controller.ready(AnalysisReady(-1, ("baseline",), Node()), keep=())
+    assert cleared == []
+    controller.pending, controller.request = None, every
+    controller.ready(AnalysisReady(every, ("key", every), Node()), keep=())
+    assert cleared == [1] and settled[-1] == (True,)  # collected with what was frozen
+    assert controller.since_jax_caches == 0
 
 
 async def test_the_memory_view_shows_where_the_compiled_peak_goes():

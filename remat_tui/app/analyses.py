@@ -1,7 +1,9 @@
 """Provides Analyses: the App's analysis controller. It holds the cache of
 analyses and their drawings, counts requests, runs the worker that traces a
 request (coalescing bursts of keys), and posts AnalysisReady or
-AnalysisFailed back to the App, which decides what to draw.
+AnalysisFailed back to the App, which decides what to draw. It also keeps
+memory bounded: evicted analyses are collected, and JAX's own caches are
+cleared every JAX_CACHES_EVERY analyses.
 
 Owned by the App (not mixed into it): it reads the App only for the target
 and the status line's progress, and starts workers through `app.run_worker`.
@@ -23,7 +25,7 @@ from remat_tui.errors import RematError
 # configurations passed on the way never start, and never take the CPU the
 # screen needs. The first request after a pause starts at once.
 BURST_SECONDS = 0.12
-# JAX's own caches are cleared after this many analyses arrive (settle_memory
+# JAX's own caches are cleared after this many analyses arrive (clear_jax_caches
 # says why): what they hold between two clears stays bounded, and the cost,
 # JAX tracing again what it had kept, is paid once per so many analyses.
 JAX_CACHES_EVERY = 8
@@ -120,12 +122,16 @@ class Analyses:
         if latest:
             self.pending = None
         self.since_jax_caches += 1
-        # Not while the latest request's trace runs: it would trace again what
-        # it had just cached.
-        clear_jax = self.since_jax_caches >= JAX_CACHES_EVERY and self.pending is None
-        if clear_jax:
+        # Now, before the App shows the answer and starts the work that follows
+        # it (the Names verdicts, the baseline), and never while the latest
+        # request's trace runs: that work would trace again what it just cached.
+        # (5 ms; clearing while another thread traces is safe under the GIL,
+        # as JAX's maintainers say in jax-ml/jax#19590.)
+        cleared = self.since_jax_caches >= JAX_CACHES_EVERY and self.pending is None
+        if cleared:
             self.since_jax_caches = 0
-        self.app.call_after_refresh(settle_memory, bool(evicted), clear_jax)
+            clear_jax_caches()
+        self.app.call_after_refresh(settle_memory, bool(evicted) or cleared)
         return latest
 
     def failed(self, message: AnalysisFailed) -> bool:
@@ -149,25 +155,27 @@ class Analyses:
         return list(seen)
 
 
-def settle_memory(evicted: bool = False, jax_caches: bool = False) -> None:
+def clear_jax_caches() -> None:
+    """JAX's own caches emptied (`jax.clear_caches`, public API; it changes no
+    result, JAX traces again what it had kept). They grow with every
+    configuration traced and free nothing until each is full (an entry keyed
+    weakly by a jaxpr holds that jaxpr): measured over 300 analyses kept 32
+    at a time, RSS went 326 -> 367 MiB without clearing and stayed at 280
+    clearing every 8."""
+    import jax
+
+    jax.clear_caches()
+
+
+def settle_memory(freed: bool = False) -> None:
     """Once the new analysis is on screen: collect the trace's garbage, then move
     what is left (the cached analyses, alive as long as the app) out of the
     collector's sight, so its full collections stop stalling frames and
-    traces. When the cache evicted analyses, what was frozen is handed back to
-    the collector first: an evicted analysis caught in a reference cycle is
-    freed only by a collection that can see it.
-
-    With `jax_caches`, JAX's own caches are cleared first (`jax.clear_caches`,
-    public API; it changes no result, JAX traces again what it had kept).
-    They grow with every configuration traced and free nothing until each
-    is full (an entry keyed weakly by a jaxpr holds that jaxpr): measured
-    over 300 analyses kept 32 at a time, RSS went 326 -> 367 MiB without
-    clearing and stayed at 280 clearing every 8."""
-    if jax_caches:
-        import jax
-
-        jax.clear_caches()
-    if evicted or jax_caches:
+    traces. When memory was let go (analyses evicted from the cache, JAX's
+    caches cleared), what was frozen is handed back to the collector first:
+    what was freed and caught in a reference cycle goes only in a collection
+    that can see it."""
+    if freed:
         gc.unfreeze()
     gc.collect()
     gc.freeze()

@@ -1,13 +1,13 @@
 """Provides the RematApp: loading and reloading the target, what the user
-wants shown, and drawing its analysis into the main screen.
+wants shown, and which analysis is shown (`show`).
 
 What the user asked for is one frozen value, `wanted` (app/wanted.py): keys,
 lists and palette commands assign a new one and its watcher asks for the
 analysis. Two controllers the App owns do the work and post messages back:
 `analyses` (app/analyses.py: the cache, requests, bursts, the trace worker)
 and `compiles` (app/compiles.py: `p`, the compile child). The main screen
-(app/main_screen.py) holds the layout and the keys (app/keys.py); `run` is in
-app/launch.py.
+(app/main_screen.py) holds the layout and the keys (app/keys.py), and its
+`view` (app/shown_view.py) draws the analysis shown; `run` is in app/launch.py.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class RematApp(App):
         self.load_error: str | None = None  # set when the file could not be loaded
         self.last_export: str | None = None  # the export dialog offers it again
         # What the command line asked for and could not have (an unknown policy or
-        # device): shown with the first analysis, which show_error(None) would hide.
+        # device): shown with the first analysis, which view.show_error(None) would hide.
         self.start_warnings: list[str] = []
         self.launch_warnings: list[str] = []  # those shown with the analysis on screen
         self.targets: dict = {}  # every target of the file, by name

@@ -1,5 +1,6 @@
-"""Provides MainScreen: the screen the app's panes live on, its layout and its
-keys (the bindings in app/keys.py). Its actions read what the App shows and
+"""Provides MainScreen: the screen the app's panes live on, its layout, its
+keys (the bindings in app/keys.py) and its `view` (app/shown_view.py), which
+draws the analysis shown into its widgets. Its actions read what the App shows and
 ask for changes through the App's want-operations (apply_policy, apply_site,
 cycle_name, open_config, choose_device), which make a new `wanted`.
 

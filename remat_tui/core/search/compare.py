@@ -1,8 +1,9 @@
 """Provides compare (Contract 6): one row of costs per configuration, with the
 Pareto-optimal rows marked.
 
-Every row is a lean `analyze` (no jaxpr text), so a row's numbers are the
-same as the full analysis of that configuration shows. The configurations
+Every row is the row view of its configuration's trace (core/trace/analysis.py
+`row_view`: no jaxpr text), so a row's numbers are the same as the full
+analysis of that configuration shows. The configurations
 are built-in policies, the target's own, the checkpoint_name save/offload
 sets, and each policy at each checkpointed function; a comparison's rows are
 Configs, so a row opens in the app as it is.
@@ -149,13 +150,11 @@ def compare(
     start = time.perf_counter()
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
-    baseline_trace = trace_config(target, base, cancelled)
-    baseline_analysis = row_view(baseline_trace)
+    baseline_analysis, transpose = measure_baseline(target, base, compiled, cancelled)
     if policies is None:
         configs = candidates(target, baseline_analysis, base)
     else:
         configs = [base.with_policy(canonical_spec(p, target)) for p in policies]
-    transpose = transpose_flops(baseline_trace, cancelled) if compiled else None
     rows = evaluate(
         target, configs, baseline_analysis, compiled, cancelled, progress, on_row, transpose
     )
@@ -170,6 +169,15 @@ def compare(
         rows,
         time.perf_counter() - start,
     )
+
+
+def measure_baseline(target, base: Config, compiled: bool, cancelled=None):
+    """The row of `base`, the configuration every other is measured against,
+    and (`compiled`) the transposition FLOPs every compiled row shares
+    (`transpose_flops`): both views of one trace of it."""
+    trace = trace_config(target, base, cancelled)
+    row = row_view(trace, cancelled)
+    return row, transpose_flops(trace, cancelled) if compiled else None
 
 
 def canonical_spec(text: str, target) -> str:
@@ -199,7 +207,7 @@ def evaluate(
             progress(i, len(configs), config)
         a = baseline if config == baseline.config else None
         if a is None:
-            a = row_view(trace_config(target, config, cancelled))
+            a = row_view(trace_config(target, config, cancelled), cancelled)
         row = row_of(a)
         row.transpose_flops = transpose
         row.notes = notes_for(a, reference)
@@ -258,7 +266,7 @@ def judge_offloads(target, rows: list[Row], baseline: Analysis, cancelled=None) 
         instead = row.config.recomputing_offloads(target.policies)
         other = by_config.get(instead)
         if other is None:
-            a = row_view(trace_config(target, instead, cancelled))
+            a = row_view(trace_config(target, instead, cancelled), cancelled)
             other = by_config[instead] = row_of(a)
         saved = (other.recompute_flops - row.recompute_flops) / chip.peak_flops
         moving = step_time.host_seconds(chip, row.host_bytes)

@@ -36,7 +36,7 @@ def name_verdicts(
         return config.at_function(sites, function, spec)
 
     def measure(spec: str):
-        a = row_view(trace_config(target, at_place(spec), cancelled))
+        a = row_view(trace_config(target, at_place(spec), cancelled), cancelled)
         return a.flops["recompute"], a.totals.device_bytes
 
     none_flops, none_bytes = measure(policies.names_policy([], []).canonical)

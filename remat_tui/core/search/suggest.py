@@ -42,14 +42,12 @@ from remat_tui.core.search.compare import (
     evaluate,
     judge_offloads,
     mark_pareto,
+    measure_baseline,
     peak_notes,
-    transpose_flops,
 )
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.trace.analysis import row_view
 from remat_tui.core.trace.configured import as_target
-from remat_tui.core.trace.traced import trace_config
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import step_time
 
@@ -114,8 +112,7 @@ def suggest(
     can change the answer, to check the ordered search (bench/, tests)."""
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
-    first_trace = trace_config(target, base, cancelled)
-    first = row_view(first_trace)
+    first, transpose = measure_baseline(target, base, compiled, cancelled)
     places = list(dict.fromkeys(s.function for s in first.sites)) or [None]
     names = [n.name for n in first.names]
     choices = _choices(target, names)
@@ -141,7 +138,6 @@ def suggest(
     judge_offloads(target, rows, first, cancelled)
     skipped, why = 0, ""
     if compiled:
-        transpose = transpose_flops(first_trace, cancelled)
         for row in rows:
             row.transpose_flops = transpose
         if compile_all:

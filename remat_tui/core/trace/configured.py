@@ -30,7 +30,8 @@ def as_target(fn: Target | Callable, args: tuple | None, kwargs: dict | None) ->
 
 
 class Cancelled(Exception):
-    """Raised inside analyze when the caller no longer wants the result."""
+    """Raised while tracing (core/trace/traced.py) or making a view of the trace
+    (core/trace/analysis.py) when the caller no longer wants the result."""
 
 
 def check_cancelled(cancelled) -> None:

@@ -56,8 +56,6 @@ class Trace:
     plan: dict  # {site id: PolicySpec}, the sites the config overrides
     device: Any  # the device asked for (a jax.Device, or a topology's)
     here: Any  # the local device it is traced on
-    args: tuple
-    kwargs: dict
     forward: Any  # the forward (vjp) jaxpr, opened
     linear: Any  # the linear program of the vjp, or None where JAX keeps none
     found: list[FoundResidual]  # each with its origin and per-device bytes
@@ -66,10 +64,6 @@ class Trace:
     seconds: float  # spent tracing so far (the backward pass adds its share)
     _backward_inputs: tuple = field(repr=False)  # (function, residual shapes, cotangents)
     _backward: Any = field(default=None, repr=False)
-
-    @property
-    def backward_traced(self) -> bool:
-        return self._backward is not None
 
     def backward(self, cancelled: Callable[[], bool] | None = None):
         """The backward jaxpr (opened), traced the first time it is asked for."""
@@ -80,12 +74,13 @@ class Trace:
             with jax.default_device(self.here):
                 try:
                     closed = jax.make_jaxpr(fn)(*res_shapes, *ct_shapes)
-                except RematError:
+                except (RematError, Cancelled):
                     raise
                 except Exception as exc:
                     raise _failed(self.target, self.config, exc) from None
             self._backward = jc.open_jaxpr(closed)
             self.seconds += time.perf_counter() - start
+        check_cancelled(cancelled)
         return self._backward
 
     @property
@@ -126,16 +121,16 @@ def trace(
                 lambda *a: jax.vjp(flat_fn, *a), return_shape=True
             )(*leaves)
             linear = jc.linear_program(vjp_shape, len(leaves))
+            res_shapes, res_tree = tree_flatten(vjp_shape)
+            forward = jc.open_jaxpr(closed)
+            res_avals = [v.aval for v in forward.outvars[len(forward.outvars) - len(res_shapes) :]]
+            res_shapes = _keep_memory_space(res_shapes, res_avals, here)
+            ct_shapes, ct_tree = tree_flatten(out_shape)
         except (RematError, Cancelled):
             raise
         except Exception as exc:
             raise _failed(target, config, exc) from None
         check_cancelled(cancelled)
-        res_shapes, res_tree = tree_flatten(vjp_shape)
-        forward = jc.open_jaxpr(closed)
-        res_avals = [v.aval for v in forward.outvars[len(forward.outvars) - len(res_shapes) :]]
-        res_shapes = _keep_memory_space(res_shapes, res_avals, here)
-        ct_shapes, ct_tree = tree_flatten(out_shape)
 
         def backward(*flat):
             vjp_fn = tree_unflatten(res_tree, flat[: len(res_shapes)])
@@ -148,8 +143,6 @@ def trace(
             plan=plan,
             device=dev,
             here=here,
-            args=args,
-            kwargs=kwargs,
             forward=forward,
             linear=linear,
             found=[],
@@ -175,6 +168,7 @@ def trace(
         )
     result.found = found
     result.seconds = time.perf_counter() - start
+    check_cancelled(cancelled)
     return result
 
 

@@ -58,7 +58,7 @@ def linked(target, a: Analysis, dev, cancelled):
     written = Config(device=a.config.device)
     if a.config == written or not a.compiled.fits:
         return replace(a.compiled, memory=memory)
-    base = row_view(trace_config(target, written, cancelled))
+    base = row_view(trace_config(target, written, cancelled), cancelled)
     try:
         base_compiled = compile_costs(target, written, cancelled, device=dev, memory=True)
     except RematError:  # the code as written fails to compile: nothing to weigh against
