@@ -111,9 +111,7 @@ async def new_policy_vs_core(path, name, rounds=4) -> tuple[float, float]:
 
                 async def in_app(key=key, spec=spec):
                     app.target = fresh_target(original)
-                    app.analyses.cache = {
-                        k: v for k, v in app.analyses.cache.items() if k[1].policy == "as_written"
-                    }
+                    app.analyses.forget(lambda k: k[1].policy != "as_written")
                     gc.collect()
                     app_times.append(await key_to_painted(app, stamps, key, spec))
                     await settle(app, pilot)

@@ -19,7 +19,7 @@ from conftest import example, jax_saved_residuals
 from test_app import settle
 from textual import events
 
-from remat_tui.app import cache as analysis_cache
+from remat_tui.app import analyses as analysis_cache
 from remat_tui.app.main import RematApp
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.loading import resolve_arguments

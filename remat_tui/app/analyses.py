@@ -15,10 +15,12 @@ import gc
 import time
 import traceback
 
-from remat_tui.app import cache as analysis_cache
 from remat_tui.app.arguments import prepared
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
+from remat_tui.core.lru import LRU
 from remat_tui.errors import RematError
+
+LIMIT = 32  # analyses kept, each with its drawing
 
 # Requests closer together than this are a burst (keys held down or typed
 # ahead): its trace starts once it pauses this long, so the analyses of the
@@ -36,8 +38,8 @@ class Analyses:
 
     def __init__(self, app):
         self.app = app
-        self.cache: dict[tuple, object] = {}  # app/cache.py: LRU, at most LIMIT analyses
-        self.drawings: dict[int, object] = {}  # by id() of a cached Analysis
+        self.cache = LRU(LIMIT)  # analyses by request key
+        self.drawings: dict[int, object] = {}  # by id() of a cached Analysis, dropped with it
         self.request = 0  # the latest request's number; older answers are not shown
         self.pending: tuple | None = None  # the key being traced for the latest request
         self.last_request_at = float("-inf")
@@ -49,9 +51,10 @@ class Analyses:
         self.request += 1
         now, earlier = time.monotonic(), self.last_request_at
         self.last_request_at = now
-        if key in self.cache:
+        cached = self.cache.get(key)
+        if cached is not None:
             self.pending = None
-            return analysis_cache.touch(self.cache, key)
+            return cached
         self.pending = key
         if now - earlier < BURST_SECONDS:
             request = self.request
@@ -115,9 +118,8 @@ class Analyses:
     def ready(self, message: AnalysisReady, keep: tuple) -> bool:
         """Cache an answer (never evicting what is in `keep`); whether it
         answers the latest request (then the App shows it)."""
-        evicted = analysis_cache.remember(
-            self.cache, self.drawings, message.key, message.analysis, keep=keep
-        )
+        evicted = self.cache.put(message.key, message.analysis, keep=keep)
+        self._drop_drawings(evicted)
         latest = message.request == self.request
         if latest:
             self.pending = None
@@ -143,8 +145,19 @@ class Analyses:
 
     def forget_all_but(self, shown) -> None:
         """After a reload: every analysis of the old code goes, but the one shown."""
-        self.cache = {k: a for k, a in self.cache.items() if a is shown}
-        self.drawings = {i: d for i, d in self.drawings.items() if shown and i == id(shown)}
+        self._drop_drawings(self.cache.retain(lambda _, a: a is shown))
+
+    def forget(self, drop) -> None:
+        """Every analysis `drop(key)` picks goes, with its drawing."""
+        self._drop_drawings(self.cache.retain(lambda key, _: not drop(key)))
+
+    def _drop_drawings(self, gone: list) -> None:
+        """The drawings of analyses no longer cached (one analysis can be cached
+        under two keys: its drawing stays while either is)."""
+        cached = {id(a) for a in self.cache.values()}
+        for analysis in gone:
+            if id(analysis) not in cached:
+                self.drawings.pop(id(analysis), None)
 
     def names_seen(self) -> list[str]:
         """Every checkpoint_name seen in any cached analysis, first seen first."""

@@ -40,6 +40,24 @@ class LRU:
                     evicted.append(self._entries.pop(old))
             return evicted
 
+    def __contains__(self, key: Hashable) -> bool:
+        with self.lock:
+            return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def values(self) -> list:
+        """The values, least recently used first."""
+        with self.lock:
+            return list(self._entries.values())
+
+    def retain(self, keep: Callable[[Hashable, Any], bool]) -> list:
+        """Drop every entry `keep(key, value)` rejects; returns the dropped values."""
+        with self.lock:
+            dropped = [k for k, v in self._entries.items() if not keep(k, v)]
+            return [self._entries.pop(k) for k in dropped]
+
     def get_or_build(self, key: Hashable, build: Callable[[], Any], valid=lambda v: True):
         """The entry for `key`, or `build()` stored under it (once, even when
         two threads ask at once); an entry `valid` rejects is built again."""
