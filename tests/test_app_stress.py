@@ -6,7 +6,7 @@ is bounded, RSS at the end is within 10% of its level after the first 100
 changes, and the worst gap between frames is printed (a sanity bound only).
 
 Slow (about a minute on a 2-core machine): each key is drawn, and the app traces the
-first request of each burst of keys and the last (app/requests.py).
+first request of each burst of keys and the last (app/analyses.py).
 """
 
 import random
@@ -125,14 +125,20 @@ async def test_a_thousand_changes_end_on_the_last_request():
             if kind == "device":
                 device = value
         start = time.perf_counter()
-        first_frame = len(frames)
+        # The frames written while keys are fired, in two runs: the settle after
+        # WARM changes waits for a trace with nothing to draw but the spinner,
+        # so its frames are no measure of how the app answers keys.
+        runs = [len(frames)]
         for index, (_, keys, _) in enumerate(changes):
             if index == WARM:  # the caches full: memory from here on must be freed
+                runs.append(len(frames))
                 await settle(app, pilot)
                 rss_warm = rss_mib()
+                runs.append(len(frames))
             await fire(app, pilot, keys)
         firing = time.perf_counter() - start
-        stamps = frames[first_frame:]
+        runs.append(len(frames))
+        stamps = [frames[a:b] for a, b in zip(runs[::2], runs[1::2], strict=True)]
         await settle(app, pilot)
         total = time.perf_counter() - start
         rss_after = rss_mib()
@@ -152,11 +158,11 @@ async def test_a_thousand_changes_end_on_the_last_request():
         assert len(app.analyses.cache) <= limit and len(app.analyses.drawings) <= limit
         assert set(app.analyses.drawings) <= {id(a) for a in app.analyses.cache.values()}
 
-    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    gaps = [b - a for run in stamps for a, b in zip(run, run[1:], strict=False)]
     worst = max(gaps, default=0.0)
     print(
         f"\n{CHANGES} changes ({app.analyses.request} requests): keys fired in {firing:.1f} s, "
-        f"settled at {total:.1f} s; {len(stamps)} frames, worst gap between frames "
+        f"settled at {total:.1f} s; {len(gaps) + len(stamps)} frames, worst gap between frames "
         f"{worst * 1000:.0f} ms; RSS {rss_before:.0f} -> {rss_warm:.0f} (after {WARM}) -> "
         f"{rss_after:.0f} MiB; "
         f"cache {len(app.analyses.cache)}/{limit}"
