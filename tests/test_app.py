@@ -219,6 +219,47 @@ async def test_failed_trace_keeps_the_sidebar_on_what_is_shown(write_target):
         assert app.shown.policy == "as_written" and app.spec.canonical == "as_written"
 
 
+async def test_garbage_collection_is_paused_for_a_trace_and_always_resumed(
+    write_target, monkeypatch
+):
+    """Paused while the trace runs (app/analyses.py says why), and on again
+    once its answer is drawn, after a trace that failed, and after traces a
+    burst of keys cancelled: a pause left behind would leak for good."""
+    import gc
+
+    from remat_tui.core.trace import analysis
+
+    real_analyze = analysis.analyze
+    enabled_while_tracing = []
+
+    def analyze(target, config, **kwargs):
+        enabled_while_tracing.append(gc.isenabled())
+        return real_analyze(target, config=config, **kwargs)
+
+    monkeypatch.setattr(analysis, "analyze", analyze)
+    path = write_target(
+        "import jax.numpy as jnp, remat_tui\n"
+        "def bad_policy(prim, *args, **params):\n"
+        "    raise ValueError('policy exploded')\n"
+        "@remat_tui.target(args=lambda: (jnp.ones(3),), policies={'bad': bad_policy})\n"
+        "def f(x):\n    return jnp.sin(jnp.sin(x))\n"
+    )
+    app = RematApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")  # traced and shown
+        await settle(app, pilot)
+        assert app.shown.policy == "nothing_saveable" and gc.isenabled()
+        await pilot.press("6")  # the declared policy fails to trace
+        await settle(app, pilot)
+        assert "policy exploded" in str(app.query_one("#error").render()) and gc.isenabled()
+        await pilot.press("3", "4", "5", "3")  # a burst: the traces on the way are cancelled
+        await settle(app, pilot)
+        assert app.shown.policy == "dots_saveable"
+    assert enabled_while_tracing and not any(enabled_while_tracing)
+    assert gc.isenabled()
+
+
 @pytest.mark.parametrize("fmt", ["json", "html", "md", "svg"])
 async def test_export(tmp_path, fmt):
     app = RematApp(example("mlp.py"))
