@@ -1,30 +1,27 @@
-"""Provides the RematApp: loading and reloading the target, what the user
-wants shown, and which analysis is shown (`show`).
+"""Provides the RematApp: what the user wants shown, and which analysis is
+shown (`show`), wired to the controllers that do the work.
 
 What the user asked for is one frozen value, `wanted` (app/wanted.py): keys,
 lists and palette commands assign a new one and its watcher asks for the
-analysis. Two controllers the App owns do the work and post messages back:
-`analyses` (app/analyses.py: the cache, requests, bursts, the trace worker)
-and `compiles` (app/compiles.py: `p`, the compile child). The main screen
+analysis. The controllers the App owns do the work and post messages back:
+`startup` (app/startup.py: loading the file, starting a target), `analyses`
+(app/analyses.py: the cache, requests, bursts, the trace worker), `compiles`
+(app/compiles.py: `p`, the compile child) and `reloader` (app/reload.py). The main screen
 (app/main_screen.py) holds the layout and the keys (app/keys.py), and its
 `view` (app/shown_view.py) draws the analysis shown; `run` is in app/launch.py.
 """
 
 from __future__ import annotations
 
-import traceback
 from dataclasses import replace
 
-from textual import on, work
+from textual import on
 from textual.app import App
-from textual.markup import escape
 from textual.reactive import var
-from textual.widgets import Static
 
 from remat_tui.app.analyses import Analyses
 from remat_tui.app.commands import RematCommands
 from remat_tui.app.compiles import CompileFailed, CompileReady, Compiles
-from remat_tui.app.hangup import quit_on_hangup
 from remat_tui.app.hangup import release as release_hangup
 from remat_tui.app.hints import with_suggestion
 from remat_tui.app.keys import APP_KEYS
@@ -43,12 +40,11 @@ from remat_tui.app.messages import (
 )
 from remat_tui.app.name_judge import NameJudge, NamesJudged
 from remat_tui.app.reload import Reloader
-from remat_tui.app.residual_table import ResidualTable
-from remat_tui.app.screens import HelpScreen, PickScreen
+from remat_tui.app.screens import HelpScreen
+from remat_tui.app.startup import Startup
 from remat_tui.app.status import Activity, nothing_shown
 from remat_tui.app.wanted import Wanted, request_key
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.config import Config, parse_site_option
 from remat_tui.errors import RematError
 
 
@@ -74,11 +70,7 @@ class RematApp(App):
     ):
         super().__init__()
         self.path = path
-        self.target_name = name
-        # What the command line asked for, read when the first target starts.
-        self.requested_policy = policy
-        self.requested_device = device
-        self.requested_sites = dict(parse_site_option(t) for t in sites)
+        self.startup = Startup(self, name, policy, device, sites)  # what the command line asked
         self.show_timings = show_timings
         self.target = None
         self.devices: list[str] = []
@@ -116,110 +108,22 @@ class RematApp(App):
         # Loading starts once the main screen's widgets are all mounted
         # (MainScreen.on_mount): what it loads is drawn into them.
 
-    # ---- loading (JAX import and the target file, off the UI thread) --------------------
+    # ---- loading the file and starting a target (app/startup.py) -----------------------
 
-    @work(thread=True, group="load", exit_on_error=False)
     def load(self) -> None:
-        try:
-            self.post_message(Progress("importing JAX"))
-            import jax  # noqa: F401  (the stage the status line names)
-
-            from remat_tui.app.reload import import_targets
-            from remat_tui.core.setup.devices import available_devices, device_label, resolve_device
-
-            self.post_message(Progress(f"importing {self.path}"))
-            targets, error, watched = import_targets(self.path)
-            if error is not None:
-                self.post_message(LoadFailed(error, watched))
-                return
-            devices = available_devices()  # local devices, then TPU topologies
-            try:
-                device = device_label(resolve_device(self.requested_device))
-                device_error = None
-            except RematError as exc:
-                device, device_error = devices[0], f"{exc.message} Using {devices[0]}."
-            self.post_message(TargetsLoaded(targets, devices, device, device_error, watched))
-        except RematError as exc:
-            self.post_message(LoadFailed(exc.message))
-        except Exception as exc:  # our bug: say so, keep the app alive
-            self.log.error(traceback.format_exc())
-            self.post_message(LoadFailed(f"internal error while loading: {exc!r}"))
+        self.startup.load()
 
     @on(TargetsLoaded)
     def targets_loaded(self, message: TargetsLoaded) -> None:
-        quit_on_hangup(self)  # JAX is loaded now: undo its ignoring SIGHUP
-        self.activity.end()
-        self.load_error = None
-        self.reloader.watch(message.watched)
-        self.devices = message.devices
-        self.set_reactive(RematApp.wanted, replace(self.wanted, device=message.device))
-        targets = self.targets = message.targets
-        if message.device_error:
-            self.view.show_error(message.device_error)
-            self.start_warnings.append(message.device_error)
-        from remat_tui.core.jaxcompat import untested_message
-
-        if untested := untested_message():  # said once, with the first analysis
-            self.start_warnings.append(untested)
-        if self.target_name is not None and self.target_name not in targets:
-            self.view.show_error(
-                f"no target named {self.target_name!r} in {self.path}; "
-                f"targets: {', '.join(targets)}. Pick one."
-            )
-            self.target_name = None
-        if self.target_name is None and len(targets) > 1:
-            self.query_one("#title", Static).update(
-                f"remat-tui  {escape(self.path)}  pick a target", layout=False
-            )
-            self.query_one("#status", Static).update("Pick a target (escape quits)", layout=False)
-
-            def picked(name: str | None) -> None:
-                if name is None:
-                    self.exit()
-                else:
-                    self.start(targets[name])
-
-            self.push_screen(
-                PickScreen(f"{self.path} has {len(targets)} targets: pick one", list(targets)),
-                picked,
-            )
-        else:
-            self.start(targets[self.target_name or next(iter(targets))])
+        self.startup.loaded(message)
 
     @on(LoadFailed)
     def load_failed(self, message: LoadFailed) -> None:
-        quit_on_hangup(self)
-        self.activity.end()
-        self.load_error = message.message
-        self.reloader.watch(message.watched)
-        self.query_one("#title", Static).update(f"remat-tui  {escape(self.path)}  (not loaded)")
-        how = "save the file to load it again" if self.reloader.watched else "fix the file"
-        self.query_one("#status", Static).update(f"Not loaded: {how} · q quits", layout=False)
-        self.view.show_error(message.message)
+        self.startup.failed(message)
 
     def start(self, target, keep_policy: bool = False) -> None:
-        """Analyse `target` under the requested policy (`keep_policy`: the current
-        one, names and site overrides included, as after a reload)."""
-        first = self.target is None
-        self.target = target
-        self.policy_specs = policies.builtin_specs() + list(target.policies)
-        requested = self.wanted.policy if keep_policy else self.requested_policy
-        try:
-            policy = policies.parse(requested, target.policies).canonical
-        except RematError as exc:  # e.g. a name the target does not declare: say so, go on
-            message = with_suggestion(exc.message, requested, target.policies)
-            self.start_warnings.append(f"{message} Showing {policies.AS_WRITTEN} instead.")
-            policy = policies.AS_WRITTEN
-        sites = self.wanted.sites
-        if first and self.requested_sites:  # --site, checked and made canonical once
-            try:
-                sites = Config.make(sites=self.requested_sites, declared=target.policies).sites
-            except RematError as exc:
-                self.start_warnings.append(f"--site: {exc.message} Showing no override.")
-        self.wanted = replace(self.wanted, target=target.name, policy=policy, sites=sites)
-        self.view.update_title()
-        if not keep_policy:
-            self.query_one(ResidualTable).focus()
+        """Analyse `target` (`keep_policy`: under what is wanted now, as after a reload)."""
+        self.startup.start(target, keep_policy)
 
     # ---- what is wanted, and its analysis ---------------------------------------------
 
