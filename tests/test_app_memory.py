@@ -182,3 +182,51 @@ async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
         await pilot.press("enter")
         await pilot.pause()
         assert app.query_one(ResidualTable).selected == row
+
+
+def test_the_collection_paused_for_traces_nests_and_never_goes_below_zero():
+    from remat_tui.app.analyses import PausedCollection
+
+    paused = PausedCollection()
+    assert gc.isenabled()
+    try:
+        paused.resume()  # nothing paused: no effect on a later pause
+        paused.pause()
+        paused.pause()  # a second trace, in another thread
+        assert not gc.isenabled()
+        paused.resume()
+        assert not gc.isenabled()  # the other trace still runs
+        paused.resume()
+        assert gc.isenabled()
+        paused.pause()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+async def test_an_analysis_evicted_from_the_app_cache_is_freed(monkeypatch):
+    """Nothing but the cache holds an analysis once it is no longer shown: with
+    room for two, besides the one shown and the as_written baseline, which
+    are never evicted, an analysis shown two policies ago is evicted, and
+    gone once memory has settled."""
+    from conftest import example
+    from test_app import SIZE, settle
+
+    from remat_tui.app import analyses as analyses_module
+    from remat_tui.app.main import RematApp
+
+    monkeypatch.setattr(analyses_module, "LIMIT", 2)
+    app = RematApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")
+        await settle(app, pilot)
+        assert app.shown.policy == "nothing_saveable"
+        evicted = weakref.ref(app.shown)
+        for key in ("3", "4"):
+            await pilot.press(key)
+            await settle(app, pilot)
+        await pilot.pause()
+        assert app.shown.policy == "dots_with_no_batch_dims_saveable"
+        assert app.key("nothing_saveable") not in app.analyses.cache
+        assert evicted() is None, gc.get_referrers(evicted())

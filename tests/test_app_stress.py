@@ -5,7 +5,7 @@ app is alive, not one key was lost, it shows the analysis of the last request
 is bounded, RSS at the end is within 10% of its level after the first 100
 changes, and the worst gap between frames is printed (a sanity bound only).
 
-Slow (about a minute on a 2-core machine): each key is drawn, and the app traces the
+Slow (about 20 s on a 2-core machine): each key is drawn, and the app traces the
 first request of each burst of keys and the last (app/analyses.py).
 """
 

@@ -105,7 +105,7 @@ class Analyses:
             target = prepared(app.target, config.device, on_stage)
             if request == self.request:
                 stage(f"tracing {config.label()}")
-            collector.pause()  # resumed by settle_memory, once the answer is drawn
+            collector.pause()  # resumed once the answer is drawn (_after_drawn)
             try:
                 result = analyze(target, config=config, cancelled=superseded)
             except BaseException:
@@ -121,7 +121,7 @@ class Analyses:
             app.post_message(AnalysisFailed(request, key, f"internal error: {exc!r}"))
             return
         if not app.post_message(AnalysisReady(request, key, result)):
-            collector.resume()  # the app is closing: no settle_memory will come
+            collector.resume()  # the app is closing: its answer will never be drawn
 
     def ready(self, message: AnalysisReady, keep: tuple) -> bool:
         """Cache an answer (never evicting what is in `keep`); whether it
@@ -141,8 +141,15 @@ class Analyses:
         if cleared:
             self.since_jax_caches = 0
             clear_jax_caches()
-        self.app.call_after_refresh(settle_memory, bool(evicted) or cleared)
+        self.app.call_after_refresh(self._after_drawn, bool(evicted) or cleared)
         return latest
+
+    @staticmethod
+    def _after_drawn(freed: bool) -> None:
+        """Once the answer is on screen: memory settled, and the garbage
+        collection paused when its trace began (`_trace`) goes on."""
+        settle_memory(freed)
+        collector.resume()
 
     def failed(self, message: AnalysisFailed) -> bool:
         """Whether a failure answers the latest request (then the App says so)."""
@@ -190,7 +197,7 @@ def clear_jax_caches() -> None:
 
 class PausedCollection:
     """Python's automatic garbage collection, paused from the start of a trace
-    until its analysis is on screen (settle_memory), then collected once.
+    until its analysis is on screen, then collected once (settle_memory).
 
     A trace allocates millions of objects that live on in the analysis; left
     alone, the collector runs full collections over them two or three times
@@ -211,6 +218,8 @@ class PausedCollection:
 
     def resume(self) -> None:
         with self._lock:
+            if self._paused == 0:
+                return  # nothing paused: never below zero
             self._paused -= 1
             if self._paused == 0:
                 gc.enable()
@@ -223,12 +232,11 @@ def settle_memory(freed: bool = False) -> None:
     """Once the new analysis is on screen: collect the trace's garbage, then move
     what is left (the cached analyses, alive as long as the app) out of the
     collector's sight, so its full collections stop stalling frames and
-    traces; then the collection paused for the trace goes on. When memory was
-    let go (analyses evicted from the cache, JAX's caches cleared), what was
-    frozen is handed back to the collector first: what was freed and caught
-    in a reference cycle goes only in a collection that can see it."""
+    traces. When memory was let go (analyses evicted from the cache, JAX's
+    caches cleared), what was frozen is handed back to the collector first:
+    what was freed and caught in a reference cycle goes only in a collection
+    that can see it."""
     if freed:
         gc.unfreeze()
     gc.collect()
     gc.freeze()
-    collector.resume()
