@@ -202,14 +202,18 @@ async def test_broken_target_file_shows_error_in_place(tmp_path):
         assert app.is_running and app.load_error
 
 
+# A target declaring a policy that raises while JAX traces (key 6: after the six built-ins).
+EXPLODING_POLICY = (
+    "import jax.numpy as jnp, remat_tui\n"
+    "def bad_policy(prim, *args, **params):\n"
+    "    raise ValueError('policy exploded')\n"
+    "@remat_tui.target(args=lambda: (jnp.ones(3),), policies={'bad': bad_policy})\n"
+    "def f(x):\n    return jnp.sin(jnp.sin(x))\n"
+)
+
+
 async def test_failed_trace_keeps_the_sidebar_on_what_is_shown(write_target):
-    path = write_target(
-        "import jax.numpy as jnp, remat_tui\n"
-        "def bad_policy(prim, *args, **params):\n"
-        "    raise ValueError('policy exploded')\n"
-        "@remat_tui.target(args=lambda: (jnp.ones(3),), policies={'bad': bad_policy})\n"
-        "def f(x):\n    return jnp.sin(jnp.sin(x))\n"
-    )
+    path = write_target(EXPLODING_POLICY)
     app = RematApp(path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -237,13 +241,7 @@ async def test_garbage_collection_is_paused_for_a_trace_and_always_resumed(
         return real_analyze(target, config=config, **kwargs)
 
     monkeypatch.setattr(analysis, "analyze", analyze)
-    path = write_target(
-        "import jax.numpy as jnp, remat_tui\n"
-        "def bad_policy(prim, *args, **params):\n"
-        "    raise ValueError('policy exploded')\n"
-        "@remat_tui.target(args=lambda: (jnp.ones(3),), policies={'bad': bad_policy})\n"
-        "def f(x):\n    return jnp.sin(jnp.sin(x))\n"
-    )
+    path = write_target(EXPLODING_POLICY)
     app = RematApp(path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
