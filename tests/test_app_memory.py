@@ -204,6 +204,23 @@ def test_the_collection_paused_for_traces_nests_and_never_goes_below_zero():
         gc.enable()
 
 
+def test_closing_the_app_ends_a_pause_whose_answer_will_never_be_drawn():
+    from remat_tui.app.analyses import Analyses, collector
+
+    try:
+        collector.pause()  # a trace's answer posted as the app closes: never drawn
+        assert not gc.isenabled()
+        Analyses(app=None).close()
+        assert gc.isenabled()
+        collector.resume()  # a trace still running when the app closed ends: no effect
+        collector.pause()  # the next app's trace pauses as ever
+        assert not gc.isenabled()
+        collector.resume()
+        assert gc.isenabled()
+    finally:
+        collector.reset()
+
+
 async def test_an_analysis_evicted_from_the_app_cache_is_freed(monkeypatch):
     """Nothing but the cache holds an analysis once it is no longer shown: with
     room for two, besides the one shown and the as_written baseline, which

@@ -46,6 +46,7 @@ class Analyses:
         self.pending: tuple | None = None  # the key being traced for the latest request
         self.last_request_at = float("-inf")
         self.since_jax_caches = 0  # analyses received since JAX's caches were cleared
+        self.closed = False  # the app is closing (close)
 
     def ask(self, key: tuple, baseline: tuple):
         """Request `key`: the cached analysis (now the most recently used) to
@@ -120,7 +121,7 @@ class Analyses:
             app.log.error(traceback.format_exc())
             app.post_message(AnalysisFailed(request, key, f"internal error: {exc!r}"))
             return
-        if not app.post_message(AnalysisReady(request, key, result)):
+        if self.closed or not app.post_message(AnalysisReady(request, key, result)):
             collector.resume()  # the app is closing: its answer will never be drawn
 
     def ready(self, message: AnalysisReady, keep: tuple) -> bool:
@@ -174,6 +175,13 @@ class Analyses:
             if id(analysis) not in cached:
                 self.drawings.pop(id(analysis), None)
 
+    def close(self) -> None:
+        """The app is closing: an answer on its way may never be drawn, so the
+        garbage collection paused for it goes on now, and for any trace still
+        running, when it ends."""
+        self.closed = True
+        collector.reset()
+
     def names_seen(self) -> list[str]:
         """Every checkpoint_name seen in any cached analysis, first seen first."""
         seen: dict[str, None] = {}
@@ -223,6 +231,12 @@ class PausedCollection:
             self._paused -= 1
             if self._paused == 0:
                 gc.enable()
+
+    def reset(self) -> None:
+        """Nothing paused any more (the app closing); later resumes do nothing."""
+        with self._lock:
+            self._paused = 0
+            gc.enable()
 
 
 collector = PausedCollection()

@@ -272,6 +272,7 @@ class RematApp(App):
 
     def on_unmount(self) -> None:
         self.reloader.stop()
+        self.analyses.close()
         self.compiles.close()
         release_hangup(self)
 
