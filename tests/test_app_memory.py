@@ -187,38 +187,40 @@ async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
 def test_the_collection_paused_for_traces_nests_and_never_goes_below_zero():
     from remat_tui.app.analyses import PausedCollection
 
-    paused = PausedCollection()
+    paused, app = PausedCollection(), object()
     assert gc.isenabled()
     try:
-        paused.resume()  # nothing paused: no effect on a later pause
-        paused.pause()
-        paused.pause()  # a second trace, in another thread
+        paused.resume(app)  # nothing paused: no effect on a later pause
+        paused.pause(app)
+        paused.pause(app)  # a second trace, in another thread
         assert not gc.isenabled()
-        paused.resume()
+        paused.resume(app)
         assert not gc.isenabled()  # the other trace still runs
-        paused.resume()
+        paused.resume(app)
         assert gc.isenabled()
-        paused.pause()
+        paused.pause(app)
         assert not gc.isenabled()
     finally:
         gc.enable()
 
 
-def test_closing_the_app_ends_a_pause_whose_answer_will_never_be_drawn():
+def test_closing_the_app_ends_its_pauses_and_no_other_apps():
     from remat_tui.app.analyses import Analyses, collector
 
+    closing, next_app = Analyses(app=None), Analyses(app=None)
     try:
-        collector.pause()  # a trace's answer posted as the app closes: never drawn
+        collector.pause(closing)  # a trace's answer posted as the app closes: never drawn
         assert not gc.isenabled()
-        Analyses(app=None).close()
+        closing.close()
         assert gc.isenabled()
-        collector.resume()  # a trace still running when the app closed ends: no effect
-        collector.pause()  # the next app's trace pauses as ever
+        collector.pause(next_app)  # the next app's trace
+        collector.resume(closing)  # the closed app's trace that still ran ends: no effect
         assert not gc.isenabled()
-        collector.resume()
+        collector.resume(next_app)
         assert gc.isenabled()
     finally:
-        collector.reset()
+        collector.release(closing)
+        collector.release(next_app)
 
 
 async def test_an_analysis_evicted_from_the_app_cache_is_freed(monkeypatch):

@@ -16,6 +16,7 @@ import gc
 import threading
 import time
 import traceback
+from collections import Counter
 
 from remat_tui.app.arguments import prepared
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
@@ -106,11 +107,11 @@ class Analyses:
             target = prepared(app.target, config.device, on_stage)
             if request == self.request:
                 stage(f"tracing {config.label()}")
-            collector.pause()  # resumed once the answer is drawn (_after_drawn)
+            collector.pause(self)  # resumed once the answer is drawn (_after_drawn)
             try:
                 result = analyze(target, config=config, cancelled=superseded)
             except BaseException:
-                collector.resume()
+                collector.resume(self)
                 raise
         except Cancelled:
             return
@@ -122,7 +123,7 @@ class Analyses:
             app.post_message(AnalysisFailed(request, key, f"internal error: {exc!r}"))
             return
         if self.closed or not app.post_message(AnalysisReady(request, key, result)):
-            collector.resume()  # the app is closing: its answer will never be drawn
+            collector.resume(self)  # the app is closing: its answer will never be drawn
 
     def ready(self, message: AnalysisReady, keep: tuple) -> bool:
         """Cache an answer (never evicting what is in `keep`); whether it
@@ -145,12 +146,11 @@ class Analyses:
         self.app.call_after_refresh(self._after_drawn, bool(evicted) or cleared)
         return latest
 
-    @staticmethod
-    def _after_drawn(freed: bool) -> None:
+    def _after_drawn(self, freed: bool) -> None:
         """Once the answer is on screen: memory settled, and the garbage
         collection paused when its trace began (`_trace`) goes on."""
         settle_memory(freed)
-        collector.resume()
+        collector.resume(self)
 
     def failed(self, message: AnalysisFailed) -> bool:
         """Whether a failure answers the latest request (then the App says so)."""
@@ -180,7 +180,7 @@ class Analyses:
         garbage collection paused for it goes on now, and for any trace still
         running, when it ends."""
         self.closed = True
-        collector.reset()
+        collector.release(self)
 
     def names_seen(self) -> list[str]:
         """Every checkpoint_name seen in any cached analysis, first seen first."""
@@ -212,31 +212,35 @@ class PausedCollection:
     per trace (35-120 ms each, measured on the unrolled transformer), in the
     trace's thread or in the UI thread between drawing the answer and writing
     its frame, while holding the GIL: 10-30% of a new policy's time on screen.
-    Nested: traces in other threads (the baseline) pause it too."""
+    Nested: traces in other threads (the baseline) pause it too. Counted by
+    owner (an app's Analyses), so an app that closes releases its own pauses
+    and a trace of its that ends later never resumes another app's."""
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._paused = 0
+        self._paused: Counter = Counter()  # pauses held, by owner
 
-    def pause(self) -> None:
+    def pause(self, owner) -> None:
         with self._lock:
-            if self._paused == 0:
+            if not self._paused:
                 gc.disable()
-            self._paused += 1
+            self._paused[owner] += 1
 
-    def resume(self) -> None:
+    def resume(self, owner) -> None:
+        """One of `owner`'s pauses ends (none held, e.g. released: nothing to do)."""
         with self._lock:
-            if self._paused == 0:
-                return  # nothing paused: never below zero
-            self._paused -= 1
-            if self._paused == 0:
+            held = self._paused.pop(owner, 0)
+            if held > 1:
+                self._paused[owner] = held - 1
+            if held and not self._paused:
                 gc.enable()
 
-    def reset(self) -> None:
-        """Nothing paused any more (the app closing); later resumes do nothing."""
+    def release(self, owner) -> None:
+        """Every pause `owner` holds ends (its app is closing)."""
         with self._lock:
-            self._paused = 0
-            gc.enable()
+            self._paused.pop(owner, None)
+            if not self._paused:
+                gc.enable()
 
 
 collector = PausedCollection()

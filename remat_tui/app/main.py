@@ -6,9 +6,10 @@ lists and palette commands assign a new one and its watcher asks for the
 analysis. The controllers the App owns do the work and post messages back:
 `startup` (app/startup.py: loading the file, starting a target), `analyses`
 (app/analyses.py: the cache, requests, bursts, the trace worker), `compiles`
-(app/compiles.py: `p`, the compile child) and `reloader` (app/reload.py). The main screen
-(app/main_screen.py) holds the layout and the keys (app/keys.py), and its
-`view` (app/shown_view.py) draws the analysis shown; `run` is in app/launch.py.
+(app/compiles.py: `p`, the compile child) and `reloader` (app/reload.py).
+The main screen (app/main_screen.py) holds the layout and the keys
+(app/keys.py), and its `view` (app/shown_view.py) draws the analysis shown;
+`run` is in app/launch.py.
 """
 
 from __future__ import annotations
