@@ -42,9 +42,9 @@ def by_hand(optimizer):
     """The step a training loop runs, written out and compiled by JAX itself."""
 
     def step(params, opt_state, x):
-        grads = jax.grad(loss)(params, x)
+        value, grads = jax.value_and_grad(loss)(params, x)
         updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), opt_state
+        return optax.apply_updates(params, updates), opt_state, value
 
     opt_state = jax.eval_shape(optimizer.init, PARAMS)
     return jax.jit(step, donate_argnums=(0, 1)).lower(PARAMS, opt_state, BATCH_X).compile()
