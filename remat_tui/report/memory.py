@@ -58,6 +58,14 @@ def _line(source: dict | None) -> str:
     return f"{os.path.basename(source['file'])}:{source['line']}"
 
 
+def space_title(space: dict) -> str:
+    """`vmem: 74.0 MiB at its own peak (not device memory)`."""
+    return (
+        f"{space['space']}: {human_bytes(space['peak_bytes'])} at its own peak "
+        "(another memory than the device's: not in the peak above)"
+    )
+
+
 def text_lines(memory: dict | None, note: str | None = None) -> list[str]:
     """The breakdown for the text report (a note when there is none)."""
     from remat_tui.report.tables import text_table
@@ -71,6 +79,9 @@ def text_lines(memory: dict | None, note: str | None = None) -> list[str]:
     more = len(memory["at_peak"]) - TOP
     if more > 0:
         lines.append(f"  ... {more} smaller buffers (every one in the JSON report)")
+    for space in memory.get("other_spaces", []):
+        lines += ["", "  " + space_title(space)]
+        lines += ["  " + row for row in text_table([BUFFER_COLUMNS, *buffer_rows(space)])]
     return lines
 
 
@@ -85,22 +96,35 @@ def markdown_lines(memory: dict | None, note: str | None = None) -> list[str]:
     lines.append("| " + " | ".join(BUFFER_COLUMNS) + " |")
     lines.append("|" + "---|" * len(BUFFER_COLUMNS))
     lines += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in buffer_rows(memory)]
+    for space in memory.get("other_spaces", []):
+        lines += ["", md_cell(space_title(space)), ""]
+        lines.append("| " + " | ".join(BUFFER_COLUMNS) + " |")
+        lines.append("|" + "---|" * len(BUFFER_COLUMNS))
+        lines += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in buffer_rows(space)]
     return [*lines, ""]
 
 
 def html(memory: dict | None, note: str | None = None) -> str:
     if memory is None:
         return f"<p>Where the peak goes: not available ({escape(note)})</p>" if note else ""
+    explanation = f"<p>{escape(memory['explanation'])}</p>" if memory.get("explanation") else ""
+    spaces = "".join(
+        f"<p>{escape(space_title(space))}</p>{_buffer_table(space)}"
+        for space in memory.get("other_spaces", [])
+    )
+    return (
+        f"<h3>Where the peak goes</h3><p>{escape(summary(memory))}</p>{explanation}"
+        f"{curve_svg(memory)}{_buffer_table(memory)}{spaces}"
+    )
+
+
+def _buffer_table(memory: dict) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in BUFFER_COLUMNS)
     body = "".join(
         "<tr>" + "".join(f"<td>{escape(x)}</td>" for x in row) + "</tr>"
         for row in buffer_rows(memory)
     )
-    explanation = f"<p>{escape(memory['explanation'])}</p>" if memory.get("explanation") else ""
-    return (
-        f"<h3>Where the peak goes</h3><p>{escape(summary(memory))}</p>{explanation}"
-        f"{curve_svg(memory)}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def curve_svg(memory: dict, width: int = 720, height: int = 240) -> str:

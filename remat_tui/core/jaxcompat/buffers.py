@@ -264,3 +264,22 @@ def _allocation(head: re.Match, values: list[Value]) -> Allocation:
 
 
 # --- HLO text ------------------------------------------------------------------
+
+
+# XLA's memory spaces ("colors" in buffer assignment, `S(n)` in a layout):
+# 0 is the device's main memory (HBM; RAM on CPU) and 5 host memory, where
+# offloaded values live (xla::Layout::kHostMemorySpace). On TPU, as read off
+# deviceless compiles' dumps, 1 holds the temporaries XLA keeps in VMEM and
+# 2 the scalar synchronisation flags in SMEM.
+_HOST_SPACE = 5
+_TPU_SPACES = {1: "vmem", 2: "smem"}
+
+
+def space_name(color: int, platform: str | None) -> str:
+    """What a memory space is called: "host", "vmem", "smem", or `space N`
+    for one this table does not know on the platform."""
+    if color == _HOST_SPACE:
+        return "host"
+    if platform == "tpu" and color in _TPU_SPACES:
+        return _TPU_SPACES[color]
+    return f"space {color}"

@@ -67,15 +67,15 @@ def compile_with_memory(lowered, compiler_options: dict | None = None):
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def memory_of(executable) -> Memory | None:
+def memory_of(executable, platform: str | None = None) -> Memory | None:
     """Where the compiled memory of `executable` goes; None when there is
     nothing to read (`memory_and_reason` says why). `executable` is one
     `compile_with_memory` returned, or a `jax.stages.Lowered`, compiled here
-    for the purpose."""
-    return memory_and_reason(executable)[0]
+    for the purpose; `platform` ("tpu", "cpu", ...) names its memory spaces."""
+    return memory_and_reason(executable, platform)[0]
 
 
-def memory_and_reason(executable) -> tuple[Memory | None, str | None]:
+def memory_and_reason(executable, platform: str | None = None) -> tuple[Memory | None, str | None]:
     if not hasattr(executable, "memory_analysis") and hasattr(executable, "compile"):
         executable = compile_with_memory(executable)
     try:
@@ -90,7 +90,7 @@ def memory_and_reason(executable) -> tuple[Memory | None, str | None]:
     if isinstance(record, str):
         return None, record
     try:
-        return from_dump(record), None
+        return from_dump(record, platform), None
     except DumpUnreadable as exc:
         return None, f"XLA's dump could not be read: {exc}"
 

@@ -4,14 +4,12 @@ buffers live at the peak with their categories, and the bytes by category.
 
 How the bytes are counted, so that the figures add up and stay at or under
 the compiled peak of Contract 6:
-- Only the default memory space counts (device HBM; RAM on CPU). Other
-  spaces (TPU VMEM and SMEM, host memory holding offloaded values) are not
-  the memory a device budget is spent on; `Memory.other_spaces_bytes` gives
-  their peak. TPU's own `peak_memory_in_bytes` is, as measured on deviceless
-  v5e compiles with JAX 0.10.2 and 0.12, arguments + outputs + the larger of
-  the HBM and the VMEM temporaries' peaks: equal to `peak_bytes` when HBM's
-  are larger (programs big enough for memory to matter), above it when XLA
-  keeps a small program's temporaries in VMEM.
+- The figures above count the default memory space alone (device HBM; RAM
+  on CPU), the memory a device budget is spent on. Every other space (TPU
+  VMEM and SMEM, host memory holding offloaded values) is counted apart, by
+  the same rules, at its own peak (`Memory.other_spaces`): a VMEM temporary
+  is never weighed against HBM. TPU's own `peak_memory_in_bytes` adds VMEM's
+  peak to HBM's (measured on a deviceless v5e compile: 56 + 74 MiB).
 - Entry parameters and outputs have allocations of their own, made before the
   program starts and kept to its end: they count at every step, whether or
   not the value is there yet (an output not yet written is memory already
@@ -111,6 +109,24 @@ class Buffer:
 
 
 @dataclass(frozen=True)
+class OtherSpace:
+    """One memory space besides the main one, at its own peak."""
+
+    space: str  # "vmem", "smem", "host", or "space N"
+    peak_bytes: int
+    peak_step: int
+    allocated_bytes: int  # the sizes of its allocations, which XLA's own peak may count
+    at_peak: tuple[Buffer, ...]  # largest first
+
+    def to_dict(self) -> dict:
+        return {
+            "space": self.space,
+            "peak_bytes": self.peak_bytes,
+            "at_peak": [b.to_dict() for b in self.at_peak],
+        }
+
+
+@dataclass(frozen=True)
 class Memory:
     peak_bytes: int
     peak_step: int
@@ -119,9 +135,9 @@ class Memory:
     curve: tuple[tuple[int, int], ...]  # (step, bytes), at most 512, the peak among them
     at_peak: tuple[Buffer, ...]  # largest first
     by_category: dict[str, int]  # every category, summing to peak_bytes
-    # Peak of the other memory spaces (TPU VMEM and SMEM, host memory of
-    # offloaded values), not in the figures above.
-    other_spaces_bytes: int = 0
+    # The other memory spaces (TPU VMEM and SMEM, host memory of offloaded
+    # values), each at its own peak: not in the figures above.
+    other_spaces: tuple[OtherSpace, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -132,13 +148,16 @@ class Memory:
             "curve": [[step, size] for step, size in self.curve],
             "at_peak": [b.to_dict() for b in self.at_peak],
             "by_category": dict(self.by_category),
+            "other_spaces": [space.to_dict() for space in self.other_spaces],
         }
 
 
 # --- the accounting ---------------------------------------------------------------
 
 
-def from_dump(dump: xla.Dump) -> Memory:
+def from_dump(dump: xla.Dump, platform: str | None = None) -> Memory:
+    """The accounting of one compile's dump; `platform` names its memory
+    spaces (jaxcompat/buffers.space_name)."""
     steps = len(dump.live.sequence)
     if steps == 0:
         raise DumpUnreadable("a schedule with at least one instruction")
@@ -146,7 +165,7 @@ def from_dump(dump: xla.Dump) -> Memory:
     module = dump.module
     held = [a for a in dump.allocations if _counted(a) and a.whole_program]
     temps = [a for a in dump.allocations if _counted(a) and not a.whole_program]
-    scratch = [
+    elsewhere = [
         a for a in dump.allocations if a.color != 0 and not a.constant and not a.thread_local
     ]
 
@@ -167,31 +186,56 @@ def from_dump(dump: xla.Dump) -> Memory:
 
     held_values = placed(held, whole=True)
     temp_values = placed(temps, whole=False)
+    spaces = defaultdict(list)
+    for a in elsewhere:
+        spaces[a.color].append(a)
+    space_values = {color: placed(allocations, whole=False) for color, allocations in spaces.items()}
     base = sum(a.size for a in held)
     curve = [base + b for b in occupancy(temp_values, steps)]
-    scratch_curve = occupancy(placed(scratch, whole=False), steps) if scratch else [0]
 
-    peak_step = max(range(steps), key=lambda t: (curve[t], -t))
+    peak_step = _peak_step(curve)
     peak = curve[peak_step]
 
     phases = _phases(module)
     backward_from = _backward_from(dump.live.sequence, phases)
     live_out = _live_out(module)
-    context = _Context(module, phases, backward_from, live_out, last, held_values + temp_values)
+    everything = held_values + temp_values + [p for ps in space_values.values() for p in ps]
+    context = _Context(module, phases, backward_from, live_out, last, everything)
     at_peak = _at_peak(peak_step, held, held_values, temp_values, context)
     by_category = {c: 0 for c in CATEGORIES}
     for b in at_peak:
         by_category[b.category] += b.bytes
+    others = []
+    for color in sorted(spaces):
+        space_curve = occupancy(space_values[color], steps)
+        step = _peak_step(space_curve)
+        buffers = _at_peak(step, [], [], space_values[color], context)
+        others.append(OtherSpace(
+            space=xla.space_name(color, platform),
+            peak_bytes=space_curve[step],
+            peak_step=step,
+            allocated_bytes=sum(a.size for a in spaces[color]),
+            at_peak=_largest_first(buffers),
+        ))  # fmt: skip
     return Memory(
         peak_bytes=peak,
         peak_step=peak_step,
         steps=steps,
         backward_from=backward_from,
         curve=thin(curve, peak_step),
-        at_peak=tuple(sorted(at_peak, key=lambda b: (-b.bytes, b.live[0], b.instruction))),
+        at_peak=_largest_first(at_peak),
         by_category=by_category,
-        other_spaces_bytes=max(scratch_curve),
+        other_spaces=tuple(others),
     )
+
+
+def _peak_step(curve: list[int]) -> int:
+    """The first step at the curve's highest."""
+    return max(range(len(curve)), key=lambda t: (curve[t], -t))
+
+
+def _largest_first(buffers: list[Buffer]) -> tuple[Buffer, ...]:
+    return tuple(sorted(buffers, key=lambda b: (-b.bytes, b.live[0], b.instruction)))
 
 
 def _counted(a: xla.Allocation) -> bool:
