@@ -16,20 +16,66 @@ from remat_tui.core.trace.traced import trace_config
 from remat_tui.core.xla import chips, step_time
 
 CHIP = chips.Chip("test chip", peak_flops=1e12, memory_bandwidth=1e11, host_bandwidth=1e10,
-                  memory_bytes=2**34, sources=("https://example.com",))  # fmt: skip
+                  memory_bytes=2**34, sources=("https://example.com",),
+                  transcendentals_per_second=1e10)  # fmt: skip
+CPU_LIKE = dataclasses.replace(CHIP, overlaps_memory=False)
 
 
-def test_the_roofline_adds_host_time_to_the_slower_of_compute_and_memory():
-    t = step_time.estimate(CHIP, flops=2e12, host_bytes=5e9, bytes_accessed=1e11, xla_flops=2e12)
-    assert t.compute_seconds == pytest.approx(2.0)
+def counts(flops, transcendentals=0.0, bytes_accessed=0.0, loops=False):
+    return step_time.StepCounts(flops, transcendentals, bytes_accessed, loops)
+
+
+def test_the_roofline_has_four_parts():
+    # remat-tui counts 2e12 FLOPs, 1e10 of them transcendentals (XLA counts
+    # those apart); 1e11 bytes; 5 GB offloaded.
+    t = step_time.estimate(CHIP, 2e12, 5e9, counts(1.99e12, 1e10, 1e11))
+    assert t.compute_seconds == pytest.approx(1.99)
+    assert t.transcendental_seconds == pytest.approx(1.0)  # 1e10 at 1e10/s, not at 1e12/s
     assert t.memory_seconds == pytest.approx(1.0)
     assert t.host_seconds == pytest.approx(1.0)  # 5 GB out and 5 GB back at 10 GB/s
-    assert t.seconds == pytest.approx(3.0) and t.model == "roofline"
-    # XLA counts a loop body once: its bytes are scaled by the same undercount.
-    scanned = step_time.estimate(CHIP, flops=2e12, host_bytes=0, bytes_accessed=1e11,
-                                 xla_flops=5e11)  # fmt: skip
-    assert scanned.memory_seconds == pytest.approx(4.0) and scanned.seconds == pytest.approx(4.0)
-    assert step_time.lower_bound(CHIP, 2e12, 5e9) == pytest.approx(3.0)
+    # An accelerator overlaps memory with the arithmetic; a CPU adds them.
+    assert t.seconds == pytest.approx(1.99 + 1.0 + 1.0) and t.model == "roofline"
+    cpu = step_time.estimate(CPU_LIKE, 2e12, 5e9, counts(1.99e12, 1e10, 1e11))
+    assert cpu.seconds == pytest.approx(1.99 + 1.0 + 1.0 + 1.0)
+    # Memory-bound: memory replaces the arithmetic.
+    slow = step_time.estimate(CHIP, 2e12, 0, counts(1.99e12, 1e10, 1e12))
+    assert slow.seconds == pytest.approx(10.0)
+
+
+def test_xlas_counts_are_scaled_only_in_a_program_with_loops():
+    # XLA counts a loop body once: 4x fewer FLOPs than remat-tui's count.
+    looped = step_time.estimate(CHIP, 2e12, 0, counts(4.9e11, 1e10, 1e11, loops=True))
+    assert looped.loop_scale == pytest.approx(4.0)
+    assert looped.transcendentals == pytest.approx(4e10) and looped.bytes_accessed == 4e11
+    assert looped.memory_seconds == pytest.approx(4.0)
+    # Without loops, fewer FLOPs in XLA's count are work it removed, not
+    # iterations: nothing is scaled, and remat-tui's count (less the
+    # transcendentals) stands for the compute, so the bound holds.
+    merged = step_time.estimate(CHIP, 2e12, 0, counts(4.9e11, 1e10, 1e11))
+    assert merged.loop_scale == 1.0 and merged.memory_seconds == pytest.approx(1.0)
+    assert merged.flops == pytest.approx(2e12 - 1e10)
+    # More FLOPs in XLA's count (work its fusions do twice) are taken as they are.
+    fused = step_time.estimate(CHIP, 2e12, 0, counts(3e12, 0.0, 0.0))
+    assert fused.compute_seconds == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize("chip", [CHIP, CPU_LIKE])
+@pytest.mark.parametrize(
+    "xla", [counts(1.99e12, 1e10, 1e11), counts(1e9, 5e11, 0.0), counts(5e11, 0, 0, True)]
+)
+def test_the_estimate_is_never_below_the_bound_known_before_compiling(chip, xla):
+    bound = step_time.lower_bound(chip, 2e12, 5e9)
+    assert step_time.estimate(chip, 2e12, 5e9, xla).seconds >= bound * (1 - 1e-12)
+    assert bound == pytest.approx(3.0)
+
+
+def test_every_table_chip_computes_transcendentals_no_faster_than_flops():
+    """What keeps the bound below the estimate; and every rate is cited."""
+    for chip in chips.CHIPS.values():
+        assert 0 < chip.transcendentals_per_second < chip.peak_flops, chip.name
+        assert "ranscendentals" in chip.notes, chip.name
+    cpu = chips.measured_cpu()
+    assert 0 < cpu.transcendentals_per_second < cpu.peak_flops
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +95,27 @@ def test_a_rows_step_flops_are_its_full_analysis(compiled_rows):
 def test_every_compiled_row_has_an_estimate_on_the_measured_cpu(compiled_rows):
     cpu = chips.measured_cpu()
     for row in compiled_rows:
-        t = row.time
+        t, c = row.time, row.compiled
         assert t["chip"] == "cpu" and t["model"] == "roofline"
-        assert t["compute_seconds"] == pytest.approx(row.step_flops / cpu.peak_flops)
+        # XLA's own counts, each at its rate, scaled by how much XLA's count of
+        # the 3-layer scan falls short of remat-tui's (its body counted once).
+        assert c["loops"]
+        xla = c["flops"] + (c["transcendentals"] or 0)
+        assert t["loop_scale"] == pytest.approx(row.step_flops / xla) and t["loop_scale"] > 1.5
+        assert t["transcendentals"] == pytest.approx((c["transcendentals"] or 0) * t["loop_scale"])
+        assert t["transcendental_seconds"] == pytest.approx(
+            t["transcendentals"] / cpu.transcendentals_per_second
+        )
+        assert t["flops"] >= c["flops"] * t["loop_scale"] * (1 - 1e-9)
+        assert t["compute_seconds"] == pytest.approx(t["flops"] / cpu.peak_flops)
+        assert t["memory_seconds"] == pytest.approx(
+            c["bytes_accessed"] * t["loop_scale"] / cpu.memory_bandwidth
+        )
         assert t["host_seconds"] == pytest.approx(2 * row.host_bytes / cpu.host_bandwidth)
+        parts = ("compute_seconds", "transcendental_seconds", "memory_seconds", "host_seconds")
+        assert t["seconds"] == pytest.approx(sum(t[k] for k in parts))  # the CPU adds them
         assert t["seconds"] >= step_time.lower_bound(cpu, row.step_flops, row.host_bytes)
-        assert row.to_dict()["time"] == t
+        assert row.to_dict()["time"] == t and row.cost_source == "estimate"
 
 
 def tpu_or_skip(device="tpu:v5e:2x2"):

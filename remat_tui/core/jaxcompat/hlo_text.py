@@ -226,3 +226,13 @@ def recomputes(op_name: str | None) -> bool:
     '.../checkpoint/rematted_computation/...'; remat3 inside it, as
     'transpose(jvp(rematted_computation))/...')."""
     return phase(op_name) == "backward" and "rematted_computation" in op_name
+
+
+_WHILE = re.compile(r"\swhile\(")
+
+
+def has_loops(text: str) -> bool:
+    """Whether a compiled module's HLO text (`Compiled.as_text()`) runs a
+    `while` loop (a scan, a fori_loop): XLA's cost analysis then counts the
+    loop's body once, whatever its trip count."""
+    return _WHILE.search(text) is not None

@@ -8,7 +8,7 @@ host_bandwidth. The accelerators' figures here are their vendors' public peak
 figures, each cited by URL in `sources`: an estimate's ceiling, never a
 measurement, and real programs reach only a fraction of them. The CPU alone is
 measured, here and now (`measured_cpu`), since no vendor figure describes the
-machine the tool runs on.
+machine the tool runs on (core/xla/cpu_rates.py).
 
 How the figures were read (a chip's `notes` says where one is derived or
 approximate):
@@ -23,20 +23,25 @@ approximate):
   the TPU rows take the figures of Google's "How to Scale Your Model" (the
   scaling book), which gives 16 GB/s each way for TPU v4, about 1.6e10 B/s
   "typically" for a TPU and 3.2e10 B/s for TPU v6e.
+- Transcendentals (exp, log, tanh, sin, ...) have units of their own, far
+  slower than the matrix units. No vendor lists a rate for TPUs; NVIDIA lists
+  its special function units' (`_NVIDIA_SFU_PER_SM`). Each chip's figure
+  says how it was derived, and every one is a ceiling, as the FLOP/s are.
 - Capacities are read in the unit the vendor writes: "GB" as 1e9 bytes,
   "GiB" as 2**30. Read literally, a "GB" figure may understate what the device
   reports by up to ~7% (HBM is built in binary sizes); an attached device's
   own `memory_stats()` is the better figure where there is one.
 
-Pure Python: jax is imported only inside `measured_cpu`.
+Pure Python: jax is imported only when the CPU is measured (cpu_rates.py).
 """
 
 from __future__ import annotations
 
 import re
 import threading
-import time
 from dataclasses import dataclass
+
+from remat_tui.core.xla import cpu_rates
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,13 @@ class Chip:
     sources: tuple[str, ...]
     notes: str = ""
     measured: bool = False  # True for the CPU, whose figures are measured here
+    # Transcendental functions (exp, log, tanh, sin, ...: what XLA's cost
+    # analysis counts as `transcendentals`) per second; None: unknown, and
+    # they are counted at peak_flops like any other FLOP.
+    transcendentals_per_second: float | None = None
+    # Whether memory traffic overlaps the arithmetic (an accelerator streams
+    # memory while its units compute), or adds to it (a CPU's cores do both).
+    overlaps_memory: bool = True
 
 
 GiB = 2**30
@@ -65,6 +77,46 @@ NVIDIA_A100_DATASHEET = (
 )
 NVIDIA_H100 = "https://www.nvidia.com/en-us/data-center/h100/"
 NVIDIA_H200 = "https://www.nvidia.com/en-us/data-center/h200/"
+
+CUDA_GUIDE_THROUGHPUT = (
+    "https://docs.nvidia.com/cuda/cuda-c-programming-guide/"
+    "#arithmetic-instructions-throughput-native-arithmetic-instructions"
+)
+
+# The CUDA C++ Programming Guide's table of native arithmetic instruction
+# throughput gives, for compute capability 8.0 (A100) and 9.0 (H100, H200), 16
+# results per clock cycle per multiprocessor for the special functions
+# (reciprocal, reciprocal square root, __log2f, exp2f, __sinf, __cosf), against
+# 64 (8.0) and 128 (9.0) for 32-bit floating-point add, multiply and FMA. So a
+# GPU's transcendental rate is its FP32 FLOP/s (which NVIDIA lists, an FMA
+# counted as 2) / 2 / (FP32 lanes per special-function lane).
+_NVIDIA_SFU_PER_SM = 16
+
+
+def _sfu_rate(fp32_flops: float, fp32_lanes_per_sm: int) -> float:
+    return fp32_flops / 2 / (fp32_lanes_per_sm / _NVIDIA_SFU_PER_SM)
+
+
+# The scaling book's TPU chapter: the VPU is an (8, 128) array of lanes and
+# sublanes, and an MXU does one bf16[8,128] @ bf16[128,128] every 8 cycles
+# (256x256 and 4x the work on v6e), which with Google's peak FLOP/s gives each
+# chip's clock. Google publishes no transcendental rate; the figure here
+# assumes one transcendental per VPU slot per cycle, per TensorCore: an
+# assumption of remat-tui's, stated as such in each chip's notes.
+_VPU_SLOTS = 8 * 128
+
+
+def _tpu_transcendentals(peak_flops: float, tensorcores: int, mxus: int, mxu_side: int) -> float:
+    flops_per_cycle = tensorcores * mxus * 2 * mxu_side * mxu_side
+    clock = peak_flops / flops_per_cycle
+    return tensorcores * _VPU_SLOTS * clock
+
+
+_TPU_TRANSCENDENTAL_NOTE = (
+    " Transcendentals: Google publishes no rate; taken as one per VPU slot "
+    "(8x128) per cycle per TensorCore, at the clock the peak FLOP/s imply (an "
+    "assumption of remat-tui's, not a vendor figure)."
+)
 
 # The scaling book's TPU specs section: "PCIe bandwidth for TPU v4 is 16GB /
 # second each way"; "PCIe bandwidth is typically around 1.6e10 bytes / second
@@ -83,7 +135,10 @@ _CHIPS = (
         host_bandwidth=16e9,
         memory_bytes=32 * GiB,
         sources=(TPU_V4, SCALING_BOOK),
-        notes="Host link from the scaling book (16 GB/s each way); Google's v4 page gives none.",
+        notes="Host link from the scaling book (16 GB/s each way); Google's v4 page gives none."
+        + _TPU_TRANSCENDENTAL_NOTE,
+        # Two TensorCores (megacore), four 128x128 MXUs each: a 1.05 GHz clock.
+        transcendentals_per_second=_tpu_transcendentals(275e12, 2, 4, 128),
     ),
     Chip(
         name="tpu v5e",
@@ -98,7 +153,9 @@ _CHIPS = (
         notes="Host link approximate: the scaling book's typical per-TPU PCIe "
         "figure (1.6e10 B/s), not one stated for v5e. Memory is Google's "
         "'16 GB' read as 1e9 bytes (the scaling book says 16 GiB). A later "
-        "revision of Google's page gives the HBM bandwidth as '800 GiBps'.",
+        "revision of Google's page gives the HBM bandwidth as '800 GiBps'." + _TPU_TRANSCENDENTAL_NOTE,
+        # One TensorCore, four 128x128 MXUs: the scaling book's 1.5 GHz.
+        transcendentals_per_second=_tpu_transcendentals(197e12, 1, 4, 128),
     ),
     Chip(
         name="tpu v5p",
@@ -111,7 +168,9 @@ _CHIPS = (
         sources=(TPU_V5P, SCALING_BOOK),
         notes="Host link approximate: the scaling book's typical per-TPU PCIe "
         "figure (1.6e10 B/s), not one stated for v5p. Memory is Google's "
-        "'95GB' read as 1e9 bytes (the scaling book says 96GB).",
+        "'95GB' read as 1e9 bytes (the scaling book says 96GB)." + _TPU_TRANSCENDENTAL_NOTE,
+        # Two TensorCores, four 128x128 MXUs each: a 1.75 GHz clock.
+        transcendentals_per_second=_tpu_transcendentals(459e12, 2, 4, 128),
     ),
     Chip(
         name="tpu v6e",
@@ -126,7 +185,9 @@ _CHIPS = (
         sources=(TPU_V6E, SCALING_BOOK),
         notes="Host link from the scaling book (3.2e10 B/s; it does not say per "
         "direction, read here as each direction). Memory is Google's '32 GB' "
-        "read as 1e9 bytes.",
+        "read as 1e9 bytes." + _TPU_TRANSCENDENTAL_NOTE,
+        # One TensorCore, four 256x256 MXUs: a 1.75 GHz clock.
+        transcendentals_per_second=_tpu_transcendentals(918e12, 1, 4, 256),
     ),
     Chip(
         name="nvidia a100",
@@ -138,11 +199,15 @@ _CHIPS = (
         # 64 GB/s is both directions of PCIe Gen4 x16 together.
         host_bandwidth=32e9,
         memory_bytes=80 * 10**9,
-        sources=(NVIDIA_A100, NVIDIA_A100_DATASHEET),
+        sources=(NVIDIA_A100, NVIDIA_A100_DATASHEET, CUDA_GUIDE_THROUGHPUT),
         notes="Figures of the A100 80GB SXM. Host link derived: NVIDIA's 'PCIe "
         "Gen4: 64GB/s' is both directions together, so 32 GB/s each way. Any "
         "A100 matches this row; a 40GB or PCIe A100 has less memory and "
-        "bandwidth (same peak FLOP/s).",
+        "bandwidth (same peak FLOP/s). Transcendentals derived: NVIDIA's FP32 "
+        "19.5 TFLOPS over 64 FP32 lanes and 16 special-function lanes per SM "
+        "(CUDA guide, compute capability 8.0).",
+        # "FP32 19.5 TFLOPS"; 64 FP32 lanes per SM.
+        transcendentals_per_second=_sfu_rate(19.5e12, 64),
     ),
     Chip(
         name="nvidia h100",
@@ -154,11 +219,15 @@ _CHIPS = (
         # 128 GB/s is both directions of PCIe Gen5 x16 together.
         host_bandwidth=64e9,
         memory_bytes=80 * 10**9,
-        sources=(NVIDIA_H100,),
+        sources=(NVIDIA_H100, CUDA_GUIDE_THROUGHPUT),
         notes="Figures of the H100 SXM. Peak FLOP/s derived: NVIDIA's 1,979 "
         "TFLOPS bf16 is with sparsity, dense is half (~989 TFLOPS). Host link "
         "derived: 'PCIe Gen5: 128GB/s' is both directions, so 64 GB/s each "
-        "way. Any H100 matches this row; H100 PCIe and NVL parts differ.",
+        "way. Any H100 matches this row; H100 PCIe and NVL parts differ. "
+        "Transcendentals derived: NVIDIA's FP32 67 TFLOPS over 128 FP32 lanes "
+        "and 16 special-function lanes per SM (CUDA guide, compute capability 9.0).",
+        # "FP32 67 teraFLOPS"; 128 FP32 lanes per SM.
+        transcendentals_per_second=_sfu_rate(67e12, 128),
     ),
     Chip(
         name="nvidia h200",
@@ -169,10 +238,14 @@ _CHIPS = (
         memory_bandwidth=4.8e12,
         host_bandwidth=64e9,
         memory_bytes=141 * 10**9,
-        sources=(NVIDIA_H200,),
+        sources=(NVIDIA_H200, CUDA_GUIDE_THROUGHPUT),
         notes="Figures of the H200 SXM. Peak FLOP/s derived: NVIDIA's 1,979 "
         "TFLOPS bf16 is with sparsity, dense is half (~989 TFLOPS). Host link "
-        "derived: 'PCIe Gen5: 128GB/s' is both directions, so 64 GB/s each way.",
+        "derived: 'PCIe Gen5: 128GB/s' is both directions, so 64 GB/s each way. "
+        "Transcendentals derived: NVIDIA's FP32 67 TFLOPS over 128 FP32 lanes "
+        "and 16 special-function lanes per SM (CUDA guide, compute capability 9.0).",
+        # "FP32 67 TFLOPS" (the H100's GPU); 128 FP32 lanes per SM.
+        transcendentals_per_second=_sfu_rate(67e12, 128),
     ),
 )
 
@@ -218,76 +291,28 @@ def chip_for(platform: str, device_kind: str) -> Chip | None:
     return None
 
 
-# The measurement's sizes: a 1024x1024 f32 matmul (2.1 GFLOP) and an in-place
-# update of a 64 MiB f32 array, larger than most last-level caches (a CPU with
-# more cache than that reads as faster than its memory). Larger arrays cost more
-# to allocate and first touch than the time budget allows.
-MATMUL_N = 1024
-COPY_BYTES = 64 * 2**20
-REPEATS = 3
-
 _cpu: Chip | None = None
 _cpu_lock = threading.Lock()
 
 
 def measured_cpu() -> Chip:
-    """The CPU's figures, measured once per process (cached) with small jitted
-    kernels: a f32 matmul for FLOP/s and a large array copy for bandwidth; host
-    bandwidth = memory bandwidth (host and device are the same memory). Must take
-    well under 1 s."""
+    """The CPU's figures, measured once per process (cached) by
+    core/xla/cpu_rates.py; host bandwidth = memory bandwidth (host and device
+    are the same memory)."""
     global _cpu
     with _cpu_lock:
         if _cpu is None:
-            _cpu = _measure_cpu()
+            rates = cpu_rates.measure()
+            _cpu = Chip(
+                name="cpu",
+                peak_flops=rates.flops,
+                memory_bandwidth=rates.bandwidth,
+                host_bandwidth=rates.bandwidth,
+                memory_bytes=None,
+                sources=(),
+                notes=cpu_rates.DESCRIPTION,
+                measured=True,
+                transcendentals_per_second=rates.transcendentals,
+                overlaps_memory=False,
+            )
         return _cpu
-
-
-def _best_time(step, x, repeats: int):
-    """The fastest of `repeats` timed runs of `x = step(x)` (after one untimed
-    run that compiles), and the last `x`. The fastest run is the one least
-    disturbed by whatever else shares the CPU."""
-    x = step(x)
-    x.block_until_ready()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        x = step(x)
-        x.block_until_ready()
-        best = min(best, time.perf_counter() - start)
-    return max(best, 1e-9), x
-
-
-def _measure_cpu() -> Chip:
-    import jax
-    import numpy as np
-
-    # Inputs come from numpy: jnp's constructors would each compile a program.
-    cpu = jax.devices("cpu")[0]
-    n = MATMUL_N
-    a = jax.device_put(np.full((n, n), 1.0 / n, dtype=np.float32), cpu)
-    matmul = jax.jit(lambda a: a @ a)
-    seconds, _ = _best_time(lambda _: matmul(a), a, REPEATS)
-    flops = 2.0 * n**3 / seconds
-
-    # Donated, so the output reuses the input's buffer: each run reads and
-    # writes the array once, with no fresh (page-faulting) allocation to time.
-    x = jax.device_put(np.zeros(COPY_BYTES // 4, dtype=np.float32), cpu)
-    update = jax.jit(lambda x: x + 1.0, donate_argnums=0)
-    seconds, x = _best_time(update, x, REPEATS)
-    del x
-    bandwidth = 2.0 * COPY_BYTES / seconds
-
-    return Chip(
-        name="cpu",
-        peak_flops=flops,
-        memory_bandwidth=bandwidth,
-        host_bandwidth=bandwidth,
-        memory_bytes=None,
-        sources=(),
-        notes=f"Measured in this process: the fastest of {REPEATS} runs of a jitted "
-        f"f32 {n}x{n} matmul (FLOP/s) and of an in-place update of a "
-        f"{COPY_BYTES // 2**20} MiB f32 array (bytes read + written per second). "
-        "f32, not bf16; on a shared machine, a lower bound on what the CPU can do. "
-        "Host and device are the same memory, so host bandwidth = memory bandwidth.",
-        measured=True,
-    )

@@ -15,9 +15,15 @@ devices, and the numbers are then per device. A deviceless TPU topology
 (`tpu:v5e:2x2`, core/setup/devices.py) traces on a local CPU device and compiles
 for its chips.
 
-`peak_bytes` is the backend's own peak where it reports a real one (TPU),
-else argument + output + temp - alias (CPU, whose reported peak leaves the
-temps out); `peak_source` says which.
+`peak_bytes` is the peak of the device's main memory (HBM; RAM on CPU), the
+memory a budget is spent on: argument + output + temp - alias, XLA's sizes
+of that memory's allocations. The backend's own `peak_memory_in_bytes` is
+kept beside it (`backend_peak_bytes`): on TPU it adds the temporaries XLA
+keeps in VMEM, another memory (measured on a deviceless v5e compile: 56 MiB
+of HBM + 74 MiB of VMEM = 130 MiB), and on CPU it leaves the temps out. With
+the memory breakdown (`memory=True`) each other memory space has its own
+peak and buffers (`memory["other_spaces"]`), and `spaces_note` says why,
+where the spaces do not add up to the backend's figure within 1%.
 
 A compile that runs out of the device's memory is a result, not an error
 (Contract 8): `fits` is False, with the bytes XLA said it needed where its
@@ -36,11 +42,13 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from typing import Any, NamedTuple
 
 import jax
 from jax.sharding import SingleDeviceSharding
 from jax.tree_util import tree_flatten
 
+from remat_tui.core.jaxcompat.hlo_text import has_loops
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import (
@@ -51,7 +59,8 @@ from remat_tui.core.setup.devices import (
 )
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace.configured import check_cancelled
-from remat_tui.core.xla.lowering import lower
+from remat_tui.core.units import human_bytes
+from remat_tui.core.xla.lowering import Lowered, lower
 from remat_tui.core.xla.memory import compile_with_memory, memory_and_reason
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
@@ -76,8 +85,8 @@ class Compiled:
     alias_bytes: int
     generated_code_bytes: int
     host_temp_bytes: int
-    peak_bytes: int
-    peak_source: str  # "backend": XLA's own; "sum": argument + output + temp - alias (CPU)
+    peak_bytes: int  # the main memory's: argument + output + temp - alias
+    peak_source: str  # "sum": as above; "needed"/"unknown" for a compile that did not fit
     flops: float | None  # XLA's cost_analysis (a loop body counted once)
     seconds: float  # lowering and compiling
     fits: bool = True  # False: XLA ran out of the device's memory compiling it
@@ -86,6 +95,10 @@ class Compiled:
     error: str | None = None  # XLA's first line, when it did not fit
     step: str = "gradient"  # "train": the whole training step; "gradient": the gradient alone
     bytes_accessed: float | None = None  # XLA's cost_analysis (a loop body counted once)
+    transcendentals: float | None = None  # XLA's cost_analysis (a loop body counted once)
+    loops: bool = False  # the program runs a while loop: XLA's counts undercount it
+    backend_peak_bytes: int | None = None  # XLA's peak_memory_in_bytes, all spaces
+    spaces_note: str | None = None  # why the spaces do not add up to the backend's peak
     # Contract 7, on request (`memory=True`): where the peak goes (core/xla/memory.py),
     # as its JSON; or why there is none.
     memory: dict | None = None
@@ -119,14 +132,42 @@ def compile_costs(
             if isinstance(hit[1], RematError):
                 raise RematError(hit[1].message)
             return hit[1]
+    return compile_step(target, config, cancelled, device=dev, arguments=arguments, memory=memory)[0]
+
+
+class CompiledStep(NamedTuple):
+    """One compile kept for running it (core/xla/measure.py): XLA's numbers,
+    the executable (None when it did not fit the device), how to call it, and
+    the flat arguments (as the target built them) and their placed shapes."""
+
+    result: Compiled
+    executable: Any
+    lowered: Lowered
+    leaves: list
+    abstract: list
+
+
+def compile_step(
+    target: Target,
+    config: Config,
+    cancelled: Callable[[], bool] | None = None,
+    *,
+    device=None,
+    arguments: tuple[tuple, dict] | None = None,
+    memory: bool = False,
+) -> CompiledStep:
+    """`compile_costs` without its cache, keeping the executable: for a caller
+    that runs it. Its numbers are cached for `compile_costs` all the same."""
+    dev = resolve_device(config.device) if device is None else device
+    label = device_label(dev)
     key = (id(target), config, label, memory)
     try:
-        result = _compile(target, config, dev, label, cancelled, arguments, memory)
+        step = _compile(target, config, dev, label, cancelled, arguments, memory)
     except RematError as exc:
         _store(key, target, exc)
         raise
-    _store(key, target, result)
-    return result
+    _store(key, target, step.result)
+    return step
 
 
 def clear_cache() -> None:
@@ -137,7 +178,7 @@ def _store(key, target, value) -> None:
     _cache.put(key, (target, value))
 
 
-def _compile(target, config, dev, label, cancelled, arguments, memory=False) -> Compiled:
+def _compile(target, config, dev, label, cancelled, arguments, memory=False) -> CompiledStep:
     devices = device_set(dev)
     args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
     leaves, in_tree = tree_flatten((args, kwargs))
@@ -157,8 +198,10 @@ def _compile(target, config, dev, label, cancelled, arguments, memory=False) -> 
         # compiles, so the full garbage collections that happen meanwhile (they
         # stop every thread, the app's UI too) do not walk it for the compile's
         # whole duration.
-        lowered = lower(target, config, leaves, in_tree, here, abstract, what)
+        step_lowered = lower(target, config, leaves, in_tree, here, abstract, what)
+        lowered = step_lowered.lowered
         check_cancelled(cancelled)
+        executable = None
         try:
             executable = compile_with_memory(lowered) if memory else lowered.compile()
         except Exception as exc:
@@ -169,15 +212,45 @@ def _compile(target, config, dev, label, cancelled, arguments, memory=False) -> 
         else:
             seconds = time.perf_counter() - start
             stats = executable.memory_analysis()
-            result = _numbers(stats, _costs(executable), label, dev.platform, spanned, seconds)
+            result = _numbers(stats, _costs(executable), label, spanned, seconds)
+            result = replace(result, loops=has_loops(executable.as_text()))
             if memory:
-                breakdown, why = memory_and_reason(executable)
+                breakdown, why = memory_and_reason(executable, dev.platform)
                 result = replace(
                     result,
                     memory=None if breakdown is None else breakdown.to_dict(),
                     memory_note=why,
+                    spaces_note=None if breakdown is None else _spaces_note(result, breakdown),
                 )
-    return replace(result, step=step)
+    return CompiledStep(replace(result, step=step), executable, step_lowered, leaves, abstract)
+
+
+def _spaces_note(result: Compiled, breakdown) -> str | None:
+    """Why the main memory's peak and the other spaces' peaks do not add up
+    to the backend's own peak within 1%, when they do not."""
+    backend = result.backend_peak_bytes
+    others = breakdown.other_spaces
+    if not backend or not others:
+        return None
+    total = result.peak_bytes + sum(s.peak_bytes for s in others)
+    if abs(total - backend) <= 0.01 * backend:
+        return None
+    spaces = " + ".join(
+        [f"{human_bytes(result.peak_bytes)} of device memory"]
+        + [f"{human_bytes(s.peak_bytes)} of {s.space}" for s in others]
+    )
+    reserved = result.peak_bytes + sum(s.allocated_bytes for s in others)
+    if abs(reserved - backend) <= 0.01 * backend:
+        why = "XLA counts the other spaces' whole allocations, remat-tui the bytes live at their peaks"
+    else:
+        why = (
+            "XLA's figure is its own accounting of the spaces at one moment, "
+            "remat-tui's each space at its own peak"
+        )
+    return (
+        f"{spaces} = {human_bytes(total)}, where XLA's peak_memory_in_bytes says "
+        f"{human_bytes(backend)}: {why}."
+    )
 
 
 def _abstract(leaf, dev, devices: list, what: str) -> jax.ShapeDtypeStruct:
@@ -214,23 +287,17 @@ def _costs(executable) -> dict:
     return dict(costs or {})
 
 
-def _numbers(
-    stats, costs: dict, label: str, platform: str, devices: int, seconds: float
-) -> Compiled:
+def _numbers(stats, costs: dict, label: str, devices: int, seconds: float) -> Compiled:
     def get(name: str) -> int:
         return int(getattr(stats, name, 0) or 0)
 
     argument, output = get("argument_size_in_bytes"), get("output_size_in_bytes")
     temp, alias = get("temp_size_in_bytes"), get("alias_size_in_bytes")
+    # The backend's own peak is not the main memory's: CPU's leaves its temps
+    # out (measured: arguments + outputs + 36 B, the same beside 29 MB or
+    # 259 MB of temps), TPU's adds VMEM's. The sizes of the main memory's
+    # allocations are what a budget is spent on.
     backend_peak = get("peak_memory_in_bytes")
-    # CPU reports a peak that leaves its temps out (measured: arguments +
-    # outputs + 36 B, the same beside 29 MB or 259 MB of temps), which would hide
-    # every policy; there the sum stands in. TPU's own peak is within a few
-    # percent of the sum, above or below it: XLA's accounting, used as is.
-    if platform == "cpu" or backend_peak <= 0:
-        peak, source = argument + output + temp - alias, "sum"
-    else:
-        peak, source = backend_peak, "backend"
     return Compiled(
         device=label,
         devices=devices,
@@ -240,11 +307,13 @@ def _numbers(
         alias_bytes=alias,
         generated_code_bytes=get("generated_code_size_in_bytes"),
         host_temp_bytes=get("host_temp_size_in_bytes"),
-        peak_bytes=peak,
-        peak_source=source,
+        peak_bytes=argument + output + temp - alias,
+        peak_source="sum",
         flops=_number(costs.get("flops")),
         seconds=seconds,
         bytes_accessed=_number(costs.get("bytes accessed")),
+        transcendentals=_number(costs.get("transcendentals")),
+        backend_peak_bytes=backend_peak or None,
     )
 
 

@@ -1,28 +1,37 @@
-"""Provides the step-time estimate of Contract 8: a roofline model of one step
-(the gradient, or the training step) on the chosen chip, per device.
+"""Provides the step-time estimate of Contracts 8 and 9: a roofline model of
+one step (the gradient, or the training step) on the chosen chip, per device,
+in four parts:
 
-    seconds          = max(compute_seconds, memory_seconds) + host_seconds
-    compute_seconds  = FLOPs / the chip's peak FLOP/s
-    memory_seconds   = bytes accessed / the chip's memory bandwidth
-    host_seconds     = offloaded bytes, written in the forward part and read
-                       back in the backward part (2 x host residual bytes),
-                       / the host link's bandwidth
+    compute_seconds        = FLOPs / the chip's peak FLOP/s
+    transcendental_seconds = transcendentals (exp, log, tanh, ...) / the
+                             chip's rate for them (core/xla/chips.py)
+    memory_seconds         = bytes accessed / the chip's memory bandwidth
+    host_seconds           = offloaded bytes, written in the forward part and
+                             read back in the backward part (2 x host residual
+                             bytes), / the host link's bandwidth
 
-It is an estimate, and says so: peak figures are the vendor's (core/xla/chips.py),
-compute and memory traffic are assumed to overlap perfectly, host transfers
-not at all.
+    accelerators: seconds = max(compute + transcendental, memory) + host
+    the CPU:      seconds = compute + transcendental + memory + host
 
-FLOPs are remat-tui's own count (Contract 6): the forward pass, the backward
-pass's transposition (the same work under every configuration of a target,
-counted once from the code as written) and the configuration's recompute.
-Not XLA's cost_analysis FLOPs: XLA counts a loop's body once whatever its trip
-count, so a model of 24 scanned layers would count as one layer. Bytes
-accessed are XLA's, scaled by that same undercount where remat-tui's FLOPs
-exceed XLA's (a loop body counted once), since nothing else knows them.
+An accelerator streams memory while its units compute; a CPU's cores do the
+arithmetic and wait for memory themselves, and measured on this project's CPU
+the parts add up (docs and bench/bench_calibration.py give the figures).
 
-Before a compile, compute_seconds + host_seconds is known exactly and is at
-most the final estimate (`lower_bound`): suggest compiles in that order and
-stops where no later candidate can beat the best that fits.
+The counts are XLA's own (`cost_analysis` of the compiled step: FLOPs,
+transcendentals and bytes accessed), with two corrections:
+- XLA counts a loop's body once whatever its trip count. In a program with
+  loops, XLA's counts are scaled by remat-tui's count over XLA's (remat-tui
+  counts every iteration: core/costs/flops.py), `loop_scale`.
+- The FLOPs are the larger of XLA's and remat-tui's less the transcendentals
+  (which remat-tui counts as one FLOP each). XLA's may be larger (its fusions
+  compute a cheap value again in each fusion that reads it); remat-tui's may
+  be, where XLA merged a recomputation into the forward work that computes the
+  loss. Keeping the larger keeps the estimate at or above `lower_bound`.
+
+Before a compile, remat-tui's FLOPs / peak FLOP/s + host_seconds is known and
+is at most the final estimate (`lower_bound`, given that no chip computes
+transcendentals faster than FLOPs): suggest compiles in that order and stops
+where no later candidate can beat the best that fits.
 """
 
 from __future__ import annotations
@@ -39,13 +48,35 @@ MODEL = "roofline"
 class StepTime:
     seconds: float
     compute_seconds: float
+    transcendental_seconds: float
     memory_seconds: float
     host_seconds: float
     chip: str
     model: str = MODEL
+    # What the parts counted, per device: XLA's figures after the corrections above.
+    flops: float = 0.0
+    transcendentals: float = 0.0
+    bytes_accessed: float = 0.0
+    loop_scale: float = 1.0
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """What XLA's cost analysis says of one compiled step, per device."""
+
+    flops: float | None
+    transcendentals: float | None
+    bytes_accessed: float | None
+    loops: bool  # the compiled program has a while loop (a scan)
+
+    @classmethod
+    def of(cls, compiled) -> StepCounts:
+        """From a Compiled (core/xla/compiled.py) or its to_dict()."""
+        get = compiled.get if isinstance(compiled, dict) else lambda k: getattr(compiled, k)
+        return cls(get("flops"), get("transcendentals"), get("bytes_accessed"), bool(get("loops")))
 
 
 def chip_of(device) -> chips.Chip | None:
@@ -69,19 +100,40 @@ def lower_bound(chip: chips.Chip, flops: float, host_bytes: float) -> float:
     return flops / chip.peak_flops + host_seconds(chip, host_bytes)
 
 
-def estimate(
-    chip: chips.Chip,
-    flops: float,
-    host_bytes: float,
-    bytes_accessed: float | None,
-    xla_flops: float | None,
-) -> StepTime:
+def loop_scale(flops: float, counts: StepCounts) -> float:
+    """How many times XLA's counts undercount the step: remat-tui's FLOPs over
+    XLA's FLOPs and transcendentals, in a program with loops (else 1)."""
+    counted = (counts.flops or 0.0) + (counts.transcendentals or 0.0)
+    if not counts.loops or counted <= 0 or flops <= counted:
+        return 1.0
+    return flops / counted
+
+
+def estimate(chip: chips.Chip, flops: float, host_bytes: float, counts: StepCounts) -> StepTime:
     """The roofline estimate of one device's step: `flops` and `host_bytes`
-    per device by remat-tui's count, `bytes_accessed` and `xla_flops` XLA's."""
-    compute = flops / chip.peak_flops
-    memory = 0.0
-    if bytes_accessed:
-        undercount = flops / xla_flops if xla_flops and flops > xla_flops else 1.0
-        memory = bytes_accessed * undercount / chip.memory_bandwidth
+    per device by remat-tui's count, `counts` XLA's."""
+    scale = loop_scale(flops, counts)
+    transcendentals = (counts.transcendentals or 0.0) * scale
+    computed = max(flops - transcendentals, (counts.flops or 0.0) * scale, 0.0)
+    accessed = (counts.bytes_accessed or 0.0) * scale
+    rate = chip.transcendentals_per_second or chip.peak_flops
+    compute = computed / chip.peak_flops
+    transcendental = transcendentals / rate
+    memory = accessed / chip.memory_bandwidth
     host = host_seconds(chip, host_bytes)
-    return StepTime(max(compute, memory) + host, compute, memory, host, chip.name)
+    if chip.overlaps_memory:
+        seconds = max(compute + transcendental, memory) + host
+    else:
+        seconds = compute + transcendental + memory + host
+    return StepTime(
+        seconds=seconds,
+        compute_seconds=compute,
+        transcendental_seconds=transcendental,
+        memory_seconds=memory,
+        host_seconds=host,
+        chip=chip.name,
+        flops=computed,
+        transcendentals=transcendentals,
+        bytes_accessed=accessed,
+        loop_scale=scale,
+    )
