@@ -30,37 +30,76 @@ def load_targets(path):
 
 
 def analyze(
-    fn, args=None, kwargs=None, policy="as_written", device=None, sites=None, compiled=False
+    fn,
+    args=None,
+    kwargs=None,
+    policy="as_written",
+    device=None,
+    sites=None,
+    compiled=False,
+    measure=False,
+    runs=5,
 ):
     """Analyse a `Target` or a plain callable under `policy`, with `sites`
     ({site id or checkpointed function name: spec}) overriding the checkpoints
     written in the code (see core.trace.analysis). `compiled=True` also compiles the
-    gradient for `device` (never runs it): `analysis.compiled` (core.xla.compiled_analysis)."""
-    if compiled:
+    training step (or the gradient, keeping the loss) for `device`:
+    `analysis.compiled` and the estimate `analysis.time` (core.xla.compiled_analysis).
+    `measure=True` compiles it and runs it there `runs` times: `analysis.measured`."""
+    if compiled or measure:
         from remat_tui.core.xla.compiled_analysis import analyze_compiled
 
-        return analyze_compiled(fn, args, kwargs, policy=policy, device=device, sites=sites)
+        return analyze_compiled(
+            fn, args, kwargs, policy=policy, device=device, sites=sites, measure=measure, runs=runs
+        )
     from remat_tui.core.trace.analysis import analyze as _analyze
 
     return _analyze(fn, args, kwargs, policy=policy, device=device, sites=sites)
 
 
-def compare(fn, args=None, kwargs=None, policies=None, sites=None, compiled=False, device=None):
-    """Rows of costs, one per configuration, Pareto-optimal ones marked (core.search.compare)."""
+def compare(
+    fn,
+    args=None,
+    kwargs=None,
+    policies=None,
+    sites=None,
+    compiled=False,
+    device=None,
+    measure=False,
+    runs=5,
+):
+    """Rows of costs, one per configuration, Pareto-optimal ones marked
+    (core.search.compare). `measure=True` compiles each and runs it on
+    `device` `runs` times: rows rank by the measured time."""
     from remat_tui.core.search.compare import compare as _compare
 
     return _compare(
-        fn, args, kwargs, policies=policies, sites=sites, compiled=compiled, device=device
+        fn,
+        args,
+        kwargs,
+        policies=policies,
+        sites=sites,
+        compiled=compiled,
+        device=device,
+        measure=measure,
+        runs=runs,
     )
 
 
-def suggest(fn, budget, args=None, kwargs=None, compiled=False, device=None, sites=None):
-    """The least recomputation whose memory fits `budget` bytes or a size like '2GiB'."""
+def suggest(
+    fn, budget, args=None, kwargs=None, compiled=False, device=None, sites=None, measure=False,
+    runs=5,
+):  # fmt: skip
+    """The least-cost configuration whose memory fits `budget` bytes or a size
+    like '2GiB'; `measure=True` chooses by the time measured on `device`."""
     from remat_tui.core.search.suggest import suggest as _suggest
     from remat_tui.report.units import parse_size
 
     budget = parse_size(budget) if isinstance(budget, str) else budget
-    return _suggest(fn, budget, args, kwargs, compiled=compiled, device=device, sites=sites)
+    return _suggest(
+        fn, budget, args, kwargs, compiled=compiled, device=device, sites=sites,
+        measure=measure, runs=runs,
+    )  # fmt: skip
 
 
 def diff(fn, a="as_written", b="as_written", args=None, kwargs=None, sites_a=None, sites_b=None):

@@ -78,6 +78,23 @@ def _output_options(parser: argparse.ArgumentParser, compiled_help: str | None) 
         parser.add_argument("--compiled", action="store_true", help=compiled_help)
 
 
+def _measure_options(parser: argparse.ArgumentParser) -> None:
+    """Running the compiled step on the device: where a command can rank by it."""
+    parser.add_argument(
+        "--measure",
+        action="store_true",
+        help="also run each compiled step on the device (a local one: not a TPU topology) "
+        "and time it; measured times rank where there are some (implies --compiled)",
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=5,
+        metavar="N",
+        help="with --measure: timed runs of each step, after one warm-up (default 5)",
+    )
+
+
 def app_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="remat-tui",
@@ -115,6 +132,7 @@ def headless_parser() -> argparse.ArgumentParser:
         "also compile the gradient for the device (never run it) and lead with "
         "XLA's peak bytes per device",
     )
+    _measure_options(report)
     report.add_argument(
         "--max-residual-bytes",
         metavar="SIZE",
@@ -143,6 +161,7 @@ def headless_parser() -> argparse.ArgumentParser:
         help="compare only these outer policies (repeatable)",
     )
     _output_options(compare, compiled_help)
+    _measure_options(compare)
 
     suggest = commands.add_parser(
         "suggest",
@@ -152,6 +171,7 @@ def headless_parser() -> argparse.ArgumentParser:
     )
     _target_options(suggest)
     _output_options(suggest, compiled_help)
+    _measure_options(suggest)
     suggest.add_argument("--budget", required=True, metavar="SIZE", help="e.g. 2GiB, 1.5e9")
 
     memory = commands.add_parser(
@@ -243,6 +263,15 @@ def _check_before(opts: argparse.Namespace) -> dict:
     from remat_tui.report.units import parse_size
 
     checks: dict = {}
+    if getattr(opts, "measure", False):
+        if opts.runs < 1:
+            raise RematError(
+                f"--runs {opts.runs}: measuring needs at least one timed run; give --runs 1 "
+                "or more (default 5)."
+            )
+        opts.compiled = True
+    elif getattr(opts, "runs", 5) != 5:
+        raise RematError("--runs is for --measure; add --measure to run the compiled steps.")
     if opts.command == "suggest":
         checks["budget"] = parse_size(opts.budget)
     if opts.command == "report":
@@ -255,25 +284,73 @@ def _analysis(target, opts, compiled: bool):
     from remat_tui.core.trace.analysis import analyze
     from remat_tui.core.xla.compiled_analysis import analyze_compiled
 
-    return (analyze_compiled if compiled else analyze)(
-        target, policy=opts.policy, device=opts.device, sites=site_overrides(opts.site)
-    )
+    options = {"policy": opts.policy, "device": opts.device, "sites": site_overrides(opts.site)}
+    if not compiled:
+        return analyze(target, **options)
+    if getattr(opts, "measure", False):
+        options |= {"measure": True, "runs": opts.runs}
+    return analyze_compiled(target, **options)
 
 
 def _report(target, opts, fmt, checks):
     from remat_tui.report import render
 
     analysis = _analysis(target, opts, opts.compiled)
-    # The verdict is printed after the report is written.
-    return render(analysis, fmt), analysis.warnings, lambda: _gates(analysis, checks["limits"])
+    failed = [analysis.config.label()] if (analysis.measured or {}).get("error") else []
+
+    # The verdicts are printed after the report is written.
+    def status() -> int:
+        return _failed_runs(failed, analysis.measured) or _gates(analysis, checks["limits"])
+
+    return render(analysis, fmt), analysis.warnings, status
 
 
 def _compare(target, opts, fmt, checks):
     from remat_tui.core.search.compare import compare
     from remat_tui.report.costs import render_compare
 
-    result = compare(target, policies=opts.policy, **_search_options(opts))
-    return render_compare(result, fmt), [], lambda: 0
+    rows = []
+    try:
+        result = compare(target, policies=opts.policy, on_row=rows.append, **_search_options(opts))
+    except KeyboardInterrupt:
+        if not rows:
+            raise
+        result = _cancelled_comparison(target, opts, rows)
+        print(
+            f"remat-tui: cancelled: the {len(rows)} rows made so far follow",
+            file=sys.stderr,
+        )
+        return render_compare(result, fmt), [], lambda: 130
+    failed = [r for r in result.rows if r.measure_failed]
+    return render_compare(result, fmt), [], lambda: _failed_runs(
+        [r.config.label() for r in failed], failed[0].measured if failed else None
+    )
+
+
+def _cancelled_comparison(target, opts, rows):
+    """The rows made before Ctrl-C, concluded as a comparison of their own."""
+    from remat_tui.core.search.compare import conclude, measure_baseline
+    from remat_tui.core.setup.config import Config
+
+    base = Config.make(sites=site_overrides(opts.site), device=opts.device,
+                       declared=target.policies)  # fmt: skip
+    baseline, _ = measure_baseline(target, base, compiled=False)
+    return conclude(target, rows, baseline, base, 0.0)
+
+
+def _failed_runs(labels: list[str], measured: dict | None) -> int:
+    """Exit status 2, with a message, when a compiled step raised when run (the
+    report, with every row measured, is written first)."""
+    if not labels:
+        return 0
+    first = (measured or {}).get("error", "").replace("\n", " ")
+    print(
+        f"remat-tui: error: {len(labels)} configuration(s) raised when run on the device "
+        f"({', '.join(labels[:3])}{', ...' if len(labels) > 3 else ''}): {first}. The rows "
+        "measured are in the report; fix the step, or drop --measure to rank by the estimate.",
+        file=sys.stderr,
+    )
+    return 2
 
 
 def _suggest(target, opts, fmt, checks):
@@ -281,7 +358,10 @@ def _suggest(target, opts, fmt, checks):
     from remat_tui.report.costs import render_suggest
 
     result = suggest(target, checks["budget"], **_search_options(opts))
-    return render_suggest(result, fmt), [], lambda: 0
+    failed = [r for r in result.rows if r.measure_failed]
+    return render_suggest(result, fmt), [], lambda: _failed_runs(
+        [r.config.label() for r in failed], failed[0].measured if failed else None
+    )
 
 
 def _search_options(opts: argparse.Namespace) -> dict:
@@ -290,7 +370,9 @@ def _search_options(opts: argparse.Namespace) -> dict:
         "sites": site_overrides(opts.site),
         "compiled": opts.compiled,
         "device": opts.device,
-        "progress": _progress,
+        "progress": Progress(),
+        "measure": opts.measure,
+        "runs": opts.runs,
     }
 
 
@@ -322,9 +404,29 @@ RUNNERS = {
 }
 
 
-def _progress(i: int, total: int, config, stage: str = "") -> None:
-    what = f"{stage} " if stage else ""
-    print(f"remat-tui: [{i + 1}/{total}] {what}{config.label()}", file=sys.stderr, flush=True)
+class Progress:
+    """The progress line on stderr, one per configuration: `[3/12] compiling
+    nothing_saveable (about 40 s left)`, the time left from the pace so far."""
+
+    def __init__(self) -> None:
+        self.start: float | None = None
+
+    def __call__(self, i: int, total: int, config, stage: str = "") -> None:
+        import time
+
+        now = time.perf_counter()
+        if self.start is None or i == 0:
+            self.start = now
+        what = f"{stage} " if stage else ""
+        left = ""
+        if i > 0:
+            seconds = (now - self.start) / i * (total - i)
+            left = f" (about {seconds:.0f} s left)" if seconds >= 1 else ""
+        print(
+            f"remat-tui: [{i + 1}/{total}] {what}{config.label()}{left}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _limits(opts: argparse.Namespace) -> dict[str, int]:

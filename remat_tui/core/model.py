@@ -234,9 +234,14 @@ class Analysis:
         default_factory=lambda: {"forward": 0, "backward": 0, "recompute": 0}
     )
     flops_exact: bool = True
-    # Contract 6, on request (core/xla/compiled.py): the gradient compiled for the
-    # device, never run; a Compiled, whose to_dict() is the "compiled" key.
+    # Contract 6, on request (core/xla/compiled.py): the step compiled for the
+    # device; a Compiled, whose to_dict() is the "compiled" key.
     compiled: Any = None
+    # Contracts 8 and 9, with `compiled`: the step-time estimate's parts
+    # (core/xla/step_time.py), and, on request, the step run on the device
+    # (core/xla/measure.py): both as their JSON.
+    time: dict | None = None
+    measured: dict | None = None
 
     @property
     def sharded(self) -> bool:
@@ -270,5 +275,7 @@ class Analysis:
             "flops": dict(self.flops),
             "flops_exact": self.flops_exact,
             "compiled": None if self.compiled is None else self.compiled.to_dict(),
+            "time": self.time,
+            "measured": self.measured,
             "jaxprs": {"forward": self.forward.text, "backward": self.backward.text},
         }

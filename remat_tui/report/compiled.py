@@ -5,7 +5,10 @@ differ. Also the device's name, a TPU topology's included."""
 
 from __future__ import annotations
 
+import os
+
 from remat_tui.core.model import Analysis
+from remat_tui.core.xla.flop_note import flop_note
 from remat_tui.report.units import (
     GLOBAL,
     PER_DEVICE_UNKNOWN,
@@ -14,11 +17,13 @@ from remat_tui.report.units import (
     byte_scope,
     human_bytes,
     human_flops,
+    human_seconds,
 )
 
 EXPLAINED = (
-    "The compiled peak is what XLA's gradient program needs at once on one device: "
-    "the arguments, the gradients it returns and its temporaries, residuals among them. "
+    "The compiled peak is what XLA's program for the step needs at once in one device's "
+    "memory: the arguments, the loss and gradients it returns and its temporaries, "
+    "residuals among them. "
     "The residual bytes count only the values autodiff saves for the backward pass, "
     "before XLA fuses, reuses or rematerialises buffers, so the two differ and the "
     "peak is the one that must fit."
@@ -105,29 +110,89 @@ def details(a: Analysis) -> list[tuple[str, str]]:
             ("XLA says", c.error or ""),
             ("saved by autodiff (residuals)", saved(a)),
             ("what was compiled", step_words(c)),
-            ("compiled in", f"{c.seconds:.1f} s, never run"),
+            ("compiled in", f"{c.seconds:.1f} s"),
         ]
-    peak_how = "XLA's own" if c.peak_source == "backend" else "arguments + outputs + temps"
     # XLA's byte figures are one device's: said on each when there are several.
     each = " per device" if c.devices > 1 else ""
     rows = [
-        ("peak per device", f"{human_bytes(c.peak_bytes)} ({peak_how})"),
+        ("peak per device", f"{human_bytes(c.peak_bytes)} (device memory: arguments + "
+                            "outputs + temps)"),
+        *other_spaces(c),
         (f"temporaries{each}", human_bytes(c.temp_bytes)),
         (f"arguments{each}", human_bytes(c.argument_bytes)),
-        (f"outputs (the gradients){each}", human_bytes(c.output_bytes)),
+        (f"outputs (the loss and gradients){each}", human_bytes(c.output_bytes)),
         (f"aliased{each}", human_bytes(c.alias_bytes)),
         ("generated code", human_bytes(c.generated_code_bytes)),
-    ]
+    ]  # fmt: skip
     if c.host_temp_bytes:
         rows.append((f"host temporaries{each}", human_bytes(c.host_temp_bytes)))
     if c.flops is not None:
-        rows.append(("FLOPs (XLA's count, a scan body once)", human_flops(int(c.flops))))
+        rows.append(("FLOPs (XLA's count, a loop body once)", human_flops(int(c.flops))))
+    if c.transcendentals:
+        rows.append(("transcendentals (XLA's count)", human_flops(int(c.transcendentals))))
+    note = flop_note(
+        (a.flops["forward"] + a.flops["backward"]) / c.devices, a.flops["recompute"] / c.devices, c
+    )
+    if note:
+        rows.append(("FLOPs, XLA's and remat-tui's", note))
+    if a.time:
+        rows.append(("est. step", estimate_words(a.time)))
+    if a.measured:
+        rows.append(("measured", measured_words(a.measured)))
+    ran = "run on the device" if a.measured and a.measured.get("runs") else "never run"
     rows += [
         ("saved by autodiff (residuals)", saved(a)),
         ("what was compiled", step_words(c)),
-        ("compiled in", f"{c.seconds:.1f} s, never run"),
+        ("compiled in", f"{c.seconds:.1f} s, {ran}"),
     ]
     return rows
+
+
+def other_spaces(c) -> list[tuple[str, str]]:
+    """A row per memory space besides the device's main memory (TPU VMEM, host
+    memory of offloaded values), each at its own peak, and XLA's own peak of
+    them all with why the two differ, where they do."""
+    memory = c.memory or {}
+    rows = []
+    for space in memory.get("other_spaces", []):
+        largest = space["at_peak"][0] if space["at_peak"] else None
+        what = f"{human_bytes(space['peak_bytes'])} at its own peak"
+        if largest is not None:
+            what += f"; largest {largest['shape']} {human_bytes(largest['bytes'])}"
+            if largest["source"]:
+                what += f" at {os.path.basename(largest['source']['file'])}:"
+                what += str(largest["source"]["line"])
+        rows.append((f"peak in {space['space']} (not device memory)", what))
+    if c.backend_peak_bytes and c.backend_peak_bytes != c.peak_bytes:
+        rows.append(("XLA's peak_memory_in_bytes", human_bytes(c.backend_peak_bytes)))
+    if c.spaces_note:
+        rows.append(("memory spaces", c.spaces_note))
+    return rows
+
+
+def estimate_words(t: dict) -> str:
+    """`~1.23 ms on cpu (compute 0.5 ms + transcendentals 0.2 ms + memory
+    0.4 ms + host 0; roofline, an estimate)`."""
+    parts = [
+        f"compute {human_seconds(t['compute_seconds'])}",
+        f"transcendentals {human_seconds(t['transcendental_seconds'])}",
+        f"memory {human_seconds(t['memory_seconds'])}",
+        f"host {human_seconds(t['host_seconds'])}",
+    ]
+    return f"~{human_seconds(t['seconds'])} on {t['chip']} ({', '.join(parts)}; {t['model']})"
+
+
+def measured_words(m: dict) -> str:
+    """`1.21 ms min, 1.25 ms median of 5 runs; peak 1.2 GiB` or why it has none."""
+    if m.get("error"):
+        return m["error"].splitlines()[0]
+    text = (
+        f"{human_seconds(m['min_seconds'])} min, {human_seconds(m['median_seconds'])} median "
+        f"of {m['runs']} runs"
+    )
+    if m.get("peak_bytes") is not None:
+        return text + f"; peak {human_bytes(m['peak_bytes'])}"
+    return text + f"; no peak figure: {m.get('peak_note')}"
 
 
 def step_words(c) -> str:

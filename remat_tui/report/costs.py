@@ -23,20 +23,29 @@ def spanned_devices(rows) -> int:
     return max(((r.compiled or {}).get("devices") or 1 for r in rows), default=1)
 
 
+def any_measured(rows) -> bool:
+    return any(r.measured for r in rows)
+
+
 def columns(rows) -> tuple[str, ...]:
-    """COLUMNS, saying whose bytes each counts once the arguments are sharded
-    over several devices: XLA's peak and temp are one device's, and the
-    residual bytes (a row has no per-device split of them) all devices'."""
+    """COLUMNS (with `measured` after the estimate when a row was run),
+    saying whose bytes each counts once the arguments are sharded over
+    several devices: XLA's peak and temp are one device's, and the residual
+    bytes (a row has no per-device split of them) all devices'."""
     n = spanned_devices(rows)
+    heads = COLUMNS
+    if any_measured(rows):
+        at = COLUMNS.index("est. step") + 1
+        heads = (*COLUMNS[:at], "measured", *COLUMNS[at:])
     if n <= 1:
-        return COLUMNS
+        return heads
     names = {
         "device": f"device (all {n})",
         "host": f"host (all {n})",
         "peak": "peak/device",
         "temp": "temp/device",
     }
-    return tuple(names.get(c, c) for c in COLUMNS)
+    return tuple(names.get(c, c) for c in heads)
 
 
 def legend_devices(rows) -> str:
@@ -98,6 +107,8 @@ def row_notes(row) -> list[str]:
         out.insert(0, "compile failed: " + row.error.splitlines()[-1].strip())
     elif compiled and not compiled.get("fits", True):
         out.insert(0, f"does not fit {compiled.get('device')}: {compiled.get('error')}")
+    elif (row.measured or {}).get("error"):
+        out.insert(0, row.measured["error"].replace("\n", " ").strip())
     return out
 
 
@@ -115,24 +126,69 @@ def time_cell(row) -> str:
     return f"~{human_seconds(row.time['seconds'])}" if row.time else ""
 
 
-def time_legend(rows) -> str:
-    """The legend's sentence on the step-time estimate, naming the chip, or ''."""
-    timed = next((r.time for r in rows if r.time), None)
-    if timed is None:
+def time_parts(t: dict) -> str:
+    """The estimate's parts: `compute 1.2 ms · transc. 0.3 ms · memory 0.5 ms`
+    (host only when there is some)."""
+    parts = [
+        f"compute {human_seconds(t['compute_seconds'])}",
+        f"transc. {human_seconds(t['transcendental_seconds'])}",
+        f"memory {human_seconds(t['memory_seconds'])}",
+    ]
+    if t["host_seconds"]:
+        parts.append(f"host {human_seconds(t['host_seconds'])}")
+    return " · ".join(parts)
+
+
+def measured_cell(row, rank: dict | None = None) -> str:
+    """`#1 1.23 ms`: the measured minimum and its rank among the measured
+    rows; `✗ did not fit when run`; `run failed`; or ''."""
+    m = row.measured
+    if not m:
         return ""
-    return (
-        f" est. step: an estimate of one step's time on {timed['chip']} by a roofline model "
-        "(max of FLOPs at peak FLOP/s and XLA's bytes accessed at memory bandwidth, plus "
-        "offloaded bytes out and back over the host link; remat_tui/core/xla/step_time.py), "
-        "the cost rows are ranked by once compiled; FLOPs stay beside it."
-    )
+    if m.get("min_seconds") is not None:
+        place = f"#{rank[id(row)]} " if rank and id(row) in rank else ""
+        return f"{place}{human_seconds(m['min_seconds'])}"
+    return "✗ did not fit when run" if not m.get("fits", True) else "run failed"
 
 
-def row_cells(row) -> tuple[str, ...]:
+def measured_ranks(rows) -> dict[int, int]:
+    """1 for the fastest measured row, 2 for the next, ... (by id)."""
+    timed = [r for r in rows if r.measured and r.measured.get("min_seconds") is not None]
+    timed.sort(key=lambda r: r.measured["min_seconds"])
+    return {id(r): i + 1 for i, r in enumerate(timed)}
+
+
+def time_legend(rows) -> str:
+    """The legend's sentences on the step-time estimate and the measured time,
+    naming the chip, or ''."""
+    timed = next((r.time for r in rows if r.time), None)
+    text = ""
+    if timed is not None:
+        overlap = "plus" if timed["chip"] == "cpu" else "or, when slower,"
+        text = (
+            f" est. step: an estimate of one step's time on {timed['chip']} by a roofline "
+            "model (XLA's FLOPs at peak FLOP/s, its transcendentals at the chip's rate for "
+            f"them, {overlap} its bytes accessed at memory bandwidth, plus offloaded bytes "
+            "out and back over the host link; remat_tui/core/xla/step_time.py); FLOPs stay "
+            "beside it."
+        )
+    measured = [r.measured for r in rows if r.measured]
+    if measured:
+        runs = next((m["runs"] for m in measured if m.get("runs")), 0)
+        text += (
+            f" measured: the fastest of {runs} runs of the compiled step on the device, "
+            "after a warm-up (#1 the fastest); where a row was measured, that is its cost."
+        )
+    return text
+
+
+def row_cells(row, rank: dict | None = None) -> tuple[str, ...]:
+    """One row of the table, COLUMNS' cells (with the `measured` cell when
+    `rank` is given: the rows were run)."""
     share = row.recompute_share
     compiled = row.compiled or {}
     fitting = compiled.get("fits", True)
-    return (
+    cells = [
         "★" if row.pareto else "",
         human_bytes(row.device_bytes),
         human_bytes(row.host_bytes) if row.host_bytes else "",
@@ -144,7 +200,10 @@ def row_cells(row) -> tuple[str, ...]:
         time_cell(row),
         config_label(row),
         "; ".join(row_notes(row)),
-    )
+    ]
+    if rank is not None:
+        cells.insert(COLUMNS.index("est. step") + 1, measured_cell(row, rank))
+    return tuple(cells)
 
 
 # ---- compare --------------------------------------------------------------------------
@@ -153,14 +212,16 @@ def row_cells(row) -> tuple[str, ...]:
 def render_compare(c, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(c.to_dict(), indent=2) + "\n"
-    cells = [row_cells(r) for r in c.rows]
+    rank = measured_ranks(c.rows) if any_measured(c.rows) else None
+    cells = [row_cells(r, rank) for r in c.rows]
     heads = columns(c.rows)
     title = target_label(c.target_file, c.target_name)
     legend = (
         (
             "★ Pareto-optimal: no other row needs no more memory at no more cost (the "
-            "estimated step time once compiled, else recompute FLOPs; host bytes break ties; "
-            "an offload slower than recomputing is never ★). "
+            "measured step time where the rows were run, else the estimated one once "
+            "compiled, else recompute FLOPs; host bytes break ties; an offload slower than "
+            "recomputing is never ★). "
             "device/host: residual bytes saved by autodiff; recompute: forward FLOPs the "
             "backward pass does again; peak/temp: the compiled gradient alone (no optimizer "
             "state), or the training step for a target that says what it trains, when "

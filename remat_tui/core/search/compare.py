@@ -23,8 +23,13 @@ from remat_tui.core.trace.analysis import costs_view, row_view
 from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.trace.traced import Trace, trace_config
 from remat_tui.core.units import human_bytes, human_seconds
+from remat_tui.core.xla import compiled as compiled_xla
 from remat_tui.core.xla import step_time
+from remat_tui.core.xla.flop_note import flop_note
+from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.core.xla.peak_notes import peak_note
+from remat_tui.errors import RematError
 
 
 @dataclass
@@ -43,6 +48,7 @@ class Row:
     transpose_flops: int | None = None
     compiled: dict | None = None
     time: dict | None = None  # the step-time estimate (core/xla/step_time.py), once compiled
+    measured: dict | None = None  # its step run on the device (core/xla/measure.py), on request
     pareto: bool = False
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # its compile failed (other than running out of memory)
@@ -58,10 +64,34 @@ class Row:
         return self.device_bytes
 
     @property
+    def cost_source(self) -> str:
+        """What `cost` is: "measured" (the step run on the device), "estimate"
+        (the roofline, once compiled on a chip the table knows) or "flops"
+        (the recompute FLOPs)."""
+        if self.measured and self.measured.get("min_seconds") is not None:
+            return "measured"
+        return "estimate" if self.time else "flops"
+
+    @property
     def cost(self) -> tuple:
-        """What ranks rows: the estimated step time once compiled on a chip the
-        table knows, else the recompute FLOPs; host bytes break ties."""
+        """What ranks rows: the measured step time, else the estimated one,
+        else the recompute FLOPs (`cost_source`); host bytes break ties."""
+        source = self.cost_source
+        if source == "measured":
+            return (self.measured["min_seconds"], self.host_bytes)
+        return (self.time["seconds"] if source == "estimate" else self.recompute_flops, self.host_bytes)
+
+    @property
+    def estimated_cost(self) -> tuple:
+        """`cost` before any run: the estimated step time, else the recompute
+        FLOPs. What suggest's ordered search prunes with (its bounds are the
+        estimate's)."""
         return (self.time["seconds"] if self.time else self.recompute_flops, self.host_bytes)
+
+    @property
+    def measure_failed(self) -> bool:
+        """Its step raised when run (not for want of memory): bad input."""
+        return bool(self.measured and self.measured.get("error") and self.measured.get("fits"))
 
     @property
     def step_flops(self) -> int | None:
@@ -72,8 +102,13 @@ class Row:
 
     @property
     def fits(self) -> bool:
-        """Whether it fits the device: compiled and XLA took it, or not compiled."""
-        return self.error is None and (self.compiled or {}).get("fits", True)
+        """Whether it fits the device: compiled and XLA took it (and, when run,
+        it did not run out of memory), or not compiled."""
+        return (
+            self.error is None
+            and (self.compiled or {}).get("fits", True)
+            and (self.measured or {}).get("fits", True)
+        )
 
     @property
     def recompute_share(self) -> float | None:
@@ -90,6 +125,8 @@ class Row:
             "forward_flops": self.forward_flops,
             "compiled": self.compiled,
             "time": self.time,
+            "measured": self.measured,
+            "cost_source": self.cost_source,
             "pareto": self.pareto,
             "notes": list(self.notes),
             "error": self.error,
@@ -141,34 +178,50 @@ def compare(
     cancelled: Callable[[], bool] | None = None,
     progress: Callable[[int, int, Config], None] | None = None,
     on_row: Callable[[Row], None] | None = None,
+    measure: bool = False,
+    runs: int = RUNS,
 ) -> Comparison:
     """Rows for `policies` (outer specs; default: every configuration worth
     comparing, see `candidates`), each with `sites` as the site overrides.
+    `measure`: compile each and run it on the device `runs` times (after a
+    warm-up), and rank by the measured time (core/xla/measure.py).
     `on_row` receives each row as soon as it is measured (compiled too), for
     a view to show it at once; notes that weigh rows against each other and
     the Pareto marks come with the Comparison."""
     start = time.perf_counter()
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
+    if measure:
+        check_measurable(base.device, runs)
+    compiled = compiled or measure
     baseline_analysis, transpose = measure_baseline(target, base, compiled, cancelled)
     if policies is None:
         configs = candidates(target, baseline_analysis, base)
     else:
         configs = [base.with_policy(canonical_spec(p, target)) for p in policies]
     rows = evaluate(
-        target, configs, baseline_analysis, compiled, cancelled, progress, on_row, transpose
+        target,
+        configs,
+        baseline_analysis,
+        compiled,
+        cancelled,
+        progress,
+        on_row,
+        transpose,
+        runs=runs if measure else None,
     )
-    judge_offloads(target, rows, baseline_analysis, cancelled)
+    return conclude(target, rows, baseline_analysis, base, time.perf_counter() - start)
+
+
+def conclude(target, rows: list[Row], baseline: Analysis, base: Config, seconds: float,
+             cancelled=None) -> Comparison:  # fmt: skip
+    """The Comparison of `rows` (all of them, or those made before a cancel):
+    the notes that weigh rows against each other, and the Pareto marks."""
+    judge_offloads(target, rows, baseline, cancelled)
     saved_name_notes(rows)
     peak_notes(rows, base)
     mark_pareto(rows)
-    return Comparison(
-        target.file,
-        target.name,
-        baseline_analysis.device,
-        rows,
-        time.perf_counter() - start,
-    )
+    return Comparison(target.file, target.name, baseline.device, rows, seconds)
 
 
 def measure_baseline(target, base: Config, compiled: bool, cancelled=None):
@@ -194,10 +247,12 @@ def evaluate(
     progress,
     on_row=None,
     transpose: int | None = None,
+    runs: int | None = None,
 ) -> list[Row]:
     """One row per config (the baseline's analysis is reused for its own).
     Compiled rows get a step time from `transpose` (`transpose_flops`);
-    rows to be compiled later need `with_step_flops` first."""
+    rows to be compiled later need `with_step_flops` first. `runs`: also run
+    each compiled row that many times (compile_row)."""
     reference = Baseline.of(baseline)
     rows = []
     for i, config in enumerate(configs):
@@ -212,36 +267,44 @@ def evaluate(
         row.transpose_flops = transpose
         row.notes = notes_for(a, reference)
         if compiled:
-            compile_row(target, row, cancelled)
+            compile_row(target, row, cancelled, runs)
         rows.append(row)
         if on_row is not None:
             on_row(row)
     return rows
 
 
-def compile_row(target, row: Row, cancelled=None) -> None:
-    """Compile a row's configuration. A compile that does not fit is the row's
-    answer (`fits` False); any other failure is the row's `error`: neither
-    stops a comparison or a search."""
-    from remat_tui.core.xla.compiled import compile_costs
-    from remat_tui.errors import RematError
-
+def compile_row(target, row: Row, cancelled=None, runs: int | None = None, run_if=None) -> None:
+    """Compile a row's configuration and, with `runs`, run it that many times
+    on its device (after a warm-up). A compile that does not fit is the row's
+    answer (`fits` False), and so is a run out of memory; any other compile
+    failure is the row's `error`, a run's failure its `measured["error"]`:
+    none of them stops a comparison or a search. `run_if(compiled)`: run
+    only the compiles it accepts."""
     try:
-        result = compile_costs(target, row.config, cancelled=cancelled, memory=True)
+        if runs is None:
+            result = compiled_xla.compile_costs(target, row.config, cancelled=cancelled, memory=True)
+        else:
+            result, measured = measure_step(target, row.config, runs, cancelled, run_if=run_if)
+            row.measured = None if measured is None else measured.to_dict()
     except RematError as exc:
         row.error = exc.message
         return
     row.compiled = result.to_dict()
     chip = step_time.chip_of(result.device)
-    if result.fits and chip is not None and row.step_flops is not None:
-        per_device = result.devices
+    if not result.fits or row.step_flops is None:
+        return
+    per_device = result.devices
+    if chip is not None:
         row.time = step_time.estimate(
             chip,
             row.step_flops / per_device,
             row.host_bytes / per_device,
-            result.bytes_accessed,
-            result.flops,
+            step_time.StepCounts.of(result),
         ).to_dict()
+    note = flop_note(row.step_flops / per_device, row.recompute_flops / per_device, result)
+    if note is not None:
+        row.notes.append(note)
 
 
 def transpose_flops(baseline: Trace, cancelled=None) -> int:
@@ -339,9 +402,10 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
 
 def mark_pareto(rows: list[Row]) -> None:
     """A row is Pareto-optimal when it fits, its offload is not slower than
-    recomputing, and no other such row needs no more memory at no more cost
-    (Row.cost: step time or recompute, then host bytes), and less of one."""
-    eligible = [r for r in rows if r.fits and not r.offload_slower]
+    recomputing, its run (if any) did not fail, and no other such row needs
+    no more memory at no more cost (Row.cost: measured or estimated step
+    time, or recompute, then host bytes), and less of one."""
+    eligible = [r for r in rows if r.fits and not r.offload_slower and not r.measure_failed]
     for row in rows:
         row.pareto = row in eligible and not any(
             other.weighed_bytes <= row.weighed_bytes

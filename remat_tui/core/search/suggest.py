@@ -11,6 +11,11 @@ and every save/offload/recompute assignment of its checkpoint_names, applied
 where the code puts its checkpoints (each checkpointed function) or, in code
 without sites, as an outer policy.
 
+Measured (`measure=True`): the same ordered search, by the estimate, and each
+compiled candidate that fits the budget also runs on the device; the answer
+is the least measured time among them. Candidates left out are those
+estimated slower than the estimated best before compiling.
+
 With compiling, only what can change the answer is compiled: every
 candidate is first analysed without compiling (its recompute FLOPs and host
 bytes need no compile, and give a lower bound of its step time), then
@@ -50,6 +55,7 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import step_time
+from remat_tui.core.xla.measure import RUNS, check_measurable
 
 EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic
 STATES = ("recompute", "save", "offload")
@@ -66,6 +72,7 @@ class Suggestion:
     searched: int
     rows: list[Row]
     compiled_count: int = 0  # configurations compiled (compiled measure only)
+    measured_count: int = 0  # configurations run on the device (measure=True)
     skipped: int = 0  # configurations not compiled: they could not change the answer
     skipped_why: str = ""
     # What the device has for the program (compiled measure only): XLA's figure
@@ -88,6 +95,7 @@ class Suggestion:
             "exact": self.exact,
             "searched": self.searched,
             "compiled_count": self.compiled_count,
+            "measured_count": self.measured_count,
             "skipped": {"count": self.skipped, "why": self.skipped_why},
             "device_memory": self.device_memory,
             "budget_above_device": self.budget_above_device,
@@ -106,12 +114,20 @@ def suggest(
     cancelled=None,
     progress=None,
     compile_all: bool = False,
+    measure: bool = False,
+    runs: int = RUNS,
 ) -> Suggestion:
     """The least-cost configuration whose memory fits `budget` (see the module
     doc). `compile_all`: compile every candidate rather than only those that
-    can change the answer, to check the ordered search (bench/, tests)."""
+    can change the answer, to check the ordered search (bench/, tests).
+    `measure`: run each compiled candidate that fits `runs` times on the
+    device, and choose by the measured time."""
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
+    if measure:
+        check_measurable(base.device, runs)
+    compiled = compiled or measure
+    run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
     first, transpose = measure_baseline(target, base, compiled, cancelled)
     places = list(dict.fromkeys(s.function for s in first.sites)) or [None]
     names = [n.name for n in first.names]
@@ -119,7 +135,7 @@ def suggest(
     space = len(choices) ** len(places)
     measured: dict[Config, Row] = {}
 
-    def run(configs: list[Config]) -> list[Row]:
+    def analysed(configs: list[Config]) -> list[Row]:
         """Rows for `configs`, each configuration analysed once (not compiled)."""
         new = [c for c in dict.fromkeys(configs) if c not in measured]
         rows = evaluate(target, new, first, False, cancelled, progress)
@@ -129,10 +145,10 @@ def suggest(
     exact = space <= exact_limit
     if exact:  # one batch, so its progress counts to the number searched
         combos = itertools.product(choices, repeat=len(places))
-        run([base, *(_config(base, first.sites, places, c) for c in combos)])
+        analysed([base, *(_config(base, first.sites, places, c) for c in combos)])
     else:
-        run([base])
-        _heuristic(base, first.sites, places, names, choices, run)
+        analysed([base])
+        _heuristic(base, first.sites, places, names, choices, analysed)
     rows = list(measured.values())
     baseline = next(r for r in rows if r.config == base)
     judge_offloads(target, rows, first, cancelled)
@@ -144,17 +160,17 @@ def suggest(
             for i, row in enumerate(rows):
                 if progress is not None:
                     progress(i, len(rows), row.config, "compiling")
-                compile_row(target, row, cancelled)
+                run(target, row, cancelled)
             done = rows
         else:
-            done, why = compile_in_order(target, rows, baseline, budget, cancelled, progress)
+            done, why = compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
         skipped = len(rows) - len(done)
         why = why if skipped else ""
         rows = done
     if compiled:
         peak_notes(rows, base)
     mark_pareto(rows)
-    fitting = [r for r in rows if r.fits and r.weighed_bytes <= budget]
+    fitting = [r for r in rows if r.fits and r.weighed_bytes <= budget and not r.measure_failed]
     if fitting:
         best = min(_eligible(fitting), key=lambda r: (r.cost, r.weighed_bytes))
     else:
@@ -170,6 +186,7 @@ def suggest(
         searched=len(measured),
         rows=rows,
         compiled_count=len(rows) if compiled else 0,
+        measured_count=sum(1 for r in rows if r.measured),
         skipped=skipped,
         skipped_why=why,
         device_memory=_device_memory(rows) if compiled else None,
@@ -194,7 +211,21 @@ def _eligible(rows: list[Row]) -> list[Row]:
     return [r for r in rows if not r.offload_slower] or rows
 
 
-def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancelled, progress):
+class Runner:
+    """How suggest compiles a row: compile_row, and with `runs`, a run of each
+    compile `worth_running` accepts (those that fit the budget)."""
+
+    def __init__(self, runs: int | None, worth_running):
+        self.runs, self.worth_running = runs, worth_running
+
+    def __call__(self, target, row: Row, cancelled) -> None:
+        run_if = self.worth_running if self.runs is not None else None
+        compile_row(target, row, cancelled, self.runs, run_if)
+
+
+def compile_in_order(
+    target, rows: list[Row], baseline: Row, budget: int, cancelled, progress, run=None
+):
     """Compile rows from the least cost they can have, and stop at the first
     whose least cost exceeds the cost of the best row found to fit the budget:
     no later row can be the answer. The baseline (the code as written) comes
@@ -203,11 +234,13 @@ def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancel
 
     A row's least cost before compiling is exact in its recompute FLOPs and
     host bytes; on a chip the table knows, it is the step time's lower bound
-    (core/xla/step_time.py), which its compile can only raise. Returns the rows
-    compiled and why the rest were not."""
+    (core/xla/step_time.py), which its compile can only raise; so rows are
+    weighed by their estimated cost here, measured or not. `run` compiles a
+    row (Runner). Returns the rows compiled and why the rest were not."""
+    run = run or Runner(None, None)
     if progress is not None:
         progress(0, len(rows), baseline.config, "compiling")
-    compile_row(target, baseline, cancelled)
+    run(target, baseline, cancelled)
     done = [baseline]
     chip = step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
     devices = baseline.compiled.get("devices", 1) if baseline.compiled else 1
@@ -232,17 +265,17 @@ def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancel
                 break  # this row and every later one cost more than one that fits
             if progress is not None:
                 progress(len(done), len(rows), row.config, "compiling")
-            compile_row(target, row, cancelled)
+            run(target, row, cancelled)
             done.append(row)
-            if answers(row) and (best is None or row.cost < best):
-                best = row.cost
+            if answers(row) and (best is None or row.estimated_cost < best):
+                best = row.estimated_cost
 
     # An offload slower than recomputing is the answer only if nothing else
     # fits: those are compiled last, and only then.
     ordered = sorted((r for r in rows if r is not baseline), key=least)
     compile_from_cheapest(
         [r for r in ordered if not r.offload_slower],
-        baseline.cost if _answers(baseline, budget) else None,
+        baseline.estimated_cost if _answers(baseline, budget) else None,
         lambda r: _answers(r, budget),
     )
     slower = [r for r in ordered if r.offload_slower]
@@ -252,7 +285,9 @@ def compile_in_order(target, rows: list[Row], baseline: Row, budget: int, cancel
         def within(r: Row) -> bool:
             return r.fits and r.weighed_bytes <= budget
 
-        compile_from_cheapest(slower, baseline.cost if within(baseline) else None, within)
+        compile_from_cheapest(
+            slower, baseline.estimated_cost if within(baseline) else None, within
+        )
     if chip is not None:
         why = f"each is estimated slower on {chip.name} than the answer, even before compiling"
     else:

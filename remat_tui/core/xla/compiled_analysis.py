@@ -19,7 +19,10 @@ from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace.analysis import full_view, resolve, row_view
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.trace.traced import trace, trace_config
+from remat_tui.core.xla import step_time
 from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.core.xla.peak_notes import peak_note
 from remat_tui.errors import RematError
 
@@ -33,18 +36,41 @@ def analyze_compiled(
     cancelled=None,
     sites: dict | None = None,
     config: Config | None = None,
+    measure: bool = False,
+    runs: int = RUNS,
 ) -> Analysis:
-    """`analyze` (its arguments alike), then the gradient compiled for the
-    device (never run), with where its peak goes."""
+    """`analyze` (its arguments alike), then the step compiled for the device,
+    with where its peak goes and the estimate of its time; `measure`: also
+    run it there `runs` times (core/xla/measure.py)."""
     target = as_target(fn, args, kwargs)
     config, dev = resolve(target, policy, sites, device, config)
+    if measure:
+        check_measurable(dev, runs)
     arguments = resolve_arguments(target, device_set(dev))
     a = full_view(trace(target, config, dev, arguments, cancelled), cancelled)
-    compiled = compile_costs(
-        target, config, cancelled, device=dev, arguments=arguments, memory=True
-    )
-    a = replace(a, compiled=compiled)
-    return replace(a, compiled=linked(target, a, dev, cancelled))
+    measured = None
+    if measure:
+        compiled, measured = measure_step(
+            target, config, runs, cancelled, device=dev, arguments=arguments
+        )
+    else:
+        compiled = compile_costs(
+            target, config, cancelled, device=dev, arguments=arguments, memory=True
+        )
+    a = replace(a, compiled=compiled, measured=None if measured is None else measured.to_dict())
+    return replace(a, compiled=linked(target, a, dev, cancelled), time=estimated(a))
+
+
+def estimated(a: Analysis) -> dict | None:
+    """The step-time estimate of a compiled analysis (core/xla/step_time.py),
+    on a chip the table knows; None otherwise."""
+    c = a.compiled
+    chip = step_time.chip_of(c.device) if c is not None and c.fits else None
+    if chip is None:
+        return None
+    flops = (a.flops["forward"] + a.flops["backward"]) / c.devices
+    host = a.totals.host_bytes / c.devices
+    return step_time.estimate(chip, flops, host, step_time.StepCounts.of(c)).to_dict()
 
 
 def linked(target, a: Analysis, dev, cancelled):

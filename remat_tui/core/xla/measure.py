@@ -1,0 +1,219 @@
+"""Provides `measure` (Contract 9): a configuration's compiled step run on the
+local device it was compiled for, and timed.
+
+The step is the one core/xla/compiled.py compiles (the gradient keeping the
+loss, or the training step), compiled once here and run: one warm-up run,
+then `runs` timed runs, each to the end of its results
+(`block_until_ready`). A training step donates its parameters and optimizer
+state and gets back new ones, which the next run takes, as a loop runs it.
+
+Arguments: the target's example arrays where it gave arrays; for a
+`jax.ShapeDtypeStruct`, an array of its shape, dtype and sharding, made on
+the device: floats from a normal distribution (standard deviation 0.1),
+integers and booleans zeros (safe indices). Dense programs run as fast
+whatever the values; a program whose control flow depends on them runs as
+these make it.
+
+The measured peak is the backend's `peak_bytes_in_use` (`memory_stats()`),
+which the backend keeps once per process: a candidate whose peak stays below
+one reached before in the process has no figure of its own, and says so. The
+CPU backend keeps no memory statistics.
+
+Before running, a candidate whose compiled peak exceeds the device's memory
+is refused; one that runs out of memory anyway is a result too (`fits`
+False, "did not fit when run"). A deviceless TPU topology has no device to
+run on: `check_measurable` says so before anything is compiled.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.devices import device_label, resolve_device, topology_of
+from remat_tui.core.trace.configured import check_cancelled
+from remat_tui.core.units import human_bytes
+from remat_tui.core.xla.compiled import Compiled, compile_step, out_of_memory, trim_message
+from remat_tui.errors import RematError
+from remat_tui.registry import Target
+
+RUNS = 5  # timed runs after the warm-up, unless asked otherwise
+FILL_STD = 0.1  # the spread of the normal values a ShapeDtypeStruct is filled with
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What running one compiled step took on its device."""
+
+    runs: int  # timed runs done (after one warm-up)
+    min_seconds: float | None
+    median_seconds: float | None
+    peak_bytes: int | None  # the backend's peak while it ran, where it can tell
+    peak_note: str | None = None  # why there is no peak figure
+    fits: bool = True  # False: refused, or ran out of memory, before its runs were done
+    error: str | None = None  # why it has no times
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.min_seconds is not None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_measurable(device, runs: int) -> None:
+    """Raise RematError when `device` (a label or jax.Device) cannot be run on,
+    or `runs` is not a positive count: before anything is compiled."""
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise RematError(
+            f"runs: {runs!r}: measuring needs at least one timed run (default {RUNS}); "
+            "give a positive whole number."
+        )
+    dev = resolve_device(device)
+    if topology_of(dev) is not None:
+        raise RematError(
+            f"{device_label(dev)} is a deviceless TPU topology: it compiles here but cannot "
+            "run here, so it cannot be measured. Drop --measure to rank by the estimate, or "
+            "measure on a machine with that TPU (--device tpu:0)."
+        )
+
+
+def measure(
+    target: Target,
+    config: Config,
+    runs: int = RUNS,
+    cancelled: Callable[[], bool] | None = None,
+    *,
+    device=None,
+    arguments: tuple[tuple, dict] | None = None,
+    memory: bool = True,
+    run_if: Callable[[Compiled], bool] | None = None,
+) -> tuple[Compiled, Measured | None]:
+    """Compile `config`'s step for its device (or `device`) and run it: XLA's
+    numbers, and what the runs took (None when `run_if` says the compile
+    need not run: suggest runs only what fits its budget). A compile that
+    fails raises RematError (as compile_costs does); a run that fails is the
+    Measured's `error`."""
+    dev = resolve_device(config.device) if device is None else device
+    check_measurable(dev, runs)
+    step = compile_step(
+        target, config, cancelled, device=dev, arguments=arguments, memory=memory
+    )
+    compiled = step.result
+    if step.executable is None:  # XLA refused it for want of memory
+        return compiled, Measured(0, None, None, None, fits=False, error="did not fit the device")
+    if run_if is not None and not run_if(compiled):
+        return compiled, None
+    capacity = device_memory(dev)
+    if capacity is not None and compiled.peak_bytes > capacity:
+        return compiled, Measured(
+            0, None, None, None, fits=False,
+            error=f"not run: its compiled peak, {human_bytes(compiled.peak_bytes)}, exceeds "
+            f"the device's {human_bytes(capacity)}",
+        )  # fmt: skip
+    try:
+        return compiled, _run(step, dev, runs, cancelled)
+    finally:
+        del step  # the executable and the arguments go now, before the next candidate
+
+
+def device_memory(dev) -> int | None:
+    """Bytes the device can hold: the backend's limit where it reports one, the
+    machine's available memory for the CPU, else None."""
+    stats = _memory_stats(dev)
+    if stats and stats.get("bytes_limit"):
+        return int(stats["bytes_limit"])
+    if dev.platform == "cpu":
+        return _available_ram()
+    return None
+
+
+def _available_ram() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _memory_stats(dev) -> dict | None:
+    try:
+        return dev.memory_stats()
+    except Exception:  # a backend without them
+        return None
+
+
+def _run(step, dev, runs: int, cancelled) -> Measured:
+    before = _memory_stats(dev)
+    try:
+        real = [_real(leaf, placed) for leaf, placed in zip(step.leaves, step.abstract, strict=True)]
+        inputs = step.lowered.inputs(real, _fill)
+        times = []
+        for i in range(runs + 1):  # the first is the warm-up
+            check_cancelled(cancelled)
+            start = time.perf_counter()
+            outputs = step.executable(*inputs)
+            jax.block_until_ready(outputs)
+            if i:
+                times.append(time.perf_counter() - start)
+            if step.lowered.carried:  # donated: the next step takes what this one gave
+                inputs = (*outputs[: step.lowered.carried], *inputs[step.lowered.carried :])
+            del outputs
+    except Exception as exc:
+        if isinstance(exc, RematError) or type(exc).__name__ == "Cancelled":
+            raise
+        message = str(exc)
+        if out_of_memory(message):
+            return Measured(0, None, None, None, fits=False,
+                            error=f"did not fit when run:\n{trim_message(message)}")  # fmt: skip
+        return Measured(0, None, None, None,
+                        error=f"raised when run: {type(exc).__name__}:\n{trim_message(message)}")  # fmt: skip
+    peak, note = _peak(before, _memory_stats(dev), dev)
+    return Measured(runs, min(times), statistics.median(times), peak, note)
+
+
+def _peak(before: dict | None, after: dict | None, dev) -> tuple[int | None, str | None]:
+    if not after or "peak_bytes_in_use" not in after:
+        return None, f"the {dev.platform} backend reports no memory statistics"
+    earlier = int((before or {}).get("peak_bytes_in_use", 0))
+    now = int(after["peak_bytes_in_use"])
+    if now > earlier:
+        return now, None
+    return None, (
+        f"it stayed below this process's earlier peak ({human_bytes(earlier)}), "
+        "which the backend keeps, not one per step"
+    )
+
+
+def _real(leaf, placed: jax.ShapeDtypeStruct):
+    """The target's example array, placed as the step was compiled for; or,
+    for a ShapeDtypeStruct, one made."""
+    if isinstance(leaf, (jax.Array, np.ndarray, np.generic, int, float, bool, complex)):
+        return jax.device_put(leaf, placed.sharding)
+    return _fill(placed, placed.sharding)
+
+
+def _fill(example, sharding):
+    """An array of `example`'s shape and dtype, made on the device where
+    `sharding` places it: normal values for floats, zeros otherwise."""
+    if isinstance(example, (jax.Array, np.ndarray, np.generic)):
+        return jax.device_put(example, sharding)
+    shape, dtype = tuple(example.shape), jnp.dtype(example.dtype)
+    if jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.complexfloating):
+        make = lambda key: (FILL_STD * jax.random.normal(key, shape)).astype(dtype)  # noqa: E731
+        return jax.jit(make, out_shardings=sharding)(jax.random.key(0))
+    return jax.jit(lambda: jnp.zeros(shape, dtype), out_shardings=sharding)()
