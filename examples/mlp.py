@@ -4,6 +4,10 @@ to open in remat-tui (`remat-tui examples/mlp.py`).
 Try the policies: as written, every layer's tanh input and output is kept;
 nothing_saveable keeps only the arguments; save_only_these_names('layer1')
 keeps one layer's output and recomputes the rest.
+
+Its example scales: `example_args` takes the batch (default 32, the example
+every view analyses), so `remat-tui fit examples/mlp.py --budget 4MiB` finds
+the largest batch each policy fits.
 """
 
 import jax
@@ -16,17 +20,18 @@ SIZES = (64, 128, 128, 128, 10)
 BATCH = 32
 
 
-def example_args():
+def example_args(batch=BATCH):
     """Shapes only: remat-tui traces and never runs the function, so
     jax.ShapeDtypeStruct stands in for each array (nothing is allocated or
     computed, and the first analysis shows at once) and the residuals are
-    exactly those real arrays of these shapes would give."""
+    exactly those real arrays of these shapes would give. `batch`: remat-tui
+    fit builds the example at other batch sizes."""
 
     def f32(*shape):
         return jax.ShapeDtypeStruct(shape, jnp.float32)
 
     params = [(f32(m, n), f32(n)) for m, n in zip(SIZES[:-1], SIZES[1:], strict=True)]
-    return params, f32(BATCH, SIZES[0]), f32(BATCH, SIZES[-1])
+    return params, f32(batch, SIZES[0]), f32(batch, SIZES[-1])
 
 
 def layer(params, x):

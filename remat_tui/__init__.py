@@ -16,6 +16,7 @@ __all__ = [
     "analyze",
     "compare",
     "diff",
+    "fit",
     "load_targets",
     "suggest",
     "target",
@@ -112,3 +113,22 @@ def diff(fn, a="as_written", b="as_written", args=None, kwargs=None, sites_a=Non
     first = Config.make(a, sites_a, declared=target.policies)
     second = Config.make(b, sites_b, declared=target.policies)
     return _diff(target, first, second)
+
+
+def fit(
+    fn, budget, args=None, kwargs=None, policies=None, sites=None, device=None, multiple=1,
+    max_batch=None, measure=False, runs=5,
+):  # fmt: skip
+    """Per configuration, the largest batch whose compiled step fits `budget`
+    (bytes per device, or a size like '16GiB'), its step time and examples
+    per second, best first (core.search.fit). The target's `args` factory
+    must take `batch` (`args=lambda batch=32: ...`); `multiple`: batches in
+    steps of that many; `measure=True` runs each row's step on `device`."""
+    from remat_tui.core.search.fit import fit as _fit
+    from remat_tui.report.units import parse_size
+
+    budget = parse_size(budget) if isinstance(budget, str) else budget
+    return _fit(
+        fn, budget, args, kwargs, policies=policies, sites=sites, device=device,
+        multiple=multiple, max_batch=max_batch, measure=measure, runs=runs,
+    )  # fmt: skip

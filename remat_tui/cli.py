@@ -1,5 +1,5 @@
 """Provides the command line: `remat-tui FILE[:NAME]` (the app) and the headless
-subcommands `report`, `compare`, `suggest` and `diff`.
+subcommands `report`, `compare`, `suggest`, `diff`, `memory` and `fit` (cli_fit.py).
 
 The subcommands share one set of options (target, policy, sites, device,
 format, output) and run one way (`_headless`): what the target prints goes to
@@ -18,11 +18,11 @@ import contextlib
 import os
 import sys
 
-from remat_tui import __version__
+from remat_tui import __version__, cli_fit
 from remat_tui.errors import RematError
 from remat_tui.report import FORMATS  # light: the report modules import no jax
 
-SUBCOMMANDS = ("report", "compare", "suggest", "diff", "memory")
+SUBCOMMANDS = ("report", "compare", "suggest", "diff", "memory", "fit")
 # -o's extension picks the format when --format is not given.
 OUTPUT_FORMATS = {".json": "json", ".md": "md", ".markdown": "md", ".html": "html"}
 OUTPUT_FORMATS |= {".htm": "html", ".txt": "text"}
@@ -100,7 +100,7 @@ def app_parser() -> argparse.ArgumentParser:
         prog="remat-tui",
         description="See what JAX autodiff saves for the backward pass and what "
         "jax.checkpoint policies change. Headless: remat-tui {report,compare,suggest,"
-        "diff,memory} --help.",
+        "diff,memory,fit} --help.",
     )
     parser.add_argument("--version", action="version", version=f"remat-tui {__version__}")
     _target_options(parser)
@@ -203,6 +203,7 @@ def headless_parser() -> argparse.ArgumentParser:
         metavar="ID|FUNCTION=SPEC",
         help="a site override on side B; repeatable",
     )
+    cli_fit.add_parser(commands, _target_options, _policy_option, _output_options, _measure_options)
     return parser
 
 
@@ -274,6 +275,8 @@ def _check_before(opts: argparse.Namespace) -> dict:
         raise RematError("--runs is for --measure; add --measure to run the compiled steps.")
     if opts.command == "suggest":
         checks["budget"] = parse_size(opts.budget)
+    if opts.command == "fit":
+        checks |= cli_fit.check(opts)
     if opts.command == "report":
         checks["limits"] = _limits(opts)
     return checks
@@ -401,6 +404,7 @@ RUNNERS = {
     "suggest": _suggest,
     "diff": _diff,
     "memory": _memory,
+    "fit": cli_fit.run,
 }
 
 

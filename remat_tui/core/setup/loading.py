@@ -120,7 +120,9 @@ def load_target(ref: str) -> Target:
     return chosen
 
 
-def resolve_arguments(t: Target, devices: list | None = None) -> tuple[tuple, dict]:
+def resolve_arguments(
+    t: Target, devices: list | None = None, batch: int | None = None
+) -> tuple[tuple, dict]:
     """Call the target's args/kwargs factories, with clear errors when they fail.
 
     A factory that declares a parameter named `devices` (`args=lambda devices:
@@ -129,10 +131,15 @@ def resolve_arguments(t: Target, devices: list | None = None) -> tuple[tuple, di
     (core.setup.devices.device_set); None here means JAX's local devices. It builds
     its own mesh from them, with its own axis names, shape and axis types:
     `jax.make_mesh((4,), ("data",), devices=devices)`.
+
+    A factory that declares a parameter named `batch` builds the example at
+    that batch size (Contract 10: fit grows it, core/setup/scaling.py); with
+    `batch` None it is left to the parameter's default, the example's batch,
+    and a `batch` without a default is an error saying so.
     """
     return (
-        _resolve(t, t.args, "args", tuple, (), devices),
-        _resolve(t, t.kwargs, "kwargs", dict, {}, devices),
+        _resolve(t, t.args, "args", tuple, (), devices, batch),
+        _resolve(t, t.kwargs, "kwargs", dict, {}, devices, batch),
     )
 
 
@@ -143,29 +150,44 @@ def takes_devices(t: Target) -> bool:
 
 
 def _wants_devices(factory) -> bool:
+    return factory_parameter(factory, "devices") is not None
+
+
+def factory_parameter(factory, name: str):
+    """The `inspect.Parameter` called `name` of an args/kwargs factory, or None
+    (not a callable, no such parameter, or no signature to read)."""
     import inspect
 
     if not callable(factory):
-        return False
+        return None
     try:
-        return "devices" in inspect.signature(factory).parameters
+        return inspect.signature(factory).parameters.get(name)
     except (TypeError, ValueError):  # a builtin without a signature
-        return False
+        return None
 
 
-def _resolve(t: Target, value, what: str, kind: type, empty, devices=None):
+def _resolve(t: Target, value, what: str, kind: type, empty, devices=None, batch=None):
     if value is None:
         return empty
     if callable(value):
-        try:
-            if _wants_devices(value):
-                if devices is None:
-                    import jax
+        given = {}
+        if _wants_devices(value):
+            if devices is None:
+                import jax
 
-                    devices = jax.devices()
-                value = value(devices=list(devices))
-            else:
-                value = value()
+                devices = jax.devices()
+            given["devices"] = list(devices)
+        batch_parameter = factory_parameter(value, "batch")
+        if batch_parameter is not None and batch is not None:
+            given["batch"] = batch
+        elif batch_parameter is not None and batch_parameter.default is batch_parameter.empty:
+            raise RematError(
+                f"{t.label}: the {what} factory's `batch` parameter has no default, so there "
+                "is no example batch to analyse. Give it the example's batch as its default, "
+                f"e.g. {what}=lambda batch=32: ...; fit alone builds it at other batches."
+            )
+        try:
+            value = value(**given)
         except Exception as exc:
             raise RematError(
                 f"{t.label}: the {what} factory raised an exception.\n{user_traceback(exc)}"

@@ -116,12 +116,16 @@ def compile_costs(
     device=None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
+    same_program: Callable[[jax.stages.Lowered], Compiled | None] | None = None,
 ) -> Compiled:
     """Compile the gradient of `target` under `config` for its device (or
     `device`, a jax.Device, when given) and return XLA's numbers. `arguments`:
     (args, kwargs) already built from the target's factories, to reuse.
     `memory`: also read where the peak goes (Contract 7; XLA writes its record
-    of the compile, which takes a little longer). A compile that fails raises
+    of the compile, which takes a little longer). `same_program(lowered)`,
+    asked before compiling: a Compiled it knows for that very program (an
+    identical program compiles to identical numbers: core/xla/programs.py),
+    which then stands for this compile. A compile that fails raises
     RematError with XLA's message, trimmed."""
     dev = resolve_device(config.device) if device is None else device
     label = device_label(dev)
@@ -132,7 +136,10 @@ def compile_costs(
             if isinstance(hit[1], RematError):
                 raise RematError(hit[1].message)
             return hit[1]
-    return compile_step(target, config, cancelled, device=dev, arguments=arguments, memory=memory)[0]
+    return compile_step(
+        target, config, cancelled, device=dev, arguments=arguments, memory=memory,
+        same_program=same_program,
+    )[0]  # fmt: skip
 
 
 class CompiledStep(NamedTuple):
@@ -155,14 +162,16 @@ def compile_step(
     device=None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
+    same_program: Callable[[jax.stages.Lowered], Compiled | None] | None = None,
 ) -> CompiledStep:
     """`compile_costs` without its cache, keeping the executable: for a caller
-    that runs it. Its numbers are cached for `compile_costs` all the same."""
+    that runs it (None where `same_program` answered: nothing was compiled).
+    Its numbers are cached for `compile_costs` all the same."""
     dev = resolve_device(config.device) if device is None else device
     label = device_label(dev)
     key = (id(target), config, label, memory)
     try:
-        step = _compile(target, config, dev, label, cancelled, arguments, memory)
+        step = _compile(target, config, dev, label, cancelled, arguments, memory, same_program)
     except RematError as exc:
         _store(key, target, exc)
         raise
@@ -178,7 +187,9 @@ def _store(key, target, value) -> None:
     _cache.put(key, (target, value))
 
 
-def _compile(target, config, dev, label, cancelled, arguments, memory=False) -> CompiledStep:
+def _compile(
+    target, config, dev, label, cancelled, arguments, memory=False, same_program=None
+) -> CompiledStep:
     devices = device_set(dev)
     args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
     leaves, in_tree = tree_flatten((args, kwargs))
@@ -200,6 +211,9 @@ def _compile(target, config, dev, label, cancelled, arguments, memory=False) -> 
         # whole duration.
         step_lowered = lower(target, config, leaves, in_tree, here, abstract, what)
         lowered = step_lowered.lowered
+        known = same_program(lowered) if same_program is not None else None
+        if known is not None:
+            return CompiledStep(replace(known, step=step), None, step_lowered, leaves, abstract)
         check_cancelled(cancelled)
         executable = None
         try:

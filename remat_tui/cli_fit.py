@@ -1,0 +1,160 @@
+"""Provides `remat-tui fit`: its options, the checks made before JAX loads,
+and the runner cli.py's `_headless` calls (cli.py keeps the options every
+command shares and passes them in).
+
+The first Ctrl-C stops the search after the compile under way (XLA cannot be
+interrupted mid-compile) and the rows found so far are written, exit status
+130; a second Ctrl-C quits at once.
+
+Imports only the standard library at module level, as cli.py does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import threading
+import time
+
+from remat_tui.errors import RematError
+
+
+def add_parser(commands, target_options, policy_option, output_options, measure_options) -> None:
+    fit = commands.add_parser(
+        "fit",
+        help="the largest batch that fits a budget, per configuration",
+        description="For each configuration, the largest batch whose compiled step (the "
+        "training step where the target trains, else the gradient keeping the loss) fits a "
+        "memory budget per device, its estimated (or, with --measure, measured) step time "
+        "and examples per second, best first. The target's args factory must take `batch` "
+        "(args=lambda batch=32: ...).",
+    )
+    target_options(fit)
+    policy_option(
+        fit,
+        action="append",
+        default=None,
+        help="search only these outer policies, each row named as written (repeatable; "
+        "default: the built-ins, the target's own and the checkpoint_name sets compare uses)",
+    )
+    output_options(fit, None)
+    measure_options(fit)
+    fit.add_argument("--budget", required=True, metavar="SIZE", help="per device: 16GiB, 1.5e9")
+    fit.add_argument(
+        "--multiple",
+        type=int,
+        default=1,
+        metavar="N",
+        help="try batches in steps of N: the answer is a multiple of N (default 1)",
+    )
+    fit.add_argument(
+        "--max-batch", type=int, default=None, metavar="N", help="the largest batch to try"
+    )
+
+
+def check(opts: argparse.Namespace) -> dict:
+    """The budget in bytes, and the batch options' sense, before JAX loads."""
+    from remat_tui.report.units import parse_size
+
+    if opts.multiple < 1:
+        raise RematError(
+            f"--multiple {opts.multiple}: batches are tried in steps of this many examples; "
+            "give 1 or more (1: any batch; 8: 8, 16, 24, ...)."
+        )
+    if opts.max_batch is not None and opts.max_batch < opts.multiple:
+        raise RematError(
+            f"--max-batch {opts.max_batch}: the largest batch to try must be at least "
+            f"--multiple ({opts.multiple})."
+        )
+    try:
+        return {"budget": parse_size(opts.budget)}
+    except RematError as exc:
+        raise RematError(f"--budget: {exc.message}") from None
+
+
+def run(target, opts, fmt, checks):
+    """fit, rendered: (text, warnings, status)."""
+    from remat_tui.core.search.fit import fit
+    from remat_tui.core.setup.config import parse_site_option
+    from remat_tui.report.fit import render_fit
+
+    stop = threading.Event()
+    with _first_interrupt_stops(stop):
+        result = fit(
+            target,
+            checks["budget"],
+            policies=opts.policy,
+            sites=dict(parse_site_option(text) for text in opts.site),
+            device=opts.device,
+            multiple=opts.multiple,
+            max_batch=opts.max_batch,
+            measure=opts.measure,
+            runs=opts.runs,
+            cancelled=stop.is_set,
+            progress=Progress(),
+        )
+    if result.cancelled:
+        print(
+            f"remat-tui: cancelled: the {len(result.rows)} rows found so far follow",
+            file=sys.stderr,
+        )
+    failed = [r for r in result.rows if (r.measured or {}).get("error") and r.measured["fits"]]
+
+    def status() -> int:
+        if failed:
+            print(
+                f"remat-tui: error: {len(failed)} configuration(s) raised when run on the "
+                f"device: {failed[0].measured['error'].splitlines()[0]} The rows are in the "
+                "report; fix the step, or drop --measure to rank by the estimate.",
+                file=sys.stderr,
+            )
+            return 2
+        return 130 if result.cancelled else 0
+
+    return render_fit(result, fmt), [], status
+
+
+@contextlib.contextmanager
+def _first_interrupt_stops(stop: threading.Event):
+    """While fit runs: the first Ctrl-C sets `stop`, the next quits."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupted(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        print(
+            "remat-tui: stopping after the compile under way (Ctrl-C again quits now)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class Progress:
+    """A line on stderr per batch tried: `[2/15] fit nothing_saveable: fits
+    64, not 128 -> trying 96 (7 compiles, 41 s)`."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __call__(self, p) -> None:
+        from remat_tui.report.fit import progress_line
+
+        seconds = time.perf_counter() - self.start
+        same = f", {p.reused} the same program" if p.reused else ""
+        print(
+            f"remat-tui: [{p.index + 1}/{p.total}] {progress_line(p)} "
+            f"({p.compiles} compiles{same}, {seconds:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )

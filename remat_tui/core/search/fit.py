@@ -1,0 +1,283 @@
+"""Provides fit (Contract 10): per configuration, the largest batch whose
+compiled step (the training step where the target trains, else the gradient
+keeping the loss) fits a memory budget, and what that batch buys in examples
+per second.
+
+The target must scale (core/setup/scaling.py: its args factory takes
+`batch`). Each configuration is searched on its own, from the example's batch,
+by core/search/bracket.py (grow or shrink along the peaks' trend, then
+narrow by interpolation and bisection), batches in steps of `multiple` up to
+`max_batch`; the answer is a batch that fits beside the next multiple that
+does not. A compile XLA refuses for want of memory is a batch that does not
+fit, never an error; a compile that fails otherwise ends that configuration's
+row with its error, and the search goes on.
+
+Compiles are shared where the program is the same (core/xla/programs.py: the
+lowered module's text, hashed), across configurations and across searches,
+and cached per target, configuration and batch (core/xla/compiled.py). They
+run one after another: on this project's 2-core machine two XLA compiles in
+two threads took 1.1-1.5x as long as the same two one after the other (XLA
+already spreads one compile over the cores), so nothing runs in parallel.
+
+Each batch that fits gets the roofline's step-time estimate (its FLOPs and
+host bytes from a trace at that batch, XLA's counts from the compile), which
+makes the examples-per-second curve. With `measure`, each row's batch is then
+compiled once more and run on the device (core/xla/measure.py), and the
+measured time ranks.
+
+`cancelled()` (the app's escape, the CLI's Ctrl-C) stops the search after
+the compile under way: the rows found so far are kept, the one being searched
+marked incomplete with the bracket it had reached.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from remat_tui.core.search import bracket
+from remat_tui.core.search.compare import candidates, canonical_spec
+from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow, Probe, rank
+from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
+from remat_tui.core.setup.loading import takes_devices
+from remat_tui.core.setup.scaling import (
+    argument_bytes,
+    at_batch,
+    example_batch,
+    require_scalable,
+    shapes,
+)
+from remat_tui.core.trace.analysis import costs_view, row_view
+from remat_tui.core.trace.configured import Cancelled, as_target, check_cancelled
+from remat_tui.core.trace.traced import trace_config
+from remat_tui.core.units import human_bytes
+from remat_tui.core.xla import programs, step_time
+from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.core.xla.measure import measure as measure_step
+from remat_tui.errors import RematError
+
+MAX_BATCH = 1 << 20  # the largest batch tried when no max_batch is given
+
+
+def fit(
+    fn,
+    budget: int,
+    args=None,
+    kwargs=None,
+    policies: list[str] | None = None,
+    sites: dict | None = None,
+    device: str | None = None,
+    multiple: int = 1,
+    max_batch: int | None = None,
+    measure: bool = False,
+    runs: int = RUNS,
+    configs: list[tuple[Config, str]] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+    progress: Callable[[FitProgress], None] | None = None,
+    on_row: Callable[[FitRow], None] | None = None,
+) -> Fit:
+    """The largest batch that fits `budget` bytes (per device) for each of
+    `policies` (outer specs, each row labelled as written; default: every
+    configuration compare weighs, `candidates`), with `sites` overriding the
+    code's checkpoints, on `device`. `configs`: (Config, label) pairs to
+    search instead (the app's). `on_row` hears each row as its search ends."""
+    start_time = time.perf_counter()
+    target = as_target(fn, args, kwargs)
+    _check_numbers(budget, multiple, max_batch)
+    require_scalable(target)
+    base = Config.make(sites=sites, device=device, declared=target.policies)
+    if measure:
+        check_measurable(base.device, runs)
+    dev = resolve_device(base.device)
+    devices = device_set(dev) if takes_devices(target) else None
+    cap = MAX_BATCH if max_batch is None else max_batch
+    example = example_batch(target)
+    start = min(max((example or multiple) // multiple * multiple, multiple), cap)
+
+    def built(batch: int):
+        return at_batch(target, batch, devices)
+
+    _check_scaling(target, built, budget, multiple)
+    if configs is None:
+        configs = _configs(target, built(start), base, policies, cancelled)
+    search = _Search(built, dev, budget, multiple, cap, start, cancelled, progress)
+    rows: list[FitRow] = []
+    stopped = False
+    for index, (config, label) in enumerate(configs):
+        row = FitRow(config=config, policy=label)
+        try:
+            search.run(row, index, len(configs))
+        except Cancelled:
+            stopped = True
+        if row.probes or not stopped:
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+        if stopped:
+            break
+    if measure and not stopped:
+        stopped = _measure_rows(rows, built, dev, runs, cancelled)
+    return Fit(
+        target_file=target.file,
+        target_name=target.name,
+        device=describe_device(dev),
+        budget=budget,
+        multiple=multiple,
+        max_batch=max_batch,
+        example_batch=example,
+        rows=rank(rows),
+        compiles=search.compiles,
+        reused=search.reused,
+        seconds=time.perf_counter() - start_time,
+        cancelled=stopped,
+    )
+
+
+def _check_numbers(budget, multiple, max_batch) -> None:
+    if not isinstance(multiple, int) or isinstance(multiple, bool) or multiple < 1:
+        raise RematError(
+            f"multiple {multiple!r}: the batch grows in steps of this many examples; give a "
+            "positive whole number (1: any batch; 8: batches of 8, 16, 24, ...)."
+        )
+    if max_batch is not None and (not isinstance(max_batch, int) or max_batch < multiple):
+        raise RematError(
+            f"max batch {max_batch!r}: the largest batch to try must be a whole number of at "
+            f"least the multiple ({multiple})."
+        )
+    if not isinstance(budget, int) or budget <= 0:
+        raise RematError(f"budget {budget!r}: give a positive size in bytes (or '16GiB').")
+
+
+def _check_scaling(target, built, budget: int, multiple: int) -> None:
+    """Bad input said before anything compiles: a `batch` the factory ignores,
+    and a budget the arguments alone exceed at the smallest batch."""
+    smallest = built(multiple)
+    if shapes(smallest) == shapes(built(2 * multiple)):
+        raise RematError(
+            f"{target.label}: its args factory takes `batch` but builds the same shapes at "
+            f"batch {multiple} and {2 * multiple}; make the batch dimension of the inputs "
+            "`batch` (e.g. jax.ShapeDtypeStruct((batch, 784), jnp.float32))."
+        )
+    floor = argument_bytes(smallest)
+    if floor > budget:
+        raise RematError(
+            f"{target.label}: the budget, {human_bytes(budget)}, is below what the arguments "
+            f"alone take at batch {multiple}: {human_bytes(floor)} per device, so no batch "
+            "can fit. Give a budget above that (the device's memory, e.g. --budget 16GiB)."
+        )
+
+
+def _configs(target, example, base: Config, policies, cancelled) -> list[tuple[Config, str]]:
+    """(Config, label) per configuration asked for: `policies` as written, or
+    compare's candidates (read off a trace at the first batch), duplicates
+    (two spellings of one policy) searched once."""
+    if policies is None:
+        baseline = row_view(trace_config(example, base, cancelled), cancelled)
+        pairs = [(c, c.policy) for c in candidates(example, baseline, base)]
+    else:
+        pairs = [(base.with_policy(canonical_spec(p, target)), p) for p in policies]
+    return list({config: (config, label) for config, label in reversed(pairs)}.values())[::-1]
+
+
+class _Search:
+    """One configuration's bracket after another, sharing compiles."""
+
+    def __init__(self, built, dev, budget, multiple, cap, start, cancelled, progress):
+        self.built, self.dev, self.budget = built, dev, budget
+        self.multiple, self.cap, self.start = multiple, cap, start
+        self.cancelled, self.progress = cancelled, progress
+        self.chip = step_time.chip_of(dev)
+        self.compiles = self.reused = 0
+        self.times: dict = {}  # a program's key -> its step-time estimate
+
+    def run(self, row: FitRow, index: int, total: int) -> None:
+        tried: list[bracket.Tried] = []
+        while True:
+            batch = bracket.next_batch(tried, self.budget, self.multiple, self.cap, self.start)
+            self._say(row, index, total, tried, batch)
+            if batch is None:
+                break
+            try:
+                probe = self._probe(row, batch)
+            except RematError as exc:
+                row.error = exc.message
+                break
+            row.probes.append(probe)
+            tried.append(bracket.Tried(batch, probe.fits, probe.peak_bytes))
+            self._conclude(row, tried)
+        row.complete = row.error is None and bracket.closed(tried, self.multiple, self.cap)
+        self._conclude(row, tried)
+        if row.batch and not row.python:
+            row.python = self._python(row)
+
+    def _probe(self, row: FitRow, batch: int) -> Probe:
+        check_cancelled(self.cancelled)
+        scaled = self.built(batch)
+        shared = programs.compile_shared(scaled, row.config, self.dev, self.cancelled)
+        compiled, how = shared.result, shared.how
+        self.compiles += how == programs.COMPILED
+        self.reused += how == programs.SAME_PROGRAM
+        fits = compiled.fits and compiled.peak_bytes <= self.budget
+        probe = Probe(batch, fits, compiled, how)
+        if fits:
+            key = shared.program or (id(scaled), row.config)
+            probe.time, python = self._estimate(key, scaled, row.config, compiled)
+            row.python = python or row.python
+        return probe
+
+    def _estimate(self, key, scaled, config: Config, compiled) -> tuple[dict | None, str]:
+        """The step-time estimate at this batch, once per program (`key`: the
+        same program takes the same time), and the snippet to paste when traced."""
+        if self.chip is None:
+            return None, ""
+        if key in self.times:
+            return self.times[key], ""
+        a = costs_view(trace_config(scaled, config, self.cancelled), self.cancelled)
+        devices = compiled.devices
+        step_flops = a.flops["forward"] + a.flops["backward"]
+        estimate = step_time.estimate(
+            self.chip,
+            step_flops / devices,
+            a.totals.host_bytes / devices,
+            step_time.StepCounts.of(compiled),
+        ).to_dict()
+        self.times[key] = estimate
+        return estimate, a.python
+
+    def _python(self, row: FitRow) -> str:
+        scaled = self.built(row.batch)
+        return row_view(trace_config(scaled, row.config, self.cancelled), self.cancelled).python
+
+    def _conclude(self, row: FitRow, tried: list) -> None:
+        """The row's answer from its bracket so far."""
+        low, high = bracket.bracket(tried)
+        row.batch, row.not_fit = low, high
+        row.capped = high is None and low + self.multiple > self.cap
+
+    def _say(self, row: FitRow, index: int, total: int, tried: list, batch) -> None:
+        if self.progress is None:
+            return
+        low, high = bracket.bracket(tried)
+        self.progress(
+            FitProgress(index, total, row.policy, row.config, low, high, batch,
+                        self.compiles, self.reused)
+        )  # fmt: skip
+
+
+def _measure_rows(rows: list[FitRow], built, dev, runs: int, cancelled) -> bool:
+    """Run each row's step at its batch on the device; True when cancelled."""
+    for row in rows:
+        if not row.batch:
+            continue
+        try:
+            _, measured = measure_step(
+                built(row.batch), row.config, runs, cancelled, device=dev, memory=False
+            )
+        except Cancelled:
+            return True
+        except RematError as exc:
+            row.notes.append(f"not measured: {exc.message}")
+            continue
+        row.measured = None if measured is None else measured.to_dict()
+    return False

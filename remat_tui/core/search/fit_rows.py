@@ -1,0 +1,208 @@
+"""Provides what fit (core/search/fit.py) finds, as values: a Probe per batch
+tried, a FitRow per configuration, the Fit of a whole search (Contract 10's
+JSON), and FitProgress, what it says while it searches.
+
+A row's batch is the largest that fits the budget; its step time is the
+measured one where it was run (`--measure`), else the roofline estimate
+(core/xla/step_time.py); examples per second = batch / step time, and rows
+rank by it, the best marked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from remat_tui.core.setup.config import Config
+from remat_tui.core.xla.compiled import Compiled
+
+
+@dataclass
+class Probe:
+    """One batch compiled under one configuration."""
+
+    batch: int
+    fits: bool  # XLA took it and its peak is within the budget
+    compiled: Compiled
+    how: str  # core/xla/programs.py: compiled now, the same program's, or cached
+    time: dict | None = None  # the step-time estimate at this batch, where it fits
+
+    @property
+    def peak_bytes(self) -> int | None:
+        """The compiled peak; for a compile XLA refused, what it said it needed."""
+        if self.compiled.fits:
+            return self.compiled.peak_bytes
+        return self.compiled.needed_bytes
+
+    @property
+    def examples_per_second(self) -> float | None:
+        if not self.fits or not self.time or not self.time["seconds"]:
+            return None
+        return self.batch / self.time["seconds"]
+
+    def to_dict(self) -> dict:
+        return {
+            "batch": self.batch,
+            "fits": self.fits,
+            "peak_bytes": self.peak_bytes,
+            "step_seconds": self.time["seconds"] if self.time else None,
+            "examples_per_second": self.examples_per_second,
+            "how": self.how,
+        }
+
+
+@dataclass
+class FitRow:
+    """The largest batch that fits, for one configuration."""
+
+    config: Config
+    policy: str  # as the user wrote it (after --policy), or the candidate's spec
+    probes: list[Probe] = field(default_factory=list)
+    batch: int = 0  # the largest batch found to fit; 0: not even the smallest does
+    not_fit: int | None = None  # the smallest batch tried that does not fit
+    capped: bool = False  # the batch is the largest allowed (max_batch): more may fit
+    complete: bool = False  # the bracket closed (False: cancelled, or a compile failed)
+    python: str = ""  # the code to paste, for a row that fits
+    measured: dict | None = None  # its step run on the device at its batch (measure=True)
+    error: str | None = None  # a compile failed otherwise than for memory
+    best: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def at(self) -> Probe | None:
+        """The probe at the row's batch (None for batch 0)."""
+        return next((p for p in self.probes if p.batch == self.batch and p.fits), None)
+
+    @property
+    def smallest_failing(self) -> Probe | None:
+        return next((p for p in self.probes if p.batch == self.not_fit), None)
+
+    @property
+    def peak_bytes(self) -> int | None:
+        return self.at.compiled.peak_bytes if self.at else None
+
+    @property
+    def needed_bytes(self) -> int | None:
+        """For a row where nothing fits: the smallest batch's peak (or what XLA
+        said it needed)."""
+        if self.batch or self.smallest_failing is None:
+            return None
+        return self.smallest_failing.peak_bytes
+
+    @property
+    def time(self) -> dict | None:
+        return self.at.time if self.at else None
+
+    @property
+    def cost_source(self) -> str | None:
+        """What the step time is: "measured" (run on the device) or "estimate"
+        (the roofline); None where there is neither."""
+        if self.measured and self.measured.get("min_seconds") is not None:
+            return "measured"
+        return "estimate" if self.time else None
+
+    @property
+    def step_seconds(self) -> float | None:
+        source = self.cost_source
+        if source == "measured":
+            return self.measured["min_seconds"]
+        return self.time["seconds"] if source == "estimate" else None
+
+    @property
+    def examples_per_second(self) -> float | None:
+        seconds = self.step_seconds
+        return self.batch / seconds if self.batch and seconds else None
+
+    def to_dict(self) -> dict:
+        at = self.at
+        return {
+            "policy": self.policy,
+            "spec": self.config.policy,
+            "sites": {str(k): v for k, v in self.config.sites},
+            "python": self.python,
+            "batch": self.batch,
+            "peak_bytes": self.peak_bytes,
+            "step_seconds": self.step_seconds,
+            "examples_per_second": self.examples_per_second,
+            "cost_source": self.cost_source,
+            "best": self.best,
+            "needed_bytes": self.needed_bytes,
+            "not_fit_batch": self.not_fit,
+            "capped": self.capped,
+            "complete": self.complete,
+            "compiled": at.compiled.to_dict() if at else None,
+            "time": self.time,
+            "measured": self.measured,
+            "probes": [p.to_dict() for p in sorted(self.probes, key=lambda p: p.batch)],
+            "error": self.error,
+            "notes": list(self.notes),
+        }
+
+
+def rank(rows: list[FitRow]) -> list[FitRow]:
+    """Rows by examples per second, most first (rows without a step time by
+    batch after them, rows where nothing fits last), the first that fits
+    marked best."""
+    ordered = sorted(
+        rows,
+        key=lambda r: (not r.batch, r.examples_per_second is None, -(r.examples_per_second or 0),
+                       -r.batch),
+    )  # fmt: skip
+    for i, row in enumerate(ordered):
+        row.best = i == 0 and row.batch > 0
+    return ordered
+
+
+@dataclass
+class Fit:
+    """A whole search: a row per configuration, ranked."""
+
+    target_file: str | None
+    target_name: str
+    device: dict
+    budget: int
+    multiple: int
+    max_batch: int | None
+    example_batch: int | None
+    rows: list[FitRow]
+    compiles: int  # XLA compiles the search ran (measuring adds one per row run)
+    reused: int  # batches answered by an identical program compiled before
+    seconds: float
+    cancelled: bool = False
+
+    @property
+    def best(self) -> FitRow | None:
+        return next((r for r in self.rows if r.best), None)
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": 1,
+            "target": {"file": self.target_file, "name": self.target_name},
+            "device": dict(self.device),
+            "budget_bytes": self.budget,
+            "multiple": self.multiple,
+            "max_batch": self.max_batch,
+            "example_batch": self.example_batch,
+            "rows": [r.to_dict() for r in self.rows],
+            "compiles": self.compiles,
+            "reused": self.reused,
+            "probes": sum(len(r.probes) for r in self.rows),
+            "seconds": self.seconds,
+            "cancelled": self.cancelled,
+        }
+
+
+@dataclass(frozen=True)
+class FitProgress:
+    """Where one configuration's search stands: what it is trying now (None
+    once its bracket closed), between the largest batch known to fit and the
+    smallest known not to."""
+
+    index: int  # the configuration's place among `total`
+    total: int
+    policy: str
+    config: Config
+    fits: int  # 0: none known to fit yet
+    not_fit: int | None
+    trying: int | None
+    compiles: int  # so far, in the whole search
+    reused: int
