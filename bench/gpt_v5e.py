@@ -25,6 +25,10 @@ Two targets of the same code, differing only in size:
   1 GiB budget, which the code as written exceeds and recomputing fits).
 
     remat-tui bench/gpt_v5e.py:gpt --device tpu:v5e:2x2
+
+Both scale: their args factory takes `batch` (the example's by default), so
+`remat-tui fit bench/gpt_v5e.py:gpt --budget 16GiB --device tpu:v5e:2x2`
+finds the largest batch each configuration fits (bench_fit.py).
 """
 
 import jax
@@ -56,7 +60,10 @@ LAYER_SHAPES = {
 
 
 def make_args(layers, batch, seq):
-    def args():
+    """The args factory: shapes only, at `batch` (default the target's), so
+    the target scales (`remat-tui fit`, bench_fit.py)."""
+
+    def args(batch=batch):
         spec = jax.ShapeDtypeStruct
         params = {
             "embed": spec((VOCAB, D_MODEL), DTYPE),

@@ -83,6 +83,11 @@ class RematCommands(Provider):
         out += [
             ("Compare every configuration", main.action_compare, "c: costs, Pareto front, chart"),
             (
+                "How big a batch fits",
+                main.action_fit,
+                "x: the largest batch per configuration under a budget, and its examples/s",
+            ),
+            (
                 "Suggest: fit a memory budget",
                 main.action_suggest,
                 "f: the least recompute that fits a budget you type (2GiB, 512MiB)",

@@ -19,6 +19,7 @@ BINDINGS = [
     Binding("r", "focus_residuals", "residuals", show=False),
     Binding("o", "sort_residuals", "sort by bytes", show=False),
     Binding("c", "compare", "compare"),
+    Binding("x", "fit", "how big a batch fits (max batch)", show=False),
     Binding("p", "toggle_compile", "compile: peak", show=False),
     Binding(
         "w",

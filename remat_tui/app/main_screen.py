@@ -250,6 +250,18 @@ class MainScreen(Screen):
         )
         self.app.push_screen(screen, self.open_config)
 
+    def action_fit(self) -> None:
+        """How big a batch fits, for the shown configuration and the compared ones."""
+        if self.app.target is None or self.app.spec is None:
+            self.notify("nothing is loaded yet", severity="warning")
+            return
+        from remat_tui.app.screens.fit import FitScreen
+
+        base = replace(self.app.wanted, policy=policies.AS_WRITTEN).config  # as compare: sites kept
+        screen = FitScreen(self.app.target, base, self.app.wanted.config, self.app.last_budget,
+                           self.app.show_timings)  # fmt: skip
+        self.app.push_screen(screen, self.open_config)
+
     def action_suggest(self) -> None:
         """Ask for a budget, then search for the least recompute that fits it."""
         if self.app.target is None or self.app.spec is None:

@@ -16,6 +16,12 @@ MORE_KEYS = [
     ("tab", "move between panes"),
     ("n / s / r", "focus names / sites / residuals (n and s show a hidden sidebar)"),
     ("t", "open another target of the file"),
+    (
+        "x",
+        "how big a batch fits a budget you type, for the shown configuration and every one "
+        "compare weighs (args=lambda batch=32: ... makes a target scale): batch, peak, "
+        "examples/s, a chart against batch",
+    ),
     ("o", "sort the residuals by bytes, largest first (again: JAX's order)"),
     (
         "p",

@@ -73,6 +73,7 @@ def fit(
     measure: bool = False,
     runs: int = RUNS,
     configs: list[tuple[Config, str]] | None = None,
+    first: Config | None = None,
     cancelled: Callable[[], bool] | None = None,
     progress: Callable[[FitProgress], None] | None = None,
     on_row: Callable[[FitRow], None] | None = None,
@@ -81,7 +82,8 @@ def fit(
     `policies` (outer specs, each row labelled as written; default: every
     configuration compare weighs, `candidates`), with `sites` overriding the
     code's checkpoints, on `device`. `configs`: (Config, label) pairs to
-    search instead (the app's). `on_row` hears each row as its search ends."""
+    search instead; `first`: a configuration to search before the others
+    (the app's shown one). `on_row` hears each row as its search ends."""
     start_time = time.perf_counter()
     target = as_target(fn, args, kwargs)
     _check_numbers(budget, multiple, max_batch)
@@ -101,6 +103,8 @@ def fit(
     _check_scaling(target, built, budget, multiple)
     if configs is None:
         configs = _configs(target, built(start), base, policies, cancelled)
+    if first is not None:
+        configs = _unique([(first, first.policy), *configs])
     search = _Search(built, dev, budget, multiple, cap, start, cancelled, progress)
     rows: list[FitRow] = []
     stopped = False
@@ -177,7 +181,15 @@ def _configs(target, example, base: Config, policies, cancelled) -> list[tuple[C
         pairs = [(c, c.policy) for c in candidates(example, baseline, base)]
     else:
         pairs = [(base.with_policy(canonical_spec(p, target)), p) for p in policies]
-    return list({config: (config, label) for config, label in reversed(pairs)}.values())[::-1]
+    return _unique(pairs)
+
+
+def _unique(pairs: list[tuple[Config, str]]) -> list[tuple[Config, str]]:
+    """Each configuration once, where it first comes, with its first label."""
+    seen: dict = {}
+    for config, label in pairs:
+        seen.setdefault(config, (config, label))
+    return list(seen.values())
 
 
 class _Search:

@@ -1,0 +1,187 @@
+"""fit on a deviceless TPU v5e against a bisection by hand: issue 27's
+benchmark. For a GPT-2-medium-shaped decoder (bench/gpt_v5e.py: 24 scanned
+jax.checkpoint'ed blocks, bf16, 1024 tokens, its args factory taking `batch`,
+the example's 32) under a 16 GiB budget on tpu:v5e:2x2.
+
+Per configuration of the block's checkpoint, side by side in one process and
+alternating (fit for one, then the same by hand, then the next), so the
+machine's load weighs on both alike:
+
+- fit: `core.search.fit.fit` for that one configuration, compiles shared with
+  the configurations before it where the program is the same (as a whole
+  `remat-tui fit` run shares them).
+- by hand: what a user does without remat-tui, each compile by hand with JAX:
+  `jax.jit(jax.value_and_grad(make_gpt(policy), argnums=(0, 1),
+  allow_int=True)).lower(...).compile()` for the chip, peak = argument +
+  output + temp - alias, a compile XLA refuses for memory one that does not
+  fit; from the example's batch, doubling while it fits (halving while it
+  does not), then bisecting to one example.
+
+Printed per configuration: each side's answer, its compiles (those that fit
+the chip, which take 20-70 s here, and those XLA refused, which take about a
+second) and its seconds; then the totals and the ratios fit / by hand, in
+compiles and in time. The compile cache is cleared first.
+
+    python bench/bench_fit.py [--budget 16GiB] [--device tpu:v5e:2x2] [--quick] [--configs N]
+
+--quick: the `gpt_quick` target (4 blocks, batch 8 x 512 tokens) under 1 GiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import gpt_v5e  # noqa: E402 (its folder first on the path)
+
+NAMES = gpt_v5e.NAMES
+# (the block's policy as a spec, as a jax policy); None: the code as written.
+CONFIGS = [
+    (None, gpt_v5e.AS_WRITTEN),
+    (f"save_only_these_names({', '.join(repr(n) for n in NAMES)})", gpt_v5e.AS_WRITTEN),
+    ("nothing_saveable", "nothing_saveable"),
+    ("save_only_these_names('qkv')", ("save_only_these_names", ("qkv",))),
+    ("dots_with_no_batch_dims_saveable", "dots_with_no_batch_dims_saveable"),
+]
+
+
+def jax_policy(which):
+    import jax
+
+    cp = jax.checkpoint_policies
+    if isinstance(which, str):
+        return getattr(cp, which)
+    if isinstance(which, tuple):
+        return getattr(cp, which[0])(*which[1])
+    return which
+
+
+class ByHand:
+    """Doubling from the example's batch (halving when it does not fit), then
+    bisecting, each compile by hand."""
+
+    def __init__(self, layers, seq, budget, dev):
+        self.layers, self.seq, self.budget, self.dev = layers, seq, budget, dev
+        self.fitting = self.refused = 0
+
+    def fits(self, policy, batch) -> bool:
+        import jax
+        from jax.sharding import SingleDeviceSharding
+
+        params, tokens = gpt_v5e.make_args(self.layers, batch, self.seq)()
+        placed = SingleDeviceSharding(self.dev)
+        params, tokens = jax.tree.map(
+            lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=placed), (params, tokens)
+        )
+        step = jax.value_and_grad(gpt_v5e.make_gpt(policy), argnums=(0, 1), allow_int=True)
+        with jax.default_device(jax.devices("cpu")[0]):
+            lowered = jax.jit(step).lower(params, tokens)
+        try:
+            m = lowered.compile().memory_analysis()
+        except Exception as exc:  # XLA refused it: out of memory
+            if "RESOURCE_EXHAUSTED" not in str(exc) and "out of memory" not in str(exc).lower():
+                raise
+            self.refused += 1
+            return False
+        self.fitting += 1
+        peak = (
+            m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+            - m.alias_size_in_bytes
+        )  # fmt: skip
+        return peak <= self.budget
+
+    def search(self, policy, start) -> int:
+        low, high = 0, None
+        if self.fits(policy, start):
+            low, batch = start, 2 * start
+            while high is None:
+                if self.fits(policy, batch):
+                    low, batch = batch, 2 * batch
+                else:
+                    high = batch
+        else:
+            high, batch = start, start // 2
+            while batch >= 1 and low == 0:
+                if self.fits(policy, batch):
+                    low = batch
+                else:
+                    high, batch = batch, batch // 2
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if self.fits(policy, mid) else (low, mid)
+        return low
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", default=None, help="default 16GiB (--quick: 1GiB)")
+    parser.add_argument("--device", default="tpu:v5e:2x2")
+    parser.add_argument("--quick", action="store_true", help="the small target, a fast check")
+    parser.add_argument("--configs", type=int, default=len(CONFIGS), help="the first N only")
+    opts = parser.parse_args()
+    name = "gpt_quick" if opts.quick else "gpt"
+    layers, seq = (
+        (gpt_v5e.QUICK_LAYERS, gpt_v5e.QUICK_SEQ) if opts.quick else (gpt_v5e.LAYERS, gpt_v5e.SEQ)
+    )
+
+    import remat_tui
+    from remat_tui.core.search.fit import fit
+    from remat_tui.core.setup.config import Config
+    from remat_tui.core.setup.devices import resolve_device
+    from remat_tui.core.xla import compiled, programs
+    from remat_tui.report.units import human_bytes, parse_size
+
+    budget = parse_size(opts.budget or ("1GiB" if opts.quick else "16GiB"))
+    target = remat_tui.load_targets(os.path.join(HERE, "gpt_v5e.py"))[name]
+    start = gpt_v5e.QUICK_BATCH if opts.quick else gpt_v5e.BATCH
+    print(f"target bench/gpt_v5e.py:{name}, budget {human_bytes(budget)}, device {opts.device}")
+    compiled.clear_cache()
+    programs.clear()
+    hand = ByHand(layers, seq, budget, resolve_device(opts.device))
+    totals = {"fit": [0, 0, 0.0], "hand": [0, 0, 0.0]}  # fitting, refused compiles, seconds
+    for spec, policy in CONFIGS[: opts.configs]:
+        label = spec or "as written"
+        config = Config.make(sites={"block": spec} if spec else None, device=opts.device)
+        began = time.perf_counter()
+        result = fit(target, budget, device=opts.device, configs=[(config, label)])
+        fit_seconds = time.perf_counter() - began
+        (row,) = result.rows
+        compiled_now = [p for p in row.probes if p.how == programs.COMPILED]
+        fit_fitting = sum(p.compiled.fits for p in compiled_now)
+        fit_refused = len(compiled_now) - fit_fitting
+        reused = len(row.probes) - len(compiled_now)
+        before = hand.fitting, hand.refused
+        began = time.perf_counter()
+        answer = hand.search(jax_policy(policy), start)
+        hand_seconds = time.perf_counter() - began
+        hand_fitting, hand_refused = hand.fitting - before[0], hand.refused - before[1]
+        for side, numbers in (("fit", (fit_fitting, fit_refused, fit_seconds)),
+                              ("hand", (hand_fitting, hand_refused, hand_seconds))):  # fmt: skip
+            totals[side] = [a + b for a, b in zip(totals[side], numbers, strict=True)]
+        print(
+            f"{label}:\n  fit     batch {row.batch:>4} (peak {human_bytes(row.peak_bytes or 0)}), "
+            f"{fit_fitting} compiles + {fit_refused} refused for memory"
+            + (f" + {reused} answered by the same program" if reused else "")
+            + f", {fit_seconds:.0f} s; tried {sorted(p.batch for p in row.probes)}\n"
+            f"  by hand batch {answer:>4}, {hand_fitting} compiles + {hand_refused} refused for "
+            f"memory, {hand_seconds:.0f} s" + ("" if answer == row.batch else "  DIFFERENT ANSWER"),
+            flush=True,
+        )
+    (ff, fr, fs), (hf, hr, hs) = totals["fit"], totals["hand"]
+    print(
+        f"\ntotal: fit {ff + fr} compiles ({ff} that fit the chip) in {fs:.0f} s; by hand "
+        f"{hf + hr} compiles ({hf} that fit the chip) in {hs:.0f} s"
+    )
+    print(
+        f"fit / by hand: compiles {(ff + fr) / (hf + hr):.2f}, compiles that fit the chip "
+        f"{ff / max(hf, 1):.2f}, time {fs / hs:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

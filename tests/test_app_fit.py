@@ -1,0 +1,96 @@
+"""The fit screen (x): the rows core fit gives, the shown configuration
+searched first, the chart's lines, a budget the App keeps, escape stopping
+the search with its rows kept, and a row opened in the main screen."""
+
+from test_app import SIZE, settle
+from textual.widgets import DataTable, Input
+
+from remat_tui.app.main import RematApp
+from remat_tui.app.screens.fit import FitScreen
+from remat_tui.core.xla import compiled, programs
+from remat_tui.report.fit import cells
+
+SCALES = """
+import jax, jax.numpy as jnp, remat_tui
+
+@remat_tui.target(args=lambda batch=4: ([jax.ShapeDtypeStruct((16, 16), jnp.float32)] * 2,
+                                        jax.ShapeDtypeStruct((batch, 16), jnp.float32)))
+def f(ws, x):
+    for w in ws:
+        x = jnp.tanh(x @ w)
+    return jnp.mean(x ** 2)
+"""
+
+
+async def until(pilot, ready, what: str):
+    """Wait, redrawing, until `ready()`: the screen's worker answers."""
+    for _ in range(2400):
+        await pilot.pause(0.05)
+        if ready():
+            return
+    raise AssertionError(f"{what} never happened")
+
+
+async def open_fit(app, pilot, budget: str) -> FitScreen:
+    await settle(app, pilot)
+    await pilot.press("x")
+    screen = app.screen
+    assert isinstance(screen, FitScreen)
+    assert screen.query_one(Input).has_focus  # no budget typed yet: it asks for one
+    await pilot.press(*budget, "enter")
+    return screen
+
+
+async def test_fit_screen_rows_chart_and_open(write_target):
+    app = RematApp(write_target(SCALES), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")  # nothing_saveable shown: it is searched first
+        await settle(app, pilot)
+        shown = app.shown.config
+        screen = await open_fit(app, pilot, "64KiB")
+        assert app.last_budget == "64KiB"  # the App keeps it for the next search
+        await until(pilot, lambda: screen.result is not None, "the search's end")
+        result = screen.result
+        assert not result.cancelled and result.rows[0].best
+        assert min(result.rows, key=lambda r: r.config != shown).config == shown
+        table = screen.query_one(DataTable)
+        assert [table.get_row_at(i) for i in range(table.row_count)] == [
+            list(cells(r)) for r in result.rows
+        ]
+        assert screen.chart_lines and len(screen.chart_lines) <= len(result.rows)
+        table.focus()
+        await pilot.press("down", "enter")  # the second row, in the main screen
+        await settle(app, pilot)
+        assert not isinstance(app.screen, FitScreen)
+        assert app.shown.config == result.rows[1].config
+
+
+async def test_escape_stops_the_search_and_keeps_its_rows(write_target):
+    # Nothing known from the test before: every program is compiled (takes time).
+    compiled.clear_cache()
+    programs.clear()
+    app = RematApp(write_target(SCALES), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_fit(app, pilot, "64KiB")
+        await until(pilot, lambda: len(screen.rows) >= 1, "a first row")
+        await pilot.press("escape")
+        assert isinstance(app.screen, FitScreen)  # the first escape stops, the screen stays
+        await until(pilot, lambda: screen.result is not None, "the stopped search's answer")
+        assert screen.result.cancelled
+        assert 1 <= len(screen.result.rows) < 6  # fewer than the six policies searched
+        assert [r.complete for r in screen.result.rows].count(False) <= 1
+        assert screen.query_one(DataTable).row_count == len(screen.result.rows)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, FitScreen)
+
+
+async def test_a_target_that_does_not_scale_says_so_in_place(write_target):
+    fixed = SCALES.replace("lambda batch=4:", "lambda:").replace("(batch, 16)", "(4, 16)")
+    app = RematApp(write_target(fixed), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_fit(app, pilot, "64KiB")
+        status = screen.query_one("#fit-status")
+        await until(pilot, lambda: "fit failed" in str(status.render()), "the error")
+        assert "lambda batch=32" in str(status.render())
+        assert app.shown is not None  # the app keeps its last good state
