@@ -164,6 +164,45 @@ def test_multiple_gives_a_multiple_within_one_step():
         assert_largest(loss, args, row, budget, multiple=8)
 
 
+def sited_mlp(policy, width=32, depth=3, example=8):
+    """Blocks under jax.checkpoint(block, policy=policy): one site, `block`."""
+
+    def block(w, x):
+        return checkpoint_name(jnp.sin(jnp.tanh(x @ w)), "out")
+
+    def loss(ws, x):
+        for w in ws:
+            x = jax.checkpoint(block, policy=policy)(w, x)
+        return jnp.mean(x**2)
+
+    def args(batch=example):
+        return [f32(width, width)] * depth, f32(batch, width)
+
+    return loss, args
+
+
+def test_a_site_override_is_the_source_with_that_policy():
+    """--site block=P: the oracle is the same code with P written at the site."""
+    written, args = sited_mlp(cp.everything_saveable)
+    by_hand_site, _ = sited_mlp(cp.nothing_saveable)
+    budget = by_hand(written, args, "as_written", 50)
+    result = remat_tui.fit(written, budget, args=args, policies=["as_written"],
+                           sites={"block": "nothing_saveable"})  # fmt: skip
+    (row,) = result.rows
+    assert row.config.sites == (("block", "nothing_saveable"),) and row.complete
+    assert by_hand(by_hand_site, args, "as_written", row.batch) <= budget
+    assert by_hand(by_hand_site, args, "as_written", row.batch + 1) > budget
+
+
+def test_two_spellings_of_one_policy_are_one_row():
+    loss, args = tagged_mlp(widths=(16, 32, 8))
+    budget = by_hand(loss, args, "as_written", 20)
+    written = ['save_only_these_names("h1")', "save_only_these_names('h1')"]
+    result = remat_tui.fit(loss, budget, args=args, policies=written)
+    assert [r.policy for r in result.rows] == ['save_only_these_names("h1")']
+    assert result.rows[0].config.policy == "save_only_these_names('h1')"
+
+
 def test_the_same_program_is_compiled_once():
     """dots_saveable and dots_with_no_batch_dims_saveable are one program on an
     MLP (JAX lowers them to the same text); the second is answered by the first."""
@@ -338,3 +377,29 @@ def test_reports_render(write_target):
     html = render_fit(result, "html")
     assert html.startswith("<!DOCTYPE html>") and "<svg" in html and "<script" not in html
     assert json.loads(render_fit(result, "json")) == json.loads(json.dumps(result.to_dict()))
+
+
+def test_ctrl_c_writes_the_rows_found_so_far(remat_tui_cmd, write_target):
+    """As a user runs it: the first Ctrl-C stops after the compile under way,
+    the rows so far are written, exit status 130."""
+    import os
+    import signal
+    import subprocess
+
+    path = write_target(SCALES)
+    proc = subprocess.Popen(
+        [remat_tui_cmd, "fit", path, "--budget", "64KiB", "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
+    )  # fmt: skip
+    said = []
+    for line in proc.stderr:  # progress, a line per batch tried
+        said.append(line)
+        if "[2/" in line:  # the second configuration has begun
+            proc.send_signal(signal.SIGINT)
+            break
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, "".join(said) + err
+    assert "stopping after the compile under way" in err and "rows found so far" in err
+    data = json.loads(out)
+    assert data["cancelled"] and 1 <= len(data["rows"]) <= 2
+    assert any(r["complete"] and r["batch"] > 0 for r in data["rows"])

@@ -15,9 +15,11 @@ row with its error, and the search goes on.
 Compiles are shared where the program is the same (core/xla/programs.py: the
 lowered module's text, hashed), across configurations and across searches,
 and cached per target, configuration and batch (core/xla/compiled.py). They
-run one after another: on this project's 2-core machine two XLA compiles in
-two threads took 1.1-1.5x as long as the same two one after the other (XLA
-already spreads one compile over the cores), so nothing runs in parallel.
+run one after another: on this project's shared 2-core machine two XLA
+compiles in two threads took from 0.61x to 1.7x the time of the same two in
+turn (bench/bench_parallel_compiles.py: XLA already spreads one compile over
+the cores; deviceless TPU compiles came out slower), and each configuration's
+batches depend on the ones before, so nothing runs in parallel.
 
 Each batch that fits gets the roofline's step-time estimate (its FLOPs and
 host bytes from a trace at that batch, XLA's counts from the compile), which
