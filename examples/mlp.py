@@ -4,10 +4,6 @@ to open in remat-tui (`remat-tui examples/mlp.py`).
 Try the policies: as written, every layer's tanh input and output is kept;
 nothing_saveable keeps only the arguments; save_only_these_names('layer1')
 keeps one layer's output and recomputes the rest.
-
-Its example scales: `example_args` takes the batch (default 32, the example
-every view analyses), so `remat-tui fit examples/mlp.py --budget 4MiB` finds
-the largest batch each policy fits.
 """
 
 import jax
@@ -21,11 +17,10 @@ BATCH = 32
 
 
 def example_args(batch=BATCH):
-    """Shapes only: remat-tui traces and never runs the function, so
-    jax.ShapeDtypeStruct stands in for each array (nothing is allocated or
-    computed, and the first analysis shows at once) and the residuals are
-    exactly those real arrays of these shapes would give. `batch`: remat-tui
-    fit builds the example at other batch sizes."""
+    """Shapes only (nothing is allocated or computed: remat-tui traces, never
+    runs the function), exactly the residuals real arrays would give. It takes
+    the batch, so the target scales: remat-tui fit examples/mlp.py --budget
+    1MiB finds the largest batch each policy fits (the default: the example)."""
 
     def f32(*shape):
         return jax.ShapeDtypeStruct(shape, jnp.float32)
