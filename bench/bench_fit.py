@@ -18,9 +18,12 @@ machine's load weighs on both alike:
   does not), then bisecting to one example.
 
 Printed per configuration: each side's answer, its compiles (those that fit
-the chip, which take 20-70 s here, and those XLA refused, which take about a
-second) and its seconds; then the totals and the ratios fit / by hand, in
-compiles and in time. The compile cache is cleared first.
+the chip, which take 20-70 s here, and those XLA refused, which take a few
+seconds) and its seconds, and the batches fit tried in order (`16>`: compiled,
+over the budget; `25R`: refused by XLA); then the totals and the ratios fit /
+by hand, in compiles and in time. The compile cache is cleared first. fit's
+seconds include what by hand does not give: the step-time estimate at each
+batch that fits (a trace of the step, a fraction of a second here).
 
     python bench/bench_fit.py [--budget 16GiB] [--device tpu:v5e:2x2] [--quick] [--configs N]
 
@@ -117,6 +120,13 @@ class ByHand:
         return low
 
 
+def mark(probe) -> str:
+    """A batch tried, in order: 15 fits the budget, 16> compiled over it, 25R refused by XLA."""
+    if probe.fits:
+        return str(probe.batch)
+    return f"{probe.batch}{'>' if probe.compiled.fits else 'R'}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--budget", default=None, help="default 16GiB (--quick: 1GiB)")
@@ -167,7 +177,7 @@ def main() -> None:
             f"{label}:\n  fit     batch {row.batch:>4} (peak {human_bytes(row.peak_bytes or 0)}), "
             f"{fit_fitting} compiles + {fit_refused} refused for memory"
             + (f" + {reused} answered by the same program" if reused else "")
-            + f", {fit_seconds:.0f} s; tried {sorted(p.batch for p in row.probes)}\n"
+            + f", {fit_seconds:.0f} s; tried {' '.join(mark(p) for p in row.probes)}\n"
             f"  by hand batch {answer:>4}, {hand_fitting} compiles + {hand_refused} refused for "
             f"memory, {hand_seconds:.0f} s" + ("" if answer == row.batch else "  DIFFERENT ANSWER"),
             flush=True,

@@ -403,3 +403,18 @@ def test_ctrl_c_writes_the_rows_found_so_far(remat_tui_cmd, write_target):
     data = json.loads(out)
     assert data["cancelled"] and 1 <= len(data["rows"]) <= 2
     assert any(r["complete"] and r["batch"] > 0 for r in data["rows"])
+
+
+def test_max_batch_caps_the_search_at_a_multiple():
+    loss, args = tagged_mlp(widths=(16, 32, 8))
+    huge = 1 << 40  # everything fits: the cap is the answer
+    result = remat_tui.fit(loss, huge, args=args, policies=["as_written"], multiple=8, max_batch=20)
+    (row,) = result.rows
+    assert row.batch == 16 and row.capped and row.not_fit is None
+    assert [p.batch for p in row.probes] == [16]  # the example's 16, the largest multiple allowed
+
+
+def test_cancelled_before_any_row_is_an_empty_answer():
+    loss, args = tagged_mlp(widths=(16, 32, 8))
+    result = remat_tui.core.search.fit.fit(loss, 1 << 30, args=args, cancelled=lambda: True)
+    assert result.cancelled and result.rows == [] and result.best is None

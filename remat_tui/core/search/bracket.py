@@ -13,8 +13,7 @@ From the first batch (the example's), the search
   budget along the peaks' own trend: the line through the two nearest peaks
   known (through the origin while only one is), at most GROWTH times or
   1/GROWTH of the batch in one step; doubling or halving where no trend is
-  known (XLA refused a compile without saying what it needed, or the peak did
-  not grow);
+  known (XLA refused every compile so far, or the peak did not grow);
 - once a batch fits and a larger one does not, interpolates between the two
   (false position, the line through their peaks), and bisects whenever the
   last two tries did not halve the bracket, so a peak curve that bends cannot
@@ -36,7 +35,9 @@ GROWTH = 16  # the most one step grows (or shrinks) the batch by
 class Tried:
     batch: int
     fits: bool  # XLA took it and its peak is within the budget
-    peak: int | None  # its compiled peak, or what XLA said it needed; None: unknown
+    # Its compiled peak; None where XLA refused it (what XLA then says it needed
+    # is its own accounting, not the compiled peak a budget is weighed against).
+    peak: int | None
 
 
 def bracket(tried: list[Tried]) -> tuple[int, int | None]:
@@ -85,12 +86,16 @@ def next_batch(tried: list[Tried], budget: int, multiple: int, cap: int, start: 
 def _aim(tried: list[Tried], low: int, high: int | None, budget: int) -> float | None:
     """The batch where the peaks' trend reaches the budget, or None."""
     known = {t.batch: t.peak for t in tried if t.peak is not None and t.peak > 0}
+    below = sorted((b, p) for b, p in known.items() if b <= low)[-2:]  # the two largest that fit
     if low and high is not None:
-        if low not in known or high not in known:
+        if low in known and high in known:
+            points = [(low, known[low]), (high, known[high])]
+        elif len(below) == 2:  # the larger end's peak unknown: the trend below it
+            points = below
+        else:
             return None
-        points = [(low, known[low]), (high, known[high])]
-    elif high is None:  # everything tried fits: the two largest
-        points = sorted((b, p) for b, p in known.items() if b <= low)[-2:]
+    elif high is None:  # everything tried fits
+        points = below
     else:  # nothing tried fits: the two smallest
         points = sorted((b, p) for b, p in known.items() if b >= high)[:2]
     if not points:

@@ -97,19 +97,23 @@ def fit(
     devices = device_set(dev) if takes_devices(target) else None
     cap = MAX_BATCH if max_batch is None else max_batch
     example = example_batch(target)
-    start = min(max((example or multiple) // multiple * multiple, multiple), cap)
+    largest = bracket.largest_allowed(multiple, cap)
+    start = min(max((example or multiple) // multiple * multiple, multiple), largest)
 
     def built(batch: int):
         return at_batch(target, batch, devices)
 
     _check_scaling(target, built, budget, multiple)
-    if configs is None:
-        configs = _configs(target, built(start), base, policies, cancelled)
-    if first is not None:
+    stopped = False
+    try:
+        if configs is None:
+            configs = _configs(target, built(start), base, policies, cancelled)
+    except Cancelled:  # before any row: an empty answer, said to be cancelled
+        configs, stopped = [], True
+    if first is not None and not stopped:
         configs = _unique([(first, first.policy), *configs])
     search = _Search(built, dev, budget, multiple, cap, start, cancelled, progress)
     rows: list[FitRow] = []
-    stopped = False
     for index, (config, label) in enumerate(configs):
         row = FitRow(config=config, policy=label)
         try:
@@ -218,7 +222,8 @@ class _Search:
                 row.error = exc.message
                 break
             row.probes.append(probe)
-            tried.append(bracket.Tried(batch, probe.fits, probe.peak_bytes))
+            peak = probe.compiled.peak_bytes if probe.compiled.fits else None
+            tried.append(bracket.Tried(batch, probe.fits, peak))
             self._conclude(row, tried)
         row.complete = row.error is None and bracket.closed(tried, self.multiple, self.cap)
         self._conclude(row, tried)
