@@ -79,7 +79,9 @@ def notes(row) -> list[str]:
     if row.capped:
         out.append("the largest batch allowed: more may fit (--max-batch)")
     elif not row.complete and not row.error:
-        out.append(f"search stopped between {row.batch} and {row.not_fit}")
+        beyond = f" and {row.not_fit}" if row.not_fit is not None else ""
+        out.append(f"search stopped between {row.batch}{beyond}" if beyond
+                   else f"search stopped at {row.batch}")  # fmt: skip
     elif row.batch and row.not_fit is not None:
         out.append(f"{row.not_fit} does not fit")
     measured = row.measured or {}
