@@ -193,8 +193,9 @@ def main() -> int:
             judged, right, concordant, total = judged + j, right + r, concordant + c, total + t
             print(f"  pairs apart by >15%: {r}/{j} ordered right")
     print(f"\nconfigurations: {len(ratios)}")
+    low, high = min(ratios), max(ratios)
     print(f"median estimate/measured: {statistics.median(ratios):.2f} "
-          f"(from {min(ratios):.2f} to {max(ratios):.2f}, spread {max(ratios) / min(ratios):.1f}x)")  # fmt: skip
+          f"(from {low:.2f} to {high:.2f}, spread {high / low:.1f}x)")  # fmt: skip
     if judged:
         print(f"pairs apart by >15% ordered right: {right}/{judged} ({right / judged:.0%})")
     if total:

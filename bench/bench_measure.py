@@ -22,7 +22,6 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 
 import remat_tui
 
@@ -42,7 +41,8 @@ def by_hand(fn, args) -> float:
     leaves, tree = jax.tree.flatten(args)
     keys = jax.random.split(jax.random.key(0), len(leaves))
     real = jax.tree.unflatten(
-        tree, [0.1 * jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)]
+        tree,
+        [0.1 * jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves, strict=True)],
     )
     for spec in FIVE:
         f = fn if spec == "as_written" else jax.checkpoint(

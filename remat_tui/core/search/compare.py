@@ -79,7 +79,9 @@ class Row:
         source = self.cost_source
         if source == "measured":
             return (self.measured["min_seconds"], self.host_bytes)
-        return (self.time["seconds"] if source == "estimate" else self.recompute_flops, self.host_bytes)
+        if source == "estimate":
+            return (self.time["seconds"], self.host_bytes)
+        return (self.recompute_flops, self.host_bytes)
 
     @property
     def estimated_cost(self) -> tuple:
@@ -283,7 +285,9 @@ def compile_row(target, row: Row, cancelled=None, runs: int | None = None, run_i
     only the compiles it accepts."""
     try:
         if runs is None:
-            result = compiled_xla.compile_costs(target, row.config, cancelled=cancelled, memory=True)
+            result = compiled_xla.compile_costs(
+                target, row.config, cancelled=cancelled, memory=True
+            )
         else:
             result, measured = measure_step(target, row.config, runs, cancelled, run_if=run_if)
             row.measured = None if measured is None else measured.to_dict()

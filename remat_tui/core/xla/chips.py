@@ -153,7 +153,8 @@ _CHIPS = (
         notes="Host link approximate: the scaling book's typical per-TPU PCIe "
         "figure (1.6e10 B/s), not one stated for v5e. Memory is Google's "
         "'16 GB' read as 1e9 bytes (the scaling book says 16 GiB). A later "
-        "revision of Google's page gives the HBM bandwidth as '800 GiBps'." + _TPU_TRANSCENDENTAL_NOTE,
+        "revision of Google's page gives the HBM bandwidth as '800 GiBps'."
+        + _TPU_TRANSCENDENTAL_NOTE,
         # One TensorCore, four 128x128 MXUs: the scaling book's 1.5 GHz.
         transcendentals_per_second=_tpu_transcendentals(197e12, 1, 4, 128),
     ),

@@ -132,7 +132,8 @@ def compile_costs(
             if isinstance(hit[1], RematError):
                 raise RematError(hit[1].message)
             return hit[1]
-    return compile_step(target, config, cancelled, device=dev, arguments=arguments, memory=memory)[0]
+    step = compile_step(target, config, cancelled, device=dev, arguments=arguments, memory=memory)
+    return step.result
 
 
 class CompiledStep(NamedTuple):
@@ -241,7 +242,10 @@ def _spaces_note(result: Compiled, breakdown) -> str | None:
     )
     reserved = result.peak_bytes + sum(s.allocated_bytes for s in others)
     if abs(reserved - backend) <= 0.01 * backend:
-        why = "XLA counts the other spaces' whole allocations, remat-tui the bytes live at their peaks"
+        why = (
+            "XLA counts the other spaces' whole allocations, remat-tui the bytes live "
+            "at their peaks"
+        )
     else:
         why = (
             "XLA's figure is its own accounting of the spaces at one moment, "

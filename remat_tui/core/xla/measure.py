@@ -37,9 +37,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from remat_tui.core.jaxcompat.program import callback_errors_unlogged, forget_failed_effects
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label, resolve_device, topology_of
-from remat_tui.core.trace.configured import check_cancelled
+from remat_tui.core.trace.configured import Cancelled, check_cancelled
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla.compiled import Compiled, compile_step, out_of_memory, trim_message
 from remat_tui.errors import RematError
@@ -160,30 +161,46 @@ def _memory_stats(dev) -> dict | None:
 def _run(step, dev, runs: int, cancelled) -> Measured:
     before = _memory_stats(dev)
     try:
-        real = [_real(leaf, placed) for leaf, placed in zip(step.leaves, step.abstract, strict=True)]
+        real = [_real(x, placed) for x, placed in zip(step.leaves, step.abstract, strict=True)]
         inputs = step.lowered.inputs(real, _fill)
         times = []
-        for i in range(runs + 1):  # the first is the warm-up
-            check_cancelled(cancelled)
-            start = time.perf_counter()
-            outputs = step.executable(*inputs)
-            jax.block_until_ready(outputs)
-            if i:
-                times.append(time.perf_counter() - start)
-            if step.lowered.carried:  # donated: the next step takes what this one gave
-                inputs = (*outputs[: step.lowered.carried], *inputs[step.lowered.carried :])
-            del outputs
+        with callback_errors_unlogged():
+            for i in range(runs + 1):  # the first is the warm-up
+                check_cancelled(cancelled)
+                start = time.perf_counter()
+                outputs = step.executable(*inputs)
+                jax.block_until_ready(outputs)
+                if i:
+                    times.append(time.perf_counter() - start)
+                if step.lowered.carried:  # donated: the next step takes what this one gave
+                    inputs = (*outputs[: step.lowered.carried], *inputs[step.lowered.carried :])
+                del outputs
+    except (RematError, Cancelled):
+        raise
     except Exception as exc:
-        if isinstance(exc, RematError) or type(exc).__name__ == "Cancelled":
-            raise
+        forget_failed_effects()
         message = str(exc)
         if out_of_memory(message):
             return Measured(0, None, None, None, fits=False,
-                            error=f"did not fit when run:\n{trim_message(message)}")  # fmt: skip
-        return Measured(0, None, None, None,
-                        error=f"raised when run: {type(exc).__name__}:\n{trim_message(message)}")  # fmt: skip
+                            error=f"did not fit when run: {_first_line(message)}")  # fmt: skip
+        return Measured(0, None, None, None, error=f"raised when run: {_cause(exc)}")
     peak, note = _peak(before, _memory_stats(dev), dev)
     return Measured(runs, min(times), statistics.median(times), peak, note)
+
+
+def _first_line(message: str) -> str:
+    return trim_message(message, lines=1).strip()
+
+
+def _cause(exc: Exception) -> str:
+    """What went wrong, in one line: for an error raised in the user's host
+    callback (its traceback folded into XLA's message), that error's own
+    last line; else XLA's first."""
+    message = str(exc)
+    if "Traceback (most recent call last)" in message:
+        last = [line.strip() for line in message.splitlines() if line.strip()]
+        return last[-1] if last else type(exc).__name__
+    return f"{type(exc).__name__}: {_first_line(message)}"
 
 
 def _peak(before: dict | None, after: dict | None, dev) -> tuple[int | None, str | None]:

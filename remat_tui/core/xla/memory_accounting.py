@@ -189,7 +189,7 @@ def from_dump(dump: xla.Dump, platform: str | None = None) -> Memory:
     spaces = defaultdict(list)
     for a in elsewhere:
         spaces[a.color].append(a)
-    space_values = {color: placed(allocations, whole=False) for color, allocations in spaces.items()}
+    space_values = {color: placed(allocs, whole=False) for color, allocs in spaces.items()}
     base = sum(a.size for a in held)
     curve = [base + b for b in occupancy(temp_values, steps)]
 
