@@ -9,7 +9,7 @@ state and gets back new ones, which the next run takes, as a loop runs it.
 
 Arguments: the target's example arrays where it gave arrays; for a
 `jax.ShapeDtypeStruct`, an array of its shape, dtype and sharding, made on
-the device: floats from a normal distribution (standard deviation 0.1),
+the host: floats from a normal distribution (standard deviation 0.1),
 integers and booleans zeros (safe indices). Dense programs run as fast
 whatever the values; a program whose control flow depends on them runs as
 these make it.
@@ -225,12 +225,18 @@ def _real(leaf, placed: jax.ShapeDtypeStruct):
 
 
 def _fill(example, sharding):
-    """An array of `example`'s shape and dtype, made on the device where
-    `sharding` places it: normal values for floats, zeros otherwise."""
+    """An array of `example`'s shape and dtype, placed as `sharding` says:
+    normal values for floats, zeros otherwise. Made by numpy on the host (a
+    jitted random-number program would compile once per shape, which cost
+    more than running the step)."""
     if isinstance(example, (jax.Array, np.ndarray, np.generic)):
         return jax.device_put(example, sharding)
     shape, dtype = tuple(example.shape), jnp.dtype(example.dtype)
     if jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.complexfloating):
-        make = lambda key: (FILL_STD * jax.random.normal(key, shape)).astype(dtype)  # noqa: E731
-        return jax.jit(make, out_shardings=sharding)(jax.random.key(0))
-    return jax.jit(lambda: jnp.zeros(shape, dtype), out_shardings=sharding)()
+        values = FILL_STD * _random.standard_normal(shape, dtype=np.float32)
+    else:
+        values = np.zeros(shape, np.int8)
+    return jax.device_put(np.asarray(values, dtype=dtype), sharding)
+
+
+_random = np.random.default_rng(0)
