@@ -61,6 +61,9 @@ class Chip:
     # Whether memory traffic overlaps the arithmetic (an accelerator streams
     # memory while its units compute), or adds to it (a CPU's cores do both).
     overlaps_memory: bool = True
+    # Seconds any step takes however little it computes (dispatch, the
+    # runtime's bookkeeping): measured for the CPU, unknown (0) elsewhere.
+    overhead_seconds: float = 0.0
 
 
 GiB = 2**30
@@ -315,5 +318,6 @@ def measured_cpu() -> Chip:
                 measured=True,
                 transcendentals_per_second=rates.transcendentals,
                 overlaps_memory=False,
+                overhead_seconds=rates.overhead,
             )
         return _cpu

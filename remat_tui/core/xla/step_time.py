@@ -11,7 +11,10 @@ in four parts:
                              bytes), / the host link's bandwidth
 
     accelerators: seconds = max(compute + transcendental, memory) + host
-    the CPU:      seconds = compute + transcendental + memory + host
+    the CPU:      seconds = compute + transcendental + memory + host + overhead
+
+where `overhead_seconds` is what any step costs however little it computes,
+measured for the CPU (core/xla/cpu_rates.py): all a tiny step costs there.
 
 An accelerator streams memory while its units compute; a CPU's cores do the
 arithmetic and wait for memory themselves, and measured on this project's CPU
@@ -53,6 +56,7 @@ class StepTime:
     host_seconds: float
     chip: str
     model: str = MODEL
+    overhead_seconds: float = 0.0
     # What the parts counted, per device: XLA's figures after the corrections above.
     flops: float = 0.0
     transcendentals: float = 0.0
@@ -125,6 +129,7 @@ def estimate(chip: chips.Chip, flops: float, host_bytes: float, counts: StepCoun
         seconds = max(compute + transcendental, memory) + host
     else:
         seconds = compute + transcendental + memory + host
+    seconds += chip.overhead_seconds
     return StepTime(
         seconds=seconds,
         compute_seconds=compute,
@@ -132,6 +137,7 @@ def estimate(chip: chips.Chip, flops: float, host_bytes: float, counts: StepCoun
         memory_seconds=memory,
         host_seconds=host,
         chip=chip.name,
+        overhead_seconds=chip.overhead_seconds,
         flops=computed,
         transcendentals=transcendentals,
         bytes_accessed=accessed,
