@@ -1,8 +1,10 @@
 """remat-tui: see what JAX autodiff saves for the backward pass.
 
-The package root stays light: importing it loads neither jax nor textual, so
-`remat-tui --help` and a target file's `import remat_tui` are instant. The
-heavy entry points (`load_targets`, `analyze`) import the core on first call.
+The package root stays light: importing it loads neither jax nor textual nor
+the widget stack, so `remat-tui --help` and a target file's `import remat_tui`
+are instant. The heavy entry points (`load_targets`, `analyze`, ...) import
+the core on first call, and the displays of their results (notebook/hooks.py:
+HTML in notebooks, rich in terminals).
 """
 
 from remat_tui.errors import RematError
@@ -17,9 +19,16 @@ __all__ = [
     "compare",
     "diff",
     "load_targets",
+    "show",
     "suggest",
     "target",
+    "widget",
 ]
+
+
+def _displays() -> None:
+    """Give the results their displays (notebook/hooks.py; see core/display.py)."""
+    from remat_tui.notebook import hooks  # noqa: F401
 
 
 def load_targets(path):
@@ -49,11 +58,13 @@ def analyze(
     if compiled or measure:
         from remat_tui.core.xla.compiled_analysis import analyze_compiled
 
+        _displays()
         return analyze_compiled(
             fn, args, kwargs, policy=policy, device=device, sites=sites, measure=measure, runs=runs
         )
     from remat_tui.core.trace.analysis import analyze as _analyze
 
+    _displays()
     return _analyze(fn, args, kwargs, policy=policy, device=device, sites=sites)
 
 
@@ -73,6 +84,7 @@ def compare(
     `device` `runs` times: rows rank by the measured time."""
     from remat_tui.core.search.compare import compare as _compare
 
+    _displays()
     return _compare(
         fn,
         args,
@@ -96,6 +108,7 @@ def suggest(
     from remat_tui.report.units import parse_size
 
     budget = parse_size(budget) if isinstance(budget, str) else budget
+    _displays()
     return _suggest(
         fn, budget, args, kwargs, compiled=compiled, device=device, sites=sites,
         measure=measure, runs=runs,
@@ -111,4 +124,25 @@ def diff(fn, a="as_written", b="as_written", args=None, kwargs=None, sites_a=Non
     target = as_target(fn, args, kwargs)
     first = Config.make(a, sites_a, declared=target.policies)
     second = Config.make(b, sites_b, declared=target.policies)
+    _displays()
     return _diff(target, first, second)
+
+
+def show(f, *args, **kwargs) -> None:
+    """Display what `f(*args, **kwargs)` saves for the backward pass: the
+    forward and backward jaxprs side by side, residuals highlighted, each as
+    `print_saved_residuals` words it. A drop-in for JAX's notebook helper
+    `print_fwd_bwd`: HTML in a notebook, rich in a terminal; returns None."""
+    from remat_tui.notebook.show import show as _show
+
+    _show(f, *args, **kwargs)
+
+
+def widget(f, *args, **kwargs):
+    """A live notebook view of `f(*args, **kwargs)`: pick a policy, save,
+    recompute or offload each checkpoint_name, pick a device, and the display
+    of `show` follows, traced in the background. Needs the notebook extra:
+    pip install 'remat-tui[notebook]'."""
+    from remat_tui.notebook.widget import widget as _widget
+
+    return _widget(f, *args, **kwargs)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from remat_tui.core.display import Displayable
+
 # Contract 7: what the bytes live at a compiled peak are (core/xla/memory.py).
 MEMORY_CATEGORIES = ("argument", "output", "residual", "recomputed", "temporary")
 
@@ -207,7 +209,7 @@ class Totals:
 
 
 @dataclass
-class Analysis:
+class Analysis(Displayable):
     """Everything remat-tui knows about one target under one policy on one device."""
 
     target_file: str | None

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from remat_tui.core.display import Displayable
 from remat_tui.core.model import Analysis
 from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
 from remat_tui.core.setup import policies
@@ -138,7 +139,7 @@ class Row:
 
 
 @dataclass
-class Comparison:
+class Comparison(Displayable):
     target_file: str | None
     target_name: str
     device: dict

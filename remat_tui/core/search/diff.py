@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from remat_tui.core.display import Displayable
 from remat_tui.core.search.compare import Row, row_of
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import costs_view
@@ -20,7 +21,7 @@ from remat_tui.core.trace.traced import trace_config
 
 
 @dataclass
-class Diff:
+class Diff(Displayable):
     a: Row
     b: Row
     only_a: list[dict]

@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from remat_tui.core.display import Displayable
 from remat_tui.core.search.compare import (
     Row,
     canonical_spec,
@@ -62,7 +63,7 @@ STATES = ("recompute", "save", "offload")
 
 
 @dataclass
-class Suggestion:
+class Suggestion(Displayable):
     budget: int
     measure: str  # "residual" | "compiled"
     fits: bool

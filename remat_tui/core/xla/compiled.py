@@ -48,6 +48,7 @@ import jax
 from jax.sharding import SingleDeviceSharding
 from jax.tree_util import tree_flatten
 
+from remat_tui.core.display import Displayable
 from remat_tui.core.jaxcompat.hlo_text import has_loops
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.config import Config
@@ -74,7 +75,7 @@ _cache = LRU(CACHE_SIZE)
 
 
 @dataclass(frozen=True)
-class Compiled:
+class Compiled(Displayable):
     """XLA's numbers for one compiled gradient. Bytes are per device."""
 
     device: str  # the device label: cpu:0, tpu:v5e:2x2
