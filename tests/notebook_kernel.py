@@ -51,9 +51,8 @@ def client(nb, km, cwd: str | None = None, timeout: int = 300):
     """An nbclient NotebookClient running `nb` on `km` (`kernel_manager()`)."""
     from nbclient import NotebookClient
 
-    return NotebookClient(
-        nb, km=km, timeout=timeout, kernel_name=KERNEL, resources={"metadata": {"path": cwd or ROOT}}
-    )
+    where = {"metadata": {"path": cwd or ROOT}}
+    return NotebookClient(nb, km=km, timeout=timeout, kernel_name=KERNEL, resources=where)
 
 
 def execute(nb, cwd: str | None = None, timeout: int = 300):

@@ -18,7 +18,7 @@ import pytest
 try:
     import anywidget  # noqa: F401
     import nbclient  # noqa: F401
-    import nbformat
+    import nbformat  # noqa: F401
 except ImportError as exc:
     if os.environ.get("CI"):
         pytest.fail(f"CI is set but the notebook tests cannot run: {exc}", pytrace=False)

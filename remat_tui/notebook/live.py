@@ -97,11 +97,8 @@ class Live:
             html = self.render(analysis)
         except Cancelled:
             return
-        except RematError as exc:
-            self._answer(number, lambda: self.on_error(config, exc.message))
-            return
-        except Exception as exc:  # a bug of ours or JAX's: said in place, the kernel lives on
-            message = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # said in place (a bug of ours or JAX's too): the kernel lives on
+            message = exc.message if isinstance(exc, RematError) else f"{type(exc).__name__}: {exc}"
             self._answer(number, lambda: self.on_error(config, message))
             return
         self.cache.put(config, (analysis, html))
