@@ -21,7 +21,7 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).resolve().parent
-EXTRAS = ".[test,examples,tpu]"
+EXTRAS = ".[test,examples,tpu,notebook]"
 OLDEST = "3.11"  # the Python the oldest JAX is tested on
 NEWEST = "3.13"  # the Python the newest JAX is tested on
 REMAT3_TESTS = [

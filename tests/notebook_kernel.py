@@ -47,19 +47,21 @@ def kernel_manager():
         yield KernelManager(kernel_name=KERNEL, kernel_spec_manager=specs)
 
 
-def client(nb, km, cwd: str | None = None, timeout: int = 300):
+def client(nb, km, cwd: str | None = None, timeout: int = 300, **options):
     """An nbclient NotebookClient running `nb` on `km` (`kernel_manager()`)."""
     from nbclient import NotebookClient
 
     where = {"metadata": {"path": cwd or ROOT}}
-    return NotebookClient(nb, km=km, timeout=timeout, kernel_name=KERNEL, resources=where)
+    return NotebookClient(
+        nb, km=km, timeout=timeout, kernel_name=KERNEL, resources=where, **options
+    )
 
 
-def execute(nb, cwd: str | None = None, timeout: int = 300):
+def execute(nb, cwd: str | None = None, timeout: int = 300, **options):
     """Execute every cell of `nb` (raising CellExecutionError on the first
     error) and return it with its outputs."""
     with kernel_manager() as km:
-        client(nb, km, cwd, timeout).execute()
+        client(nb, km, cwd, timeout, **options).execute()
     return nb
 
 
@@ -68,7 +70,11 @@ def save_example() -> None:
     import nbformat
 
     nb = nbformat.read(EXAMPLE, as_version=4)
-    execute(nb, cwd=os.path.dirname(EXAMPLE))
+    nb.metadata.pop("widgets", None)
+    # Without the widget's saved state, viewers with no kernel (GitHub, nbconvert,
+    # JupyterLab reopening it untrusted) show the widget's HTML fallback.
+    execute(nb, cwd=os.path.dirname(EXAMPLE), store_widget_state=False)
+    nb.metadata.pop("widgets", None)
     nbformat.write(nb, EXAMPLE)
     print(f"wrote {EXAMPLE} ({os.path.getsize(EXAMPLE):,} bytes)")
 

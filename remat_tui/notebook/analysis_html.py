@@ -101,9 +101,13 @@ def panes(a: Analysis) -> str:
         + " lines recompute forward work.",
         style.MUTED,
     )
-    cell = "width: 50%; vertical-align: top; padding: 0 4px 0 0"
-    heads = tag("tr", tag("th", "forward (vjp)", style.HEAD) + tag("th", "backward", style.HEAD))
-    body = tag("tr", tag("td", pane(a.forward), cell) + tag("td", pane(a.backward), cell))
+    # transparent rows: JupyterLab's stylesheet stripes and hover-shades table rows
+    cell = "width: 50%; vertical-align: top; padding: 0 4px 0 0; text-align: left"
+    row = "background: transparent"
+    heads = tag(
+        "tr", tag("th", "forward (vjp)", style.HEAD) + tag("th", "backward", style.HEAD), row
+    )
+    body = tag("tr", tag("td", pane(a.forward), cell) + tag("td", pane(a.backward), cell), row)
     grid = tag("table", heads + body, "width: 100%; table-layout: fixed; border-collapse: collapse")
     return tag("div", "Forward and backward jaxprs", style.HEADING) + legend + grid
 

@@ -36,9 +36,11 @@ TABLE = "border-collapse: collapse; margin: 4px 0 8px 0"
 CELL = f"border-bottom: {RULE}; padding: 2px 8px; text-align: left; vertical-align: top"
 NUM = f"{CELL}; text-align: right; white-space: nowrap"
 HEAD = f"{CELL}; font-weight: bold; white-space: nowrap"
+# text-align: JupyterLab's stylesheet right-aligns table cells, a <pre> in one too
 PRE = (
     f"{MONO}; font-size: 12px; line-height: 1.35; white-space: pre; margin: 0; "
-    f"padding: 6px 8px; background: {PANEL_BG}; overflow-x: auto; overflow-y: auto"
+    f"padding: 6px 8px; background: {PANEL_BG}; overflow-x: auto; overflow-y: auto; "
+    "text-align: left"
 )
 CODE = f"{MONO}; font-size: 12px"
 TITLE = "font-weight: bold; font-size: 14px; margin: 2px 0"
