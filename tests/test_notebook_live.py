@@ -57,3 +57,49 @@ def test_a_failing_configuration_reports_its_error():
     assert live.request(Config.make("as_written")) is None
     assert live.wait(60)
     assert answers == [] and len(errors) == 1 and "int32" in errors[0][1]
+
+
+def _widget_or_skip():
+    import os
+
+    import pytest
+
+    try:
+        from remat_tui.notebook.widget import widget
+    except ImportError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but the widget cannot load: {exc}", pytrace=False)
+        pytest.skip(f"{exc}: the widget needs the notebook extra")
+    return widget
+
+
+def test_widget_names_compose_a_policy_and_a_seen_switch_is_instant():
+    from conftest import jax_saved_residuals
+    from jax.ad_checkpoint import checkpoint_name
+
+    widget = _widget_or_skip()
+
+    def f4(W1, W2, W3, x):
+        x = checkpoint_name(jnp.sin(jnp.dot(W1, x)), name="a")
+        x = checkpoint_name(jnp.sin(jnp.dot(W2, x)), name="b")
+        return checkpoint_name(jnp.sin(jnp.dot(W3, x)), name="c")
+
+    args = (jnp.ones((5, 4)), jnp.ones((6, 5)), jnp.ones((7, 6)), jnp.ones(4))
+    w = widget(f4, *args)
+    assert w.analysis is not None and w.names == ["a", "b", "c"] and w.name_states == {}
+    w.name_states = {"a": "save", "b": "offload", "c": "recompute"}
+    composed = (
+        "save_and_offload_only_these_names(names_which_can_be_saved=['a'], "
+        "names_which_can_be_offloaded=['b'], offload_src='device', offload_dst='pinned_host')"
+    )
+    assert w.policy == composed
+    assert w.wait(120) and not w.error
+    expected = jax_saved_residuals(f4, composed, args, {})
+    assert [r.text for r in w.analysis.residuals] == expected
+    assert any("<host>" in line for line in expected)
+
+    w.policy = "as_written"  # seen at the start: answered before the assignment returns
+    assert not w.busy and w.status.endswith("from the cache") and w.name_states == {}
+    assert [r.text for r in w.analysis.residuals] == jax_saved_residuals(
+        f4, "as_written", args, {}
+    )

@@ -77,11 +77,13 @@ class RematWidget(anywidget.AnyWidget):
         self._composing = False  # set while a change of one control sets another
         self.live = Live(target, analysis_html.render, self._show, self._fail)
         devices = available_devices()
+        self._composing = True  # the initial values ask for nothing: one request follows
         super().__init__(
             policy_choices=[*policies.builtin_specs(), *target.policies],
             device_choices=devices,
             device=devices[0] if devices else "",
         )
+        self._composing = False
         self._request()
         self.wait(None)  # the code as written, at once, as `show` shows it
         if self.analysis is None:
