@@ -6,7 +6,7 @@ and the views of one Trace (core/trace/traced.py) every caller reads:
 - `costs_view`: the same without the panes (diff, the transposition FLOPs);
 - `row_view`: what a row of compare or suggest needs, the backward pass traced
   only when the recompute FLOPs cannot be read from the linear program
-  (core/trace/recompute.py); then `flops["backward"]` is None and the sites
+  (core/trace/recomputation.py); then `flops["backward"]` is None and the sites
   carry no FLOPs.
 """
 
@@ -27,8 +27,7 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
 from remat_tui.core.setup.loading import resolve_arguments
-from remat_tui.core.trace import linemap
-from remat_tui.core.trace import recompute as recompute_lib
+from remat_tui.core.trace import linemap, recomputation
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
 from remat_tui.core.trace.names import named_values
 from remat_tui.core.trace.traced import Trace, trace
@@ -100,7 +99,7 @@ def row_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysis:
     FLOPs, read from the linear program when it tells them exactly (the
     backward pass then never traced), no panes."""
     begun = _clock(t)
-    read = recompute_lib.from_linear(t.linear) if t.linear is not None else None
+    read = recomputation.from_linear(t.linear) if t.linear is not None else None
     if read is not None:
         return _analysis(t, None, read, *_without_panes(t, read), begun)
     bwd = t.backward(cancelled)
@@ -116,7 +115,7 @@ def _clock(t: Trace) -> tuple[float, float]:
 
 def _recompute_in(t: Trace, bwd):
     """The forward work the backward pass does again (inside remat equations)."""
-    return linemap.recomputation(
+    return recomputation.recomputation(
         bwd, set(bwd.invars[: t.num_residuals]), set(bwd.invars[t.num_residuals :])
     )
 

@@ -6,7 +6,7 @@ The forward pass of `jax.vjp` (with `return_shape=True`, as JAX's own
 `saved_residuals` does) is traced at once, with its residuals, where they were
 made and the checkpoint sites. The backward pass is traced the first time a
 view asks for it, and kept: a row of compare often reads its recompute FLOPs
-from the linear program instead (core/trace/recompute.py) and never pays for it.
+from the linear program instead (core/trace/recomputation.py) and never pays for it.
 
 Checkpoint sites need the primal program (core/trace/sites.py). It is traced only
 when the linear program (or the backward pass) shows a checkpoint of the user's,
