@@ -64,9 +64,7 @@ def resolve(target: Target, policy, sites, device, config: Config | None = None)
     """The Config asked for (canonical; `config` as given) and the device it
     names, resolved once: (Config, jax.Device or a topology's device)."""
     if config is None:
-        given_device = device if device is None or isinstance(device, str) else None
-        config = Config.make(policy, sites, given_device, target.policies)
-        return config, resolve_device(device)
+        config = Config.make(policy, sites, device, target.policies)
     return config, resolve_device(config.device)
 
 
@@ -139,7 +137,9 @@ def _analysis(t: Trace, bwd, recompute, residuals, forward, backward, begun: tup
     names = named_values(t.forward, bwd if bwd is not None else t.linear.jaxpr)
     target = t.target
     shown_sites = [
-        replace(f.site, override=t.plan[f.site.id].canonical if f.site.id in t.plan else None)
+        replace(f.site, override=t.plan[f.site.id].canonical, effective_spec=t.plan[f.site.id])
+        if f.site.id in t.plan
+        else f.site
         for f in t.sites
     ]
     if bwd is not None:
@@ -149,14 +149,14 @@ def _analysis(t: Trace, bwd, recompute, residuals, forward, backward, begun: tup
     return Analysis(
         target_file=target.file,
         target_name=target.name,
-        policy=t.spec.canonical,
-        python=_snippet(target, t.spec, shown_sites, t.plan),
+        policy=t.config.spec.canonical,
+        python=_snippet(target, t.config.spec, shown_sites, t.plan),
         device=describe_device(t.device),
         residuals=residuals,
         names=names,
         forward=forward,
         backward=backward,
-        warnings=t.spec.warnings({n.name for n in names}),
+        warnings=t.config.spec.warnings({n.name for n in names}),
         trace_seconds=begun[0] + time.perf_counter() - begun[1],
         jax_version=jax.__version__,
         tool_version=__version__,

@@ -27,7 +27,6 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax.tree_util import tree_flatten, tree_unflatten
 
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_set, resolve_device, trace_device
 from remat_tui.core.setup.loading import resolve_arguments
@@ -52,7 +51,6 @@ class Trace:
 
     target: Target
     config: Config
-    spec: policies.PolicySpec  # config.policy, parsed once
     plan: dict  # {site id: PolicySpec}, the sites the config overrides
     device: Any  # the device asked for (a jax.Device, or a topology's)
     here: Any  # the local device it is traced on
@@ -108,14 +106,13 @@ def trace(
     """`config` traced on `dev` (already resolved) with `arguments` built for
     its device set (core/xla/compiled_analysis.py compiles with the same ones)."""
     args, kwargs = arguments
-    spec = policies.parse(config.policy, target.policies)
     start = time.perf_counter()
     here = trace_device(dev)
     leaves, in_tree = tree_flatten((args, kwargs))
     _require_differentiable(target, leaves)
     prefer_dir = target_dir(target)
     with jax.default_device(here):
-        flat_fn, primal, plan = configured_function(target, config, leaves, in_tree, here, spec)
+        flat_fn, primal, plan = configured_function(target, config, leaves, in_tree, here)
         try:
             closed, (out_shape, vjp_shape) = jax.make_jaxpr(
                 lambda *a: jax.vjp(flat_fn, *a), return_shape=True
@@ -139,7 +136,6 @@ def trace(
         result = Trace(
             target=target,
             config=config,
-            spec=spec,
             plan=plan,
             device=dev,
             here=here,
