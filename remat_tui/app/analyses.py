@@ -21,6 +21,7 @@ from collections import Counter
 from remat_tui.app.arguments import prepared
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
 from remat_tui.core.lru import LRU
+from remat_tui.core.setup.caches import clear_jax_caches
 from remat_tui.errors import RematError
 
 LIMIT = 32  # analyses kept, each with its drawing
@@ -30,8 +31,8 @@ LIMIT = 32  # analyses kept, each with its drawing
 # configurations passed on the way never start, and never take the CPU the
 # screen needs. The first request after a pause starts at once.
 BURST_SECONDS = 0.12
-# JAX's own caches are cleared after this many analyses arrive (clear_jax_caches
-# says why): what they hold between two clears stays bounded, and the cost,
+# JAX's own caches are cleared after this many analyses arrive
+# (core/setup/caches.py says why): what they hold between two clears stays bounded, and the cost,
 # JAX tracing again what it had kept, is paid once per so many analyses.
 JAX_CACHES_EVERY = 8
 
@@ -189,18 +190,6 @@ class Analyses:
             for n in a.names:
                 seen.setdefault(n.name)
         return list(seen)
-
-
-def clear_jax_caches() -> None:
-    """JAX's own caches emptied (`jax.clear_caches`, public API; it changes no
-    result, JAX traces again what it had kept). They grow with every
-    configuration traced and free nothing until each is full (an entry keyed
-    weakly by a jaxpr holds that jaxpr): measured over 300 analyses kept 32
-    at a time, RSS went 326 -> 367 MiB without clearing and stayed at 280
-    clearing every 8."""
-    import jax
-
-    jax.clear_caches()
 
 
 class PausedCollection:

@@ -119,6 +119,14 @@ def device_set(d) -> list:
     return list(jax.devices(d.platform))
 
 
+def local_device_count(platform: str) -> int | None:
+    """How many local devices `platform` has; None when JAX has no such backend."""
+    try:
+        return len(jax.devices(platform))
+    except RuntimeError:  # no such backend
+        return None
+
+
 def available_devices() -> list[str]:
     """Labels to offer: the local devices, then the TPU topologies when libtpu
     is installed (listing them loads nothing)."""
