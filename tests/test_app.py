@@ -159,9 +159,9 @@ async def test_superseded_result_is_dropped(monkeypatch):
     seen = []
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await settle(app, pilot)
-        app.apply_policy("nothing_saveable")  # slow: held back until released
+        app.asking.policy("nothing_saveable")  # slow: held back until released
         await pilot.pause(0.2)
-        app.apply_policy("dots_saveable")  # the newer request answers first
+        app.asking.policy("dots_saveable")  # the newer request answers first
         while app.shown.policy != "dots_saveable":
             await pilot.pause(0.05)
         release.set()
@@ -183,7 +183,7 @@ async def test_bad_policy_shows_error_and_keeps_last_analysis():
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         shown = app.shown
-        app.apply_policy("save_only_these_names(layer1)")
+        app.asking.policy("save_only_these_names(layer1)")
         await pilot.pause()
         error = app.query_one("#error")
         assert error.display and "expected a quoted name" in str(error.render())

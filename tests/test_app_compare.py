@@ -146,7 +146,7 @@ def test_chart_axes_use_the_unit_their_values_read_best_in(largest, units, want)
 
 async def test_the_chart_labels_its_axes_and_marks_the_budget():
     app = RematApp(example("transformer.py"), TARGET, show_timings=False)
-    app.last_budget = "400MiB"
+    app.opening.last_budget = "400MiB"
     async with app.run_test(size=(180, 48)) as pilot:
         screen = await open_compare(app, pilot)
         memory, recompute = screen.chart_axes

@@ -269,7 +269,7 @@ async def test_palette_completes_a_partial_spec_and_suggests_for_a_typo():
         await settle(app, pilot)
         assert app.shown.policy == "dots_saveable"
         # A typo applied directly (e.g. from --policy) says it in the error too.
-        app.apply_policy("save_only_these_name('layer1')")
+        app.asking.policy("save_only_these_name('layer1')")
         await pilot.pause()
         error = str(app.query_one("#error").render())
         assert "Did you mean save_only_these_names('layer1')?" in error
@@ -399,7 +399,8 @@ def test_snapshot_compact(snap_compare, monkeypatch):
 
 
 async def test_typed_policies_stay_listed_after_a_reload_and_a_target_switch(tmp_path):
-    from remat_tui.app.commands import apply_typed
+    from remat_tui.app.messages import PolicyWanted
+    from remat_tui.core.setup import policies
 
     path = tmp_path / "two.py"
     source = (
@@ -415,7 +416,7 @@ async def test_typed_policies_stay_listed_after_a_reload_and_a_target_switch(tmp
     app = RematApp(str(path), "f")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        apply_typed(app, typed)
+        app.post_message(PolicyWanted(policies.parse(typed), listed=True))  # as the palette does
         await settle(app, pilot)
         before = app.shown
         path.write_text(source.replace("jnp.sin(x)", "jnp.tanh(x)"))

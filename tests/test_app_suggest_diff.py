@@ -130,7 +130,7 @@ async def test_a_newer_budget_stops_the_running_search(monkeypatch):
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert screen.suggestion.budget == 250_000_000
-        assert app.last_budget == "2.5e8"  # what f offers next, on either screen
+        assert app.opening.last_budget == "2.5e8"  # what f offers next, on either screen
         answered = {m.request for m in seen if isinstance(m, SuggestDone)}  # (they bubble)
         assert answered == {first + 1}  # the first search stopped without answering
         want = remat_tui.suggest(app.target, "2.5e8", device=app.device)
