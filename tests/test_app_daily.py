@@ -1,7 +1,7 @@
 """The app as a new user meets it and as a daily user lives with it (issue 8):
 loading states, line marks, policies, export, layout, target picking, hot reload."""
 
-from conftest import example, local_devices_only
+from conftest import example, local_devices_only, wait_for
 from test_app import SIZE, settle, settled_frame
 
 from remat_tui.app.codeview import CodeView
@@ -90,13 +90,7 @@ LAYERS = 3
 async def wait_until(pilot, condition, what: str, settled: bool = True):
     """A bounded wait for something a file-watch event sets off (no fixed sleeps),
     then (`settled`) for the workers it started."""
-    import time
-
-    deadline = time.monotonic() + 30
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.05)
+    await wait_for(pilot, condition, what, timeout=30)
     if settled:
         await settle(pilot.app, pilot)
 

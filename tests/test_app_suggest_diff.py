@@ -6,7 +6,7 @@ lists; a bad budget is refused in place; nothing fitting is said."""
 import threading
 from collections import Counter
 
-from conftest import example, jax_saved_residuals
+from conftest import example, jax_saved_residuals, wait_for
 from test_app import SIZE, settle
 
 import remat_tui
@@ -51,11 +51,9 @@ async def ask_budget(app, pilot, budget: str) -> None:
 async def answer(app, pilot) -> SuggestScreen:
     screen = app.screen
     assert isinstance(screen, SuggestScreen)
-    for _ in range(1200):  # the search runs in the screen's worker
-        await pilot.pause(0.05)
-        if screen.suggestion is not None:
-            return screen
-    raise AssertionError("the search never finished")
+    # the search runs in the screen's worker
+    await wait_for(pilot, lambda: screen.suggestion is not None, "the search", timeout=60)
+    return screen
 
 
 def status(screen, widget: str) -> str:

@@ -20,7 +20,7 @@ import threading
 import time
 
 import pytest
-from conftest import example, jax_saved_residuals
+from conftest import example, jax_saved_residuals, wait_for
 from test_app import SIZE, settle
 
 import remat_tui
@@ -541,14 +541,15 @@ async def test_app_enter_twice_in_dialogs_closes_each_once(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         type_ahead(app, "d", "down", "enter", "enter")
-        await pilot.pause(0.3)
-        await settle(app, pilot)
+        await wait_for(pilot, lambda: app.device == "cpu:1", "the device the keys pick")
+        await settle(app, pilot)  # the second enter, queued behind the first, handled too
         assert app.device == "cpu:1" and app.screen is app.screen_stack[0]
         await pilot.press("e")
         await pilot.pause()
         app.screen.query_one("#path").value = str(tmp_path / "r.md")
         type_ahead(app, "enter", "enter")
-        await pilot.pause(0.3)
+        await wait_for(pilot, (tmp_path / "r.md").exists, "the export the first enter asks")
+        await pilot.pause()  # the second enter
         assert app.is_running and app.screen is app.screen_stack[0]
     assert (tmp_path / "r.md").read_text().startswith("# remat-tui report")
 
