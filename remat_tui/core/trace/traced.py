@@ -113,26 +113,8 @@ def trace(
     prefer_dir = target_dir(target)
     with jax.default_device(here):
         flat_fn, primal, plan = configured_function(target, config, leaves, in_tree, here)
-        try:
-            closed, (out_shape, vjp_shape) = jax.make_jaxpr(
-                lambda *a: jax.vjp(flat_fn, *a), return_shape=True
-            )(*leaves)
-            linear = jc.linear_program(vjp_shape, len(leaves))
-            res_shapes, res_tree = tree_flatten(vjp_shape)
-            forward = jc.open_jaxpr(closed)
-            res_avals = [v.aval for v in forward.outvars[len(forward.outvars) - len(res_shapes) :]]
-            res_shapes = _keep_memory_space(res_shapes, res_avals, here)
-            ct_shapes, ct_tree = tree_flatten(out_shape)
-        except (RematError, Cancelled):
-            raise
-        except Exception as exc:
-            raise _failed(target, config, exc) from None
+        forward, linear, backward_inputs = _vjp(target, config, flat_fn, leaves, here)
         check_cancelled(cancelled)
-
-        def backward(*flat):
-            vjp_fn = tree_unflatten(res_tree, flat[: len(res_shapes)])
-            return vjp_fn(tree_unflatten(ct_tree, flat[len(res_shapes) :]))
-
         result = Trace(
             target=target,
             config=config,
@@ -143,9 +125,9 @@ def trace(
             linear=linear,
             found=[],
             primal=primal,
-            num_residuals=len(res_shapes),
+            num_residuals=len(backward_inputs[1]),
             seconds=0.0,
-            _backward_inputs=(backward, res_shapes, ct_shapes),
+            _backward_inputs=backward_inputs,
         )
         # A checkpoint of the user's that is differentiated leaves a remat
         # equation in the linear program as it does in the backward pass
@@ -153,19 +135,50 @@ def trace(
         # no trace in either: only the primal program shows it.
         if primal is None and (jc.remat3_enabled() or _has_user_checkpoint(result)):
             result.primal = primal_program(target, leaves, in_tree, here, prefer_dir)
-    arg_names = jc.residual_words.arg_names(target.fn, args, kwargs)
-    found = find_residuals(forward, len(res_shapes), arg_names)
-    origins = Origins(prefer_dir, result.sites)
-    for fr in found:
-        fr.residual = replace(
-            fr.residual,
-            origin=origins.of(forward, fr.var),
-            bytes_per_device=per_device_bytes(fr.var.aval),
-        )
-    result.found = found
+    result.found = _residuals(result, args, kwargs, prefer_dir)
     result.seconds = time.perf_counter() - start
     check_cancelled(cancelled)
     return result
+
+
+def _vjp(target: Target, config: Config, flat_fn: Callable, leaves: list, here):
+    """The forward jaxpr of `jax.vjp(flat_fn)` (opened), its linear program (or
+    None) and what the backward pass is traced from when a view asks for it:
+    (the function applying the vjp, the residuals' shapes, the cotangents')."""
+    try:
+        closed, (out_shape, vjp_shape) = jax.make_jaxpr(
+            lambda *a: jax.vjp(flat_fn, *a), return_shape=True
+        )(*leaves)
+        linear = jc.linear_program(vjp_shape, len(leaves))
+        res_shapes, res_tree = tree_flatten(vjp_shape)
+        forward = jc.open_jaxpr(closed)
+        res_avals = [v.aval for v in forward.outvars[len(forward.outvars) - len(res_shapes) :]]
+        res_shapes = _keep_memory_space(res_shapes, res_avals, here)
+        ct_shapes, ct_tree = tree_flatten(out_shape)
+    except (RematError, Cancelled):
+        raise
+    except Exception as exc:
+        raise _failed(target, config, exc) from None
+
+    def backward(*flat):
+        vjp_fn = tree_unflatten(res_tree, flat[: len(res_shapes)])
+        return vjp_fn(tree_unflatten(ct_tree, flat[len(res_shapes) :]))
+
+    return forward, linear, (backward, res_shapes, ct_shapes)
+
+
+def _residuals(t: Trace, args, kwargs, prefer_dir) -> list[FoundResidual]:
+    """JAX's residual list of `t`, each with its origin and per-device bytes."""
+    arg_names = jc.residual_words.arg_names(t.target.fn, args, kwargs)
+    found = find_residuals(t.forward, t.num_residuals, arg_names)
+    origins = Origins(prefer_dir, t.sites)
+    for fr in found:
+        fr.residual = replace(
+            fr.residual,
+            origin=origins.of(t.forward, fr.var),
+            bytes_per_device=per_device_bytes(fr.var.aval),
+        )
+    return found
 
 
 def _has_user_checkpoint(t: Trace) -> bool:
