@@ -68,14 +68,7 @@ def intrinsic_notes(a: Analysis) -> list[str]:
 
 
 def _specs_in_force(a: Analysis) -> list[policies.PolicySpec]:
-    texts = [s.override for s in a.sites if s.override is not None]
-    out = [a.config.spec]
-    for text in texts:
-        try:
-            out.append(policies.parse(text, policies.AnyName()))
-        except Exception:  # a declared policy of the target: nothing to say about it
-            continue
-    return out
+    return [a.config.spec, *(s.effective_spec for s in a.sites if s.override is not None)]
 
 
 # Saving a name that spares less than this share of the recompute is pointed out.
