@@ -1,19 +1,21 @@
 """Provides the RematApp: the app's state (what is loaded, what the user wants
-shown, which analysis is shown), the one place that decides what the main
-screen shows, and the wiring of the controllers that do the work.
+shown, which analysis is shown), its lifecycle (loading, reloading, the
+workers' answers) and the wiring of the controllers that do the work.
 
-What the user asked for is one frozen value, `wanted` (app/wanted.py): keys,
-lists and palette commands post what they want (app/messages.py, the
-Sidebar's messages) or run the App's actions (app/keys.py), and the App
-assigns a new `wanted`, whose watcher asks for the analysis. The controllers
-the App owns do the work and post messages back: `startup` (app/startup.py:
-loading the file), `analyses` (app/analyses.py: the cache, requests, bursts,
-the trace worker), `compiles` (app/compiles.py: `p`, the compile child),
-`reloader` (app/reload.py) and `name_judge` (app/name_judge.py); each is
-given what it needs. The main screen (app/main_screen.py) reads none of this:
-its `view` (app/shown_view.py) paints what `paint_*` here give it, and the
-screens the keys open (app/screens/) get their inputs as arguments. `run` is
-in app/launch.py.
+What the user asked for is one frozen value, `wanted` (app/wanted.py): the
+lists, the palette and the keys post what they want (app/messages.py, the
+Sidebar's messages) or run the App's actions (app/keys.py); `asking`
+(app/asking.py) makes that the next `wanted`, whose watcher asks for the
+analysis. The other controllers do the work and post messages back:
+`startup` (app/startup.py: loading the file), `analyses` (app/analyses.py:
+the cache, requests, bursts, the trace worker), `compiles` (app/compiles.py:
+`p`, the compile child), `reloader` (app/reload.py) and `name_judge`
+(app/name_judge.py); `painter` (app/painting.py) decides what the main screen
+says and `opening` (app/opening.py) opens the screens over it. Each is given
+what it needs; those that read the state get it as one value, a Scene
+(app/scene.py). The main screen (app/main_screen.py) reads none of it: its
+`view` (app/shown_view.py) paints what it is given, and the screens the keys
+open (app/screens/) get their inputs as arguments. `run` is in app/launch.py.
 """
 
 from __future__ import annotations
