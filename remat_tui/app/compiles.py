@@ -19,6 +19,7 @@ import time
 import traceback
 from dataclasses import dataclass
 
+from textual.app import App
 from textual.message import Message
 
 from remat_tui.core.xla.compile_process import CompileProcess
@@ -42,8 +43,8 @@ class CompileFailed(Message):
 class Compiles:
     """Compiled numbers per request key, and the compile under way, for one App."""
 
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, app: App):
+        self.app = app  # Textual's: run_worker, post_message, log
         self.known: dict[tuple, object] = {}  # compiled numbers per request key
         self.compiling: tuple | None = None  # the key being compiled
         self.started = 0.0

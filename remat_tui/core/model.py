@@ -103,6 +103,11 @@ class Site:
     trip_count: int | None  # product of enclosing scan lengths; None outside loops
     override: str | None = None  # what the analysis applied there instead
     flops: SiteFlops | None = None  # set by the analysis
+    # `policy` parsed (a PolicySpec; None for custom:), and what the analysis
+    # applied there (its override's PolicySpec, else the same): read by the app
+    # for the name states there, never printed.
+    spec: Any = field(default=None, compare=False, repr=False)
+    effective_spec: Any = field(default=None, compare=False, repr=False)
 
     @property
     def effective(self) -> str:

@@ -122,11 +122,20 @@ class CompareScreen(Screen[Config | None]):
         Binding("enter", "open", "open in main screen", show=True),
     ]
 
-    def __init__(self, target, base: Config, compiled: bool = False, budget: str | None = None):
+    def __init__(
+        self,
+        target,
+        base: Config,
+        compiled: bool = False,
+        budget: str | None = None,
+        show_timings: bool = True,
+    ):
         """`base`: the Config whose sites and device every row shares;
         `compiled`: compile each row (the main screen's `p`); `budget`: the
-        last one typed for suggest, drawn on the chart."""
+        last one typed for suggest, drawn on the chart; `show_timings`: say
+        how long the comparison took."""
         super().__init__()
+        self.show_timings = show_timings
         self.target = target
         self.base = base
         self.budget = budget
@@ -220,7 +229,7 @@ class CompareScreen(Screen[Config | None]):
         self.done_at = time.monotonic()
         self.rows = list(c.rows)
         front = sum(r.pareto for r in self.rows)
-        took = f" in {c.seconds:.1f} s" if getattr(self.app, "show_timings", True) else ""
+        took = f" in {c.seconds:.1f} s" if self.show_timings else ""
         self.query_one("#compare-status", Static).update(
             f"{len(self.rows)} configurations{took} · memory: {self.measure()} · "
             f"★ {front} Pareto-optimal "

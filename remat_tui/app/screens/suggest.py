@@ -122,8 +122,18 @@ class SuggestScreen(Screen[Config | None]):
         Binding("f", "budget", "another budget"),
     ]
 
-    def __init__(self, target, budget: tuple[int, str], device: str | None, compiled: bool):
+    def __init__(
+        self,
+        target,
+        budget: tuple[int, str],
+        device: str | None,
+        compiled: bool,
+        show_timings: bool = True,
+    ):
+        """`compiled`: the compiled peak must fit (the main screen's `p`);
+        `show_timings`: the search's clock shown."""
         super().__init__()
+        self.show_timings = show_timings
         self.target = target
         self.device = device
         self.compiled = compiled
@@ -208,7 +218,7 @@ class SuggestScreen(Screen[Config | None]):
         return COMPILED if self.compiled else RESIDUAL
 
     def clock(self) -> str:
-        if not getattr(self.app, "show_timings", True):
+        if not self.show_timings:
             return ""
         return f"  {time.monotonic() - self.started:.1f} s"
 
