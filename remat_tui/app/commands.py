@@ -36,6 +36,16 @@ ACTIONS = (
         "app.memory",
         "w: live bytes over XLA's schedule, the buffers at the peak (p compiles first)",
     ),
+    (
+        "Compile what is shown (on/off)",
+        "app.toggle_compile",
+        "p: the compiled peak per device leads the status line; compare compiles each row",
+    ),
+    (
+        "Measure on the device (on/off)",
+        "app.toggle_measure",
+        "x: run each step shown and time it, beside the estimate; compare ranks by it",
+    ),
     ("Mark this configuration as A", "app.mark", "m: for the diff (v)"),
     (
         "Diff: marked A against the shown B",

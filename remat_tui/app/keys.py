@@ -21,6 +21,7 @@ BINDINGS = [
     Binding("o", "sort_residuals", "sort by bytes", show=False),
     Binding("c", "compare", "compare"),
     Binding("p", "toggle_compile", "compile: peak", show=False),
+    Binding("x", "toggle_measure", "measure", show=False),  # help: app/screens/help.py
     Binding(
         "w",
         "memory",

@@ -20,6 +20,8 @@ open (app/screens/) get their inputs as arguments. `run` is in app/launch.py.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from textual import on
 from textual.app import App
 from textual.css.query import NoMatches
@@ -63,6 +65,8 @@ from remat_tui.app.startup import Startup
 from remat_tui.app.status import Activity, nothing_shown
 from remat_tui.app.wanted import Wanted, request_key
 from remat_tui.core.setup import policies
+
+MEASURE_RUNS = 5  # `x`: timed runs of each step shown, after a warm-up
 
 
 class RematApp(App):
@@ -190,7 +194,7 @@ class RematApp(App):
         self.listed = self.startup.listed(target)
         config, warnings = self.startup.request(target, self.wanted, keep_policy, first)
         self.start_warnings += warnings
-        self.wanted = Wanted(target.name, config, self.wanted.compiled)
+        self.wanted = replace(self.wanted, target=target.name, config=config)
         self.paint_title()
         if not keep_policy:
             self.main_screen.query_one("#residuals").focus()
@@ -240,8 +244,8 @@ class RematApp(App):
     def watch_wanted(self, old: Wanted, new: Wanted) -> None:
         if self.target is None:
             return
-        if old.target == new.target and old.config == new.config and old.compiled != new.compiled:
-            self.compiling_switched(new.compiled)  # `p` alone: nothing to trace
+        if old.target == new.target and old.config == new.config:
+            self.compiling_switched(old, new)  # `p` or `x` alone: nothing to trace
             return
         key = self.key()
         cached = self.analyses.ask(self.target, key, self.baseline_key())
@@ -314,7 +318,13 @@ class RematApp(App):
             self.notify(warning, severity="warning")
 
     def action_toggle_compile(self) -> None:
-        self.wanted = Wanted(self.wanted.target, self.wanted.config, not self.wanted.compiled)
+        on = not self.wanted.compiled
+        self.wanted = replace(self.wanted, compiled=on, measured=self.wanted.measured and on)
+
+    def action_toggle_measure(self) -> None:
+        """`x`: run each compiled step on its device and time it (`p` comes on with it)."""
+        on = not self.wanted.measured
+        self.wanted = replace(self.wanted, measured=on, compiled=self.wanted.compiled or on)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(KEYS))
@@ -431,16 +441,41 @@ class RematApp(App):
 
     # ---- compiling (p) ------------------------------------------------------------------
 
-    def compiling_switched(self, on: bool) -> None:
-        if on:
+    def compiling_switched(self, old: Wanted, new: Wanted) -> None:
+        """`p` (compile what is shown) or `x` (and run it) turned on or off."""
+        if new.measured and not self.measurable(new):
+            self.set_reactive(RematApp.wanted, replace(new, measured=False))
+            new = self.wanted
+        self.compiles.runs = MEASURE_RUNS if new.measured else None
+        if new.measured and not old.measured:
+            self.notify(
+                f"Running every analysis shown on {new.device} to time it "
+                f"({MEASURE_RUNS} runs after a warm-up; x turns it off)"
+            )
+        elif new.compiled and not old.compiled:
             self.notify("Compiling every analysis shown (p turns it off); nothing is run")
+        elif old.measured and not new.measured and new.compiled:
+            self.notify("Measuring off: compiled numbers and the estimate stay")
+        if new.compiled:
             self.compiles.switched_on()
             self.compile_shown()
         else:
             self.compiles.switched_off()
             self.notify("Compiling off: residual bytes lead again")
-            if self.shown is not None:
-                self.paint_status(self.shown)
+        if self.shown is not None:
+            self.paint_status(self.shown)
+
+    def measurable(self, wanted: Wanted) -> bool:
+        """Whether the device wanted can run steps; if not, say so in place."""
+        from remat_tui.core.xla.measure import check_measurable
+        from remat_tui.errors import RematError
+
+        try:
+            check_measurable(wanted.device, MEASURE_RUNS)
+        except RematError as exc:
+            self.view.show_error(exc.message)
+            return False
+        return True
 
     def compile_shown(self) -> None:
         """Compile what is shown, unless compiling is off or it is known already."""

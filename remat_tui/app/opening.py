@@ -46,7 +46,9 @@ class Opening:
         from remat_tui.app.screens.compare import CompareScreen
 
         base = wanted.config.with_policy(AS_WRITTEN)  # its sites kept
-        screen = CompareScreen(target, base, wanted.compiled, self.last_budget, show_timings)
+        screen = CompareScreen(
+            target, base, wanted.compiled, self.last_budget, show_timings, wanted.measured
+        )
         self.app.push_screen(screen, self.open_config)
 
     def suggest(self, target, wanted: Wanted, shown, known, show_timings: bool) -> None:
@@ -71,7 +73,9 @@ class Opening:
         def chosen(budget: tuple[int, str] | None) -> None:
             if budget is not None:
                 self.last_budget = budget[1]
-                screen = SuggestScreen(target, budget, device, compiled, show_timings)
+                screen = SuggestScreen(
+                    target, budget, device, compiled, show_timings, wanted.measured
+                )
                 self.app.push_screen(screen, self.open_config)
 
         measure = COMPILED if compiled else RESIDUAL

@@ -73,10 +73,19 @@ class Painter:
         return summary(a, base, self.show_timings, self.headline(s, a), devices=devices)
 
     def headline(self, s: Scene, a) -> str | None:
-        """The compiled peak (or the compile's clock) for `a`; None with `p` off."""
+        """The compiled peak (or the compile's clock) for `a`, and with `x` on
+        its measured time beside the estimate; None with `p` off."""
         if not s.wanted.compiled:
             return None
-        return self.compiles.headline(s.key_of(a), self.show_timings)
+        key = s.key_of(a)
+        headline = self.compiles.headline(key, self.show_timings)
+        known = self.compiles.known.get(key)
+        if headline is None or known is None:
+            return headline
+        from remat_tui.core.xla.compiled_analysis import estimated
+
+        timed = self.compiles.measured_words(key, estimated(a, known))
+        return headline if timed is None else f"{headline} · {timed}"
 
     def cautions(self, s: Scene, a) -> None:
         """What to know about `a`, above the panes: the command line's warnings,

@@ -1,9 +1,10 @@
 """Provides Wanted: what the user asked the app to show, as one frozen value.
 
 The target, the Config (outer policy and site overrides, parsed once where
-they were typed or picked, and the device) and whether each configuration
-shown is compiled (`p`). Keys, lists and palette commands make a new one and
-assign it to `RematApp.wanted`; the App's watcher asks for its analysis. The
+they were typed or picked, and the device), whether each configuration shown
+is compiled (`p`) and whether it is run and timed on its device too (`x`).
+Keys, lists and palette commands make a new one and assign it to
+`RematApp.wanted`; the App's watcher asks for its analysis. The
 request key (target, Config, reloads) is derived here and nowhere else. Name
 states are not kept: they are read from the policy in force where name
 toggles apply (app/site_state.py).
@@ -29,6 +30,7 @@ class Wanted:
     target: str | None = None
     config: Config = Config()  # outer policy, site overrides, device (a label: cpu:0)
     compiled: bool = False  # `p`: compile every configuration shown
+    measured: bool = False  # `x`: run it on the device too, and time it (with `p`)
 
     @property
     def spec(self) -> policies.PolicySpec:

@@ -338,6 +338,8 @@ def render_suggest(s, fmt: str) -> str:
     )
     if s.measure == "compiled":
         how += f"; {s.compiled_count} compiled"
+        if s.measured_count:
+            how += f", {s.measured_count} that fit run on the device"
         if s.skipped:
             how += f", {s.skipped} not compiled ({s.skipped_why})"
     saving = base.weighed_bytes - best.weighed_bytes
@@ -348,6 +350,12 @@ def render_suggest(s, fmt: str) -> str:
             if best.time
             else ""
         )
+        if best.cost_source == "measured":
+            guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
+            estimate = (
+                f", {human_seconds(best.measured['min_seconds'])} a step measured on the "
+                f"device{guess}"
+            )
         head = (
             f"fits {human_bytes(s.budget)}: {config_label(best)} uses "
             f"{human_bytes(best.weighed_bytes)} ({measure}), recomputing "

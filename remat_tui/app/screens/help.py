@@ -23,6 +23,11 @@ MORE_KEYS = [
         "leads the status line, residual bytes beside it (p again: off)",
     ),
     (
+        "x",
+        "run every analysis shown on its device and time it (p comes on with it; not "
+        "a TPU topology): measured beside the estimate; compare and suggest rank by it",
+    ),
+    (
         "ctrl+p",
         "command palette: type any policy spec to apply it; a partial one "
         "(save_on) is completed, a misspelt one gets a 'did you mean'",
