@@ -244,7 +244,8 @@ class RematApp(App):
     def watch_wanted(self, old: Wanted, new: Wanted) -> None:
         if self.target is None:
             return
-        if old.target == new.target and old.config == new.config:
+        same = old.target == new.target and old.config == new.config
+        if same and (old.compiled, old.measured) != (new.compiled, new.measured):
             self.compiling_switched(old, new)  # `p` or `x` alone: nothing to trace
             return
         key = self.key()
