@@ -329,53 +329,13 @@ def render_suggest(s, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(s.to_dict(), indent=2) + "\n"
     best, base = s.best, s.baseline
-    measure = "compiled peak per device" if s.measure == "compiled" else "residual bytes on device"
-    how = (
-        f"exact: all {s.searched} configurations analysed"
-        if s.exact
-        else "heuristic (greedy over names, see `remat_tui.core.search.suggest`): "
-        f"{s.searched} analysed"
-    )
-    if s.measure == "compiled":
-        how += f"; {s.compiled_count} compiled"
-        if s.measured_count:
-            how += f", {s.measured_count} that fit run on the device"
-        if s.skipped:
-            how += f", {s.skipped} not compiled ({s.skipped_why})"
     saving = base.weighed_bytes - best.weighed_bytes
-    if s.fits:
-        estimate = (
-            f", about {human_seconds(best.time['seconds'])} a step on {best.time['chip']} "
-            "(estimated)"
-            if best.time
-            else ""
-        )
-        if best.cost_source == "measured":
-            guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
-            estimate = (
-                f", {human_seconds(best.measured['min_seconds'])} a step measured on the "
-                f"device{guess}"
-            )
-        head = (
-            f"fits {human_bytes(s.budget)}: {config_label(best)} uses "
-            f"{human_bytes(best.weighed_bytes)} ({measure}), recomputing "
-            f"{human_flops(best.recompute_flops)}{estimate}"
-        )
-    else:
-        head = (
-            f"nothing fits {human_bytes(s.budget)} ({measure}); the smallest is "
-            f"{config_label(best)} at {human_bytes(best.weighed_bytes)}"
-        )
-        if not best.fits:
-            compiled = best.compiled or {}
-            why = best.error or f"XLA says: {compiled.get('error')}"
-            head += f" (it does not fit the device either; {why})"
     lines = [
-        head,
+        suggest_headline(s),
         f"against as written: {human_bytes(saving)} less"
         if saving >= 0
         else f"against as written: {human_bytes(-saving)} more",
-        how,
+        search_words(s),
         "",
         "paste:",
         best.python,
@@ -398,6 +358,58 @@ def render_suggest(s, fmt: str) -> str:
             "\n".join(["# remat-tui suggest", "", *lines[:3], "", "```", best.python, "```"]) + "\n"
         )
     return "\n".join(lines) + "\n"
+
+
+def search_words(s) -> str:
+    """How suggest searched: exact or heuristic, how many it analysed,
+    compiled and ran, and why the rest were not compiled."""
+    how = (
+        f"exact: all {s.searched} configurations analysed"
+        if s.exact
+        else "heuristic (greedy over names, see `remat_tui.core.search.suggest`): "
+        f"{s.searched} analysed"
+    )
+    if s.measure == "compiled":
+        how += f"; {s.compiled_count} compiled"
+        if s.measured_count:
+            how += f", {s.measured_count} that fit run on the device"
+        if s.skipped:
+            how += f", {s.skipped} not compiled ({s.skipped_why})"
+    return how
+
+
+def suggest_headline(s) -> str:
+    """What fits and what it costs (measured, estimated or in FLOPs), or the
+    smallest when nothing fits."""
+    best = s.best
+    measure = "compiled peak per device" if s.measure == "compiled" else "residual bytes on device"
+    if not s.fits:
+        head = (
+            f"nothing fits {human_bytes(s.budget)} ({measure}); the smallest is "
+            f"{config_label(best)} at {human_bytes(best.weighed_bytes)}"
+        )
+        if not best.fits:
+            compiled = best.compiled or {}
+            why = best.error or f"XLA says: {compiled.get('error')}"
+            head += f" (it does not fit the device either; {why})"
+        return head
+    time = ""
+    if best.cost_source == "measured":
+        guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
+        time = (
+            f", {human_seconds(best.measured['min_seconds'])} a step measured on the "
+            f"device{guess}"
+        )
+    elif best.time:
+        time = (
+            f", about {human_seconds(best.time['seconds'])} a step on {best.time['chip']} "
+            "(estimated)"
+        )
+    return (
+        f"fits {human_bytes(s.budget)}: {config_label(best)} uses "
+        f"{human_bytes(best.weighed_bytes)} ({measure}), recomputing "
+        f"{human_flops(best.recompute_flops)}{time}"
+    )
 
 
 # ---- diff -----------------------------------------------------------------------------
