@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from textual.app import App
 from textual.message import Message
@@ -28,6 +28,8 @@ from remat_tui.core.xla.compile_process import CompileProcess
 from remat_tui.errors import RematError
 from remat_tui.report.memory import largest_category
 from remat_tui.report.units import human_bytes, human_seconds
+
+MEASURE_RUNS = 5  # `x`: timed runs of each step shown, after a warm-up
 
 
 @dataclass
@@ -55,14 +57,43 @@ class Compiles:
         self.started = 0.0
         self.process: CompileProcess | None = None  # started by the first `p`
 
-    def switched_on(self) -> None:
-        """`p` on: the child process starts (JAX imports there while the app goes on)."""
-        if self.process is None:
-            self.process = CompileProcess()
-        self.process.start()
+    def switch(self, old, new, show_error):
+        """`p` or `x` turned on or off (`old` and `new`: what was and is
+        wanted): say so, and start or stop compiling. Returns what is wanted
+        now: `new`, or `new` without `x` where the device cannot run steps
+        (`show_error` says why, in place)."""
+        if new.measured and not self.measurable(new.device, show_error):
+            new = replace(new, measured=False)
+        self.runs = MEASURE_RUNS if new.measured else None
+        if new.measured and not old.measured:
+            self.app.notify(
+                f"Running every analysis shown on {new.device} to time it "
+                f"({MEASURE_RUNS} runs after a warm-up; x turns it off)"
+            )
+        elif new.compiled and not old.compiled:
+            self.app.notify("Compiling every analysis shown (p turns it off); nothing is run")
+        elif old.measured and not new.measured and new.compiled:
+            self.app.notify("Measuring off: compiled numbers and the estimate stay")
+        if new.compiled:
+            if self.process is None:  # started by the first `p` (JAX imports there meanwhile)
+                self.process = CompileProcess()
+            self.process.start()
+        else:
+            self.compiling = None
+            self.app.notify("Compiling off: residual bytes lead again")
+        return new
 
-    def switched_off(self) -> None:
-        self.compiling = None
+    @staticmethod
+    def measurable(device: str | None, show_error) -> bool:
+        """Whether `device` can run steps; if not, `show_error` says why."""
+        from remat_tui.core.xla.measure import check_measurable
+
+        try:
+            check_measurable(device, MEASURE_RUNS)
+        except RematError as exc:
+            show_error(exc.message)
+            return False
+        return True
 
     def compile(self, key: tuple, target) -> None:
         """Compile `key` (and run it, while `x` is on) unless that is known

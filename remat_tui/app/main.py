@@ -66,8 +66,6 @@ from remat_tui.app.status import Activity, nothing_shown
 from remat_tui.app.wanted import Wanted, request_key
 from remat_tui.core.setup import policies
 
-MEASURE_RUNS = 5  # `x`: timed runs of each step shown, after a warm-up
-
 
 class RematApp(App):
     """remat-tui: what autodiff saves, and what a policy changes."""
@@ -444,39 +442,12 @@ class RematApp(App):
 
     def compiling_switched(self, old: Wanted, new: Wanted) -> None:
         """`p` (compile what is shown) or `x` (and run it) turned on or off."""
-        if new.measured and not self.measurable(new):
-            self.set_reactive(RematApp.wanted, replace(new, measured=False))
-            new = self.wanted
-        self.compiles.runs = MEASURE_RUNS if new.measured else None
-        if new.measured and not old.measured:
-            self.notify(
-                f"Running every analysis shown on {new.device} to time it "
-                f"({MEASURE_RUNS} runs after a warm-up; x turns it off)"
-            )
-        elif new.compiled and not old.compiled:
-            self.notify("Compiling every analysis shown (p turns it off); nothing is run")
-        elif old.measured and not new.measured and new.compiled:
-            self.notify("Measuring off: compiled numbers and the estimate stay")
-        if new.compiled:
-            self.compiles.switched_on()
-            self.compile_shown()
-        else:
-            self.compiles.switched_off()
-            self.notify("Compiling off: residual bytes lead again")
+        allowed = self.compiles.switch(old, new, self.view.show_error)
+        if allowed != new:  # x refused: the device cannot run steps
+            self.set_reactive(RematApp.wanted, allowed)
+        self.compile_shown()
         if self.shown is not None:
             self.paint_status(self.shown)
-
-    def measurable(self, wanted: Wanted) -> bool:
-        """Whether the device wanted can run steps; if not, say so in place."""
-        from remat_tui.core.xla.measure import check_measurable
-        from remat_tui.errors import RematError
-
-        try:
-            check_measurable(wanted.device, MEASURE_RUNS)
-        except RematError as exc:
-            self.view.show_error(exc.message)
-            return False
-        return True
 
     def compile_shown(self) -> None:
         """Compile what is shown, unless compiling is off or it is known already."""
