@@ -18,7 +18,8 @@ measured for the CPU (core/xla/cpu_rates.py): all a tiny step costs there.
 
 An accelerator streams memory while its units compute; a CPU's cores do the
 arithmetic and wait for memory themselves, and measured on this project's CPU
-the parts add up (docs and bench/bench_calibration.py give the figures).
+the parts add up (bench/bench_calibration.py measures how close the estimate
+comes to measured steps).
 
 The counts are XLA's own (`cost_analysis` of the compiled step: FLOPs,
 transcendentals and bytes accessed), with two corrections:
