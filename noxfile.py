@@ -2,6 +2,7 @@
 
     nox                  # tests-3.11, tests-3.13 and remat3
     nox -l               # list the sessions
+    nox -s docs          # build the documentation site, strictly
     nox -s tests-3.13 -- tests/test_oracle.py    # arguments after -- go to pytest
 
 tests-3.11 is the oldest supported JAX (the `jax>=` bound of pyproject.toml) on
@@ -63,6 +64,14 @@ def remat3(session: nox.Session) -> None:
     session.install("-e", EXTRAS)
     default = [f for f in REMAT3_TESTS if os.path.exists(ROOT / f)]
     session.run("python", "-m", "pytest", *(session.posargs or default), env={"JAX_REMAT3": "1"})
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site (mkdocs.yml, docs/), built as CI builds it: a
+    broken link, a missing page or an API name that does not resolve fails."""
+    session.install("-e", ".[docs]")
+    session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 @nox.session

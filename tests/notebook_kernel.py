@@ -5,7 +5,7 @@ sys.executable, so neither a `python3` kernelspec elsewhere on the machine
 nor a missing one decides what runs.
 
 `python tests/notebook_kernel.py` executes examples/remat_in_a_notebook.ipynb
-and saves it with its outputs (what the README says to run after editing it).
+and saves it with its outputs (what CONTRIBUTING.md says to run after editing it).
 """
 
 from __future__ import annotations

@@ -35,6 +35,26 @@ from remat_tui.errors import RematError
 
 @dataclass
 class Row:
+    """One configuration's costs: a row of compare, and suggest's answer.
+
+    Attributes:
+        config: the configuration (outer policy, site overrides, device).
+        python: the code to paste.
+        device_bytes: residual bytes on the device.
+        host_bytes: residual bytes offloaded to the host.
+        recompute_flops: forward work the backward pass does again.
+        forward_flops: the forward pass's FLOPs.
+        saved_bytes: residual bytes beyond the arguments.
+        compiled: XLA's numbers when compiled (`Compiled.to_dict()`), else None.
+        time: the step-time estimate when compiled (`StepTime.to_dict()`).
+        measured: the step run on the device (`Measured.to_dict()`).
+        pareto: on the Pareto front (★): no other row needs no more memory at
+            no more cost, and less of one.
+        notes: sentences on what the row changes, or why it is not worth it.
+        error: why its compile failed (other than running out of memory).
+        offload_slower: its offload is slower than recomputing instead.
+    """
+
     config: Config
     python: str
     device_bytes: int
@@ -140,6 +160,16 @@ class Row:
 
 @dataclass
 class Comparison(Displayable):
+    """What `compare` returns.
+
+    Attributes:
+        target_file: the target's file, or None.
+        target_name: the target's name.
+        device: `{"platform", "id", "description"}`.
+        rows: one `Row` per configuration.
+        seconds: how long the comparison took.
+    """
+
     target_file: str | None
     target_name: str
     device: dict

@@ -22,6 +22,17 @@ from remat_tui.core.trace.traced import trace_config
 
 @dataclass
 class Diff(Displayable):
+    """What `diff` returns: configuration A against B.
+
+    Attributes:
+        a: A's `Row`.
+        b: B's `Row`.
+        only_a: residuals A saves and B does not, as
+            `{"text", "aval", "bytes", "memory", "origin"}`.
+        only_b: residuals B saves and A does not.
+        both: residuals both save.
+    """
+
     a: Row
     b: Row
     only_a: list[dict]

@@ -64,6 +64,26 @@ STATES = ("recompute", "save", "offload")
 
 @dataclass
 class Suggestion(Displayable):
+    """What `suggest` returns.
+
+    Attributes:
+        budget: the budget, in bytes.
+        measure: what had to fit it: `"residual"` (residual bytes on device)
+            or `"compiled"` (the compiled peak per device).
+        fits: whether any configuration fits.
+        best: the answer (a `Row`): the least cost that fits, else the
+            smallest; `best.python` is the code to paste.
+        baseline: the code as written, for the saving.
+        exact: whether every configuration was analysed (else the heuristic).
+        searched: how many configurations were analysed.
+        rows: the rows analysed (those compiled, when compiling).
+        compiled_count: how many were compiled.
+        measured_count: how many were run on the device.
+        skipped: how many were not compiled, as they could not change the
+            answer; `skipped_why` says why.
+        device_memory: what the device has for the program, when compiled.
+    """
+
     budget: int
     measure: str  # "residual" | "compiled"
     fits: bool

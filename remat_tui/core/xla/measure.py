@@ -52,7 +52,20 @@ FILL_STD = 0.1  # the spread of the normal values a ShapeDtypeStruct is filled w
 
 @dataclass(frozen=True)
 class Measured:
-    """What running one compiled step took on its device."""
+    """What running one compiled step took on its device; `Analysis.measured`
+    and `Row.measured` are its `to_dict()`.
+
+    Attributes:
+        runs: timed runs done, after one warm-up.
+        min_seconds: the fastest run, or None when it was not run or failed.
+        median_seconds: the median run, likewise.
+        peak_bytes: the backend's peak memory while it ran, where it can tell
+            (not on the CPU); else None.
+        peak_note: why there is no peak figure.
+        fits: False when it was refused (its compiled peak exceeds the
+            device's memory) or ran out of memory when run.
+        error: why it has no times, or None.
+    """
 
     runs: int  # timed runs done (after one warm-up)
     min_seconds: float | None

@@ -18,7 +18,8 @@ measured for the CPU (core/xla/cpu_rates.py): all a tiny step costs there.
 
 An accelerator streams memory while its units compute; a CPU's cores do the
 arithmetic and wait for memory themselves, and measured on this project's CPU
-the parts add up (docs and bench/bench_calibration.py give the figures).
+the parts add up (bench/bench_calibration.py measures how close the estimate
+comes to measured steps).
 
 The counts are XLA's own (`cost_analysis` of the compiled step: FLOPs,
 transcendentals and bytes accessed), with two corrections:
@@ -49,6 +50,27 @@ MODEL = "roofline"
 
 @dataclass(frozen=True)
 class StepTime:
+    """The roofline estimate of one step's time on a chip, per device, in its
+    parts; `Analysis.time` and `Row.time` are its `to_dict()`.
+
+    Attributes:
+        seconds: the estimate: on an accelerator max(compute +
+            transcendental, memory) + host; on the CPU their sum + overhead.
+        compute_seconds: FLOPs at the chip's peak FLOP/s.
+        transcendental_seconds: transcendentals at the chip's rate for them.
+        memory_seconds: bytes accessed at the chip's memory bandwidth.
+        host_seconds: offloaded bytes, out and back, over the host link.
+        chip: the chip's name: `"tpu v5e"`, `"cpu"`.
+        model: `"roofline"`.
+        overhead_seconds: what any step costs however little it computes
+            (measured for the CPU, else 0).
+        flops: the FLOPs the compute part counted.
+        transcendentals: the transcendentals counted.
+        bytes_accessed: the bytes accessed counted.
+        loop_scale: what XLA's counts were multiplied by in a program with
+            loops (XLA counts a loop body once); 1 otherwise.
+    """
+
     seconds: float
     compute_seconds: float
     transcendental_seconds: float
