@@ -30,13 +30,8 @@ import remat_tui
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MLP = os.path.join(os.path.dirname(HERE), "examples", "mlp.py")
-FIVE = [
-    "as_written",
-    "everything_saveable",
-    "nothing_saveable",
-    "dots_saveable",
-    "dots_with_no_batch_dims_saveable",
-]
+sys.path.insert(0, HERE)
+from bench_compare import FIVE  # noqa: E402  (the five built-ins, as compare's bench has them)
 
 
 def by_hand(fn, args) -> float:
