@@ -2,26 +2,27 @@
 
     nox                  # tests-3.11, tests-3.13 and remat3
     nox -l               # list the sessions
+    nox -s docs          # build the documentation site, strictly
     nox -s tests-3.13 -- tests/test_oracle.py    # arguments after -- go to pytest
 
 tests-3.11 is the oldest supported JAX (the `jax>=` bound of pyproject.toml) on
 Python 3.11; tests-3.13 the newest JAX pip serves, on Python 3.13 (JAX 0.11 and
 later need Python >= 3.12); remat3 the JAX-facing tests on the newest JAX with
 JAX_REMAT3=1 (jax.checkpoint bound as remat3).
+
+nox finds each session's interpreter on PATH, as it always does: python3.11 and
+python3.13 must be there (CI puts its 3.13 there before running nox).
 """
 
 import os
 import re
-import shutil
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).resolve().parent
-EXTRAS = ".[test,examples,tpu]"
+EXTRAS = ".[test,examples,tpu,notebook]"
 OLDEST = "3.11"  # the Python the oldest JAX is tested on
 NEWEST = "3.13"  # the Python the newest JAX is tested on
 REMAT3_TESTS = [
@@ -46,37 +47,6 @@ def _oldest_jax() -> str:
     raise RuntimeError("pyproject.toml has no jax>= dependency")
 
 
-def _runs(name: str) -> bool:
-    """Whether `name` on PATH runs (a pyenv shim can be on PATH and fail)."""
-    exe = shutil.which(name)
-    if exe is None:
-        return False
-    try:
-        return subprocess.run([exe, "-c", ""], capture_output=True).returncode == 0
-    except OSError:
-        return False
-
-
-def _find_python313() -> None:
-    """Put python3.13 on PATH from ../shared/tools/python3.13 when there is none.
-
-    The tool prints the interpreter's path, building CPython 3.13 the first time
-    (minutes; its progress goes to stderr).
-    """
-    tool = ROOT.parent / "shared" / "tools" / "python3.13"
-    if _runs("python3.13") or not os.access(tool, os.X_OK):
-        return
-    result = subprocess.run([str(tool)], stdout=subprocess.PIPE, text=True)
-    lines = result.stdout.strip().splitlines()
-    if result.returncode != 0 or not lines:
-        print(f"noxfile: {tool} failed (exit {result.returncode})", file=sys.stderr)
-        return
-    os.environ["PATH"] = os.path.dirname(lines[-1]) + os.pathsep + os.environ.get("PATH", "")
-
-
-_find_python313()
-
-
 @nox.session(python=[OLDEST, NEWEST])
 def tests(session: nox.Session) -> None:
     """The full suite: the oldest JAX on Python 3.11, the newest on 3.13."""
@@ -94,6 +64,14 @@ def remat3(session: nox.Session) -> None:
     session.install("-e", EXTRAS)
     default = [f for f in REMAT3_TESTS if os.path.exists(ROOT / f)]
     session.run("python", "-m", "pytest", *(session.posargs or default), env={"JAX_REMAT3": "1"})
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site (mkdocs.yml, docs/), built as CI builds it: a
+    broken link, a missing page or an API name that does not resolve fails."""
+    session.install("-e", ".[docs]")
+    session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
 
 
 @nox.session

@@ -6,7 +6,7 @@ and of the backward pass, and printing both jaxprs (bench_analyze.floor).
 Ours: one `remat_tui.compare(target, policies=[...five...])` on a fresh
 function object. It prints no jaxpr, traces the primal program once, and
 reads each row's recompute from the linear program `jax.vjp` returns instead
-of tracing the backward pass where that is exact (core/trace/recompute.py; on this
+of tracing the backward pass where that is exact (core/trace/recomputation.py; on this
 model it is for every row).
 
 Also shown, to say where the time goes: the floors' printing alone, and

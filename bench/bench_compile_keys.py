@@ -335,10 +335,10 @@ def report(m: Measured) -> None:
 
 
 async def press_p(app) -> float:
-    before = app.auto_compile
+    before = app.wanted.compiled
     start = time.perf_counter()
     app.simulate_key("p")
-    while app.auto_compile == before:
+    while app.wanted.compiled == before:
         await asyncio.sleep(0.001)
     return time.perf_counter() - start
 

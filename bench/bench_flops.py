@@ -2,7 +2,7 @@
 
 Measured in parts, because the whole analysis varies by more run to run than
 counting costs: the two `flops.count` calls (forward and backward jaxprs) and
-the FLOP bookkeeping inside `linemap.recomputation` (timed as is, and with the
+the FLOP bookkeeping inside `recomputation.recomputation` (timed as is, and with the
 flops hooks replaced by no-op stubs; the difference is what counting adds).
 The sum is set against the median time of `remat_tui.analyze` on the same
 target and policy.
@@ -26,7 +26,7 @@ import remat_tui
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.costs import flops
 from remat_tui.core.setup import loading, policies
-from remat_tui.core.trace import linemap
+from remat_tui.core.trace import recomputation
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -68,13 +68,13 @@ def main() -> None:
 
     analyze = median_seconds(lambda: remat_tui.analyze(target, policy=opts.policy), opts.repeat)
     count = median_seconds(lambda: (flops.count(fwd), flops.count(bwd)), opts.repeat)
-    marked = median_seconds(lambda: linemap.recomputation(bwd, res, cts), opts.repeat)
+    marked = median_seconds(lambda: recomputation.recomputation(bwd, res, cts), opts.repeat)
     with (
-        mock.patch.object(flops, "has_own_rule", lambda eqn: False),
-        mock.patch.object(flops, "eqn_flops", lambda eqn: 0),
+        mock.patch.object(recomputation, "has_own_rule", lambda eqn: False),
+        mock.patch.object(recomputation, "eqn_flops", lambda eqn: 0),
         mock.patch.object(flops, "combine", lambda eqn, subs: flops.Count()),
     ):
-        unmarked = median_seconds(lambda: linemap.recomputation(bwd, res, cts), opts.repeat)
+        unmarked = median_seconds(lambda: recomputation.recomputation(bwd, res, cts), opts.repeat)
     added = count + max(marked - unmarked, 0.0)
     a = remat_tui.analyze(target, policy=opts.policy)
     print(f"target {opts.target}, policy {spec.canonical}, median of {opts.repeat}")

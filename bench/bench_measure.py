@@ -4,7 +4,8 @@ process, alternately, and the ratio (issue 24's bar: at most 2x).
 
 By hand, per policy: `jax.jit(jax.value_and_grad(jax.checkpoint(loss,
 policy=...)))` lowered and compiled for the example's shapes, then run six
-times on arrays of those shapes (the first run a warm-up, as measure's is).
+times on arrays of those shapes made with numpy (the first run a warm-up, as
+measure's is).
 Ours: one `remat_tui.compare(target, policies=FIVE, measure=True, runs=5)`
 on a fresh target object (nothing cached): it also traces each configuration
 for its residuals and FLOPs, reads XLA's record of each compile for where
@@ -23,26 +24,23 @@ import time
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 import remat_tui
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MLP = os.path.join(os.path.dirname(HERE), "examples", "mlp.py")
-FIVE = [
-    "as_written",
-    "everything_saveable",
-    "nothing_saveable",
-    "dots_saveable",
-    "dots_with_no_batch_dims_saveable",
-]
+sys.path.insert(0, HERE)
+from bench_compare import FIVE  # noqa: E402  (the five built-ins, as compare's bench has them)
 
 
 def by_hand(fn, args) -> float:
     start = time.perf_counter()
-    leaves, tree = jax.tree.flatten(args)
-    keys = jax.random.split(jax.random.key(0), len(leaves))
-    real = jax.tree.unflatten(
-        tree, [0.1 * jax.random.normal(k, x.shape, x.dtype) for k, x in zip(keys, leaves)]
+    # Arrays made on the host, as measure makes them (no program to compile).
+    rng = np.random.default_rng(0)
+    real = jax.tree.map(
+        lambda x: jnp.asarray(0.1 * rng.standard_normal(x.shape, dtype=np.float32), x.dtype),
+        args,
     )
     for spec in FIVE:
         f = fn if spec == "as_written" else jax.checkpoint(

@@ -1,8 +1,10 @@
 """remat-tui: see what JAX autodiff saves for the backward pass.
 
-The package root stays light: importing it loads neither jax nor textual, so
-`remat-tui --help` and a target file's `import remat_tui` are instant. The
-heavy entry points (`load_targets`, `analyze`) import the core on first call.
+The package root stays light: importing it loads neither jax nor textual nor
+the widget stack, so `remat-tui --help` and a target file's `import remat_tui`
+are instant. The heavy entry points (`load_targets`, `analyze`, ...) import
+the core on first call, and the displays of their results (notebook/hooks.py:
+HTML in notebooks, rich in terminals).
 """
 
 from remat_tui.errors import RematError
@@ -18,13 +20,35 @@ __all__ = [
     "diff",
     "fit",
     "load_targets",
+    "show",
     "suggest",
     "target",
+    "widget",
 ]
 
 
+def _displays() -> None:
+    """Give the results their displays (notebook/hooks.py; see core/display.py)."""
+    from remat_tui.notebook import hooks  # noqa: F401
+
+
 def load_targets(path):
-    """Import the target file at `path` and return its targets by name."""
+    """Import the target file at `path` and return its targets by name.
+
+    The file is imported as a module from its path, its folder on `sys.path`
+    during the import; its `@remat_tui.target` registrations are collected.
+
+    Args:
+        path: a Python file that registers targets with `@remat_tui.target`.
+
+    Returns:
+        `{name: Target}`, in the order the file registers them.
+
+    Raises:
+        RematError: the file is missing, registers no target or two of one
+            name, or raises when imported (the message names the file and the
+            cause).
+    """
     from remat_tui.core.setup.loading import load_targets as _load
 
     return _load(path)
@@ -41,20 +65,49 @@ def analyze(
     measure=False,
     runs=5,
 ):
-    """Analyse a `Target` or a plain callable under `policy`, with `sites`
-    ({site id or checkpointed function name: spec}) overriding the checkpoints
-    written in the code (see core.trace.analysis). `compiled=True` also compiles the
-    training step (or the gradient, keeping the loss) for `device`:
-    `analysis.compiled` and the estimate `analysis.time` (core.xla.compiled_analysis).
-    `measure=True` compiles it and runs it there `runs` times: `analysis.measured`."""
+    """Analyse what `fn` saves for the backward pass under one configuration.
+
+    Traces the forward and backward passes of `jax.vjp` and lists the saved
+    residuals as `jax.ad_checkpoint.print_saved_residuals` prints them, with
+    their bytes, origins, the checkpoint sites, the FLOPs and both jaxprs.
+
+    Args:
+        fn: a `Target`, or a plain callable analysed with `args` and `kwargs`.
+        args: the example arguments of a plain callable (arrays or
+            `jax.ShapeDtypeStruct`s); ignored for a `Target`.
+        kwargs: its keyword arguments, likewise.
+        policy: the outer policy, written as after `jax.checkpoint_policies.`
+            (`"dots_saveable"`, `"save_only_these_names('a')"`), or the name of
+            one of the target's own policies; `"as_written"` analyses the code
+            as it is, with no outer `jax.checkpoint`.
+        device: `"cpu:0"`, `"tpu:v5e:2x2"`, ...; JAX's default device if None.
+        sites: `{site id or checkpointed function name: spec}`, overriding the
+            policies of the `jax.checkpoint`s written in the code;
+            `"as_written"` at a site removes that checkpoint.
+        compiled: also compile the step (the training step, or the gradient
+            keeping the loss) for `device`, never running it: sets
+            `analysis.compiled` and the step-time estimate `analysis.time`.
+        measure: also run the compiled step on `device` (a local device) and
+            time it: sets `analysis.measured`. Implies `compiled`.
+        runs: timed runs when measuring, after one warm-up.
+
+    Returns:
+        An `Analysis`; its `to_dict()` is the JSON report.
+
+    Raises:
+        RematError: bad input (an unknown policy or device, a target that
+            fails to trace, a compile that fails other than for memory).
+    """
     if compiled or measure:
         from remat_tui.core.xla.compiled_analysis import analyze_compiled
 
+        _displays()
         return analyze_compiled(
             fn, args, kwargs, policy=policy, device=device, sites=sites, measure=measure, runs=runs
         )
     from remat_tui.core.trace.analysis import analyze as _analyze
 
+    _displays()
     return _analyze(fn, args, kwargs, policy=policy, device=device, sites=sites)
 
 
@@ -69,11 +122,31 @@ def compare(
     measure=False,
     runs=5,
 ):
-    """Rows of costs, one per configuration, Pareto-optimal ones marked
-    (core.search.compare). `measure=True` compiles each and runs it on
-    `device` `runs` times: rows rank by the measured time."""
+    """Rows of costs, one per configuration, Pareto-optimal ones marked.
+
+    Args:
+        fn: a `Target`, or a plain callable analysed with `args` and `kwargs`.
+        args: the example arguments of a plain callable.
+        kwargs: its keyword arguments.
+        policies: outer policy specs to compare; by default every
+            configuration worth comparing: the built-in policies and the
+            target's own, the `checkpoint_name` save and offload sets, and in
+            code with checkpoint sites each of those at each checkpointed
+            function.
+        sites: site overrides every row starts from (as in `analyze`).
+        compiled: compile each row's step for `device`: rows then weigh the
+            compiled peak and rank by the estimated step time.
+        device: as in `analyze`.
+        measure: also run each compiled step on `device` `runs` times; rows
+            then rank by the measured time. Implies `compiled`.
+        runs: timed runs per row when measuring, after one warm-up.
+
+    Returns:
+        A `Comparison`, whose `rows` are `Row`s.
+    """
     from remat_tui.core.search.compare import compare as _compare
 
+    _displays()
     return _compare(
         fn,
         args,
@@ -91,12 +164,36 @@ def suggest(
     fn, budget, args=None, kwargs=None, compiled=False, device=None, sites=None, measure=False,
     runs=5,
 ):  # fmt: skip
-    """The least-cost configuration whose memory fits `budget` bytes or a size
-    like '2GiB'; `measure=True` chooses by the time measured on `device`."""
+    """The least-cost configuration whose memory fits a budget.
+
+    Searches the built-in policies and the target's own, and every
+    save/offload/recompute assignment of its `checkpoint_name`s at each
+    checkpointed function: exactly while there are at most 64 of them, else
+    by a stated heuristic.
+
+    Args:
+        fn: a `Target`, or a plain callable analysed with `args` and `kwargs`.
+        budget: bytes, or a size such as `"2GiB"`, `"512MiB"`, `"1.5e9"`.
+        args: the example arguments of a plain callable.
+        kwargs: its keyword arguments.
+        compiled: weigh the compiled peak per device instead of the residual
+            bytes, and rank by the estimated step time; only the candidates
+            that can change the answer are compiled.
+        device: as in `analyze`.
+        sites: site overrides the search starts from (as in `analyze`).
+        measure: also run each compiled candidate that fits on `device`, and
+            choose the fastest measured. Implies `compiled`.
+        runs: timed runs per candidate when measuring, after one warm-up.
+
+    Returns:
+        A `Suggestion`: `best` is the answer (the smallest when nothing
+        fits), `best.python` the code to paste.
+    """
     from remat_tui.core.search.suggest import suggest as _suggest
     from remat_tui.report.units import parse_size
 
     budget = parse_size(budget) if isinstance(budget, str) else budget
+    _displays()
     return _suggest(
         fn, budget, args, kwargs, compiled=compiled, device=device, sites=sites,
         measure=measure, runs=runs,
@@ -104,7 +201,21 @@ def suggest(
 
 
 def diff(fn, a="as_written", b="as_written", args=None, kwargs=None, sites_a=None, sites_b=None):
-    """What policy `a` (with `sites_a`) saves that `b` does not, and back (core.search.diff)."""
+    """What configuration A saves that configuration B does not, and back.
+
+    Args:
+        fn: a `Target`, or a plain callable analysed with `args` and `kwargs`.
+        a: side A's outer policy spec.
+        b: side B's outer policy spec.
+        args: the example arguments of a plain callable.
+        kwargs: its keyword arguments.
+        sites_a: side A's site overrides (as in `analyze`).
+        sites_b: side B's site overrides.
+
+    Returns:
+        A `Diff`: the residuals only in A, only in B and in both, and the
+        deltas B - A.
+    """
     from remat_tui.core.search.diff import diff as _diff
     from remat_tui.core.setup.config import Config
     from remat_tui.core.trace.configured import as_target
@@ -112,22 +223,78 @@ def diff(fn, a="as_written", b="as_written", args=None, kwargs=None, sites_a=Non
     target = as_target(fn, args, kwargs)
     first = Config.make(a, sites_a, declared=target.policies)
     second = Config.make(b, sites_b, declared=target.policies)
+    _displays()
     return _diff(target, first, second)
+
+
+def show(f, *args, **kwargs) -> None:
+    """Display what `f(*args, **kwargs)` saves for the backward pass.
+
+    The saved residuals as `print_saved_residuals` words them, with their
+    bytes and where each was computed, the totals, and the forward and
+    backward jaxprs side by side, residuals highlighted. `f` is analysed as
+    written: a function wrapped in `jax.checkpoint(..., policy=...)` shows
+    that policy. A drop-in for JAX's notebook helper `print_fwd_bwd`: HTML in
+    a notebook, printed with rich in a terminal. Returns None.
+    """
+    from remat_tui.notebook.show import show as _show
+
+    _show(f, *args, **kwargs)
+
+
+def widget(f, *args, **kwargs):
+    """A live notebook view of `f(*args, **kwargs)`.
+
+    Pick a policy (or type any spec), save, recompute or offload each
+    `checkpoint_name`, pick a device, and the display of `show` follows,
+    traced in a background thread. From Python: `w.policy =
+    "dots_saveable"; w.wait(); w.analysis`. Needs the `notebook` extra
+    (anywidget).
+
+    Returns:
+        The widget; as a cell's last line, it displays itself.
+    """
+    from remat_tui.notebook.widget import widget as _widget
+
+    return _widget(f, *args, **kwargs)
 
 
 def fit(
     fn, budget, args=None, kwargs=None, policies=None, sites=None, device=None, multiple=1,
     max_batch=None, measure=False, runs=5,
 ):  # fmt: skip
-    """Per configuration, the largest batch whose compiled step fits `budget`
-    (bytes per device, or a size like '16GiB'), its step time and examples
-    per second, best first (core.search.fit). The target's `args` factory
-    must take `batch` (`args=lambda batch=32: ...`); `multiple`: batches in
-    steps of that many; `measure=True` runs each row's step on `device`."""
+    """How big a batch fits: per configuration, the largest batch whose
+    compiled step fits a budget, and its examples per second.
+
+    The target must scale: its `args` (or `kwargs`) factory takes a parameter
+    named `batch`, whose default is the example's batch
+    (`args=lambda batch=32: ...`). Each configuration's search starts there
+    and ends at a batch that fits beside the next multiple that does not.
+
+    Args:
+        fn: a `Target`, or a plain callable analysed with `args` and `kwargs`.
+        budget: bytes per device, or a size such as `"16GiB"`.
+        args: the example arguments' factory of a plain callable (taking `batch`).
+        kwargs: its keyword arguments (or their factory).
+        policies: outer policy specs to search, each row named as written;
+            default: every configuration `compare` weighs.
+        sites: site overrides every configuration starts from (as in `analyze`).
+        device: as in `analyze`; TPU topologies compile ahead of time.
+        multiple: try batches in steps of this many.
+        max_batch: the largest batch to try.
+        measure: also run each row's step at its batch on `device`; measured
+            times then rank.
+        runs: timed runs per row when measuring, after one warm-up.
+
+    Returns:
+        A `Fit`: `rows` best first (`batch`, `peak_bytes`, `step_seconds`,
+        `examples_per_second`), `best`, `to_dict()` for the JSON.
+    """
     from remat_tui.core.search.fit import fit as _fit
     from remat_tui.report.units import parse_size
 
     budget = parse_size(budget) if isinstance(budget, str) else budget
+    _displays()
     return _fit(
         fn, budget, args, kwargs, policies=policies, sites=sites, device=device,
         multiple=multiple, max_batch=max_batch, measure=measure, runs=runs,

@@ -18,7 +18,24 @@ _collector: list[Target] | None = None
 
 @dataclass
 class Target:
-    """A callable plus the example arguments remat-tui analyses it with."""
+    """A callable plus the example arguments remat-tui analyses it with.
+
+    Made by `@remat_tui.target` (see it for the arguments) and returned by
+    `load_targets`; pass one to `analyze`, `compare`, `suggest` or `diff`.
+
+    Attributes:
+        fn: the function analysed.
+        name: its name in the file (`FILE:NAME`).
+        args: the example arguments, or a callable returning them.
+        kwargs: the keyword arguments, or a callable returning them; or None.
+        policies: the target's own policies, by name.
+        file: the file it was loaded from (None for a target made in code).
+        param_positions: positions in `args` that are parameters, when it trains.
+        optimizer: the optax transformation that updates them, when it trains.
+        train_step: a training step of one's own, when it trains.
+        opt_state: that step's optimizer state (an example, or a function of
+            the parameters returning one).
+    """
 
     fn: Callable
     name: str
@@ -63,23 +80,43 @@ def target(
 ) -> Callable[[Callable], Callable]:
     """Register the decorated callable as a target; returns it unchanged.
 
-    `args` is a tuple or a zero-argument callable returning one; `kwargs` a dict
-    or a callable returning one. `policies` maps extra policy names to policy
-    callables, which the target can then be analysed under by name.
+    ```python
+    @remat_tui.target(args=lambda: (jnp.ones((5, 4)), jnp.ones(4)))
+    def f(W, x):
+        return jnp.sin(W @ x)
+    ```
 
-    `params` (positions in `args`) and `optimizer` (an optax transformation)
-    say what the function trains: the compiled figure is then one training
-    step (the gradient, the optimizer's update, parameters and optimizer state
-    donated), not the gradient alone.
+    Args:
+        args: the example arguments: a tuple of arrays or
+            `jax.ShapeDtypeStruct`s, or a zero-argument callable returning
+            one. A callable with a parameter named `devices` is called with
+            the chosen device set's devices, to build a sharded mesh.
+        kwargs: the keyword arguments: a dict, or a callable returning one.
+        name: the target's name; by default the callable's `__name__`.
+        policies: extra policy names mapped to policy callables, which the
+            target can then be analysed under by name.
+        params: what the function trains: positions in `args` that are
+            parameters (one int, or a tuple). With `optimizer` (an optax
+            transformation), the compiled figure is one training step (the
+            gradient, the optimizer's update, parameters and optimizer state
+            donated), not the gradient alone.
+        optimizer: the optax transformation updating `params`.
+        train_step: a step of one's own: `train_step(params, opt_state,
+            *batch, loss=loss) -> (params, opt_state)`, where `params` is
+            `args[i]` for the one position in `params` (a tuple of them for
+            several), `batch` the other positional arguments, and
+            `loss(params, *batch)` the decorated function under the
+            configuration being measured (differentiate that one, or the
+            policy under study is not in the step). It may also return the
+            loss, as a loop that logs it does.
+        opt_state: the optimizer state of `train_step`: an example pytree, or
+            a function of the parameters returning one (`optimizer.init`);
+            by default `optimizer.init`.
 
-    `train_step`, a step of one's own: `train_step(params, opt_state, *batch,
-    loss=loss) -> (params, opt_state)`, where `params` is `args[i]` for the one
-    position in `params` (a tuple of them for several), `batch` the other
-    positional arguments, and `loss(params, *batch)` the decorated function
-    under the configuration being measured (differentiate that one, or the
-    policy under study is not in the step). The optimizer state comes from
-    `opt_state` (an example pytree, or a function of the parameters returning
-    one, e.g. `optimizer.init`), else from `optimizer.init`.
+    Raises:
+        TypeError: arguments that do not go together (`params` without
+            `optimizer` or `train_step`, ...), or a callable with no usable
+            name and no `name`.
     """
     _check_training(params, optimizer, train_step, opt_state)
     positions = (params,) if isinstance(params, int) else params

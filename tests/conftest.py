@@ -108,3 +108,18 @@ def local_devices_only(monkeypatch):
     from remat_tui.core.setup import devices
 
     monkeypatch.setattr(devices, "libtpu_installed", lambda: False)
+
+
+async def wait_for(pilot, condition, what: str, timeout: float = 60.0, every: float = 0.02):
+    """Wait for `condition()` (a worker's answer arrived, a message was handled,
+    the screen stopped redrawing): checked every `every` seconds, the app's
+    queued refreshes drawn in between, and a failure naming `what` once
+    `timeout` seconds pass. Never a wait of a fixed time: it returns as soon
+    as the condition holds, and a loaded machine only makes it wait longer."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await pilot.pause(every)  # the poll's interval: Pilot's sleep, then its redraw

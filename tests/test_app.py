@@ -4,7 +4,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, example, jax_saved_residuals, local_devices_only
+from conftest import ROOT, example, jax_saved_residuals, local_devices_only, wait_for
 
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.main import RematApp
@@ -34,25 +34,22 @@ async def settle(app, pilot):
 async def press_p_until_compiled(app, pilot):
     """`p`, then wait until a compile (or its failure) has come back."""
     await pilot.press("p")
-    for _ in range(600):
-        await pilot.pause(0.05)
-        if app.compiles.known or app.compiles.compiling is None:
-            return
-    raise AssertionError("the compile never came back")
+    await wait_for(
+        pilot, lambda: app.compiles.known or app.compiles.compiling is None, "the compile"
+    )
 
 
 async def steady_frame(pilot, tries: int = 100):
     """Wait until two frames 0.1 s apart are the same: whatever redraws a
     screen queued are drawn, however loaded the machine (snapshots wait so)."""
     await pilot.wait_for_scheduled_animations()
-    last = pilot.app.export_screenshot()
-    for _ in range(tries):
-        await pilot.pause(0.1)
-        frame = pilot.app.export_screenshot()
-        if frame == last:
-            return
-        last = frame
-    raise AssertionError("the screen never stopped redrawing")
+    frames = []
+
+    def steady() -> bool:  # the first call only takes the first frame
+        frames.append(pilot.app.export_screenshot())
+        return len(frames) > 1 and frames[-1] == frames[-2]
+
+    await wait_for(pilot, steady, "the screen to stop redrawing", timeout=tries * 0.1, every=0.1)
 
 
 def table_avals(app):
@@ -146,11 +143,12 @@ async def test_superseded_result_is_dropped(monkeypatch):
     from remat_tui.core.trace import analysis
 
     real_analyze = analysis.analyze
-    release = threading.Event()
+    release, held = threading.Event(), threading.Event()
 
     def analyze(target, config, **kwargs):
         result = real_analyze(target, config=config, **kwargs)
         if config.policy == "nothing_saveable":
+            held.set()
             release.wait(30)  # finishes only after the newer request has been shown
         return result
 
@@ -159,11 +157,10 @@ async def test_superseded_result_is_dropped(monkeypatch):
     seen = []
     async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
         await settle(app, pilot)
-        app.apply_policy("nothing_saveable")  # slow: held back until released
-        await pilot.pause(0.2)
-        app.apply_policy("dots_saveable")  # the newer request answers first
-        while app.shown.policy != "dots_saveable":
-            await pilot.pause(0.05)
+        app.asking.policy("nothing_saveable")  # slow: held back until released
+        await wait_for(pilot, held.is_set, "the first trace to be held")
+        app.asking.policy("dots_saveable")  # the newer request answers first
+        await wait_for(pilot, lambda: app.shown.policy == "dots_saveable", "the newer answer")
         release.set()
         await settle(app, pilot)
         late = [
@@ -183,7 +180,7 @@ async def test_bad_policy_shows_error_and_keeps_last_analysis():
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         shown = app.shown
-        app.apply_policy("save_only_these_names(layer1)")
+        app.asking.policy("save_only_these_names(layer1)")
         await pilot.pause()
         error = app.query_one("#error")
         assert error.display and "expected a quoted name" in str(error.render())
@@ -245,11 +242,8 @@ async def test_garbage_collection_is_paused_for_a_trace_and_always_resumed(
     async def resumed(pilot) -> bool:
         """Collection back on within a second (it resumes once the answer's
         frame is drawn, which may come just after the app settles)."""
-        for _ in range(100):
-            if gc.isenabled():
-                return True
-            await pilot.pause(0.01)
-        return False
+        await wait_for(pilot, gc.isenabled, "collection to resume", timeout=1, every=0.01)
+        return True
 
     path = write_target(EXPLODING_POLICY)
     app = RematApp(path)

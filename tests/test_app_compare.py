@@ -4,7 +4,7 @@ row opened in the main screen (checked against JAX's own residual list)."""
 import os
 
 import pytest
-from conftest import example, jax_saved_residuals
+from conftest import example, jax_saved_residuals, wait_for
 from test_app import SIZE, settle, steady_frame
 from textual.widgets import DataTable
 
@@ -21,11 +21,10 @@ async def open_compare(app, pilot) -> CompareScreen:
     await pilot.press("c")
     screen = app.screen
     assert isinstance(screen, CompareScreen)
-    for _ in range(1200):  # the comparison runs in the screen's worker
-        await pilot.pause(0.05)
-        if screen.done_at is not None:  # every row, ★ marked (rows show as they come)
-            return screen
-    raise AssertionError("the comparison never finished")
+    # The comparison runs in the screen's worker; done: every row, ★ marked
+    # (rows show as they come).
+    await wait_for(pilot, lambda: screen.done_at is not None, "the comparison", timeout=60)
+    return screen
 
 
 async def test_compare_screen_rows_sort_and_open():
@@ -104,10 +103,7 @@ async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("p")
-        for _ in range(600):  # the compile runs in its own worker
-            await pilot.pause(0.05)
-            if app.compiles.known:
-                break
+        await wait_for(pilot, lambda: app.compiles.known, "the compile (in its own worker)")
         status = str(app.query_one("#status").render())
         child = app.compiles.process.pid  # compiled in a child process, not here
         assert child is not None and child != os.getpid()
@@ -116,11 +112,7 @@ async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
         assert f"peak {human_bytes(want.peak_bytes)}/device" in status
         await pilot.press("2")  # another policy: compiled too, its own numbers
         await settle(app, pilot)
-        for _ in range(600):
-            await pilot.pause(0.05)
-            if len(app.compiles.known) == 2:
-                break
-        assert len(app.compiles.known) == 2
+        await wait_for(pilot, lambda: len(app.compiles.known) == 2, "the second compile")
         await pilot.press("p")
         assert "(compiled" not in str(app.query_one("#status").render())
     assert app.compiles.process.pid is None  # the child went with the app
@@ -146,7 +138,7 @@ def test_chart_axes_use_the_unit_their_values_read_best_in(largest, units, want)
 
 async def test_the_chart_labels_its_axes_and_marks_the_budget():
     app = RematApp(example("transformer.py"), TARGET, show_timings=False)
-    app.last_budget = "400MiB"
+    app.opening.last_budget = "400MiB"
     async with app.run_test(size=(180, 48)) as pilot:
         screen = await open_compare(app, pilot)
         memory, recompute = screen.chart_axes
@@ -200,11 +192,15 @@ async def test_the_highlighted_rows_whole_configuration_is_readable():
         longest = max(range(len(order)), key=lambda i: len(order[i].python))
         for i in (0, longest):
             table.move_cursor(row=i)
-            await pilot.pause(0.1)
             row = order[i]
             label = full_label(row.config)
             shown = screen.query_one("#detail-configuration-value", Static)
             paste = screen.query_one("#detail-paste-value", Static)
+            in_panel = squeezed(label)
+            await wait_for(
+                pilot, lambda w=shown, s=in_panel: visible_text(w) == s, f"row {i} in the panel"
+            )
+            await pilot.wait_for_scheduled_animations()  # laid out, for the regions below
             assert visible_text(shown) == squeezed(label)
             assert visible_text(paste) == squeezed(row.python)
             for widget in (shown, paste):  # on screen (and, as above, whole in its region)
@@ -236,10 +232,7 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
         await pilot.press("escape")
         await settle(app, pilot)
         await pilot.press("p")
-        for _ in range(600):  # the main screen's compile, in its child process
-            await pilot.pause(0.05)
-            if app.compiles.known:
-                break
+        await wait_for(pilot, lambda: app.compiles.known, "the main screen's compile")
         shown = app.compiles.known[app.key_of(app.shown)]
         screen = await open_compare(app, pilot)
         assert screen.compiled

@@ -1,7 +1,7 @@
 """The app as a new user meets it and as a daily user lives with it (issue 8):
 loading states, line marks, policies, export, layout, target picking, hot reload."""
 
-from conftest import example, local_devices_only
+from conftest import example, local_devices_only, wait_for
 from test_app import SIZE, settle, settled_frame
 
 from remat_tui.app.codeview import CodeView
@@ -90,13 +90,7 @@ LAYERS = 3
 async def wait_until(pilot, condition, what: str, settled: bool = True):
     """A bounded wait for something a file-watch event sets off (no fixed sleeps),
     then (`settled`) for the workers it started."""
-    import time
-
-    deadline = time.monotonic() + 30
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.05)
+    await wait_for(pilot, condition, what, timeout=30)
     if settled:
         await settle(pilot.app, pilot)
 
@@ -269,7 +263,7 @@ async def test_palette_completes_a_partial_spec_and_suggests_for_a_typo():
         await settle(app, pilot)
         assert app.shown.policy == "dots_saveable"
         # A typo applied directly (e.g. from --policy) says it in the error too.
-        app.apply_policy("save_only_these_name('layer1')")
+        app.asking.policy("save_only_these_name('layer1')")
         await pilot.pause()
         error = str(app.query_one("#error").render())
         assert "Did you mean save_only_these_names('layer1')?" in error
@@ -399,7 +393,8 @@ def test_snapshot_compact(snap_compare, monkeypatch):
 
 
 async def test_typed_policies_stay_listed_after_a_reload_and_a_target_switch(tmp_path):
-    from remat_tui.app.commands import apply_typed
+    from remat_tui.app.messages import PolicyWanted
+    from remat_tui.core.setup import policies
 
     path = tmp_path / "two.py"
     source = (
@@ -415,7 +410,7 @@ async def test_typed_policies_stay_listed_after_a_reload_and_a_target_switch(tmp
     app = RematApp(str(path), "f")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        apply_typed(app, typed)
+        app.post_message(PolicyWanted(policies.parse(typed), listed=True))  # as the palette does
         await settle(app, pilot)
         before = app.shown
         path.write_text(source.replace("jnp.sin(x)", "jnp.tanh(x)"))

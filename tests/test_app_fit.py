@@ -1,4 +1,4 @@
-"""The fit screen (x): the rows core fit gives, the shown configuration
+"""The fit screen (h): the rows core fit gives, the shown configuration
 searched first, the chart's lines, a budget the App keeps, escape stopping
 the search with its rows kept, and a row opened in the main screen."""
 
@@ -33,7 +33,7 @@ async def until(pilot, ready, what: str):
 
 async def open_fit(app, pilot, budget: str) -> FitScreen:
     await settle(app, pilot)
-    await pilot.press("x")
+    await pilot.press("h")
     screen = app.screen
     assert isinstance(screen, FitScreen)
     assert screen.query_one(Input).has_focus  # no budget typed yet: it asks for one
@@ -49,7 +49,7 @@ async def test_fit_screen_rows_chart_and_open(write_target):
         await settle(app, pilot)
         shown = app.shown.config
         screen = await open_fit(app, pilot, "64KiB")
-        assert app.last_budget == "64KiB"  # the App keeps it for the next search
+        assert app.opening.last_budget == "64KiB"  # the App keeps it for the next search
         await until(pilot, lambda: screen.result is not None, "the search's end")
         result = screen.result
         assert not result.cancelled and result.rows[0].best

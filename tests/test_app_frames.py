@@ -55,9 +55,9 @@ async def test_a_burst_of_policy_keys_traces_where_it_ends(monkeypatch):
         await settle(app, pilot)
         trace = app.analyses.trace
 
-        def counting(request, key, baseline):
+        def counting(target, request, key, baseline):
             traced.append(key[1].policy)
-            return trace(request, key, baseline)
+            return trace(target, request, key, baseline)
 
         app.analyses.trace = counting
         specs = list(app.policy_specs)

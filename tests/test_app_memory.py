@@ -98,18 +98,17 @@ async def test_the_diff_says_how_the_peaks_make_up_changed():
     """With p on, m marks as_written, 2 shows nothing_saveable, v: the diff
     gives both peaks' categories and, the residuals gone but the peak not,
     why (the sentence compare and the reports give)."""
-    from conftest import example
+    from conftest import example, wait_for
     from test_app import SIZE, settle
 
     from remat_tui.app.main import RematApp
     from remat_tui.app.screens.diff import DiffScreen
 
     async def compiled_shown(app, pilot):
-        for _ in range(600):
-            await pilot.pause(0.05)
-            if app.key_of(app.shown) in app.compiles.known:
-                return app.compiles.known[app.key_of(app.shown)]
-        raise AssertionError("never compiled")
+        await wait_for(
+            pilot, lambda: app.key_of(app.shown) in app.compiles.known, "the shown compile"
+        )
+        return app.compiles.known[app.key_of(app.shown)]
 
     app = RematApp(example("mlp.py"), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:

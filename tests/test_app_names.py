@@ -44,7 +44,7 @@ async def test_names_that_spare_no_recompute_are_marked_and_explained(write_targ
         assert SPARES_NONE not in shown["h"]
         assert SPARES_NONE in str(app.query_one("#names").border_subtitle)
         assert "saving 'gelu_out'" not in str(app.query_one("#error").render())
-        app.main_screen.cycle_name("gelu_out")  # recompute -> save, at the block's sites
+        app.asking.cycle_name("gelu_out")  # recompute -> save, at the block's sites
         await settle(app, pilot)
         assert app.name_states["gelu_out"] == "save"
         error = app.query_one("#error")

@@ -55,7 +55,7 @@ async def test_name_toggles_apply_at_the_site():
         await settle(app, pilot)
         sidebar = app.query_one(Sidebar)
         assert app.name_states["mlp_hidden"] == "save"  # read from the policy in the code
-        app.main_screen.cycle_name("query_proj")  # recompute -> save, at every site of `block`
+        app.asking.cycle_name("query_proj")  # recompute -> save, at every site of `block`
         await settle(app, pilot)
         want = "save_only_these_names('mlp_hidden', 'query_proj')"
         assert app.shown.config.site_overrides == {"block": want}
@@ -70,7 +70,7 @@ async def test_site_from_the_command_line_and_a_bad_one():
         await settle(app, pilot)
         assert shown_texts(app) == hand_edited(app, "dots_saveable")
         shown = app.shown
-        app.main_screen.apply_site(
+        app.asking.site(
             9, "nothing_saveable"
         )  # no such site: an error, the last state kept
         await settle(app, pilot)
@@ -137,11 +137,11 @@ async def test_names_follow_a_site_set_by_id_and_toggles_replace_it():
     app = RematApp(example("transformer.py"), TARGET)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        app.main_screen.apply_site(1, "save_only_these_names('key_proj')")
+        app.asking.site(1, "save_only_these_names('key_proj')")
         await settle(app, pilot)
         assert app.name_states["key_proj"] == "save"
         assert app.name_states["mlp_hidden"] == "recompute"
-        app.main_screen.cycle_name("value_proj")
+        app.asking.cycle_name("value_proj")
         await settle(app, pilot)
         want = "save_only_these_names('key_proj', 'value_proj')"
         assert app.shown.config.site_overrides == {"block": want}

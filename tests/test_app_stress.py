@@ -96,6 +96,33 @@ async def fire(app, pilot, keys: list[str]) -> None:
             await pilot._wait_for_screen()
 
 
+def end_of(changes, outer: str, device: str, requests: int) -> tuple[str, str, int]:
+    """(outer policy, device, request count) once every change is made."""
+    for kind, _, value in changes:
+        if kind == "policy":
+            outer = value
+        if kind != "device" or value != device:  # the same device again asks nothing
+            requests += 1
+        if kind == "device":
+            device = value
+    return outer, device, requests
+
+
+def assert_ends_on_the_last_request(app, changes, outer: str, device: str, requests: int):
+    """Not one key lost, and what is shown is the last request's analysis, as JAX
+    lists its residuals."""
+    assert app.is_running and app.analyses.request == requests
+    shown = app.shown.config
+    assert shown == app.key(app.spec.canonical)[1]  # the last request, not an older one
+    assert (shown.policy, shown.device) == (outer, device)
+    kind, keys, value = changes[-1]
+    if kind == "site" and value is not None:
+        assert shown.site_overrides.get(app.shown.sites[0].id) == value
+    assert [r.text for r in app.shown.residuals] == oracle(app, shown)
+    error = app.query_one("#error")  # a caution about the shown analysis at most
+    assert not error.display or error.has_class("-warning"), error.render()
+
+
 @pytest.mark.stress  # minutes, not seconds: opt in with -m stress (see the docstring)
 async def test_a_thousand_changes_end_on_the_last_request():
     app = RematApp(example("transformer.py"), "scanned_checkpointed")
@@ -116,14 +143,7 @@ async def test_a_thousand_changes_end_on_the_last_request():
         assert devices == app.devices[:4] == [f"cpu:{i}" for i in range(4)] and app.shown.sites
         rss_before = rss_mib()
         changes = [random_change(rng, specs, devices) for _ in range(CHANGES)]
-        outer, device, requests = app.shown.policy, app.device, app.analyses.request
-        for kind, _, value in changes:
-            if kind == "policy":
-                outer = value
-            if kind != "device" or value != device:  # the same device again asks nothing
-                requests += 1
-            if kind == "device":
-                device = value
+        expected = end_of(changes, app.shown.policy, app.device, app.analyses.request)
         start = time.perf_counter()
         # The frames written while keys are fired, in two runs: the settle after
         # WARM changes waits for a trace with nothing to draw but the spinner,
@@ -143,17 +163,7 @@ async def test_a_thousand_changes_end_on_the_last_request():
         total = time.perf_counter() - start
         rss_after = rss_mib()
 
-        assert app.is_running and app.analyses.request == requests  # not one key lost
-        shown = app.shown.config
-        assert shown == app.key(app.spec.canonical)[1]  # the last request, not an older one
-        assert (shown.policy, shown.device) == (outer, device)
-        kind, keys, value = changes[-1]
-        if kind == "site" and value is not None:
-            assert shown.site_overrides.get(app.shown.sites[0].id) == value
-        assert [r.text for r in app.shown.residuals] == oracle(app, shown)
-        error = app.query_one("#error")  # a caution about the shown analysis at most
-        assert not error.display or error.has_class("-warning"), error.render()
-
+        assert_ends_on_the_last_request(app, changes, *expected)
         limit = analysis_cache.LIMIT
         assert len(app.analyses.cache) <= limit and len(app.analyses.drawings) <= limit
         assert set(app.analyses.drawings) <= {id(a) for a in app.analyses.cache.values()}

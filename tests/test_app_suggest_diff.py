@@ -6,7 +6,7 @@ lists; a bad budget is refused in place; nothing fitting is said."""
 import threading
 from collections import Counter
 
-from conftest import example, jax_saved_residuals
+from conftest import example, jax_saved_residuals, wait_for
 from test_app import SIZE, settle
 
 import remat_tui
@@ -51,11 +51,9 @@ async def ask_budget(app, pilot, budget: str) -> None:
 async def answer(app, pilot) -> SuggestScreen:
     screen = app.screen
     assert isinstance(screen, SuggestScreen)
-    for _ in range(1200):  # the search runs in the screen's worker
-        await pilot.pause(0.05)
-        if screen.suggestion is not None:
-            return screen
-    raise AssertionError("the search never finished")
+    # the search runs in the screen's worker
+    await wait_for(pilot, lambda: screen.suggestion is not None, "the search", timeout=60)
+    return screen
 
 
 def status(screen, widget: str) -> str:
@@ -130,7 +128,7 @@ async def test_a_newer_budget_stops_the_running_search(monkeypatch):
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert screen.suggestion.budget == 250_000_000
-        assert app.last_budget == "2.5e8"  # what f offers next, on either screen
+        assert app.opening.last_budget == "2.5e8"  # what f offers next, on either screen
         answered = {m.request for m in seen if isinstance(m, SuggestDone)}  # (they bubble)
         assert answered == {first + 1}  # the first search stopped without answering
         want = remat_tui.suggest(app.target, "2.5e8", device=app.device)

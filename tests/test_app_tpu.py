@@ -9,7 +9,7 @@ import math
 
 import jax
 import pytest
-from conftest import example, jax_saved_residuals
+from conftest import example, jax_saved_residuals, wait_for
 from test_app import SIZE, assert_shows_jax_residuals, press_p_until_compiled, settle
 from textual.widgets import OptionList
 
@@ -87,11 +87,11 @@ async def pick_device(app, pilot, label: str) -> None:
 
 
 async def wait_compiled(app, pilot, count: int) -> None:
-    for _ in range(600):  # the compile runs in its own worker
-        await pilot.pause(0.05)
-        if len(app.compiles.known) >= count and app.compiles.compiling is None:
-            return
-    raise AssertionError(f"{count} compiles never finished (have {len(app.compiles.known)})")
+    await wait_for(  # the compile runs in its own worker
+        pilot,
+        lambda: len(app.compiles.known) >= count and app.compiles.compiling is None,
+        f"{count} compiles",
+    )
 
 
 def status(app) -> str:

@@ -20,7 +20,7 @@ import threading
 import time
 
 import pytest
-from conftest import example, jax_saved_residuals
+from conftest import example, jax_saved_residuals, wait_for
 from test_app import SIZE, settle
 
 import remat_tui
@@ -381,7 +381,7 @@ async def test_app_unknown_policy_typed_keeps_the_last_analysis():
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         shown = app.shown
-        app.apply_policy("nothing_savable")
+        app.asking.policy("nothing_savable")
         await pilot.pause()
         assert "unknown policy 'nothing_savable'" in error_text(app)
         assert "still showing the last good analysis" in error_text(app)
@@ -392,7 +392,7 @@ async def test_app_name_policy_naming_an_undefined_name_warns():
     app = RematApp(MLP)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        app.apply_policy("save_only_these_names('layer1', 'layer7')")
+        app.asking.policy("save_only_these_names('layer1', 'layer7')")
         await settle(app, pilot)
         assert app.shown.policy == "save_only_these_names('layer1', 'layer7')"
         assert app.query_one("#error").has_class("-warning")
@@ -409,11 +409,11 @@ async def test_app_unknown_site_keeps_the_last_analysis(site, cause):
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         shown = app.shown
-        app.main_screen.apply_site(site, "nothing_saveable")
+        app.asking.site(site, "nothing_saveable")
         await settle(app, pilot)
         assert cause in error_text(app) and "Sites: 1 (block" in error_text(app)
         assert app.shown is shown and app.is_running
-        assert app.site_overrides == {}  # the request went back to what is shown
+        assert app.wanted.site_overrides == {}  # the request went back to what is shown
 
 
 async def test_app_site_of_a_function_with_no_checkpoint(bad):
@@ -424,7 +424,7 @@ async def test_app_site_of_a_function_with_no_checkpoint(bad):
         await pilot.press("s")  # no Sites list: a notice, nothing traced
         await pilot.pause()
         assert app.analyses.pending is None and app.shown is shown
-        app.main_screen.apply_site("f", "nothing_saveable")
+        app.asking.site("f", "nothing_saveable")
         await settle(app, pilot)
         assert "no jax.checkpoint wraps it" in error_text(app)
         assert app.shown is shown and app.is_running
@@ -541,14 +541,15 @@ async def test_app_enter_twice_in_dialogs_closes_each_once(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         type_ahead(app, "d", "down", "enter", "enter")
-        await pilot.pause(0.3)
-        await settle(app, pilot)
+        await wait_for(pilot, lambda: app.device == "cpu:1", "the device the keys pick")
+        await settle(app, pilot)  # the second enter, queued behind the first, handled too
         assert app.device == "cpu:1" and app.screen is app.screen_stack[0]
         await pilot.press("e")
         await pilot.pause()
         app.screen.query_one("#path").value = str(tmp_path / "r.md")
         type_ahead(app, "enter", "enter")
-        await pilot.pause(0.3)
+        await wait_for(pilot, (tmp_path / "r.md").exists, "the export the first enter asks")
+        await pilot.pause()  # the second enter
         assert app.is_running and app.screen is app.screen_stack[0]
     assert (tmp_path / "r.md").read_text().startswith("# remat-tui report")
 

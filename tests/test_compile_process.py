@@ -41,17 +41,18 @@ def alive(pid: int) -> bool:
 def test_the_child_gives_the_numbers_compiling_here_gives(child, policy):
     path = example("mlp.py")
     config = Config(policy)
-    there = child.compile(path, "loss", config, 0, never)
+    there, measured = child.compile(path, "loss", config, 0, never)
     here = compile_costs(load_targets(path)["loss"], config)
+    assert measured is None  # not asked to run it
     assert there.peak_bytes == here.peak_bytes and there.temp_bytes == here.temp_bytes
     assert there.device == here.device == "cpu:0"
 
 
 def test_one_child_answers_request_after_request(child):
     path = example("mlp.py")
-    first = child.compile(path, "loss", Config("nothing_saveable"), 0, never)
+    first, _ = child.compile(path, "loss", Config("nothing_saveable"), 0, never)
     pid = child.pid
-    second = child.compile(path, "loss", Config("everything_saveable"), 0, never)
+    second, _ = child.compile(path, "loss", Config("everything_saveable"), 0, never)
     assert child.pid == pid
     assert first.temp_bytes != second.temp_bytes  # each its own configuration
 
@@ -97,10 +98,10 @@ def test_a_new_token_loads_the_file_again(child, tmp_path):
         )
 
     write(8)
-    small = child.compile(str(path), "loss", Config(), 0, never)
+    small, _ = child.compile(str(path), "loss", Config(), 0, never)
     write(64)
-    assert child.compile(str(path), "loss", Config(), 0, never) == small  # same token
-    bigger = child.compile(str(path), "loss", Config(), 1, never)
+    assert child.compile(str(path), "loss", Config(), 0, never)[0] == small  # same token
+    bigger, _ = child.compile(str(path), "loss", Config(), 1, never)
     assert bigger.argument_bytes == 64 * 64 * 4 and small.argument_bytes == 8 * 8 * 4
 
 
@@ -110,7 +111,12 @@ def test_errors_come_back_as_messages(child):
         child.compile(path, "nope", Config(), 0, never)
     with pytest.raises(RematError, match="unknown TPU topology|libtpu"):
         child.compile(path, "loss", Config(device="tpu:v9:1x1"), 0, never)
-    assert child.compile(path, "loss", Config(), 0, never).peak_bytes > 0  # still serving
+    assert child.compile(path, "loss", Config(), 0, never)[0].peak_bytes > 0  # still serving
+
+
+def test_the_child_runs_a_step_when_asked(child):
+    compiled, measured = child.compile(example("mlp.py"), "loss", Config(), 0, never, runs=2)
+    assert compiled.fits and measured.runs == 2 and 0 < measured.min_seconds
 
 
 def test_a_child_that_dies_is_reported_and_replaced(child):
@@ -126,7 +132,7 @@ def test_a_child_that_dies_is_reported_and_replaced(child):
 
     with pytest.raises(RematError, match="ended unexpectedly"):
         child.compile(path, "unrolled", Config(), 0, kill_it)
-    assert child.compile(example("mlp.py"), "loss", Config(), 0, never).peak_bytes > 0
+    assert child.compile(example("mlp.py"), "loss", Config(), 0, never)[0].peak_bytes > 0
 
 
 def test_a_new_token_imports_the_files_local_modules_afresh(child, tmp_path):
@@ -144,9 +150,9 @@ def test_a_new_token_imports_the_files_local_modules_afresh(child, tmp_path):
                 return jnp.sum(jnp.sin(w @ w))
         """)
     )
-    small = child.compile(str(path), "loss", Config(), 0, never)
+    small, _ = child.compile(str(path), "loss", Config(), 0, never)
     (tmp_path / "sizes.py").write_text("WIDTH = 64\n")
-    bigger = child.compile(str(path), "loss", Config(), 1, never)
+    bigger, _ = child.compile(str(path), "loss", Config(), 1, never)
     assert (small.argument_bytes, bigger.argument_bytes) == (8 * 8 * 4, 64 * 64 * 4)
 
 

@@ -22,9 +22,20 @@ def test_core_imports_no_textual_or_rich():
     assert "textual" not in loaded and "rich" not in loaded
 
 
+WIDGET_STACK = {"anywidget", "ipywidgets", "traitlets", "IPython", "ipykernel", "comm"}
+
+
 def test_package_root_imports_neither_jax_nor_textual():
     loaded = modules_after("import remat_tui, remat_tui.cli")
     assert "jax" not in loaded and "textual" not in loaded
+    assert not loaded & WIDGET_STACK, "the notebook extra loads only with remat_tui.widget"
+
+
+def test_notebook_layer_loads_the_widget_stack_only_for_the_widget():
+    loaded = modules_after("import remat_tui.notebook, remat_tui.notebook.show")
+    assert not loaded & (WIDGET_STACK | {"jax", "rich"})
+    loaded = modules_after("import remat_tui.notebook.hooks")
+    assert "rich" in loaded and not loaded & WIDGET_STACK  # displays, no widget
 
 
 def test_the_layering_contracts_hold():
@@ -60,7 +71,9 @@ def jax_private_touches(tree: ast.AST) -> list[str]:
         elif isinstance(node, ast.Attribute):
             base = ast.unparse(node.value)
             private = node.attr.startswith("_") and not node.attr.startswith("__")
-            if private and base not in ("self", "cls") and (base, node.attr) not in OWN_PRIVATE:
+            # self, cls and super(): an object's own attributes, inherited ones too
+            own = base in ("self", "cls", "super()")
+            if private and not own and (base, node.attr) not in OWN_PRIVATE:
                 found.append(f"line {node.lineno}: {base}.{node.attr}")
             elif node.attr == "params" or (node.attr == "name" and base.endswith(".primitive")):
                 found.append(f"line {node.lineno}: {base}.{node.attr}")
@@ -104,7 +117,9 @@ def test_the_hygiene_check_sees_what_it_must():
         "x = eqn.params['jaxpr']\ny = eqn.primitive.name\nz = policy._fields\n"
     )
     assert len(jax_private_touches(bad)) == 6
-    good = ast.parse("import jax\nself._x = r.primitive\nos._exit(0)\nv = a.__name__\n")
+    good = ast.parse(
+        "import jax\nself._x = r.primitive\nos._exit(0)\nv = a.__name__\nsuper()._repr()\n"
+    )
     assert jax_private_touches(good) == []
 
 

@@ -12,7 +12,7 @@ import pytest
 from jax import lax
 
 from remat_tui.core.jaxcompat import buffers, hlo_text
-from remat_tui.core.xla import memory, memory_accounting, occupancy
+from remat_tui.core.xla import buffer_kinds, memory, occupancy
 from remat_tui.core.xla.memory import CATEGORIES, compile_with_memory, memory_and_reason, memory_of
 
 LAYERS, ROWS, WIDTH = 8, 256, 128
@@ -370,9 +370,9 @@ def test_the_backward_part_starts_where_most_instructions_agree():
     phases = {name: (mark, None) for name, mark in marks.items()}
     # A backward op XLA hoists (a weight's transpose) does not start the backward part.
     sequence = ("f1", "early", "f2", "copy", "f3", "b1", "copy", "b2")
-    assert memory_accounting._backward_from(sequence, phases) == 5
-    assert memory_accounting._backward_from(("f1", "f2"), phases) is None
-    assert memory_accounting._backward_from(("copy", "b1", "b2"), phases) == 1
+    assert buffer_kinds.backward_from(sequence, phases) == 5
+    assert buffer_kinds.backward_from(("f1", "f2"), phases) is None
+    assert buffer_kinds.backward_from(("copy", "b1", "b2"), phases) == 1
 
 
 @pytest.mark.parametrize(

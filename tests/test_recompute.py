@@ -1,4 +1,4 @@
-"""Recompute read from the linear program `jax.vjp` returns (core/trace/recompute.py),
+"""Recompute read from the linear program `jax.vjp` returns (core/trace/recomputation.py),
 which compare and suggest use instead of tracing the backward pass, checked
 against the backward pass JAX traces: a row-only analysis equals the full one
 in its residuals, names and recompute, whichever way it got them; the reading

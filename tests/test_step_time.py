@@ -112,8 +112,10 @@ def test_every_compiled_row_has_an_estimate_on_the_measured_cpu(compiled_rows):
             c["bytes_accessed"] * t["loop_scale"] / cpu.memory_bandwidth
         )
         assert t["host_seconds"] == pytest.approx(2 * row.host_bytes / cpu.host_bandwidth)
-        parts = ("compute_seconds", "transcendental_seconds", "memory_seconds", "host_seconds")
+        parts = ("compute_seconds", "transcendental_seconds", "memory_seconds", "host_seconds",
+                 "overhead_seconds")  # fmt: skip
         assert t["seconds"] == pytest.approx(sum(t[k] for k in parts))  # the CPU adds them
+        assert t["overhead_seconds"] == cpu.overhead_seconds > 0
         assert t["seconds"] >= step_time.lower_bound(cpu, row.step_flops, row.host_bytes)
         assert row.to_dict()["time"] == t and row.cost_source == "estimate"
 

@@ -6,8 +6,9 @@ memory bounded: evicted analyses are collected, and JAX's own caches are
 cleared every JAX_CACHES_EVERY analyses; and it pauses Python's automatic
 garbage collection while it traces (PausedCollection).
 
-Owned by the App (not mixed into it): it reads the App only for the target
-and the status line's progress, and starts workers through `app.run_worker`.
+Owned by the App (not mixed into it). It is given Textual's App for its
+workers, timers and messages (it reads none of RematApp's state), and each
+request brings the target to trace.
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ import time
 import traceback
 from collections import Counter
 
+from textual.app import App
+
 from remat_tui.app.arguments import prepared
+from remat_tui.app.drawing import Drawing, draw
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
 from remat_tui.core.lru import LRU
+from remat_tui.core.setup.caches import clear_jax_caches
 from remat_tui.errors import RematError
 
 LIMIT = 32  # analyses kept, each with its drawing
@@ -30,8 +35,8 @@ LIMIT = 32  # analyses kept, each with its drawing
 # configurations passed on the way never start, and never take the CPU the
 # screen needs. The first request after a pause starts at once.
 BURST_SECONDS = 0.12
-# JAX's own caches are cleared after this many analyses arrive (clear_jax_caches
-# says why): what they hold between two clears stays bounded, and the cost,
+# JAX's own caches are cleared after this many analyses arrive
+# (core/setup/caches.py says why): what they hold between two clears stays bounded, and the cost,
 # JAX tracing again what it had kept, is paid once per so many analyses.
 JAX_CACHES_EVERY = 8
 
@@ -39,19 +44,20 @@ JAX_CACHES_EVERY = 8
 class Analyses:
     """Requests, the cache and the analysis worker, for one App."""
 
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, app: App):
+        self.app = app  # Textual's: run_worker, set_timer, post_message, call_after_refresh
         self.cache = LRU(LIMIT)  # analyses by request key
-        self.drawings: dict[int, object] = {}  # by id() of a cached Analysis, dropped with it
+        self.drawings: dict[int, Drawing] = {}  # by id() of a cached Analysis, dropped with it
         self.request = 0  # the latest request's number; older answers are not shown
         self.pending: tuple | None = None  # the key being traced for the latest request
         self.last_request_at = float("-inf")
         self.since_jax_caches = 0  # analyses received since JAX's caches were cleared
         self.closed = False  # the app is closing (close)
 
-    def ask(self, key: tuple, baseline: tuple):
-        """Request `key`: the cached analysis (now the most recently used) to
-        show at once, or None while it is traced in the background."""
+    def ask(self, target, key: tuple, baseline: tuple):
+        """Request `key` (of `target`): the cached analysis (now the most
+        recently used) to show at once, or None while it is traced in the
+        background."""
         self.request += 1
         now, earlier = time.monotonic(), self.last_request_at
         self.last_request_at = now
@@ -62,30 +68,32 @@ class Analyses:
         self.pending = key
         if now - earlier < BURST_SECONDS:
             request = self.request
-            self.app.set_timer(BURST_SECONDS, lambda: self.trace_if_latest(request, key, baseline))
+            self.app.set_timer(
+                BURST_SECONDS, lambda: self.trace_if_latest(target, request, key, baseline)
+            )
         else:
-            self.trace(self.request, key, baseline)
+            self.trace(target, self.request, key, baseline)
         return None
 
-    def trace_if_latest(self, request: int, key: tuple, baseline: tuple) -> None:
+    def trace_if_latest(self, target, request: int, key: tuple, baseline: tuple) -> None:
         """The end of a burst: trace its last request (an earlier one has nothing to do)."""
         if request == self.request:
-            self.trace(request, key, baseline)
+            self.trace(target, request, key, baseline)
 
-    def ensure(self, key: tuple) -> None:
+    def ensure(self, target, key: tuple) -> None:
         """Trace `key` (the as_written baseline) unless cached or another trace is due."""
         if key not in self.cache and self.pending is None:
-            self.trace(-1, key, key)
+            self.trace(target, -1, key, key)
 
-    def trace(self, request: int, key: tuple, baseline: tuple) -> None:
+    def trace(self, target, request: int, key: tuple, baseline: tuple) -> None:
         self.app.run_worker(
-            lambda: self._trace(request, key, baseline),
+            lambda: self._trace(target, request, key, baseline),
             thread=True,
             group="analysis",
             exit_on_error=False,
         )
 
-    def _trace(self, request: int, key: tuple, baseline: tuple) -> None:
+    def _trace(self, target, request: int, key: tuple, baseline: tuple) -> None:
         from remat_tui.core.trace.analysis import analyze
         from remat_tui.core.trace.configured import Cancelled
 
@@ -104,7 +112,7 @@ class Analyses:
             # Example arguments are built once per target (per device set, for a
             # sharded target), not once per policy.
             on_stage = stage if request == self.request else None
-            target = prepared(app.target, config.device, on_stage)
+            target = prepared(target, config.device, on_stage)
             if request == self.request:
                 stage(f"tracing {config.label()}")
             collector.pause(self)  # resumed once the answer is drawn (_after_drawn)
@@ -152,6 +160,13 @@ class Analyses:
         settle_memory(freed)
         collector.resume(self)
 
+    def drawing(self, a) -> Drawing:
+        """What the widgets need from `a`, made once per cached analysis."""
+        found = self.drawings.get(id(a))
+        if found is None:
+            found = self.drawings[id(a)] = draw(a)
+        return found
+
     def failed(self, message: AnalysisFailed) -> bool:
         """Whether a failure answers the latest request (then the App says so)."""
         latest = message.request == self.request
@@ -189,18 +204,6 @@ class Analyses:
             for n in a.names:
                 seen.setdefault(n.name)
         return list(seen)
-
-
-def clear_jax_caches() -> None:
-    """JAX's own caches emptied (`jax.clear_caches`, public API; it changes no
-    result, JAX traces again what it had kept). They grow with every
-    configuration traced and free nothing until each is full (an entry keyed
-    weakly by a jaxpr holds that jaxpr): measured over 300 analyses kept 32
-    at a time, RSS went 326 -> 367 MiB without clearing and stayed at 280
-    clearing every 8."""
-    import jax
-
-    jax.clear_caches()
 
 
 class PausedCollection:

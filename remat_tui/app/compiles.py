@@ -1,8 +1,10 @@
 """Provides Compiles: the App's compile controller. While `p` is on
-(`Wanted.compiled`), every analysis shown also has its gradient compiled for
-its device (never run) in a worker of its own, and the compiled peak per
-device becomes the status line's headline, the residual bytes beside it as
-"saved by autodiff".
+(`Wanted.compiled`), every analysis shown also has its step compiled for its
+device in a worker of its own, and the compiled peak per device becomes the
+status line's headline, the residual bytes beside it as "saved by autodiff".
+While `x` is on too (`Wanted.measured`), the step is also run on the device
+(core/xla/measure.py) and its measured time joins the headline, beside the
+estimate.
 
 A target loaded from a file compiles in a child process
 (core/xla/compile_process.py): its lowering does not share the app's GIL and
@@ -17,20 +19,24 @@ from __future__ import annotations
 
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from textual.app import App
 from textual.message import Message
 
 from remat_tui.core.xla.compile_process import CompileProcess
 from remat_tui.errors import RematError
 from remat_tui.report.memory import largest_category
-from remat_tui.report.units import human_bytes
+from remat_tui.report.units import human_bytes, human_seconds
+
+MEASURE_RUNS = 5  # `x`: timed runs of each step shown, after a warm-up
 
 
 @dataclass
 class CompileReady(Message):
     key: tuple
     compiled: object
+    measured: object = None  # a Measured, when the step was run too
 
 
 @dataclass
@@ -42,25 +48,58 @@ class CompileFailed(Message):
 class Compiles:
     """Compiled numbers per request key, and the compile under way, for one App."""
 
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, app: App):
+        self.app = app  # Textual's: run_worker, post_message, log
         self.known: dict[tuple, object] = {}  # compiled numbers per request key
+        self.measured: dict[tuple, object] = {}  # what running it took, per request key
+        self.runs: int | None = None  # `x`: run each step this many times (None: don't)
         self.compiling: tuple | None = None  # the key being compiled
         self.started = 0.0
         self.process: CompileProcess | None = None  # started by the first `p`
 
-    def switched_on(self) -> None:
-        """`p` on: the child process starts (JAX imports there while the app goes on)."""
-        if self.process is None:
-            self.process = CompileProcess()
-        self.process.start()
+    def switch(self, old, new, show_error):
+        """`p` or `x` turned on or off (`old` and `new`: what was and is
+        wanted): say so, and start or stop compiling. Returns what is wanted
+        now: `new`, or `new` without `x` where the device cannot run steps
+        (`show_error` says why, in place)."""
+        if new.measured and not self.measurable(new.device, show_error):
+            new = replace(new, measured=False)
+        self.runs = MEASURE_RUNS if new.measured else None
+        if new.measured and not old.measured:
+            self.app.notify(
+                f"Running every analysis shown on {new.device} to time it "
+                f"({MEASURE_RUNS} runs after a warm-up; x turns it off)"
+            )
+        elif new.compiled and not old.compiled:
+            self.app.notify("Compiling every analysis shown (p turns it off); nothing is run")
+        elif old.measured and not new.measured and new.compiled:
+            self.app.notify("Measuring off: compiled numbers and the estimate stay")
+        if new.compiled:
+            if self.process is None:  # started by the first `p` (JAX imports there meanwhile)
+                self.process = CompileProcess()
+            self.process.start()
+        else:
+            self.compiling = None
+            self.app.notify("Compiling off: residual bytes lead again")
+        return new
 
-    def switched_off(self) -> None:
-        self.compiling = None
+    @staticmethod
+    def measurable(device: str | None, show_error) -> bool:
+        """Whether `device` can run steps; if not, `show_error` says why."""
+        from remat_tui.core.xla.measure import check_measurable
+
+        try:
+            check_measurable(device, MEASURE_RUNS)
+        except RematError as exc:
+            show_error(exc.message)
+            return False
+        return True
 
     def compile(self, key: tuple, target) -> None:
-        """Compile `key` unless it is known already or under way."""
-        if key in self.known or key == self.compiling:
+        """Compile `key` (and run it, while `x` is on) unless that is known
+        already or under way."""
+        done = self.known if self.runs is None else self.measured
+        if key in done or key == self.compiling:
             return
         self.compiling, self.started = key, time.monotonic()
         self.app.run_worker(
@@ -75,23 +114,34 @@ class Compiles:
         from remat_tui.app.arguments import prepared
         from remat_tui.core.trace.configured import Cancelled
         from remat_tui.core.xla.compiled import compile_costs
+        from remat_tui.core.xla.measure import measure
 
         name, config, reloads = key
+        runs = self.runs
         cancelled = lambda: key != self.compiling  # noqa: E731
+        measured = None
         try:
             if target.file is not None and self.process is not None:
-                result = self.process.compile(target.file, name, config, reloads, cancelled)
+                result, measured = self.process.compile(
+                    target.file, name, config, reloads, cancelled, runs
+                )
             else:
                 # The arguments the analysis was traced with (built for this device's
                 # set: a sharded target's mesh spans a topology's chips), not a new build.
                 ready = prepared(target, config.device)
-                result = compile_costs(
-                    target,
-                    config,
-                    cancelled=cancelled,
-                    arguments=(ready.args, ready.kwargs),
-                    memory=True,  # the memory view (w) and the status line's largest category
-                )
+                arguments = (ready.args, ready.kwargs)
+                if runs is None:
+                    result = compile_costs(
+                        target,
+                        config,
+                        cancelled=cancelled,
+                        arguments=arguments,
+                        memory=True,  # the memory view (w), the status line's largest category
+                    )
+                else:
+                    result, measured = measure(
+                        target, config, runs, cancelled, arguments=arguments
+                    )
         except Cancelled:
             return
         except RematError as exc:
@@ -101,10 +151,12 @@ class Compiles:
             self.app.log.error(traceback.format_exc())
             self.app.post_message(CompileFailed(key, f"internal error while compiling: {exc!r}"))
             return
-        self.app.post_message(CompileReady(key, result))
+        self.app.post_message(CompileReady(key, result, measured))
 
     def ready(self, message: CompileReady) -> None:
         self.known[message.key] = message.compiled
+        if message.measured is not None:
+            self.measured[message.key] = message.measured
         if message.key == self.compiling:
             self.compiling = None
 
@@ -120,6 +172,19 @@ class Compiles:
         self.compiling = None
         if self.process is not None:
             self.process.close()
+
+    def measured_words(self, key: tuple | None, estimate: dict | None) -> str | None:
+        """`measured 1.21 ms (est. ~1.10 ms)` while `x` is on and it was run;
+        why not, where it could not be; None otherwise."""
+        if self.runs is None:
+            return None
+        m = self.measured.get(key)
+        est = f"est. ~{human_seconds(estimate['seconds'])}" if estimate else None
+        if m is None:
+            return est and f"measuring… ({est})"
+        if m.error:
+            return f"not measured: {m.error.splitlines()[0]}"
+        return f"measured {human_seconds(m.min_seconds)}" + (f" ({est})" if est else "")
 
     def headline(self, key: tuple | None, show_timings: bool) -> str | None:
         """`peak 1.2 GiB/device (compiled, ...)` when known, `compiling 3.1 s`

@@ -28,7 +28,7 @@ def policy_names(declared: Iterable[str] = ()) -> list[str]:
     return [policies.AS_WRITTEN, *policies.SIMPLE, *policies.CALLABLE_FACTORIES, *declared]
 
 
-def did_you_mean(text: str, declared: dict | None = None) -> str | None:
+def did_you_mean(text: str, declared: dict | None = None) -> policies.PolicySpec | None:
     """`text` with each unknown policy name or keyword replaced by the closest
     known one, if that gives a spec that parses; else None."""
     source = text.strip()
@@ -56,7 +56,7 @@ def did_you_mean(text: str, declared: dict | None = None) -> str | None:
     for start, end, word in sorted(edits, reverse=True):
         source = source[:start] + word + source[end:]
     try:
-        return policies.parse(source, declared).canonical
+        return policies.parse(source, declared)
     except RematError:
         return None
 
@@ -66,10 +66,12 @@ def with_suggestion(message: str, text: str, declared: dict | None = None) -> st
     if "did you mean" in message.lower():  # the parser already suggests one
         return message
     meant = did_you_mean(text, declared)
-    return f"{message} Did you mean {meant}?" if meant else message
+    return f"{message} Did you mean {meant.canonical}?" if meant else message
 
 
-def completions(query: str, names: Iterable[str], declared: dict | None = None) -> list[str]:
+def completions(
+    query: str, names: Iterable[str], declared: dict | None = None
+) -> list[policies.PolicySpec]:
     """Whole specs for a partial one (`save_on`, `offload`, `dots`): every policy
     whose name contains the typed word, with the function's checkpoint_names
     filled in where the policy takes names."""
@@ -96,12 +98,11 @@ def completions(query: str, names: Iterable[str], declared: dict | None = None) 
             out += [f"{name}(dots_saveable, save_only_these_names({n!r}))" for n in names]
         else:
             out.append(name)
-    specs = []
+    specs: dict[str, policies.PolicySpec] = {}
     for text in out:
         try:
-            spec = policies.parse(text, declared).canonical
+            spec = policies.parse(text, declared)
         except RematError:
             continue
-        if spec not in specs:
-            specs.append(spec)
-    return specs
+        specs.setdefault(spec.canonical, spec)
+    return list(specs.values())

@@ -1,8 +1,9 @@
-"""Provides the keys: MAIN_KEYS, the main screen's (app/main_screen.py), and
-APP_KEYS, help and quit, which work over every screen. BINDINGS is the list
-they come from, in the order the footer and the `?` help list them (app/screens/help.py): a
-shown binding's tooltip, else its description, is its line there, so the
-tooltip is written for a reader of the help."""
+"""Provides the keys: MAIN_KEYS, the main screen's (app/main_screen.py; most
+run the App's actions), and APP_KEYS, help and quit, which work over every
+screen. BINDINGS is the list they come from, in the order the footer and the
+`?` help list them (app/screens/help.py): a shown binding's tooltip, else its
+description, is its line there, so the tooltip is written for a reader of the
+help."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ BINDINGS = [
     Binding("r", "focus_residuals", "residuals", show=False),
     Binding("o", "sort_residuals", "sort by bytes", show=False),
     Binding("c", "compare", "compare"),
-    Binding("x", "fit", "how big a batch fits (max batch)", show=False),
+    Binding("h", "fit", "how big a batch fits", show=False),  # help: app/screens/help.py
     Binding("p", "toggle_compile", "compile: peak", show=False),
+    Binding("x", "toggle_measure", "measure", show=False),  # help: app/screens/help.py
     Binding(
         "w",
         "memory",
@@ -73,6 +75,19 @@ BINDINGS = [
 ]
 
 APP_KEYS = [b for b in BINDINGS if b.action in ("help", "quit")]
-# The main screen lists help and quit too, as the App's actions, so that its
-# footer keeps BINDINGS' order (the App's own come after a screen's).
-MAIN_KEYS = [replace(b, action=f"app.{b.action}") if b in APP_KEYS else b for b in BINDINGS]
+# The main screen's own actions: they act on its widgets alone. Every other key
+# is the App's action (it needs what the App holds: the target, the analysis
+# shown, the policies listed), and the main screen lists help and quit too, so
+# that its footer keeps BINDINGS' order (the App's own come after a screen's).
+SCREEN_ACTIONS = (
+    "cycle_name",
+    "focus_names",
+    "focus_sites",
+    "focus_residuals",
+    "sort_residuals",
+    "toggle_sidebar",
+    "pick_device",
+)
+MAIN_KEYS = [
+    b if b.action in SCREEN_ACTIONS else replace(b, action=f"app.{b.action}") for b in BINDINGS
+]

@@ -10,12 +10,14 @@ Three widths (classes on the App, styled in app.tcss):
 
 from __future__ import annotations
 
+from textual.app import App
+
 NARROW, COMPACT = 120, 100
 
 
 class Layout:
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, app: App):
+        self.app = app  # Textual's: its classes (app.tcss styles the widths) and footers
         self.width = 0
         self.sidebar_wanted: bool | None = None  # None: as the width suggests
 

@@ -1,4 +1,7 @@
-"""Provides the messages workers post to the app (workers never touch widgets)."""
+"""Provides the messages posted to the App: by workers, with what they found
+(workers never touch widgets), and by the main screen, its lists and the
+palette, with what the user asks for (screens read no App state; the App
+decides)."""
 
 from __future__ import annotations
 
@@ -74,3 +77,49 @@ class ReloadFailed(Message):
     generation: int
     message: str
     watched: tuple[str, ...] = ()
+
+
+# ---- what a screen or the palette asks the App for (messages up) -----------------------
+
+
+@dataclass
+class PolicyWanted(Message):
+    """Analyse under `spec` as the outer policy; `listed`: keep it in the
+    Policies list (a spec typed in the palette)."""
+
+    spec: Any  # a PolicySpec, parsed where it was typed
+    listed: bool = False
+
+
+@dataclass
+class SiteWanted(Message):
+    """Set a checkpoint site's policy (`site`: an id or a function name; `spec`:
+    a PolicySpec, or None for the policy in the code)."""
+
+    site: int | str
+    spec: Any
+
+
+@dataclass
+class NameCycled(Message):
+    """Cycle a checkpoint_name recompute → save → offload where toggles apply."""
+
+    name: str
+
+
+@dataclass
+class TargetWanted(Message):
+    """Open another target of the file (the target picker, the palette)."""
+
+    name: str
+
+
+@dataclass
+class ErrorShown(Message):
+    """Say `message` above the panes (a spec typed in the palette that does not parse)."""
+
+    message: str
+
+
+class ScreenReady(Message):
+    """The main screen's widgets are all mounted: loading may draw into them."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from textual.app import App
 from textual.message import Message
 
 from remat_tui.core.lru import LRU
@@ -27,8 +28,8 @@ class NamesJudged(Message):
 
 
 class NameJudge:
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, app: App):
+        self.app = app  # Textual's: run_worker, post_message
         self.known = LRU(LIMIT)
         # The place last asked about: work for any other stops at its next
         # analysis (not a Textual cancel, which fails every waiter on the worker).
@@ -39,7 +40,7 @@ class NameJudge:
         """The configuration with no name saved where toggles apply: what
         every verdict there is measured against, whatever is toggled now."""
         function = scope.function if scope is not None else None
-        nothing = policies.names_policy([], []).canonical
+        nothing = policies.names_policy([], [])
         if function is None:
             config = analysis.config.with_policy(nothing)
         else:

@@ -1,52 +1,83 @@
-"""Provides ShownView: the analysis shown, drawn into the main screen's widgets
-(both panes, the residual table, the source pane, the title, the status and
-error lines, the sidebar's lists). The App decides what is shown
-(app/main.py `show`); this draws it, and redraws a part when that part's
-input changes (a compile's result, the Names verdicts, a residual selected).
+"""Provides ShownView: the one painter of the main screen's widgets (both
+panes, the residual table, the source pane, the title, the snippet, the
+status and error lines, the sidebar's lists).
+
+It is given what it paints, as arguments: the App decides what is shown and
+what the title, the status line and the lists say (app/main.py), and this
+paints it, redrawing a part when that part's input changes. It keeps only
+what it painted last (the analysis and its Drawing, for the residual the
+user selects; the files the source pane read; where the user was, to come
+back to after a reload).
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from textual.content import Content
-from textual.css.query import NoMatches
 from textual.markup import escape
 from textual.widgets import Static
 
 from remat_tui.app.codeview import CodeView
-from remat_tui.app.drawing import draw
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.sidebar import Sidebar
-from remat_tui.app.status import summary
 from remat_tui.report.units import human_bytes
 
 NO_LINES: frozenset[int] = frozenset()
+PANES = ("#forward", "#backward", "#residuals", "#source")
+
+
+@dataclass
+class View:
+    """Where the user was, to come back to after a reload."""
+
+    offsets: dict[str, tuple[int, int]]  # pane id -> scroll offset
+    cursor: int
+    residual: tuple | None  # what the selected residual was (see `_identity`)
+
+
+def _identity(r) -> tuple:
+    return (r.aval, r.kind, r.primitive, r.name, r.argument)
+
+
+@dataclass(frozen=True)
+class Lists:
+    """What the sidebar's lists show: the Policies (keys 0-9) and the one
+    applied, the shown analysis's Sites, the Names with their states (R S O),
+    sizes (`infos`, the shown analysis's NameInfos) and verdicts (`in_vain`),
+    and where name toggles apply (`scope`, a function, or None: outer)."""
+
+    policies: tuple[str, ...]
+    current: str | None
+    sites: tuple
+    scope: str | None
+    names: tuple[str, ...]
+    states: dict
+    infos: tuple
+    in_vain: frozenset = frozenset()
 
 
 class ShownView:
-    """Draws `app.shown` into `screen`'s widgets."""
+    """Paints the main screen (`screen`)'s widgets with what it is given."""
 
     def __init__(self, screen) -> None:
         self.screen = screen
         self.sources: dict[str, list[str]] = {}  # the files the source pane has shown
         self.source_file: str | None = None
-
-    @property
-    def app(self):
-        return self.screen.app
+        self.analysis = None  # the analysis drawn last, with its Drawing
+        self.drawing = None
+        self.target_file: str | None = None  # shown for a residual with no line of its own
+        self.view: View | None = None  # remembered before a reload (`remember_view`)
 
     def query_one(self, selector, expect_type=None):
         return self.screen.query_one(selector, expect_type)
 
-    def draw(self, a) -> None:
-        """Everything on the main screen that depends on the analysis `a`."""
-        app = self.app
+    def draw(self, a, drawing, target_file: str | None) -> None:
+        """The panes and the residual table for the analysis `a` (its Drawing
+        `drawing`, made once per analysis); the error line cleared."""
+        self.analysis, self.drawing, self.target_file = a, drawing, target_file
         self.show_error(None)
-        drawings = app.analyses.drawings
-        drawing = drawings.get(id(a))
-        if drawing is None:
-            drawing = drawings[id(a)] = draw(a)
         for pane_id, view, pane_drawing in (
             ("#forward", a.forward, drawing.forward),
             ("#backward", a.backward, drawing.backward),
@@ -69,43 +100,9 @@ class ShownView:
         device = human_bytes(a.totals.device_bytes) + (" device" if host else "")
         table.border_title = f"Residuals  {len(a.residuals)} · {device}{host}"
         self.select_residual(table.selected if a.residuals else -1)
-        self.update_title()
-        self.update_status(a)
-        app.name_states = self.screen.scoped_states()  # the sites may be known only now
-        # What the command line asked for and could not have is said with the
-        # first analysis, and kept while it is shown (cautions are redrawn when
-        # the Names verdicts arrive).
-        app.launch_warnings, app.start_warnings = app.start_warnings, []
-        self.show_cautions(a)
-        self.refresh_sidebar()
-
-    def show_cautions(self, a) -> None:
-        """Warnings and notes above the panes, kept on screen with the analysis
-        (not a toast that fades); none: the error line hidden."""
-        app = self.app
-        saved_in_vain = app.name_judge.verdicts(app.target, a, self.screen.name_scope())
-        cautions = [
-            *(f"[b]warning:[/b] {escape(w)}" for w in [*app.launch_warnings, *a.warnings]),
-            *(f"[b]note:[/b] {escape(n)}" for n in app.notes_for(a)),
-            *(
-                f"[b]note:[/b] {escape(why)}"
-                for name, why in saved_in_vain.items()
-                if app.name_states.get(name) == "save"
-            ),
-        ]
-        self.show_error("\n".join(cautions) if cautions else None, warning=True)
-
-    def names_judged(self) -> None:
-        """The Names verdicts changed: the list's marks, and the cautions unless
-        an error is shown (an error stays until it is fixed)."""
-        self.refresh_sidebar()
-        error = self.query_one("#error", Static)
-        showing_an_error = error.display and not error.has_class("-warning")
-        if self.app.shown is not None and not showing_an_error:
-            self.show_cautions(self.app.shown)
 
     def select_residual(self, index: int) -> None:
-        a = self.app.shown
+        a = self.analysis
         fwd = self.query_one("#forward", CodeView)
         bwd = self.query_one("#backward", CodeView)
         if a is None or not 0 <= index < len(a.residuals):
@@ -129,14 +126,13 @@ class ShownView:
         # The line that computed the value (inside a scan body, or the user's line
         # beneath a library's), else JAX's own line.
         src = (r.origin.source if r.origin else None) or r.source
-        self.show_source(src.file if src else self.app.target.file, src.line - 1 if src else None)
+        self.show_source(src.file if src else self.target_file, src.line - 1 if src else None)
 
     def show_source(self, path: str | None, line: int | None) -> None:
         """Show `path` in the source pane, its residual-producing lines marked, and
         select `line` (0-based) if given."""
         pane = self.query_one("#source", CodeView)
-        source_lines = self.app.analyses.drawings[id(self.app.shown)].source_lines
-        marked = source_lines.get(path, NO_LINES) if path else NO_LINES
+        marked = self.drawing.source_lines.get(path, NO_LINES) if path else NO_LINES
         if path and path != self.source_file:
             if path not in self.sources:
                 try:
@@ -153,6 +149,24 @@ class ShownView:
         if line is not None:
             pane.show_line(line)
 
+    def open_line(self, path: str, line: int, residual: str | None) -> None:
+        """Show a user's line (1-based) in the source pane, and select the
+        residual `residual` (`R3`), else the first one made there."""
+        index = int(residual[1:]) - 1 if residual else None
+        if index is None and self.analysis is not None:
+            index = next(
+                (
+                    i
+                    for i, r in enumerate(self.analysis.residuals)
+                    for src in (r.source, r.origin.source if r.origin else None)
+                    if src is not None and src.file == path and src.line == line
+                ),
+                None,
+            )
+        if index is not None:
+            self.query_one(ResidualTable).select(index)
+        self.show_source(path, line - 1)
+
     def forget_sources(self, saved) -> None:
         """The files `saved` (paths, real paths alike) changed on disk: read
         them again when next shown."""
@@ -161,52 +175,27 @@ class ShownView:
                 del self.sources[path]
         self.source_file = None
 
-    def update_title(self) -> None:
-        app = self.app
-        policy = app.spec.canonical if app.spec else "?"
-        name = f"{app.path}:{app.target.name}" if app.target else app.path
-        # Fixed one-line widgets: layout=False spares a layout pass of the whole screen.
-        self.query_one("#title", Static).update(
-            f"[b]remat-tui[/b]  {escape(name)}  policy [b]{escape(policy)}[/b]  {app.device}",
-            layout=False,
-        )
-        self.query_one(Sidebar).show_device(app.devices, app.device)
+    # ---- the title, the snippet and the status line -----------------------------------
 
-    def update_status(self, a) -> None:
+    def show_title(self, text: str, layout: bool = False) -> None:
+        """The title line (markup, user strings escaped by the caller). Fixed
+        one-line widgets: layout=False spares a layout pass of the whole screen."""
+        self.query_one("#title", Static).update(text, layout=layout)
+
+    def show_snippet(self, python: str) -> None:
         snippet = self.query_one("#snippet", Static)
         old = str(snippet.render())
-        if old != a.python:
+        if old != python:
             # A layout pass (costly: it redraws every widget) only if the snippet
             # wraps onto a different number of lines.
             width = max(snippet.content_region.width, 1)
-            lines = len(Content(a.python).wrap(width))
-            snippet.update(a.python, layout=lines != len(Content(old).wrap(width)))
-        self.set_status(self.status_text(a))
+            lines = len(Content(python).wrap(width))
+            snippet.update(python, layout=lines != len(Content(old).wrap(width)))
 
     def set_status(self, text) -> None:
         self.query_one("#status", Static).update(text, layout=False)
 
-    def status_text(self, a) -> str:
-        app = self.app
-        base = app.analyses.cache.get(app.baseline_key())
-        known = app.compiles.known.get(app.key_of(a)) if app.wanted.compiled else None
-        devices = known.devices if known is not None else None
-        return summary(a, base, app.show_timings, app.compiled_headline(a), devices=devices)
-
-    def tick(self) -> None:
-        """While a worker runs, say what it is doing and for how long; the UI keeps
-        answering keys."""
-        app = self.app
-        text = app.activity.text(app.show_timings, app.shown is not None)
-        try:
-            if text is not None:
-                self.set_status(text)
-            elif app.shown is not None and app.analyses.pending is None:
-                key = app.compiles.compiling  # the compile clock, while it runs
-                if key is not None and key == app.key_of(app.shown):
-                    self.set_status(self.status_text(app.shown))
-        except NoMatches:  # the app is closing: the timer outlived the main screen's widgets
-            pass
+    # ---- the error line ---------------------------------------------------------------
 
     def show_error(self, message: str | None, warning: bool = False, hint: str = "") -> None:
         """An error (or, with `warning`, cautions about the shown analysis: markup,
@@ -225,23 +214,65 @@ class ShownView:
         hint = hint or (
             "still showing the last good analysis; save the file, or change the policy "
             "or device, to try again"
-            if self.app.shown is not None
+            if self.analysis is not None
             else "nothing analysed yet"
         )
         error.update(f"[b]error:[/b] {escape(message)}\n[dim]{hint}[/dim]")
 
-    def refresh_sidebar(self) -> None:
-        app = self.app
+    def show_cautions(self, warnings: list[str], notes: list[str]) -> None:
+        """Warnings and notes above the panes, kept on screen with the analysis
+        (not a toast that fades); none: the error line hidden."""
+        cautions = [
+            *(f"[b]warning:[/b] {escape(w)}" for w in warnings),
+            *(f"[b]note:[/b] {escape(n)}" for n in notes),
+        ]
+        self.show_error("\n".join(cautions) if cautions else None, warning=True)
+
+    @property
+    def showing_an_error(self) -> bool:
+        """An error is above the panes (not cautions): it stays until it is fixed."""
+        error = self.query_one("#error", Static)
+        return bool(error.display) and not error.has_class("-warning")
+
+    # ---- the sidebar --------------------------------------------------------------------
+
+    def show_lists(self, lists: Lists) -> None:
         sidebar = self.query_one(Sidebar)
-        sidebar.show_policies(app.policy_specs, app.spec.canonical if app.spec else None)
-        sidebar.show_sites(app.shown.sites if app.shown else [])
-        scope = self.screen.name_scope()
-        sidebar.names_scope(scope.function if scope else None)
-        sidebar.show_names(
-            app.analyses.names_seen(),
-            app.name_states,
-            app.shown.names if app.shown else [],
-            app.name_judge.verdicts(app.target, app.shown, scope),
-        )
-        if app.analyses.pending is None:  # background work waits for the user's trace
-            app.name_judge.judge(app.target, app.shown, scope)
+        sidebar.show_policies(lists.policies, lists.current)
+        sidebar.show_sites(lists.sites)
+        sidebar.names_scope(lists.scope)
+        sidebar.show_names(lists.names, lists.states, lists.infos, lists.in_vain)
+
+    def show_devices(self, devices, current: str | None) -> None:
+        self.query_one(Sidebar).show_device(devices, current)
+
+    # ---- where the user was, across a reload --------------------------------------------
+
+    def remember_view(self) -> None:
+        table = self.query_one(ResidualTable)
+        shown = self.analysis
+        residual = None
+        if shown is not None and table.selected is not None:
+            residual = _identity(shown.residuals[table.selected])
+        offsets = {pane: tuple(self.query_one(pane).scroll_offset) for pane in PANES}
+        self.view = View(offsets, table.selected or 0, residual)
+
+    def restore_view(self, a) -> None:
+        """After the reloaded analysis `a` is drawn: the same residual selected
+        (the nearest of the same kind, else the same row) and every pane
+        scrolled back. Nothing when no view was remembered."""
+        view, self.view = self.view, None
+        if view is None:
+            return
+        table = self.query_one(ResidualTable)
+        if a.residuals:
+            same = [i for i, r in enumerate(a.residuals) if _identity(r) == view.residual]
+            index = min(same, key=lambda i: abs(i - view.cursor)) if same else view.cursor
+            index = min(index, len(a.residuals) - 1)
+            if index != table.selected:
+                # The residual's row on screen: the table may be sorted by bytes.
+                table.set_reactive(ResidualTable.cursor, table.order.index(index))
+                table.refresh()
+                self.select_residual(index)
+        for pane, (x, y) in view.offsets.items():
+            self.query_one(pane).scroll_to(x=x, y=y, animate=False, immediate=True)

@@ -1,37 +1,34 @@
-"""Provides Startup: what happens between launching the app and its first
-analysis. JAX and the target file are imported off the UI thread, the
-target is chosen (asked for when the file has several), and it is started
-under what the command line asked for (policy, --site, device), where what
-could not be had is said with the first analysis instead of failing.
+"""Provides Startup: what the command line asked for (target, policy, --site,
+device), the worker that imports JAX and the target file off the UI thread,
+and the decisions of starting a target: which one (asked for when the file
+has several), under which Config, and what could not be had, said with the
+first analysis instead of failing.
 
-Owned by the App (not a mixin): the App's handlers for TargetsLoaded and
-LoadFailed call `loaded` and `failed`; `start` also serves the target picker
-and hot reload, which start a target again.
+Owned by the App (not a mixin): it is given Textual's App for its worker and
+messages, and the App's handlers of TargetsLoaded and LoadFailed ask it
+`choose`, `listed` and `request` (app/main.py `start`, which also serves the
+target picker and hot reload).
 """
 
 from __future__ import annotations
 
 import traceback
-from dataclasses import replace
 
-from textual.markup import escape
-from textual.widgets import Static
+from textual.app import App
 
-from remat_tui.app.hangup import quit_on_hangup
 from remat_tui.app.hints import with_suggestion
 from remat_tui.app.messages import LoadFailed, Progress, TargetsLoaded
-from remat_tui.app.residual_table import ResidualTable
-from remat_tui.app.screens import PickScreen
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.config import Config, parse_site_option
+from remat_tui.core.setup.config import AS_WRITTEN, Config, parse_site_option
 from remat_tui.errors import RematError
 
 
 class Startup:
-    """Loading the file and starting a target, for one App."""
+    """What the command line asked for, and loading the file, for one App."""
 
-    def __init__(self, app, name, policy: str, device: str | None, sites) -> None:
-        self.app = app
+    def __init__(self, app: App, path: str, name, policy: str, device: str | None, sites) -> None:
+        self.app = app  # Textual's: run_worker, post_message, log
+        self.path = path
         # What the command line asked for, read when the first target starts.
         self.name = name
         self.policy = policy
@@ -48,17 +45,18 @@ class Startup:
             app.post_message(Progress("importing JAX"))
             import jax  # noqa: F401  (the stage the status line names)
 
-            from remat_tui.app.reload import import_targets
-            from remat_tui.core.setup.devices import available_devices, device_label, resolve_device
+            from remat_tui.core.setup.config import device_label_of
+            from remat_tui.core.setup.devices import available_devices
+            from remat_tui.core.setup.loading import import_targets
 
-            app.post_message(Progress(f"importing {app.path}"))
-            targets, error, watched = import_targets(app.path)
+            app.post_message(Progress(f"importing {self.path}"))
+            targets, error, watched = import_targets(self.path)
             if error is not None:
                 app.post_message(LoadFailed(error, watched))
                 return
             devices = available_devices()  # local devices, then TPU topologies
             try:
-                device = device_label(resolve_device(self.device))
+                device = device_label_of(self.device) or devices[0]
                 device_error = None
             except RematError as exc:
                 device, device_error = devices[0], f"{exc.message} Using {devices[0]}."
@@ -69,81 +67,63 @@ class Startup:
             app.log.error(traceback.format_exc())
             app.post_message(LoadFailed(f"internal error while loading: {exc!r}"))
 
-    def loaded(self, message: TargetsLoaded) -> None:
-        """The file is imported: start its target, or ask which when it has several."""
-        app = self.app
-        quit_on_hangup(app)  # JAX is loaded now: undo its ignoring SIGHUP
-        app.activity.end()
-        app.load_error = None
-        app.reloader.watch(message.watched)
-        app.devices = message.devices
-        app.set_reactive(type(app).wanted, replace(app.wanted, device=message.device))
-        targets = app.targets = message.targets
-        if message.device_error:
-            app.view.show_error(message.device_error)
-            app.start_warnings.append(message.device_error)
+    def warnings(self, device_error: str | None) -> list[str]:
+        """What to say with the first analysis: the device that could not be
+        had, and a JAX outside the tested range (said once)."""
         from remat_tui.core.jaxcompat import untested_message
 
-        if untested := untested_message():  # said once, with the first analysis
-            app.start_warnings.append(untested)
+        return [w for w in (device_error, untested_message()) if w]
+
+    def choose(self, targets: dict) -> tuple[str | None, str | None]:
+        """(the target to start, or None to ask which; why the one the command
+        line named cannot be had, or None)."""
+        error = None
         if self.name is not None and self.name not in targets:
-            app.view.show_error(
-                f"no target named {self.name!r} in {app.path}; "
+            error = (
+                f"no target named {self.name!r} in {self.path}; "
                 f"targets: {', '.join(targets)}. Pick one."
             )
             self.name = None
         if self.name is None and len(targets) > 1:
-            app.query_one("#title", Static).update(
-                f"remat-tui  {escape(app.path)}  pick a target", layout=False
-            )
-            app.query_one("#status", Static).update("Pick a target (escape quits)", layout=False)
+            return None, error
+        return self.name or next(iter(targets)), error
 
-            def picked(name: str | None) -> None:
-                if name is None:
-                    app.exit()
-                else:
-                    self.start(targets[name])
+    @staticmethod
+    def listed(target) -> dict[str, policies.PolicySpec]:
+        """The Policies list of `target`: the built-ins, then its own, each parsed once."""
+        texts = policies.builtin_specs() + list(target.policies)
+        return {text: policies.parse(text, target.policies) for text in texts}
 
-            app.push_screen(
-                PickScreen(f"{app.path} has {len(targets)} targets: pick one", list(targets)),
-                picked,
-            )
-        else:
-            self.start(targets[self.name or next(iter(targets))])
-
-    def failed(self, message: LoadFailed) -> None:
-        """The file could not be loaded: say why in place, and wait for a save."""
-        app = self.app
-        quit_on_hangup(app)
-        app.activity.end()
-        app.load_error = message.message
-        app.reloader.watch(message.watched)
-        app.query_one("#title", Static).update(f"remat-tui  {escape(app.path)}  (not loaded)")
-        how = "save the file to load it again" if app.reloader.watched else "fix the file"
-        app.query_one("#status", Static).update(f"Not loaded: {how} · q quits", layout=False)
-        app.view.show_error(message.message)
-
-    def start(self, target, keep_policy: bool = False) -> None:
-        """Analyse `target` under the requested policy (`keep_policy`: the current
-        one, names and site overrides included, as after a reload)."""
-        app = self.app
-        first = app.target is None
-        app.target = target
-        app.policy_specs = policies.builtin_specs() + list(target.policies)
-        requested = app.wanted.policy if keep_policy else self.policy
-        try:
-            policy = policies.parse(requested, target.policies).canonical
+    def request(self, target, wanted, keep_policy: bool, first: bool) -> tuple[Config, list[str]]:
+        """The Config to start `target` under: the command line's policy (with
+        `keep_policy`, what is wanted now), the site overrides wanted (the
+        first start: --site's), the device wanted; and what could not be had."""
+        warnings = []
+        requested = wanted.spec.canonical if keep_policy else self.policy
+        try:  # the policy checked against this target's declared ones (a reload may drop one)
+            spec = policies.parse(requested, target.policies)
         except RematError as exc:  # e.g. a name the target does not declare: say so, go on
             message = with_suggestion(exc.message, requested, target.policies)
-            app.start_warnings.append(f"{message} Showing {policies.AS_WRITTEN} instead.")
-            policy = policies.AS_WRITTEN
-        sites = app.wanted.sites
+            warnings.append(f"{message} Showing {policies.AS_WRITTEN} instead.")
+            spec = AS_WRITTEN
+        sites = wanted.config.site_specs
         if first and self.sites:  # --site, checked and made canonical once
             try:
-                sites = Config.make(sites=self.sites, declared=target.policies).sites
+                sites = Config.make(sites=self.sites, declared=target.policies).site_specs
             except RematError as exc:
-                app.start_warnings.append(f"--site: {exc.message} Showing no override.")
-        app.wanted = replace(app.wanted, target=target.name, policy=policy, sites=sites)
-        app.view.update_title()
-        if not keep_policy:
-            app.query_one(ResidualTable).focus()
+                warnings.append(f"--site: {exc.message} Showing no override.")
+        return Config(spec, sites, wanted.device), warnings
+
+    @staticmethod
+    def still_parsing(specs, target, listed: dict) -> list[policies.PolicySpec]:
+        """Of the specs typed before a target (re)started, those not listed now
+        that still parse for it (a policy the old code declared may be gone)."""
+        out = []
+        for spec in specs:
+            if spec.canonical in listed:
+                continue
+            try:
+                out.append(policies.parse(spec.canonical, target.policies))
+            except RematError:
+                continue
+        return out

@@ -132,12 +132,9 @@ def device_count(device: dict) -> int | None:
 
 @functools.lru_cache(maxsize=8)
 def _local_devices(platform: str) -> int | None:
-    import jax
+    from remat_tui.core.setup.devices import local_device_count
 
-    try:
-        return len(jax.devices(platform))
-    except RuntimeError:  # no such backend
-        return None
+    return local_device_count(platform)
 
 
 def nothing_shown(reloading: bool) -> str:

@@ -1,11 +1,13 @@
 """Provides Wanted: what the user asked the app to show, as one frozen value.
 
-The target, the outer policy, the site overrides, the device and whether each
-configuration shown is compiled (`p`). Keys, lists and palette commands make
-a new one and assign it to `RematApp.wanted`; the App's watcher asks for its
-analysis. The request key (target, Config, reloads) is derived here and
-nowhere else. Name states are not kept: they are read from the policy in
-force where name toggles apply (app/site_state.py).
+The target, the Config (outer policy and site overrides, parsed once where
+they were typed or picked, and the device), whether each configuration shown
+is compiled (`p`) and whether it is run and timed on its device too (`x`).
+Keys, lists and palette commands make a new one and assign it to
+`RematApp.wanted`; the App's watcher asks for its analysis. The
+request key (target, Config, reloads) is derived here and nowhere else. Name
+states are not kept: they are read from the policy in force where name
+toggles apply (app/site_state.py).
 """
 
 from __future__ import annotations
@@ -26,29 +28,37 @@ def request_key(target: str | None, config: Config, reloads: int) -> tuple:
 @dataclass(frozen=True)
 class Wanted:
     target: str | None = None
-    policy: str = policies.AS_WRITTEN  # a canonical spec
-    sites: tuple = ()  # ((site id or function name, canonical spec), ...), as Config keeps them
-    device: str | None = None  # a label: cpu:0, tpu:v5e:2x2
+    config: Config = Config()  # outer policy, site overrides, device (a label: cpu:0)
     compiled: bool = False  # `p`: compile every configuration shown
+    measured: bool = False  # `x`: run it on the device too, and time it (with `p`)
 
     @property
-    def config(self) -> Config:
-        return Config(self.policy, self.sites, self.device)
+    def spec(self) -> policies.PolicySpec:
+        """The outer policy."""
+        return self.config.spec
+
+    @property
+    def device(self) -> str | None:
+        return self.config.device
 
     @property
     def site_overrides(self) -> dict:
-        return dict(self.sites)
+        return self.config.site_overrides
+
+    def with_policy(self, spec: policies.PolicySpec) -> Wanted:
+        return replace(self, config=self.config.with_policy(spec))
 
     def with_sites(self, overrides: dict) -> Wanted:
-        """Overrides given as {site id or function name: spec}, kept canonical."""
-        return replace(self, sites=Config().with_sites(overrides).sites)
+        """Overrides given as {site id or function name: PolicySpec}."""
+        return replace(self, config=self.config.with_sites(overrides))
+
+    def with_device(self, device: str | None) -> Wanted:
+        return replace(self, config=self.config.with_device(device))
 
     def with_config(self, config: Config) -> Wanted:
         """A whole Config (a row of compare, suggest's answer) asked for; its
         device, when it names none, the one in use."""
-        return replace(
-            self, policy=config.policy, sites=config.sites, device=config.device or self.device
-        )
+        return replace(self, config=config if config.device else config.with_device(self.device))
 
     def key(self, reloads: int) -> tuple:
         """What an analysis is asked for, and its cache key (`request_key`)."""
@@ -57,4 +67,4 @@ class Wanted:
     def baseline(self) -> Wanted:
         """as_written everywhere, on the same device: what the status line's
         change is measured against."""
-        return replace(self, policy=policies.AS_WRITTEN, sites=())
+        return replace(self, config=Config(device=self.device))

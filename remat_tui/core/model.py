@@ -12,12 +12,23 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from remat_tui.core.display import Displayable
+
 # Contract 7: what the bytes live at a compiled peak are (core/xla/memory.py).
 MEMORY_CATEGORIES = ("argument", "output", "residual", "recomputed", "temporary")
 
 
 @dataclass(frozen=True)
 class Source:
+    """A line of the user's code.
+
+    Attributes:
+        file: the file's path.
+        line: the line, from 1.
+        column: the column, from 1.
+        function: the function the line is in.
+    """
+
     file: str
     line: int
     column: int
@@ -49,8 +60,19 @@ def _source_dict(source: Source | None) -> dict | None:
 
 @dataclass(frozen=True)
 class Origin:
-    """Where a residual's value was really computed (Contract 5): followed into
-    the scan, jit, remat, call and cond bodies JAX reports it as an output of."""
+    """Where a residual's value was really computed: followed into the scan,
+    jit, remat, call and cond bodies JAX reports it as an output of.
+
+    Attributes:
+        primitive: the primitive that computed it (`"mul"`), or None.
+        name: the `checkpoint_name` it carries there, or None.
+        source: the user's own line (outside JAX and installed libraries,
+            preferring the target's folder), or None.
+        trip_count: the product of the scan lengths it is stacked over, or
+            None outside loops.
+        per_iteration: its aval in one iteration, when `trip_count` is set.
+        site: the id of the checkpoint site whose body computed it, or None.
+    """
 
     primitive: str | None
     name: str | None  # the checkpoint_name it carries, if any
@@ -79,9 +101,13 @@ class Origin:
 
 @dataclass(frozen=True)
 class SiteFlops:
-    """A site's FLOPs (core/costs/site_flops.py): its body in the forward pass, times
-    its trip count, and the forward work the backward pass re-runs there under
-    its current policy (None when no backward remat could be told to be its)."""
+    """A checkpoint site's FLOPs.
+
+    Attributes:
+        forward: its body in the forward pass, times the times it runs.
+        recompute: the forward work the backward pass re-runs there under its
+            current policy; None when that work cannot be told to be the site's.
+    """
 
     forward: int
     recompute: int | None
@@ -92,7 +118,22 @@ class SiteFlops:
 
 @dataclass(frozen=True)
 class Site:
-    """One jax.checkpoint application in the traced program (Contract 5)."""
+    """One `jax.checkpoint` application in the traced program (also
+    `nnx.remat`, `nn.remat`, `eqx.filter_checkpoint`), inside scan, jit, cond
+    and vmap bodies included.
+
+    Attributes:
+        id: 1, 2, ... in program order: `sites={1: spec}`, `--site 1=SPEC`.
+        function: the checkpointed function's name: `sites={"block": spec}`
+            sets every site of it.
+        source: the user's line that applies the checkpoint, or None.
+        policy: the canonical spec of the policy written there, or
+            `custom:<name>` for a policy remat-tui cannot name.
+        trip_count: the product of the enclosing scans' lengths, or None
+            outside loops.
+        override: the spec the analysis applied there instead, or None.
+        flops: its FLOPs (a `SiteFlops`).
+    """
 
     id: int
     function: str
@@ -101,6 +142,11 @@ class Site:
     trip_count: int | None  # product of enclosing scan lengths; None outside loops
     override: str | None = None  # what the analysis applied there instead
     flops: SiteFlops | None = None  # set by the analysis
+    # `policy` parsed (a PolicySpec; None for custom:), and what the analysis
+    # applied there (its override's PolicySpec, else the same): read by the app
+    # for the name states there, never printed.
+    spec: Any = field(default=None, compare=False, repr=False)
+    effective_spec: Any = field(default=None, compare=False, repr=False)
 
     @property
     def effective(self) -> str:
@@ -120,7 +166,27 @@ class Site:
 
 @dataclass(frozen=True)
 class Residual:
-    """One value the forward pass saves, in JAX's order and words."""
+    """One value the forward pass saves, in JAX's order and words.
+
+    Attributes:
+        text: exactly the line `print_saved_residuals` prints for it.
+        aval: `"f32[32,128]"`; an offloaded value shows its memory,
+            `"f32<host>[32,128]"`.
+        shape: its shape.
+        dtype: its dtype's name, `"float32"`.
+        bytes: its size (global, for a sharded value).
+        memory: `"device"`, or `"host"` when the policy offloads it.
+        kind: `"argument"`, `"output"` (of a primitive), `"named"` (a
+            `checkpoint_name`), `"literal"`, `"constant"` or `"jit_output"`.
+        primitive: the primitive JAX names for it, or None.
+        name: its `checkpoint_name`, for a named residual.
+        argument: its path in the arguments (`"params[0][0]"`), for an argument.
+        source: the line JAX attributes it to, or None.
+        forward_lines: the forward pane's lines that define it.
+        backward_lines: the backward pane's lines that read it.
+        origin: where its value was really computed (an `Origin`).
+        bytes_per_device: what one device holds, when its aval is sharded.
+    """
 
     text: str  # exactly the line print_saved_residuals prints
     aval: str  # f32[5] or f32<host>[6]
@@ -165,7 +231,17 @@ class Residual:
 
 @dataclass(frozen=True)
 class NamedValue:
-    """A `checkpoint_name` the function defines, with what it names."""
+    """A `checkpoint_name` the function defines, with what it names.
+
+    Attributes:
+        name: the name.
+        avals: the distinct avals tagged with it.
+        bytes: the bytes of one tagged value (the first).
+        count: how many equations apply the name.
+        source: where it is applied first, or None.
+        total_bytes: every tagged value's bytes, scan bodies counted per
+            iteration: what saving the name costs in all.
+    """
 
     name: str
     avals: tuple[str, ...]  # distinct avals tagged with this name
@@ -177,7 +253,16 @@ class NamedValue:
 
 @dataclass
 class JaxprView:
-    """A jaxpr's text and what each of its lines is."""
+    """A jaxpr's text and what each of its lines is: one of the two panes.
+
+    Attributes:
+        text: the jaxpr as JAX prints it.
+        lines: the same, one string per line.
+        residual_lines: line -> indices (in `Analysis.residuals`) of the
+            residuals the line defines (forward) or reads (backward).
+        recompute_lines: the lines that re-run forward work (backward).
+        recompute_eqns: how many equations re-run forward work.
+    """
 
     text: str
     lines: list[str]
@@ -195,6 +280,20 @@ class JaxprView:
 
 @dataclass
 class Totals:
+    """Sums over an analysis' residuals.
+
+    Attributes:
+        count: how many residuals.
+        bytes: all of them.
+        bytes_excluding_arguments: all but the function's own arguments,
+            which are in memory whatever the policy: the figure a policy
+            changes.
+        device_bytes: those on the device.
+        host_bytes: those offloaded to the host.
+        device_bytes_per_device: what one device holds of `device_bytes`
+            when residuals are sharded.
+    """
+
     count: int
     bytes: int
     bytes_excluding_arguments: int
@@ -207,8 +306,38 @@ class Totals:
 
 
 @dataclass
-class Analysis:
-    """Everything remat-tui knows about one target under one policy on one device."""
+class Analysis(Displayable):
+    """Everything remat-tui knows about one target under one configuration
+    (outer policy, site overrides, device): what `analyze` returns.
+
+    Attributes:
+        target_file: the target's file, or None for a function given in code.
+        target_name: the target's name.
+        policy: the outer policy's canonical spec.
+        python: the code to paste for this configuration.
+        device: `{"platform", "id", "description"}` of the device analysed on.
+        residuals: the saved residuals (`Residual`s), in JAX's order.
+        names: the `checkpoint_name`s the function defines (`NamedValue`s).
+        forward: the forward (`vjp`) jaxpr's pane (a `JaxprView`).
+        backward: the backward jaxpr's pane.
+        warnings: what the analysis warns of (a spec naming no name, ...).
+        trace_seconds: how long tracing took.
+        jax_version: the JAX that traced it.
+        tool_version: remat-tui's version.
+        sites: every `jax.checkpoint` in the code (`Site`s).
+        config: the configuration asked for (hashable: outer policy, site
+            overrides, device).
+        flops: `{"forward", "backward", "recompute"}`: FLOPs of the forward
+            jaxpr, of the whole backward jaxpr, and of the forward work the
+            backward pass does again.
+        flops_exact: False when a `while` loop's body had to be counted once.
+        compiled: with `compiled=True`, XLA's numbers for the compiled step
+            (a `Compiled`); else None.
+        time: with `compiled=True` on a chip the table knows, the step-time
+            estimate in its parts (a `StepTime` as a dict); else None.
+        measured: with `measure=True`, the step run on the device (a
+            `Measured` as a dict); else None.
+    """
 
     target_file: str | None
     target_name: str
@@ -249,7 +378,8 @@ class Analysis:
 
     @cached_property
     def totals(self) -> Totals:
-        """Summed once: the residual list does not change after analysis."""
+        """The residuals' sums (a `Totals`). Summed once: the residual list
+        does not change after analysis."""
         rs = self.residuals
         return Totals(
             count=len(rs),
@@ -261,7 +391,8 @@ class Analysis:
         )
 
     def to_dict(self) -> dict:
-        """The JSON report object of Contract 3 (schema 1)."""
+        """The JSON report object (schema 1): what `remat-tui report
+        --format json` prints."""
         return {
             "schema": 1,
             "tool": {"name": "remat-tui", "version": self.tool_version},

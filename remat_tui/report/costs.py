@@ -209,14 +209,9 @@ def row_cells(row, rank: dict | None = None) -> tuple[str, ...]:
 # ---- compare --------------------------------------------------------------------------
 
 
-def render_compare(c, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(c.to_dict(), indent=2) + "\n"
-    rank = measured_ranks(c.rows) if any_measured(c.rows) else None
-    cells = [row_cells(r, rank) for r in c.rows]
-    heads = columns(c.rows)
-    title = target_label(c.target_file, c.target_name)
-    legend = (
+def compare_legend(rows) -> str:
+    """What the compare table's marks and columns mean (every format prints it)."""
+    return (
         (
             "★ Pareto-optimal: no other row needs no more memory at no more cost (the "
             "measured step time where the rows were run, else the estimated one once "
@@ -227,9 +222,19 @@ def render_compare(c, fmt: str) -> str:
             "state), or the training step for a target that says what it trains, when "
             "compiled; ✗: it does not fit the device."
         )
-        + time_legend(c.rows)
-        + legend_devices(c.rows)
+        + time_legend(rows)
+        + legend_devices(rows)
     )
+
+
+def render_compare(c, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(c.to_dict(), indent=2) + "\n"
+    rank = measured_ranks(c.rows) if any_measured(c.rows) else None
+    cells = [row_cells(r, rank) for r in c.rows]
+    heads = columns(c.rows)
+    title = target_label(c.target_file, c.target_name)
+    legend = compare_legend(c.rows)
     if fmt == "text":
         lines = [f"compare  {title}  ({len(c.rows)} configurations, {c.seconds:.1f} s)", ""]
         lines += text_table([heads, *cells]) + ["", legend]
@@ -259,9 +264,11 @@ def render_compare(c, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def pareto_svg(rows, width: int = 640, height: int = 360) -> str:
+def pareto_svg(rows, width: int = 640, height: int = 360, numbered: bool = False) -> str:
     """Memory (x) against recompute FLOPs (y), one dot per row, the Pareto
-    front joined by a line; every label escaped."""
+    front joined by a line; every label escaped. `numbered`: each dot also
+    carries its row's number (1-based), for a view where the <title>
+    tooltips do not show (an SVG in an <img>)."""
     if not rows:
         return ""
     pad = 56
@@ -275,7 +282,8 @@ def pareto_svg(rows, width: int = 640, height: int = 360) -> str:
         return pad + (1 - t if flip else t) * (size - 2 * pad)
 
     points = []
-    for r in rows:
+    at: dict[tuple[int, int], list] = {}  # {spot: [x, y, row numbers drawn there]}
+    for number, r in enumerate(rows, 1):
         cx, cy = px(r.weighed_bytes, x0, x1, width), px(r.recompute_flops, y0, y1, height, True)
         colour = "#d33" if r.pareto else "#789"
         points.append(
@@ -283,6 +291,16 @@ def pareto_svg(rows, width: int = 640, height: int = 360) -> str:
             f"<title>{escape(config_label(r))}: {human_bytes(r.weighed_bytes)}, "
             f"{human_flops(r.recompute_flops)}</title></circle>"
         )
+        # dots closer than about 10 px share one label: 4 overlapping numbers read as none
+        at.setdefault((round(cx / 10), round(cy / 10)), [cx, cy]).append(str(number))
+    if numbered:
+        for cx, cy, *numbers in at.values():
+            # right of the dot, or left of it near the right edge
+            x, anchor = (cx + 6, "start") if cx < width * 0.7 else (cx - 6, "end")
+            points.append(
+                f'<text x="{x:.1f}" y="{cy - 5:.1f}" font-size="11" text-anchor="{anchor}">'
+                f'{",".join(numbers)}</text>'
+            )
     front = sorted((r for r in rows if r.pareto), key=lambda r: r.weighed_bytes)
     line = " ".join(
         f"{px(r.weighed_bytes, x0, x1, width):.1f},"
@@ -291,7 +309,8 @@ def pareto_svg(rows, width: int = 640, height: int = 360) -> str:
     )
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="memory against recompute FLOPs">'
+        f'role="img" aria-label="memory against recompute FLOPs" '
+        'font-family="system-ui, sans-serif">'
         f'<rect width="{width}" height="{height}" fill="#fafafa"/>'
         f'<polyline points="{line}" fill="none" stroke="#d33" stroke-width="1.5"/>'
         + "".join(points)
@@ -310,45 +329,13 @@ def render_suggest(s, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(s.to_dict(), indent=2) + "\n"
     best, base = s.best, s.baseline
-    measure = "compiled peak per device" if s.measure == "compiled" else "residual bytes on device"
-    how = (
-        f"exact: all {s.searched} configurations analysed"
-        if s.exact
-        else "heuristic (greedy over names, see `remat_tui.core.search.suggest`): "
-        f"{s.searched} analysed"
-    )
-    if s.measure == "compiled":
-        how += f"; {s.compiled_count} compiled"
-        if s.skipped:
-            how += f", {s.skipped} not compiled ({s.skipped_why})"
     saving = base.weighed_bytes - best.weighed_bytes
-    if s.fits:
-        estimate = (
-            f", about {human_seconds(best.time['seconds'])} a step on {best.time['chip']} "
-            "(estimated)"
-            if best.time
-            else ""
-        )
-        head = (
-            f"fits {human_bytes(s.budget)}: {config_label(best)} uses "
-            f"{human_bytes(best.weighed_bytes)} ({measure}), recomputing "
-            f"{human_flops(best.recompute_flops)}{estimate}"
-        )
-    else:
-        head = (
-            f"nothing fits {human_bytes(s.budget)} ({measure}); the smallest is "
-            f"{config_label(best)} at {human_bytes(best.weighed_bytes)}"
-        )
-        if not best.fits:
-            compiled = best.compiled or {}
-            why = best.error or f"XLA says: {compiled.get('error')}"
-            head += f" (it does not fit the device either; {why})"
     lines = [
-        head,
+        suggest_headline(s),
         f"against as written: {human_bytes(saving)} less"
         if saving >= 0
         else f"against as written: {human_bytes(-saving)} more",
-        how,
+        search_words(s),
         "",
         "paste:",
         best.python,
@@ -371,6 +358,58 @@ def render_suggest(s, fmt: str) -> str:
             "\n".join(["# remat-tui suggest", "", *lines[:3], "", "```", best.python, "```"]) + "\n"
         )
     return "\n".join(lines) + "\n"
+
+
+def search_words(s) -> str:
+    """How suggest searched: exact or heuristic, how many it analysed,
+    compiled and ran, and why the rest were not compiled."""
+    how = (
+        f"exact: all {s.searched} configurations analysed"
+        if s.exact
+        else "heuristic (greedy over names, see `remat_tui.core.search.suggest`): "
+        f"{s.searched} analysed"
+    )
+    if s.measure == "compiled":
+        how += f"; {s.compiled_count} compiled"
+        if s.measured_count:
+            how += f", {s.measured_count} that fit run on the device"
+        if s.skipped:
+            how += f", {s.skipped} not compiled ({s.skipped_why})"
+    return how
+
+
+def suggest_headline(s) -> str:
+    """What fits and what it costs (measured, estimated or in FLOPs), or the
+    smallest when nothing fits."""
+    best = s.best
+    measure = "compiled peak per device" if s.measure == "compiled" else "residual bytes on device"
+    if not s.fits:
+        head = (
+            f"nothing fits {human_bytes(s.budget)} ({measure}); the smallest is "
+            f"{config_label(best)} at {human_bytes(best.weighed_bytes)}"
+        )
+        if not best.fits:
+            compiled = best.compiled or {}
+            why = best.error or f"XLA says: {compiled.get('error')}"
+            head += f" (it does not fit the device either; {why})"
+        return head
+    time = ""
+    if best.cost_source == "measured":
+        guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
+        time = (
+            f", {human_seconds(best.measured['min_seconds'])} a step measured on the "
+            f"device{guess}"
+        )
+    elif best.time:
+        time = (
+            f", about {human_seconds(best.time['seconds'])} a step on {best.time['chip']} "
+            "(estimated)"
+        )
+    return (
+        f"fits {human_bytes(s.budget)}: {config_label(best)} uses "
+        f"{human_bytes(best.weighed_bytes)} ({measure}), recomputing "
+        f"{human_flops(best.recompute_flops)}{time}"
+    )
 
 
 # ---- diff -----------------------------------------------------------------------------

@@ -85,6 +85,30 @@ def render(a: Analysis) -> str:
             *("| " + " | ".join(md_cell(c) for c in site_row(s)) + " |" for s in a.sites),
             "",
         ]
+    parts += _residual_lines(a)
+    parts += [
+        "## Forward (vjp) jaxpr",
+        "",
+        f"Lines marked `{MARK_RESIDUAL}n` define residual n.",
+        "",
+        _fence("\n".join(marked_lines(a.forward))),
+        "",
+    ]
+    parts += [
+        "## Backward jaxpr",
+        "",
+        f"Lines marked `{MARK_RESIDUAL}n` read residual n; `{MARK_RECOMPUTE}` "
+        "re-runs forward work (recomputation).",
+        "",
+        _fence("\n".join(marked_lines(a.backward))),
+        "",
+    ]
+    return "\n".join(parts)
+
+
+def _residual_lines(a: Analysis) -> list[str]:
+    """The saved residuals: a table, then as print_saved_residuals prints them."""
+    parts: list[str] = []
     scope = residual_bytes_heading(a)
     parts += ["## Saved residuals", ""]
     if scope:
@@ -107,21 +131,4 @@ def render(a: Analysis) -> str:
         _fence("\n".join(r.text for r in a.residuals)),
         "",
     ]
-    parts += [
-        "## Forward (vjp) jaxpr",
-        "",
-        f"Lines marked `{MARK_RESIDUAL}n` define residual n.",
-        "",
-        _fence("\n".join(marked_lines(a.forward))),
-        "",
-    ]
-    parts += [
-        "## Backward jaxpr",
-        "",
-        f"Lines marked `{MARK_RESIDUAL}n` read residual n; `{MARK_RECOMPUTE}` "
-        "re-runs forward work (recomputation).",
-        "",
-        _fence("\n".join(marked_lines(a.backward))),
-        "",
-    ]
-    return "\n".join(parts)
+    return parts

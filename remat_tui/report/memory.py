@@ -155,7 +155,7 @@ def curve_svg(memory: dict, width: int = 720, height: int = 240) -> str:
     )
     return (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'aria-label="live bytes over the schedule">'
+        f'aria-label="live bytes over the schedule" font-family="system-ui, sans-serif">'
         f'<rect width="{width}" height="{height}" fill="#fafafa"/>{boundary}'
         f'<polyline points="{points}" fill="none" stroke="#36c" stroke-width="1.5"/>'
         f'<circle cx="{peak_x:.1f}" cy="{peak_y:.1f}" r="4" fill="#d33">'

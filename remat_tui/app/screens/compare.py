@@ -4,11 +4,14 @@ highlighted row's whole configuration, snippet and notes beneath, wrapped (a
 configuration can be longer than its column has room for).
 
 The comparison runs in this screen's own worker (thread), one configuration
-after another, and says how far it is; escape leaves (the worker's result is
-then dropped). With compiling on in the main screen (`p`), every row is
-compiled too, and its peak and temporaries fill their columns. Enter on a row
-closes the screen with that row's Config, which the App opens in the main
-screen.
+after another, and says how far it is and about how long is left; escape
+stops it and keeps the rows so far (escape again leaves). With compiling on
+in the main screen (`p`), every row is compiled too: its peak, temporaries
+and estimated step time fill their columns, and the panel beneath says the
+estimate's parts. With measuring on (`x`), every row also runs on the
+device: its measured time fills a column of its own and ranks the rows.
+Enter on a row closes the screen with that row's Config, which the App opens
+in the main screen.
 """
 
 from __future__ import annotations
@@ -31,15 +34,25 @@ from remat_tui.app.footer import Footer
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.errors import RematError
-from remat_tui.report.costs import COLUMNS, columns, legend_devices, row_cells, row_notes
+from remat_tui.report.compiled import estimate_words, measured_words
+from remat_tui.report.costs import (
+    COLUMNS,
+    any_measured,
+    columns,
+    legend_devices,
+    measured_ranks,
+    row_cells,
+    row_notes,
+)
 from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit
 
 SORTS = {
     "memory": lambda r: (r.weighed_bytes, r.recompute_flops),
     "recompute": lambda r: (r.recompute_flops, r.weighed_bytes),
     "host": lambda r: (r.host_bytes, r.weighed_bytes),
-    # est. step time once compiled (rows without one, which do not fit, last)
-    "time": lambda r: (r.time is None, r.cost, r.weighed_bytes),
+    # measured, else est. step time once compiled (rows with neither, which do
+    # not fit, last)
+    "time": lambda r: (r.cost_source == "flops", r.cost, r.weighed_bytes),
 }
 SECOND_UNITS = (("µs", 1e-6), ("ms", 1e-3), ("s", 1.0))
 
@@ -69,6 +82,11 @@ class CompareFailed(Message):
     message: str
 
 
+@dataclass
+class CompareStopped(Message):
+    """Escape stopped the comparison: the rows made so far are the answer."""
+
+
 def _budget_bytes(text: str | None) -> int | None:
     """The last budget typed for suggest, in bytes, when it reads as one."""
     if not text:
@@ -89,16 +107,19 @@ def full_label(config: Config) -> str:
     return "; ".join(parts)
 
 
-DETAIL_FIELDS = ("configuration", "paste", "notes")
+DETAIL_FIELDS = ("configuration", "paste", "estimate", "measured", "notes")
+DETAIL_LABELS = {"estimate": "est. step"}  # the others are labelled as named
 
 
 def detail(row) -> dict[str, str]:
     """What the panel beneath the table says of the highlighted row, by
-    DETAIL_FIELDS: its whole configuration, the code to paste and its notes
-    ('' when it has none)."""
+    DETAIL_FIELDS: its whole configuration, the code to paste, the estimate in
+    its parts, what running it measured and its notes ('' where it has none)."""
     return {
         "configuration": full_label(row.config),
         "paste": row.python,
+        "estimate": estimate_words(row.time) if row.time else "",
+        "measured": measured_words(row.measured) if row.measured else "",
         "notes": "; ".join(row_notes(row)),
     }
 
@@ -114,19 +135,32 @@ class CompareScreen(Screen[Config | None]):
     #detail-paste-value { color: $success; }
     """
     BINDINGS = [
-        Binding("escape", "dismiss(None)", "back"),
+        Binding("escape", "back", "back"),
         Binding("m", "sort('memory')", "sort: memory"),
         Binding("f", "sort('recompute')", "sort: recompute"),
         Binding("h", "sort('host')", "sort: host"),
-        Binding("t", "sort('time')", "sort: est. step"),
+        Binding("t", "sort('time')", "sort: step time"),
         Binding("enter", "open", "open in main screen", show=True),
     ]
 
-    def __init__(self, target, base: Config, compiled: bool = False, budget: str | None = None):
+    def __init__(
+        self,
+        target,
+        base: Config,
+        compiled: bool = False,
+        budget: str | None = None,
+        show_timings: bool = True,
+        measure: bool = False,
+    ):
         """`base`: the Config whose sites and device every row shares;
         `compiled`: compile each row (the main screen's `p`); `budget`: the
-        last one typed for suggest, drawn on the chart."""
+        last one typed for suggest, drawn on the chart; `show_timings`: say
+        how long the comparison took; `measure`: run each row on the device
+        and rank by the time measured (the main screen's `x`)."""
         super().__init__()
+        self.show_timings = show_timings
+        self.measure_rows = measure
+        self.stopped = False  # escape stopped the comparison: the rows so far stand
         self.target = target
         self.base = base
         self.budget = budget
@@ -153,7 +187,7 @@ class CompareScreen(Screen[Config | None]):
                 panel.display = False  # until a row is highlighted
                 for field in DETAIL_FIELDS:
                     with Horizontal(id=f"detail-{field}", classes="detail-row"):
-                        yield Static(field, classes="detail-label")
+                        yield Static(DETAIL_LABELS.get(field, field), classes="detail-label")
                         yield Static("", id=f"detail-{field}-value", classes="detail-value",
                                      markup=False)  # fmt: skip
         yield Footer()
@@ -167,6 +201,7 @@ class CompareScreen(Screen[Config | None]):
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def run_compare(self) -> None:
         from remat_tui.core.search.compare import compare
+        from remat_tui.core.trace.configured import Cancelled
 
         try:
             # The example arguments built once, not once per row.
@@ -176,10 +211,15 @@ class CompareScreen(Screen[Config | None]):
                 sites=self.base.site_overrides,
                 device=self.base.device,
                 compiled=self.compiled,
+                measure=self.measure_rows,
                 progress=lambda i, n, c: self.post_message(CompareProgress(i, n, c.label())),
-                cancelled=lambda: not self.is_attached,
+                cancelled=lambda: self.stopped or not self.is_attached,
                 on_row=lambda row: self.post_message(CompareRow(row)),
             )
+        except Cancelled:
+            if self.is_attached:
+                self.post_message(CompareStopped())
+            return
         except RematError as exc:
             self.post_message(CompareFailed(exc.message))
             return
@@ -190,12 +230,43 @@ class CompareScreen(Screen[Config | None]):
 
     @on(CompareProgress)
     def progress(self, message: CompareProgress) -> None:
+        if self.stopped:
+            return
         elapsed = time.monotonic() - self.started
         how = "comparing and compiling" if self.compiled else "comparing"
+        if self.measure_rows:
+            how = "comparing, compiling and running"
+        left = ""
+        if message.done:
+            remaining = elapsed / message.done * (message.total - message.done)
+            left = f", about {remaining:.0f} s left" if remaining >= 1 else ""
         self.query_one("#compare-status", Static).update(
             f"{how} {message.done + 1}/{message.total}: {message.label}  {elapsed:.1f} s"
-            "  (escape goes back)"
+            f"{left}  (escape stops, keeping the rows so far)"
         )
+
+    def action_back(self) -> None:
+        """Escape: stop a comparison under way, keeping its rows; else leave."""
+        if self.done_at is None and not self.stopped:
+            self.stopped = True
+            self.query_one("#compare-status", Static).update("stopping…")
+            return
+        self.dismiss(None)
+
+    @on(CompareStopped)
+    def stopped_here(self) -> None:
+        """The rows so far stand: marked among themselves (★ weighs only them)."""
+        from remat_tui.core.search.compare import mark_pareto
+
+        self.done_at = time.monotonic()
+        mark_pareto(self.rows)
+        self.query_one("#compare-status", Static).update(
+            f"stopped: {len(self.rows)} configurations compared · ★ among these "
+            f"{sum(r.pareto for r in self.rows)} · enter opens a row · escape goes back"
+        )
+        self.show_columns()
+        self.show_rows(self.cursor_key())
+        self.draw_chart()
 
     @on(CompareRow)
     def row_measured(self, message: CompareRow) -> None:
@@ -216,11 +287,13 @@ class CompareScreen(Screen[Config | None]):
 
     @on(CompareDone)
     def done(self, message: CompareDone) -> None:
+        if self.stopped and self.done_at is not None:
+            return  # stopped meanwhile: the rows so far are shown
         c = message.comparison
         self.done_at = time.monotonic()
         self.rows = list(c.rows)
         front = sum(r.pareto for r in self.rows)
-        took = f" in {c.seconds:.1f} s" if getattr(self.app, "show_timings", True) else ""
+        took = f" in {c.seconds:.1f} s" if self.show_timings else ""
         self.query_one("#compare-status", Static).update(
             f"{len(self.rows)} configurations{took} · memory: {self.measure()} · "
             f"★ {front} Pareto-optimal "
@@ -243,9 +316,9 @@ class CompareScreen(Screen[Config | None]):
         """The columns some row has a value in (the first, ★, always): no room
         goes to peak and temp when nothing was compiled, nor to host when
         nothing is offloaded. Headers say whose bytes each counts."""
-        cells = [row_cells(r) for r in self.rows]
-        self.shown_columns = [i for i in range(len(COLUMNS)) if i == 0 or any(c[i] for c in cells)]
+        cells = self.cells()
         heads = columns(self.rows)
+        self.shown_columns = [i for i in range(len(heads)) if i == 0 or any(c[i] for c in cells)]
         # Widths from every cell, set here: DataTable's auto-width is measured
         # when the table is next idle, and a refill can miss it (the columns
         # then stay as wide as their headers).
@@ -261,6 +334,12 @@ class CompareScreen(Screen[Config | None]):
         for head, width in layout:
             table.add_column(head, width=width)
 
+    def cells(self) -> list[tuple[str, ...]]:
+        """Every row's cells, in `columns(self.rows)`: with a measured column
+        (and each row's rank in it) once a row was run."""
+        rank = measured_ranks(self.rows) if any_measured(self.rows) else None
+        return [row_cells(r, rank) for r in self.rows]
+
     def cursor_key(self) -> str | None:
         """The key of the row under the table's cursor, if any."""
         table = self.query_one(DataTable)
@@ -273,9 +352,9 @@ class CompareScreen(Screen[Config | None]):
         (rows arrive one by one while the comparison runs), else at the top."""
         table = self.query_one(DataTable)
         table.clear()
-        for index, row in sorted(enumerate(self.rows), key=lambda ir: SORTS[self.sort_key](ir[1])):
-            cells = row_cells(row)
-            table.add_row(*(cells[i] for i in self.shown_columns), key=str(index))
+        cells = self.cells()
+        for index, _row in sorted(enumerate(self.rows), key=lambda ir: SORTS[self.sort_key](ir[1])):
+            table.add_row(*(cells[index][i] for i in self.shown_columns), key=str(index))
         if selected is not None and selected in {k.value for k in table.rows}:
             table.move_cursor(row=table.get_row_index(selected))
         else:
@@ -312,14 +391,16 @@ class CompareScreen(Screen[Config | None]):
         budget_bytes = _budget_bytes(budget)
         largest = max([r.weighed_bytes for r in rows] + ([budget_bytes] if budget_bytes else []))
         byte_unit, byte_size = axis_unit(largest, BYTE_UNITS)
-        # Once compiled, rows are weighed by estimated step time (★ too): plot that;
-        # rows XLA refused have none and are left out of the chart.
-        timed = [r for r in rows if r.time]
+        # Once compiled, rows are weighed by their measured, else estimated, step
+        # time (★ too): plot that; rows that have neither are left out of the chart.
+        measured = [r for r in rows if r.cost_source == "measured"]
+        timed = measured or [r for r in rows if r.time]
         if timed:
             rows = timed
-            y_unit, y_size = axis_unit(max(r.time["seconds"] for r in rows), SECOND_UNITS)
-            ys = [r.time["seconds"] / y_size for r in rows]
-            y_label, y_what = f"est. step ({y_unit}, {rows[0].time['chip']})", "step time"
+            y_unit, y_size = axis_unit(max(r.cost[0] for r in rows), SECOND_UNITS)
+            ys = [r.cost[0] / y_size for r in rows]
+            kind = "measured step" if measured else "est. step"
+            y_label, y_what = f"{kind} ({y_unit}, {rows[0].time['chip']})", "step time"
         else:
             y_unit, y_size = axis_unit(max(r.recompute_flops for r in rows), FLOP_UNITS)
             ys = [r.recompute_flops / y_size for r in rows]

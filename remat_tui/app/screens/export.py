@@ -1,6 +1,6 @@
-"""Provides the ExportScreen (the path and format of an export) and `export`,
-which writes it and, when the write fails, opens the dialog again on the typed
-path with the reason.
+"""Provides the ExportScreen (the path and format of an export) and
+`write_export`, which writes it (app/opening.py opens the dialog again on the
+typed path with the reason when the write fails).
 
 The file name's extension picks the format (`x.md` is Markdown whatever button
 is pressed); the buttons are a shortcut that rewrites the extension.
@@ -101,24 +101,12 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
             self.dismiss(None)
 
 
-def export(app, choice: tuple[str, str] | None) -> None:
-    """Write the shown analysis (or a screenshot) as `choice` says; on failure
-    reopen the dialog with the same path and the reason. Runs once the dialog
-    is closed, so an SVG screenshot shows the app, not the dialog."""
-    from remat_tui.errors import RematError
+def write_export(path: str, fmt: str, analysis, screenshot) -> str:
+    """Write `analysis` as `fmt` (html, md, json, as `remat-tui report` writes
+    them), or for svg what `screenshot()` returns, to `path` atomically;
+    the path written. A failure raises RematError saying why."""
     from remat_tui.report import render
     from remat_tui.report.write import write_atomic
 
-    if choice is None:
-        return
-    path, fmt = choice
-    app.last_export = path
-    try:
-        data = app.export_screenshot() if fmt == "svg" else render(app.shown, fmt)
-        written = write_atomic(path, data)
-    except RematError as exc:
-        app.push_screen(
-            ExportScreen(path, error=f"export failed: {exc.message}"), lambda c: export(app, c)
-        )
-        return
-    app.notify(f"wrote {written}", title=f"exported {fmt}", markup=False)
+    data = screenshot() if fmt == "svg" else render(analysis, fmt)
+    return write_atomic(path, data)

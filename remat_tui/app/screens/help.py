@@ -17,7 +17,7 @@ MORE_KEYS = [
     ("n / s / r", "focus names / sites / residuals (n and s show a hidden sidebar)"),
     ("t", "open another target of the file"),
     (
-        "x",
+        "h",
         "how big a batch fits a budget you type, for the shown configuration and every one "
         "compare weighs (args=lambda batch=32: ... makes a target scale): batch, peak, "
         "examples/s, a chart against batch",
@@ -27,6 +27,11 @@ MORE_KEYS = [
         "p",
         "compile every analysis shown (never run): the compiled peak per device "
         "leads the status line, residual bytes beside it (p again: off)",
+    ),
+    (
+        "x",
+        "run every analysis shown on its device and time it (p comes on with it; not "
+        "a TPU topology): measured beside the estimate; compare and suggest rank by it",
     ),
     (
         "ctrl+p",

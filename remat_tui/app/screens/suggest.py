@@ -122,8 +122,21 @@ class SuggestScreen(Screen[Config | None]):
         Binding("f", "budget", "another budget"),
     ]
 
-    def __init__(self, target, budget: tuple[int, str], device: str | None, compiled: bool):
+    def __init__(
+        self,
+        target,
+        budget: tuple[int, str],
+        device: str | None,
+        compiled: bool,
+        show_timings: bool = True,
+        measure: bool = False,
+    ):
+        """`compiled`: the compiled peak must fit (the main screen's `p`);
+        `show_timings`: the search's clock shown; `measure`: the candidates
+        that fit are run on the device, and the fastest chosen (`x`)."""
         super().__init__()
+        self.show_timings = show_timings
+        self.run_on_device = measure
         self.target = target
         self.device = device
         self.compiled = compiled
@@ -188,6 +201,7 @@ class SuggestScreen(Screen[Config | None]):
                 target,
                 budget,
                 compiled=self.compiled,
+                measure=self.run_on_device,
                 device=self.device,
                 sites={},  # the saving is measured against the code as written
                 cancelled=lambda: request != self.request or not self.is_attached,
@@ -208,7 +222,7 @@ class SuggestScreen(Screen[Config | None]):
         return COMPILED if self.compiled else RESIDUAL
 
     def clock(self) -> str:
-        if not getattr(self.app, "show_timings", True):
+        if not self.show_timings:
             return ""
         return f"  {time.monotonic() - self.started:.1f} s"
 
@@ -250,7 +264,8 @@ class SuggestScreen(Screen[Config | None]):
         budget = human_bytes(s.budget)
         how = f"exact: all {s.searched}" if s.exact else f"heuristic: {s.searched}"
         if s.measure == "compiled":
-            how += f" ({s.compiled_count} compiled, {s.skipped} could not change the answer)"
+            how += f" ({s.compiled_count} compiled, {s.skipped} could not change the answer"
+            how += f", {s.measured_count} run on the device)" if self.run_on_device else ")"
         if s.fits:
             head = Content.styled(f"✓ fits {budget}", "bold $text-success")
             outcome = f" ({self.measure()})"

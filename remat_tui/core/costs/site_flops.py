@@ -6,7 +6,7 @@ Forward: the site's remat body in the primal program, counted by core/costs/flop
 times its trip count. It does not depend on the policy (the body runs once in
 the forward pass whatever is saved), so an override leaves it unchanged.
 
-Recompute: the equations `linemap.recomputation` marks, each attributed to the
+Recompute: the equations `core/trace/recomputation.py` marks, each attributed to the
 innermost remat equation of the backward pass that is a site's. JAX keeps the
 call's source information on the remat equation it emits for the backward
 pass, so a backward remat belongs to the site applied at the same user line
@@ -31,7 +31,7 @@ from remat_tui.core.setup import policies
 def attach(sites: list[Site], primal, bwd, recompute, prefer_dir, declared) -> list[Site]:
     """`sites` (as shown, overrides set) with their `flops`; `primal` is the
     program they were found in (core/trace/primal.py), `bwd` the backward jaxpr and
-    `recompute` its linemap.Recomputation."""
+    `recompute` its Recomputation (core/trace/recomputation.py)."""
     if not sites:
         return sites
     live = [s for s in sites if s.effective != policies.AS_WRITTEN]  # inlined: no remat

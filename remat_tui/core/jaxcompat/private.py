@@ -8,6 +8,13 @@ from jax._src import ad_checkpoint, api_util, source_info_util
 from jax._src import core as core
 
 
+def dispatch():
+    """JAX's dispatch module (its runtime effect tokens), imported on first use."""
+    from jax._src import dispatch as module
+
+    return module
+
+
 def hardware_utils():
     """JAX's TPU chip probe, imported on first use (only when libtpu is installed)."""
     from jax._src import hardware_utils as module
@@ -15,4 +22,4 @@ def hardware_utils():
     return module
 
 
-__all__ = ["ad_checkpoint", "api_util", "core", "hardware_utils", "source_info_util"]
+__all__ = ["ad_checkpoint", "api_util", "core", "dispatch", "hardware_utils", "source_info_util"]

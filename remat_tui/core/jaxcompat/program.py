@@ -1,8 +1,11 @@
 """Provides what `jax.vjp` and the machine expose beyond public API: the linear
-program behind a vjp function, and the TPU chips attached here."""
+program behind a vjp function, the TPU chips attached here, and quiet for the
+logger JAX reports host callback errors on."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,3 +49,40 @@ def tpu_chips_here() -> int:
 
 def primitive_name(eqn) -> str:
     return eqn.primitive.name
+
+
+# JAX logs a host callback's exception, with its traceback, on the logger of
+# the module that runs callbacks before it raises it to the caller.
+_CALLBACK_LOGGER = "jax._src.callback"
+
+
+@contextlib.contextmanager
+def callback_errors_unlogged():
+    """While a compiled step runs for measuring: a host callback that raises
+    is not also logged by JAX (with a traceback of the caller's frames); the
+    error reaches the caller, which says it once."""
+    logger = logging.getLogger(_CALLBACK_LOGGER)
+    before = logger.disabled
+    logger.disabled = True
+    try:
+        yield
+    finally:
+        logger.disabled = before
+
+
+def forget_failed_effects() -> None:
+    """After a step whose host callback raised (the caller has the error): the
+    runtime tokens JAX keeps for ordered effects still hold it, and JAX would
+    raise it again, with a traceback, at exit. Wait for them, then drop them."""
+    from remat_tui.core.jaxcompat.private import dispatch
+
+    tokens = getattr(dispatch(), "runtime_tokens", None)
+    if tokens is None:
+        return
+    with callback_errors_unlogged():
+        try:
+            tokens.block_until_ready()
+        except Exception:  # that same error
+            pass
+    if hasattr(tokens, "clear"):
+        tokens.clear()

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from remat_tui.core.display import Displayable
 from remat_tui.core.model import Analysis
 from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
 from remat_tui.core.setup import policies
@@ -34,6 +35,26 @@ from remat_tui.errors import RematError
 
 @dataclass
 class Row:
+    """One configuration's costs: a row of compare, and suggest's answer.
+
+    Attributes:
+        config: the configuration (outer policy, site overrides, device).
+        python: the code to paste.
+        device_bytes: residual bytes on the device.
+        host_bytes: residual bytes offloaded to the host.
+        recompute_flops: forward work the backward pass does again.
+        forward_flops: the forward pass's FLOPs.
+        saved_bytes: residual bytes beyond the arguments.
+        compiled: XLA's numbers when compiled (`Compiled.to_dict()`), else None.
+        time: the step-time estimate when compiled (`StepTime.to_dict()`).
+        measured: the step run on the device (`Measured.to_dict()`).
+        pareto: on the Pareto front (★): no other row needs no more memory at
+            no more cost, and less of one.
+        notes: sentences on what the row changes, or why it is not worth it.
+        error: why its compile failed (other than running out of memory).
+        offload_slower: its offload is slower than recomputing instead.
+    """
+
     config: Config
     python: str
     device_bytes: int
@@ -79,7 +100,9 @@ class Row:
         source = self.cost_source
         if source == "measured":
             return (self.measured["min_seconds"], self.host_bytes)
-        return (self.time["seconds"] if source == "estimate" else self.recompute_flops, self.host_bytes)
+        if source == "estimate":
+            return (self.time["seconds"], self.host_bytes)
+        return (self.recompute_flops, self.host_bytes)
 
     @property
     def estimated_cost(self) -> tuple:
@@ -136,7 +159,17 @@ class Row:
 
 
 @dataclass
-class Comparison:
+class Comparison(Displayable):
+    """What `compare` returns.
+
+    Attributes:
+        target_file: the target's file, or None.
+        target_name: the target's name.
+        device: `{"platform", "id", "description"}`.
+        rows: one `Row` per configuration.
+        seconds: how long the comparison took.
+    """
+
     target_file: str | None
     target_name: str
     device: dict
@@ -283,7 +316,9 @@ def compile_row(target, row: Row, cancelled=None, runs: int | None = None, run_i
     only the compiles it accepts."""
     try:
         if runs is None:
-            result = compiled_xla.compile_costs(target, row.config, cancelled=cancelled, memory=True)
+            result = compiled_xla.compile_costs(
+                target, row.config, cancelled=cancelled, memory=True
+            )
         else:
             result, measured = measure_step(target, row.config, runs, cancelled, run_if=run_if)
             row.measured = None if measured is None else measured.to_dict()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from remat_tui.core.display import Displayable
 from remat_tui.core.search.compare import Row, row_of
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import costs_view
@@ -20,7 +21,18 @@ from remat_tui.core.trace.traced import trace_config
 
 
 @dataclass
-class Diff:
+class Diff(Displayable):
+    """What `diff` returns: configuration A against B.
+
+    Attributes:
+        a: A's `Row`.
+        b: B's `Row`.
+        only_a: residuals A saves and B does not, as
+            `{"text", "aval", "bytes", "memory", "origin"}`.
+        only_b: residuals B saves and A does not.
+        both: residuals both save.
+    """
+
     a: Row
     b: Row
     only_a: list[dict]

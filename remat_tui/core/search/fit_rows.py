@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from remat_tui.core.display import Displayable
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.compiled import Compiled
 
@@ -52,7 +53,22 @@ class Probe:
 
 @dataclass
 class FitRow:
-    """The largest batch that fits, for one configuration."""
+    """One configuration's largest batch within the budget.
+
+    Attributes:
+        config: the configuration (outer policy, site overrides, device).
+        policy: the outer policy as the user wrote it (a candidate's spec).
+        probes: every batch tried, in order (`Probe`: batch, fits, the compile).
+        batch: the largest batch found to fit; 0 when not even the smallest does.
+        not_fit: the smallest batch tried that does not fit, or None.
+        capped: `batch` is the largest allowed: more may fit.
+        complete: the search closed its bracket (False: stopped, or `error`).
+        python: the code to paste, for a row that fits.
+        measured: the step run on the device at `batch` (`Measured.to_dict()`).
+        error: why a compile failed (other than running out of memory).
+        best: the most examples per second.
+        notes: sentences, such as why a row was not measured.
+    """
 
     config: Config
     policy: str  # as the user wrote it (after --policy), or the candidate's spec
@@ -153,8 +169,24 @@ def rank(rows: list[FitRow]) -> list[FitRow]:
 
 
 @dataclass
-class Fit:
-    """A whole search: a row per configuration, ranked."""
+class Fit(Displayable):
+    """What `fit` returns: the largest batch per configuration, best first.
+
+    Attributes:
+        target_file: the target's file, or None.
+        target_name: the target's name.
+        device: `{"platform", "id", "description"}` (and a topology's name and chips).
+        budget: the budget in bytes, per device.
+        multiple: batches were tried in steps of this many.
+        max_batch: the largest batch allowed, or None.
+        example_batch: the `batch` parameter's default, where each search
+            started (None: it has none; the search started at `multiple`).
+        rows: one `FitRow` per configuration, by examples per second.
+        compiles: XLA compiles the search ran.
+        reused: batches answered by an identical program compiled before.
+        seconds: how long the search took.
+        cancelled: it was stopped; `rows` are those found so far.
+    """
 
     target_file: str | None
     target_name: str

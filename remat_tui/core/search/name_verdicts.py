@@ -30,19 +30,19 @@ def name_verdicts(
     not, at `function` (every site of it; `sites`: the analysis's Site list)
     or, with no function, as the outer policy of `config`."""
 
-    def at_place(spec: str) -> Config:
+    def at_place(spec: policies.PolicySpec) -> Config:
         if function is None:
             return config.with_policy(spec)
         return config.at_function(sites, function, spec)
 
-    def measure(spec: str):
+    def measure(spec: policies.PolicySpec):
         a = row_view(trace_config(target, at_place(spec), cancelled), cancelled)
         return a.flops["recompute"], a.totals.device_bytes
 
-    none_flops, none_bytes = measure(policies.names_policy([], []).canonical)
+    none_flops, none_bytes = measure(policies.names_policy([], []))
     out = {}
     for name in names:
-        flops, device_bytes = measure(policies.names_policy([name], []).canonical)
+        flops, device_bytes = measure(policies.names_policy([name], []))
         verdict = spare_verdict(name, none_flops - flops, none_flops, device_bytes - none_bytes)
         if verdict is not None:
             out[name] = verdict

@@ -68,19 +68,12 @@ def intrinsic_notes(a: Analysis) -> list[str]:
 
 
 def _specs_in_force(a: Analysis) -> list[policies.PolicySpec]:
-    texts = [a.config.policy, *(s.override for s in a.sites if s.override is not None)]
-    out = []
-    for text in texts:
-        try:
-            out.append(policies.parse(text, policies.AnyName()))
-        except Exception:  # a declared policy of the target: nothing to say about it
-            continue
-    return out
+    return [a.config.spec, *(s.effective_spec for s in a.sites if s.override is not None)]
 
 
 # Saving a name that spares less than this share of the recompute is pointed out.
 SPARES_LITTLE = 0.05
-SAVES_NO_NAME = ("save_only_these_names()", "nothing_saveable")
+SAVES_NO_NAME = (policies.names_policy([], []), policies.PolicySpec("nothing_saveable"))
 
 
 def saved_name_notes(rows) -> None:
@@ -136,16 +129,12 @@ def spare_verdict(name: str, spared: int, recompute: int, extra_bytes: int) -> s
 def _single_saved_names(config):
     """(place, name) for each spec in `config` that saves exactly one name:
     place None for the outer policy, else the site key."""
-    for place, text in [(None, config.policy), *config.sites]:
-        try:
-            spec = policies.parse(text, policies.AnyName())
-        except Exception:  # a declared policy of the target: opaque
-            continue
+    for place, spec in [(None, config.spec), *config.site_specs]:
         if spec.kind == "save_only_these_names" and len(spec.names) == 1:
             yield place, spec.names[0]
 
 
-def _with_spec(config, place, spec: str):
+def _with_spec(config, place, spec: policies.PolicySpec):
     if place is None:
         return config.with_policy(spec)
-    return config.with_sites({**dict(config.sites), place: spec})
+    return config.with_sites({**dict(config.site_specs), place: spec})

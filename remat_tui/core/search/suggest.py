@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from remat_tui.core.display import Displayable
 from remat_tui.core.search.compare import (
     Row,
     canonical_spec,
@@ -62,7 +63,27 @@ STATES = ("recompute", "save", "offload")
 
 
 @dataclass
-class Suggestion:
+class Suggestion(Displayable):
+    """What `suggest` returns.
+
+    Attributes:
+        budget: the budget, in bytes.
+        measure: what had to fit it: `"residual"` (residual bytes on device)
+            or `"compiled"` (the compiled peak per device).
+        fits: whether any configuration fits.
+        best: the answer (a `Row`): the least cost that fits, else the
+            smallest; `best.python` is the code to paste.
+        baseline: the code as written, for the saving.
+        exact: whether every configuration was analysed (else the heuristic).
+        searched: how many configurations were analysed.
+        rows: the rows analysed (those compiled, when compiling).
+        compiled_count: how many were compiled.
+        measured_count: how many were run on the device.
+        skipped: how many were not compiled, as they could not change the
+            answer; `skipped_why` says why.
+        device_memory: what the device has for the program, when compiled.
+    """
+
     budget: int
     measure: str  # "residual" | "compiled"
     fits: bool
@@ -127,8 +148,46 @@ def suggest(
     if measure:
         check_measurable(base.device, runs)
     compiled = compiled or measure
-    run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
     first, transpose = measure_baseline(target, base, compiled, cancelled)
+    rows, exact = candidates(target, base, first, exact_limit, cancelled, progress)
+    searched = len(rows)
+    baseline = next(r for r in rows if r.config == base)
+    judge_offloads(target, rows, first, cancelled)
+    skipped, why = 0, ""
+    if compiled:
+        run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
+        for row in rows:
+            row.transpose_flops = transpose
+        done, why = compile_candidates(
+            target, rows, baseline, budget, cancelled, progress, run, compile_all
+        )
+        skipped = len(rows) - len(done)
+        why = why if skipped else ""
+        rows = done
+        peak_notes(rows, base)
+    mark_pareto(rows)
+    best, fits = choose(rows, budget)
+    return Suggestion(
+        budget=budget,
+        measure="compiled" if compiled else "residual",
+        fits=fits,
+        best=best,
+        baseline=baseline,
+        exact=exact,
+        searched=searched,
+        rows=rows,
+        compiled_count=len(rows) if compiled else 0,
+        measured_count=sum(1 for r in rows if r.measured),
+        skipped=skipped,
+        skipped_why=why,
+        device_memory=_device_memory(rows) if compiled else None,
+    )
+
+
+def candidates(target, base: Config, first, exact_limit: int, cancelled, progress):
+    """(the rows of every candidate analysed, not compiled; whether that is
+    the whole space): every configuration while the space is at most
+    `exact_limit`, else the heuristic's (see the module doc)."""
     places = list(dict.fromkeys(s.function for s in first.sites)) or [None]
     names = [n.name for n in first.names]
     choices = _choices(target, names)
@@ -149,48 +208,31 @@ def suggest(
     else:
         analysed([base])
         _heuristic(base, first.sites, places, names, choices, analysed)
-    rows = list(measured.values())
-    baseline = next(r for r in rows if r.config == base)
-    judge_offloads(target, rows, first, cancelled)
-    skipped, why = 0, ""
-    if compiled:
-        for row in rows:
-            row.transpose_flops = transpose
-        if compile_all:
-            for i, row in enumerate(rows):
-                if progress is not None:
-                    progress(i, len(rows), row.config, "compiling")
-                run(target, row, cancelled)
-            done = rows
-        else:
-            done, why = compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
-        skipped = len(rows) - len(done)
-        why = why if skipped else ""
-        rows = done
-    if compiled:
-        peak_notes(rows, base)
-    mark_pareto(rows)
+    return list(measured.values()), exact
+
+
+def compile_candidates(target, rows, baseline, budget, cancelled, progress, run, every: bool):
+    """(the rows compiled, why the rest were not): every row (`every`, to
+    check the ordered search), else only those that can change the answer
+    (`compile_in_order`)."""
+    if not every:
+        return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
+    for i, row in enumerate(rows):
+        if progress is not None:
+            progress(i, len(rows), row.config, "compiling")
+        run(target, row, cancelled)
+    return rows, ""
+
+
+def choose(rows: list[Row], budget: int) -> tuple[Row, bool]:
+    """(the answer, whether it fits): the least cost among the rows that fit
+    the budget (an offload slower than recomputing only if nothing else does;
+    never a row whose run failed), else the smallest."""
     fitting = [r for r in rows if r.fits and r.weighed_bytes <= budget and not r.measure_failed]
     if fitting:
-        best = min(_eligible(fitting), key=lambda r: (r.cost, r.weighed_bytes))
-    else:
-        measured_rows = [r for r in rows if r.error is None] or rows
-        best = min(measured_rows, key=lambda r: (r.weighed_bytes, r.cost))
-    return Suggestion(
-        budget=budget,
-        measure="compiled" if compiled else "residual",
-        fits=bool(fitting),
-        best=best,
-        baseline=baseline,
-        exact=exact,
-        searched=len(measured),
-        rows=rows,
-        compiled_count=len(rows) if compiled else 0,
-        measured_count=sum(1 for r in rows if r.measured),
-        skipped=skipped,
-        skipped_why=why,
-        device_memory=_device_memory(rows) if compiled else None,
-    )
+        return min(_eligible(fitting), key=lambda r: (r.cost, r.weighed_bytes)), True
+    measured = [r for r in rows if r.error is None] or rows
+    return min(measured, key=lambda r: (r.weighed_bytes, r.cost)), False
 
 
 def _device_memory(rows: list[Row]) -> int | None:
@@ -242,20 +284,14 @@ def compile_in_order(
         progress(0, len(rows), baseline.config, "compiling")
     run(target, baseline, cancelled)
     done = [baseline]
-    chip = step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
-    devices = baseline.compiled.get("devices", 1) if baseline.compiled else 1
     floor = _floor(baseline)
     if floor is not None and floor > budget:
         return [baseline], (
             f"none can fit: the arguments and what the step returns alone need "
             f"{human_bytes(floor)} per device under every configuration"
         )
-
-    def least(row: Row) -> tuple:
-        if chip is None or row.step_flops is None:
-            return (row.recompute_flops, row.host_bytes)
-        bound = step_time.lower_bound(chip, row.step_flops / devices, row.host_bytes / devices)
-        return (bound, row.host_bytes)
+    chip = step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
+    least = _least_cost(chip, baseline.compiled.get("devices", 1) if baseline.compiled else 1)
 
     def compile_from_cheapest(candidates: list[Row], best, answers) -> None:
         """Compile `candidates` (least bound first) until one's bound exceeds
@@ -288,13 +324,32 @@ def compile_in_order(
         compile_from_cheapest(
             slower, baseline.estimated_cost if within(baseline) else None, within
         )
+    return done, _why_skipped(chip, fits and bool(slower))
+
+
+def _least_cost(chip, devices: int):
+    """A row's least cost before compiling (`compile_in_order`): its step
+    time's lower bound on a chip the table knows, else its recompute FLOPs;
+    host bytes break ties."""
+
+    def least(row: Row) -> tuple:
+        if chip is None or row.step_flops is None:
+            return (row.recompute_flops, row.host_bytes)
+        bound = step_time.lower_bound(chip, row.step_flops / devices, row.host_bytes / devices)
+        return (bound, row.host_bytes)
+
+    return least
+
+
+def _why_skipped(chip, slower_offloads_left: bool) -> str:
+    """Why the rows `compile_in_order` left out could not be the answer."""
     if chip is not None:
         why = f"each is estimated slower on {chip.name} than the answer, even before compiling"
     else:
         why = "each recomputes more than the answer, so none of them could be it"
-    if fits and slower:
+    if slower_offloads_left:
         why += "; or it offloads what is faster to recompute, and another configuration fits"
-    return done, why
+    return why
 
 
 def _floor(baseline: Row) -> int | None:

@@ -1,81 +1,114 @@
 """Provides Config: what one analysis is asked for, as one immutable value.
 
-The outer policy, the per-site overrides and the device. Name toggles are not
-a field of their own: they compose into a policy spec (`save_only_these_names`
-or `save_and_offload_only_these_names`), outer or at a site, so every
-configuration has one canonical spelling. A Config is hashable (the app's
+The outer policy, the per-site overrides and the device. Policies are carried
+parsed (`PolicySpec`): a spec is parsed once, where it enters (the command
+line, a key, the palette, the API), and its canonical spelling is derived from
+it. Name toggles are not a field of their own: they compose into a policy
+(`save_only_these_names` or `save_and_offload_only_these_names`), outer or at
+a site, so every configuration has one canonical spelling. The device is a
+canonical label (`cpu:0`, `tpu:v5e:2x2`; `Config.make` resolves what the user
+typed), so equal devices make equal configs. A Config is hashable (the app's
 cache key), printable (a report's title) and cheap to enumerate (what
-compare, suggest and diff will produce lists of).
+compare, suggest and diff produce lists of).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
 
 SiteKey = int | str  # a site id, or a checkpointed function's name (every site of it)
+Spec = str | policies.PolicySpec  # a PolicySpec, or the canonical text of one
+AS_WRITTEN = policies.PolicySpec(policies.AS_WRITTEN)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Config:
-    policy: str = policies.AS_WRITTEN  # canonical outer spec
-    sites: tuple[tuple[SiteKey, str], ...] = ()  # (site key, canonical spec), sorted
-    device: str | None = None  # None: JAX's default device
+    spec: policies.PolicySpec  # the outer policy
+    site_specs: tuple[tuple[SiteKey, policies.PolicySpec], ...]  # sorted, ids before names
+    device: str | None  # a device label (cpu:0, tpu:v5e:2x2); None: JAX's default
+
+    def __init__(
+        self,
+        policy: Spec = AS_WRITTEN,
+        sites: tuple[tuple[SiteKey, Spec], ...] = (),
+        device: str | None = None,
+    ) -> None:
+        """A Config of values already checked: PolicySpecs, or the canonical
+        text of specs (as a report or another Config spells them; a name a
+        target declared is taken as one). `make` checks what a user typed."""
+        object.__setattr__(self, "spec", _spec(policy))
+        object.__setattr__(self, "site_specs", _sorted({k: _spec(v) for k, v in sites}))
+        object.__setattr__(self, "device", device)
 
     @classmethod
     def make(
         cls,
-        policy: str | policies.PolicySpec = policies.AS_WRITTEN,
-        sites: Mapping[SiteKey, str | policies.PolicySpec] | None = None,
-        device: str | None = None,
+        policy: Spec = policies.AS_WRITTEN,
+        sites: Mapping[SiteKey, Spec] | None = None,
+        device: str | Any | None = None,
         declared: dict[str, Callable] | None = None,
     ) -> Config:
-        """Parse and canonicalise; a bad spec raises RematError naming where."""
-        outer = _spec(policy, declared).canonical
+        """Parse and canonicalise what a user asked for: specs against the
+        target's `declared` policies (a bad one raises RematError naming
+        where), the device (a label, an index or a jax.Device) to its label."""
+        outer = _parsed(policy, declared)
         overrides = {}
         for key, spec in (sites or {}).items():
             key = _site_key(key)
             try:
-                overrides[key] = _spec(spec, declared).canonical
+                overrides[key] = _parsed(spec, declared)
             except RematError as exc:
                 raise RematError(f"site {key}: {exc.message}") from None
-        return cls(outer, _sorted(overrides), device)
+        return cls(outer, tuple(overrides.items()), device_label_of(device))
+
+    @property
+    def policy(self) -> str:
+        """The outer policy's canonical spelling."""
+        return self.spec.canonical
+
+    @property
+    def sites(self) -> tuple[tuple[SiteKey, str], ...]:
+        """The site overrides as (site key, canonical spelling), sorted."""
+        return tuple((key, spec.canonical) for key, spec in self.site_specs)
 
     @property
     def site_overrides(self) -> dict[SiteKey, str]:
         return dict(self.sites)
 
-    def with_policy(self, policy: str) -> Config:
-        return Config(policy, self.sites, self.device)
+    def with_policy(self, policy: Spec) -> Config:
+        return Config(policy, self.site_specs, self.device)
 
-    def at_function(self, sites, function: str, spec: str) -> Config:
+    def at_function(self, sites, function: str, spec: Spec) -> Config:
         """This config with `spec` at every site of `function` (`sites`: the
         analysis's Site list). An id set for one of them would win over the
         function's name, so those go."""
         ids = {s.id for s in sites if s.function == function}
-        overrides = {k: v for k, v in self.sites if k not in ids}
-        overrides[function] = spec
-        return Config(self.policy, _sorted(overrides), self.device)
+        overrides = {k: v for k, v in self.site_specs if k not in ids}
+        overrides[function] = _spec(spec)
+        return Config(self.spec, tuple(overrides.items()), self.device)
 
-    def with_sites(self, overrides: Mapping[SiteKey, str]) -> Config:
-        """This config with exactly these (already canonical) site overrides."""
-        return Config(self.policy, _sorted(dict(overrides)), self.device)
+    def with_sites(self, overrides: Mapping[SiteKey, Spec]) -> Config:
+        """This config with exactly these (already checked) site overrides."""
+        return Config(self.spec, tuple(overrides.items()), self.device)
 
     def with_device(self, device: str | None) -> Config:
-        return Config(self.policy, self.sites, device)
+        return Config(self.spec, self.site_specs, device)
 
     def recomputing_offloads(self, declared: dict[str, Callable] | None = None) -> Config:
         """This config with every offload, outer or at a site, recomputed
         instead (a policy the target declares is opaque: kept as is)."""
 
-        def swap(text: str) -> str:
-            spec = policies.parse(text, declared)
-            return text if spec.declared else spec.recomputing_offloads().canonical
+        def swap(spec: policies.PolicySpec) -> policies.PolicySpec:
+            return spec if spec.declared else spec.recomputing_offloads()
 
-        return Config(swap(self.policy), tuple((k, swap(v)) for k, v in self.sites), self.device)
+        return Config(
+            swap(self.spec), tuple((k, swap(v)) for k, v in self.site_specs), self.device
+        )
 
     def label(self) -> str:
         """One line naming the whole configuration."""
@@ -84,6 +117,17 @@ class Config:
         if self.device:
             parts.append(self.device)
         return "; ".join(parts)
+
+
+def device_label_of(device: str | Any | None) -> str | None:
+    """The canonical label of the device the user named (`0`, `cpu`, `cpu:0`
+    and the jax.Device itself are all `cpu:0`); None stays None, JAX's
+    default. An unknown device raises RematError listing the available ones."""
+    if device is None:
+        return None
+    from remat_tui.core.setup.devices import device_label, resolve_device
+
+    return device_label(resolve_device(device))
 
 
 def parse_site_option(text: str) -> tuple[SiteKey, str]:
@@ -104,8 +148,16 @@ def _site_key(key: SiteKey) -> SiteKey:
     return int(key) if key.isdigit() else key
 
 
-def _spec(spec, declared) -> policies.PolicySpec:
+def _parsed(spec: Spec, declared) -> policies.PolicySpec:
+    """A spec a user typed, checked against the target's declared policies."""
     return spec if isinstance(spec, policies.PolicySpec) else policies.parse(spec, declared)
+
+
+def _spec(spec: Spec) -> policies.PolicySpec:
+    """A spec already checked; its canonical text read back when given as text."""
+    if isinstance(spec, policies.PolicySpec):
+        return spec
+    return policies.parse(spec, policies.AnyName())
 
 
 def _sorted(overrides: dict) -> tuple:

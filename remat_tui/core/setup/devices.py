@@ -29,17 +29,20 @@ _lock = threading.Lock()
 
 def resolve_device(spec=None):
     """JAX's default device for None; a Device as is; `tpu:TOPOLOGY` the first
-    chip of that deviceless topology; else parse `platform[:id]` or `id`."""
+    chip of that deviceless topology (`tpu:TOPOLOGY#N` its chip N, as
+    `device_label` names it); else parse `platform[:id]` or `id`."""
     if spec is None:
         return jax.devices()[0]
     if isinstance(spec, jax.Device):
         return spec
     text = str(spec).strip()
     platform, _, index = text.partition(":")
-    if platform == "tpu" and index and not index.isdigit():
-        return topology_devices(index)[0]
-    devices = jax.devices()
+    topology = platform == "tpu" and index and not index.isdigit()
+    name, _, chip = index.partition("#")  # device_label's `tpu:v5e:2x2#3`: chip 3
+    devices = topology_devices(name) if topology else jax.devices()
     try:
+        if topology:
+            return next(d for d in devices if d.id == int(chip)) if chip else devices[0]
         if text.isdigit():
             return devices[int(text)]
         pool = [d for d in devices if d.platform == platform]
@@ -114,6 +117,14 @@ def device_set(d) -> list:
     if name is not None:
         return list(_topologies[name])
     return list(jax.devices(d.platform))
+
+
+def local_device_count(platform: str) -> int | None:
+    """How many local devices `platform` has; None when JAX has no such backend."""
+    try:
+        return len(jax.devices(platform))
+    except RuntimeError:  # no such backend
+        return None
 
 
 def available_devices() -> list[str]:

@@ -23,12 +23,19 @@ _module_ids = itertools.count()
 def load_targets(path: str) -> dict[str, Target]:
     """Import the file at `path` and return its registered targets by name."""
     path = os.path.abspath(path)
+    _require_readable(path)
+    return _by_name(path, _import_collecting(path))
+
+
+def _require_readable(path: str) -> None:
+    """A missing or unreadable file said as such (an import would say only that
+    it failed, with no frame of the user's)."""
     if not os.path.isfile(path):
         raise RematError(
             f"{path}: no such file. Give the path of a Python file that "
             "registers targets with @remat_tui.target(...)."
         )
-    try:  # the import would say only that it failed, with no frame of the user's
+    try:
         with open(path, "rb"):
             pass
     except OSError as exc:
@@ -36,6 +43,11 @@ def load_targets(path: str) -> dict[str, Target]:
             f"{path}: cannot read the file ({exc.strerror}). Make it readable "
             f"(chmod u+r {os.path.basename(path)}) or run as a user who can read it."
         ) from None
+
+
+def _import_collecting(path: str) -> list[Target]:
+    """Import the file as a fresh module, its folder on `sys.path`, and return
+    the targets it registered; what it raised said as the user's error."""
     spec = importlib.util.spec_from_file_location(f"remat_tui_target_{next(_module_ids)}", path)
     if spec is None or spec.loader is None:
         raise RematError(f"{path}: not a Python file remat-tui can import (expected a .py file).")
@@ -66,6 +78,11 @@ def load_targets(path: str) -> dict[str, Target]:
         registry._collector = saved_collector
         if sys.path and sys.path[0] == folder:
             sys.path.pop(0)
+    return collected
+
+
+def _by_name(path: str, collected: list[Target]) -> dict[str, Target]:
+    """The targets by name, each told its file; two of one name, or none, said."""
     targets: dict[str, Target] = {}
     for t in collected:
         if t.name in targets:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from remat_tui.errors import RematError
 
@@ -53,8 +54,9 @@ class PolicySpec:
     parts: tuple[PolicySpec, ...] = ()  # save_from_both_policies
     declared: bool = False  # a policy the target declared
 
-    @property
+    @cached_property
     def canonical(self) -> str:
+        """The one spelling: the cache key's part and what reports print."""
         if self.kind in NAME_LISTS:
             return f"{self.kind}({', '.join(map(repr, self.names))})"
         if self.kind == OFFLOAD_NAMES:
@@ -366,7 +368,12 @@ def from_jax(policy, declared: dict[str, Callable] | None = None) -> PolicySpec 
 
 def describe_jax(policy, declared: dict[str, Callable] | None = None) -> str:
     """A policy object's canonical spec, or `custom:<repr>` for one we cannot name."""
-    spec = from_jax(policy, declared)
+    return describe(from_jax(policy, declared), policy)
+
+
+def describe(spec: PolicySpec | None, policy) -> str:
+    """`spec` (from_jax of the policy object `policy`) as a site reports it:
+    its canonical spelling, or `custom:<repr>` when it could not be named."""
     return spec.canonical if spec is not None else f"custom:{_short_repr(policy)}"
 
 

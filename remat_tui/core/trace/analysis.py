@@ -6,7 +6,7 @@ and the views of one Trace (core/trace/traced.py) every caller reads:
 - `costs_view`: the same without the panes (diff, the transposition FLOPs);
 - `row_view`: what a row of compare or suggest needs, the backward pass traced
   only when the recompute FLOPs cannot be read from the linear program
-  (core/trace/recompute.py); then `flops["backward"]` is None and the sites
+  (core/trace/recomputation.py); then `flops["backward"]` is None and the sites
   carry no FLOPs.
 """
 
@@ -27,8 +27,7 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
 from remat_tui.core.setup.loading import resolve_arguments
-from remat_tui.core.trace import linemap
-from remat_tui.core.trace import recompute as recompute_lib
+from remat_tui.core.trace import linemap, recomputation
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
 from remat_tui.core.trace.names import named_values
 from remat_tui.core.trace.traced import Trace, trace
@@ -65,9 +64,7 @@ def resolve(target: Target, policy, sites, device, config: Config | None = None)
     """The Config asked for (canonical; `config` as given) and the device it
     names, resolved once: (Config, jax.Device or a topology's device)."""
     if config is None:
-        given_device = device if device is None or isinstance(device, str) else None
-        config = Config.make(policy, sites, given_device, target.policies)
-        return config, resolve_device(device)
+        config = Config.make(policy, sites, device, target.policies)
     return config, resolve_device(config.device)
 
 
@@ -100,7 +97,7 @@ def row_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysis:
     FLOPs, read from the linear program when it tells them exactly (the
     backward pass then never traced), no panes."""
     begun = _clock(t)
-    read = recompute_lib.from_linear(t.linear) if t.linear is not None else None
+    read = recomputation.from_linear(t.linear) if t.linear is not None else None
     if read is not None:
         return _analysis(t, None, read, *_without_panes(t, read), begun)
     bwd = t.backward(cancelled)
@@ -116,7 +113,7 @@ def _clock(t: Trace) -> tuple[float, float]:
 
 def _recompute_in(t: Trace, bwd):
     """The forward work the backward pass does again (inside remat equations)."""
-    return linemap.recomputation(
+    return recomputation.recomputation(
         bwd, set(bwd.invars[: t.num_residuals]), set(bwd.invars[t.num_residuals :])
     )
 
@@ -140,7 +137,9 @@ def _analysis(t: Trace, bwd, recompute, residuals, forward, backward, begun: tup
     names = named_values(t.forward, bwd if bwd is not None else t.linear.jaxpr)
     target = t.target
     shown_sites = [
-        replace(f.site, override=t.plan[f.site.id].canonical if f.site.id in t.plan else None)
+        replace(f.site, override=t.plan[f.site.id].canonical, effective_spec=t.plan[f.site.id])
+        if f.site.id in t.plan
+        else f.site
         for f in t.sites
     ]
     if bwd is not None:
@@ -150,14 +149,14 @@ def _analysis(t: Trace, bwd, recompute, residuals, forward, backward, begun: tup
     return Analysis(
         target_file=target.file,
         target_name=target.name,
-        policy=t.spec.canonical,
-        python=_snippet(target, t.spec, shown_sites, t.plan),
+        policy=t.config.spec.canonical,
+        python=_snippet(target, t.config.spec, shown_sites, t.plan),
         device=describe_device(t.device),
         residuals=residuals,
         names=names,
         forward=forward,
         backward=backward,
-        warnings=t.spec.warnings({n.name for n in names}),
+        warnings=t.config.spec.warnings({n.name for n in names}),
         trace_seconds=begun[0] + time.perf_counter() - begun[1],
         jax_version=jax.__version__,
         tool_version=__version__,

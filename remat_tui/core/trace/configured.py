@@ -40,7 +40,7 @@ def check_cancelled(cancelled) -> None:
 
 
 def configured_function(
-    target: Target, config: Config, leaves: list, in_tree, device, spec=None
+    target: Target, config: Config, leaves: list, in_tree, device
 ) -> tuple[Callable, Primal | None, dict]:
     """The target as `config` asks for it, as a function of the flattened
     (args, kwargs) leaves: its checkpoint sites overridden (a rewrite of the
@@ -48,16 +48,15 @@ def configured_function(
     program (when sites are overridden or an outer policy is set, else None)
     and the override plan ({site id: spec}). What analysis traces and
     core/xla/compiled.py compiles."""
-    if spec is None:
-        spec = policies.parse(config.policy, target.policies)
+    spec = config.spec
     primal: Primal | None = None
     plan: dict = {}
-    if config.sites or spec.kind != policies.AS_WRITTEN:
+    if config.site_specs or spec.kind != policies.AS_WRITTEN:
         # Under an outer policy the cached primal program is what is wrapped:
         # the next policy then re-uses JAX's trace of it (Primal.evaluator).
         primal = primal_program(target, leaves, in_tree, device, target_dir(target))
         plan = site_lib.resolve_overrides(
-            primal.sites, config.site_overrides, target.policies, jc.open_jaxpr(primal.closed)
+            primal.sites, dict(config.site_specs), jc.open_jaxpr(primal.closed)
         )
         flat_fn = primal.evaluator(plan, target.policies)
     else:

@@ -3,7 +3,8 @@
 From the printer's source map (see jaxcompat.format_jaxpr) we know which
 equation each printed line belongs to. From that: which forward lines define
 residuals, which backward lines read them, which backward lines recompute
-forward work, and the user's source line behind every equation line.
+forward work (the equations core/trace/recomputation.py finds), and the user's
+source line behind every equation line.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import re
 from dataclasses import dataclass, field
 
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core.costs import flops
-from remat_tui.core.jaxcompat.primitives import eqn_flops, has_own_rule
 from remat_tui.core.model import JaxprView, Source
+from remat_tui.core.trace.recomputation import Recomputation
 
 _BINDER = re.compile(r"([A-Za-z_]\w*):\S+")
 
@@ -124,69 +124,3 @@ class _SourceLookup:
         if key not in self._by_info:
             self._by_info[key] = jc.user_source(info)
         return self._by_info[key]
-
-
-@dataclass
-class Recomputation:
-    """Backward equations that re-run forward work: inside a remat (checkpoint)
-    equation's sub-jaxpr, computed from residuals without touching a cotangent."""
-
-    eqn_ids: set[int] = field(default_factory=set)  # id() of each such equation
-    count: int = 0  # leaf equations, once per call site (a shared jaxpr per use)
-    # their FLOPs (core/costs/flops.py rules): scan bodies x length, a cond's
-    # costliest branch, while bodies once (then exact is False)
-    flops: int = 0
-    flops_exact: bool = True
-
-
-def recomputation(jaxpr, residual_invars: set, cotangent_invars: set) -> Recomputation:
-    found = Recomputation()
-    cost = _mark(jaxpr, set(residual_invars), set(cotangent_invars), False, found)
-    found.flops, found.flops_exact = cost.flops, cost.exact
-    return found
-
-
-def _mark(jaxpr, primal: set, ct: set, in_remat: bool, found: Recomputation) -> flops.Count:
-    """Marks the recomputing equations of `jaxpr`; returns their FLOPs (one run)."""
-    cost = flops.Count()
-    for eqn in jaxpr.eqns:
-        calls = jc.bodies(eqn)
-        leaf = not calls or has_own_rule(eqn)  # as flops.is_leaf
-        ins = [v for v in eqn.invars if isinstance(v, jc.Var)]
-        uses_ct = any(v in ct for v in ins)
-        uses_primal = any(v in primal for v in ins)
-        if uses_ct and uses_primal and jc.primitives.is_barrier(eqn):
-            # remat3 pins residuals and cotangents behind one barrier: each
-            # output is its own input, so residuals stay residuals.
-            for i, o in zip(eqn.invars, eqn.outvars, strict=True):
-                if isinstance(i, jc.Var):
-                    (ct if i in ct else primal if i in primal else set()).add(o)
-            continue
-        if uses_ct:
-            ct.update(eqn.outvars)
-        elif uses_primal:
-            primal.update(eqn.outvars)
-            if in_remat:
-                found.eqn_ids.add(id(eqn))
-                found.count += not calls
-                if leaf:
-                    cost += flops.Count(eqn_flops(eqn))
-        inner_remat = in_remat or jc.is_remat(eqn)
-        inner: list[tuple] = []
-        for body in calls:
-            sub = body.jaxpr
-            if body.inputs is None:  # unknown calling convention: be conservative
-                sub_ct = set(sub.invars) if uses_ct else set()
-                sub_primal = set(sub.invars) if uses_primal and not uses_ct else set()
-            else:
-                pairs = [
-                    (s, o)
-                    for s, o in zip(sub.invars, body.inputs, strict=True)
-                    if isinstance(o, jc.Var)
-                ]
-                sub_ct = {s for s, o in pairs if o in ct}
-                sub_primal = {s for s, o in pairs if o in primal}
-            inner.append((body, _mark(sub, sub_primal, sub_ct, inner_remat, found)))
-        if inner and not leaf:  # scan x length, cond's costliest branch, ...
-            cost += flops.combine(eqn, inner)
-    return cost

@@ -49,12 +49,16 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
             # user's line is the one that called the enclosing scan.
             own = jc.own_source(eqn.source_info, prefer_dir, fallback=False) or outer_source
             if jc.is_remat(eqn):
+                policy = jc.remat_policy(eqn)
+                spec = policies.from_jax(policy, declared)
                 site = Site(
                     id=len(found) + 1,
                     function=jc.remat_function(eqn),
                     source=own or jc.user_source(eqn.source_info),
-                    policy=policies.describe_jax(jc.remat_policy(eqn), declared),
+                    policy=policies.describe(spec, policy),
                     trip_count=trip,
+                    spec=spec,
+                    effective_spec=spec,
                 )
                 found.append(FoundSite(site, steps, i, _body_lines(jc.remat_body(eqn), prefer_dir)))
             if not jc.differentiates_bodies(eqn):
@@ -77,7 +81,7 @@ def _body_lines(jaxpr, prefer_dir) -> frozenset[tuple[str, int]]:
 
 
 def resolve_overrides(
-    found: list[FoundSite], overrides: dict, declared: dict | None, jaxpr=None
+    found: list[FoundSite], overrides: dict[int | str, policies.PolicySpec], jaxpr=None
 ) -> dict[int, policies.PolicySpec]:
     """Site id -> the spec to apply there. Keys are ids or function names (every
     site of that function); an id wins over a name for its own site."""
@@ -88,7 +92,7 @@ def resolve_overrides(
     plan: dict[int, policies.PolicySpec] = {}
     named = [(k, v) for k, v in overrides.items() if isinstance(k, str)]
     numbered = [(k, v) for k, v in overrides.items() if not isinstance(k, str)]
-    for key, text in [*named, *numbered]:
+    for key, spec in [*named, *numbered]:
         ids = [key] if not isinstance(key, str) else by_name.get(key, [])
         if not ids or any(i not in by_id for i in ids):
             if isinstance(key, str) and jaxpr is not None and _runs_function(jaxpr, key):
@@ -98,7 +102,6 @@ def resolve_overrides(
                     f"or use --policy for an outer checkpoint. {_site_list(found)}"
                 )
             raise RematError(f"no checkpoint site {key!r}. {_site_list(found)}")
-        spec = policies.parse(text, declared)
         for i in ids:
             plan[i] = spec
     return plan

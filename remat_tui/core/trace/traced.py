@@ -6,7 +6,7 @@ The forward pass of `jax.vjp` (with `return_shape=True`, as JAX's own
 `saved_residuals` does) is traced at once, with its residuals, where they were
 made and the checkpoint sites. The backward pass is traced the first time a
 view asks for it, and kept: a row of compare often reads its recompute FLOPs
-from the linear program instead (core/trace/recompute.py) and never pays for it.
+from the linear program instead (core/trace/recomputation.py) and never pays for it.
 
 Checkpoint sites need the primal program (core/trace/sites.py). It is traced only
 when the linear program (or the backward pass) shows a checkpoint of the user's,
@@ -27,7 +27,6 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax.tree_util import tree_flatten, tree_unflatten
 
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_set, resolve_device, trace_device
 from remat_tui.core.setup.loading import resolve_arguments
@@ -52,7 +51,6 @@ class Trace:
 
     target: Target
     config: Config
-    spec: policies.PolicySpec  # config.policy, parsed once
     plan: dict  # {site id: PolicySpec}, the sites the config overrides
     device: Any  # the device asked for (a jax.Device, or a topology's)
     here: Any  # the local device it is traced on
@@ -108,38 +106,18 @@ def trace(
     """`config` traced on `dev` (already resolved) with `arguments` built for
     its device set (core/xla/compiled_analysis.py compiles with the same ones)."""
     args, kwargs = arguments
-    spec = policies.parse(config.policy, target.policies)
     start = time.perf_counter()
     here = trace_device(dev)
     leaves, in_tree = tree_flatten((args, kwargs))
     _require_differentiable(target, leaves)
     prefer_dir = target_dir(target)
     with jax.default_device(here):
-        flat_fn, primal, plan = configured_function(target, config, leaves, in_tree, here, spec)
-        try:
-            closed, (out_shape, vjp_shape) = jax.make_jaxpr(
-                lambda *a: jax.vjp(flat_fn, *a), return_shape=True
-            )(*leaves)
-            linear = jc.linear_program(vjp_shape, len(leaves))
-            res_shapes, res_tree = tree_flatten(vjp_shape)
-            forward = jc.open_jaxpr(closed)
-            res_avals = [v.aval for v in forward.outvars[len(forward.outvars) - len(res_shapes) :]]
-            res_shapes = _keep_memory_space(res_shapes, res_avals, here)
-            ct_shapes, ct_tree = tree_flatten(out_shape)
-        except (RematError, Cancelled):
-            raise
-        except Exception as exc:
-            raise _failed(target, config, exc) from None
+        flat_fn, primal, plan = configured_function(target, config, leaves, in_tree, here)
+        forward, linear, backward_inputs = _vjp(target, config, flat_fn, leaves, here)
         check_cancelled(cancelled)
-
-        def backward(*flat):
-            vjp_fn = tree_unflatten(res_tree, flat[: len(res_shapes)])
-            return vjp_fn(tree_unflatten(ct_tree, flat[len(res_shapes) :]))
-
         result = Trace(
             target=target,
             config=config,
-            spec=spec,
             plan=plan,
             device=dev,
             here=here,
@@ -147,9 +125,9 @@ def trace(
             linear=linear,
             found=[],
             primal=primal,
-            num_residuals=len(res_shapes),
+            num_residuals=len(backward_inputs[1]),
             seconds=0.0,
-            _backward_inputs=(backward, res_shapes, ct_shapes),
+            _backward_inputs=backward_inputs,
         )
         # A checkpoint of the user's that is differentiated leaves a remat
         # equation in the linear program as it does in the backward pass
@@ -157,19 +135,50 @@ def trace(
         # no trace in either: only the primal program shows it.
         if primal is None and (jc.remat3_enabled() or _has_user_checkpoint(result)):
             result.primal = primal_program(target, leaves, in_tree, here, prefer_dir)
-    arg_names = jc.residual_words.arg_names(target.fn, args, kwargs)
-    found = find_residuals(forward, len(res_shapes), arg_names)
-    origins = Origins(prefer_dir, result.sites)
-    for fr in found:
-        fr.residual = replace(
-            fr.residual,
-            origin=origins.of(forward, fr.var),
-            bytes_per_device=per_device_bytes(fr.var.aval),
-        )
-    result.found = found
+    result.found = _residuals(result, args, kwargs, prefer_dir)
     result.seconds = time.perf_counter() - start
     check_cancelled(cancelled)
     return result
+
+
+def _vjp(target: Target, config: Config, flat_fn: Callable, leaves: list, here):
+    """The forward jaxpr of `jax.vjp(flat_fn)` (opened), its linear program (or
+    None) and what the backward pass is traced from when a view asks for it:
+    (the function applying the vjp, the residuals' shapes, the cotangents')."""
+    try:
+        closed, (out_shape, vjp_shape) = jax.make_jaxpr(
+            lambda *a: jax.vjp(flat_fn, *a), return_shape=True
+        )(*leaves)
+        linear = jc.linear_program(vjp_shape, len(leaves))
+        res_shapes, res_tree = tree_flatten(vjp_shape)
+        forward = jc.open_jaxpr(closed)
+        res_avals = [v.aval for v in forward.outvars[len(forward.outvars) - len(res_shapes) :]]
+        res_shapes = _keep_memory_space(res_shapes, res_avals, here)
+        ct_shapes, ct_tree = tree_flatten(out_shape)
+    except (RematError, Cancelled):
+        raise
+    except Exception as exc:
+        raise _failed(target, config, exc) from None
+
+    def backward(*flat):
+        vjp_fn = tree_unflatten(res_tree, flat[: len(res_shapes)])
+        return vjp_fn(tree_unflatten(ct_tree, flat[len(res_shapes) :]))
+
+    return forward, linear, (backward, res_shapes, ct_shapes)
+
+
+def _residuals(t: Trace, args, kwargs, prefer_dir) -> list[FoundResidual]:
+    """JAX's residual list of `t`, each with its origin and per-device bytes."""
+    arg_names = jc.residual_words.arg_names(t.target.fn, args, kwargs)
+    found = find_residuals(t.forward, t.num_residuals, arg_names)
+    origins = Origins(prefer_dir, t.sites)
+    for fr in found:
+        fr.residual = replace(
+            fr.residual,
+            origin=origins.of(t.forward, fr.var),
+            bytes_per_device=per_device_bytes(fr.var.aval),
+        )
+    return found
 
 
 def _has_user_checkpoint(t: Trace) -> bool:

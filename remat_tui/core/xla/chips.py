@@ -61,6 +61,9 @@ class Chip:
     # Whether memory traffic overlaps the arithmetic (an accelerator streams
     # memory while its units compute), or adds to it (a CPU's cores do both).
     overlaps_memory: bool = True
+    # Seconds any step takes however little it computes (dispatch, the
+    # runtime's bookkeeping): measured for the CPU, unknown (0) elsewhere.
+    overhead_seconds: float = 0.0
 
 
 GiB = 2**30
@@ -153,7 +156,8 @@ _CHIPS = (
         notes="Host link approximate: the scaling book's typical per-TPU PCIe "
         "figure (1.6e10 B/s), not one stated for v5e. Memory is Google's "
         "'16 GB' read as 1e9 bytes (the scaling book says 16 GiB). A later "
-        "revision of Google's page gives the HBM bandwidth as '800 GiBps'." + _TPU_TRANSCENDENTAL_NOTE,
+        "revision of Google's page gives the HBM bandwidth as '800 GiBps'."
+        + _TPU_TRANSCENDENTAL_NOTE,
         # One TensorCore, four 128x128 MXUs: the scaling book's 1.5 GHz.
         transcendentals_per_second=_tpu_transcendentals(197e12, 1, 4, 128),
     ),
@@ -314,5 +318,6 @@ def measured_cpu() -> Chip:
                 measured=True,
                 transcendentals_per_second=rates.transcendentals,
                 overlaps_memory=False,
+                overhead_seconds=rates.overhead,
             )
         return _cpu

@@ -1,5 +1,5 @@
-"""Provides CompileProcess: gradients compiled in a child process of their own,
-for the app.
+"""Provides CompileProcess: steps compiled (and, on request, run and timed) in
+a child process of their own, for the app.
 
 Why not a thread: lowering a large gradient is a second or more of Python. In
 a thread it shares the app's GIL and garbage collector, so keys pressed
@@ -33,6 +33,7 @@ from remat_tui.errors import RematError
 if TYPE_CHECKING:  # the app imports this module before JAX is imported
     from remat_tui.core.setup.config import Config
     from remat_tui.core.xla.compiled import Compiled
+    from remat_tui.core.xla.measure import Measured
 
 POLL_SECONDS = 0.05  # how often a waiting compile looks at `cancelled`
 _LENGTH = struct.Struct("<Q")  # each message: its length, then its pickle
@@ -55,9 +56,16 @@ class CompileProcess:
             self._start_locked()
 
     def compile(
-        self, file: str, name: str, config: Config, token: object, cancelled: Callable[[], bool]
-    ) -> Compiled:
-        """Compile target `name` of `file` under `config` (its device included).
+        self,
+        file: str,
+        name: str,
+        config: Config,
+        token: object,
+        cancelled: Callable[[], bool],
+        runs: int | None = None,
+    ) -> tuple[Compiled, Measured | None]:
+        """Compile target `name` of `file` under `config` (its device included)
+        and, with `runs`, run it that many times there (core/xla/measure.py).
         `token` changes when the file is reloaded. Raises RematError with the
         child's message, or Cancelled (the child killed) once `cancelled()`."""
         from remat_tui.core.trace.configured import Cancelled
@@ -70,7 +78,7 @@ class CompileProcess:
             if process is None:  # closed: the app is exiting
                 raise Cancelled()
             try:
-                _write(process.stdin, (file, name, config, token))
+                _write(process.stdin, (file, name, config, token, runs))
                 while not select.select([process.stdout], [], [], POLL_SECONDS)[0]:
                     if cancelled():
                         self._replace(process)
@@ -178,11 +186,12 @@ def serve() -> None:
     os.close(null)
     from remat_tui.core.setup.loading import import_targets
     from remat_tui.core.xla.compiled import compile_costs
+    from remat_tui.core.xla.measure import measure
 
     loaded: tuple[tuple, dict] | None = None
     while True:
         try:
-            file, name, config, token = _read(requests)
+            file, name, config, token, runs = _read(requests)
         except EOFError:
             return
         try:
@@ -195,7 +204,11 @@ def serve() -> None:
             targets = loaded[1]
             if name not in targets:
                 raise RematError(f"{file}: no target named '{name}' any more")
-            _write(replies, ("ok", compile_costs(targets[name], config, memory=True)))
+            if runs is None:
+                answer = (compile_costs(targets[name], config, memory=True), None)
+            else:
+                answer = measure(targets[name], config, runs)
+            _write(replies, ("ok", answer))
         except RematError as exc:
             _write(replies, ("error", exc.message))
         except Exception as exc:  # our bug: the parent shows it in place

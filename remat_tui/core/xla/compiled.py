@@ -48,6 +48,7 @@ import jax
 from jax.sharding import SingleDeviceSharding
 from jax.tree_util import tree_flatten
 
+from remat_tui.core.display import Displayable
 from remat_tui.core.jaxcompat.hlo_text import has_loops
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.config import Config
@@ -74,8 +75,46 @@ _cache = LRU(CACHE_SIZE)
 
 
 @dataclass(frozen=True)
-class Compiled:
-    """XLA's numbers for one compiled gradient. Bytes are per device."""
+class Compiled(Displayable):
+    """XLA's numbers for one compiled step (the gradient keeping the loss, or
+    the training step), compiled for a device and never run: `Analysis.compiled`.
+    Bytes are per device.
+
+    Attributes:
+        device: the device label it was compiled for: `"cpu:0"`, `"tpu:v5e:2x2"`.
+        devices: how many devices the program spans: 1 unless the arguments
+            are sharded.
+        temp_bytes: XLA's temporaries in the device's main memory.
+        argument_bytes: the inputs.
+        output_bytes: what the step returns (the loss and gradients, or the
+            new parameters and optimizer state).
+        alias_bytes: outputs sharing an argument's buffer.
+        generated_code_bytes: the executable.
+        host_temp_bytes: temporaries in host memory (offloading).
+        peak_bytes: the most the step needs at once in the device's main
+            memory (HBM; RAM on CPU): argument + output + temp - alias.
+        peak_source: `"sum"` (as above); for a compile that did not fit,
+            `"needed"` (what XLA said) or `"unknown"`.
+        flops: XLA's `cost_analysis` FLOPs (a loop body counted once), or None.
+        seconds: how long lowering and compiling took.
+        fits: False when XLA ran out of the device's memory compiling it.
+        needed_bytes: what XLA said it needed, when it did not fit.
+        available_bytes: what XLA said the device has, when it did not fit.
+        error: XLA's first line, when it did not fit.
+        step: `"train"` (the whole training step) or `"gradient"` (alone).
+        bytes_accessed: XLA's `cost_analysis` bytes accessed, or None.
+        transcendentals: XLA's `cost_analysis` transcendentals, or None.
+        loops: whether the program runs a while loop (XLA's counts then
+            undercount it).
+        backend_peak_bytes: XLA's own `peak_memory_in_bytes`, every memory
+            space together (on TPU, HBM and VMEM).
+        spaces_note: why the memory spaces do not add up to
+            `backend_peak_bytes` within 1%, when they do not.
+        memory: where the peak goes, as its JSON: the curve over XLA's
+            schedule, the buffers live at the peak, the bytes by category and
+            the other memory spaces; None without the breakdown.
+        memory_note: why there is no breakdown, when there is none.
+    """
 
     device: str  # the device label: cpu:0, tpu:v5e:2x2
     devices: int  # devices the program spans: 1 unless the arguments are sharded
@@ -136,10 +175,11 @@ def compile_costs(
             if isinstance(hit[1], RematError):
                 raise RematError(hit[1].message)
             return hit[1]
-    return compile_step(
+    step = compile_step(
         target, config, cancelled, device=dev, arguments=arguments, memory=memory,
         same_program=same_program,
-    )[0]  # fmt: skip
+    )  # fmt: skip
+    return step.result
 
 
 class CompiledStep(NamedTuple):
@@ -255,7 +295,10 @@ def _spaces_note(result: Compiled, breakdown) -> str | None:
     )
     reserved = result.peak_bytes + sum(s.allocated_bytes for s in others)
     if abs(reserved - backend) <= 0.01 * backend:
-        why = "XLA counts the other spaces' whole allocations, remat-tui the bytes live at their peaks"
+        why = (
+            "XLA counts the other spaces' whole allocations, remat-tui the bytes live "
+            "at their peaks"
+        )
     else:
         why = (
             "XLA's figure is its own accounting of the spaces at one moment, "

@@ -58,13 +58,12 @@ def analyze_compiled(
             target, config, cancelled, device=dev, arguments=arguments, memory=True
         )
     a = replace(a, compiled=compiled, measured=None if measured is None else measured.to_dict())
-    return replace(a, compiled=linked(target, a, dev, cancelled), time=estimated(a))
+    return replace(a, compiled=linked(target, a, dev, cancelled), time=estimated(a, compiled))
 
 
-def estimated(a: Analysis) -> dict | None:
-    """The step-time estimate of a compiled analysis (core/xla/step_time.py),
-    on a chip the table knows; None otherwise."""
-    c = a.compiled
+def estimated(a: Analysis, c) -> dict | None:
+    """The step-time estimate (core/xla/step_time.py) of `a`'s configuration
+    compiled as `c` (a Compiled), on a chip the table knows; None otherwise."""
     chip = step_time.chip_of(c.device) if c is not None and c.fits else None
     if chip is None:
         return None

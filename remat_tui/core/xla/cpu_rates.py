@@ -8,6 +8,9 @@ at very different rates:
 - Bandwidth: an in-place update of a 64 MiB f32 array, larger than most
   last-level caches (a CPU with more cache than that reads as faster than its
   memory), bytes read + written per second.
+- Overhead: the time a jitted step of almost no work takes, start to end
+  (dispatch, the runtime's own bookkeeping): what a step costs whatever it
+  computes, and all a tiny one costs.
 - Transcendentals/s: exp, log, tanh and sin of a 1 Mi-element f32 array, as
   many of them per second as XLA's cost analysis counts for the kernel. XLA's
   CPU expands each into a polynomial; their costs differ (here, sin took about
@@ -29,13 +32,15 @@ MATMUL_N = 1024
 COPY_BYTES = 64 * 2**20
 TRANSCENDENTAL_ELEMENTS = 2**20
 REPEATS = 3
+OVERHEAD_REPEATS = 20  # a few microseconds each: more runs to find the undisturbed one
 
 DESCRIPTION = (
     f"Measured in this process: the fastest of {REPEATS} runs of a jitted f32 "
     f"{MATMUL_N}x{MATMUL_N} matmul (FLOP/s), of an in-place update of a "
     f"{COPY_BYTES // 2**20} MiB f32 array (bytes read + written per second) and of "
     "exp, log, tanh and sin of a f32 array (transcendentals per second, as XLA counts "
-    "them). f32, not bf16; on a shared machine, lower bounds on what the CPU can do. "
+    "them), and of a jitted step of almost no work (the overhead every step pays). "
+    "f32, not bf16; on a shared machine, lower bounds on what the CPU can do. "
     "Host and device are the same memory, so host bandwidth = memory bandwidth."
 )
 
@@ -45,6 +50,7 @@ class Rates:
     flops: float  # FLOP/s of a f32 matmul
     bandwidth: float  # bytes/s, read + written
     transcendentals: float  # transcendental functions/s, the mix above
+    overhead: float  # seconds a step takes however little it computes
 
 
 def measure() -> Rates:
@@ -77,7 +83,11 @@ def measure() -> Rates:
     transcendental = jax.jit(mix)
     count = _transcendentals(transcendental.lower(y).compile())
     seconds, _ = _best_time(lambda _: transcendental(y), y)
-    return Rates(flops, bandwidth, count / seconds)
+
+    tiny = jax.device_put(np.zeros(1, dtype=np.float32), cpu)
+    nothing = jax.jit(lambda t: t + 1.0)
+    overhead, _ = _best_time(nothing, tiny, repeats=OVERHEAD_REPEATS)
+    return Rates(flops, bandwidth, count / seconds, overhead)
 
 
 def _transcendentals(executable) -> float:
@@ -89,13 +99,13 @@ def _transcendentals(executable) -> float:
     return float(counted) if counted else 4.0 * TRANSCENDENTAL_ELEMENTS
 
 
-def _best_time(step, x):
-    """The fastest of REPEATS timed runs of `x = step(x)` (after one untimed
+def _best_time(step, x, repeats: int = REPEATS):
+    """The fastest of `repeats` timed runs of `x = step(x)` (after one untimed
     run that compiles), and the last `x`."""
     x = step(x)
     x.block_until_ready()
     best = float("inf")
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         start = time.perf_counter()
         x = step(x)
         x.block_until_ready()

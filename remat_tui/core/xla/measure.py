@@ -9,7 +9,7 @@ state and gets back new ones, which the next run takes, as a loop runs it.
 
 Arguments: the target's example arrays where it gave arrays; for a
 `jax.ShapeDtypeStruct`, an array of its shape, dtype and sharding, made on
-the device: floats from a normal distribution (standard deviation 0.1),
+the host: floats from a normal distribution (standard deviation 0.1),
 integers and booleans zeros (safe indices). Dense programs run as fast
 whatever the values; a program whose control flow depends on them runs as
 these make it.
@@ -37,9 +37,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from remat_tui.core.jaxcompat.program import callback_errors_unlogged, forget_failed_effects
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label, resolve_device, topology_of
-from remat_tui.core.trace.configured import check_cancelled
+from remat_tui.core.trace.configured import Cancelled, check_cancelled
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla.compiled import Compiled, compile_step, out_of_memory, trim_message
 from remat_tui.errors import RematError
@@ -51,7 +52,20 @@ FILL_STD = 0.1  # the spread of the normal values a ShapeDtypeStruct is filled w
 
 @dataclass(frozen=True)
 class Measured:
-    """What running one compiled step took on its device."""
+    """What running one compiled step took on its device; `Analysis.measured`
+    and `Row.measured` are its `to_dict()`.
+
+    Attributes:
+        runs: timed runs done, after one warm-up.
+        min_seconds: the fastest run, or None when it was not run or failed.
+        median_seconds: the median run, likewise.
+        peak_bytes: the backend's peak memory while it ran, where it can tell
+            (not on the CPU); else None.
+        peak_note: why there is no peak figure.
+        fits: False when it was refused (its compiled peak exceeds the
+            device's memory) or ran out of memory when run.
+        error: why it has no times, or None.
+    """
 
     runs: int  # timed runs done (after one warm-up)
     min_seconds: float | None
@@ -160,30 +174,46 @@ def _memory_stats(dev) -> dict | None:
 def _run(step, dev, runs: int, cancelled) -> Measured:
     before = _memory_stats(dev)
     try:
-        real = [_real(leaf, placed) for leaf, placed in zip(step.leaves, step.abstract, strict=True)]
+        real = [_real(x, placed) for x, placed in zip(step.leaves, step.abstract, strict=True)]
         inputs = step.lowered.inputs(real, _fill)
         times = []
-        for i in range(runs + 1):  # the first is the warm-up
-            check_cancelled(cancelled)
-            start = time.perf_counter()
-            outputs = step.executable(*inputs)
-            jax.block_until_ready(outputs)
-            if i:
-                times.append(time.perf_counter() - start)
-            if step.lowered.carried:  # donated: the next step takes what this one gave
-                inputs = (*outputs[: step.lowered.carried], *inputs[step.lowered.carried :])
-            del outputs
+        with callback_errors_unlogged():
+            for i in range(runs + 1):  # the first is the warm-up
+                check_cancelled(cancelled)
+                start = time.perf_counter()
+                outputs = step.executable(*inputs)
+                jax.block_until_ready(outputs)
+                if i:
+                    times.append(time.perf_counter() - start)
+                if step.lowered.carried:  # donated: the next step takes what this one gave
+                    inputs = (*outputs[: step.lowered.carried], *inputs[step.lowered.carried :])
+                del outputs
+    except (RematError, Cancelled):
+        raise
     except Exception as exc:
-        if isinstance(exc, RematError) or type(exc).__name__ == "Cancelled":
-            raise
+        forget_failed_effects()
         message = str(exc)
         if out_of_memory(message):
             return Measured(0, None, None, None, fits=False,
-                            error=f"did not fit when run:\n{trim_message(message)}")  # fmt: skip
-        return Measured(0, None, None, None,
-                        error=f"raised when run: {type(exc).__name__}:\n{trim_message(message)}")  # fmt: skip
+                            error=f"did not fit when run: {_first_line(message)}")  # fmt: skip
+        return Measured(0, None, None, None, error=f"raised when run: {_cause(exc)}")
     peak, note = _peak(before, _memory_stats(dev), dev)
     return Measured(runs, min(times), statistics.median(times), peak, note)
+
+
+def _first_line(message: str) -> str:
+    return trim_message(message, lines=1).strip()
+
+
+def _cause(exc: Exception) -> str:
+    """What went wrong, in one line: for an error raised in the user's host
+    callback (its traceback folded into XLA's message), that error's own
+    last line; else XLA's first."""
+    message = str(exc)
+    if "Traceback (most recent call last)" in message:
+        last = [line.strip() for line in message.splitlines() if line.strip()]
+        return last[-1] if last else type(exc).__name__
+    return f"{type(exc).__name__}: {_first_line(message)}"
 
 
 def _peak(before: dict | None, after: dict | None, dev) -> tuple[int | None, str | None]:
@@ -208,12 +238,18 @@ def _real(leaf, placed: jax.ShapeDtypeStruct):
 
 
 def _fill(example, sharding):
-    """An array of `example`'s shape and dtype, made on the device where
-    `sharding` places it: normal values for floats, zeros otherwise."""
+    """An array of `example`'s shape and dtype, placed as `sharding` says:
+    normal values for floats, zeros otherwise. Made by numpy on the host (a
+    jitted random-number program would compile once per shape, which cost
+    more than running the step)."""
     if isinstance(example, (jax.Array, np.ndarray, np.generic)):
         return jax.device_put(example, sharding)
     shape, dtype = tuple(example.shape), jnp.dtype(example.dtype)
     if jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.complexfloating):
-        make = lambda key: (FILL_STD * jax.random.normal(key, shape)).astype(dtype)  # noqa: E731
-        return jax.jit(make, out_shardings=sharding)(jax.random.key(0))
-    return jax.jit(lambda: jnp.zeros(shape, dtype), out_shardings=sharding)()
+        values = FILL_STD * _random.standard_normal(shape, dtype=np.float32)
+    else:
+        values = np.zeros(shape, np.int8)
+    return jax.device_put(np.asarray(values, dtype=dtype), sharding)
+
+
+_random = np.random.default_rng(0)

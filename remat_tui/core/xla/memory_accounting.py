@@ -22,25 +22,7 @@ the compiled peak of Contract 6:
   few hundred bytes each, which TPU's own peak leaves out) and constants
   (compiled into the program) are left out.
 
-Categories (Contract 7): `argument` and `output` are the entry parameters and
-the values the program returns, with the bytes of their own allocations;
-`recomputed` is backward work inside a checkpoint's rematted computation
-(forward work done again); `residual` is forward work still live when the
-backward part starts; everything else is `temporary`. Forward and backward
-come from JAX's name stack in each instruction's op_name (`jvp(...)` and
-`transpose(...)`); an instruction XLA added (a copy, a bitcast) takes its
-operand's. The backward part starts at the split of the schedule into a
-forward then a backward part that the most instructions agree with (a
-backward op XLA hoists early does not move it). A value is judged with the
-buffer it belongs to: the values XLA keeps in the same bytes one after
-another with no gap (an in-place update; a loop's init, body parameter, body
-result and output), so a scan's stacked residual, live at a peak inside the
-forward loop as the body's parameter, is a residual, and a gradient
-accumulated in the output's buffer is output from its zeros on.
-
-What the metadata cannot tell: when XLA merges a forward computation with
-its recomputation (common subexpressions), one instruction carries one of
-the two op_names, and its buffer goes to that one's category.
+Categories (Contract 7) are told by core/xla/buffer_kinds.py.
 """
 
 from __future__ import annotations
@@ -51,9 +33,10 @@ from dataclasses import dataclass
 
 from remat_tui.core import usercode
 from remat_tui.core.jaxcompat import buffers as xla
-from remat_tui.core.jaxcompat import hlo_text
 from remat_tui.core.jaxcompat.hlo_text import DumpUnreadable, Frame
 from remat_tui.core.model import MEMORY_CATEGORIES
+from remat_tui.core.xla import buffer_kinds
+from remat_tui.core.xla.buffer_kinds import Context
 from remat_tui.core.xla.occupancy import Placed, occupancy, thin, union
 
 CATEGORIES = MEMORY_CATEGORIES
@@ -170,53 +153,33 @@ def from_dump(dump: xla.Dump, platform: str | None = None) -> Memory:
     ]
 
     def placed(allocations, whole: bool) -> list[Placed]:
-        out = []
-        for a in allocations:
-            for v in a.values:
-                if not whole and v.shape.startswith("("):
-                    continue  # a tuple's index table
-                span = dump.live.ranges.get(v.key)
-                if span is None:
-                    if not whole:
-                        continue  # never live in the flattened schedule
-                    span = (0, last)
-                start, end = max(0, min(span[0], last)), max(0, min(span[1], last))
-                out.append(Placed(v, a, start, min(max(end, start), last)))
-        return out
+        return _placed(dump, allocations, whole, last)
 
     held_values = placed(held, whole=True)
     temp_values = placed(temps, whole=False)
     spaces = defaultdict(list)
     for a in elsewhere:
         spaces[a.color].append(a)
-    space_values = {color: placed(allocations, whole=False) for color, allocations in spaces.items()}
+    space_values = {color: placed(allocs, whole=False) for color, allocs in spaces.items()}
     base = sum(a.size for a in held)
     curve = [base + b for b in occupancy(temp_values, steps)]
 
     peak_step = _peak_step(curve)
     peak = curve[peak_step]
 
-    phases = _phases(module)
-    backward_from = _backward_from(dump.live.sequence, phases)
-    live_out = _live_out(module)
+    phases = buffer_kinds.phases_of(module)
+    backward_from = buffer_kinds.backward_from(dump.live.sequence, phases)
+    live_out = buffer_kinds.live_out(module)
     everything = held_values + temp_values + [p for ps in space_values.values() for p in ps]
-    context = _Context(module, phases, backward_from, live_out, last, everything)
+    context = Context(module, phases, backward_from, live_out, last, everything)
     at_peak = _at_peak(peak_step, held, held_values, temp_values, context)
     by_category = {c: 0 for c in CATEGORIES}
     for b in at_peak:
         by_category[b.category] += b.bytes
-    others = []
-    for color in sorted(spaces):
-        space_curve = occupancy(space_values[color], steps)
-        step = _peak_step(space_curve)
-        buffers = _at_peak(step, [], [], space_values[color], context)
-        others.append(OtherSpace(
-            space=xla.space_name(color, platform),
-            peak_bytes=space_curve[step],
-            peak_step=step,
-            allocated_bytes=sum(a.size for a in spaces[color]),
-            at_peak=_largest_first(buffers),
-        ))  # fmt: skip
+    others = [
+        _other_space(spaces[color], space_values[color], steps, context, platform)
+        for color in sorted(spaces)
+    ]
     return Memory(
         peak_bytes=peak,
         peak_step=peak_step,
@@ -226,6 +189,37 @@ def from_dump(dump: xla.Dump, platform: str | None = None) -> Memory:
         at_peak=_largest_first(at_peak),
         by_category=by_category,
         other_spaces=tuple(others),
+    )
+
+
+def _placed(dump: xla.Dump, allocations, whole: bool, last: int) -> list[Placed]:
+    """The values of `allocations` with their live ranges in the schedule; an
+    argument's or output's (`whole`) live throughout where XLA gives none."""
+    out = []
+    for a in allocations:
+        for v in a.values:
+            if not whole and v.shape.startswith("("):
+                continue  # a tuple's index table
+            span = dump.live.ranges.get(v.key)
+            if span is None:
+                if not whole:
+                    continue  # never live in the flattened schedule
+                span = (0, last)
+            start, end = max(0, min(span[0], last)), max(0, min(span[1], last))
+            out.append(Placed(v, a, start, min(max(end, start), last)))
+    return out
+
+
+def _other_space(allocations, values, steps: int, context, platform) -> OtherSpace:
+    """One memory space besides the main one, at its own peak."""
+    curve = occupancy(values, steps)
+    step = _peak_step(curve)
+    return OtherSpace(
+        space=xla.space_name(allocations[0].color, platform),
+        peak_bytes=curve[step],
+        peak_step=step,
+        allocated_bytes=sum(a.size for a in allocations),
+        at_peak=_largest_first(_at_peak(step, [], [], values, context)),
     )
 
 
@@ -242,158 +236,7 @@ def _counted(a: xla.Allocation) -> bool:
     return a.color == 0 and not a.constant and not a.thread_local
 
 
-# --- phases and categories ---------------------------------------------------------
-
-
-def _phases(module: hlo_text.Module) -> dict[str, tuple[str | None, str | None]]:
-    """Each instruction's (phase, op_name): its own op_name's, else (for what
-    XLA added with no metadata: copies, bitcasts, tuples) its first operand's."""
-    memo: dict[str, tuple[str | None, str | None]] = {}
-
-    def of(name: str, depth: int = 0) -> tuple[str | None, str | None]:
-        if name in memo:
-            return memo[name]
-        instruction = module.instructions.get(name)
-        if instruction is None:
-            return None, None
-        found = (hlo_text.phase(instruction.op_name), instruction.op_name)
-        if found[0] is None and instruction.opcode != "parameter" and depth < 32:
-            for operand in instruction.operands:
-                inherited = of(operand, depth + 1)
-                if inherited[0] is not None:
-                    found = inherited
-                    break
-        memo[name] = found
-        return found
-
-    for name in module.instructions:
-        of(name)
-    return memo
-
-
-def _backward_from(sequence: tuple[str, ...], phases) -> int | None:
-    """The first step of the backward part: the split of the schedule into a
-    forward then a backward part that agrees with the most instructions'
-    phases (so a backward op XLA hoists early, a weight's transpose, does not
-    move it), at a backward instruction."""
-    marks = [phases.get(name, (None, None))[0] for name in sequence]
-    backward = [i for i, m in enumerate(marks) if m == "backward"]
-    if not backward:
-        return None
-    forward_before = [0]
-    for m in marks:
-        forward_before.append(forward_before[-1] + (m == "forward"))
-    total_backward = len(backward)
-    best, best_score = None, -1
-    for k, i in enumerate(backward):
-        score = forward_before[i] + (total_backward - k)
-        if score > best_score:
-            best, best_score = i, score
-    return best
-
-
-def _live_out(module: hlo_text.Module) -> set[str]:
-    """Names of the instructions the entry computation returns (through its
-    root tuple)."""
-    root = module.instructions.get(module.root) if module.root else None
-    if root is None:
-        return set()
-    out = {root.name}
-    if root.opcode == "tuple":
-        out.update(root.operands)
-    return out
-
-
-@dataclass(frozen=True)
-class _Chain:
-    """Values XLA keeps in the same bytes one after another with no gap: a
-    buffer updated in place, or carried through a loop (the init, the body's
-    parameter, the body's result and the loop's output share one slice)."""
-
-    members: tuple[Placed, ...]  # by start
-
-    @property
-    def start(self) -> int:
-        return self.members[0].start
-
-    @property
-    def end(self) -> int:
-        return max(p.end for p in self.members)
-
-
-class _Context:
-    def __init__(self, module, phases, backward_from, live_out, last, placed):
-        self.module, self.phases, self.live_out, self.last = module, phases, live_out, last
-        self.backward_from = backward_from
-        self.chain_of: dict[tuple[int, int], _Chain] = {}
-        slices: dict[tuple[int, int, int], list[Placed]] = defaultdict(list)
-        for p in placed:
-            slices[(p.allocation.index, p.value.offset, p.value.size)].append(p)
-        for members in slices.values():
-            members.sort(key=lambda p: (p.start, p.end))
-            run: list[Placed] = []
-            for p in members:
-                if run and p.start > max(q.end for q in run):
-                    self._close(run)
-                    run = []
-                run.append(p)
-            self._close(run)
-
-    def _close(self, run: list[Placed]) -> None:
-        chain = _Chain(tuple(run))
-        for p in run:
-            self.chain_of[(p.allocation.index, p.value.id)] = chain
-
-    def chain(self, p: Placed) -> _Chain:
-        return self.chain_of.get((p.allocation.index, p.value.id)) or _Chain((p,))
-
-    def nearest(self, p: Placed, has) -> Placed | None:
-        """p itself if `has(p)`, else the closest earlier member of its chain
-        that has it, else the closest later one."""
-        if has(p):
-            return p
-        members = self.chain(p).members
-        at = members.index(p) if p in members else 0
-        for q in [*reversed(members[:at]), *members[at + 1 :]]:
-            if has(q):
-                return q
-        return None
-
-    def phase(self, p: Placed) -> tuple[str | None, str | None]:
-        q = self.nearest(p, lambda q: self.phases.get(q.value.instruction, (None,))[0] is not None)
-        return self.phases.get((q or p).value.instruction, (None, None))
-
-    def stack(self, p: Placed) -> tuple[Frame, ...]:
-        def has(q):
-            instruction = self.module.instructions.get(q.value.instruction)
-            return bool(instruction and instruction.stack)
-
-        q = self.nearest(p, has)
-        return self.module.instructions[q.value.instruction].stack if q else ()
-
-    def category(self, p: Placed) -> str:
-        v, a, module = p.value, p.allocation, self.module
-        instruction = module.instructions.get(v.instruction)
-        if (
-            a.parameter is not None
-            and instruction is not None
-            and instruction.opcode == "parameter"
-            and instruction.computation == module.entry
-        ):
-            return "argument"
-        chain = self.chain(p)
-        if a.maybe_live_out and (chain.end >= self.last or v.instruction in self.live_out):
-            return "output"
-        phase, op_name = self.phase(p)
-        if hlo_text.recomputes(op_name):
-            return "recomputed"
-        b = self.backward_from
-        if phase == "forward" and b is not None and chain.start < b <= chain.end:
-            return "residual"
-        return "temporary"
-
-
-def _at_peak(step: int, held, held_values, temp_values, context: _Context) -> list[Buffer]:
+def _at_peak(step: int, held, held_values, temp_values, context: Context) -> list[Buffer]:
     last = context.last
 
     def buffer(p: Placed, nbytes: int, reserved: bool = False) -> Buffer:
@@ -451,7 +294,7 @@ def _covered_within(covered: list[tuple[int, int]], lo: int, hi: int) -> int:
     return union(clipped)
 
 
-def _owner(members: list[Placed], context: _Context) -> Placed:
+def _owner(members: list[Placed], context: Context) -> Placed:
     """Whose an argument's or output's allocation is when no value is in it:
     the parameter's, else the returned value's, else the last one placed."""
 

@@ -11,11 +11,15 @@ in four parts:
                              bytes), / the host link's bandwidth
 
     accelerators: seconds = max(compute + transcendental, memory) + host
-    the CPU:      seconds = compute + transcendental + memory + host
+    the CPU:      seconds = compute + transcendental + memory + host + overhead
+
+where `overhead_seconds` is what any step costs however little it computes,
+measured for the CPU (core/xla/cpu_rates.py): all a tiny step costs there.
 
 An accelerator streams memory while its units compute; a CPU's cores do the
 arithmetic and wait for memory themselves, and measured on this project's CPU
-the parts add up (docs and bench/bench_calibration.py give the figures).
+the parts add up (bench/bench_calibration.py measures how close the estimate
+comes to measured steps).
 
 The counts are XLA's own (`cost_analysis` of the compiled step: FLOPs,
 transcendentals and bytes accessed), with two corrections:
@@ -46,6 +50,27 @@ MODEL = "roofline"
 
 @dataclass(frozen=True)
 class StepTime:
+    """The roofline estimate of one step's time on a chip, per device, in its
+    parts; `Analysis.time` and `Row.time` are its `to_dict()`.
+
+    Attributes:
+        seconds: the estimate: on an accelerator max(compute +
+            transcendental, memory) + host; on the CPU their sum + overhead.
+        compute_seconds: FLOPs at the chip's peak FLOP/s.
+        transcendental_seconds: transcendentals at the chip's rate for them.
+        memory_seconds: bytes accessed at the chip's memory bandwidth.
+        host_seconds: offloaded bytes, out and back, over the host link.
+        chip: the chip's name: `"tpu v5e"`, `"cpu"`.
+        model: `"roofline"`.
+        overhead_seconds: what any step costs however little it computes
+            (measured for the CPU, else 0).
+        flops: the FLOPs the compute part counted.
+        transcendentals: the transcendentals counted.
+        bytes_accessed: the bytes accessed counted.
+        loop_scale: what XLA's counts were multiplied by in a program with
+            loops (XLA counts a loop body once); 1 otherwise.
+    """
+
     seconds: float
     compute_seconds: float
     transcendental_seconds: float
@@ -53,6 +78,7 @@ class StepTime:
     host_seconds: float
     chip: str
     model: str = MODEL
+    overhead_seconds: float = 0.0
     # What the parts counted, per device: XLA's figures after the corrections above.
     flops: float = 0.0
     transcendentals: float = 0.0
@@ -125,6 +151,7 @@ def estimate(chip: chips.Chip, flops: float, host_bytes: float, counts: StepCoun
         seconds = max(compute + transcendental, memory) + host
     else:
         seconds = compute + transcendental + memory + host
+    seconds += chip.overhead_seconds
     return StepTime(
         seconds=seconds,
         compute_seconds=compute,
@@ -132,6 +159,7 @@ def estimate(chip: chips.Chip, flops: float, host_bytes: float, counts: StepCoun
         memory_seconds=memory,
         host_seconds=host,
         chip=chip.name,
+        overhead_seconds=chip.overhead_seconds,
         flops=computed,
         transcendentals=transcendentals,
         bytes_accessed=accessed,

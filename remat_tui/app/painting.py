@@ -1,0 +1,132 @@
+"""Provides Painter: the one place that decides what the main screen says
+about the state (a Scene, app/scene.py): the title, the snippet and status
+line, the cautions above the panes, the sidebar's lists and the name states
+shown there. The main screen's ShownView (app/shown_view.py) writes it into
+the widgets.
+
+Owned by the App (not a mixin): it is given the view and the controllers
+whose results it shows (the analyses for the baseline and the names seen,
+the compiles, the Names verdicts, the activity), and a Scene each time it
+paints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from textual.markup import escape
+
+from remat_tui.app.analyses import Analyses
+from remat_tui.app.compiles import Compiles
+from remat_tui.app.name_judge import NameJudge
+from remat_tui.app.scene import Scene
+from remat_tui.app.shown_view import Lists, ShownView
+from remat_tui.app.site_state import scope_states
+from remat_tui.app.status import Activity, summary
+
+
+class Painter:
+    """What the main screen shows, for one App."""
+
+    def __init__(
+        self,
+        view: Callable[[], ShownView],
+        analyses: Analyses,
+        compiles: Compiles,
+        name_judge: NameJudge,
+        activity: Activity,
+        show_timings: bool,
+    ) -> None:
+        self.view = view  # the main screen's (it is made after the App)
+        self.analyses = analyses
+        self.compiles = compiles
+        self.name_judge = name_judge
+        self.activity = activity
+        self.show_timings = show_timings
+
+    def name_states(self, s: Scene) -> dict[str, str]:
+        """R/S/O of each name where name toggles apply: read from the policy
+        wanted there (app/site_state.py), never stored."""
+        if s.target is None:
+            return {}
+        return scope_states(s.scope, s.wanted.config, self.analyses.names_seen())
+
+    def title(self, s: Scene) -> None:
+        policy = s.wanted.spec.canonical if s.target else "?"
+        name = f"{s.path}:{s.target.name}" if s.target else s.path
+        device = s.wanted.device
+        self.view().show_title(
+            f"[b]remat-tui[/b]  {escape(name)}  policy [b]{escape(policy)}[/b]  {device}"
+        )
+        self.view().show_devices(s.devices, device)
+
+    def status(self, s: Scene, a) -> None:
+        """The snippet and the summary of `a` (against the baseline, led by its
+        compile's headline while `p` is on)."""
+        self.view().show_snippet(a.python)
+        self.view().set_status(self.status_text(s, a))
+
+    def status_text(self, s: Scene, a) -> str:
+        base = self.analyses.cache.get(s.baseline_key())
+        known = self.compiles.known.get(s.key_of(a)) if s.wanted.compiled else None
+        devices = known.devices if known is not None else None
+        return summary(a, base, self.show_timings, self.headline(s, a), devices=devices)
+
+    def headline(self, s: Scene, a) -> str | None:
+        """The compiled peak (or the compile's clock) for `a`, and with `x` on
+        its measured time beside the estimate; None with `p` off."""
+        if not s.wanted.compiled:
+            return None
+        key = s.key_of(a)
+        headline = self.compiles.headline(key, self.show_timings)
+        known = self.compiles.known.get(key)
+        if headline is None or known is None:
+            return headline
+        from remat_tui.core.xla.compiled_analysis import estimated
+
+        timed = self.compiles.measured_words(key, estimated(a, known))
+        return headline if timed is None else f"{headline} · {timed}"
+
+    def cautions(self, s: Scene, a) -> None:
+        """What to know about `a`, above the panes: the command line's warnings,
+        the policy's, why the configuration may change nothing
+        (core/search/notes.py, against as_written when at hand) and the names
+        saved in vain."""
+        from remat_tui.core.search.notes import Baseline, notes_for
+
+        base = self.analyses.cache.get(s.baseline_key())
+        in_vain = self.name_judge.verdicts(s.target, a, s.scope)
+        states = self.name_states(s)
+        notes = notes_for(a, Baseline.of(base) if base is not None else None)
+        notes += [why for name, why in in_vain.items() if states.get(name) == "save"]
+        self.view().show_cautions([*s.launch_warnings, *a.warnings], notes)
+
+    def lists(self, s: Scene) -> None:
+        """The sidebar's lists; and, when no trace the user asked for is
+        running, the Names verdicts asked for in the background."""
+        shown, scope = s.shown, s.scope
+        self.view().show_lists(
+            Lists(
+                policies=tuple(s.listed),
+                current=s.spec.canonical if s.spec else None,
+                sites=tuple(shown.sites if shown else ()),
+                scope=scope.function if scope else None,
+                names=tuple(self.analyses.names_seen()),
+                states=self.name_states(s),
+                infos=tuple(shown.names if shown else ()),
+                in_vain=frozenset(self.name_judge.verdicts(s.target, shown, scope)),
+            )
+        )
+        if self.analyses.pending is None:  # background work waits for the user's trace
+            self.name_judge.judge(s.target, shown, scope)
+
+    def activity_line(self, s: Scene) -> None:
+        """While a worker runs, what it is doing and for how long (the compile's
+        clock while the shown configuration compiles); the UI keeps answering keys."""
+        text = self.activity.text(self.show_timings, s.shown is not None)
+        if text is not None:
+            self.view().set_status(text)
+        elif s.shown is not None and self.analyses.pending is None:
+            key = self.compiles.compiling  # the compile clock, while it runs
+            if key is not None and key == s.key_of(s.shown):
+                self.view().set_status(self.status_text(s, s.shown))

@@ -1,0 +1,47 @@
+"""Provides Scene: the App's state as one value, read by what paints the main
+screen (app/painting.py) and by what turns the user's requests into a new
+`wanted` (app/asking.py). The App makes one when asked (`RematApp.scene`), so
+neither holds the App, and each says in this one place what it reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from remat_tui.app.site_state import site_scope
+from remat_tui.app.wanted import Wanted, request_key
+from remat_tui.core.setup import policies
+
+
+@dataclass(frozen=True)
+class Scene:
+    path: str  # the target file, as the command line named it
+    target: Any  # the Target started (None before one is)
+    wanted: Wanted  # what the user asked to see
+    shown: Any  # the Analysis shown (None before the first)
+    listed: Mapping[str, policies.PolicySpec]  # the Policies list, parsed once
+    devices: tuple[str, ...]  # the Device list
+    reloads: int  # the file's imports since the first: part of every request key
+    launch_warnings: tuple[str, ...]  # what the command line could not have, said with it
+    highlighted_site: int | None  # the Sites list's highlight: where name toggles apply
+
+    @property
+    def spec(self) -> policies.PolicySpec | None:
+        """The outer policy wanted (None before a target is started)."""
+        return self.wanted.spec if self.target is not None else None
+
+    @property
+    def scope(self):
+        """Where name toggles apply: every site of the highlighted site's
+        function, or the outer policy (None) when the function has no sites."""
+        return site_scope(self.shown, self.highlighted_site)
+
+    def key_of(self, a) -> tuple | None:
+        """The request key the analysis `a` was made for."""
+        return request_key(self.target.name, a.config, self.reloads) if self.target else None
+
+    def baseline_key(self) -> tuple:
+        """as_written everywhere: what the status line's change is measured against."""
+        return self.wanted.baseline().key(self.reloads)

@@ -1,0 +1,178 @@
+"""Provides Recomputation: the forward work a backward pass does again, found
+by one data-flow walk over either program it can be read from.
+
+- `recomputation(bwd, ...)`: in the backward jaxpr, the equations inside a
+  remat (checkpoint) equation's body that are computed from residuals without
+  touching a cotangent, with their ids (the backward pane marks them `↻`).
+- `from_linear(linear)`: the same count and FLOPs read from the linear program
+  `jax.vjp` returns, without tracing the backward pass, where that reading is
+  exact; compare and suggest use it for their rows (core/trace/analysis.py
+  `row_view`).
+
+Why the linear program can tell: JAX transposes a checkpoint
+(ad_checkpoint.remat_transpose) by partially evaluating its body with the
+linear inputs unknown, re-running the known part (the recomputation) and
+transposing the rest. So the backward pass re-runs exactly the body's
+equations that read residuals and no tangent, which is what the walk counts
+in the backward jaxpr. This holds while
+
+- every checkpoint in the linear program is top level (a nested one is
+  transposed inside its parent's transposition and re-runs work again), and
+  the only other calls are `jit`s, whose outputs are followed one by one;
+- every equation that reads a tangent is a primitive in
+  `jaxcompat.primitives.TRANSPOSED_WITHOUT_WORK`: its transpose reads the
+  cotangent and adds no forward work (a custom_vjp's backward function, say,
+  may recompute from residuals).
+
+Anything else (scans, conds, loops, nested checkpoints, another primitive)
+gets None, and the caller traces the backward pass. tests/test_recompute.py
+checks the reading against that trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from remat_tui.core import jaxcompat as jc
+from remat_tui.core.costs import flops
+from remat_tui.core.jaxcompat.primitives import eqn_flops, has_own_rule, transposes_without_work
+
+
+@dataclass
+class Recomputation:
+    """Backward equations that re-run forward work: inside a remat (checkpoint)
+    equation's sub-jaxpr, computed from residuals without touching a cotangent."""
+
+    eqn_ids: set[int] = field(default_factory=set)  # id() of each such equation
+    count: int = 0  # leaf equations, once per call site (a shared jaxpr per use)
+    # their FLOPs (core/costs/flops.py rules): scan bodies x length, a cond's
+    # costliest branch, while bodies once (then exact is False)
+    flops: int = 0
+    flops_exact: bool = True
+
+
+def recomputation(jaxpr, residual_invars: set, cotangent_invars: set) -> Recomputation:
+    """The recomputation in a backward jaxpr whose inputs are the residuals
+    and the cotangents."""
+    return _read(jaxpr, residual_invars, cotangent_invars, linear=False)
+
+
+def from_linear(linear: jc.Linear) -> Recomputation | None:
+    """What the backward pass of `linear` (the linear program of a `jax.vjp`)
+    re-runs: its equation count and FLOPs as `recomputation` counts them in
+    the backward jaxpr (no equation ids: there is no backward jaxpr), or None
+    when only tracing the backward pass can tell."""
+    try:
+        return _read(linear.jaxpr, linear.residuals, linear.tangents, linear=True)
+    except _Unreadable:
+        return None
+
+
+class _Unreadable(Exception):
+    """The linear program holds something whose transposition is not modelled."""
+
+
+def _read(jaxpr, residuals, cotangents, linear: bool) -> Recomputation:
+    found = Recomputation()
+    cost = _Flow(found, linear).walk(jaxpr, set(residuals), set(cotangents), False)
+    found.flops, found.flops_exact = cost.flops, cost.exact
+    return found
+
+
+class _Flow:
+    """The walk: which values derive from residuals alone (`primal`) and which
+    from a cotangent, or in the linear program a tangent (`ct`), equation by
+    equation and into every body; primal work inside a remat body is
+    recomputation, counted into `found`.
+
+    In a backward jaxpr every equation is taken as it comes, and an equation
+    holding bodies gives all its outputs the kind its inputs give. In the
+    linear program (`linear`) only what the module docstring says is modelled
+    (anything else raises _Unreadable), and a call's outputs take the kinds of
+    its body's outputs one by one."""
+
+    def __init__(self, found: Recomputation, linear: bool):
+        self.found = found
+        self.linear = linear
+
+    def walk(self, jaxpr, primal: set, ct: set, in_remat: bool) -> flops.Count:
+        """Marks the recomputing equations of `jaxpr`; returns their FLOPs (one run)."""
+        cost = flops.Count()
+        for eqn in jaxpr.eqns:
+            cost += self._equation(eqn, primal, ct, in_remat)
+        return cost
+
+    def _equation(self, eqn, primal: set, ct: set, in_remat: bool) -> flops.Count:
+        calls = jc.bodies(eqn)
+        ins = [v for v in eqn.invars if isinstance(v, jc.Var)]
+        uses_ct = any(v in ct for v in ins)
+        uses_primal = any(v in primal for v in ins)
+        if self.linear:
+            _check_linear(eqn, calls, uses_ct, in_remat)
+        if uses_ct and uses_primal and jc.primitives.is_barrier(eqn):
+            # remat3 pins residuals and cotangents behind one barrier: each
+            # output is its own input, so residuals stay residuals.
+            for i, o in zip(eqn.invars, eqn.outvars, strict=True):
+                if isinstance(i, jc.Var):
+                    (ct if i in ct else primal if i in primal else set()).add(o)
+            return flops.Count()
+        leaf = not calls or has_own_rule(eqn)  # as flops.is_leaf
+        by_body = self.linear and bool(calls)  # outputs follow the body's, one by one
+        cost = flops.Count()
+        if not by_body and uses_ct:
+            ct.update(eqn.outvars)
+        elif not by_body and uses_primal:
+            primal.update(eqn.outvars)
+            if in_remat:
+                if not self.linear:
+                    self.found.eqn_ids.add(id(eqn))
+                self.found.count += not calls
+                if leaf:
+                    cost += flops.Count(eqn_flops(eqn))
+        inner_remat = in_remat or jc.is_remat(eqn)
+        inner: list[tuple] = []
+        for body in calls:
+            sub_primal, sub_ct = _body_inputs(body, primal, ct, uses_primal, uses_ct)
+            inner.append((body, self.walk(body.jaxpr, sub_primal, sub_ct, inner_remat)))
+            if by_body:
+                _body_outputs(body, eqn, sub_primal, sub_ct, primal, ct)
+        if inner and not leaf:  # scan x length, cond's costliest branch, ...
+            cost += flops.combine(eqn, inner)
+        return cost
+
+
+def _check_linear(eqn, calls, uses_ct: bool, in_remat: bool) -> None:
+    """In the linear program: a call must be a jit or a top-level checkpoint
+    with one body wired one to one, and an equation reading a tangent must
+    transpose without work; else _Unreadable."""
+    if calls:
+        top_remat = jc.is_remat(eqn) and not in_remat
+        wired = len(calls) == 1 and calls[0].inputs is not None and calls[0].outputs
+        if not (jc.is_jit(eqn) or top_remat) or not wired:
+            raise _Unreadable(jc.primitive_name(eqn))
+    elif uses_ct and not transposes_without_work(eqn):
+        raise _Unreadable(jc.primitive_name(eqn))
+
+
+def _body_inputs(body, primal: set, ct: set, uses_primal: bool, uses_ct: bool):
+    """(primal, ct) among the body's inputs: as the equation's inputs bound to
+    them are; with its wiring unknown, every input of the kind the equation's
+    inputs give (cotangent first)."""
+    sub = body.jaxpr
+    if body.inputs is None:  # unknown calling convention: be conservative
+        sub_ct = set(sub.invars) if uses_ct else set()
+        sub_primal = set(sub.invars) if uses_primal and not uses_ct else set()
+        return sub_primal, sub_ct
+    pairs = [(s, o) for s, o in zip(sub.invars, body.inputs, strict=True) if isinstance(o, jc.Var)]
+    return {s for s, o in pairs if o in primal}, {s for s, o in pairs if o in ct}
+
+
+def _body_outputs(body, eqn, sub_primal: set, sub_ct: set, primal: set, ct: set) -> None:
+    """Each output of a call takes the kind of the body's output it is."""
+    for inner, outer in zip(body.jaxpr.outvars, eqn.outvars, strict=True):
+        if not isinstance(inner, jc.Var):
+            continue
+        if inner in sub_ct:
+            ct.add(outer)
+        elif inner in sub_primal:
+            primal.add(outer)

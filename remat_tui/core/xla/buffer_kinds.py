@@ -1,0 +1,184 @@
+"""Provides what each buffer of a compiled program is, for the accounting of
+core/xla/memory_accounting.py (Contract 7's categories): the phase each
+instruction belongs to (forward or backward, from JAX's name stack in its
+op_name), the step where the backward part starts, the values the entry
+computation returns, and the chains of values XLA keeps in the same bytes one
+after another (an in-place update; a loop's carried value), judged as one.
+
+Categories (Contract 7): `argument` and `output` are the entry parameters and
+the values the program returns, with the bytes of their own allocations;
+`recomputed` is backward work inside a checkpoint's rematted computation
+(forward work done again); `residual` is forward work still live when the
+backward part starts; everything else is `temporary`. Forward and backward
+come from JAX's name stack in each instruction's op_name (`jvp(...)` and
+`transpose(...)`); an instruction XLA added (a copy, a bitcast) takes its
+operand's. The backward part starts at the split of the schedule into a
+forward then a backward part that the most instructions agree with (a
+backward op XLA hoists early does not move it). A value is judged with the
+buffer it belongs to: the values XLA keeps in the same bytes one after
+another with no gap (an in-place update; a loop's init, body parameter, body
+result and output), so a scan's stacked residual, live at a peak inside the
+forward loop as the body's parameter, is a residual, and a gradient
+accumulated in the output's buffer is output from its zeros on.
+
+What the metadata cannot tell: when XLA merges a forward computation with
+its recomputation (common subexpressions), one instruction carries one of
+the two op_names, and its buffer goes to that one's category.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from remat_tui.core.jaxcompat import hlo_text
+from remat_tui.core.jaxcompat.hlo_text import Frame
+from remat_tui.core.xla.occupancy import Placed
+
+
+def phases_of(module: hlo_text.Module) -> dict[str, tuple[str | None, str | None]]:
+    """Each instruction's (phase, op_name): its own op_name's, else (for what
+    XLA added with no metadata: copies, bitcasts, tuples) its first operand's."""
+    memo: dict[str, tuple[str | None, str | None]] = {}
+
+    def of(name: str, depth: int = 0) -> tuple[str | None, str | None]:
+        if name in memo:
+            return memo[name]
+        instruction = module.instructions.get(name)
+        if instruction is None:
+            return None, None
+        found = (hlo_text.phase(instruction.op_name), instruction.op_name)
+        if found[0] is None and instruction.opcode != "parameter" and depth < 32:
+            for operand in instruction.operands:
+                inherited = of(operand, depth + 1)
+                if inherited[0] is not None:
+                    found = inherited
+                    break
+        memo[name] = found
+        return found
+
+    for name in module.instructions:
+        of(name)
+    return memo
+
+
+def backward_from(sequence: tuple[str, ...], phases) -> int | None:
+    """The first step of the backward part: the split of the schedule into a
+    forward then a backward part that agrees with the most instructions'
+    phases (so a backward op XLA hoists early, a weight's transpose, does not
+    move it), at a backward instruction."""
+    marks = [phases.get(name, (None, None))[0] for name in sequence]
+    backward = [i for i, m in enumerate(marks) if m == "backward"]
+    if not backward:
+        return None
+    forward_before = [0]
+    for m in marks:
+        forward_before.append(forward_before[-1] + (m == "forward"))
+    total_backward = len(backward)
+    best, best_score = None, -1
+    for k, i in enumerate(backward):
+        score = forward_before[i] + (total_backward - k)
+        if score > best_score:
+            best, best_score = i, score
+    return best
+
+
+def live_out(module: hlo_text.Module) -> set[str]:
+    """Names of the instructions the entry computation returns (through its
+    root tuple)."""
+    root = module.instructions.get(module.root) if module.root else None
+    if root is None:
+        return set()
+    out = {root.name}
+    if root.opcode == "tuple":
+        out.update(root.operands)
+    return out
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Values XLA keeps in the same bytes one after another with no gap: a
+    buffer updated in place, or carried through a loop (the init, the body's
+    parameter, the body's result and the loop's output share one slice)."""
+
+    members: tuple[Placed, ...]  # by start
+
+    @property
+    def start(self) -> int:
+        return self.members[0].start
+
+    @property
+    def end(self) -> int:
+        return max(p.end for p in self.members)
+
+
+class Context:
+    def __init__(self, module, phases, backward_from, live_out, last, placed):
+        self.module, self.phases, self.live_out, self.last = module, phases, live_out, last
+        self.backward_from = backward_from
+        self.chain_of: dict[tuple[int, int], Chain] = {}
+        slices: dict[tuple[int, int, int], list[Placed]] = defaultdict(list)
+        for p in placed:
+            slices[(p.allocation.index, p.value.offset, p.value.size)].append(p)
+        for members in slices.values():
+            members.sort(key=lambda p: (p.start, p.end))
+            run: list[Placed] = []
+            for p in members:
+                if run and p.start > max(q.end for q in run):
+                    self._close(run)
+                    run = []
+                run.append(p)
+            self._close(run)
+
+    def _close(self, run: list[Placed]) -> None:
+        chain = Chain(tuple(run))
+        for p in run:
+            self.chain_of[(p.allocation.index, p.value.id)] = chain
+
+    def chain(self, p: Placed) -> Chain:
+        return self.chain_of.get((p.allocation.index, p.value.id)) or Chain((p,))
+
+    def nearest(self, p: Placed, has) -> Placed | None:
+        """p itself if `has(p)`, else the closest earlier member of its chain
+        that has it, else the closest later one."""
+        if has(p):
+            return p
+        members = self.chain(p).members
+        at = members.index(p) if p in members else 0
+        for q in [*reversed(members[:at]), *members[at + 1 :]]:
+            if has(q):
+                return q
+        return None
+
+    def phase(self, p: Placed) -> tuple[str | None, str | None]:
+        q = self.nearest(p, lambda q: self.phases.get(q.value.instruction, (None,))[0] is not None)
+        return self.phases.get((q or p).value.instruction, (None, None))
+
+    def stack(self, p: Placed) -> tuple[Frame, ...]:
+        def has(q):
+            instruction = self.module.instructions.get(q.value.instruction)
+            return bool(instruction and instruction.stack)
+
+        q = self.nearest(p, has)
+        return self.module.instructions[q.value.instruction].stack if q else ()
+
+    def category(self, p: Placed) -> str:
+        v, a, module = p.value, p.allocation, self.module
+        instruction = module.instructions.get(v.instruction)
+        if (
+            a.parameter is not None
+            and instruction is not None
+            and instruction.opcode == "parameter"
+            and instruction.computation == module.entry
+        ):
+            return "argument"
+        chain = self.chain(p)
+        if a.maybe_live_out and (chain.end >= self.last or v.instruction in self.live_out):
+            return "output"
+        phase, op_name = self.phase(p)
+        if hlo_text.recomputes(op_name):
+            return "recomputed"
+        b = self.backward_from
+        if phase == "forward" and b is not None and chain.start < b <= chain.end:
+            return "residual"
+        return "temporary"

@@ -1,0 +1,140 @@
+"""Provides the rich renderables of every result, what `__rich__` returns and
+`remat_tui.show` prints in a terminal: an analysis as the forward and backward
+jaxprs in two columns (as JAX's notebook's `print_fwd_bwd` prints them), the
+residual lines highlighted and marked, then the residual list in
+`print_saved_residuals`' words with bytes and a total; the searches as the
+text reports' tables."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.notebook import words
+from remat_tui.notebook.analysis_html import MAX_PANE_LINES, origin_says_more
+from remat_tui.registry import target_label
+from remat_tui.report import compiled as compiled_words
+from remat_tui.report import memory as memory_view
+from remat_tui.report.costs import (
+    any_measured,
+    columns,
+    compare_legend,
+    measured_ranks,
+    render_diff,
+    render_suggest,
+    row_cells,
+)
+from remat_tui.report.fit import render_fit
+from remat_tui.report.units import human_bytes, line_marks, origin, summary
+
+RESIDUAL = "on #5a4500"  # a dark amber behind residual lines (the app's colour, dimmed)
+RECOMPUTE = "on #1f2f5a"
+MARK = "bold yellow"
+
+
+def analysis(a: Analysis) -> Group:
+    title = Text.assemble(
+        ("remat-tui  ", "bold"),
+        (target_label(a.target_file, a.target_name), "bold cyan"),
+        "  policy ",
+        (a.policy, "bold"),
+        f"  {compiled_words.device_name(a.device)}",
+    )
+    panes = Table(show_header=True, header_style="bold green", box=None, padding=(0, 2, 0, 0),
+                  expand=True)  # fmt: skip
+    panes.add_column("forward computation (vjp):", ratio=1)
+    panes.add_column("backward computation:", ratio=1)
+    panes.add_row(pane(a.forward), pane(a.backward))
+    parts = [title, Text(summary(a)), *(Text(f"warning: {w}", "red") for w in a.warnings)]
+    head = compiled_words.headline(a)
+    if head is not None:
+        parts.append(Text("compiled: " + head, "bold"))
+    parts += [Text(""), panes, Text(""), residuals(a), Text("paste: " + a.python, "dim")]
+    return Group(*parts)
+
+
+def pane(view: JaxprView) -> Text:
+    out = Text(no_wrap=False, overflow="fold")
+    for i, line in enumerate(view.lines[:MAX_PANE_LINES]):
+        background = (
+            RESIDUAL if i in view.residual_lines
+            else RECOMPUTE if i in view.recompute_lines
+            else ""
+        )  # fmt: skip
+        out.append(line, background)
+        marks = line_marks(view, i)
+        if marks:
+            out.append("  " + marks, MARK)
+        out.append("\n")
+    hidden = len(view.lines) - MAX_PANE_LINES
+    if hidden > 0:
+        out.append(f"… {hidden:,} more lines\n", "dim")
+    out.rstrip()
+    return out
+
+
+def residuals(a: Analysis) -> Group:
+    """JAX's words for each residual, its bytes, where it was computed; the total."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  title="saved residuals (as jax.ad_checkpoint.print_saved_residuals prints them)",
+                  title_justify="left", title_style="bold")  # fmt: skip
+    table.add_column("", style=MARK)
+    table.add_column("bytes", justify="right")
+    table.add_column("residual", overflow="fold")
+    table.add_column("computed at", style="dim", overflow="fold")
+    for i, r in enumerate(a.residuals, 1):
+        host = " host" if r.memory == "host" else ""
+        said = origin(r) if origin_says_more(r) else ""
+        table.add_row(f"R{i}", human_bytes(r.bytes) + host, Text(r.text), Text(said))
+    t = a.totals
+    host = f" + {human_bytes(t.host_bytes)} on host" if t.host_bytes else ""
+    total = Text(
+        f"total: {t.count} residuals, {human_bytes(t.device_bytes)} on device{host}, "
+        f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments",
+        "bold",
+    )
+    return Group(table, total)
+
+
+def comparison(c) -> Group:
+    title = Text(
+        f"compare  {target_label(c.target_file, c.target_name)}  "
+        f"({len(c.rows)} configurations, {c.seconds:.1f} s)"
+    )
+    table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
+    rank = measured_ranks(c.rows) if any_measured(c.rows) else None
+    cells = [row_cells(r, rank) for r in c.rows]
+    heads = columns(c.rows)
+    shown = [i for i, h in enumerate(heads) if i == 0 or any(row[i] for row in cells)]
+    table.add_column("#", justify="right")
+    for i in shown:
+        table.add_column(heads[i] or "★", overflow="fold")
+    for k, (row, text) in enumerate(zip(c.rows, cells, strict=True), 1):
+        table.add_row(str(k), *(Text(text[i]) for i in shown), style="bold" if row.pareto else "")
+    return Group(table, Text(compare_legend(c.rows), "dim"))
+
+
+def suggestion(s) -> Text:
+    return Text(render_suggest(s, "text").rstrip("\n"))
+
+
+def diff(d) -> Text:
+    return Text(render_diff(d, "text").rstrip("\n"))
+
+
+def fit(f) -> Text:
+    return Text(render_fit(f, "text").rstrip("\n"))
+
+
+def compiled(c) -> Group:
+    table = Table(box=box.SIMPLE_HEAD, show_header=False, title=Text(words.headline(c)),
+                  title_justify="left", title_style="bold")  # fmt: skip
+    table.add_column("")
+    table.add_column("", justify="right")
+    for label, value in words.compiled_rows(c):
+        table.add_row(Text(label), Text(value))
+    lines = memory_view.text_lines(c.memory, c.memory_note)
+    return Group(table, *(Text(line) for line in lines))

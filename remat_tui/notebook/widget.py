@@ -1,0 +1,182 @@
+"""Provides `widget(f, *args, **kwargs)`: a live notebook view of one function,
+an anywidget (the `notebook` extra). Its state is synced traitlets:
+
+- `policy` (a spec, Contract 2), picked from `policy_choices` or typed;
+- `name_states`, {checkpoint_name: "recompute" | "save" | "offload"} for the
+  `names` the function defines: changing one composes the policy that saves
+  and offloads them (`save_only_these_names` or
+  `save_and_offload_only_these_names`), as the app's Names list does without
+  sites; picking a policy sets the states it implies (none, for a policy that
+  does not decide by name);
+- `device`, picked from `device_choices` (local devices, TPU topologies
+  with the tpu extra);
+- out: `html` (what `show` displays), `status`, `busy`, `error`.
+
+The function as written is analysed at once, as `show` does. Each change
+after that is answered by Live (live.py): at once when seen before, else in
+a background thread while the kernel runs other cells; the view shows the
+request and its elapsed time meanwhile. Python can drive it too
+(`w.policy = "dots_saveable"; w.wait()`), and `w.analysis` is the Analysis
+shown. Where the widget's script cannot run (GitHub, nbconvert without
+widget state) its display falls back to the last HTML shown.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import anywidget
+import traitlets
+
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.devices import available_devices
+from remat_tui.core.trace.configured import as_target
+from remat_tui.errors import RematError
+from remat_tui.notebook import analysis_html, hooks  # noqa: F401 (hooks: results display)
+from remat_tui.notebook.live import Live, Shown
+from remat_tui.registry import Target
+
+STATES = ("recompute", "save", "offload")
+
+
+def widget(f, *args, **kwargs) -> RematWidget:
+    """The live view of `f(*args, **kwargs)` (or of a Target, given alone)."""
+    if isinstance(f, Target) and not args and not kwargs:
+        return RematWidget(f)
+    return RematWidget(as_target(f, args, kwargs))
+
+
+def states_of(spec: policies.PolicySpec) -> dict[str, str]:
+    """What a names policy does to each name it names; {} for any other policy."""
+    if spec.kind not in ("save_only_these_names", policies.OFFLOAD_NAMES):
+        return {}
+    states = {name: "save" for name in spec.names}
+    states.update({name: "offload" for name in spec.offloaded})
+    return states
+
+
+class RematWidget(anywidget.AnyWidget):
+    _esm = pathlib.Path(__file__).with_name("widget.js")
+    _css = pathlib.Path(__file__).with_name("widget.css")
+
+    policy = traitlets.Unicode(policies.AS_WRITTEN).tag(sync=True)
+    policy_choices = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    names = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    name_states = traitlets.Dict().tag(sync=True)
+    device = traitlets.Unicode("").tag(sync=True)
+    device_choices = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    html = traitlets.Unicode("").tag(sync=True)
+    status = traitlets.Unicode("").tag(sync=True)
+    busy = traitlets.Bool(False).tag(sync=True)
+    error = traitlets.Unicode("").tag(sync=True)
+
+    def __init__(self, target: Target):
+        self.target = target
+        self.analysis = None  # the Analysis shown
+        self._composing = False  # set while a change of one control sets another
+        self.live = Live(target, analysis_html.render, self._show, self._fail)
+        devices = available_devices()
+        self._composing = True  # the initial values ask for nothing: one request follows
+        super().__init__(
+            policy_choices=[*policies.builtin_specs(), *target.policies],
+            device_choices=devices,
+            device=devices[0] if devices else "",
+        )
+        self._composing = False
+        self._request()
+        self.wait(None)  # the code as written, at once, as `show` shows it
+        if self.analysis is None:
+            raise RematError(self.error)
+
+    def wait(self, timeout: float | None = 120) -> bool:
+        """Block until the latest change is answered; False on timeout."""
+        return self.live.wait(timeout)
+
+    # ---- what the user changes ------------------------------------------------------------
+
+    @traitlets.observe("policy")
+    def _policy_changed(self, change) -> None:
+        if self._composing:
+            return
+        try:
+            spec = policies.parse(change["new"], self.target.policies)
+        except RematError as exc:
+            self.error = exc.message
+            return
+        self._set_quietly(name_states=states_of(spec))
+        self._request()
+
+    @traitlets.observe("name_states")
+    def _names_changed(self, change) -> None:
+        if self._composing:
+            return
+        states = change["new"]
+        bad = {n: s for n, s in states.items() if s not in STATES}
+        if bad:
+            self.error = f"name states {bad}: expected one of {', '.join(STATES)}"
+            return
+        saved = [n for n, s in states.items() if s == "save"]
+        offloaded = [n for n, s in states.items() if s == "offload"]
+        self._set_quietly(policy=policies.names_policy(saved, offloaded).canonical)
+        self._request()
+
+    @traitlets.observe("device")
+    def _device_changed(self, change) -> None:
+        if not self._composing:
+            self._request()
+
+    def _set_quietly(self, **values) -> None:
+        """Set traits without their observers asking for another analysis."""
+        self._composing = True
+        try:
+            for name, value in values.items():
+                setattr(self, name, value)
+        finally:
+            self._composing = False
+
+    def _request(self) -> None:
+        try:
+            config = Config.make(self.policy, None, self.device or None, self.target.policies)
+        except RematError as exc:
+            self.error = exc.message
+            return
+        self.error = ""
+        if config.policy not in self.policy_choices:
+            self.policy_choices = [*self.policy_choices, config.policy]
+        shown = self.live.request(config)
+        if shown is None:
+            self.busy = True
+            self.status = f"tracing {config.label()} …"
+
+    # ---- answers, from Live (a worker thread, or this one for a cached answer) -----------
+
+    def _show(self, shown: Shown) -> None:
+        a = shown.analysis
+        self.analysis = a
+        seen = [n for n in self.names]
+        seen += [n.name for n in a.names if n.name not in seen]
+        how = "from the cache" if shown.cached else f"traced in {shown.seconds:.2f} s"
+        with self.hold_sync():
+            self.names = seen
+            self.html = shown.html
+            self.error = ""
+            self.busy = False
+            self.status = f"{shown.config.label()} · {how}"
+
+    def _fail(self, config: Config, message: str) -> None:
+        with self.hold_sync():
+            self.error = message
+            self.busy = False
+            self.status = f"{config.label()} failed; showing the last good analysis"
+
+    # ---- where the widget's script cannot run -----------------------------------------
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        if self.html:
+            data = {**data, "text/html": self.html}
+        return data, metadata

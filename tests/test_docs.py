@@ -1,0 +1,65 @@
+"""The README stays the way in (short, the two commands, links that resolve),
+the test command it gives is the one CI and nox install, and no path of a
+development machine reaches a page a user reads."""
+
+import os
+import re
+
+from conftest import ROOT
+
+TEST_COMMAND = (
+    "python3 -m venv .venv && . .venv/bin/activate && "
+    "pip install -e '.[test,examples,tpu,notebook]' && python -m pytest"
+)
+USER_READ = ["README.md", "CONTRIBUTING.md", "bench/README.md", "mkdocs.yml"]
+MACHINE_PATH = re.compile(r"/work/|\.\./shared|/root/|/home/\w|/tmp/")
+
+
+def read(path: str) -> str:
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+        return f.read()
+
+
+def docs_files(*extensions: str) -> list[str]:
+    found = []
+    for folder, _, files in os.walk(os.path.join(ROOT, "docs")):
+        found += [
+            os.path.relpath(os.path.join(folder, f), ROOT)
+            for f in files
+            if f.endswith(extensions)
+        ]
+    return sorted(found)
+
+
+def test_readme_is_short_and_shows_the_two_commands():
+    readme = read("README.md")
+    assert len(readme.splitlines()) <= 200
+    blocks = re.findall(r"```sh\n(.*?)```", readme, flags=re.S)
+    lines = [line.strip() for block in blocks for line in block.splitlines()]
+    assert "remat-tui examples/mlp.py" in lines
+    assert TEST_COMMAND in lines
+    assert "![" in readme and "(docs/screenshot.svg)" in readme
+
+
+def test_ci_and_nox_install_what_the_readme_test_command_installs():
+    extras = re.search(r"pip install -e '(\.\[[^\]]*\])'", TEST_COMMAND)[1]
+    assert f"pip install --quiet -e '{extras}'" in read(".ci/run")
+    assert f'EXTRAS = "{extras}"' in read("noxfile.py")
+    assert "mkdocs build --strict" in read(".ci/run")
+
+
+def test_relative_links_resolve():
+    """Links in the files read on the repository's own pages (the site's
+    pages are checked by `mkdocs build --strict`)."""
+    for page in ("README.md", "CONTRIBUTING.md", "bench/README.md"):
+        folder = os.path.dirname(os.path.join(ROOT, page))
+        for target in re.findall(r"\]\(([^)#\s]+)", read(page)):
+            if re.match(r"[a-z]+://", target):
+                continue
+            assert os.path.exists(os.path.join(folder, target)), f"{page} links to {target}"
+
+
+def test_no_development_machine_path_where_users_read():
+    for path in USER_READ + docs_files(".md", ".svg"):
+        found = MACHINE_PATH.search(read(path))
+        assert found is None, f"{path} names {found[0]!r}"

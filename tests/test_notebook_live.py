@@ -1,0 +1,105 @@
+"""Live, the widget's requests: a new configuration is traced in a thread while
+the caller goes on, a request superseded before its trace ends is never
+shown, and a configuration seen before answers at once from the cache. The
+widget's own behaviour in a kernel is in test_notebook.py."""
+
+import threading
+
+import jax.numpy as jnp
+
+from remat_tui.core.setup.config import Config
+from remat_tui.core.trace.configured import as_target
+from remat_tui.notebook.live import Live
+
+
+def test_requests_never_block_and_superseded_answers_are_never_shown():
+    entered, gate = threading.Event(), threading.Event()
+    calls = []
+
+    def fn(x):
+        calls.append(threading.current_thread().name)
+        if len(calls) == 1:  # the first trace waits, in its thread, until released
+            entered.set()
+            assert gate.wait(60)
+        return jnp.sin(jnp.sin(x))
+
+    answers, errors = [], []
+    live = Live(
+        as_target(fn, (jnp.ones(3),), None),
+        render=lambda a: f"<p>{a.policy}</p>",
+        on_answer=answers.append,
+        on_error=lambda config, message: errors.append(message),
+    )
+    first, second = Config.make("as_written"), Config.make("nothing_saveable")
+    assert live.request(first) is None  # returned at once: the trace runs in a thread
+    assert entered.wait(60) and live.busy  # ... now held at the gate
+    assert live.request(second) is None
+    assert live.wait(60)
+    assert [a.config for a in answers] == [second] and not errors
+    assert answers[0].html == "<p>nothing_saveable</p>" and not answers[0].cached
+    gate.set()
+    for thread in live.threads:
+        thread.join(60)
+    assert [a.config for a in answers] == [second]  # the first never shown, even now
+
+    shown = live.request(second)  # seen before: at once, on this thread
+    assert shown is not None and shown.cached and answers[-1] is shown and not live.busy
+
+
+def test_a_failing_configuration_reports_its_error():
+    answers, errors = [], []
+    live = Live(
+        as_target(lambda x: jnp.sin(x), (jnp.ones(3, dtype=jnp.int32),), None),
+        render=str,
+        on_answer=answers.append,
+        on_error=lambda config, message: errors.append((config, message)),
+    )
+    assert live.request(Config.make("as_written")) is None
+    assert live.wait(60)
+    assert answers == [] and len(errors) == 1 and "int32" in errors[0][1]
+
+
+def _widget_or_skip():
+    import os
+
+    import pytest
+
+    try:
+        from remat_tui.notebook.widget import widget
+    except ImportError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but the widget cannot load: {exc}", pytrace=False)
+        pytest.skip(f"{exc}: the widget needs the notebook extra")
+    return widget
+
+
+def test_widget_names_compose_a_policy_and_a_seen_switch_is_instant():
+    from conftest import jax_saved_residuals
+    from jax.ad_checkpoint import checkpoint_name
+
+    widget = _widget_or_skip()
+
+    def f4(W1, W2, W3, x):
+        x = checkpoint_name(jnp.sin(jnp.dot(W1, x)), name="a")
+        x = checkpoint_name(jnp.sin(jnp.dot(W2, x)), name="b")
+        return checkpoint_name(jnp.sin(jnp.dot(W3, x)), name="c")
+
+    args = (jnp.ones((5, 4)), jnp.ones((6, 5)), jnp.ones((7, 6)), jnp.ones(4))
+    w = widget(f4, *args)
+    assert w.analysis is not None and w.names == ["a", "b", "c"] and w.name_states == {}
+    w.name_states = {"a": "save", "b": "offload", "c": "recompute"}
+    composed = (
+        "save_and_offload_only_these_names(names_which_can_be_saved=['a'], "
+        "names_which_can_be_offloaded=['b'], offload_src='device', offload_dst='pinned_host')"
+    )
+    assert w.policy == composed
+    assert w.wait(120) and not w.error
+    expected = jax_saved_residuals(f4, composed, args, {})
+    assert [r.text for r in w.analysis.residuals] == expected
+    assert any("<host>" in line for line in expected)
+
+    w.policy = "as_written"  # seen at the start: answered before the assignment returns
+    assert not w.busy and w.status.endswith("from the cache") and w.name_states == {}
+    assert [r.text for r in w.analysis.residuals] == jax_saved_residuals(
+        f4, "as_written", args, {}
+    )
