@@ -47,8 +47,11 @@ async def test_the_footer_follows_keys_that_do_change():
 
 async def test_a_burst_of_policy_keys_traces_where_it_ends(monkeypatch):
     # The keys arrive at one instant of the bursts' clock, however slowly a
-    # loaded machine types them: the test does not lean on time.
+    # loaded machine types them, and a burst ends only after a pause far longer
+    # than any gap between two key presses (the end-of-burst timer runs on real
+    # time): the test does not lean on time.
     monkeypatch.setattr(analyses, "time", SimpleNamespace(monotonic=lambda: 1000.0))
+    monkeypatch.setattr(analyses, "BURST_SECONDS", 3.0)
     app = RematApp(example("mlp.py"))
     traced: list[str] = []
     async with app.run_test(size=SIZE) as pilot:
