@@ -121,8 +121,11 @@ async def test_d_offers_the_topologies_and_p_compiles_for_the_chip(tpu):
         await wait_compiled(app, pilot, 2)
         chip = app.compiles.known[shown_key(app)]
         assert chip.device == tpu and chip.devices == 1  # unsharded: one chip
-        assert chip.peak_source == cpu.peak_source == "sum"  # HBM's alone, on TPU
-        assert chip.backend_peak_bytes >= chip.peak_bytes
+        # On TPU, HBM's peak over XLA's schedule; XLA's own peak counts every
+        # memory at one moment (VMEM too), never less than HBM's alone.
+        assert (chip.peak_source, cpu.peak_source) == ("live", "sum")
+        assert chip.peak_bytes == chip.memory["peak_bytes"]
+        assert chip.peak_bytes <= chip.backend_peak_bytes
         args, kwargs = resolve_arguments(app.target)
         leaves = jax.tree_util.tree_leaves((args, kwargs))
         exact = sum(math.prod(x.shape) * x.dtype.itemsize for x in leaves)

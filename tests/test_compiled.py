@@ -289,9 +289,11 @@ def test_deviceless_tpu_compile_of_a_small_model(tpu):
     assert a.device["chips"] == 4
     c = a.compiled
     assert c.device == "tpu:v5e:2x2" and c.devices == 1
-    # The peak is HBM's alone; the backend's own adds the temporaries kept in VMEM.
-    assert c.peak_source == "sum" and c.peak_bytes > 0
-    assert c.peak_bytes == c.argument_bytes + c.output_bytes + c.temp_bytes - c.alias_bytes
+    # The peak is HBM's alone, at one step of XLA's schedule; the backend's own
+    # adds the temporaries kept in VMEM at that moment.
+    live_always = c.argument_bytes + c.output_bytes - c.alias_bytes
+    assert c.peak_source == "live"
+    assert live_always <= c.peak_bytes <= live_always + c.temp_bytes
     assert c.backend_peak_bytes >= c.peak_bytes
     assert c.argument_bytes == 4 * (LAYERS * WIDTH * WIDTH + BATCH * WIDTH)
     assert c.generated_code_bytes > 0

@@ -69,20 +69,25 @@ def test_the_peak_is_hbms_and_vmem_stands_beside_it(chip, target_file, remat_tui
     namespace: dict = {}
     exec(compile(SOURCE, target_file, "exec"), namespace)
     stats = by_hand(namespace["f"], namespace["example"](), chip)
-    hbm = (
-        stats.argument_size_in_bytes + stats.output_size_in_bytes
-        + stats.temp_size_in_bytes - stats.alias_size_in_bytes
-    )  # fmt: skip
-    # The headline peak is HBM's, and where the peak goes accounts for it.
-    assert compiled["peak_bytes"] == hbm
-    assert memory["peak_bytes"] == pytest.approx(compiled["peak_bytes"], rel=0.01)
+    live_always = (
+        stats.argument_size_in_bytes + stats.output_size_in_bytes - stats.alias_size_in_bytes
+    )
+    allocated = live_always + stats.temp_size_in_bytes
+    # The headline peak is HBM's most at one step of XLA's schedule: never less
+    # than the arguments and outputs, never more than XLA's allocations (whose
+    # temps JAX 0.12 counts in every memory) nor than XLA's own peak (every
+    # memory at one moment). Where the peak goes accounts for it.
+    peak = compiled["peak_bytes"]
+    assert compiled["peak_source"] == "live"
+    assert live_always <= peak <= min(allocated, stats.peak_memory_in_bytes)
+    assert memory["peak_bytes"] == peak
     # VMEM holds the rest of XLA's own figure, which adds the two.
     spaces = {s["space"]: s for s in memory["other_spaces"]}
     assert "vmem" in spaces and spaces["vmem"]["peak_bytes"] > 0
-    total = compiled["peak_bytes"] + sum(s["peak_bytes"] for s in memory["other_spaces"])
+    total = peak + sum(s["peak_bytes"] for s in memory["other_spaces"])
     assert compiled["backend_peak_bytes"] == stats.peak_memory_in_bytes
     assert total == pytest.approx(stats.peak_memory_in_bytes, rel=0.01)
-    assert stats.peak_memory_in_bytes > 1.5 * hbm  # the two memories really were mixed
+    assert stats.peak_memory_in_bytes > 1.5 * peak  # the two memories really were mixed
     # The 32 MiB tanh, at the user's line, is VMEM's.
     tanh_line = SOURCE.splitlines().index("    h = jnp.tanh(a @ b)  # TANH") + 1
     tanh = [
@@ -116,5 +121,6 @@ def test_a_budget_weighs_hbm_alone(chip):
         jax.ShapeDtypeStruct((4096, 256), jnp.float32),
     )
     c = compile_costs(Target(fn=f, name="f", args=lambda: args), Config(device=TOPOLOGY))
-    assert c.peak_bytes < c.backend_peak_bytes
-    assert c.peak_bytes == c.argument_bytes + c.output_bytes + c.temp_bytes - c.alias_bytes
+    assert c.peak_source == "live" and c.peak_bytes < c.backend_peak_bytes
+    live_always = c.argument_bytes + c.output_bytes - c.alias_bytes
+    assert live_always <= c.peak_bytes <= live_always + c.temp_bytes

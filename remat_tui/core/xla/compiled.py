@@ -1,12 +1,15 @@
-"""Provides `compile_costs` (Contract 6, "compiled"): what XLA says the gradient
-of a target, as configured, needs on a device.
+"""Provides `compile_costs` (Contract 6, "compiled"): what XLA says the step a
+training loop runs needs on a device, for a target as configured.
 
-The gradient is `jax.vjp` of the configured function (site overrides and the
-outer policy, the function `analyze` traces: configured.configured_function)
-applied to a cotangent of ones, under `jax.jit`. It is lowered with the
-example arguments' shapes (ShapeDtypeStructs: nothing is allocated) and
-compiled for the chosen device, never run; `memory_analysis()` and
-`cost_analysis()` of the executable are the numbers.
+The step is the loss and its gradient of the configured function (site
+overrides and the outer policy, the function `analyze` traces:
+configured.configured_function): `jax.vjp` applied to a cotangent of ones,
+its output kept, which for a scalar loss is `jax.value_and_grad`; or, for a
+target that trains, its whole training step (core/xla/lowering.py). It is
+lowered with the example arguments' shapes (ShapeDtypeStructs: nothing is
+allocated) and compiled for the chosen device, not run (core/xla/measure.py
+runs it, when asked); `memory_analysis()` and `cost_analysis()` of the
+executable are the numbers.
 
 Where it compiles: an unsharded target for the chosen device alone (one chip
 of a TPU topology); a target whose example arguments are sharded over several
@@ -16,14 +19,23 @@ devices, and the numbers are then per device. A deviceless TPU topology
 for its chips.
 
 `peak_bytes` is the peak of the device's main memory (HBM; RAM on CPU), the
-memory a budget is spent on: argument + output + temp - alias, XLA's sizes
-of that memory's allocations. The backend's own `peak_memory_in_bytes` is
-kept beside it (`backend_peak_bytes`): on TPU it adds the temporaries XLA
-keeps in VMEM, another memory (measured on a deviceless v5e compile: 56 MiB
-of HBM + 74 MiB of VMEM = 130 MiB), and on CPU it leaves the temps out. With
-the memory breakdown (`memory=True`) each other memory space has its own
-peak and buffers (`memory["other_spaces"]`), and `spaces_note` says why,
-where the spaces do not add up to the backend's figure within 1%.
+memory a budget is spent on. On CPU (and GPU) it is argument + output +
+temp - alias, XLA's sizes of that memory's allocations (`peak_source`
+"sum"). On TPU those sizes are not HBM's: JAX 0.10's libtpu leaves its
+preallocated temporaries out of `temp_size_in_bytes` and JAX 0.12's counts
+every memory's, VMEM included, and both count the temporaries' whole heap
+(measured on bench/gpt_v5e.py's gpt_quick for v5e: a sum of 2.09 GB on JAX
+0.10 and 2.31 GB on 0.12, against 1.65 GB of HBM live at its peak on both).
+So a TPU compile always keeps XLA's dump, and `peak_bytes` is the most HBM
+holds at one step of XLA's schedule (`peak_source` "live",
+core/xla/memory.py); the sum stands only where the dump could not be read.
+The backend's own `peak_memory_in_bytes` is kept beside it
+(`backend_peak_bytes`): on TPU it is every memory at one moment, VMEM too
+(measured: the example MLP's 389 KiB of HBM + 200 KiB of VMEM), never less
+than HBM's peak; on CPU it leaves the temps out. With the memory breakdown
+(`memory=True`) each other memory space has its own peak and buffers
+(`memory["other_spaces"]`), and `spaces_note` says why, where the spaces do
+not add up to the backend's figure within 1%.
 
 A compile that runs out of the device's memory is a result, not an error
 (Contract 8): `fits` is False, with the bytes XLA said it needed where its
@@ -92,9 +104,10 @@ class Compiled(Displayable):
         generated_code_bytes: the executable.
         host_temp_bytes: temporaries in host memory (offloading).
         peak_bytes: the most the step needs at once in the device's main
-            memory (HBM; RAM on CPU): argument + output + temp - alias.
-        peak_source: `"sum"` (as above); for a compile that did not fit,
-            `"needed"` (what XLA said) or `"unknown"`.
+            memory (HBM; RAM on CPU): argument + output + temp - alias, or
+            on TPU the most HBM holds at one step of XLA's schedule.
+        peak_source: `"sum"` or `"live"` (as above); for a compile that did
+            not fit, `"needed"` (what XLA said) or `"unknown"`.
         flops: XLA's `cost_analysis` FLOPs (a loop body counted once), or None.
         seconds: how long lowering and compiling took.
         fits: False when XLA ran out of the device's memory compiling it.
@@ -124,8 +137,8 @@ class Compiled(Displayable):
     alias_bytes: int
     generated_code_bytes: int
     host_temp_bytes: int
-    peak_bytes: int  # the main memory's: argument + output + temp - alias
-    peak_source: str  # "sum": as above; "needed"/"unknown" for a compile that did not fit
+    peak_bytes: int  # the main memory's: argument + output + temp - alias; live on TPU
+    peak_source: str  # "sum"/"live": as above; "needed"/"unknown": a compile that did not fit
     flops: float | None  # XLA's cost_analysis (a loop body counted once)
     seconds: float  # lowering and compiling
     fits: bool = True  # False: XLA ran out of the device's memory compiling it
@@ -256,8 +269,10 @@ def _compile(
             return CompiledStep(replace(known, step=step), None, step_lowered, leaves, abstract)
         check_cancelled(cancelled)
         executable = None
+        # TPU's peak is read from XLA's dump, so a TPU compile always keeps it.
+        dumped = memory or dev.platform == "tpu"
         try:
-            executable = compile_with_memory(lowered) if memory else lowered.compile()
+            executable = compile_with_memory(lowered) if dumped else lowered.compile()
         except Exception as exc:
             message = str(exc)
             if not out_of_memory(message):
@@ -268,8 +283,10 @@ def _compile(
             stats = executable.memory_analysis()
             result = _numbers(stats, _costs(executable), label, spanned, seconds)
             result = replace(result, loops=has_loops(executable.as_text()))
+            breakdown, why = memory_and_reason(executable, dev.platform) if dumped else (None, None)
+            if dev.platform == "tpu" and breakdown is not None:
+                result = replace(result, peak_bytes=breakdown.peak_bytes, peak_source="live")
             if memory:
-                breakdown, why = memory_and_reason(executable, dev.platform)
                 result = replace(
                     result,
                     memory=None if breakdown is None else breakdown.to_dict(),
