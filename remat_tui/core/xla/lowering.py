@@ -79,8 +79,8 @@ def _lowering(what: str):
 def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
     """One training step lowered for `abstract`, parameters and optimizer
     state donated, as a training loop runs it: the target's own `train_step`,
-    or the gradient (a cotangent of ones, as for the gradient alone) with
-    its optax optimizer's update applied, returning the loss too."""
+    or the loss and its gradient (`_gradient`) with its optax optimizer's
+    update applied, returning the loss too."""
     args, kwargs = jax.tree_util.tree_unflatten(in_tree, abstract)
     positions = _parameter_positions(target, args, what)
 
