@@ -90,7 +90,9 @@ def target(
         args: the example arguments: a tuple of arrays or
             `jax.ShapeDtypeStruct`s, or a zero-argument callable returning
             one. A callable with a parameter named `devices` is called with
-            the chosen device set's devices, to build a sharded mesh.
+            the chosen device set's devices, to build a sharded mesh. One
+            with a parameter named `batch` (its default the example's batch)
+            scales: `fit` calls it with other batch sizes.
         kwargs: the keyword arguments: a dict, or a callable returning one.
         name: the target's name; by default the callable's `__name__`.
         policies: extra policy names mapped to policy callables, which the
@@ -117,6 +119,8 @@ def target(
         TypeError: arguments that do not go together (`params` without
             `optimizer` or `train_step`, ...), or a callable with no usable
             name and no `name`.
+
+    Over 60 lines for this docstring, the users' reference; the code is 25.
     """
     _check_training(params, optimizer, train_step, opt_state)
     positions = (params,) if isinstance(params, int) else params
