@@ -112,6 +112,12 @@ def row_notes(row) -> list[str]:
     return out
 
 
+def notes_cell(row) -> str:
+    """The row's notes in one cell: sentences joined by semicolons, each
+    without its own full stop."""
+    return "; ".join(note.rstrip().rstrip(".") for note in row_notes(row))
+
+
 def most_at_peak(row) -> str:
     """The category holding the most of the compiled peak (`residual 48%`), or ''."""
     memory = (row.compiled or {}).get("memory")
@@ -199,7 +205,7 @@ def row_cells(row, rank: dict | None = None) -> tuple[str, ...]:
         most_at_peak(row),
         time_cell(row),
         config_label(row),
-        "; ".join(row_notes(row)),
+        notes_cell(row),
     ]
     if rank is not None:
         cells.insert(COLUMNS.index("est. step") + 1, measured_cell(row, rank))

@@ -41,8 +41,8 @@ from remat_tui.report.costs import (
     columns,
     legend_devices,
     measured_ranks,
+    notes_cell,
     row_cells,
-    row_notes,
 )
 from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit
 
@@ -120,7 +120,7 @@ def detail(row) -> dict[str, str]:
         "paste": row.python,
         "estimate": estimate_words(row.time) if row.time else "",
         "measured": measured_words(row.measured) if row.measured else "",
-        "notes": "; ".join(row_notes(row)),
+        "notes": notes_cell(row),
     }
 
 
