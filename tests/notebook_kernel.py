@@ -21,6 +21,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLE = os.path.join(ROOT, "examples", "remat_in_a_notebook.ipynb")
 
 
+def require_notebook_stack() -> None:
+    """Skip the calling test module without the notebook extra and the
+    kernel's packages, except in CI (CI set), where that fails."""
+    import pytest
+
+    try:
+        import anywidget  # noqa: F401
+        import nbclient  # noqa: F401
+        import nbformat  # noqa: F401
+    except ImportError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set but the notebook tests cannot run: {exc}", pytrace=False)
+        pytest.skip(
+            f"{exc}: pip install -e '.[test,notebook]' for the notebook tests",
+            allow_module_level=True,
+        )
+
+
 @contextlib.contextmanager
 def kernel_manager():
     """A KernelManager for a kernel of this interpreter."""

@@ -7,21 +7,12 @@ import copy
 import json
 import os
 
-import pytest
+from notebook_kernel import require_notebook_stack
 
-try:
-    import anywidget  # noqa: F401
-    import nbclient  # noqa: F401
-    import nbformat
-except ImportError as exc:
-    if os.environ.get("CI"):
-        pytest.fail(f"CI is set but the notebook tests cannot run: {exc}", pytrace=False)
-    pytest.skip(
-        f"{exc}: pip install -e '.[test,notebook]' for the notebook tests",
-        allow_module_level=True,
-    )
+require_notebook_stack()
 
-from notebook_kernel import EXAMPLE, execute
+import nbformat  # noqa: E402 (after the check that it is installed)
+from notebook_kernel import EXAMPLE, execute  # noqa: E402
 
 LARGEST_OUTPUT = 100_000  # bytes of one output's JSON
 LARGEST_FILE = 1_000_000

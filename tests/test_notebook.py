@@ -10,24 +10,14 @@ extra; skipped without them, except in CI (CI set), where that fails.
 """
 
 import json
-import os
 from html.parser import HTMLParser
 
 import pytest
+from notebook_kernel import require_notebook_stack
 
-try:
-    import anywidget  # noqa: F401
-    import nbclient  # noqa: F401
-    import nbformat  # noqa: F401
-except ImportError as exc:
-    if os.environ.get("CI"):
-        pytest.fail(f"CI is set but the notebook tests cannot run: {exc}", pytrace=False)
-    pytest.skip(
-        f"{exc}: pip install -e '.[test,notebook]' for the notebook tests",
-        allow_module_level=True,
-    )
+require_notebook_stack()
 
-from notebook_kernel import client, kernel_manager
+from notebook_kernel import client, kernel_manager  # noqa: E402 (after the check)
 
 SETUP = """
 import contextlib, io, json, re

@@ -170,7 +170,8 @@ def compile_costs(
     memory: bool = False,
     same_program: Callable[[jax.stages.Lowered], Compiled | None] | None = None,
 ) -> Compiled:
-    """Compile the gradient of `target` under `config` for its device (or
+    """Compile the step of `target` (the loss and its gradient, or its training
+    step) under `config` for its device (or
     `device`, a jax.Device, when given) and return XLA's numbers. `arguments`:
     (args, kwargs) already built from the target's factories, to reuse.
     `memory`: also read where the peak goes (Contract 7; XLA writes its record
