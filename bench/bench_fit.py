@@ -32,22 +32,28 @@ batch that fits (a trace of the step, a fraction of a second here).
 Measured (2 shared CPU cores, JAX 0.10.2, libtpu for v5e), the same answer on
 both sides for all five configurations:
 
-    as written                        fit  2 + 1 refused,  86 s (32R 16> 15)    by hand 5 + 1, 317 s
-    the same, spelled at the site     fit  0 (3 the same program), 1 s          by hand 5 + 1, 128 s
-    nothing_saveable                  fit  4 + 3 refused, 162 s (32 37 74R 55R 46 50 51R)
-                                                                                by hand 3 + 4, 132 s
-    save_only_these_names('qkv')      fit  6,            331 s (32> 26> 25> 12 22 23>)
-                                                                                by hand 6,     249 s
-    dots_with_no_batch_dims_saveable  fit  2 + 1 refused,  52 s (32R 16> 15)    by hand 5 + 1, 126 s
+    as written                        fit 2 + 2 refused, 90 s (32R 16 24 25R)  by hand 2 + 4, 59 s
+    the same, spelled at the site     fit 0 (4 the same program), 1 s          by hand 2 + 4, 40 s
+    nothing_saveable                  fit 3 + 1 refused, 64 s (32 48 50 51R)   by hand 3 + 4, 84 s
+    save_only_these_names('qkv')      fit 4 + 3 refused, 98 s (32 34 68R 51R 42 45R 44)
+                                                                               by hand 3 + 4, 72 s
+    dots_with_no_batch_dims_saveable  fit 2 + 3 refused, 42 s (32R 16 24 26R 25R)
+                                                                               by hand 2 + 4, 41 s
 
-    total: fit 19 compiles (14 that fit the chip) in 632 s; by hand 31 (24) in 951 s
-    fit / by hand: compiles 0.61, compiles that fit the chip 0.58, time 0.66
+    total: fit 20 compiles (11 that fit the chip) in 295 s; by hand 32 (12) in 296 s
+    fit / by hand: compiles 0.62, compiles that fit the chip 0.92, time 1.00
 
-Where fit loses (nothing_saveable, qkv), XLA's TPU compiler rematerialises on
-its own as a program nears the chip's memory, so the peak flattens there and a
-line through two peaks overshoots; bisection happened to land well. An earlier
-version that also drew lines through what XLA said refused compiles needed
-took 25 compiles and 965 s against 31 and 1115 s (0.81, 0.86).
+fit runs first in each pair, so it pays the process's first compile (as
+written: 90 s against 59 s). With the peak weighed as HBM's live peak (XLA's
+own figure on this model), every answer sits at the chip's own limit: the
+batch after it is one XLA refuses, in about a second. So a bisection by hand
+wastes little time on the batches that do not fit, and fit saves compiles
+but not time here. With the peak weighed as XLA's allocation sizes (which
+overstate HBM: core/xla/compiled.py), the answers were 15 to 51 and every try
+a full compile: fit took 19 compiles and 632 s against 31 and 951 s (0.61,
+0.66). Where fit loses a compile (qkv), XLA's TPU compiler rematerialises on
+its own near the chip's memory, so the peak flattens there and a line
+through two peaks overshoots.
 """
 
 from __future__ import annotations
