@@ -31,6 +31,7 @@ from textual_plotext import PlotextPlot
 
 from remat_tui.app.footer import Footer
 from remat_tui.app.screens.suggest import BudgetTyped, parse_budget
+from remat_tui.app.screens.table_rows import highlighted_config
 from remat_tui.core.setup.config import Config
 from remat_tui.errors import RematError
 from remat_tui.report.fit import COLUMNS, cells, curve, progress_line, row_label
@@ -261,11 +262,9 @@ class FitScreen(Screen[Config | None]):
         self.dismiss(None)
 
     def action_open(self) -> None:
-        table = self.query_one(DataTable)
-        if not self.rows or table.cursor_row is None or not table.row_count:
-            return
-        key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
-        self.dismiss(self.rows[int(key)].config)
+        config = highlighted_config(self.query_one(DataTable), self.rows)
+        if config is not None:
+            self.dismiss(config)
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:

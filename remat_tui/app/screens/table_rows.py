@@ -1,0 +1,16 @@
+"""Provides `highlighted_config`: the configuration of the row under a
+table's cursor, for the screens whose tables list configurations (compare,
+fit), each row keyed by its index in the screen's rows."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable
+
+
+def highlighted_config(table: DataTable, rows: list):
+    """The `config` of the row under `table`'s cursor, or None when there is
+    none (no rows yet, or no cursor)."""
+    if not rows or table.cursor_row is None or not table.row_count:
+        return None
+    key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+    return rows[int(key)].config
