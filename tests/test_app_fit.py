@@ -2,6 +2,7 @@
 searched first, the chart's lines, a budget the App keeps, escape stopping
 the search with its rows kept, and a row opened in the main screen."""
 
+from conftest import wait_for
 from test_app import SIZE, settle
 from textual.widgets import DataTable, Input
 
@@ -22,13 +23,8 @@ def f(ws, x):
 """
 
 
-async def until(pilot, ready, what: str):
-    """Wait, redrawing, until `ready()`: the screen's worker answers."""
-    for _ in range(2400):
-        await pilot.pause(0.05)
-        if ready():
-            return
-    raise AssertionError(f"{what} never happened")
+# A bound on one search of the tiny model here, on a loaded machine.
+SEARCH_SECONDS = 120
 
 
 async def open_fit(app, pilot, budget: str) -> FitScreen:
@@ -50,7 +46,9 @@ async def test_fit_screen_rows_chart_and_open(write_target):
         shown = app.shown.config
         screen = await open_fit(app, pilot, "64KiB")
         assert app.opening.last_budget == "64KiB"  # the App keeps it for the next search
-        await until(pilot, lambda: screen.result is not None, "the search's end")
+        await wait_for(
+            pilot, lambda: screen.result is not None, "the search's end", timeout=SEARCH_SECONDS
+        )
         result = screen.result
         assert not result.cancelled and result.rows[0].best
         assert min(result.rows, key=lambda r: r.config != shown).config == shown
@@ -73,10 +71,15 @@ async def test_escape_stops_the_search_and_keeps_its_rows(write_target):
     app = RematApp(write_target(SCALES), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_fit(app, pilot, "64KiB")
-        await until(pilot, lambda: len(screen.rows) >= 1, "a first row")
+        await wait_for(pilot, lambda: len(screen.rows) >= 1, "a first row", timeout=SEARCH_SECONDS)
         await pilot.press("escape")
         assert isinstance(app.screen, FitScreen)  # the first escape stops, the screen stays
-        await until(pilot, lambda: screen.result is not None, "the stopped search's answer")
+        await wait_for(
+            pilot,
+            lambda: screen.result is not None,
+            "the stopped search's answer",
+            timeout=SEARCH_SECONDS,
+        )
         assert screen.result.cancelled
         assert 1 <= len(screen.result.rows) < 6  # fewer than the six policies searched
         assert [r.complete for r in screen.result.rows].count(False) <= 1
@@ -91,6 +94,8 @@ async def test_a_target_that_does_not_scale_says_so_in_place(write_target):
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_fit(app, pilot, "64KiB")
         status = screen.query_one("#fit-status")
-        await until(pilot, lambda: "fit failed" in str(status.render()), "the error")
+        await wait_for(
+            pilot, lambda: "fit failed" in str(status.render()), "the error", timeout=SEARCH_SECONDS
+        )
         assert "lambda batch=32" in str(status.render())
         assert app.shown is not None  # the app keeps its last good state

@@ -7,6 +7,10 @@ from __future__ import annotations
 from jax._src import ad_checkpoint, api_util, source_info_util
 from jax._src import core as core
 
+# The logger of the module that runs host callbacks: JAX logs a callback's
+# exception on it, with its traceback, before raising it to the caller.
+CALLBACK_LOGGER = "jax._src.callback"
+
 
 def dispatch():
     """JAX's dispatch module (its runtime effect tokens), imported on first use."""
@@ -22,4 +26,12 @@ def hardware_utils():
     return module
 
 
-__all__ = ["ad_checkpoint", "api_util", "core", "dispatch", "hardware_utils", "source_info_util"]
+__all__ = [
+    "CALLBACK_LOGGER",
+    "ad_checkpoint",
+    "api_util",
+    "core",
+    "dispatch",
+    "hardware_utils",
+    "source_info_util",
+]

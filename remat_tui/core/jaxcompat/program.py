@@ -51,17 +51,14 @@ def primitive_name(eqn) -> str:
     return eqn.primitive.name
 
 
-# JAX logs a host callback's exception, with its traceback, on the logger of
-# the module that runs callbacks before it raises it to the caller.
-_CALLBACK_LOGGER = "jax._src.callback"
-
-
 @contextlib.contextmanager
 def callback_errors_unlogged():
     """While a compiled step runs for measuring: a host callback that raises
     is not also logged by JAX (with a traceback of the caller's frames); the
     error reaches the caller, which says it once."""
-    logger = logging.getLogger(_CALLBACK_LOGGER)
+    from remat_tui.core.jaxcompat.private import CALLBACK_LOGGER
+
+    logger = logging.getLogger(CALLBACK_LOGGER)
     before = logger.disabled
     logger.disabled = True
     try:
