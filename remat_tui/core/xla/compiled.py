@@ -72,9 +72,9 @@ from remat_tui.core.setup.devices import (
 )
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace.configured import check_cancelled
-from remat_tui.core.units import human_bytes
 from remat_tui.core.xla.lowering import Lowered, lower
 from remat_tui.core.xla.memory import compile_with_memory, memory_and_reason
+from remat_tui.core.xla.peak_notes import spaces_note
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -281,50 +281,29 @@ def _compile(
             result = does_not_fit(message, label, spanned, time.perf_counter() - start)
         else:
             seconds = time.perf_counter() - start
-            stats = executable.memory_analysis()
-            result = _numbers(stats, _costs(executable), label, spanned, seconds)
-            result = replace(result, loops=has_loops(executable.as_text()))
-            breakdown, why = memory_and_reason(executable, dev.platform) if dumped else (None, None)
-            if dev.platform == "tpu" and breakdown is not None:
-                result = replace(result, peak_bytes=breakdown.peak_bytes, peak_source="live")
-            if memory:
-                result = replace(
-                    result,
-                    memory=None if breakdown is None else breakdown.to_dict(),
-                    memory_note=why,
-                    spaces_note=None if breakdown is None else _spaces_note(result, breakdown),
-                )
+            result = _read(executable, dev.platform, label, spanned, seconds, dumped, memory)
     return CompiledStep(replace(result, step=step), executable, step_lowered, leaves, abstract)
 
 
-def _spaces_note(result: Compiled, breakdown) -> str | None:
-    """Why the main memory's peak and the other spaces' peaks do not add up
-    to the backend's own peak within 1%, when they do not."""
-    backend = result.backend_peak_bytes
-    others = breakdown.other_spaces
-    if not backend or not others:
-        return None
-    total = result.peak_bytes + sum(s.peak_bytes for s in others)
-    if abs(total - backend) <= 0.01 * backend:
-        return None
-    spaces = " + ".join(
-        [f"{human_bytes(result.peak_bytes)} of device memory"]
-        + [f"{human_bytes(s.peak_bytes)} of {s.space}" for s in others]
-    )
-    reserved = result.peak_bytes + sum(s.allocated_bytes for s in others)
-    if abs(reserved - backend) <= 0.01 * backend:
-        why = (
-            "XLA counts the other spaces' whole allocations, remat-tui the bytes live "
-            "at their peaks"
-        )
-    else:
-        why = (
-            "XLA's figure is its own accounting of the spaces at one moment, "
-            "remat-tui's each space at its own peak"
-        )
-    return (
-        f"{spaces} = {human_bytes(total)}, where XLA's peak_memory_in_bytes says "
-        f"{human_bytes(backend)}: {why}."
+def _read(executable, platform, label, spanned, seconds, dumped, memory) -> Compiled:
+    """XLA's numbers for a compiled executable; on TPU the peak HBM holds over
+    the schedule (from the dump); with `memory`, where the peak goes."""
+    result = _numbers(executable.memory_analysis(), _costs(executable), label, spanned, seconds)
+    result = replace(result, loops=has_loops(executable.as_text()))
+    if not dumped:
+        return result
+    breakdown, why = memory_and_reason(executable, platform)
+    if platform == "tpu" and breakdown is not None:
+        result = replace(result, peak_bytes=breakdown.peak_bytes, peak_source="live")
+    if not memory:
+        return result
+    if breakdown is None:
+        return replace(result, memory_note=why)
+    return replace(
+        result,
+        memory=breakdown.to_dict(),
+        memory_note=why,
+        spaces_note=spaces_note(result.peak_bytes, result.backend_peak_bytes, breakdown),
     )
 
 

@@ -1,7 +1,8 @@
 """Provides peak_note: the one sentence, built from two compiled peaks'
 make-up (Contract 7's `memory`), on why a peak moved so much less than the
 residual bytes (compare, suggest, the diff, and the code as written against a
-policy).
+policy); and spaces_note: why one compile's memory spaces do not add up to
+XLA's own peak.
 """
 
 from __future__ import annotations
@@ -86,3 +87,34 @@ def _largest_temporary(memory: dict) -> str:
     source = max(temps, key=lambda b: b["bytes"])["source"]
     function = f" ({source['function']})" if source.get("function") else ""
     return f" (the largest made at {source['file'].rsplit('/', 1)[-1]}:{source['line']}{function})"
+
+
+def spaces_note(peak_bytes: int, backend_peak_bytes: int | None, breakdown) -> str | None:
+    """Why the main memory's peak and the other spaces' peaks do not add up
+    to the backend's own peak within 1%, when they do not."""
+    backend = backend_peak_bytes
+    others = breakdown.other_spaces
+    if not backend or not others:
+        return None
+    total = peak_bytes + sum(s.peak_bytes for s in others)
+    if abs(total - backend) <= 0.01 * backend:
+        return None
+    spaces = " + ".join(
+        [f"{human_bytes(peak_bytes)} of device memory"]
+        + [f"{human_bytes(s.peak_bytes)} of {s.space}" for s in others]
+    )
+    reserved = peak_bytes + sum(s.allocated_bytes for s in others)
+    if abs(reserved - backend) <= 0.01 * backend:
+        why = (
+            "XLA counts the other spaces' whole allocations, remat-tui the bytes live "
+            "at their peaks"
+        )
+    else:
+        why = (
+            "XLA's figure is its own accounting of the spaces at one moment, "
+            "remat-tui's each space at its own peak"
+        )
+    return (
+        f"{spaces} = {human_bytes(total)}, where XLA's peak_memory_in_bytes says "
+        f"{human_bytes(backend)}: {why}."
+    )
