@@ -278,6 +278,10 @@ def test_cli_ctrl_c_during_a_trace_exits_130(remat_tui_cmd, bad):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: ctrl+c's default action, even where these tests
+        # were started as a background job (whose shell ignores SIGINT, and
+        # a child inherits an ignored signal).
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 120
