@@ -271,17 +271,22 @@ def test_cli_output_over_an_existing_file(remat_tui_cmd, tmp_path):
 
 def test_cli_ctrl_c_during_a_trace_exits_130(remat_tui_cmd, bad):
     mark = bad / "tracing"
+    # As from a terminal: ctrl+c's default action, even where these tests were
+    # started as a background job (whose shell ignores SIGINT, and a child
+    # inherits an ignored signal). Reset in a launcher that then execs the
+    # command, not in preexec_fn: forking this multithreaded process to run
+    # Python before exec can deadlock.
+    launcher = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "os.execv(sys.argv[1], sys.argv[1:])"
+    )
     proc = subprocess.Popen(
-        [remat_tui_cmd, "report", "slow.py"],
+        [sys.executable, "-c", launcher, remat_tui_cmd, "report", "slow.py"],
         cwd=bad,
         env={**os.environ, "SLOW_MARK": str(mark)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        # As from a terminal: ctrl+c's default action, even where these tests
-        # were started as a background job (whose shell ignores SIGINT, and
-        # a child inherits an ignored signal).
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 120
