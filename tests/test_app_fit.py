@@ -2,12 +2,15 @@
 searched first, the chart's lines, a budget the App keeps, escape stopping
 the search with its rows kept, and a row opened in the main screen."""
 
+import threading
+
 from conftest import wait_for
 from test_app import SIZE, settle
 from textual.widgets import DataTable, Input
 
 from remat_tui.app.main import RematApp
 from remat_tui.app.screens.fit import FitScreen
+from remat_tui.core.search import fit as fit_module
 from remat_tui.core.xla import compiled, programs
 from remat_tui.report.fit import cells
 
@@ -64,8 +67,20 @@ async def test_fit_screen_rows_chart_and_open(write_target):
         assert app.shown.config == result.rows[1].config
 
 
-async def test_escape_stops_the_search_and_keeps_its_rows(write_target):
-    # Nothing known from the test before: every program is compiled (takes time).
+async def test_escape_stops_the_search_and_keeps_its_rows(write_target, monkeypatch):
+    # The search holds after its first row until escape is pressed: on a fast
+    # machine it could otherwise end before the key arrives.
+    escaped = threading.Event()
+    real_fit = fit_module.fit
+
+    def held_fit(*args, on_row, **kwargs):
+        def row_then_hold(row):
+            on_row(row)
+            escaped.wait(timeout=SEARCH_SECONDS)
+
+        return real_fit(*args, on_row=row_then_hold, **kwargs)
+
+    monkeypatch.setattr(fit_module, "fit", held_fit)
     compiled.clear_cache()
     programs.clear()
     app = RematApp(write_target(SCALES), show_timings=False)
@@ -73,6 +88,7 @@ async def test_escape_stops_the_search_and_keeps_its_rows(write_target):
         screen = await open_fit(app, pilot, "64KiB")
         await wait_for(pilot, lambda: len(screen.rows) >= 1, "a first row", timeout=SEARCH_SECONDS)
         await pilot.press("escape")
+        escaped.set()
         assert isinstance(app.screen, FitScreen)  # the first escape stops, the screen stays
         await wait_for(
             pilot,
