@@ -46,6 +46,28 @@ def test_report_to_file(remat_tui_cmd, tmp_path):
     assert out.read_text().startswith("<!DOCTYPE html>")
 
 
+def test_report_to_a_fifo_reaches_its_reader(remat_tui_cmd, tmp_path):
+    """`-o` on a FIFO writes into it (a rename would leave a regular file there
+    and its reader with nothing), as `-o /dev/null` must leave the device."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()), daemon=True)
+    reader.start()
+    try:
+        proc = run(remat_tui_cmd, "report", example("mlp.py"), "--format", "md", "-o", str(fifo))
+    finally:
+        reader.join(timeout=60)
+        if reader.is_alive():  # nothing was written to the FIFO: release its reader
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert proc.returncode == 0, proc.stderr
+    assert received and received[0].startswith("#") and "saved residuals" in received[0].lower()
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
 def test_python_dash_m(tmp_path):
     import sys
 

@@ -140,3 +140,68 @@ def test_folder_refuses_new_files(tmp_path, monkeypatch, err, message):
     monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
     with pytest.raises(RematError, match=message):
         write_atomic(str(tmp_path / "r.json"), "{}")
+
+
+# Anything that is not a regular file is written straight through, never
+# replaced: renaming over /dev/null as root once replaced the machine's
+# /dev/null with a regular file.
+
+
+def _no_replacing(monkeypatch):
+    """Make any attempt to create a temporary file or rename one fail loudly,
+    so a test that writes to a device cannot harm the machine."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("write_atomic tried to replace a path that is not a regular file")
+
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(os, "replace", refuse)
+    monkeypatch.setattr(os, "rename", refuse)
+
+
+def test_dev_null_is_written_through_and_stays_a_device(monkeypatch):
+    import stat
+
+    _no_replacing(monkeypatch)
+    assert write_atomic(os.devnull, NEW) == os.devnull
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+def test_a_fifo_is_written_through_and_its_reader_gets_the_report(tmp_path, monkeypatch):
+    import stat
+    import threading
+
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()), daemon=True)
+    reader.start()
+    _no_replacing(monkeypatch)
+    try:
+        write_atomic(str(fifo), NEW)
+    finally:
+        reader.join(timeout=30)
+        if reader.is_alive():  # nothing was written to the FIFO: release its reader
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert received == [NEW]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert os.listdir(tmp_path) == ["report.fifo"]
+
+
+def test_a_symlink_stays_a_link_and_its_target_gets_the_report(existing):
+    link = existing.parent / "latest.html"
+    link.symlink_to(existing.name)
+    assert write_atomic(str(link), NEW) == str(existing)
+    assert link.is_symlink() and os.readlink(link) == existing.name
+    assert existing.read_text() == NEW
+    assert (existing.stat().st_mode & 0o777) == 0o640
+    assert sorted(os.listdir(existing.parent)) == sorted([existing.name, link.name])
+
+
+def test_a_dangling_symlink_creates_its_target(tmp_path):
+    link = tmp_path / "latest.json"
+    link.symlink_to("reports.json")
+    write_atomic(str(link), "{}")
+    assert link.is_symlink() and (tmp_path / "reports.json").read_text() == "{}"

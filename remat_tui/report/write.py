@@ -1,15 +1,22 @@
-"""Provides atomic file writes: a temporary file in the same folder, then rename.
+"""Provides safe file writes: atomic for files, straight through for the rest.
 
-A reader never sees a half-written report, and an existing file is replaced
-only once the new one is complete and on disk: a write that fails part-way
-(a full disk, an I/O error, Ctrl+C) leaves the old file as it was and removes
-the temporary file.
+A regular file (or a path that does not exist yet) is written atomically: a
+temporary file in the same folder, then a rename, so a reader never sees a
+half-written report, and a write that fails part-way (a full disk, an I/O
+error, Ctrl+C) leaves the old file as it was and removes the temporary file.
+
+Anything else at the path (a device such as /dev/null, a FIFO, a socket,
+/dev/stdout) is opened and written straight through, as a shell's `>` does.
+Renaming over it would replace it: run as root, `-o /dev/null` once turned
+the machine's /dev/null into a regular file. A symlink is followed, and the
+file it points to is written, so the link stays a link.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 
 from remat_tui.errors import RematError
@@ -25,28 +32,58 @@ def _why(exc: OSError, folder: str) -> str:
 
 
 def write_atomic(path: str, data: str | bytes) -> str:
-    """Write `data` to `path` atomically; returns the absolute path written."""
-    path = os.path.abspath(os.path.expanduser(path))
+    """Write `data` to `path`: atomically where `path` is a regular file or
+    does not exist, straight through where it is anything else (a device, a
+    FIFO); returns the absolute path written (a symlink's target)."""
+    given = os.path.abspath(os.path.expanduser(path))
+    # A symlink's target is what a user means to write; renaming over the link
+    # would replace the link with a file.
+    path = os.path.realpath(given)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None  # nothing there yet: the folder checks below say what is wrong
+    except OSError as exc:
+        raise RematError(f"cannot write {given}: {_why(exc, os.path.dirname(path))}.") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise RematError(f"cannot write {given}: it is a folder; give a file name.")
+    if mode is not None and not stat.S_ISREG(mode):
+        return _write_through(given, path, payload)
+    return _write_replacing(given, path, payload, exists=mode is not None)
+
+
+def _write_through(given: str, path: str, payload: bytes) -> str:
+    """Write to a device, FIFO or socket as it is: never create, truncate
+    by rename, or remove anything there."""
+    try:
+        with open(path, "wb") as out:
+            out.write(payload)
+            out.flush()
+    except OSError as exc:
+        raise RematError(f"cannot write {given}: {_why(exc, os.path.dirname(path))}.") from None
+    return path
+
+
+def _write_replacing(given: str, path: str, payload: bytes, exists: bool) -> str:
+    """The atomic write of a regular file: a temporary file, then a rename."""
     folder = os.path.dirname(path)
     if not os.path.exists(folder):
-        raise RematError(f"cannot write {path}: folder {folder} does not exist.")
+        raise RematError(f"cannot write {given}: folder {folder} does not exist.")
     if not os.path.isdir(folder):
-        raise RematError(f"cannot write {path}: {folder} is a file, not a folder.")
-    if os.path.isdir(path):
-        raise RematError(f"cannot write {path}: it is a folder; give a file name.")
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise RematError(f"cannot write {path}: the file is read-only.")
-    payload = data.encode("utf-8") if isinstance(data, str) else data
+        raise RematError(f"cannot write {given}: {folder} is a file, not a folder.")
+    if exists and not os.access(path, os.W_OK):
+        raise RematError(f"cannot write {given}: the file is read-only.")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     except OSError as exc:
-        raise RematError(f"cannot write {path}: {_why(exc, folder)}.") from None
+        raise RematError(f"cannot write {given}: {_why(exc, folder)}.") from None
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(payload)
             out.flush()
             os.fsync(out.fileno())
-        if os.path.exists(path):
+        if exists:
             os.chmod(tmp, os.stat(path).st_mode & 0o777)
         else:
             umask = os.umask(0)
@@ -59,7 +96,7 @@ def write_atomic(path: str, data: str | bytes) -> str:
         except FileNotFoundError:
             pass
         if isinstance(exc, OSError):
-            raise RematError(f"cannot write {path}: {_why(exc, folder)}.") from None
+            raise RematError(f"cannot write {given}: {_why(exc, folder)}.") from None
         raise
     _sync_folder(folder)
     return path
