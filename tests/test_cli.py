@@ -112,6 +112,16 @@ BAD_FILES = {
             "expected a quoted name",
         ),
         ("device", [example("mlp.py"), "--device", "gpu:0"], "unknown device 'gpu:0'"),
+        (
+            "misspelt",
+            [example("mlp.py"), "--policy", "dots_savable"],
+            "unknown policy 'dots_savable'. Did you mean dots_saveable?",
+        ),
+        (
+            "misspelt_site",
+            [example("mlp.py"), "--site", "layer=save_only_these_nams('layer1')"],
+            "Did you mean save_only_these_names('layer1')?",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_clear_message(remat_tui_cmd, tmp_path, case, args, fragment):

@@ -117,3 +117,28 @@ def test_names_policy_composes_save_and_offload():
     assert policies.names_policy(["b", "a"], []).canonical == "save_only_these_names('a', 'b')"
     both = policies.names_policy(["a"], ["c"])
     assert both.kind == policies.OFFLOAD_NAMES and both.offloaded == ("c",)
+
+
+@pytest.mark.parametrize(
+    "text,meant",
+    [
+        ("dots_savable", "dots_saveable"),
+        ("jax.checkpoint_policies.nothing_savable", "nothing_saveable"),
+        ("save_only_these_nams('a', 'b')", "save_only_these_names('a', 'b')"),
+        ("save_from_both_policies(dots_savable, save_only_these_names('a'))", None),
+    ],
+)
+def test_a_misspelt_spec_says_what_was_probably_meant(text, meant):
+    """The parser itself proposes the closest spec that parses, so the CLI, the
+    API, the app and the notebook say it alike."""
+    with pytest.raises(RematError) as err:
+        policies.parse(text)
+    meant = meant or policies.did_you_mean(text).canonical
+    assert f"Did you mean {meant}?" in err.value.message
+    assert policies.parse(meant).canonical == meant
+
+
+def test_no_proposal_where_nothing_close_parses():
+    with pytest.raises(RematError) as err:
+        policies.parse("sometimes_saveable_at_random")
+    assert "Did you mean" not in err.value.message

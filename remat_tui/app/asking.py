@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from remat_tui.app.hints import with_suggestion
 from remat_tui.app.scene import Scene
 from remat_tui.app.shown_view import ShownView
 from remat_tui.app.sidebar import next_state
@@ -50,7 +49,7 @@ class Asking:
         try:
             spec = _spec(s, policy)
         except RematError as exc:
-            self.view().show_error(with_suggestion(exc.message, policy, s.target.policies))
+            self.view().show_error(exc.message)
             return
         self.want(s.wanted.with_policy(spec))
 

@@ -16,7 +16,7 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
-from remat_tui.app.hints import completions, did_you_mean
+from remat_tui.app.hints import completions
 from remat_tui.app.messages import ErrorShown, NameCycled, PolicyWanted, SiteWanted, TargetWanted
 from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
@@ -158,7 +158,7 @@ class RematCommands(Provider):
         """For a query that does not parse: what was probably meant, whole specs
         completing a partial one, and what is wrong with an attempt at a spec."""
         hits = []
-        meant = did_you_mean(query, c.declared)
+        meant = policies.did_you_mean(query, c.declared)
         if meant is not None:
             hits.append(
                 Hit(

@@ -16,7 +16,6 @@ import traceback
 
 from textual.app import App
 
-from remat_tui.app.hints import with_suggestion
 from remat_tui.app.messages import LoadFailed, Progress, TargetsLoaded
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import AS_WRITTEN, Config, parse_site_option
@@ -103,8 +102,7 @@ class Startup:
         try:  # the policy checked against this target's declared ones (a reload may drop one)
             spec = policies.parse(requested, target.policies)
         except RematError as exc:  # e.g. a name the target does not declare: say so, go on
-            message = with_suggestion(exc.message, requested, target.policies)
-            warnings.append(f"{message} Showing {policies.AS_WRITTEN} instead.")
+            warnings.append(f"{exc.message} Showing {policies.AS_WRITTEN} instead.")
             spec = AS_WRITTEN
         sites = wanted.config.site_specs
         if first and self.sites:  # --site, checked and made canonical once

@@ -8,6 +8,7 @@ spelling is the cache key and what reports print.
 from __future__ import annotations
 
 import ast
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -38,6 +39,12 @@ CALLABLE_FACTORIES = (*NAME_LISTS, OFFLOAD_NAMES, OFFLOAD_DOTS, BOTH)
 # JAX offloads a value from where it lives (device memory) to pinned host
 # memory, and treats any other destination kind as device memory.
 OFFLOAD_SRC, OFFLOAD_DST = ("device",), ("pinned_host",)
+OFFLOAD_KEYWORDS = (
+    "names_which_can_be_saved",
+    "names_which_can_be_offloaded",
+    "offload_src",
+    "offload_dst",
+)
 
 EXAMPLES = "e.g. dots_saveable, save_only_these_names('a', 'b') or as_written"
 
@@ -151,7 +158,58 @@ def parse(text: str, declared: dict[str, Callable] | None = None) -> PolicySpec:
             f"could not parse policy spec {text!r}: {exc.msg} at column "
             f"{exc.offset}; expected a policy, {EXAMPLES}."
         ) from None
-    return _Parser(source, {} if declared is None else declared).policy(tree.body)
+    declared = {} if declared is None else declared
+    try:
+        return _Parser(source, declared).policy(tree.body)
+    except RematError as exc:
+        meant = _respelt(source, tree, declared)
+        if meant is None:
+            raise
+        # Before the list of every policy, where a reader sees it first.
+        head, listed, known = exc.message.partition("; expected one of")
+        hint = f". Did you mean {meant.canonical}?"
+        message = f"{head}{hint} Expected one of{known}" if listed else f"{exc.message}{hint[1:]}"
+        raise RematError(message) from None
+
+
+def did_you_mean(text: str, declared: dict[str, Callable] | None = None) -> PolicySpec | None:
+    """`text` with each misspelt policy name or keyword replaced by the
+    closest known one, if that gives a spec that parses; else None."""
+    source = text.strip()
+    for prefix in ("jax.checkpoint_policies.", "checkpoint_policies."):
+        source = source.removeprefix(prefix)
+    try:
+        tree = ast.parse(source, mode="eval")
+    except SyntaxError:
+        return None
+    return _respelt(source, tree, {} if declared is None else declared)
+
+
+def _respelt(source: str, tree: ast.Expression, declared: dict) -> PolicySpec | None:
+    """The spec `source` probably meant (difflib's closest known word for
+    each unknown one), or None when no respelling parses. Every parse error
+    goes through here, so the CLI, the API and the app all say "did you
+    mean" alike."""
+    known = [AS_WRITTEN, *SIMPLE, *CALLABLE_FACTORIES, *declared]
+    edits = []  # (start, end, replacement) within `source`
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id not in known:
+            word, candidates = node.id, known
+        elif isinstance(node, ast.keyword) and node.arg and node.arg not in OFFLOAD_KEYWORDS:
+            word, candidates = node.arg, OFFLOAD_KEYWORDS
+        else:
+            continue
+        close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+        if close and node.lineno == 1:
+            edits.append((node.col_offset, node.col_offset + len(word), close[0]))
+    if not edits:
+        return None
+    for start, end, word in sorted(edits, reverse=True):
+        source = source[:start] + word + source[end:]
+    try:
+        return _Parser(source, declared).policy(ast.parse(source, mode="eval").body)
+    except (RematError, SyntaxError):
+        return None
 
 
 class AnyName(dict):
@@ -273,12 +331,7 @@ class _Parser:
         if node.args:
             self.fail(node.args[0], f"{OFFLOAD_NAMES} takes keyword arguments only.")
         kw = {k.arg: k.value for k in node.keywords}
-        allowed = {
-            "names_which_can_be_saved",
-            "names_which_can_be_offloaded",
-            "offload_src",
-            "offload_dst",
-        }
+        allowed = set(OFFLOAD_KEYWORDS)
         for k in node.keywords:
             if k.arg not in allowed:
                 self.fail(
