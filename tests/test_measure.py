@@ -3,6 +3,7 @@ timed; measured times rank; what cannot be measured says so, in the API and
 the CLI alike. Small programs only: each compiles in well under a second."""
 
 import json
+import re
 import subprocess
 
 import jax
@@ -193,7 +194,12 @@ def test_compare_measure_prints_both_times_and_ranks_by_the_measured(remat_tui_c
     head = proc.stdout.splitlines()[2]
     assert "est. step" in head and "measured" in head
     assert "#1 " in proc.stdout and "#5 " in proc.stdout
-    assert "measured: the fastest of 2 runs" in proc.stdout
+    # The measure page's promise: the minimum and the median of each row, and
+    # why the CPU gives no measured peak.
+    assert "measured: the fastest and the median of 2 runs" in proc.stdout
+    rows = [line for line in proc.stdout.splitlines() if re.search(r"#\d+ \d", line)]
+    assert len(rows) == 5 and all("(median " in line for line in rows)
+    assert "No measured peak: the cpu backend reports no memory statistics" in proc.stdout
     assert "left)" in proc.stderr or "[5/5]" in proc.stderr  # progress per configuration
     proc = run(remat_tui_cmd, "compare", example("mlp.py"), "--measure", "--runs", "2",
                "--policy", "nothing_saveable", "--format", "json")  # fmt: skip

@@ -146,14 +146,19 @@ def time_parts(t: dict) -> str:
 
 
 def measured_cell(row, rank: dict | None = None) -> str:
-    """`#1 1.23 ms`: the measured minimum and its rank among the measured
-    rows; `✗ did not fit when run`; `run failed`; or ''."""
+    """`#1 1.23 ms (median 1.25 ms)`: the measured minimum, its rank among the
+    measured rows, and the median; `✗ did not fit when run`; `run failed`; or ''."""
     m = row.measured
     if not m:
         return ""
     if m.get("min_seconds") is not None:
         place = f"#{rank[id(row)]} " if rank and id(row) in rank else ""
-        return f"{place}{human_seconds(m['min_seconds'])}"
+        cell = f"{place}{human_seconds(m['min_seconds'])}"
+        if m.get("median_seconds") is not None:
+            cell += f" (median {human_seconds(m['median_seconds'])})"
+        if m.get("peak_bytes") is not None:
+            cell += f", peak {human_bytes(m['peak_bytes'])}"
+        return cell
     return "✗ did not fit when run" if not m.get("fits", True) else "run failed"
 
 
@@ -182,9 +187,15 @@ def time_legend(rows) -> str:
     if measured:
         runs = next((m["runs"] for m in measured if m.get("runs")), 0)
         text += (
-            f" measured: the fastest of {runs} runs of the compiled step on the device, "
-            "after a warm-up (#1 the fastest); where a row was measured, that is its cost."
+            f" measured: the fastest and the median of {runs} runs of the compiled step on "
+            "the device, after a warm-up (#1 the fastest), and the peak memory the device "
+            "reached where it keeps statistics; where a row was measured, its fastest run is "
+            "its cost."
         )
+        # Said once for the table: on the CPU no row can have a measured peak.
+        unpeaked = {m["peak_note"] for m in measured if m.get("peak_note") and "min_seconds" in m}
+        if unpeaked and all(m.get("peak_bytes") is None for m in measured):
+            text += f" No measured peak: {'; '.join(sorted(unpeaked))}."
     return text
 
 
