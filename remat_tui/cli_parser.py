@@ -39,7 +39,10 @@ def target_options(parser: argparse.ArgumentParser) -> None:
         "--device",
         default=None,
         metavar="D",
-        help="device to analyse on, e.g. cpu:1 or tpu:v5e:2x2 (default: JAX's default)",
+        help=(
+            "device to analyse on, e.g. cpu:0, gpu:1 or tpu:v5e:2x2 (default: JAX's default; "
+            "cpu:1 and up need XLA_FLAGS=--xla_force_host_platform_device_count=N)"
+        ),
     )
 
 

@@ -63,3 +63,25 @@ def test_no_development_machine_path_where_users_read():
     for path in USER_READ + docs_files(".md", ".svg"):
         found = MACHINE_PATH.search(read(path))
         assert found is None, f"{path} names {found[0]!r}"
+
+
+def test_every_second_cpu_device_comes_with_the_flag_that_makes_it():
+    """JAX gives one CPU device unless XLA_FLAGS asks for more: a page that
+    shows `cpu:1` says how to get it in the same section, and the command it
+    shows runs as written (without the flag the test suite itself sets)."""
+    import subprocess
+
+    commands = []
+    for path in ["README.md", *docs_files(".md")]:
+        for section in re.split(r"\n#+ ", read(path)):
+            if re.search(r"cpu:[1-9]", section):
+                assert "xla_force_host_platform_device_count" in section, (path, section[:80])
+            for block in re.findall(r"```sh\n(.*?)```", section, flags=re.S):
+                commands += [c.strip() for c in block.splitlines() if re.search(r"cpu:[1-9]", c)]
+    assert commands, "no page shows a command on a second CPU device"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    for command in commands:
+        proc = subprocess.run(
+            command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, (command, proc.stderr[-2000:])
