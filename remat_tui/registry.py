@@ -119,9 +119,8 @@ def target(
         TypeError: arguments that do not go together (`params` without
             `optimizer` or `train_step`, ...), or a callable with no usable
             name and no `name`.
-
-    Over 60 lines for this docstring, the users' reference; the code is 25.
     """
+    # Long for its docstring, the users' reference on the API page; the code is 25 lines.
     _check_training(params, optimizer, train_step, opt_state)
     positions = (params,) if isinstance(params, int) else params
 

@@ -85,3 +85,42 @@ def test_every_second_cpu_device_comes_with_the_flag_that_makes_it():
             command, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
         )
         assert proc.returncode == 0, (command, proc.stderr[-2000:])
+
+
+def _api_pages_objects():
+    """Every object whose docstring the API and results pages render (their
+    `::: name` lines)."""
+    import importlib
+
+    for page in ("docs/reference/api.md", "docs/reference/results.md"):
+        for name in re.findall(r"^::: ([\w.]+)", read(page), flags=re.M):
+            module, _, attr = name.rpartition(".")
+            obj = getattr(importlib.import_module(module), attr)
+            yield name, obj
+            for member in vars(obj).values() if isinstance(obj, type) else ():
+                public = not getattr(member, "__name__", "_").startswith("_")
+                if public and getattr(member, "__doc__", None):
+                    yield f"{name}.{member.__name__}", member
+
+
+def test_the_api_pages_speak_to_users_not_to_maintainers():
+    """A docstring the API page renders says what the function does, not how
+    long its own code is (a note for maintainers belongs in a comment)."""
+    import inspect
+
+    maintainer_words = re.compile(r"\b(over|under) \d+ lines\b|\bthe code is \d+", re.I)
+    for name, obj in _api_pages_objects():
+        doc = inspect.getdoc(obj) or ""
+        assert not maintainer_words.search(doc), (name, maintainer_words.search(doc)[0])
+
+
+def test_reference_tables_keep_their_keys_whole():
+    """Material breaks inline code anywhere (`jax_versio` / `n` in the JSON
+    report's key column): the site's stylesheet keeps a table's keys whole."""
+    config = read("mkdocs.yml")
+    sheets = re.findall(r"^extra_css:\n((?:\s+- .*\n)+)", config, flags=re.M)
+    assert sheets, "mkdocs.yml names no extra stylesheet"
+    paths = re.findall(r"- (\S+)", sheets[0])
+    css = "".join(read(os.path.join("docs", p)) for p in paths)
+    rule = re.search(r"table[^{]*td:first-child code\s*\{([^}]*)\}", css)
+    assert rule and "white-space: nowrap" in rule[1] and "word-break: normal" in rule[1]

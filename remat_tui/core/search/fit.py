@@ -85,10 +85,9 @@ def fit(
     configuration compare weighs, `candidates`), with `sites` overriding the
     code's checkpoints, on `device`. `configs`: (Config, label) pairs to
     search instead; `first`: a configuration to search before the others
-    (the app's shown one). `on_row` hears each row as its search ends.
-
-    Over 60 lines for its signature, the API's and the app's options; its
-    body is the setup each search shares, then one loop over configurations."""
+    (the app's shown one). `on_row` hears each row as its search ends."""
+    # Long for its signature, the API's and the app's options; the body is the
+    # setup each search shares, then one loop over configurations.
     start_time = time.perf_counter()
     target = as_target(fn, args, kwargs)
     _check_numbers(budget, multiple, max_batch)
