@@ -67,6 +67,19 @@ def own_source(source_info, prefer_dir: str | None = None, fallback: bool = True
     return user_source(source_info) if fallback else None
 
 
+def frames_key(source_info):
+    """A hashable key of the frames behind an equation (their code and
+    position), or None. Equal for the equations of one body traced twice, and
+    for an equation JAX copies out of a body (a checkpoint's forward part
+    evaluated in place, a scan's loop invariants hoisted): those keep the
+    body's frames, which start where the body does."""
+    traceback = source_info.traceback
+    if traceback is None:
+        return None
+    codes, lastis = traceback.raw_frames()
+    return tuple(zip(codes, lastis, strict=True))
+
+
 def own_function_names(source_info) -> list[str]:
     """The functions of the user's own frames behind an equation, innermost first."""
     return [f.function_name for f in own_frames(source_info)]

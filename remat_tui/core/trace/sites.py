@@ -34,6 +34,7 @@ class FoundSite:
     steps: tuple[Step, ...]  # from the top jaxpr down to the jaxpr holding the equation
     index: int  # the remat equation's index in that jaxpr
     lines: frozenset[tuple[str, int]] = field(default_factory=frozenset)  # its body's lines
+    body: object = None  # the remat equation's body jaxpr
 
 
 def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[FoundSite]:
@@ -66,7 +67,8 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
                     called_at=called_at,
                     wrapper=wrapper,
                 )
-                found.append(FoundSite(site, steps, i, _body_lines(jc.remat_body(eqn), prefer_dir)))
+                body = jc.remat_body(eqn)
+                found.append(FoundSite(site, steps, i, _body_lines(body, prefer_dir), body))
             if not jc.differentiates_bodies(eqn):
                 continue
             for body in held:
