@@ -32,8 +32,6 @@ class Origins:
         self.prefer_dir = prefer_dir
         self.sites = sites  # FoundSite list, to tell which site computed a value
         self._producers: dict[int, dict] = {}
-        # frames_key -> [(innermost FoundSite holding it, its output types)], built on need
-        self._site_frames: dict | None = None
 
     def of(self, jaxpr, var) -> Origin:
         eqn, name, trip, per_iteration, outer = self._follow(jaxpr, var)
@@ -62,26 +60,22 @@ class Origins:
         line), or None: no site has one, or sites run from different lines
         do, alike in output types too (one library layer checkpointed at two
         places, with the same shapes: nothing tells which)."""
-        if self._site_frames is None:
-            self._site_frames = {}
-            for found in self.sites:  # outer before inner: an inner site replaces
-                if found.body is None or found.site.called_at is None:
-                    continue
-                for inner, _ in jc.nested_eqns(found.body):
-                    held = self._site_frames.setdefault(jc.frames_key(inner.source_info), [])
-                    held[:] = [h for h in held if not _encloses(h[0], found)]
-                    held.append((found, _out_types(inner)))
         key = jc.frames_key(eqn.source_info)
-        held = self._site_frames.get(key, []) if key else []
-        if len({f.site.called_at for f, _ in held}) > 1:
+        if key is None:
+            return None
+        held = [
+            f for f in self.sites if f.body is not None and f.site.called_at and key in f.frames()
+        ]
+        held = [f for f in held if not any(_encloses(f, inner) for inner in held)]
+        if len({f.site.called_at for f in held}) > 1:
             # Told apart by output types: JAX's derivative rules change the
             # primitive (square's makes a mul), rarely the types.
-            held = [h for h in held if h[1] == _out_types(eqn)]
-        lines = {f.site.called_at for f, _ in held}
+            types = tuple(jc.short(v.aval) for v in eqn.outvars)
+            held = [f for f in held if types in f.frames()[key]]
+        lines = {f.site.called_at for f in held}
         if len(lines) != 1:
             return None
-        sites = {f.site.id for f, _ in held}
-        return lines.pop(), sites.pop() if len(sites) == 1 else None
+        return lines.pop(), held[0].site.id if len(held) == 1 else None
 
     def _follow(self, jaxpr, var):
         """(computing equation or None, name, trip count, per-iteration aval,
@@ -166,10 +160,6 @@ def _jax_promotion(eqn) -> bool:
     """JAX's own broadcast of a scalar residual out of a shard_map body (the
     scalar a debug print reads, say): it holds the scalar's value."""
     return jc.primitives.is_scalar_promotion(eqn) and jc.user_source(eqn.source_info) is None
-
-
-def _out_types(eqn) -> tuple[str, ...]:
-    return tuple(jc.short(v.aval) for v in eqn.outvars)
 
 
 def _encloses(outer, inner) -> bool:

@@ -35,6 +35,19 @@ class FoundSite:
     index: int  # the remat equation's index in that jaxpr
     lines: frozenset[tuple[str, int]] = field(default_factory=frozenset)  # its body's lines
     body: object = None  # the remat equation's body jaxpr
+    _frames: dict | None = field(default=None, repr=False)
+
+    def frames(self) -> dict:
+        """jaxcompat.frames_key -> the output types of the body's equations
+        with those frames: how core/trace/origins.py tells what JAX copied out
+        of this body. Read once per primal program, on first need."""
+        if self._frames is None:
+            table: dict = {}
+            for eqn, _ in jc.nested_eqns(self.body):
+                types = tuple(jc.short(v.aval) for v in eqn.outvars)
+                table.setdefault(jc.frames_key(eqn.source_info), set()).add(types)
+            self._frames = table
+        return self._frames
 
 
 def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[FoundSite]:
