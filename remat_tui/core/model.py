@@ -8,7 +8,7 @@ jaxpr's equations (behind `source_lookup`) to find source lines on demand.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -137,13 +137,7 @@ class Wrapper:
     config: str | None
 
     def to_dict(self) -> dict:
-        return {
-            "call": self.call,
-            "wrapped": self.wrapped,
-            "policy": self.policy,
-            "policy_line": self.policy_line,
-            "config": self.config,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
