@@ -8,7 +8,7 @@ jaxpr's equations (behind `source_lookup`) to find source lines on demand.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -117,6 +117,30 @@ class SiteFlops:
 
 
 @dataclass(frozen=True)
+class Wrapper:
+    """The library call in the user's code that applies a site's checkpoint
+    (`nn.remat`, `nnx.remat`, `eqx.filter_checkpoint`), read from their source.
+
+    Attributes:
+        call: the function called, as written (`"nn.remat"`).
+        wrapped: what it wraps, as written (`"Encoder1DBlock"`), or None.
+        policy: its `policy=` argument as written, or None where it passes none.
+        policy_line: the line to change: that argument's (or the call's).
+        config: where `getattr(jax.checkpoint_policies, X)` reads the
+            policy's name, as written (`"self.remat_policy"`), or None.
+    """
+
+    call: str
+    wrapped: str | None
+    policy: str | None
+    policy_line: int
+    config: str | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class Site:
     """One `jax.checkpoint` application in the traced program (also
     `nnx.remat`, `nn.remat`, `eqx.filter_checkpoint`), inside scan, jit, cond
@@ -126,13 +150,16 @@ class Site:
         id: 1, 2, ... in program order: `sites={1: spec}`, `--site 1=SPEC`.
         function: the checkpointed function's name: `sites={"block": spec}`
             sets every site of it.
-        source: the user's line that applies the checkpoint, or None.
+        source: the user's line that applies the checkpoint (the wrapper's
+            call for a library's), or None.
         policy: the canonical spec of the policy written there, or
             `custom:<name>` for a policy remat-tui cannot name.
         trip_count: the product of the enclosing scans' lengths, or None
             outside loops.
         override: the spec the analysis applied there instead, or None.
         flops: its FLOPs (a `SiteFlops`).
+        called_at: the line that runs the checkpointed function, or None.
+        wrapper: the library call that applies it, or None.
     """
 
     id: int
@@ -142,6 +169,8 @@ class Site:
     trip_count: int | None  # product of enclosing scan lengths; None outside loops
     override: str | None = None  # what the analysis applied there instead
     flops: SiteFlops | None = None  # set by the analysis
+    called_at: Source | None = None  # where it runs (= source for jax.checkpoint)
+    wrapper: Wrapper | None = None  # nn.remat / nnx.remat / eqx.filter_checkpoint
     # `policy` parsed (a PolicySpec; None for custom:), and what the analysis
     # applied there (its override's PolicySpec, else the same): read by the app
     # for the name states there, never printed.
@@ -161,6 +190,8 @@ class Site:
             "trip_count": self.trip_count,
             "override": self.override,
             "flops": None if self.flops is None else self.flops.to_dict(),
+            "called_at": _source_dict(self.called_at),
+            "wrapper": None if self.wrapper is None else self.wrapper.to_dict(),
         }
 
 

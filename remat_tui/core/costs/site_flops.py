@@ -63,7 +63,7 @@ def _owners(bwd, sites: list[Site], prefer_dir, declared) -> dict[int, int]:
     """id(backward remat equation) -> the id of the site it re-runs."""
     by_call: dict[tuple, list[Site]] = {}
     for s in sites:
-        by_call.setdefault((s.source, s.function), []).append(s)
+        by_call.setdefault((s.called_at, s.function), []).append(s)
     groups: dict[tuple[int, ...], list] = {}
     for eqn, source, trip in _remats(bwd, prefer_dir):
         alike = by_call.get((source, jc.remat_function(eqn)), [])
@@ -87,8 +87,9 @@ def _owners(bwd, sites: list[Site], prefer_dir, declared) -> dict[int, int]:
 
 def _remats(jaxpr, prefer_dir):
     """(remat equation, its user source, trip count) in program order, the
-    source found as core/trace/sites.py finds a site's: inside a scan body the line
-    that entered the scan stands in for frames a library's scan leaves."""
+    source found as core/trace/sites.py finds a site's `called_at`: inside a
+    scan body the line that entered the scan stands in for frames a library's
+    scan leaves."""
     found = []
 
     def walk(j, trip, outer_source):

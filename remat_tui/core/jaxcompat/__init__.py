@@ -48,6 +48,8 @@ from remat_tui.core.jaxcompat.remat import (
     with_policy,
 )
 from remat_tui.core.jaxcompat.sources import (
+    calling_file,
+    frames_key,
     outermost_own_function,
     own_frames,
     own_function_names,
@@ -59,8 +61,9 @@ from remat_tui.core.jaxcompat.version import JaxChanged, expects, untested_messa
 
 __all__ = [
     "HI_BODY", "Body", "DropVar", "EqnRef", "JaxChanged", "Jaxpr", "Literal", "Region", "Var",
-    "bodies", "checkpoint_name", "consts_of", "differentiates_bodies", "eval_jaxpr", "expects",
-    "format_jaxpr", "fresh_var", "is_host", "is_jit", "is_remat",
+    "bodies", "calling_file", "checkpoint_name", "consts_of", "differentiates_bodies",
+    "eval_jaxpr", "expects", "format_jaxpr", "frames_key", "fresh_var", "is_host", "is_jit",
+    "is_remat",
     "Linear", "linear_program", "nested_eqns", "open_jaxpr", "outermost_own_function", "own_frames",
     "own_function_names", "own_source", "policy_objects", "primitive_name", "primitives",
     "remat3_enabled", "remat_body", "remat_function", "remat_policy", "replace_body",

@@ -128,6 +128,17 @@ def is_copy(eqn) -> bool:
     return eqn.primitive.name in COPIES
 
 
+def is_scalar_promotion(eqn) -> bool:
+    """A broadcast of a scalar to shape (1,): how shard_map's partial
+    evaluation carries a scalar residual out of its body
+    (`_promote_scalar_residuals`). Ask also that no frame outside JAX is
+    behind it, or it is the user's own."""
+    if eqn.primitive.name != "broadcast_in_dim" or len(eqn.invars) != 1:
+        return False
+    source, result = eqn.invars[0].aval, eqn.outvars[0].aval
+    return getattr(source, "shape", None) == () and tuple(getattr(result, "shape", ())) == (1,)
+
+
 def is_barrier(eqn) -> bool:
     """An optimization_barrier: each output is its input, held in place."""
     return eqn.primitive.name == "optimization_barrier"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import jax
+import jaxlib
 from jax.extend import source_info_util as public_siu
 
 from remat_tui.core.jaxcompat.private import source_info_util as _siu
@@ -15,6 +17,10 @@ from remat_tui.core.usercode import in_library
 # equation to the innermost frame outside its exclusions.
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 public_siu.register_exclusion(_PACKAGE)  # remat_tui/, three folders up
+# JAX's files and our own: never the code that calls JAX.
+_NOT_CALLERS = tuple(
+    os.path.join(os.path.realpath(os.path.dirname(module.__file__)), "") for module in (jax, jaxlib)
+) + (os.path.join(_PACKAGE, ""),)
 
 
 def summarize(source_info) -> str:
@@ -26,6 +32,20 @@ def user_source(source_info) -> Source | None:
     """The user's line behind an equation (its innermost non-JAX frame), or None."""
     frame = _siu.user_frame(source_info.traceback)
     return _frame_source(frame) if frame is not None else None
+
+
+def calling_file(source_info) -> str | None:
+    """The file of the innermost frame outside JAX and remat-tui behind an
+    equation: for a checkpoint, the code that called `jax.checkpoint`, a
+    library's wrapper included (JAX's own user frame skips the files a
+    library registers with it, as Flax does its lifted transforms)."""
+    if source_info.traceback is None:
+        return None
+    for frame in source_info.traceback.frames:
+        path = frame.file_name
+        if not (path.startswith(_NOT_CALLERS) or os.path.realpath(path).startswith(_NOT_CALLERS)):
+            return path
+    return None
 
 
 def own_frames(source_info) -> list:
@@ -45,6 +65,19 @@ def own_source(source_info, prefer_dir: str | None = None, fallback: bool = True
     if chosen is not None:
         return _frame_source(chosen)
     return user_source(source_info) if fallback else None
+
+
+def frames_key(source_info):
+    """A hashable key of the frames behind an equation (their code and
+    position), or None. Equal for the equations of one body traced twice, and
+    for an equation JAX copies out of a body (a checkpoint's forward part
+    evaluated in place, a scan's loop invariants hoisted): those keep the
+    body's frames, which start where the body does."""
+    traceback = source_info.traceback
+    if traceback is None:
+        return None
+    codes, lastis = traceback.raw_frames()
+    return tuple(zip(codes, lastis, strict=True))
 
 
 def own_function_names(source_info) -> list[str]:

@@ -31,6 +31,7 @@ from remat_tui.core.trace import linemap, recomputation
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
 from remat_tui.core.trace.names import named_values
 from remat_tui.core.trace.traced import Trace, trace
+from remat_tui.core.trace.wrappers import site_code
 from remat_tui.registry import Target
 from remat_tui.version import __version__
 
@@ -175,8 +176,9 @@ def _analysis(t: Trace, bwd, recompute, residuals, forward, backward, begun: tup
 
 
 def _snippet(target: Target, spec, sites: list, plan: dict) -> str:
-    """What to paste: at each overridden site's line, its new checkpoint; the
-    outer wrap only when an outer policy is set."""
+    """What to paste: at each overridden site's line, its new checkpoint
+    (core/trace/wrappers.py: for a library's wrapper, its policy or the config
+    string it reads); the outer wrap only when an outer policy is set."""
     if not plan:
         return spec.python(target.name)
     lines = []
@@ -184,19 +186,11 @@ def _snippet(target: Target, spec, sites: list, plan: dict) -> str:
     for site in sites:
         if site.id not in plan:
             continue
-        # No line of the user's when the checkpoint is applied outside their
-        # code (a decorator of remat-tui's wrapping a jax.checkpoint, say).
-        where = site.source.where() if site.source else "line not known"
-        override = plan[site.id]
-        code = (
-            f"{site.function}  # call it directly: no jax.checkpoint"
-            if override.kind == policies.AS_WRITTEN
-            else override.python(site.function)
-        )
+        where, note, code = site_code(site, plan[site.id])
         if (where, code) in seen:
             continue
         seen.add((where, code))
-        lines.append(f"# {where} (site {site.id})\n{code}")
+        lines.append(f"# {where} (site {site.id}){note}\n{code}")
     if spec.kind != policies.AS_WRITTEN:
         lines.append(f"# around {target.name}\n{spec.python(target.name)}")
     return "\n".join(lines)

@@ -4,9 +4,17 @@ JAX names a residual by the top-level equation that outputs it: `output of
 scan`, `output of jitted function`. The origin follows that output into the
 scan, jit, call, remat and cond bodies down to the primitive that computed
 it, through `checkpoint_name` (kept as the origin's name) and through the
-copies JAX inserts (reduce_precision, device_put). A scan's stacked output is
-one value per iteration: its trip count multiplies, and the per-iteration
-aval is the body's.
+copies JAX inserts (reduce_precision, device_put, shard_map's broadcast of a
+scalar residual). A scan's stacked output is one value per iteration: its
+trip count multiplies, and the per-iteration aval is the body's.
+
+A value computed inside a library (a Linen BatchNorm, an NNX layer) has no
+frame of the user's but those that entered it. Where JAX copied the equation
+out of its body (a checkpoint's forward part is evaluated in place, a site
+whose checkpoint is removed is inlined, a scan's loop invariants are
+hoisted), those frames are gone too: it is found, by its frames, in the body
+of the checkpoint site it came from, and the line that runs that site stands
+in.
 """
 
 from __future__ import annotations
@@ -30,20 +38,44 @@ class Origins:
         if eqn is None:
             return Origin(None, name, None, trip, per_iteration, None)
         # Bodies traced inside libraries (jnp's own jitted helpers, nnx.scan)
-        # may carry no frame of the user's: the line that entered them stands in.
-        source = (
-            jc.own_source(eqn.source_info, self.prefer_dir, fallback=False)
-            or outer
-            or jc.user_source(eqn.source_info)
-        )
+        # may carry no frame of the user's: the line that ran the checkpoint it
+        # was copied out of, else the line that entered the body, stands in.
+        source = jc.own_source(eqn.source_info, self.prefer_dir, fallback=False)
+        site = None
+        if source is None and (copied := self._copied_from(eqn)) is not None:
+            source, site = copied
+        source = source or outer or jc.user_source(eqn.source_info)
         return Origin(
             primitive=jc.primitive_name(eqn),
             name=name,
             source=source,
             trip_count=trip,
             per_iteration=per_iteration,
-            site=self._site_of(source, trip),
+            site=site or self._site_of(source, trip),
         )
+
+    def _copied_from(self, eqn) -> tuple[Source, int | None] | None:
+        """(the line that runs the innermost site whose body has an equation
+        with `eqn`'s frames, that site's id or None if several run from that
+        line), or None: no site has one, or sites run from different lines
+        do, alike in output types too (one library layer checkpointed at two
+        places, with the same shapes: nothing tells which)."""
+        key = jc.frames_key(eqn.source_info)
+        if key is None:
+            return None
+        held = [
+            f for f in self.sites if f.body is not None and f.site.called_at and key in f.frames()
+        ]
+        held = [f for f in held if not any(_encloses(f, inner) for inner in held)]
+        if len({f.site.called_at for f in held}) > 1:
+            # Told apart by output types: JAX's derivative rules change the
+            # primitive (square's makes a mul), rarely the types.
+            types = tuple(jc.short(v.aval) for v in eqn.outvars)
+            held = [f for f in held if types in f.frames()[key]]
+        lines = {f.site.called_at for f in held}
+        if len(lines) != 1:
+            return None
+        return lines.pop(), held[0].site.id if len(held) == 1 else None
 
     def _follow(self, jaxpr, var):
         """(computing equation or None, name, trip count, per-iteration aval,
@@ -57,7 +89,7 @@ class Origins:
                 return None, name, trip, per_iteration, outer
             eqn, k = produced
             label = jc.checkpoint_name(eqn)
-            if label is not None or jc.primitives.is_copy(eqn):
+            if label is not None or jc.primitives.is_copy(eqn) or _jax_promotion(eqn):
                 name = name or label
                 var = eqn.invars[0]
                 continue
@@ -122,3 +154,19 @@ class Origins:
             return None
         same_trip = [s for s in holding if s.trip_count == trip]
         return (same_trip or holding)[-1].id
+
+
+def _jax_promotion(eqn) -> bool:
+    """JAX's own broadcast of a scalar residual out of a shard_map body (the
+    scalar a debug print reads, say): it holds the scalar's value."""
+    return jc.primitives.is_scalar_promotion(eqn) and jc.user_source(eqn.source_info) is None
+
+
+def _encloses(outer, inner) -> bool:
+    """Whether site `inner` (a FoundSite) is in the body of site `outer`."""
+    depth = len(outer.steps)
+    return (
+        len(inner.steps) > depth
+        and inner.steps[:depth] == outer.steps
+        and inner.steps[depth][0] == outer.index
+    )

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.model import Site
 from remat_tui.core.setup import policies
+from remat_tui.core.trace import wrappers
 from remat_tui.errors import RematError
 
 # (equation index, the body's slot in that equation's params: jaxcompat.Body.slot)
@@ -33,6 +34,20 @@ class FoundSite:
     steps: tuple[Step, ...]  # from the top jaxpr down to the jaxpr holding the equation
     index: int  # the remat equation's index in that jaxpr
     lines: frozenset[tuple[str, int]] = field(default_factory=frozenset)  # its body's lines
+    body: object = None  # the remat equation's body jaxpr
+    _frames: dict | None = field(default=None, repr=False)
+
+    def frames(self) -> dict:
+        """jaxcompat.frames_key -> the output types of the body's equations
+        with those frames: how core/trace/origins.py tells what JAX copied out
+        of this body. Read once per primal program, on first need."""
+        if self._frames is None:
+            table: dict = {}
+            for eqn, _ in jc.nested_eqns(self.body):
+                types = tuple(jc.short(v.aval) for v in eqn.outvars)
+                table.setdefault(jc.frames_key(eqn.source_info), set()).add(types)
+            self._frames = table
+        return self._frames
 
 
 def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[FoundSite]:
@@ -51,16 +66,22 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
             if jc.is_remat(eqn):
                 policy = jc.remat_policy(eqn)
                 spec = policies.from_jax(policy, declared)
+                function = jc.remat_function(eqn)
+                called_at = own or jc.user_source(eqn.source_info)
+                source, wrapper = _wrapper_call(eqn, called_at, function) or (called_at, None)
                 site = Site(
                     id=len(found) + 1,
-                    function=jc.remat_function(eqn),
-                    source=own or jc.user_source(eqn.source_info),
+                    function=function,
+                    source=source,
                     policy=policies.describe(spec, policy),
                     trip_count=trip,
                     spec=spec,
                     effective_spec=spec,
+                    called_at=called_at,
+                    wrapper=wrapper,
                 )
-                found.append(FoundSite(site, steps, i, _body_lines(jc.remat_body(eqn), prefer_dir)))
+                body = jc.remat_body(eqn)
+                found.append(FoundSite(site, steps, i, _body_lines(body, prefer_dir), body))
             if not jc.differentiates_bodies(eqn):
                 continue
             for body in held:
@@ -69,6 +90,17 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
 
     walk(jaxpr, (), None, None)
     return found
+
+
+def _wrapper_call(eqn, called_at, function: str):
+    """(the line of the library call that applies this checkpoint, the
+    Wrapper), when a library's wrapper binds it (nn.remat, nnx.remat,
+    eqx.filter_checkpoint: the innermost frame outside JAX is the library's)
+    and the source of the code that runs it says which call that is."""
+    names = wrappers.wrapper_names(jc.calling_file(eqn.source_info))
+    if not names or called_at is None:
+        return None
+    return wrappers.find_wrapper(names, called_at, function)
 
 
 def _body_lines(jaxpr, prefer_dir) -> frozenset[tuple[str, int]]:
