@@ -77,7 +77,7 @@ def full_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysis
     check_cancelled(cancelled)
     bwd_text, bwd_lay = linemap.layout(bwd)
     residuals, fwd_marks, bwd_marks = _place_residuals(
-        t.found, t.forward, bwd, fwd_lay, bwd_lay, t.num_residuals
+        t.found, t.forward, bwd, fwd_lay, bwd_lay, t.backward_positions
     )
     forward = linemap.make_view(fwd_text, fwd_lay, fwd_marks)
     backward = linemap.make_view(bwd_text, bwd_lay, bwd_marks, recompute)
@@ -114,7 +114,7 @@ def _clock(t: Trace) -> tuple[float, float]:
 def _recompute_in(t: Trace, bwd):
     """The forward work the backward pass does again (inside remat equations)."""
     return recomputation.recomputation(
-        bwd, set(bwd.invars[: t.num_residuals]), set(bwd.invars[t.num_residuals :])
+        bwd, set(bwd.invars[: t.backward_residuals]), set(bwd.invars[t.backward_residuals :])
     )
 
 
@@ -202,8 +202,9 @@ def _snippet(target: Target, spec, sites: list, plan: dict) -> str:
     return "\n".join(lines)
 
 
-def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
-    """Attach to each residual its lines and variable names in both panes."""
+def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, positions: list[int | None]):
+    """Attach to each residual its lines and variable names in both panes
+    (`positions`: forward residual output -> backward input, Trace.backward_positions)."""
     fwd_marks: dict[int, list[int]] = {}
     bwd_marks: dict[int, list[int]] = {}
     # Input names are read off the printed header; use them only if all were found.
@@ -232,9 +233,10 @@ def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
                 fwd_lines = (fwd_lay.header[fwd_var],)
         bwd_lines: set[int] = set()
         bwd_var = None
-        for pos in fr.outvar_positions:
-            if pos >= num_res or pos >= len(bwd.invars):
-                continue
+        for fwd_pos in fr.outvar_positions:
+            pos = positions[fwd_pos] if fwd_pos < len(positions) else None
+            if pos is None or pos >= len(bwd.invars):
+                continue  # baked into the backward pass as a constant
             invar = bwd.invars[pos]
             if bwd_var is None and bwd_names_ok:
                 bwd_var = bwd_lay.invar_names[pos]
