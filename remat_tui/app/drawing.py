@@ -21,7 +21,7 @@ TABLE_COLUMNS = ("#", "aval", "bytes", "kind", "what", "×", "source")
 
 @dataclass(frozen=True)
 class PaneDrawing:
-    marks: dict[int, str]  # gutter mark per line: R<n> for residual lines, ↻ for recompute
+    marks: dict[int, str]  # gutter mark per line: R<n> residual, ↻ recompute, host transfer
     marked: set[int]  # residual lines
     recompute: set[int]
     longest: int  # length of the longest line
@@ -49,6 +49,8 @@ def _pane(view: JaxprView, var_of: list[str | None]) -> PaneDrawing:
             marks[line] = f"R{named[0] + 1}"
     for line in view.recompute_lines:
         marks.setdefault(line, "↻")
+    for line in view.transfer_lines:
+        marks.setdefault(line, "host")  # brought back from host memory: no recompute
     longest = max(map(len, view.lines), default=0)
     return PaneDrawing(marks, set(view.residual_lines), set(view.recompute_lines), longest)
 

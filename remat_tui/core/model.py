@@ -261,6 +261,8 @@ class JaxprView:
         residual_lines: line -> indices (in `Analysis.residuals`) of the
             residuals the line defines (forward) or reads (backward).
         recompute_lines: the lines that re-run forward work (backward).
+        transfer_lines: the lines that bring an offloaded residual back from
+            host memory (backward).
         recompute_eqns: how many equations re-run forward work.
     """
 
@@ -268,6 +270,7 @@ class JaxprView:
     lines: list[str]
     residual_lines: dict[int, list[int]]  # line -> indices of residuals it defines/reads
     recompute_lines: set[int] = field(default_factory=set)
+    transfer_lines: set[int] = field(default_factory=set)
     recompute_eqns: int = 0  # equations that re-run forward work
     # Looked up per line on demand: a 10k-line jaxpr has 10k lookups and the
     # app needs only the lines on screen.

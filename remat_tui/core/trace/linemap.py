@@ -3,7 +3,8 @@
 From the printer's source map (see jaxcompat.format_jaxpr) we know which
 equation each printed line belongs to. From that: which forward lines define
 residuals, which backward lines read them, which backward lines recompute
-forward work (the equations core/trace/recomputation.py finds), and the user's
+forward work and which bring an offloaded residual back from host memory (the
+equations core/trace/recomputation.py finds), and the user's
 source line behind every equation line.
 """
 
@@ -95,11 +96,17 @@ def make_view(
     recompute_lines = {
         i for i, ref in enumerate(innermost) if ref is not None and id(ref.eqn) in recompute.eqn_ids
     }
+    transfer_lines = {
+        i
+        for i, ref in enumerate(innermost)
+        if ref is not None and id(ref.eqn) in recompute.transfer_ids
+    }
     return JaxprView(
         text=text,
         lines=lay.lines,
         residual_lines=residual_lines,
         recompute_lines=recompute_lines,
+        transfer_lines=transfer_lines,
         recompute_eqns=recompute.count,
         source_lookup=_SourceLookup([ref.eqn.source_info if ref else None for ref in innermost]),
     )
