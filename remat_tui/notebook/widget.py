@@ -6,11 +6,16 @@ an anywidget (the `notebook` extra). Its state is synced traitlets:
   `names` the function defines: changing one composes the policy that saves
   and offloads them (`save_only_these_names` or
   `save_and_offload_only_these_names`), as the app's Names list does without
-  sites; picking a policy sets the states it implies (none, for a policy that
-  does not decide by name);
+  sites; picking a policy sets the states it implies for the function's own
+  names (none, for a policy that does not decide by name);
 - `device`, picked from `device_choices` (local devices, TPU topologies
   with the tpu extra);
 - out: `html` (what `show` displays), `status`, `busy`, `error`.
+
+Bad input (a spec that does not parse, a state or name that is not one, a
+device there is not) is refused: `error` says why, and the controls go back
+to the latest request, so neither the picker nor `w.policy` keeps it; a trace
+that fails puts them back to the analysis still shown.
 
 The function as written is analysed at once, as `show` does. Each change
 after that is answered by Live (live.py): at once when seen before, else in
@@ -47,12 +52,15 @@ def widget(f, *args, **kwargs) -> RematWidget:
     return RematWidget(as_target(f, args, kwargs))
 
 
-def states_of(spec: policies.PolicySpec) -> dict[str, str]:
-    """What a names policy does to each name it names; {} for any other policy."""
+def states_of(spec: policies.PolicySpec, names: list[str]) -> dict[str, str]:
+    """What a names policy does to each of `names` (the function's own: a
+    name it does not define is the analysis's warning, never a toggle's
+    state, so the next toggle composes none of it); {} for any other policy."""
     if spec.kind not in ("save_only_these_names", policies.OFFLOAD_NAMES):
         return {}
-    states = {name: "save" for name in spec.names}
-    states.update({name: "offload" for name in spec.offloaded})
+    states = {name: "recompute" for name in names}
+    states.update({name: "save" for name in spec.names if name in states})
+    states.update({name: "offload" for name in spec.offloaded if name in states})
     return states
 
 
@@ -75,6 +83,10 @@ class RematWidget(anywidget.AnyWidget):
         self.target = target
         self.analysis = None  # the Analysis shown
         self._composing = False  # set while a change of one control sets another
+        # the controls (policy, name_states, device) of the latest request made,
+        # and of each config asked for: what bad input or a failed trace restores
+        self._accepted: tuple | None = None
+        self._controls: dict[Config, tuple] = {}
         self.live = Live(target, analysis_html.render, self._show, self._fail)
         devices = available_devices()
         self._composing = True  # the initial values ask for nothing: one request follows
@@ -102,9 +114,9 @@ class RematWidget(anywidget.AnyWidget):
         try:
             spec = policies.parse(change["new"], self.target.policies)
         except RematError as exc:
-            self.error = exc.message
+            self._refuse(exc.message)
             return
-        self._set_quietly(name_states=states_of(spec))
+        self._set_quietly(name_states=states_of(spec, self.names))
         self._request()
 
     @traitlets.observe("name_states")
@@ -113,8 +125,14 @@ class RematWidget(anywidget.AnyWidget):
             return
         states = change["new"]
         bad = {n: s for n, s in states.items() if s not in STATES}
-        if bad:
-            self.error = f"name states {bad}: expected one of {', '.join(STATES)}"
+        unknown = sorted(set(states) - set(self.names))
+        if bad or unknown:
+            self._refuse(
+                f"name states {bad}: expected one of {', '.join(STATES)}"
+                if bad
+                else f"no checkpoint_name {', '.join(map(repr, unknown))} in this function "
+                f"(its names: {', '.join(self.names) or 'none'})"
+            )
             return
         saved = [n for n, s in states.items() if s == "save"]
         offloaded = [n for n, s in states.items() if s == "offload"]
@@ -135,13 +153,30 @@ class RematWidget(anywidget.AnyWidget):
         finally:
             self._composing = False
 
+    def _controls_now(self) -> tuple:
+        return self.policy, dict(self.name_states), self.device
+
+    def _restore(self, controls: tuple | None) -> None:
+        """Put the controls back as they were for `controls`' request."""
+        if controls is not None:
+            policy, states, device = controls
+            self._set_quietly(policy=policy, name_states=states, device=device)
+
+    def _refuse(self, message: str) -> None:
+        """Bad input: said in place; the controls (the picker, `w.policy`)
+        go back to the latest request, and its analysis stays shown."""
+        with self.hold_sync():
+            self._restore(self._accepted)
+            self.error = message
+
     def _request(self) -> None:
         try:
             config = Config.make(self.policy, None, self.device or None, self.target.policies)
         except RematError as exc:
-            self.error = exc.message
+            self._refuse(exc.message)
             return
         self.error = ""
+        self._accepted = self._controls[config] = self._controls_now()
         if config.policy not in self.policy_choices:
             self.policy_choices = [*self.policy_choices, config.policy]
         shown = self.live.request(config)
@@ -165,7 +200,13 @@ class RematWidget(anywidget.AnyWidget):
             self.status = f"{shown.config.label()} · {how}"
 
     def _fail(self, config: Config, message: str) -> None:
+        """A trace that failed: its error in place, and the controls back to
+        the analysis still shown."""
+        shown = self.analysis.config if self.analysis is not None else None
         with self.hold_sync():
+            if shown is not None and shown in self._controls:
+                self._accepted = self._controls[shown]
+                self._restore(self._accepted)
             self.error = message
             self.busy = False
             self.status = f"{config.label()} failed; showing the last good analysis"
