@@ -22,8 +22,9 @@ after that is answered by Live (live.py): at once when seen before, else in
 a background thread while the kernel runs other cells; the view shows the
 request and its elapsed time meanwhile. Python can drive it too
 (`w.policy = "dots_saveable"; w.wait()`), and `w.analysis` is the Analysis
-shown. Where the widget's script cannot run (GitHub, nbconvert without
-widget state) its display falls back to the last HTML shown.
+shown. Where the widget's script cannot run (GitHub, nbconvert, a notebook
+reopened without its kernel) a static copy of the HTML shown when it was
+displayed stands beside it (`_ipython_display_`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from remat_tui.core.trace.configured import as_target
 from remat_tui.errors import RematError
 from remat_tui.notebook import analysis_html, hooks  # noqa: F401 (hooks: results display)
 from remat_tui.notebook.live import Live, Shown
+from remat_tui.notebook.show import require_function
 from remat_tui.registry import Target
 
 STATES = ("recompute", "save", "offload")
@@ -47,6 +49,7 @@ STATES = ("recompute", "save", "offload")
 
 def widget(f, *args, **kwargs) -> RematWidget:
     """The live view of `f(*args, **kwargs)` (or of a Target, given alone)."""
+    require_function(f, "widget")
     if isinstance(f, Target) and not args and not kwargs:
         return RematWidget(f)
     return RematWidget(as_target(f, args, kwargs))
@@ -212,12 +215,47 @@ class RematWidget(anywidget.AnyWidget):
             self.status = f"{config.label()} failed; showing the last good analysis"
 
     # ---- where the widget's script cannot run -----------------------------------------
+    #
+    # A notebook executed headless (nbclient, `jupyter nbconvert --execute`,
+    # papermill) saves the widget's state, and nbconvert then renders the
+    # widget's view, which needs scripts from the network, instead of any
+    # `text/html` in the same output. So the display is two outputs: the live
+    # view, and `show`'s display of the code as written beside it, as an
+    # output of its own that every viewer renders. Where the view runs, its
+    # stylesheet (widget.css, which the page loads with the view) hides that
+    # static copy.
+
+    def _ipython_display_(self, **kwargs) -> None:
+        from IPython.display import display
+
+        data, metadata = self._view_bundle(**kwargs)
+        display(data, metadata=metadata, raw=True)
+        if self.html:
+            display({"text/html": static_copy(self.html)}, raw=True)
 
     def _repr_mimebundle_(self, **kwargs):
+        """One output, for frontends that ask for a bundle instead of IPython's
+        display: the view, with `show`'s display as its `text/html`."""
+        bundle = self._view_bundle(**kwargs)
+        if bundle is None:
+            return None
+        data, metadata = bundle
+        if self.html:
+            data = {**data, "text/html": self.html}
+        return data, metadata
+
+    def _view_bundle(self, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is None:
             return None
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        if self.html:
-            data = {**data, "text/html": self.html}
-        return data, metadata
+        return {**data, "text/plain": STATIC_NOTE}, metadata
+
+
+STATIC_NOTE = "remat-tui widget: live in a notebook with its kernel"
+STATIC_CLASS = "remat-tui-static"  # widget.css hides it where the view runs
+
+
+def static_copy(html: str) -> str:
+    """`show`'s display as the widget's static copy (see _ipython_display_)."""
+    return f'<div class="{STATIC_CLASS}">{html}</div>'
