@@ -95,7 +95,23 @@ def numpy_scalar_and_shared_array():
     )
 
 
-CALLS = [one_array_three_times, python_float, numpy_scalar_and_shared_array]
+def one_array_in_a_list_not_all_needed():
+    """Every position of a shared array is kept for the backward pass, needed
+    or not (jax.vjp keeps an argument by identity)."""
+
+    def total(xs):
+        return sum(jnp.sin(x).sum() for x in xs[:2]) + jnp.stack(xs).sum()
+
+    nothing = jax.checkpoint_policies.nothing_saveable
+    return jax.checkpoint(total, policy=nothing), ([jnp.ones(2)] * 4,)
+
+
+CALLS = [
+    one_array_three_times,
+    python_float,
+    numpy_scalar_and_shared_array,
+    one_array_in_a_list_not_all_needed,
+]
 
 
 @pytest.mark.parametrize("call", CALLS, ids=lambda c: c.__name__)

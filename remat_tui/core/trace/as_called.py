@@ -53,7 +53,12 @@ def backward_inputs(flat_fn: Callable, leaves: list, traced_vjp, out_shape, forw
     res_shapes, res_tree = tree_flatten(called)
     res_outvars = forward.outvars[len(forward.outvars) - len(positions) :]
     traced_of = {j: i for i, j in enumerate(positions) if j is not None}
-    avals = [res_outvars[traced_of[j]].aval for j in range(len(res_shapes))]
+    # None: a leaf only the call has (an array passed twice is kept at every
+    # position, needed or not): an argument, on the device
+    avals = [
+        res_outvars[traced_of[j]].aval if j in traced_of else None
+        for j in range(len(res_shapes))
+    ]
     res_shapes = _keep_memory_space(res_shapes, avals, device)
     ct_shapes, ct_tree = tree_flatten(out_shape)
 
@@ -67,29 +72,36 @@ def backward_inputs(flat_fn: Callable, leaves: list, traced_vjp, out_shape, forw
 def called_differs(leaves: list) -> bool:
     """Whether jax.vjp on the values would see the call otherwise than the
     trace does: a constant argument, or one array passed twice."""
-    arrays = [leaf for leaf in leaves if _traced_as_input(leaf)]
-    return len(arrays) < len(leaves) or len({id(a) for a in arrays}) < len(arrays)
-
-
-def _traced_as_input(leaf) -> bool:
-    """A JAX array (or an abstract stand-in for one) reaches jax.vjp as a
-    traced value; anything else (a Python or NumPy value) as a constant."""
-    return isinstance(leaf, (jax.Array, jax.ShapeDtypeStruct))
+    keys = [_identity(leaf, i) for i, leaf in enumerate(leaves)]
+    return None in keys or len(set(keys)) < len(keys)
 
 
 def _vjp_as_called(flat_fn: Callable, leaves: list):
     """The vjp's shape (its residuals') as jax.vjp makes it for the call
     itself: each distinct array one traced input, given at every position it
     was passed; constants passed as they are."""
-    arrays = {id(leaf): leaf for leaf in leaves if _traced_as_input(leaf)}
-    index = {key: i for i, key in enumerate(arrays)}
+    keys = [_identity(leaf, i) for i, leaf in enumerate(leaves)]
+    inputs = {key: leaf for key, leaf in zip(keys, leaves, strict=True) if key is not None}
+    index = {key: i for i, key in enumerate(inputs)}
 
-    def as_called(*inputs):
-        args = [inputs[index[id(x)]] if _traced_as_input(x) else x for x in leaves]
+    def as_called(*traced):
+        pairs = zip(keys, leaves, strict=True)
+        args = [x if key is None else traced[index[key]] for key, x in pairs]
         return jax.vjp(flat_fn, *args)[1]
 
-    _, called = jax.make_jaxpr(as_called, return_shape=True)(*arrays.values())
+    _, called = jax.make_jaxpr(as_called, return_shape=True)(*inputs.values())
     return called
+
+
+def _identity(leaf, position: int):
+    """Which traced input a leaf is: an array is one value wherever it is
+    passed (its id); an abstract stand-in describes a shape, not a value, so
+    each is its own input (its position); a constant is none (None)."""
+    if isinstance(leaf, jax.Array):
+        return ("array", id(leaf))
+    if isinstance(leaf, jax.ShapeDtypeStruct):
+        return ("position", position)
+    return None
 
 
 def _positions(traced, called) -> list[int | None]:
