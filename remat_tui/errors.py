@@ -11,3 +11,8 @@ class RematError(Exception):
     def __init__(self, message: str):
         super().__init__(message)
         self.message = message
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython and Jupyter show for it: the message, not remat-tui's
+        own frames (IPython's hook for exceptions that render themselves)."""
+        return [f"RematError: {self.message}"]

@@ -49,7 +49,9 @@ async def test_names_that_spare_no_recompute_are_marked_and_explained(write_targ
         assert app.name_states["gelu_out"] == "save"
         error = app.query_one("#error")
         assert error.display and "saving 'gelu_out' spares" in str(error.render())
-        assert "still re-runs the work that produces it" in str(error.render())
+        # the work beneath the name, in the target's own words (its dot, line 7)
+        assert "still re-runs" in str(error.render())
+        assert "dot_general (target.py:7)" in str(error.render())
 
 
 async def test_the_names_wait_while_a_trace_the_user_asked_for_runs(write_target):

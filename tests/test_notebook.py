@@ -96,7 +96,9 @@ CELLS = {
         "print(json.dumps({'policy': w.policy, 'html': w.html, 'error': w.error,\n"
         "  'truth': jax_residuals(jax.checkpoint(f4, policy=policy), W1, W2, W3, x)}))"
     ),
+    "show_not_a_function": "remat_tui.show(42, x)",
 }
+RAISES = {"show_not_a_function"}  # cells expected to fail (nbclient's raises-exception tag)
 
 
 class _Text(HTMLParser):
@@ -135,7 +137,8 @@ def run(tmp_path_factory):
     from nbformat.v4 import new_code_cell, new_notebook
 
     names = list(CELLS)
-    nb = new_notebook(cells=[new_code_cell(CELLS[n]) for n in names])
+    tags = {n: {"tags": ["raises-exception"]} if n in RAISES else {} for n in names}
+    nb = new_notebook(cells=[new_code_cell(CELLS[n], metadata=tags[n]) for n in names])
     with kernel_manager() as km:
         runner = client(nb, km, cwd=str(tmp_path_factory.mktemp("nb")))
         with runner.setup_kernel():
@@ -219,8 +222,13 @@ def test_widget_view_and_a_policy_changed_through_its_state(run):
     outputs = run["widget"]
     view = _mime(outputs, "application/vnd.jupyter.widget-view+json")
     assert view["model_id"]
-    # where widgets cannot run, the display falls back to the code as written
-    assert "f32[5,4] from the argument W1" in stripped(_mime(outputs, "text/html"))
+    # where widgets cannot run, a static copy of the code as written stands
+    # beside the view, an output of its own (the view's output has no text/html,
+    # which nbconvert would drop for the view: tests/test_notebook_nbconvert.py)
+    assert len(outputs) == 2 and "text/html" not in outputs[0]["data"]
+    static = _mime(outputs, "text/html")
+    assert 'class="remat-tui-static"' in static
+    assert "f32[5,4] from the argument W1" in stripped(static)
     after = _printed(run["widget_after"])
     assert after["policy"] == NEW_POLICY and not after["error"]
     text = stripped(after["html"])
@@ -228,3 +236,13 @@ def test_widget_view_and_a_policy_changed_through_its_state(run):
     for line in after["truth"]:
         assert line in text
     assert f"policy {NEW_POLICY}" in text
+
+
+def test_show_given_no_function_says_so_without_a_traceback(run):
+    """show(42, x): the error names what show takes, in place of JAX's
+    "'int' object is not callable", and Jupyter shows the message alone."""
+    (error,) = [o for o in run["show_not_a_function"] if o["output_type"] == "error"]
+    assert error["ename"] == "RematError"
+    assert "show takes the function to analyse" in error["evalue"]
+    assert "not callable" not in error["evalue"]
+    assert error["traceback"] == [f"RematError: {error['evalue']}"]  # none of our frames

@@ -31,10 +31,11 @@ SANITIZER_TAGS = set(
 )
 # ... and of the inline style properties it keeps, these are the ones the displays use.
 SANITIZER_STYLES = {
-    "background", "border-bottom", "border-collapse", "color", "font-family", "font-size",
-    "font-weight", "height", "line-height", "margin", "max-height", "max-width", "opacity",
-    "overflow-x", "overflow-y", "padding", "table-layout", "text-align", "vertical-align",
-    "white-space", "width",
+    "background", "border-bottom", "border-collapse", "border-left", "color", "display",
+    "font-family", "font-size", "font-weight", "height", "line-height", "margin",
+    "max-height", "max-width", "opacity", "overflow-x", "overflow-y", "padding",
+    "padding-left", "table-layout", "text-align", "text-indent", "vertical-align",
+    "white-space", "width", "word-wrap",
 }  # fmt: skip
 # Its colours are hex, rgb() or rgba() with an alpha of 0.x or 1 (a leading zero).
 COLOUR = re.compile(r"rgba?\(([^)]*)\)")

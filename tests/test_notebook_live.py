@@ -103,3 +103,47 @@ def test_widget_names_compose_a_policy_and_a_seen_switch_is_instant():
     assert [r.text for r in w.analysis.residuals] == jax_saved_residuals(
         f4, "as_written", args, {}
     )
+
+
+def _f4_widget():
+    from jax.ad_checkpoint import checkpoint_name
+
+    widget = _widget_or_skip()
+
+    def f4(W1, W2, W3, x):
+        x = checkpoint_name(jnp.sin(jnp.dot(W1, x)), name="a")
+        x = checkpoint_name(jnp.sin(jnp.dot(W2, x)), name="b")
+        return checkpoint_name(jnp.sin(jnp.dot(W3, x)), name="c")
+
+    return widget(f4, jnp.ones((5, 4)), jnp.ones((6, 5)), jnp.ones((7, 6)), jnp.ones(4))
+
+
+def test_widget_refuses_a_bad_spec_and_keeps_its_last_good_state():
+    w = _f4_widget()
+    w.policy = "dots_saveable"
+    assert w.wait(120) and not w.error
+    shown = w.analysis
+    w.policy = "dots_saveabl"  # typed, misspelt
+    assert "dots_saveabl" in w.error
+    assert w.policy == "dots_saveable"  # the picker and w.policy keep the last good spec
+    assert "dots_saveabl" not in w.policy_choices
+    assert w.analysis is shown and not w.busy
+    w.device = "cpu:99"  # no such device: refused the same way
+    assert w.error and w.device == w.device_choices[0] and w.analysis is shown
+
+
+def test_widget_names_compose_only_the_functions_own_names():
+    """A typed spec naming a name the function does not define is analysed
+    (with the analysis's warning), but the next toggle composes only the
+    function's own names; a toggle state naming another one is refused."""
+    w = _f4_widget()
+    w.policy = "save_only_these_names('zzz')"
+    assert w.wait(120) and not w.error
+    assert any("zzz" in warning for warning in w.analysis.warnings)
+    assert w.name_states == {"a": "recompute", "b": "recompute", "c": "recompute"}
+    w.name_states = {**w.name_states, "c": "save"}  # what clicking c sends
+    assert w.policy == "save_only_these_names('c')"
+    assert w.wait(120) and not w.error
+    w.name_states = {"zzz": "save"}
+    assert "zzz" in w.error and w.policy == "save_only_these_names('c')"
+    assert w.name_states == {"a": "recompute", "b": "recompute", "c": "save"}

@@ -21,7 +21,7 @@ TABLE_COLUMNS = ("#", "aval", "bytes", "kind", "what", "×", "source")
 
 @dataclass(frozen=True)
 class PaneDrawing:
-    marks: dict[int, str]  # gutter mark per line: R<n> for residual lines, ↻ for recompute
+    marks: dict[int, str]  # gutter mark per line: R<n> residual, ↻ recompute, ⇠ from host
     marked: set[int]  # residual lines
     recompute: set[int]
     longest: int  # length of the longest line
@@ -40,15 +40,20 @@ class Drawing:
 
 def _pane(view: JaxprView, var_of: list[str | None]) -> PaneDrawing:
     """Residual lines get a background; the gutter mark Rn goes only on the lines
-    that name residual n's variable (not on every line of a long equation)."""
+    that name residual n's variable, or (inside a body, where it has another
+    name) begin an equation reading it: not on every line of a long equation."""
     marks = {}
     for line, indices in view.residual_lines.items():
         words = set(_WORD.findall(view.lines[line]))
         named = [i for i in indices if var_of[i] in words]
+        if not named and line in view.mark_lines:
+            named = indices
         if named:
             marks[line] = f"R{named[0] + 1}"
     for line in view.recompute_lines:
         marks.setdefault(line, "↻")
+    for line in view.transfer_lines:
+        marks.setdefault(line, "⇠")  # brought back from host memory: no recompute
     longest = max(map(len, view.lines), default=0)
     return PaneDrawing(marks, set(view.residual_lines), set(view.recompute_lines), longest)
 

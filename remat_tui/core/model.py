@@ -292,14 +292,22 @@ class JaxprView:
         residual_lines: line -> indices (in `Analysis.residuals`) of the
             residuals the line defines (forward) or reads (backward).
         recompute_lines: the lines that re-run forward work (backward).
+        transfer_lines: the lines that bring an offloaded residual back from
+            host memory (backward).
         recompute_eqns: how many equations re-run forward work.
+        mark_lines: the lines a display marks (◀ Rn, ↻): where an equation
+            begins, and lines outside any equation (a header naming the
+            inputs); an equation's further printed lines get no marks of
+            their own.
     """
 
     text: str
     lines: list[str]
     residual_lines: dict[int, list[int]]  # line -> indices of residuals it defines/reads
     recompute_lines: set[int] = field(default_factory=set)
+    transfer_lines: set[int] = field(default_factory=set)
     recompute_eqns: int = 0  # equations that re-run forward work
+    mark_lines: set[int] = field(default_factory=set)  # equation starts and headers
     # Looked up per line on demand: a 10k-line jaxpr has 10k lookups and the
     # app needs only the lines on screen.
     source_lookup: Callable[[int], Source | None] = field(default=lambda i: None, repr=False)

@@ -12,7 +12,14 @@ from remat_tui.notebook import style
 from remat_tui.notebook.style import tag, text
 from remat_tui.registry import target_label
 from remat_tui.report import compiled
-from remat_tui.report.units import human_bytes, line_marks, origin, residual_bytes_heading, summary
+from remat_tui.report.units import (
+    FROM_HOST_MARK,
+    RECOMPUTE_MARK,
+    human_bytes,
+    origin,
+    residual_bytes_heading,
+    summary,
+)
 
 # A pane shows at most this many lines: a 24-layer model prints 10,000, which
 # would make a saved notebook megabytes heavier (`analysis.forward.text` has all).
@@ -53,7 +60,8 @@ def _residuals(a: Analysis) -> str:
     sharded = a.sharded
     computed = [origin(r) if origin_says_more(r) else "" for r in a.residuals]
     headers = ["", "bytes", *(["per device"] if sharded else []),
-               "saved residual (as jax.ad_checkpoint.print_saved_residuals prints it)",
+               # short enough for the table to fit a 900 px notebook (headers do not wrap)
+               "saved residual, as print_saved_residuals prints it",
                *(["computed at"] if any(computed) else [])]  # fmt: skip
     rows = []
     for i, (r, where) in enumerate(zip(a.residuals, computed, strict=True), 1):
@@ -95,10 +103,13 @@ def panes(a: Analysis) -> str:
     the sanitisers' allow-lists), each scrolling on its own."""
     legend = tag(
         "div",
-        tag("span", "highlighted", f"background: {style.RESIDUAL_BG}; padding: 0 3px")
-        + " lines define (forward) or read (backward) the residuals marked ◀ Rn; "
+        tag("span", "amber", f"background: {style.RESIDUAL_BG}; padding: 0 3px")
+        + " lines make (forward) or read (backward) the residual marked ◀ Rn; "
         + tag("span", "blue ↻", f"background: {style.RECOMPUTE_BG}; padding: 0 3px")
-        + " lines recompute forward work.",
+        + " lines recompute forward work (with an amber edge where they also read a"
+        + " residual); "
+        + _mark(FROM_HOST_MARK, style.TRANSFER_MARK)
+        + " brings an offloaded residual back from host memory.",
         style.MUTED,
     )
     # transparent rows: JupyterLab's stylesheet stripes and hover-shades table rows
@@ -113,24 +124,48 @@ def panes(a: Analysis) -> str:
 
 
 def pane(view: JaxprView) -> str:
-    """A jaxpr's lines, residual and recompute lines highlighted and marked."""
+    """A jaxpr's lines, each a block that wraps (a hanging indent under its
+    start) so no line or mark is cut off in a narrow notebook: residual lines
+    amber, recomputed ones blue, marks once per equation (not on each of its
+    printed lines)."""
     out = []
     for i, line in enumerate(view.lines[:MAX_PANE_LINES]):
-        marks = line_marks(view, i)
-        body = text(line)
-        if marks:
-            colour = style.RECOMPUTE_MARK if marks == "↻" else style.MARK
-            body += tag("span", "  " + text(marks), f"color: {colour}; font-weight: bold")
-        background = (
-            style.RESIDUAL_BG if i in view.residual_lines
-            else style.RECOMPUTE_BG if i in view.recompute_lines
-            else None
-        )  # fmt: skip
-        out.append(tag("span", body, f"background: {background}") if background else body)
+        out.append(tag("span", text(line or " ") + _marks(view, i), _line_style(view, i)))
     hidden = len(view.lines) - MAX_PANE_LINES
     if hidden > 0:
-        out.append(f"… {hidden:,} more lines (the analysis's .forward.text / .backward.text)")
-    return tag("pre", "\n".join(out), f"{style.PRE}; {PANE_HEIGHT}")
+        more = f"… {hidden:,} more lines (the analysis's .forward.text / .backward.text)"
+        out.append(tag("span", text(more), style.PANE_LINE))
+    return tag("pre", "".join(out), f"{style.PANE}; {PANE_HEIGHT}")
+
+
+def _line_style(view: JaxprView, i: int) -> str:
+    residual, recompute = i in view.residual_lines, i in view.recompute_lines
+    if recompute:
+        edge = f"; border-left: 3px solid {style.MARK}" if residual else ""
+        return f"{style.PANE_LINE}; background: {style.RECOMPUTE_BG}{edge}"
+    if residual:
+        return f"{style.PANE_LINE}; background: {style.RESIDUAL_BG}"
+    return style.PANE_LINE
+
+
+def _marks(view: JaxprView, i: int) -> str:
+    """`◀ R1,R2`, `↻`, `⇠ from host` where an equation begins (or on a header
+    line naming inputs), never again on its continuation lines."""
+    if i not in view.mark_lines:
+        return ""
+    parts = []
+    if i in view.residual_lines:
+        rs = ",".join(f"R{k + 1}" for k in view.residual_lines[i])
+        parts.append(_mark("◀ " + rs, style.MARK))
+    if i in view.recompute_lines:
+        parts.append(_mark(RECOMPUTE_MARK, style.RECOMPUTE_MARK))
+    if i in view.transfer_lines:
+        parts.append(_mark(FROM_HOST_MARK, style.TRANSFER_MARK))
+    return "  " + " ".join(parts) if parts else ""
+
+
+def _mark(words: str, colour: str) -> str:
+    return tag("span", text(words), f"color: {colour}; font-weight: bold")
 
 
 def compiled_section(a: Analysis) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 
+from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 
@@ -18,11 +19,26 @@ def show(f, *args, **kwargs) -> None:
     from remat_tui.core.trace.analysis import analyze
     from remat_tui.notebook import hooks  # noqa: F401 (the displays of results)
 
+    require_function(f, "show")
     if isinstance(f, Target) and not args and not kwargs:
         analysis = analyze(f)
     else:
         analysis = analyze(f, args, kwargs)
     display(analysis)
+
+
+def require_function(f, entry: str) -> None:
+    """`f` must be what `entry` analyses: a function (or a Target); else a
+    RematError that says so, before any tracing turns it into JAX's words."""
+    if isinstance(f, Target) or callable(f):
+        return
+    shown = repr(f)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    raise RematError(
+        f"{entry} takes the function to analyse, then its arguments: "
+        f"remat_tui.{entry}(f, *args, **kwargs). Its first argument here is {shown} "
+        f"({type(f).__name__}), not a function."
+    )
 
 
 def display(result) -> None:

@@ -29,6 +29,7 @@ PANEL_BG = "rgba(128, 128, 128, 0.08)"
 RULE = "1px solid rgba(128, 128, 128, 0.35)"
 MARK = "rgb(196, 120, 0)"  # the residual marks, legible on white and on black
 RECOMPUTE_MARK = "rgb(64, 128, 255)"
+TRANSFER_MARK = "rgb(0, 150, 136)"  # a transfer from host memory: teal, neither of the above
 MUTED = "opacity: 0.75"
 
 ROOT = f"{FONT}; font-size: 13px; line-height: 1.45; margin: 4px 0"
@@ -42,6 +43,14 @@ PRE = (
     f"padding: 6px 8px; background: {PANEL_BG}; overflow-x: auto; overflow-y: auto; "
     "text-align: left"
 )
+# A jaxpr pane: its lines wrap (no line or mark is cut off in a narrow notebook),
+# each a block with a hanging indent so a wrapped line reads as one.
+PANE = (
+    f"{MONO}; font-size: 12px; line-height: 1.35; white-space: pre-wrap; "
+    f"word-wrap: break-word; margin: 0; padding: 6px 8px; background: {PANEL_BG}; "
+    "overflow-y: auto; text-align: left"
+)
+PANE_LINE = "display: block; padding-left: 2em; text-indent: -2em"
 CODE = f"{MONO}; font-size: 12px"
 TITLE = "font-weight: bold; font-size: 14px; margin: 2px 0"
 HEADING = "font-weight: bold; margin: 8px 0 2px 0"

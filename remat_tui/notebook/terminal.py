@@ -60,12 +60,13 @@ def pane(view: JaxprView) -> Text:
     out = Text(no_wrap=False, overflow="fold")
     for i, line in enumerate(view.lines[:MAX_PANE_LINES]):
         background = (
-            RESIDUAL if i in view.residual_lines
-            else RECOMPUTE if i in view.recompute_lines
+            RECOMPUTE if i in view.recompute_lines
+            else RESIDUAL if i in view.residual_lines
             else ""
         )  # fmt: skip
         out.append(line, background)
-        marks = line_marks(view, i)
+        # once per equation, not on each of its printed lines
+        marks = line_marks(view, i) if i in view.mark_lines else ""
         if marks:
             out.append("  " + marks, MARK)
         out.append("\n")

@@ -6,19 +6,25 @@ an anywidget (the `notebook` extra). Its state is synced traitlets:
   `names` the function defines: changing one composes the policy that saves
   and offloads them (`save_only_these_names` or
   `save_and_offload_only_these_names`), as the app's Names list does without
-  sites; picking a policy sets the states it implies (none, for a policy that
-  does not decide by name);
+  sites; picking a policy sets the states it implies for the function's own
+  names (none, for a policy that does not decide by name);
 - `device`, picked from `device_choices` (local devices, TPU topologies
   with the tpu extra);
 - out: `html` (what `show` displays), `status`, `busy`, `error`.
+
+Bad input (a spec that does not parse, a state or name that is not one, a
+device there is not) is refused: `error` says why, and the controls go back
+to the latest request, so neither the picker nor `w.policy` keeps it; a trace
+that fails puts them back to the analysis still shown.
 
 The function as written is analysed at once, as `show` does. Each change
 after that is answered by Live (live.py): at once when seen before, else in
 a background thread while the kernel runs other cells; the view shows the
 request and its elapsed time meanwhile. Python can drive it too
 (`w.policy = "dots_saveable"; w.wait()`), and `w.analysis` is the Analysis
-shown. Where the widget's script cannot run (GitHub, nbconvert without
-widget state) its display falls back to the last HTML shown.
+shown. Where the widget's script cannot run (GitHub, nbconvert, a notebook
+reopened without its kernel) a static copy of the HTML shown when it was
+displayed stands beside it (`_ipython_display_`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from remat_tui.core.trace.configured import as_target
 from remat_tui.errors import RematError
 from remat_tui.notebook import analysis_html, hooks  # noqa: F401 (hooks: results display)
 from remat_tui.notebook.live import Live, Shown
+from remat_tui.notebook.show import require_function
 from remat_tui.registry import Target
 
 STATES = ("recompute", "save", "offload")
@@ -42,17 +49,21 @@ STATES = ("recompute", "save", "offload")
 
 def widget(f, *args, **kwargs) -> RematWidget:
     """The live view of `f(*args, **kwargs)` (or of a Target, given alone)."""
+    require_function(f, "widget")
     if isinstance(f, Target) and not args and not kwargs:
         return RematWidget(f)
     return RematWidget(as_target(f, args, kwargs))
 
 
-def states_of(spec: policies.PolicySpec) -> dict[str, str]:
-    """What a names policy does to each name it names; {} for any other policy."""
+def states_of(spec: policies.PolicySpec, names: list[str]) -> dict[str, str]:
+    """What a names policy does to each of `names` (the function's own: a
+    name it does not define is the analysis's warning, never a toggle's
+    state, so the next toggle composes none of it); {} for any other policy."""
     if spec.kind not in ("save_only_these_names", policies.OFFLOAD_NAMES):
         return {}
-    states = {name: "save" for name in spec.names}
-    states.update({name: "offload" for name in spec.offloaded})
+    states = {name: "recompute" for name in names}
+    states.update({name: "save" for name in spec.names if name in states})
+    states.update({name: "offload" for name in spec.offloaded if name in states})
     return states
 
 
@@ -75,6 +86,10 @@ class RematWidget(anywidget.AnyWidget):
         self.target = target
         self.analysis = None  # the Analysis shown
         self._composing = False  # set while a change of one control sets another
+        # the controls (policy, name_states, device) of the latest request made,
+        # and of each config asked for: what bad input or a failed trace restores
+        self._accepted: tuple | None = None
+        self._controls: dict[Config, tuple] = {}
         self.live = Live(target, analysis_html.render, self._show, self._fail)
         devices = available_devices()
         self._composing = True  # the initial values ask for nothing: one request follows
@@ -102,9 +117,9 @@ class RematWidget(anywidget.AnyWidget):
         try:
             spec = policies.parse(change["new"], self.target.policies)
         except RematError as exc:
-            self.error = exc.message
+            self._refuse(exc.message)
             return
-        self._set_quietly(name_states=states_of(spec))
+        self._set_quietly(name_states=states_of(spec, self.names))
         self._request()
 
     @traitlets.observe("name_states")
@@ -113,8 +128,14 @@ class RematWidget(anywidget.AnyWidget):
             return
         states = change["new"]
         bad = {n: s for n, s in states.items() if s not in STATES}
-        if bad:
-            self.error = f"name states {bad}: expected one of {', '.join(STATES)}"
+        unknown = sorted(set(states) - set(self.names))
+        if bad or unknown:
+            self._refuse(
+                f"name states {bad}: expected one of {', '.join(STATES)}"
+                if bad
+                else f"no checkpoint_name {', '.join(map(repr, unknown))} in this function "
+                f"(its names: {', '.join(self.names) or 'none'})"
+            )
             return
         saved = [n for n, s in states.items() if s == "save"]
         offloaded = [n for n, s in states.items() if s == "offload"]
@@ -135,13 +156,30 @@ class RematWidget(anywidget.AnyWidget):
         finally:
             self._composing = False
 
+    def _controls_now(self) -> tuple:
+        return self.policy, dict(self.name_states), self.device
+
+    def _restore(self, controls: tuple | None) -> None:
+        """Put the controls back as they were for `controls`' request."""
+        if controls is not None:
+            policy, states, device = controls
+            self._set_quietly(policy=policy, name_states=states, device=device)
+
+    def _refuse(self, message: str) -> None:
+        """Bad input: said in place; the controls (the picker, `w.policy`)
+        go back to the latest request, and its analysis stays shown."""
+        with self.hold_sync():
+            self._restore(self._accepted)
+            self.error = message
+
     def _request(self) -> None:
         try:
             config = Config.make(self.policy, None, self.device or None, self.target.policies)
         except RematError as exc:
-            self.error = exc.message
+            self._refuse(exc.message)
             return
         self.error = ""
+        self._accepted = self._controls[config] = self._controls_now()
         if config.policy not in self.policy_choices:
             self.policy_choices = [*self.policy_choices, config.policy]
         shown = self.live.request(config)
@@ -165,18 +203,59 @@ class RematWidget(anywidget.AnyWidget):
             self.status = f"{shown.config.label()} · {how}"
 
     def _fail(self, config: Config, message: str) -> None:
+        """A trace that failed: its error in place, and the controls back to
+        the analysis still shown."""
+        shown = self.analysis.config if self.analysis is not None else None
         with self.hold_sync():
+            if shown is not None and shown in self._controls:
+                self._accepted = self._controls[shown]
+                self._restore(self._accepted)
             self.error = message
             self.busy = False
             self.status = f"{config.label()} failed; showing the last good analysis"
 
     # ---- where the widget's script cannot run -----------------------------------------
+    #
+    # A notebook executed headless (nbclient, `jupyter nbconvert --execute`,
+    # papermill) saves the widget's state, and nbconvert then renders the
+    # widget's view, which needs scripts from the network, instead of any
+    # `text/html` in the same output. So the display is two outputs: the live
+    # view, and `show`'s display of the code as written beside it, as an
+    # output of its own that every viewer renders. Where the view runs, its
+    # stylesheet (widget.css, which the page loads with the view) hides that
+    # static copy.
+
+    def _ipython_display_(self, **kwargs) -> None:
+        from IPython.display import display
+
+        data, metadata = self._view_bundle(**kwargs)
+        display(data, metadata=metadata, raw=True)
+        if self.html:
+            display({"text/html": static_copy(self.html)}, raw=True)
 
     def _repr_mimebundle_(self, **kwargs):
+        """One output, for frontends that ask for a bundle instead of IPython's
+        display: the view, with `show`'s display as its `text/html`."""
+        bundle = self._view_bundle(**kwargs)
+        if bundle is None:
+            return None
+        data, metadata = bundle
+        if self.html:
+            data = {**data, "text/html": self.html}
+        return data, metadata
+
+    def _view_bundle(self, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is None:
             return None
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        if self.html:
-            data = {**data, "text/html": self.html}
-        return data, metadata
+        return {**data, "text/plain": STATIC_NOTE}, metadata
+
+
+STATIC_NOTE = "remat-tui widget: live in a notebook with its kernel"
+STATIC_CLASS = "remat-tui-static"  # widget.css hides it where the view runs
+
+
+def static_copy(html: str) -> str:
+    """`show`'s display as the widget's static copy (see _ipython_display_)."""
+    return f'<div class="{STATIC_CLASS}">{html}</div>'

@@ -95,14 +95,21 @@ def site_row(site: Site) -> tuple[str, ...]:
     )
 
 
+RECOMPUTE_MARK = "↻"
+FROM_HOST_MARK = "⇠ from host"  # a transfer of an offloaded residual, not recomputation
+
+
 def line_marks(view: JaxprView, line: int) -> str:
     """What the reports write after a jaxpr line: `◀ R1,R2` where it defines
-    (forward) or reads (backward) residuals, `↻` where it recomputes."""
+    (forward) or reads (backward) residuals, `↻` where it recomputes, `⇠ from
+    host` where it brings an offloaded residual back from host memory."""
     marks = []
     if line in view.residual_lines:
         marks.append("◀ " + ",".join(f"R{k + 1}" for k in view.residual_lines[line]))
     if line in view.recompute_lines:
-        marks.append("↻")
+        marks.append(RECOMPUTE_MARK)
+    if line in view.transfer_lines:
+        marks.append(FROM_HOST_MARK)
     return " ".join(marks)
 
 

@@ -42,6 +42,7 @@ MORE_KEYS = [
     ("", ""),
     ("Rn", "gutter: the line defines (forward) or reads (backward) residual n"),
     ("↻", "gutter: a backward line that re-runs forward work (recomputation)"),
+    ("⇠", "gutter: a backward line that brings an offloaded residual back from host"),
     ("R S O ·", "names: recomputed, saved, offloaded; · the policy is not by name"),
 ]
 

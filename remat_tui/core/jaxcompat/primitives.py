@@ -152,6 +152,20 @@ def is_device_put(eqn) -> bool:
     return eqn.primitive.name == "device_put"
 
 
+def brings_from_host(eqn) -> bool:
+    """A device_put that brings a value offloaded to host memory back to the
+    device: a transfer, not forward work done again."""
+    return (
+        is_device_put(eqn)
+        and any(_on_host(v) for v in eqn.invars)
+        and not all(_on_host(v) for v in eqn.outvars)
+    )
+
+
+def _on_host(var) -> bool:
+    return "host" in str(getattr(var.aval, "memory_space", "")).lower()
+
+
 def transposes_without_work(eqn) -> bool:
     """Whether transposing this linear equation adds no forward work."""
     return eqn.primitive.name in TRANSPOSED_WITHOUT_WORK and not compares_cases(eqn)

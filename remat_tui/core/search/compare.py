@@ -251,7 +251,7 @@ def conclude(target, rows: list[Row], baseline: Analysis, base: Config, seconds:
     """The Comparison of `rows` (all of them, or those made before a cancel):
     the notes that weigh rows against each other, and the Pareto marks."""
     judge_offloads(target, rows, baseline, cancelled)
-    saved_name_notes(rows)
+    saved_name_notes(rows, target)
     peak_notes(rows, base)
     mark_pareto(rows)
     return Comparison(target.file, target.name, baseline.device, rows, seconds)

@@ -1,6 +1,7 @@
 """Provides name_verdicts: for each checkpoint_name, whether saving it alone at
 one place (the outer policy, or a checkpointed function) spares any recompute,
-and why not when it does not (core/notes.spare_verdict). The app's Names list
+and why not when it does not (core/notes.spare_verdict, naming the work
+beneath it still re-run: core/search/name_reruns.py). The app's Names list
 marks those names; compare says the same in its notes.
 
 Measured, not guessed: one lean analysis with no name saved at the place and
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from remat_tui.core.search.name_reruns import rerun_beneath
 from remat_tui.core.search.notes import spare_verdict
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
@@ -36,14 +38,18 @@ def name_verdicts(
         return config.at_function(sites, function, spec)
 
     def measure(spec: policies.PolicySpec):
-        a = row_view(trace_config(target, at_place(spec), cancelled), cancelled)
-        return a.flops["recompute"], a.totals.device_bytes
+        t = trace_config(target, at_place(spec), cancelled)
+        a = row_view(t, cancelled)
+        return a.flops["recompute"], a.totals.device_bytes, t
 
-    none_flops, none_bytes = measure(policies.names_policy([], []))
+    none_flops, none_bytes, _ = measure(policies.names_policy([], []))
     out = {}
     for name in names:
-        flops, device_bytes = measure(policies.names_policy([name], []))
-        verdict = spare_verdict(name, none_flops - flops, none_flops, device_bytes - none_bytes)
+        flops, device_bytes, t = measure(policies.names_policy([name], []))
+        verdict = spare_verdict(
+            name, none_flops - flops, none_flops, device_bytes - none_bytes,
+            beneath=lambda t=t, name=name: rerun_beneath(t, name),
+        )  # fmt: skip
         if verdict is not None:
             out[name] = verdict
     return out

@@ -4,6 +4,7 @@ beside the numbers (compare's notes column, the status line, the reports).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from remat_tui.core.model import Analysis
@@ -76,11 +77,12 @@ SPARES_LITTLE = 0.05
 SAVES_NO_NAME = (policies.names_policy([], []), policies.PolicySpec("nothing_saveable"))
 
 
-def saved_name_notes(rows) -> None:
+def saved_name_notes(rows, target=None) -> None:
     """Note on each row that saves one checkpoint_name alone (outer, or at one
     place) when that spares (almost) no recompute against saving no name
     there: the name's bytes buy nothing. Rows: compare's, whose configs hold
-    both (compare.candidates makes them)."""
+    both (compare.candidates makes them). With the `target`, the note names
+    the work beneath the name that is still re-run (core/search/name_reruns.py)."""
     by_config = {r.config: r for r in rows}
     for row in rows:
         for place, name in _single_saved_names(row.config):
@@ -94,14 +96,31 @@ def saved_name_notes(rows) -> None:
                 spared=other.recompute_flops - row.recompute_flops,
                 recompute=other.recompute_flops,
                 extra_bytes=row.device_bytes - other.device_bytes,
+                beneath=_beneath(target, row.config, name) if target is not None else None,
             )
             if verdict is not None:
                 row.notes.append(verdict)
 
 
-def spare_verdict(name: str, spared: int, recompute: int, extra_bytes: int) -> str | None:
+def _beneath(target, config, name: str) -> Callable:
+    """What the backward pass re-runs beneath `name` under `config`, traced
+    when a note asks (core/search/name_reruns.py)."""
+
+    def read():
+        from remat_tui.core.search.name_reruns import rerun_beneath
+        from remat_tui.core.trace.traced import trace_config
+
+        return rerun_beneath(trace_config(target, config), name)
+
+    return read
+
+
+def spare_verdict(name: str, spared: int, recompute: int, extra_bytes: int,
+                  beneath: Callable | None = None) -> str | None:  # fmt: skip
     """Why saving `name` alone is not worth it, or None when it is: it spares
-    `spared` of the `recompute` FLOPs done with no name saved, for `extra_bytes`."""
+    `spared` of the `recompute` FLOPs done with no name saved, for `extra_bytes`.
+    `beneath()` (name_reruns.rerun_beneath, asked only for this note) says
+    which of the user's work is still re-run beneath the name."""
     if spared > SPARES_LITTLE * recompute:
         return None
     if extra_bytes <= 0 and spared <= 0:
@@ -118,12 +137,35 @@ def spare_verdict(name: str, spared: int, recompute: int, extra_bytes: int) -> s
         amount = "almost no (under 0.1% of the)"
     else:
         amount = f"{share:.1%} of the"
-    return (
-        f"saving {name!r} spares {amount} recompute: the backward pass still re-runs "
-        "the work that produces it, for another value of that work it needs (GELU's "
-        "derivative reads its input; tanh's reads its output as it was before "
-        "checkpoint_name tagged a copy)"
+    head = f"saving {name!r} spares {amount} recompute: "
+    found = beneath() if beneath is not None else None
+    if found is None:
+        return head + (
+            "the backward pass still re-runs the work that produces it, for another "
+            "value of that work it needs"
+        )
+    reruns = " and ".join(found.reruns)
+    if found.maker_reruns:
+        return head + (
+            f"the backward pass still re-runs {reruns}, which makes {name!r}: it needs "
+            f"{_primitive(found.maker)}'s output as computed, not the copy "
+            f"checkpoint_name tagged"
+        )
+    maker = _primitive(found.maker)
+    rerun_words = f"the backward pass still re-runs {reruns}, which {found.maker} is computed from"
+    if found.derivative:
+        return head + (
+            f"{rerun_words}: {maker}'s derivative ({', '.join(found.derivative)}) is re-run "
+            f"from it, and {name!r} holds {maker}'s output, not its input"
+        )
+    return head + (
+        f"{rerun_words}: the backward pass needs it, and {name!r} holds {maker}'s output, "
+        "not its input"
     )
+
+
+def _primitive(words: str) -> str:
+    return words.split(" ", 1)[0]
 
 
 def _single_saved_names(config):

@@ -19,7 +19,6 @@ from typing import Any
 
 import jax
 
-from remat_tui.core import jaxcompat as jc
 from remat_tui.core.costs import flops, site_flops
 from remat_tui.core.costs.flops import count_dots
 from remat_tui.core.model import Analysis, JaxprView
@@ -78,7 +77,7 @@ def full_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysis
     check_cancelled(cancelled)
     bwd_text, bwd_lay = linemap.layout(bwd)
     residuals, fwd_marks, bwd_marks = _place_residuals(
-        t.found, t.forward, bwd, fwd_lay, bwd_lay, t.num_residuals
+        t.found, t.forward, bwd, fwd_lay, bwd_lay, t.backward_positions
     )
     forward = linemap.make_view(fwd_text, fwd_lay, fwd_marks)
     backward = linemap.make_view(bwd_text, bwd_lay, bwd_marks, recompute)
@@ -115,7 +114,7 @@ def _clock(t: Trace) -> tuple[float, float]:
 def _recompute_in(t: Trace, bwd):
     """The forward work the backward pass does again (inside remat equations)."""
     return recomputation.recomputation(
-        bwd, set(bwd.invars[: t.num_residuals]), set(bwd.invars[t.num_residuals :])
+        bwd, set(bwd.invars[: t.backward_residuals]), set(bwd.invars[t.backward_residuals :])
     )
 
 
@@ -196,25 +195,27 @@ def _snippet(target: Target, spec, sites: list, plan: dict) -> str:
     return "\n".join(lines)
 
 
-def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
-    """Attach to each residual its lines and variable names in both panes."""
+def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, positions: list[int | None]):
+    """Attach to each residual its lines and variable names in both panes
+    (`positions`: forward residual output -> backward input, Trace.backward_positions):
+    the lines that make it (forward) and read it (backward), followed into the
+    bodies of calls rather than the whole of each (linemap.making_lines, Readers)."""
     fwd_marks: dict[int, list[int]] = {}
     bwd_marks: dict[int, list[int]] = {}
     # Input names are read off the printed header; use them only if all were found.
     bwd_names_ok = len(bwd_lay.invar_names) == len(bwd.invars)
-    readers: dict[Any, list[int]] = {}  # backward input var -> top-level eqns reading it
-    for k, eqn in enumerate(bwd.eqns):
-        for v in eqn.invars:
-            if isinstance(v, jc.Var):
-                readers.setdefault(v, []).append(k)
+    readers = linemap.Readers(bwd_lay)
     out = []
     for idx, fr in enumerate(found):
         r = fr.residual
         fwd_lines: tuple[int, ...] = ()
         fwd_var = None
         if fr.eqn_index is not None:
-            fwd_lines = fwd_lay.span_lines(fr.eqn_index)
             eqn = fwd.eqns[fr.eqn_index]
+            # the line defining it first (a body bound by `let` prints above it)
+            head = fwd_lay.span_lines(fr.eqn_index)[:1]
+            made = linemap.making_lines(fwd_lay, eqn, fr.var) - set(head)
+            fwd_lines = (*head, *sorted(made))
             outs = fwd_lay.outvar_names(fr.eqn_index)
             if fr.var in eqn.outvars and len(outs) == len(eqn.outvars):
                 fwd_var = outs[eqn.outvars.index(fr.var)]
@@ -224,27 +225,29 @@ def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, num_res):
             if fr.var in pool and len(names) == len(pool):
                 fwd_var = names[pool.index(fr.var)]
                 fwd_lines = (fwd_lay.header[fwd_var],)
+        bwd_header: tuple[int, ...] = ()  # the line declaring it, first
         bwd_lines: set[int] = set()
         bwd_var = None
-        for pos in fr.outvar_positions:
-            if pos >= num_res or pos >= len(bwd.invars):
-                continue
+        for fwd_pos in fr.outvar_positions:
+            pos = positions[fwd_pos] if fwd_pos < len(positions) else None
+            if pos is None or pos >= len(bwd.invars):
+                continue  # baked into the backward pass as a constant
             invar = bwd.invars[pos]
             if bwd_var is None and bwd_names_ok:
                 bwd_var = bwd_lay.invar_names[pos]
-                bwd_lines.add(bwd_lay.header[bwd_var])
-            for k in readers.get(invar, ()):
-                bwd_lines.update(bwd_lay.span_lines(k))
+                bwd_header = (bwd_lay.header[bwd_var],)
+            bwd_lines |= readers.lines(bwd, invar)
+        bwd_lines -= set(bwd_header)
         for line in fwd_lines:
             fwd_marks.setdefault(line, []).append(idx)
-        for line in bwd_lines:
+        for line in (*bwd_header, *bwd_lines):
             bwd_marks.setdefault(line, []).append(idx)
         out.append(
             replace(
                 r,
                 forward_lines=fwd_lines,
                 forward_var=fwd_var,
-                backward_lines=tuple(sorted(bwd_lines)),
+                backward_lines=(*bwd_header, *sorted(bwd_lines)),
                 backward_var=bwd_var,
             )
         )

@@ -3,7 +3,8 @@
 From the printer's source map (see jaxcompat.format_jaxpr) we know which
 equation each printed line belongs to. From that: which forward lines define
 residuals, which backward lines read them, which backward lines recompute
-forward work (the equations core/trace/recomputation.py finds), and the user's
+forward work and which bring an offloaded residual back from host memory (the
+equations core/trace/recomputation.py finds), and the user's
 source line behind every equation line.
 """
 
@@ -30,6 +31,10 @@ class PrintedJaxpr:
     header: dict[str, int] = field(default_factory=dict)  # binder name -> line
     constvar_names: list[str] = field(default_factory=list)
     invar_names: list[str] = field(default_factory=list)
+    # per line, the innermost equation drawn there (None: a header or binding line)
+    innermost: list[jc.EqnRef | None] = field(default_factory=list)
+    # id() of an equation (at any depth) -> the lines it is the innermost one on
+    by_eqn: dict[int, list[int]] = field(default_factory=dict)
 
     def span_lines(self, eqn_index: int) -> tuple[int, ...]:
         """Every line from the equation's first to its last (sub-jaxprs printed
@@ -51,8 +56,82 @@ def layout(jaxpr) -> tuple[str, PrintedJaxpr]:
         for start, end, ref in line_regions:
             if len(ref.path) == 1:  # a top-level equation's own text (not a sub-jaxpr's)
                 lay.own.setdefault(ref.path[0], []).append((i, start, end))
+        inner = max((ref for _, _, ref in line_regions), key=lambda r: len(r.path), default=None)
+        lay.innermost.append(inner)
+        if inner is not None:
+            lay.by_eqn.setdefault(id(inner.eqn), []).append(i)
     _read_header(lay)
     return text, lay
+
+
+# ---- the lines that make and read a value -----------------------------------------
+#
+# A residual's lines are its equations', not the whole of every equation that
+# touches it: a remat, scan or jit equation prints its body inline (a remat2
+# of 25 lines), and only the body's lines that make or read the value say
+# anything. So a call equation contributes its first and last lines (its
+# binders, and its operands), and the search goes on inside its bodies.
+
+
+def making_lines(lay: PrintedJaxpr, eqn, var) -> set[int]:
+    """The lines of `eqn` that make its output `var`: all of a leaf equation's;
+    of a call, its binders and operands lines and, inside its bodies, the
+    lines making the body output bound to `var`."""
+    calls = jc.bodies(eqn)
+    if not calls:
+        return set(lay.by_eqn.get(id(eqn), ()))
+    out = _ends(lay, eqn)
+    position = next((k for k, o in enumerate(eqn.outvars) if o is var), None)
+    for body in calls:
+        if not body.outputs or position is None:
+            continue
+        inner = body.jaxpr.outvars[position]
+        maker = next((e for e in body.jaxpr.eqns if any(o is inner for o in e.outvars)), None)
+        if maker is not None:
+            out |= making_lines(lay, maker, inner)
+    return out
+
+
+class Readers:
+    """The lines of the equations reading a value, followed into bodies; each
+    jaxpr's readers indexed once (var -> its equations) for all the values asked."""
+
+    def __init__(self, lay: PrintedJaxpr):
+        self.lay = lay
+        self._index: dict[int, dict] = {}  # id(jaxpr) -> {var: [equations reading it]}
+
+    def lines(self, jaxpr, var) -> set[int]:
+        """The lines reading `var` (an input or value of `jaxpr`): all of each
+        leaf equation reading it; of a call, its binders and operands lines and,
+        inside its bodies, the lines reading the input bound to `var`."""
+        out: set[int] = set()
+        for eqn in self._readers(jaxpr).get(var, ()):
+            calls = jc.bodies(eqn)
+            if not calls:
+                out.update(self.lay.by_eqn.get(id(eqn), ()))
+                continue
+            out |= _ends(self.lay, eqn)
+            for body in calls:
+                for inner, outer in zip(body.jaxpr.invars, body.inputs or (), strict=False):
+                    if outer is var:
+                        out |= self.lines(body.jaxpr, inner)
+        return out
+
+    def _readers(self, jaxpr) -> dict:
+        index = self._index.get(id(jaxpr))
+        if index is None:
+            index = self._index[id(jaxpr)] = {}
+            for eqn in jaxpr.eqns:
+                for v in eqn.invars:
+                    if isinstance(v, jc.Var):
+                        index.setdefault(v, []).append(eqn)
+        return index
+
+
+def _ends(lay: PrintedJaxpr, eqn) -> set[int]:
+    """A call equation's first and last own lines: its binders and its operands."""
+    own = lay.by_eqn.get(id(eqn), ())
+    return {own[0], own[-1]} if own else set()
 
 
 def _read_header(lay: PrintedJaxpr) -> None:
@@ -88,19 +167,24 @@ def make_view(
 ) -> JaxprView:
     """The pane model: text, residual and recomputation lines, lazy sources."""
     recompute = recompute or Recomputation()
-    innermost = [
-        max((ref for _, _, ref in r), key=lambda ref: len(ref.path)) if r else None
-        for r in lay.regions
-    ]
+    innermost = lay.innermost
     recompute_lines = {
         i for i, ref in enumerate(innermost) if ref is not None and id(ref.eqn) in recompute.eqn_ids
+    }
+    transfer_lines = {
+        i
+        for i, ref in enumerate(innermost)
+        if ref is not None and id(ref.eqn) in recompute.transfer_ids
     }
     return JaxprView(
         text=text,
         lines=lay.lines,
         residual_lines=residual_lines,
         recompute_lines=recompute_lines,
+        transfer_lines=transfer_lines,
         recompute_eqns=recompute.count,
+        mark_lines={own[0] for own in lay.by_eqn.values()}
+        | {i for i, ref in enumerate(innermost) if ref is None},
         source_lookup=_SourceLookup([ref.eqn.source_info if ref else None for ref in innermost]),
     )
 

@@ -3,7 +3,10 @@ by one data-flow walk over either program it can be read from.
 
 - `recomputation(bwd, ...)`: in the backward jaxpr, the equations inside a
   remat (checkpoint) equation's body that are computed from residuals without
-  touching a cotangent, with their ids (the backward pane marks them `↻`).
+  touching a cotangent, with their ids (the backward pane marks them `↻`);
+  and apart from them, the transfers that bring an offloaded residual back
+  from host memory (a device_put there reads a residual too, but re-runs no
+  forward work: the pane marks it as a transfer).
 - `from_linear(linear)`: the same count and FLOPs read from the linear program
   `jax.vjp` returns, without tracing the backward pass, where that reading is
   exact; compare and suggest use it for their rows (core/trace/analysis.py
@@ -44,6 +47,9 @@ class Recomputation:
     equation's sub-jaxpr, computed from residuals without touching a cotangent."""
 
     eqn_ids: set[int] = field(default_factory=set)  # id() of each such equation
+    # id() of each device_put bringing an offloaded residual back from host
+    # memory: it reads residuals alone too, but moves a value, recomputes none
+    transfer_ids: set[int] = field(default_factory=set)
     count: int = 0  # leaf equations, once per call site (a shared jaxpr per use)
     # their FLOPs (core/costs/flops.py rules): scan bodies x length, a cond's
     # costliest branch, while bodies once (then exact is False)
@@ -123,7 +129,10 @@ class _Flow:
             ct.update(eqn.outvars)
         elif not by_body and uses_primal:
             primal.update(eqn.outvars)
-            if in_remat:
+            if jc.primitives.brings_from_host(eqn):
+                if not self.linear:
+                    self.found.transfer_ids.add(id(eqn))
+            elif in_remat:
                 if not self.linear:
                     self.found.eqn_ids.add(id(eqn))
                 self.found.count += not calls

@@ -23,14 +23,14 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from jax.tree_util import tree_flatten, tree_unflatten
+from jax.tree_util import tree_flatten
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_set, resolve_device, trace_device
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.setup.usererrors import describe, user_traceback
+from remat_tui.core.trace.as_called import BackwardInputs, backward_inputs
 from remat_tui.core.trace.configured import (
     Cancelled,
     check_cancelled,
@@ -58,20 +58,21 @@ class Trace:
     linear: Any  # the linear program of the vjp, or None where JAX keeps none
     found: list[FoundResidual]  # each with its origin and per-device bytes
     primal: Primal | None
-    num_residuals: int
+    num_residuals: int  # the forward jaxpr's residual outputs
     seconds: float  # spent tracing so far (the backward pass adds its share)
-    _backward_inputs: tuple = field(repr=False)  # (function, residual shapes, cotangents)
+    _backward_source: Callable[[], BackwardInputs] = field(repr=False)
+    _backward_inputs: BackwardInputs | None = field(default=None, repr=False)
     _backward: Any = field(default=None, repr=False)
 
     def backward(self, cancelled: Callable[[], bool] | None = None):
         """The backward jaxpr (opened), traced the first time it is asked for."""
         if self._backward is None:
             check_cancelled(cancelled)
-            fn, res_shapes, ct_shapes = self._backward_inputs
             start = time.perf_counter()
             with jax.default_device(self.here):
                 try:
-                    closed = jax.make_jaxpr(fn)(*res_shapes, *ct_shapes)
+                    inputs = self._inputs()
+                    closed = jax.make_jaxpr(inputs.fn)(*inputs.residuals, *inputs.cotangents)
                 except (RematError, Cancelled):
                     raise
                 except Exception as exc:
@@ -80,6 +81,23 @@ class Trace:
             self.seconds += time.perf_counter() - start
         check_cancelled(cancelled)
         return self._backward
+
+    def _inputs(self) -> BackwardInputs:
+        if self._backward_inputs is None:
+            self._backward_inputs = self._backward_source()
+        return self._backward_inputs
+
+    @property
+    def backward_residuals(self) -> int:
+        """How many of the backward jaxpr's inputs are residuals (the rest are
+        cotangents); fewer than `num_residuals` where JAX bakes some in."""
+        return len(self._inputs().residuals)
+
+    @property
+    def backward_positions(self) -> list[int | None]:
+        """Forward residual output -> the backward input holding it (None
+        where JAX bakes it into the backward pass as a constant)."""
+        return self._inputs().positions
 
     @property
     def sites(self) -> list:
@@ -113,7 +131,7 @@ def trace(
     prefer_dir = target_dir(target)
     with jax.default_device(here):
         flat_fn, primal, plan = configured_function(target, config, leaves, in_tree, here)
-        forward, linear, backward_inputs = _vjp(target, config, flat_fn, leaves, here)
+        forward, linear, num_res, backward_source = _vjp(target, config, flat_fn, leaves, here)
         check_cancelled(cancelled)
         result = Trace(
             target=target,
@@ -125,9 +143,9 @@ def trace(
             linear=linear,
             found=[],
             primal=primal,
-            num_residuals=len(backward_inputs[1]),
+            num_residuals=num_res,
             seconds=0.0,
-            _backward_inputs=backward_inputs,
+            _backward_source=backward_source,
         )
         # A checkpoint of the user's that is differentiated leaves a remat
         # equation in the linear program as it does in the backward pass
@@ -143,28 +161,24 @@ def trace(
 
 def _vjp(target: Target, config: Config, flat_fn: Callable, leaves: list, here):
     """The forward jaxpr of `jax.vjp(flat_fn)` (opened), its linear program (or
-    None) and what the backward pass is traced from when a view asks for it:
-    (the function applying the vjp, the residuals' shapes, the cotangents')."""
+    None) and a function giving what the backward pass is traced from, the
+    first time a view asks for it (core/trace/as_called.py)."""
     try:
         closed, (out_shape, vjp_shape) = jax.make_jaxpr(
             lambda *a: jax.vjp(flat_fn, *a), return_shape=True
         )(*leaves)
         linear = jc.linear_program(vjp_shape, len(leaves))
-        res_shapes, res_tree = tree_flatten(vjp_shape)
         forward = jc.open_jaxpr(closed)
-        res_avals = [v.aval for v in forward.outvars[len(forward.outvars) - len(res_shapes) :]]
-        res_shapes = _keep_memory_space(res_shapes, res_avals, here)
-        ct_shapes, ct_tree = tree_flatten(out_shape)
+        num_res = len(tree_flatten(vjp_shape)[0])
     except (RematError, Cancelled):
         raise
     except Exception as exc:
         raise _failed(target, config, exc) from None
 
-    def backward(*flat):
-        vjp_fn = tree_unflatten(res_tree, flat[: len(res_shapes)])
-        return vjp_fn(tree_unflatten(ct_tree, flat[len(res_shapes) :]))
+    def inputs() -> BackwardInputs:
+        return backward_inputs(flat_fn, leaves, vjp_shape, out_shape, forward, here)
 
-    return forward, linear, (backward, res_shapes, ct_shapes)
+    return forward, linear, num_res, inputs
 
 
 def _residuals(t: Trace, args, kwargs, prefer_dir) -> list[FoundResidual]:
@@ -207,19 +221,6 @@ def _hashing_hint(exc: Exception) -> str:
             "jax.checkpoint(lambda *a: module(*a)), or use eqx.filter_checkpoint."
         )
     return ""
-
-
-def _keep_memory_space(shapes: list, avals: list, device) -> list:
-    """`return_shape` drops where a residual lives; an offloaded one must reach the
-    backward trace in host memory, or the backward pane would show it on device."""
-    if not any(jc.is_host(a) for a in avals):
-        return shapes
-    mesh = Mesh(np.array([device]), ("remat_tui",))
-    host = NamedSharding(mesh, PartitionSpec(), memory_kind="pinned_host")
-    return [
-        jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=host) if jc.is_host(a) else s
-        for s, a in zip(shapes, avals, strict=True)
-    ]
 
 
 def _require_differentiable(target: Target, leaves: list) -> None:
