@@ -65,11 +65,34 @@ def saved(a: Analysis) -> str:
     if scope == SHARDED:
         return (
             f"{human_bytes(t.device_bytes_per_device)} per device "
-            f"({human_bytes(t.device_bytes)} {all_devices(devices)})"
+            f"({human_bytes(t.device_bytes)} {all_devices(devices)}){_and_host(t)}"
         )
     if scope == GLOBAL:
-        return f"{human_bytes(t.device_bytes)} {all_devices(devices)} ({PER_DEVICE_UNKNOWN})"
-    return f"{human_bytes(t.device_bytes)} per device"
+        return (
+            f"{human_bytes(t.device_bytes)} {all_devices(devices)} ({PER_DEVICE_UNKNOWN})"
+            + _and_host(t)
+        )
+    return f"{human_bytes(t.device_bytes)} per device" + _and_host(t)
+
+
+def _and_host(t) -> str:
+    return f" + {human_bytes(t.host_bytes)} offloaded to host" if t.host_bytes else ""
+
+
+def offloaded(a: Analysis) -> list[tuple[str, str]]:
+    """The row saying that the residual bytes the policy offloads stay in
+    device memory, in the peak, where the compile has no host memory for
+    them (XLA's CPU); none otherwise (`saved` counts them as offloaded)."""
+    host, c = a.totals.host_bytes, a.compiled
+    if not host or c is None or not c.fits or c.host_temp_bytes:
+        return []
+    if any(s["space"] == "host" for s in (c.memory or {}).get("other_spaces") or []):
+        return []
+    return [(
+        "offloaded to host (residuals)",
+        f"{human_bytes(host)}, which stay in device memory: XLA's compile for {c.device} has "
+        "no host memory space, so offloading lowers nothing here",
+    )]  # fmt: skip
 
 
 def headline(a: Analysis) -> str | None:
@@ -142,6 +165,7 @@ def details(a: Analysis) -> list[tuple[str, str]]:
     ran = "run on the device" if a.measured and a.measured.get("runs") else "never run"
     rows += [
         ("saved by autodiff (residuals)", saved(a)),
+        *offloaded(a),
         ("what was compiled", step_words(c)),
         *differs(c),
         ("compiled in", f"{c.seconds:.1f} s, {ran}"),
