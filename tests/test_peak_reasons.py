@@ -100,3 +100,13 @@ def test_the_kept_residual_is_said_only_beyond_what_autodiff_saves():
     assert kept_by_xla(memory, 300) is None
     assert kept_by_xla(_memory(argument=500), 0) is None
     assert "where autodiff saves 100 B besides the arguments" in kept_by_xla(memory, 100)
+
+
+def test_the_peak_row_says_what_the_figure_is(nothing_on_the_mlp):
+    """On CPU the peak is the sum of XLA's sizes, and the row says so (on TPU
+    it says HBM's live peak: tests/test_compiled.py)."""
+    _, a = nothing_on_the_mlp
+    c = a.compiled
+    assert c.peak_source == "sum" and not c.alias_bytes
+    assert c.peak_bytes == c.argument_bytes + c.output_bytes + c.temp_bytes
+    assert "(device memory: arguments + outputs + temporaries)" in render(a, "text")
