@@ -163,3 +163,13 @@ def test_the_flop_note_names_the_arguments_the_step_leaves_out():
     assert "the gradients of every argument" in flop_note(1000.0, 0.0, compiled)
     compiled["differentiated"] = {"every_argument": True}
     assert "the gradients of every argument" not in flop_note(1000.0, 0.0, compiled)
+
+
+def test_compare_says_once_what_its_compiled_step_differentiates():
+    from remat_tui.report.costs import render_compare
+
+    x, w, b = _shape(8, 16), _shape(16, 16), _shape(16)
+    c = remat_tui.compare(scaled, args=(x, w, b), policies=["as_written"], compiled=True)
+    for fmt in ("text", "md", "html"):
+        said = render_compare(c, fmt)
+        assert said.count("The compiled step differentiates argument 0 (") == 1, fmt

@@ -7,6 +7,7 @@ import json
 from html import escape
 
 from remat_tui.registry import target_label
+from remat_tui.report.compiled import arguments_words
 from remat_tui.report.labels import config_label, short_spec  # noqa: F401 (also the app's)
 from remat_tui.report.memory import largest_category, summary
 from remat_tui.report.pareto import pareto_svg  # noqa: F401 (also the notebook's)
@@ -198,14 +199,27 @@ def compare_legend(rows) -> str:
             "★ Pareto-optimal: no other row needs no more memory at no more cost (the "
             "measured step time where the rows were run, else the estimated one once "
             "compiled, else recompute FLOPs; host bytes break ties; an offload slower than "
-            "recomputing is never ★). "
+            "recomputing is never ★, nor one with no host memory to go to). "
             "device/host: residual bytes saved by autodiff; recompute: forward FLOPs the "
             "backward pass does again; peak/temp: the compiled gradient alone (no optimizer "
             "state), or the training step for a target that says what it trains, when "
             "compiled; ✗: it does not fit the device."
         )
+        + differentiated_legend(rows)
         + time_legend(rows)
         + legend_devices(rows)
+    )
+
+
+def differentiated_legend(rows) -> str:
+    """The legend's sentence on what the compiled step differentiates, where
+    that is not every argument as in the residual bytes; or ''."""
+    d = next((r.compiled.get("differentiated") for r in rows if r.compiled), None)
+    if not d or d["every_argument"]:
+        return ""
+    return (
+        f" The compiled step differentiates {arguments_words(d)} ({d['why']}); the residual "
+        "bytes every argument, as jax.ad_checkpoint.print_saved_residuals differentiates them."
     )
 
 
