@@ -165,11 +165,13 @@ def test_the_flop_note_names_the_arguments_the_step_leaves_out():
     assert "the gradients of every argument" not in flop_note(1000.0, 0.0, compiled)
 
 
-def test_compare_says_once_what_its_compiled_step_differentiates():
-    from remat_tui.report.costs import render_compare
+def test_compare_and_suggest_say_once_what_their_compiled_step_differentiates():
+    from remat_tui.report.costs import render_compare, render_suggest
 
     x, w, b = _shape(8, 16), _shape(16, 16), _shape(16)
     c = remat_tui.compare(scaled, args=(x, w, b), policies=["as_written"], compiled=True)
-    for fmt in ("text", "md", "html"):
-        said = render_compare(c, fmt)
-        assert said.count("The compiled step differentiates argument 0 (") == 1, fmt
+    s = remat_tui.suggest(scaled, 2**40, args=(x, w, b), compiled=True)
+    said = [render_compare(c, fmt) for fmt in ("text", "md", "html")]
+    said += [render_suggest(s, fmt) for fmt in ("text", "md")]
+    for text in said:
+        assert text.count("The compiled step differentiates argument 0 (") == 1

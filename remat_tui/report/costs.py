@@ -278,6 +278,9 @@ def render_suggest(s, fmt: str) -> str:
         "paste:",
         best.python,
     ]
+    step = differentiated_legend(s.rows).strip()  # where the step and the residuals differ
+    if step:
+        lines.insert(3, step)
     memory = (best.compiled or {}).get("memory")
     if memory and memory["peak_bytes"]:
         category = largest_category(memory)
@@ -293,7 +296,8 @@ def render_suggest(s, fmt: str) -> str:
         lines += ["", *(f"note: {n}" for n in best.notes)]
     if fmt == "md":
         return (
-            "\n".join(["# remat-tui suggest", "", *lines[:3], "", "```", best.python, "```"]) + "\n"
+            "\n".join(["# remat-tui suggest", "", *lines[:3], *[step][:bool(step)], "", "```",
+                       best.python, "```"]) + "\n"  # fmt: skip
         )
     return "\n".join(lines) + "\n"
 
