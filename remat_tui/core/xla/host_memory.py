@@ -10,8 +10,12 @@ memory and the peak does not move (measured: the same compiled peak with and
 without `offload_dot_with_no_batch_dims`).
 
 The test is the compile itself, of the smallest program that offloads one
-residual: XLA says whether it placed any bytes in host memory. About 0.1-0.4 s,
-once per device per process.
+residual: XLA places bytes in host memory (host temporaries, or a host space
+in its buffer assignment), or at least its device temporaries differ from
+those of the same program keeping the residual on the device. Neither: the
+offload lowers nothing there. About 0.1-0.4 s a compile, once per device per
+process. (Measured on CPU and deviceless TPU compiles; on a GPU, whose XLA
+has host offloading, either signal answers yes.)
 """
 
 from __future__ import annotations
@@ -28,11 +32,17 @@ from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 _NAME = "offloaded"
-_POLICY = (
-    "save_and_offload_only_these_names(names_which_can_be_saved=[], "
-    f"names_which_can_be_offloaded=['{_NAME}'], offload_src='device', "
-    "offload_dst='pinned_host')"
-)
+
+
+def _keeping(saved: list[str], offloaded: list[str]) -> str:
+    return (
+        f"save_and_offload_only_these_names(names_which_can_be_saved={saved}, "
+        f"names_which_can_be_offloaded={offloaded}, offload_src='device', "
+        "offload_dst='pinned_host')"
+    )
+
+
+_OFFLOADING, _SAVING = _keeping([], [_NAME]), _keeping([_NAME], [])
 _known: dict[str, bool] = {}  # device label -> whether its compile offloads to host
 
 
@@ -41,7 +51,7 @@ def _offloading(x):
 
 
 _PROBE = Target(
-    fn=_offloading, name="offload probe", args=(jax.ShapeDtypeStruct((256,), jnp.float32),)
+    fn=_offloading, name="offload probe", args=(jax.ShapeDtypeStruct((1024,), jnp.float32),)
 )
 
 
@@ -51,12 +61,19 @@ def offloads_to_host(device: str | None) -> bool:
     key = device or ""
     if key not in _known:
         try:
-            compiled = compile_costs(_PROBE, Config.make(_POLICY, device=device), memory=True)
+            _known[key] = _probe(device)
         except RematError:  # the backend refuses offloading itself: its own error says so
             return True
-        spaces = (compiled.memory or {}).get("other_spaces", [])
-        _known[key] = compiled.host_temp_bytes > 0 or any(s["space"] == "host" for s in spaces)
     return _known[key]
+
+
+def _probe(device: str | None) -> bool:
+    offloading = compile_costs(_PROBE, Config.make(_OFFLOADING, device=device), memory=True)
+    spaces = (offloading.memory or {}).get("other_spaces", [])
+    if offloading.host_temp_bytes > 0 or any(s["space"] == "host" for s in spaces):
+        return True
+    saving = compile_costs(_PROBE, Config.make(_SAVING, device=device))
+    return offloading.temp_bytes != saving.temp_bytes
 
 
 def moved_bytes(device: str | None, host_bytes: int) -> int:
