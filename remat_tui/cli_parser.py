@@ -19,7 +19,8 @@ SITE_HELP = (
     "checkpoint); repeatable"
 )
 COMPILED_HELP = (
-    "also compile each configuration's step (the loss and its gradient, or the "
+    "also compile each configuration's step (the loss and its gradient with respect to "
+    "the first argument or the target's params=, as jax.value_and_grad takes it; or the "
     "training step), without running it, for its memory and time"
 )
 
@@ -130,8 +131,9 @@ def _report(commands) -> None:
     policy_option(report)
     output_options(
         report,
-        "also compile the step (the loss and its gradient, or the training step) for "
-        "the device, without running it, and lead with XLA's peak bytes per device",
+        "also compile the step (the loss and its gradient with respect to the first "
+        "argument or the target's params=, or the training step) for the device, without "
+        "running it, and lead with XLA's peak bytes per device",
     )
     measure_options(report)
     report.add_argument(

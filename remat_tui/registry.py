@@ -30,7 +30,8 @@ class Target:
         kwargs: the keyword arguments, or a callable returning them; or None.
         policies: the target's own policies, by name.
         file: the file it was loaded from (None for a target made in code).
-        param_positions: positions in `args` that are parameters, when it trains.
+        param_positions: positions in `args` that are parameters: what the
+            compiled step differentiates (and, when it trains, updates).
         optimizer: the optax transformation that updates them, when it trains.
         train_step: a training step of one's own, when it trains.
         opt_state: that step's optimizer state (an example, or a function of
@@ -43,9 +44,10 @@ class Target:
     kwargs: Any = None
     policies: dict[str, Callable] = field(default_factory=dict)
     file: str | None = None
-    # What it trains (Contract 8): positions in `args` that are parameters, and
-    # the optax optimizer updating them, or a step of the user's own and its
-    # optimizer state; then the compiled measure is the step.
+    # What it trains (Contract 8): positions in `args` that are parameters (what
+    # the compiled gradient differentiates), and the optax optimizer updating
+    # them, or a step of the user's own and its optimizer state; then the
+    # compiled measure is the step.
     param_positions: tuple[int, ...] | None = None
     optimizer: Any = None
     train_step: Callable | None = None
@@ -98,10 +100,12 @@ def target(
         policies: extra policy names mapped to policy callables, which the
             target can then be analysed under by name.
         params: what the function trains: positions in `args` that are
-            parameters (one int, or a tuple). With `optimizer` (an optax
-            transformation), the compiled figure is one training step (the
-            gradient, the optimizer's update, parameters and optimizer state
-            donated), not the gradient alone.
+            parameters (one int, or a tuple). The compiled gradient
+            differentiates these (floating-point leaves only); without
+            `params`, the first argument, as `jax.value_and_grad` does. With
+            `optimizer` (an optax transformation), the compiled figure is one
+            training step (the gradient, the optimizer's update, parameters
+            and optimizer state donated), not the gradient alone.
         optimizer: the optax transformation updating `params`.
         train_step: a step of one's own: `train_step(params, opt_state,
             *batch, loss=loss) -> (params, opt_state)`, where `params` is
@@ -165,8 +169,9 @@ def _check_training(params, optimizer, train_step, opt_state) -> None:
         return
     if opt_state is not None:
         raise TypeError("remat_tui.target: opt_state goes with train_step")
-    if (params is None) != (optimizer is None):
+    # params alone names what the compiled gradient differentiates.
+    if optimizer is not None and params is None:
         raise TypeError(
-            "remat_tui.target: params and optimizer go together: params=(0,) names the "
-            "arguments that are parameters, optimizer=optax.adam(1e-3) what updates them"
+            "remat_tui.target: optimizer needs params: params=(0,) names the arguments that "
+            "are parameters, optimizer=optax.adam(1e-3) what updates them"
         )

@@ -43,6 +43,7 @@ KEYS = {
     "available_bytes",
     "error",
     "step",
+    "differentiated",
     "bytes_accessed",
     "transcendentals",
     "loops",
@@ -106,7 +107,8 @@ def test_compiled_numbers_are_present_and_depend_on_the_policy():
         assert set(c.to_dict()) == KEYS
         assert c.device == "cpu:0" and c.devices == 1
         assert c.argument_bytes == 4 * (LAYERS * WIDTH * WIDTH + BATCH * WIDTH)
-        assert c.output_bytes >= c.argument_bytes  # the gradients, one per argument
+        # The loss and the first argument's gradient, as jax.value_and_grad gives.
+        assert c.output_bytes >= 4 * LAYERS * WIDTH * WIDTH
         # CPU's own peak leaves the temps out; the sum stands in, and says so.
         assert c.peak_source == "sum"
         assert c.peak_bytes == c.argument_bytes + c.output_bytes + c.temp_bytes - c.alias_bytes
@@ -293,7 +295,9 @@ def test_deviceless_tpu_compile_of_a_small_model(tpu):
     # adds the temporaries kept in VMEM at that moment.
     live_always = c.argument_bytes + c.output_bytes - c.alias_bytes
     assert c.peak_source == "live"
-    assert live_always <= c.peak_bytes <= live_always + c.temp_bytes
+    # (Not bounded by temp_bytes: JAX 0.10's libtpu leaves its preallocated
+    # temporaries out of it, and this step's temps are all such.)
+    assert live_always <= c.peak_bytes
     assert c.backend_peak_bytes >= c.peak_bytes
     assert c.argument_bytes == 4 * (LAYERS * WIDTH * WIDTH + BATCH * WIDTH)
     assert c.generated_code_bytes > 0
@@ -309,7 +313,9 @@ def test_deviceless_tpu_compile_of_a_small_model(tpu):
     text = render(a, "text")
     assert "device  tpu:v5e:2x2\n" in text
     assert "per device (compiled for tpu:v5e:2x2)" in text
-    assert "(device memory: arguments + outputs + temps)" in text
+    # Said as what it is (issue 30): not the sum of the sizes listed under it.
+    assert "(HBM's live peak: the most bytes live at one step of XLA's schedule" in text
+    assert "arguments + outputs" not in text
     assert "(TPU v5 lite, 4 chips, compile only)" in render(a, "md")
 
 
@@ -387,7 +393,7 @@ def test_flops_and_bytes_accessed_are_xlas_own():
     c = compile_costs(target(fn), Config())
     args = _args()
 
-    gradient = jax.value_and_grad(fn, argnums=(0, 1))
+    gradient = jax.value_and_grad(fn)  # the first argument, as the step users run
     costs = jax.jit(gradient).lower(*args).compile().cost_analysis()
     costs = costs[0] if isinstance(costs, (list, tuple)) else costs
     assert c.flops == pytest.approx(costs["flops"])

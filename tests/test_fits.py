@@ -73,6 +73,8 @@ def cheapest_that_fits(rows, budget):
     where there is no estimate) among rows that fit, host bytes then memory
     breaking ties, an offload slower than recomputing only if nothing else fits."""
     fitting = [r for r in rows if r.fits and r.weighed_bytes <= budget]
+    # Never an offload with no host memory to go to (the CPU's compile has none).
+    fitting = [r for r in fitting if not r.offload_without_host]
     fitting = [r for r in fitting if not r.offload_slower] or fitting
 
     def cost(r):
@@ -103,6 +105,8 @@ def test_suggest_compiles_only_what_can_change_its_answer(all_compiled, which):
             if r.offload_slower:  # left out while a configuration that recomputes fits
                 assert not got.best.offload_slower
                 continue
+            if r.offload_without_host:  # never the answer, so never compiled
+                continue
             bound = step_time.lower_bound(chip, r.step_flops, r.host_bytes)
             assert (bound, r.host_bytes) >= (got.best.time["seconds"], got.best.host_bytes)
             assert r.time is None or r.time["seconds"] >= bound
@@ -127,7 +131,10 @@ def compute_bound_cpu(monkeypatch):
     compiled_lib.clear_cache()
 
 
-def test_suggest_skips_compiles_that_cannot_beat_the_answer(compute_bound_cpu):
+def test_suggest_skips_compiles_that_cannot_beat_the_answer(compute_bound_cpu, monkeypatch):
+    # As on a chip with host memory: the offloads compete (on the CPU's own
+    # compile they are left out uncompiled, tests/test_offload_without_host.py).
+    monkeypatch.setattr("remat_tui.core.xla.host_memory.offloads_to_host", lambda device: True)
     target = as_target(LOSS, ARGS, None)
     got = remat_tui.core.search.suggest.suggest(target, 2**40, compiled=True)
     everything = remat_tui.core.search.suggest.suggest(
@@ -165,7 +172,10 @@ def test_suggest_when_nothing_fits_the_device(failing_for):
     failing_for(out_of_memory="all")
     got = remat_tui.suggest(LOSS, 2**40, args=ARGS, compiled=True)
     assert not got.fits and not got.best.fits
-    assert got.compiled_count == got.searched and not got.skipped  # each had to be tried
+    # Each had to be tried, but the offloads the CPU's compile has no host memory for.
+    homeless = sum(1 for r in got.rows if r.offload_without_host)
+    assert got.compiled_count == got.searched - got.skipped and homeless == 0
+    assert got.skipped and "which cpu:0's compile does not have" in got.skipped_why
     text = cost_reports.render_suggest(got, "text")
     assert "nothing fits" in text and "does not fit the device either" in text
 

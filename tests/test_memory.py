@@ -349,7 +349,8 @@ def test_made_up_memory_counts_shared_bytes_once(tmp_path):
     assert mem.peak_step == 3 and mem.peak_bytes == held + 32
     # Space 1 counted apart, at its own peak, with its buffer.
     (space,) = mem.other_spaces
-    assert space.space == "space 1" and space.peak_bytes == 64 and space.allocated_bytes == 64
+    assert space.space == "unnamed space 1"
+    assert space.peak_bytes == 64 and space.allocated_bytes == 64
     assert [b.bytes for b in space.at_peak] == [64]
     assert memory.from_dump(made_up(tmp_path), "tpu").other_spaces[0].space == "vmem"
     assert mem.backward_from == 4

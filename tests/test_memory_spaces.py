@@ -49,10 +49,11 @@ def target_file(tmp_path_factory):
 
 
 def by_hand(fn, args, chip):
-    """jax.value_and_grad compiled by JAX for the chip: its memory analysis."""
+    """jax.value_and_grad (the first argument, as the step users run) compiled
+    by JAX for the chip: its memory analysis."""
     sharding = jax.sharding.SingleDeviceSharding(chip)
     placed = [jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for a in args]
-    gradient = jax.value_and_grad(fn, argnums=tuple(range(len(args))))
+    gradient = jax.value_and_grad(fn)
     return jax.jit(gradient).lower(*placed).compile().memory_analysis()
 
 
@@ -124,3 +125,60 @@ def test_a_budget_weighs_hbm_alone(chip):
     assert c.peak_source == "live" and c.peak_bytes < c.backend_peak_bytes
     live_always = c.argument_bytes + c.output_bytes - c.alias_bytes
     assert live_always <= c.peak_bytes <= live_always + c.temp_bytes
+
+
+def test_space_numbers_have_names_or_say_they_have_none():
+    from remat_tui.core.jaxcompat.buffers import space_name
+
+    assert space_name(5, "cpu") == space_name(5, "tpu") == "host"
+    assert [space_name(n, "tpu") for n in (1, 2, 6)] == ["vmem", "sflag", "smem"]
+    assert space_name(7, "tpu") == "unnamed space 7"
+    assert space_name(1, "cpu") == "unnamed space 1"
+
+
+def test_every_space_of_an_offloading_step_is_named(chip):
+    """libtpu put a scalar in its space 6 when a step offloads (issue 30: the
+    JSON said "space 6"): each space a step uses has its name."""
+    from jax.ad_checkpoint import checkpoint_name
+
+    def f(x):
+        return jnp.sum(jnp.cos(checkpoint_name(jnp.sin(x), "y")))
+
+    spec = (
+        "save_and_offload_only_these_names(names_which_can_be_saved=[], "
+        "names_which_can_be_offloaded=['y'], offload_src='device', offload_dst='pinned_host')"
+    )
+    args = (jax.ShapeDtypeStruct((256,), jnp.float32),)
+    c = compile_costs(Target(fn=f, name="f", args=args), Config.make(spec, device=TOPOLOGY),
+                      memory=True)  # fmt: skip
+    spaces = {s["space"] for s in c.memory["other_spaces"]}
+    assert "host" in spaces and spaces <= {"vmem", "sflag", "smem", "host"}
+
+
+def test_smem_is_where_a_pallas_smem_operand_goes(chip):
+    """The oracle for the name: an operand a Pallas kernel takes in SMEM is
+    copied into the space remat-tui calls "smem"."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    from remat_tui.core.xla.memory import compile_with_memory, memory_of
+
+    def kernel(s_ref, x_ref, o_ref):
+        o_ref[...] = x_ref[...] * s_ref[0]
+
+    def scale(s, x):
+        return pl.pallas_call(
+            kernel,
+            out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype),
+            in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM),
+                      pl.BlockSpec(memory_space=pltpu.VMEM)],
+            out_specs=pl.BlockSpec(memory_space=pltpu.VMEM),
+        )(s, x)  # fmt: skip
+
+    placed = jax.sharding.SingleDeviceSharding(chip)
+    s = jax.ShapeDtypeStruct((1,), jnp.float32, sharding=placed)
+    x = jax.ShapeDtypeStruct((8, 128), jnp.float32, sharding=placed)
+    with jax.default_device(jax.devices("cpu")[0]):
+        executable = compile_with_memory(jax.jit(scale).lower(s, x))
+    spaces = {space.space: space for space in memory_of(executable, "tpu").other_spaces}
+    assert [b.shape for b in spaces["smem"].at_peak] == ["f32[1]"]

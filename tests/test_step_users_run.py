@@ -47,10 +47,12 @@ POLICIES = ("as_written", "nothing_saveable", "dots_saveable")
 
 
 def _by_hand(fn, args, policy: str):
-    """jax.value_and_grad of `fn` under `policy`, compiled by JAX directly."""
+    """jax.value_and_grad of `fn` under `policy` (its default: the first
+    argument, as the step users run; tests/test_step_arguments.py has the
+    others), compiled by JAX directly."""
     if policy != "as_written":
         fn = jax.checkpoint(fn, policy=getattr(jax.checkpoint_policies, policy))
-    gradient = jax.value_and_grad(fn, argnums=tuple(range(len(args))))
+    gradient = jax.value_and_grad(fn)
     executable = jax.jit(gradient).lower(*args).compile()
     costs = executable.cost_analysis()
     costs = costs[0] if isinstance(costs, (list, tuple)) else costs

@@ -76,9 +76,9 @@ def test_every_view_says_what_was_compiled():
     assert alone.to_dict()["compiled"]["step"] == "gradient"
 
 
-def test_params_and_optimizer_go_together_and_name_real_arguments():
-    with pytest.raises(TypeError, match="params and optimizer go together"):
-        remat_tui.target(args=(), params=(0,))
+def test_an_optimizer_needs_params_and_params_name_real_arguments():
+    with pytest.raises(TypeError, match="optimizer needs params"):
+        remat_tui.target(args=(), optimizer=optax.sgd(1.0))
     bad = Target(fn=loss, name="loss", args=(PARAMS, BATCH_X), param_positions=(5,),
                  optimizer=optax.sgd(1.0))  # fmt: skip
     with pytest.raises(RematError, match=r"params=\(5,\) names argument positions \[5\]"):

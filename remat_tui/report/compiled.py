@@ -22,8 +22,8 @@ from remat_tui.report.units import (
 
 EXPLAINED = (
     "The compiled peak is what XLA's program for the step needs at once in one device's "
-    "memory: the arguments, the loss and gradients it returns and its temporaries, "
-    "residuals among them. "
+    "memory: the arguments, what it returns (the loss and gradients, or a training step's "
+    "new parameters and optimizer state) and its temporaries, residuals among them. "
     "The residual bytes count only the values autodiff saves for the backward pass, "
     "before XLA fuses, reuses or rematerialises buffers, so the two differ and the "
     "peak is the one that must fit."
@@ -65,11 +65,34 @@ def saved(a: Analysis) -> str:
     if scope == SHARDED:
         return (
             f"{human_bytes(t.device_bytes_per_device)} per device "
-            f"({human_bytes(t.device_bytes)} {all_devices(devices)})"
+            f"({human_bytes(t.device_bytes)} {all_devices(devices)}){_and_host(t)}"
         )
     if scope == GLOBAL:
-        return f"{human_bytes(t.device_bytes)} {all_devices(devices)} ({PER_DEVICE_UNKNOWN})"
-    return f"{human_bytes(t.device_bytes)} per device"
+        return (
+            f"{human_bytes(t.device_bytes)} {all_devices(devices)} ({PER_DEVICE_UNKNOWN})"
+            + _and_host(t)
+        )
+    return f"{human_bytes(t.device_bytes)} per device" + _and_host(t)
+
+
+def _and_host(t) -> str:
+    return f" + {human_bytes(t.host_bytes)} offloaded to host" if t.host_bytes else ""
+
+
+def offloaded(a: Analysis) -> list[tuple[str, str]]:
+    """The row saying that the residual bytes the policy offloads stay in
+    device memory, in the peak, where the compile has no host memory for
+    them (XLA's CPU); none otherwise (`saved` counts them as offloaded)."""
+    host, c = a.totals.host_bytes, a.compiled
+    if not host or c is None or not c.fits or c.host_temp_bytes:
+        return []
+    if any(s["space"] == "host" for s in (c.memory or {}).get("other_spaces") or []):
+        return []
+    return [(
+        "offloaded to host (residuals)",
+        f"{human_bytes(host)}, which stay in device memory: XLA's compile for {c.device} has "
+        "no host memory space, so offloading lowers nothing here",
+    )]  # fmt: skip
 
 
 def headline(a: Analysis) -> str | None:
@@ -110,17 +133,17 @@ def details(a: Analysis) -> list[tuple[str, str]]:
             ("XLA says", c.error or ""),
             ("saved by autodiff (residuals)", saved(a)),
             ("what was compiled", step_words(c)),
+            *differs(c),
             ("compiled in", f"{c.seconds:.1f} s"),
         ]
     # XLA's byte figures are one device's: said on each when there are several.
     each = " per device" if c.devices > 1 else ""
     rows = [
-        ("peak per device", f"{human_bytes(c.peak_bytes)} (device memory: arguments + "
-                            "outputs + temps)"),
+        ("peak per device", f"{human_bytes(c.peak_bytes)} ({peak_words(c)})"),
         *other_spaces(c),
         (f"temporaries{each}", human_bytes(c.temp_bytes)),
         (f"arguments{each}", human_bytes(c.argument_bytes)),
-        (f"outputs (the loss and gradients){each}", human_bytes(c.output_bytes)),
+        (f"outputs ({output_words(c)}){each}", human_bytes(c.output_bytes)),
         (f"aliased{each}", human_bytes(c.alias_bytes)),
         ("generated code", human_bytes(c.generated_code_bytes)),
     ]  # fmt: skip
@@ -142,10 +165,25 @@ def details(a: Analysis) -> list[tuple[str, str]]:
     ran = "run on the device" if a.measured and a.measured.get("runs") else "never run"
     rows += [
         ("saved by autodiff (residuals)", saved(a)),
+        *offloaded(a),
         ("what was compiled", step_words(c)),
+        *differs(c),
         ("compiled in", f"{c.seconds:.1f} s, {ran}"),
     ]
     return rows
+
+
+def peak_words(c) -> str:
+    """What the peak figure is: the sum of the main memory's allocations, or
+    on TPU (`peak_source` "live") the most HBM holds at one step of XLA's
+    schedule, which the allocations' sizes below do not add up to."""
+    if c.peak_source == "live":
+        return (
+            "HBM's live peak: the most bytes live at one step of XLA's schedule, not the "
+            "sum of the allocation sizes below"
+        )
+    aliased = " - aliased" if c.alias_bytes else ""
+    return f"device memory: arguments + outputs + temporaries{aliased}"
 
 
 def other_spaces(c) -> list[tuple[str, str]]:
@@ -203,6 +241,48 @@ def step_words(c) -> str:
             "parameters and optimizer state donated"
         )
     return (
-        "the gradient alone: no optimizer state, no parameter update (name the target's "
-        "params and optimizer to compile its training step)"
+        f"the gradient alone, of {arguments_words(c.differentiated)}: no optimizer state, no "
+        "parameter update (name the target's params and optimizer to compile its training step)"
     )
+
+
+def output_words(c) -> str:
+    """What the step returns, as it is: a training step's new parameters and
+    optimizer state, or the loss and the differentiated arguments' gradients."""
+    if c.step == "train":
+        return "the new parameters and optimizer state, and the loss"
+    return f"the loss and the gradients of {arguments_words(c.differentiated)}"
+
+
+def arguments_words(d: dict | None) -> str:
+    """`argument 0`, `arguments 1 and 2`, `keyword arguments x, w`: what the
+    step differentiates (Compiled.differentiated)."""
+    if d is None:
+        return "what the target's train_step differentiates"
+    named = []
+    if d["positions"]:
+        named.append(_counted("argument", [str(p) for p in d["positions"]]))
+    if d["keywords"]:
+        named.append(_counted("keyword argument", d["keywords"]))
+    return " and ".join(named) or "no argument (none is floating-point)"
+
+
+def differs(c) -> list[tuple[str, str]]:
+    """The one row saying that the step differentiates other arguments than
+    the residual list does (print_saved_residuals differentiates every
+    argument), where they differ."""
+    d = c.differentiated
+    if d is None or d["every_argument"]:
+        return []
+    return [(
+        "differentiated",
+        f"the step: {arguments_words(d)} ({d['why']}); the residual list: every argument, "
+        "as jax.ad_checkpoint.print_saved_residuals differentiates them",
+    )]  # fmt: skip
+
+
+def _counted(word: str, names: list[str]) -> str:
+    """`argument 0`, `arguments 1 and 2`, `keyword arguments w, x and y`."""
+    if len(names) == 1:
+        return f"{word} {names[0]}"
+    return f"{word}s {', '.join(names[:-1])} and {names[-1]}"

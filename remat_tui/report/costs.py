@@ -7,7 +7,10 @@ import json
 from html import escape
 
 from remat_tui.registry import target_label
+from remat_tui.report.compiled import arguments_words
+from remat_tui.report.labels import config_label, short_spec  # noqa: F401 (also the app's)
 from remat_tui.report.memory import largest_category, summary
+from remat_tui.report.pareto import pareto_svg  # noqa: F401 (also the notebook's)
 from remat_tui.report.tables import md_cell, text_table
 from remat_tui.report.units import human_bytes, human_flops, human_seconds, signed
 
@@ -57,32 +60,6 @@ def legend_devices(rows) -> str:
         f" The arguments are sharded over {n} devices: peak and temp are per device; "
         f"device (all {n}) and host (all {n}) are the residual bytes across all {n} devices."
     )
-
-
-def short_spec(spec: str) -> str:
-    """A names policy as the names it saves and offloads (`save qkv · offload h`);
-    any other spec as it is. For tables: reports and JSON keep the canonical spec."""
-    from remat_tui.core.setup import policies
-
-    try:
-        parsed = policies.parse(spec, policies.AnyName())
-    except Exception:  # a custom:<name> policy read off the code
-        return spec
-    if parsed.kind not in ("save_only_these_names", policies.OFFLOAD_NAMES):
-        return spec
-    parts = []
-    if parsed.names:
-        parts.append("save " + ", ".join(parsed.names))
-    if parsed.offloaded:
-        parts.append("offload " + ", ".join(parsed.offloaded))
-    return " · ".join(parts) or "save no names"
-
-
-def config_label(row) -> str:
-    parts = [] if row.config.policy == "as_written" and row.config.sites else [row.config.policy]
-    parts = [short_spec(p) for p in parts]
-    parts += [f"site {k}: {short_spec(v)}" for k, v in row.config.sites]
-    return "; ".join(parts)
 
 
 def peak_cell(row) -> str:
@@ -233,14 +210,27 @@ def compare_legend(rows) -> str:
             "★ Pareto-optimal: no other row needs no more memory at no more cost (the "
             "measured step time where the rows were run, else the estimated one once "
             "compiled, else recompute FLOPs; host bytes break ties; an offload slower than "
-            "recomputing is never ★). "
+            "recomputing is never ★, nor one with no host memory to go to). "
             "device/host: residual bytes saved by autodiff; recompute: forward FLOPs the "
             "backward pass does again; peak/temp: the compiled gradient alone (no optimizer "
             "state), or the training step for a target that says what it trains, when "
             "compiled; ✗: it does not fit the device."
         )
+        + differentiated_legend(rows)
         + time_legend(rows)
         + legend_devices(rows)
+    )
+
+
+def differentiated_legend(rows) -> str:
+    """The legend's sentence on what the compiled step differentiates, where
+    that is not every argument as in the residual bytes; or ''."""
+    d = next((r.compiled.get("differentiated") for r in rows if r.compiled), None)
+    if not d or d["every_argument"]:
+        return ""
+    return (
+        f" The compiled step differentiates {arguments_words(d)} ({d['why']}); the residual "
+        "bytes every argument, as jax.ad_checkpoint.print_saved_residuals differentiates them."
     )
 
 
@@ -281,64 +271,6 @@ def render_compare(c, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def pareto_svg(rows, width: int = 640, height: int = 360, numbered: bool = False) -> str:
-    """Memory (x) against recompute FLOPs (y), one dot per row, the Pareto
-    front joined by a line; every label escaped. `numbered`: each dot also
-    carries its row's number (1-based), for a view where the <title>
-    tooltips do not show (an SVG in an <img>)."""
-    if not rows:
-        return ""
-    pad = 56
-    xs = [r.weighed_bytes for r in rows]
-    ys = [r.recompute_flops for r in rows]
-    x0, x1 = min(xs), max(xs) or 1
-    y0, y1 = min(ys), max(ys) or 1
-
-    def px(v, lo, hi, size, flip=False):
-        t = 0.5 if hi == lo else (v - lo) / (hi - lo)
-        return pad + (1 - t if flip else t) * (size - 2 * pad)
-
-    points = []
-    at: dict[tuple[int, int], list] = {}  # {spot: [x, y, row numbers drawn there]}
-    for number, r in enumerate(rows, 1):
-        cx, cy = px(r.weighed_bytes, x0, x1, width), px(r.recompute_flops, y0, y1, height, True)
-        colour = "#d33" if r.pareto else "#789"
-        points.append(
-            f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{colour}">'
-            f"<title>{escape(config_label(r))}: {human_bytes(r.weighed_bytes)}, "
-            f"{human_flops(r.recompute_flops)}</title></circle>"
-        )
-        # dots closer than about 10 px share one label: 4 overlapping numbers read as none
-        at.setdefault((round(cx / 10), round(cy / 10)), [cx, cy]).append(str(number))
-    if numbered:
-        for cx, cy, *numbers in at.values():
-            # right of the dot, or left of it near the right edge
-            x, anchor = (cx + 6, "start") if cx < width * 0.7 else (cx - 6, "end")
-            points.append(
-                f'<text x="{x:.1f}" y="{cy - 5:.1f}" font-size="11" text-anchor="{anchor}">'
-                f'{",".join(numbers)}</text>'
-            )
-    front = sorted((r for r in rows if r.pareto), key=lambda r: r.weighed_bytes)
-    line = " ".join(
-        f"{px(r.weighed_bytes, x0, x1, width):.1f},"
-        f"{px(r.recompute_flops, y0, y1, height, True):.1f}"
-        for r in front
-    )
-    return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="memory against recompute FLOPs" '
-        'font-family="system-ui, sans-serif">'
-        f'<rect width="{width}" height="{height}" fill="#fafafa"/>'
-        f'<polyline points="{line}" fill="none" stroke="#d33" stroke-width="1.5"/>'
-        + "".join(points)
-        + f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle" font-size="12">'
-        f"memory ({human_bytes(x0)} – {human_bytes(x1)})</text>"
-        f'<text x="14" y="{height / 2}" font-size="12" transform="rotate(-90 14 {height / 2})" '
-        f'text-anchor="middle">recompute FLOPs ({human_flops(y0)} – {human_flops(y1)})</text>'
-        "</svg>"
-    )
-
-
 # ---- suggest --------------------------------------------------------------------------
 
 
@@ -357,6 +289,9 @@ def render_suggest(s, fmt: str) -> str:
         "paste:",
         best.python,
     ]
+    step = differentiated_legend(s.rows).strip()  # where the step and the residuals differ
+    if step:
+        lines.insert(3, step)
     memory = (best.compiled or {}).get("memory")
     if memory and memory["peak_bytes"]:
         category = largest_category(memory)
@@ -372,7 +307,8 @@ def render_suggest(s, fmt: str) -> str:
         lines += ["", *(f"note: {n}" for n in best.notes)]
     if fmt == "md":
         return (
-            "\n".join(["# remat-tui suggest", "", *lines[:3], "", "```", best.python, "```"]) + "\n"
+            "\n".join(["# remat-tui suggest", "", *lines[:3], *[step][:bool(step)], "", "```",
+                       best.python, "```"]) + "\n"  # fmt: skip
         )
     return "\n".join(lines) + "\n"
 
@@ -392,7 +328,17 @@ def search_words(s) -> str:
             how += f", {s.measured_count} that fit run on the device"
         if s.skipped:
             how += f", {s.skipped} not compiled ({s.skipped_why})"
+    elif s.skipped:
+        how += f"; {s.skipped} left out ({s.skipped_why})"
     return how
+
+
+def host_words(row) -> str:
+    """` and sends 441.0 MiB to host`: the residual bytes a configuration
+    offloads, beside the memory it is weighed by; '' when it offloads none."""
+    if not row.host_bytes:
+        return ""
+    return f" and sends {human_bytes(row.host_bytes)} to host"
 
 
 def suggest_headline(s) -> str:
@@ -403,7 +349,7 @@ def suggest_headline(s) -> str:
     if not s.fits:
         head = (
             f"nothing fits {human_bytes(s.budget)} ({measure}); the smallest is "
-            f"{config_label(best)} at {human_bytes(best.weighed_bytes)}"
+            f"{config_label(best)} at {human_bytes(best.weighed_bytes)}{host_words(best)}"
         )
         if not best.fits:
             compiled = best.compiled or {}
@@ -424,7 +370,7 @@ def suggest_headline(s) -> str:
         )
     return (
         f"fits {human_bytes(s.budget)}: {config_label(best)} uses "
-        f"{human_bytes(best.weighed_bytes)} ({measure}), recomputing "
+        f"{human_bytes(best.weighed_bytes)} ({measure}){host_words(best)}, recomputing "
         f"{human_flops(best.recompute_flops)}{time}"
     )
 

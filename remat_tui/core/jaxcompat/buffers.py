@@ -268,18 +268,23 @@ def _allocation(head: re.Match, values: list[Value]) -> Allocation:
 
 # XLA's memory spaces ("colors" in buffer assignment, `S(n)` in a layout):
 # 0 is the device's main memory (HBM; RAM on CPU) and 5 host memory, where
-# offloaded values live (xla::Layout::kHostMemorySpace). On TPU, as read off
-# deviceless compiles' dumps, 1 holds the temporaries XLA keeps in VMEM and
-# 2 the scalar synchronisation flags in SMEM.
+# offloaded values live (xla::Layout::kHostMemorySpace). libtpu numbers its
+# own; as read off deviceless compiles' dumps (libtpu 0.0.42.1, v5e, v5p and
+# v6e alike): 1 holds the temporaries XLA keeps in VMEM; 2 the flags that
+# asynchronous copies and slices signal completion with (every value there is
+# a `*-start` instruction's u32 context element); 6 scalars in SMEM (loop
+# counters, scalar operands of fusions; an operand a Pallas kernel takes with
+# `memory_space=pltpu.SMEM` is copied there). Any other number is named as
+# such: "unnamed space N".
 _HOST_SPACE = 5
-_TPU_SPACES = {1: "vmem", 2: "smem"}
+_TPU_SPACES = {1: "vmem", 2: "sflag", 6: "smem"}
 
 
 def space_name(color: int, platform: str | None) -> str:
-    """What a memory space is called: "host", "vmem", "smem", or `space N`
-    for one this table does not know on the platform."""
+    """What a memory space is called: "host", on TPU "vmem", "sflag" or
+    "smem", else `unnamed space N`, N the backend's number for it."""
     if color == _HOST_SPACE:
         return "host"
     if platform == "tpu" and color in _TPU_SPACES:
         return _TPU_SPACES[color]
-    return f"space {color}"
+    return f"unnamed space {color}"

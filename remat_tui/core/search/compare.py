@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from remat_tui.core.display import Displayable
 from remat_tui.core.model import Analysis
 from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
+from remat_tui.core.search.offload import judge_offloads
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import costs_view, row_view
 from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.trace.traced import Trace, trace_config
-from remat_tui.core.units import human_bytes, human_seconds
 from remat_tui.core.xla import compiled as compiled_xla
-from remat_tui.core.xla import step_time
+from remat_tui.core.xla import host_memory, step_time
 from remat_tui.core.xla.flop_note import flop_note
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
@@ -53,6 +53,8 @@ class Row:
         notes: sentences on what the row changes, or why it is not worth it.
         error: why its compile failed (other than running out of memory).
         offload_slower: its offload is slower than recomputing instead.
+        offload_without_host: it offloads where the device's compile has no
+            host memory: the offloaded bytes stay in device memory.
     """
 
     config: Config
@@ -74,15 +76,17 @@ class Row:
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # its compile failed (other than running out of memory)
     offload_slower: bool = False  # its offload costs more time than the recompute it saves
+    offload_without_host: bool = False  # no host memory to offload to: the bytes stay on device
 
     @property
     def weighed_bytes(self) -> int:
         """The bytes the Pareto front and suggest weigh: the compiled peak per
         device when known (for a compile that did not fit, what XLA said it
-        needed), else the residual bytes on device."""
+        needed), else the residual bytes on device (the offloaded ones too
+        where the device has no host memory for them)."""
         if self.compiled and self.compiled.get("peak_bytes"):
             return self.compiled["peak_bytes"]
-        return self.device_bytes
+        return self.device_bytes + (self.host_bytes if self.offload_without_host else 0)
 
     @property
     def cost_source(self) -> str:
@@ -154,6 +158,7 @@ class Row:
             "notes": list(self.notes),
             "error": self.error,
             "offload_slower": self.offload_slower,
+            "offload_without_host": self.offload_without_host,
             "saved_bytes": self.saved_bytes,
         }
 
@@ -250,11 +255,16 @@ def conclude(target, rows: list[Row], baseline: Analysis, base: Config, seconds:
              cancelled=None) -> Comparison:  # fmt: skip
     """The Comparison of `rows` (all of them, or those made before a cancel):
     the notes that weigh rows against each other, and the Pareto marks."""
-    judge_offloads(target, rows, baseline, cancelled)
+    judge_offloads(target, rows, baseline, analysed_row(target, cancelled))
     saved_name_notes(rows, target)
     peak_notes(rows, base)
     mark_pareto(rows)
     return Comparison(target.file, target.name, baseline.device, rows, seconds)
+
+
+def analysed_row(target, cancelled=None) -> Callable[[Config], Row]:
+    """The row of any configuration of `target`, analysed (not compiled)."""
+    return lambda config: row_of(row_view(trace_config(target, config, cancelled), cancelled))
 
 
 def measure_baseline(target, base: Config, compiled: bool, cancelled=None):
@@ -334,7 +344,7 @@ def compile_row(target, row: Row, cancelled=None, runs: int | None = None, run_i
         row.time = step_time.estimate(
             chip,
             row.step_flops / per_device,
-            row.host_bytes / per_device,
+            host_memory.moved_bytes(result.device, row.host_bytes) / per_device,
             step_time.StepCounts.of(result),
         ).to_dict()
     note = flop_note(row.step_flops / per_device, row.recompute_flops / per_device, result)
@@ -350,45 +360,6 @@ def transpose_flops(baseline: Trace, cancelled=None) -> int:
     return full.flops["backward"] - full.flops["recompute"]
 
 
-def judge_offloads(target, rows: list[Row], baseline: Analysis, cancelled=None) -> None:
-    """Mark the rows whose offload costs more time on the chip than the
-    recompute it saves (the same configuration with its offloads recomputed
-    instead, analysed when no row has it), with a note saying by how much.
-    Such a row is never Pareto-optimal nor suggested."""
-    offloading = [r for r in rows if r.host_bytes]
-    chip = step_time.chip_of(baseline.config.device) if offloading else None
-    if chip is None:
-        return
-    by_config = {r.config: r for r in rows}
-    for row in offloading:
-        instead = row.config.recomputing_offloads(target.policies)
-        other = by_config.get(instead)
-        if other is None:
-            a = row_view(trace_config(target, instead, cancelled), cancelled)
-            other = by_config[instead] = row_of(a)
-        saved = (other.recompute_flops - row.recompute_flops) / chip.peak_flops
-        moving = step_time.host_seconds(chip, row.host_bytes)
-        if moving > saved:
-            row.offload_slower = True
-            row.notes.append(_slower_offload_note(chip, row.host_bytes, moving, saved))
-
-
-def _slower_offload_note(chip, host_bytes: int, moving: float, saved: float) -> str:
-    trip = (
-        f"moving {human_bytes(host_bytes)} to host and back takes about "
-        f"{human_seconds(moving)} a step"
-    )
-    if saved <= 0:
-        return (
-            f"offloading gains nothing on {chip.name}: recomputing instead costs no "
-            f"more work, and {trip}"
-        )
-    return (
-        f"offloading is slower than recomputing on {chip.name}: {trip}, "
-        f"recomputing it about {human_seconds(saved)}"
-    )
-
-
 def peak_notes(rows: list[Row], base: Config) -> None:
     """Note on each compiled row why its peak moved so much less than its
     residual bytes against the code as written, when it did (core/search/notes.py)."""
@@ -400,7 +371,10 @@ def peak_notes(rows: list[Row], base: Config) -> None:
         after = (row.compiled or {}).get("memory")
         if row is written or after is None:
             continue
-        note = peak_note(before, after, written.saved_bytes, row.saved_bytes, base_label(base))
+        flops = (written.compiled.get("flops"), row.compiled.get("flops"))
+        note = peak_note(
+            before, after, written.saved_bytes, row.saved_bytes, base_label(base), flops=flops
+        )
         if note is not None:
             row.notes.append(note)
 
@@ -437,10 +411,15 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
 
 def mark_pareto(rows: list[Row]) -> None:
     """A row is Pareto-optimal when it fits, its offload is not slower than
-    recomputing, its run (if any) did not fail, and no other such row needs
-    no more memory at no more cost (Row.cost: measured or estimated step
-    time, or recompute, then host bytes), and less of one."""
-    eligible = [r for r in rows if r.fits and not r.offload_slower and not r.measure_failed]
+    recomputing and has host memory to go to, its run (if any) did not fail,
+    and no other such row needs no more memory at no more cost (Row.cost:
+    measured or estimated step time, or recompute, then host bytes), and less
+    of one."""
+    eligible = [
+        r
+        for r in rows
+        if r.fits and not r.offload_slower and not r.offload_without_host and not r.measure_failed
+    ]
     for row in rows:
         row.pareto = row in eligible and not any(
             other.weighed_bytes <= row.weighed_bytes

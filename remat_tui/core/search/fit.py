@@ -54,7 +54,7 @@ from remat_tui.core.trace.analysis import costs_view, row_view
 from remat_tui.core.trace.configured import Cancelled, as_target, check_cancelled
 from remat_tui.core.trace.traced import trace_config
 from remat_tui.core.units import human_bytes
-from remat_tui.core.xla import programs, step_time
+from remat_tui.core.xla import host_memory, programs, step_time
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.errors import RematError
@@ -260,7 +260,7 @@ class _Search:
         estimate = step_time.estimate(
             self.chip,
             step_flops / devices,
-            a.totals.host_bytes / devices,
+            host_memory.moved_bytes(compiled.device, a.totals.host_bytes) / devices,
             step_time.StepCounts.of(compiled),
         ).to_dict()
         self.times[key] = estimate

@@ -43,19 +43,20 @@ from dataclasses import dataclass
 from remat_tui.core.display import Displayable
 from remat_tui.core.search.compare import (
     Row,
+    analysed_row,
     canonical_spec,
     compile_row,
     evaluate,
-    judge_offloads,
     mark_pareto,
     measure_baseline,
     peak_notes,
 )
+from remat_tui.core.search.offload import judge_offloads
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.units import human_bytes
-from remat_tui.core.xla import step_time
+from remat_tui.core.xla import host_memory, step_time
 from remat_tui.core.xla.measure import RUNS, check_measurable
 
 EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic
@@ -79,8 +80,9 @@ class Suggestion(Displayable):
         rows: the rows analysed (those compiled, when compiling).
         compiled_count: how many were compiled.
         measured_count: how many were run on the device.
-        skipped: how many were not compiled, as they could not change the
-            answer; `skipped_why` says why.
+        skipped: how many were left out without a compile: they could not
+            change the answer, or they offload where the device's compile has
+            no host memory (never the answer); `skipped_why` says why.
         device_memory: what the device has for the program, when compiled.
     """
 
@@ -94,7 +96,7 @@ class Suggestion(Displayable):
     rows: list[Row]
     compiled_count: int = 0  # configurations compiled (compiled measure only)
     measured_count: int = 0  # configurations run on the device (measure=True)
-    skipped: int = 0  # configurations not compiled: they could not change the answer
+    skipped: int = 0  # left out uncompiled: no better, or offloading with no host memory
     skipped_why: str = ""
     # What the device has for the program (compiled measure only): XLA's figure
     # from a compile that did not fit, else the chip table's memory per chip.
@@ -152,17 +154,22 @@ def suggest(
     rows, exact = candidates(target, base, first, exact_limit, cancelled, progress)
     searched = len(rows)
     baseline = next(r for r in rows if r.config == base)
-    judge_offloads(target, rows, first, cancelled)
-    skipped, why = 0, ""
+    judge_offloads(target, rows, first, analysed_row(target, cancelled))
+    # Offloads with no host memory to go to are never the answer: not compiled.
+    homeless = [r for r in rows if r.offload_without_host]
+    reasons = [_without_host(len(homeless), base.device)] if homeless else []
+    skipped = len(homeless)
     if compiled:
         run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
         for row in rows:
             row.transpose_flops = transpose
+        wanted = rows if compile_all else [r for r in rows if not r.offload_without_host]
         done, why = compile_candidates(
-            target, rows, baseline, budget, cancelled, progress, run, compile_all
+            target, wanted, baseline, budget, cancelled, progress, run, compile_all
         )
+        if len(done) < len(wanted):
+            reasons.insert(0, why)
         skipped = len(rows) - len(done)
-        why = why if skipped else ""
         rows = done
         peak_notes(rows, base)
     mark_pareto(rows)
@@ -179,7 +186,7 @@ def suggest(
         compiled_count=len(rows) if compiled else 0,
         measured_count=sum(1 for r in rows if r.measured),
         skipped=skipped,
-        skipped_why=why,
+        skipped_why="; ".join(reasons),
         device_memory=_device_memory(rows) if compiled else None,
     )
 
@@ -227,12 +234,23 @@ def compile_candidates(target, rows, baseline, budget, cancelled, progress, run,
 def choose(rows: list[Row], budget: int) -> tuple[Row, bool]:
     """(the answer, whether it fits): the least cost among the rows that fit
     the budget (an offload slower than recomputing only if nothing else does;
-    never a row whose run failed), else the smallest."""
-    fitting = [r for r in rows if r.fits and r.weighed_bytes <= budget and not r.measure_failed]
+    never a row whose run failed, nor an offload with no host memory to go
+    to), else the smallest."""
+    usable = [r for r in rows if not r.offload_without_host] or rows
+    fitting = [r for r in usable if r.fits and r.weighed_bytes <= budget and not r.measure_failed]
     if fitting:
         return min(_eligible(fitting), key=lambda r: (r.cost, r.weighed_bytes)), True
-    measured = [r for r in rows if r.error is None] or rows
+    measured = [r for r in usable if r.error is None] or usable
     return min(measured, key=lambda r: (r.weighed_bytes, r.cost)), False
+
+
+def _without_host(count: int, device: str | None) -> str:
+    """Why suggest leaves out the configurations that offload where the
+    device's compile has no host memory."""
+    return (
+        f"{count} offload to host memory, which {host_memory.label(device)}'s compile does "
+        "not have: the offloaded bytes would stay in device memory"
+    )
 
 
 def _device_memory(rows: list[Row]) -> int | None:
@@ -335,7 +353,8 @@ def _least_cost(chip, devices: int):
     def least(row: Row) -> tuple:
         if chip is None or row.step_flops is None:
             return (row.recompute_flops, row.host_bytes)
-        bound = step_time.lower_bound(chip, row.step_flops / devices, row.host_bytes / devices)
+        moved = 0 if row.offload_without_host else row.host_bytes  # what crosses to host
+        bound = step_time.lower_bound(chip, row.step_flops / devices, moved / devices)
         return (bound, row.host_bytes)
 
     return least

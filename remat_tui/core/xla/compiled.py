@@ -4,7 +4,8 @@ training loop runs needs on a device, for a target as configured.
 The step is the loss and its gradient of the configured function (site
 overrides and the outer policy, the function `analyze` traces:
 configured.configured_function): `jax.vjp` applied to a cotangent of ones,
-its output kept, which for a scalar loss is `jax.value_and_grad`; or, for a
+its output kept, which for a scalar loss is `jax.value_and_grad`, with
+respect to the first argument or the target's `params=`; or, for a
 target that trains, its whole training step (core/xla/lowering.py). It is
 lowered with the example arguments' shapes (ShapeDtypeStructs: nothing is
 allocated) and compiled for the chosen device, not run (core/xla/measure.py
@@ -98,8 +99,9 @@ class Compiled(Displayable):
             are sharded.
         temp_bytes: XLA's temporaries in the device's main memory.
         argument_bytes: the inputs.
-        output_bytes: what the step returns (the loss and gradients, or the
-            new parameters and optimizer state).
+        output_bytes: what the step returns (the loss and the gradients of
+            the differentiated arguments, or the new parameters and optimizer
+            state and the loss).
         alias_bytes: outputs sharing an argument's buffer.
         generated_code_bytes: the executable.
         host_temp_bytes: temporaries in host memory (offloading).
@@ -115,6 +117,9 @@ class Compiled(Displayable):
         available_bytes: what XLA said the device has, when it did not fit.
         error: XLA's first line, when it did not fit.
         step: `"train"` (the whole training step) or `"gradient"` (alone).
+        differentiated: what the step differentiates, as its JSON
+            (`positions`, `keywords`, `why`, `every_argument`:
+            core/xla/differentiated.py); None for a train_step of one's own.
         bytes_accessed: XLA's `cost_analysis` bytes accessed, or None.
         transcendentals: XLA's `cost_analysis` transcendentals, or None.
         loops: whether the program runs a while loop (XLA's counts then
@@ -146,6 +151,7 @@ class Compiled(Displayable):
     available_bytes: int | None = None  # what XLA said the device has, when it did not fit
     error: str | None = None  # XLA's first line, when it did not fit
     step: str = "gradient"  # "train": the whole training step; "gradient": the gradient alone
+    differentiated: dict | None = None  # which arguments the step differentiates
     bytes_accessed: float | None = None  # XLA's cost_analysis (a loop body counted once)
     transcendentals: float | None = None  # XLA's cost_analysis (a loop body counted once)
     loops: bool = False  # the program runs a while loop: XLA's counts undercount it
@@ -265,9 +271,11 @@ def _compile(
         # whole duration.
         step_lowered = lower(target, config, leaves, in_tree, here, abstract, what)
         lowered = step_lowered.lowered
+        wrt = step_lowered.differentiated and step_lowered.differentiated.to_dict()
         known = same_program(lowered) if same_program is not None else None
         if known is not None:
-            return CompiledStep(replace(known, step=step), None, step_lowered, leaves, abstract)
+            known = replace(known, step=step, differentiated=wrt)
+            return CompiledStep(known, None, step_lowered, leaves, abstract)
         check_cancelled(cancelled)
         executable = None
         # TPU's peak is read from XLA's dump, so a TPU compile always keeps it.
@@ -282,7 +290,8 @@ def _compile(
         else:
             seconds = time.perf_counter() - start
             result = _read(executable, dev.platform, label, spanned, seconds, dumped, memory)
-    return CompiledStep(replace(result, step=step), executable, step_lowered, leaves, abstract)
+    result = replace(result, step=step, differentiated=wrt)
+    return CompiledStep(result, executable, step_lowered, leaves, abstract)
 
 
 def _read(executable, platform, label, spanned, seconds, dumped, memory) -> Compiled:

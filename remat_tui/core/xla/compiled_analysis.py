@@ -19,11 +19,11 @@ from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace.analysis import full_view, resolve, row_view
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.trace.traced import trace, trace_config
-from remat_tui.core.xla import step_time
+from remat_tui.core.xla import host_memory, step_time
 from remat_tui.core.xla.compiled import compile_costs
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
-from remat_tui.core.xla.peak_notes import peak_note
+from remat_tui.core.xla.peak_notes import kept_by_xla, peak_note
 from remat_tui.errors import RematError
 
 
@@ -68,34 +68,48 @@ def estimated(a: Analysis, c) -> dict | None:
     if chip is None:
         return None
     flops = (a.flops["forward"] + a.flops["backward"]) / c.devices
-    host = a.totals.host_bytes / c.devices
+    host = host_memory.moved_bytes(c.device, a.totals.host_bytes) / c.devices
     return step_time.estimate(chip, flops, host, step_time.StepCounts.of(c)).to_dict()
 
 
 def linked(target, a: Analysis, dev, cancelled):
     """`a.compiled` with its breakdown's buffers naming their residuals, and
-    why its peak moved so much less than its residual bytes against the code
-    as written (compiled too, with its breakdown), when it did."""
+    (`explanation`) why its peak moved so much less than its residual bytes
+    against the code as written (compiled too, with its breakdown), when it
+    did, and what its `residual` bytes at the peak are when autodiff saves
+    fewer."""
     memory = a.compiled.memory
     if memory is None:
         return a.compiled
     memory = {**memory, "at_peak": name_residuals(memory["at_peak"], a.residuals)}
+    device, host = a.compiled.device, a.totals.host_bytes
+    moved = host_memory.moved_bytes(device, host)
+    # Offloaded bytes with no host memory to go to stay in device memory.
+    stays = _sentence(host_memory.stays_on_device(host, device)) if host and not moved else None
+    kept = kept_by_xla(memory, a.totals.bytes_excluding_arguments - moved)
+    note = None
     written = Config(device=a.config.device)
-    if a.config == written or not a.compiled.fits:
-        return replace(a.compiled, memory=memory)
-    base = row_view(trace_config(target, written, cancelled), cancelled)
-    try:
-        base_compiled = compile_costs(target, written, cancelled, device=dev, memory=True)
-    except RematError:  # the code as written fails to compile: nothing to weigh against
-        return replace(a.compiled, memory=memory)
-    note = peak_note(
-        base_compiled.memory,
-        memory,
-        base.totals.bytes_excluding_arguments,
-        a.totals.bytes_excluding_arguments,
-        "the code as written",
-    )
-    return replace(a.compiled, memory={**memory, "explanation": note})
+    if a.config != written and a.compiled.fits:
+        base = row_view(trace_config(target, written, cancelled), cancelled)
+        try:
+            base_compiled = compile_costs(target, written, cancelled, device=dev, memory=True)
+        except RematError:  # the code as written fails to compile: nothing to weigh against
+            base_compiled = None
+        if base_compiled is not None:
+            note = peak_note(
+                base_compiled.memory,
+                memory,
+                base.totals.bytes_excluding_arguments,
+                a.totals.bytes_excluding_arguments,
+                "the code as written",
+                flops=(base_compiled.flops, a.compiled.flops),
+            )
+    said = " ".join(n for n in (note and note + ".", stays, kept) if n) or None
+    return replace(a.compiled, memory={**memory, "explanation": said})
+
+
+def _sentence(words: str) -> str:
+    return words[0].upper() + words[1:] + "."
 
 
 def name_residuals(at_peak: list[dict], residuals) -> list[dict]:

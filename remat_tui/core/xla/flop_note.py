@@ -13,8 +13,10 @@ between them is what XLA changed:
   recomputation with the forward work that computes the loss (the same
   values, computed once: on that backend the policy's recompute costs
   nothing, and it saves no memory either);
-- less otherwise: XLA's simplifier removed work (dead code, multiplications
-  by the cotangent of ones, constants folded).
+- less otherwise: the compiled step differentiates fewer arguments than the
+  traced vjp (the first argument or `params=`, against every argument:
+  core/xla/differentiated.py), or XLA's simplifier removed work (dead code,
+  multiplications by the cotangent of ones, constants folded).
 """
 
 from __future__ import annotations
@@ -52,4 +54,10 @@ def flop_note(flops: float, recompute: float, compiled) -> str | None:
         )
     else:
         why = "XLA's simplifier removed work (dead code, constants folded, multiplications by one)"
+        differentiated = get("differentiated")
+        if differentiated and not differentiated["every_argument"]:
+            why = (
+                "the traced count has the gradients of every argument, the compiled step "
+                "those of the arguments it differentiates alone; or " + why
+            )
     return f"{counts}: {why}."

@@ -3,11 +3,18 @@ arguments' shapes: the step a training loop runs (Contract 9).
 
 The gradient: `jax.vjp` of the configured function applied to a cotangent of
 ones, under `jax.jit`, returning the function's output beside the gradients,
-as `jax.value_and_grad` does for a scalar loss. Keeping the output matters:
-a loop logs its loss, and with the output dropped XLA deletes forward work
-the real step does and fuses the rest differently (measured on CPU: eight
-rounds of `tanh(exp(sin(x)))` on a 16 MiB input compile to 0 B of
-temporaries with the loss dropped, 256 MiB with it kept).
+as `jax.value_and_grad` does for a scalar loss. Like `jax.value_and_grad`, it
+differentiates the first argument (the parameters, not the batch), or the
+positions the target names with `params=`, floating-point leaves only
+(core/xla/differentiated.py): gradients of the batch are work and memory the
+step users run does not have (a big_vision ViT on CPU, as reported in issue
+30: 444.9 MiB with the images' and labels' gradients, 440.2 MiB without).
+
+Keeping the output matters: a loop logs its loss, and with the output
+dropped XLA deletes forward work the real step does and fuses the rest
+differently (measured on CPU: eight rounds of `tanh(exp(sin(x)))` on a
+16 MiB input compile to 0 B of temporaries with the loss dropped, 256 MiB
+with it kept).
 
 Or, for a target that says what it trains (Contract 8), one training step:
 its own `train_step`, or the gradient with its optax optimizer's update
@@ -29,6 +36,7 @@ from jax.sharding import SingleDeviceSharding
 
 from remat_tui.core.setup.usererrors import describe, user_traceback
 from remat_tui.core.trace.configured import Cancelled, configured_function
+from remat_tui.core.xla.differentiated import Differentiated, differentiated, parameter_positions
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -45,6 +53,9 @@ class Lowered:
     lowered: jax.stages.Lowered
     inputs: Callable[[list, Callable], tuple]
     carried: int = 0
+    # What the gradient (or the optax step) differentiates; None for a
+    # train_step of the user's own, whose code decides.
+    differentiated: Differentiated | None = None
 
 
 def lower(target, config, leaves, in_tree, here, abstract, what) -> Lowered:
@@ -54,8 +65,23 @@ def lower(target, config, leaves, in_tree, here, abstract, what) -> Lowered:
     with _lowering(what):
         if target.trains:
             return _lower_step(target, flat_fn, in_tree, abstract, what)
-        lowered = jax.jit(lambda *flat: _gradient(flat_fn, flat)).lower(*abstract)
-        return Lowered(lowered, lambda leaves, fill: tuple(leaves))
+        wrt = differentiated(target, in_tree, abstract, what)
+        lowered = jax.jit(_gradient_of(flat_fn, wrt.leaves)).lower(*abstract)
+        return Lowered(lowered, lambda leaves, fill: tuple(leaves), differentiated=wrt)
+
+
+def _gradient_of(flat_fn, leaves: tuple[int, ...]):
+    """The gradient step of `flat_fn` (taking every flat leaf), differentiating
+    the leaves at `leaves` alone: the others are held as the inputs they are."""
+
+    def step(*flat):
+        def of(*chosen):
+            given = dict(zip(leaves, chosen, strict=True))
+            return flat_fn(*(given.get(i, x) for i, x in enumerate(flat)))
+
+        return _gradient(of, tuple(flat[i] for i in leaves))
+
+    return step
 
 
 def _gradient(fn, primals):
@@ -82,7 +108,7 @@ def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
     or the loss and its gradient (`_gradient`) with its optax optimizer's
     update applied, returning the loss too."""
     args, kwargs = jax.tree_util.tree_unflatten(in_tree, abstract)
-    positions = _parameter_positions(target, args, what)
+    positions = parameter_positions(target, len(args), what)
 
     def split(args):
         """(params, batch): the step's two kinds of argument."""
@@ -132,7 +158,9 @@ def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
             real_state = _real_state(target, real_params, opt_state, fill)
         return real_params, real_state, real_batch, real_kwargs
 
-    return Lowered(lowered, inputs, carried=2)
+    # The optax step differentiates the parameters; a step of one's own, what its code says.
+    wrt = None if target.train_step else differentiated(target, in_tree, abstract, what)
+    return Lowered(lowered, inputs, carried=2, differentiated=wrt)
 
 
 def _mesh_of(abstract):
@@ -144,16 +172,6 @@ def _mesh_of(abstract):
     if len(meshes) != 1:
         return contextlib.nullcontext()
     return jax.set_mesh(meshes.pop())
-
-
-def _parameter_positions(target, args, what: str) -> tuple[int, ...]:
-    wrong = [i for i in target.param_positions if not 0 <= i < len(args)]
-    if wrong:
-        raise RematError(
-            f"{what}: params={target.param_positions} names argument positions {wrong}, but the "
-            f"function takes {len(args)} positional argument(s). Give positions in args."
-        )
-    return tuple(sorted(set(target.param_positions)))
 
 
 def _optax_step(optimizer, what: str):

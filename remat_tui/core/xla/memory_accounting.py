@@ -6,7 +6,8 @@ How the bytes are counted, so that the figures add up and stay at or under
 the compiled peak of Contract 6:
 - The figures above count the default memory space alone (device HBM; RAM
   on CPU), the memory a device budget is spent on. Every other space (TPU
-  VMEM and SMEM, host memory holding offloaded values) is counted apart, by
+  VMEM, SMEM and sync flags, host memory holding offloaded values; named by
+  jaxcompat/buffers.space_name) is counted apart, by
   the same rules, at its own peak (`Memory.other_spaces`): a VMEM temporary
   is never weighed against HBM. TPU's own `peak_memory_in_bytes` adds VMEM's
   peak to HBM's (measured on a deviceless v5e compile: 56 + 74 MiB).
@@ -95,7 +96,7 @@ class Buffer:
 class OtherSpace:
     """One memory space besides the main one, at its own peak."""
 
-    space: str  # "vmem", "smem", "host", or "space N"
+    space: str  # "vmem", "sflag", "smem", "host", or "unnamed space N"
     peak_bytes: int
     peak_step: int
     allocated_bytes: int  # the sizes of its allocations, which XLA's own peak may count
@@ -118,7 +119,7 @@ class Memory:
     curve: tuple[tuple[int, int], ...]  # (step, bytes), at most 512, the peak among them
     at_peak: tuple[Buffer, ...]  # largest first
     by_category: dict[str, int]  # every category, summing to peak_bytes
-    # The other memory spaces (TPU VMEM and SMEM, host memory of offloaded
+    # The other memory spaces (TPU VMEM, SMEM and sync flags, host memory of offloaded
     # values), each at its own peak: not in the figures above.
     other_spaces: tuple[OtherSpace, ...] = ()
 

@@ -1,8 +1,9 @@
 """Provides peak_note: the one sentence, built from two compiled peaks'
 make-up (Contract 7's `memory`), on why a peak moved so much less than the
 residual bytes (compare, suggest, the diff, and the code as written against a
-policy); and spaces_note: why one compile's memory spaces do not add up to
-XLA's own peak.
+policy); kept_by_xla: what the `residual` bytes at a peak are when autodiff
+saves fewer (XLA keeps forward values the jaxpr recomputes); and
+spaces_note: why one compile's memory spaces do not add up to XLA's own peak.
 """
 
 from __future__ import annotations
@@ -13,15 +14,24 @@ from remat_tui.core.units import human_bytes
 # this share and the compiled peak by less than a third of their move.
 RESIDUALS_MOVED = 0.20
 TEMPORARY_DOMINATES = 0.5  # temporaries this share of the peak: no policy reduces them
+FIXED_DOMINATES = 0.5  # arguments and outputs this share of the peak: said
+SAME_WORK = 0.01  # XLA's FLOPs of two programs this close: the same work
 
 
 def peak_note(
-    before: dict, after: dict, residuals_before: int, residuals_after: int, versus: str
+    before: dict,
+    after: dict,
+    residuals_before: int,
+    residuals_after: int,
+    versus: str,
+    flops: tuple[float | None, float | None] | None = None,
 ) -> str | None:
     """One sentence, from the compiled peaks' make-up (Contract 7's
     `memory`), on why the peak moved so much less than the residual bytes
     between `versus` (before) and this configuration (after); None when it
-    moved in step, or a breakdown is missing."""
+    moved in step, or a breakdown is missing. `flops`: XLA's FLOPs of the two
+    compiled programs (before, after), where known: the same work says XLA
+    merged the policy's recomputation away."""
     if not before or not after or not residuals_before:
         return None
     moved = abs(residuals_after - residuals_before) / residuals_before
@@ -40,7 +50,7 @@ def peak_note(
         f"peak {change} against {versus} while the residual bytes moved "
         f"{'+' if residuals_after > residuals_before else '-'}{moved:.0%}"
     )
-    why = _what_changed(before, after)
+    why = _what_changed(before, after) or _why_the_same(after, versus, flops)
     temporary = after["by_category"].get("temporary", 0)
     if temporary >= TEMPORARY_DOMINATES * peak_after:
         where = _largest_temporary(after)
@@ -67,6 +77,54 @@ def _what_changed(before: dict, after: dict) -> list[str]:
     said = " and ".join(_buffers(c, n, size) for c, (n, size) in fell)
     became = " and ".join(_buffers(c, n, size) for c, (n, size) in rose)
     return [f"{said} at the peak became {became}, live at once"]
+
+
+def _why_the_same(after: dict, versus: str, flops) -> list[str]:
+    """Why the peak held when no category at it fell for another to rise,
+    from what the data shows: XLA's program doing `versus`'s work (the
+    recomputation merged into the forward work, whose values it keeps), a
+    peak in the forward part, and the arguments and outputs no policy moves."""
+    why = []
+    before_flops, after_flops = flops or (None, None)
+    if before_flops and after_flops and abs(after_flops - before_flops) <= SAME_WORK * before_flops:
+        why.append(
+            f"XLA's program does the work of {versus}'s (its FLOPs within {SAME_WORK:.0%}): "
+            "it merged the recomputation the policy asks for into the forward work that "
+            "computes the loss, and keeps those values for the backward part"
+        )
+    backward, step = after.get("backward_from"), after.get("peak_step")
+    if backward is not None and step is not None and step < backward:
+        category = max(after["by_category"], key=lambda c: after["by_category"][c])
+        share = after["by_category"][category] / after["peak_bytes"]
+        why.append(
+            f"the peak is in the forward part (step {step}; the backward part starts at "
+            f"step {backward}), where {category} holds {share:.0%} of it"
+        )
+    fixed = after["by_category"].get("argument", 0) + after["by_category"].get("output", 0)
+    if fixed >= FIXED_DOMINATES * after["peak_bytes"]:
+        why.append(
+            f"arguments and outputs, which no remat policy changes, are "
+            f"{fixed / after['peak_bytes']:.0%} of the peak"
+        )
+    return why
+
+
+def kept_by_xla(memory: dict, saved_bytes: int) -> str | None:
+    """What the `residual` bytes at the peak are when they are more than
+    autodiff saves (`saved_bytes`: its residuals' bytes per device, the
+    arguments aside; none under nothing_saveable): forward values XLA keeps
+    for the backward part that the jaxpr recomputes instead. None otherwise."""
+    count, kept = _at_peak(memory, "residual")
+    if not kept or kept <= saved_bytes:
+        return None
+    saves = human_bytes(saved_bytes) if saved_bytes else "none"
+    buffers = f"{count} buffer{'s' if count != 1 else ''}, {human_bytes(kept)}"
+    return (
+        f"The residual at the peak ({buffers}) holds forward values XLA keeps for the "
+        f"backward part, where autodiff saves {saves} besides the arguments: values the "
+        "jaxpr computes again in the backward part (or XLA made itself), which XLA computes "
+        "once, in the forward part."
+    )
 
 
 def _at_peak(memory: dict, category: str) -> tuple[int, int]:

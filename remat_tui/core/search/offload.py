@@ -1,0 +1,70 @@
+"""Provides `judge_offloads`: which rows of compare and suggest offload to no
+avail, said in their notes and kept off the Pareto front and out of
+suggest's answer.
+
+Two ways an offload is not worth it:
+- the device's compile has no host memory to put the values in (XLA's CPU
+  compile: core/xla/host_memory.py), so the offloaded bytes stay in device
+  memory and lower nothing: `offload_without_host`, whose residual bytes then
+  weigh device and host bytes together;
+- moving the bytes to host and back costs more time on the chip than
+  recomputing them would (the same configuration with its offloads
+  recomputed instead): `offload_slower`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from remat_tui.core.model import Analysis
+from remat_tui.core.setup.config import Config
+from remat_tui.core.units import human_bytes, human_seconds
+from remat_tui.core.xla import host_memory, step_time
+
+
+def judge_offloads(
+    target, rows: list, baseline: Analysis, analysed: Callable[[Config], object]
+) -> None:
+    """Mark and note the rows (core/search/compare.py's `Row`) whose offload
+    lowers no device memory, or costs more time on the chip than the
+    recompute it saves; `analysed(config)` gives the row of a configuration
+    no row has (the one recomputing instead of offloading)."""
+    offloading = [r for r in rows if r.host_bytes]
+    if not offloading:
+        return
+    device = baseline.config.device
+    if not host_memory.offloads_to_host(device):
+        for row in offloading:
+            row.offload_without_host = True
+            row.notes.append(host_memory.stays_on_device(row.host_bytes))
+        return
+    chip = step_time.chip_of(device)
+    if chip is None:
+        return
+    by_config = {r.config: r for r in rows}
+    for row in offloading:
+        instead = row.config.recomputing_offloads(target.policies)
+        other = by_config.get(instead)
+        if other is None:
+            other = by_config[instead] = analysed(instead)
+        saved = (other.recompute_flops - row.recompute_flops) / chip.peak_flops
+        moving = step_time.host_seconds(chip, row.host_bytes)
+        if moving > saved:
+            row.offload_slower = True
+            row.notes.append(_slower_offload_note(chip, row.host_bytes, moving, saved))
+
+
+def _slower_offload_note(chip, host_bytes: int, moving: float, saved: float) -> str:
+    trip = (
+        f"moving {human_bytes(host_bytes)} to host and back takes about "
+        f"{human_seconds(moving)} a step"
+    )
+    if saved <= 0:
+        return (
+            f"offloading gains nothing on {chip.name}: recomputing instead costs no "
+            f"more work, and {trip}"
+        )
+    return (
+        f"offloading is slower than recomputing on {chip.name}: {trip}, "
+        f"recomputing it about {human_seconds(saved)}"
+    )
