@@ -158,3 +158,23 @@ class Blocks(HTMLParser):
     def handle_data(self, data):
         if self.depth > 1 and self.blocks:
             self.blocks[-1][1] += data
+
+
+def test_reports_mark_an_equation_once_not_each_printed_line():
+    """The Markdown and HTML reports write `◀ Rn` only where an equation
+    begins: a multi-line equation's further lines (a dot_general's
+    dimension_numbers, a remat2 body's lines) carry no copy of its marks."""
+    from remat_tui.report import html as html_report
+    from remat_tui.report import markdown as md_report
+
+    a = analysis()
+    for view in (a.forward, a.backward):
+        marked = [i for i in view.residual_lines if i in view.mark_lines]
+        unmarked = [i for i in view.residual_lines if i not in view.mark_lines]
+        assert marked
+        lines = md_report.marked_lines(view)
+        assert [i for i, line in enumerate(lines) if "◀ R" in line] == sorted(marked)
+        pane = html_report._pane(view)
+        assert pane.count("◀ R") == len(marked)
+        if view is a.backward:
+            assert unmarked, "f2's backward pane reads residuals inside remat2 bodies"

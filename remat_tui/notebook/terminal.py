@@ -66,7 +66,7 @@ def pane(view: JaxprView) -> Text:
         )  # fmt: skip
         out.append(line, background)
         # once per equation, not on each of its printed lines
-        marks = line_marks(view, i) if i in view.mark_lines else ""
+        marks = line_marks(view, i)
         if marks:
             out.append("  " + marks, MARK)
         out.append("\n")

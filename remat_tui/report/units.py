@@ -102,7 +102,11 @@ FROM_HOST_MARK = "⇠ from host"  # a transfer of an offloaded residual, not rec
 def line_marks(view: JaxprView, line: int) -> str:
     """What the reports write after a jaxpr line: `◀ R1,R2` where it defines
     (forward) or reads (backward) residuals, `↻` where it recomputes, `⇠ from
-    host` where it brings an offloaded residual back from host memory."""
+    host` where it brings an offloaded residual back from host memory. Only
+    where an equation begins (`view.mark_lines`): a remat equation spans its
+    body's lines, and marking each of them repeated `◀ Rn` down the pane."""
+    if line not in view.mark_lines:
+        return ""
     marks = []
     if line in view.residual_lines:
         marks.append("◀ " + ",".join(f"R{k + 1}" for k in view.residual_lines[line]))
