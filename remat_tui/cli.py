@@ -20,6 +20,7 @@ import sys
 
 from remat_tui import cli_fit
 from remat_tui.cli_parser import app_parser, headless_parser
+from remat_tui.core.units import count
 from remat_tui.errors import RematError
 
 SUBCOMMANDS = ("report", "compare", "suggest", "diff", "memory", "fit")
@@ -141,7 +142,7 @@ def _compare(target, opts, fmt, checks):
             raise
         result = _cancelled_comparison(target, opts, rows)
         print(
-            f"remat-tui: cancelled: the {len(rows)} rows made so far follow",
+            f"remat-tui: cancelled: {count(len(rows), 'row')} made so far follow",
             file=sys.stderr,
         )
         return render_compare(result, fmt), [], lambda: 130

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 
+from remat_tui.core.units import count
 from remat_tui.errors import RematError
 
 
@@ -97,7 +98,7 @@ def run(target, opts, fmt, checks):
         )
     if result.cancelled:
         print(
-            f"remat-tui: cancelled: the {len(result.rows)} rows found so far follow",
+            f"remat-tui: cancelled: {count(len(result.rows), 'row')} found so far follow",
             file=sys.stderr,
         )
     failed = [r for r in result.rows if (r.measured or {}).get("error") and r.measured["fits"]]
@@ -154,7 +155,7 @@ class Progress:
         same = f", {p.reused} the same program" if p.reused else ""
         print(
             f"remat-tui: [{p.index + 1}/{p.total}] {progress_line(p)} "
-            f"({p.compiles} compiles{same}, {seconds:.0f} s)",
+            f"({count(p.compiles, 'compile')}{same}, {seconds:.0f} s)",
             file=sys.stderr,
             flush=True,
         )

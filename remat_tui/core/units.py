@@ -9,6 +9,14 @@ import re
 from remat_tui.errors import RematError
 
 
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 configuration`, `2 configurations`, `1 batch`, `3 batches`: a count
+    with its noun agreeing (`plural` where adding s is wrong)."""
+    if n == 1:
+        return f"1 {noun}"
+    return f"{n} {plural or noun + 's'}"
+
+
 def human_bytes(n: int) -> str:
     """1023 B, 1.2 KiB, 3.4 MiB, ... (binary units, as accelerator memory is sold)."""
     size = float(n)

@@ -27,6 +27,7 @@ from remat_tui.report.costs import (
     pareto_svg,
     row_cells,
 )
+from remat_tui.report.units import count
 
 # What each column sorts by, by its base name (`base_name`); any other column
 # sorts by its text.
@@ -53,7 +54,7 @@ def render(c) -> str:
         "div",
         "remat-tui compare · "
         + tag("code", text(target_label(c.target_file, c.target_name)), style.CODE)
-        + f" · {len(c.rows)} configurations · {text(c.device.get('platform'))}:"
+        + f" · {count(len(c.rows), 'configuration')} · {text(c.device.get('platform'))}:"
         + f"{text(c.device.get('id'))} · {c.seconds:.1f} s",
         style.TITLE,
     )

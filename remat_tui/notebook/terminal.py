@@ -28,7 +28,7 @@ from remat_tui.report.costs import (
     row_cells,
 )
 from remat_tui.report.fit import render_fit
-from remat_tui.report.units import human_bytes, line_marks, origin, summary
+from remat_tui.report.units import count, human_bytes, line_marks, origin, summary
 
 RESIDUAL = "on #5a4500"  # a dark amber behind residual lines (the app's colour, dimmed)
 RECOMPUTE = "on #1f2f5a"
@@ -93,7 +93,7 @@ def residuals(a: Analysis) -> Group:
     t = a.totals
     host = f" + {human_bytes(t.host_bytes)} on host" if t.host_bytes else ""
     total = Text(
-        f"total: {t.count} residuals, {human_bytes(t.device_bytes)} on device{host}, "
+        f"total: {count(t.count, 'residual')}, {human_bytes(t.device_bytes)} on device{host}, "
         f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments",
         "bold",
     )
@@ -103,7 +103,7 @@ def residuals(a: Analysis) -> Group:
 def comparison(c) -> Group:
     title = Text(
         f"compare  {target_label(c.target_file, c.target_name)}  "
-        f"({len(c.rows)} configurations, {c.seconds:.1f} s)"
+        f"({count(len(c.rows), 'configuration')}, {c.seconds:.1f} s)"
     )
     table = Table(box=box.SIMPLE_HEAD, title=title, title_justify="left")
     rank = measured_ranks(c.rows) if any_measured(c.rows) else None

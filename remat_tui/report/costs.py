@@ -12,7 +12,7 @@ from remat_tui.report.labels import config_label, short_spec  # noqa: F401 (also
 from remat_tui.report.memory import largest_category, summary
 from remat_tui.report.pareto import pareto_svg  # noqa: F401 (also the notebook's)
 from remat_tui.report.tables import md_cell, text_table
-from remat_tui.report.units import human_bytes, human_flops, human_seconds, signed
+from remat_tui.report.units import count, human_bytes, human_flops, human_seconds, signed
 
 COLUMNS = (
     "", "device", "host", "recompute", "% fwd", "peak", "temp", "most at peak", "est. step",
@@ -243,7 +243,8 @@ def render_compare(c, fmt: str) -> str:
     title = target_label(c.target_file, c.target_name)
     legend = compare_legend(c.rows)
     if fmt == "text":
-        lines = [f"compare  {title}  ({len(c.rows)} configurations, {c.seconds:.1f} s)", ""]
+        rows = count(len(c.rows), "configuration")
+        lines = [f"compare  {title}  ({rows}, {c.seconds:.1f} s)", ""]
         lines += text_table([heads, *cells]) + ["", legend]
         return "\n".join(lines) + "\n"
     if fmt == "md":
@@ -317,7 +318,7 @@ def search_words(s) -> str:
     """How suggest searched: exact or heuristic, how many it analysed,
     compiled and ran, and why the rest were not compiled."""
     how = (
-        f"exact: all {s.searched} configurations analysed"
+        f"exact: all {count(s.searched, 'configuration')} analysed"
         if s.exact
         else "heuristic (greedy over names, see `remat_tui.core.search.suggest`): "
         f"{s.searched} analysed"

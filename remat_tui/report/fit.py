@@ -10,7 +10,7 @@ from html import escape
 from remat_tui.registry import target_label
 from remat_tui.report.costs import short_spec
 from remat_tui.report.tables import md_cell, text_table
-from remat_tui.report.units import human_bytes, human_seconds
+from remat_tui.report.units import count, human_bytes, human_seconds
 
 COLUMNS = ("", "batch", "peak", "step", "examples/s", "configuration", "notes")
 COLOURS = ("#d33", "#268bd2", "#2aa198", "#b58900", "#6c71c4", "#cb4b16", "#859900", "#d33682")
@@ -121,7 +121,8 @@ def searched(f) -> str:
     same = f", {f.reused} answered by the same program compiled for another" if f.reused else ""
     stopped = " (cancelled: the rows found so far)" if f.cancelled else ""
     return (
-        f"{len(f.rows)} configurations, {probes} batches tried, {f.compiles} compiles{same}, "
+        f"{count(len(f.rows), 'configuration')}, {count(probes, 'batch', 'batches')} tried, "
+        f"{count(f.compiles, 'compile')}{same}, "
         f"{f.seconds:.1f} s{stopped}"
     )
 

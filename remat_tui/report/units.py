@@ -7,6 +7,7 @@ from remat_tui.core.units import (  # noqa: F401 (the formats' one home is core;
     BYTE_UNITS,
     FLOP_UNITS,
     axis_unit,
+    count,
     human_bytes,
     human_flops,
     human_seconds,
@@ -187,7 +188,7 @@ def summary(a: Analysis) -> str:
     if scope == ONE:
         host = f" + {human_bytes(t.host_bytes)} host" if t.host_bytes else ""
         return (
-            f"{t.count} residuals · {human_bytes(t.device_bytes)} device{host} · "
+            f"{count(t.count, 'residual')} · {human_bytes(t.device_bytes)} device{host} · "
             f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments · {recompute}"
         )
 
@@ -201,10 +202,10 @@ def summary(a: Analysis) -> str:
     everywhere = figures(t.device_bytes, t.host_bytes, t.bytes_excluding_arguments)
     if scope == SHARDED:
         return (
-            f"{t.count} residuals · per device: {figures(*per_device_totals(a))} · "
+            f"{count(t.count, 'residual')} · per device: {figures(*per_device_totals(a))} · "
             f"{all_devices(devices)}: {everywhere} · {recompute}"
         )
     return (
-        f"{t.count} residuals · {all_devices(devices)} ({PER_DEVICE_UNKNOWN}): {everywhere} · "
-        f"{recompute}"
+        f"{count(t.count, 'residual')} · {all_devices(devices)} ({PER_DEVICE_UNKNOWN}): "
+        f"{everywhere} · {recompute}"
     )
