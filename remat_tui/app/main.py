@@ -166,8 +166,9 @@ class RematApp(App):
         def picked(chosen: str | None) -> None:
             self.exit() if chosen is None else self.start(self.targets[chosen])
 
-        title = f"{self.path} has {len(self.targets)} targets: pick one"
-        self.push_screen(PickScreen(title, list(self.targets)), picked)
+        count = f"{len(self.targets)} target{'s' if len(self.targets) > 1 else ''}"
+        title = f"{self.path} has {count}: pick one"
+        self.push_screen(PickScreen(title, list(self.targets), error=error), picked)
 
     @on(LoadFailed)
     def load_failed(self, message: LoadFailed) -> None:
