@@ -265,3 +265,20 @@ async def test_a_search_builds_the_example_arguments_once_and_f_offers_its_budge
         await pilot.pause()
         assert isinstance(app.screen, BudgetScreen)
         assert app.screen.query_one("Input").value == "2MiB"
+
+
+async def test_a_budget_typed_straight_after_f_is_the_one_searched():
+    """Keys a terminal sends straight after `f`, before the prompt is drawn,
+    land in the prompt (issue 30: they were lost, and enter searched the
+    budget offered from before)."""
+    from test_app import type_ahead
+
+    app = RematApp(example("mlp.py"), show_timings=False)
+    app.opening.last_budget = "700MiB"
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        type_ahead(app, ["f", *"2MiB", "enter"])
+        await wait_for(pilot, lambda: isinstance(app.screen, SuggestScreen), "the search")
+        screen = await answer(app, pilot)
+        assert screen.suggestion.budget == 2 * 2**20
+        assert app.opening.last_budget == "2MiB"

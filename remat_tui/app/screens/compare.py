@@ -196,7 +196,7 @@ class CompareScreen(Screen[Config | None]):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns(*COLUMNS)
-        table.focus()
+        self.set_focus(table)  # now: arrows typed ahead move the cursor
         self.run_compare()
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)

@@ -100,7 +100,7 @@ class DiffScreen(Screen[Config | None]):
                     short(entry["text"]),
                     entry.get("origin") or "",
                 )
-        table.focus()
+        self.set_focus(table)  # now: arrows typed ahead move the cursor
 
     def peak_change(self) -> str:
         """`\npeak A 14.0 MiB → B 14.0 MiB: residual 7.0 MiB → 0 B, recomputed 0 B →

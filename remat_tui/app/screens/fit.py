@@ -6,7 +6,9 @@ estimated examples per second against batch, a line per configuration.
 
 It receives what it shows (the target, the configurations' shared sites and
 device, the shown configuration, the budget last typed) and posts what the
-App keeps (BudgetTyped) or dismisses with a row's Config to open.
+App keeps (BudgetTyped) or dismisses with a row's Config to open. It always
+asks for the budget first, the one typed last as the default: enter takes
+it, typing replaces it.
 
 The search compiles, so it runs in this screen's worker (a thread), says each
 configuration's bracket as it narrows, and fills the table row by row. Escape
@@ -89,7 +91,7 @@ class FitScreen(Screen[Config | None]):
     ):
         """`base`: the sites and device every configuration shares; `shown`:
         the main screen's configuration, searched first; `budget`: the one
-        last typed, offered again."""
+        last typed, offered again as the default."""
         super().__init__()
         self.target = target
         self.base = base
@@ -118,10 +120,15 @@ class FitScreen(Screen[Config | None]):
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns(*COLUMNS)
-        if parse_budget(self.budget_text)[0] is not None:
-            self.start(self.budget_text)
-        else:
-            self.query_one(Input).focus()
+        if self.budget_text:
+            self.status(
+                "how big a batch fits: enter searches under the last budget, or type "
+                "another per device (16GiB, 512MiB, 1.5e9)"
+            )
+        # It always asks, the last budget as the default (selected: typing replaces
+        # it); focused now, not when the next refresh comes, so that keys typed
+        # straight after `h` land in the field.
+        self.set_focus(self.query_one(Input))
 
     @on(Input.Submitted, "#fit-budget")
     def budget_typed(self, event: Input.Submitted) -> None:
@@ -251,7 +258,7 @@ class FitScreen(Screen[Config | None]):
         plot.refresh()
 
     def action_budget(self) -> None:
-        self.query_one(Input).focus()
+        self.set_focus(self.query_one(Input))
 
     def action_stop_or_leave(self) -> None:
         """Escape: stop the search (its rows kept), or leave when none runs."""

@@ -39,7 +39,7 @@ class PickScreen(ModalScreen[str | None]):
         options = self.query_one(OptionList)
         if self.current in self.choices:
             options.highlighted = self.choices.index(self.current)
-        options.focus()
+        self.set_focus(options)  # now: keys typed ahead move in the list
 
     @on(OptionList.OptionSelected)
     def chosen(self, event: OptionList.OptionSelected) -> None:

@@ -66,7 +66,9 @@ class BudgetScreen(ModalScreen[tuple[int, str] | None]):
             yield Label("[dim]enter searches · escape cancels[/dim]")
 
     def on_mount(self) -> None:
-        self.query_one("#budget", Input).focus()
+        # Focused now, not at the next refresh (focus() waits for it): keys typed
+        # straight after `f` land in the field (the opener awaits this mount).
+        self.set_focus(self.query_one("#budget", Input))
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:
@@ -308,14 +310,14 @@ class SuggestScreen(Screen[Config | None]):
         lines.insert(saving + 1, recompute)
         return "\n".join(lines)
 
-    def action_budget(self) -> None:
+    async def action_budget(self) -> None:
         s = self.suggestion
         hint = f"Last: {human_bytes(self.budget[0])}."
         if s is not None:  # what the search found bounds what is worth typing
             smallest = min(r.weighed_bytes for r in s.rows)
             hint += f" Smallest found: {human_bytes(smallest)}; as written: "
             hint += f"{human_bytes(s.baseline.weighed_bytes)}."
-        self.app.push_screen(BudgetScreen(self.measure(), self.budget[1], hint), self.search)
+        await self.app.push_screen(BudgetScreen(self.measure(), self.budget[1], hint), self.search)
 
     def action_open(self) -> None:
         if self.suggestion is None:
