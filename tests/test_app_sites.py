@@ -188,9 +188,8 @@ async def test_a_long_site_name_leaves_its_trip_count_whole():
     """Issue 30: the Sites list cut `Encoder1DBlock.__call__ ×12` to `×1…`.
     At the list's widths (its sidebar narrows below 120 columns) the count is
     drawn whole, beside the site's number, and the name is what is cut."""
-    from textual.geometry import Region
-
     from conftest import ROOT
+    from textual.geometry import Region
 
     app = RematApp(f"{ROOT}/tests/models/vit_deep_linen.py", show_timings=False)
     async with app.run_test(size=(120, 35)) as pilot:
