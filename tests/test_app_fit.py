@@ -12,7 +12,7 @@ from remat_tui.app.main import RematApp
 from remat_tui.app.screens.fit import FitScreen
 from remat_tui.core.search import fit as fit_module
 from remat_tui.core.xla import compiled, programs
-from remat_tui.report.fit import cells
+from remat_tui.report.fit import COLUMNS, cells
 
 SCALES = """
 import jax, jax.numpy as jnp, remat_tui
@@ -56,8 +56,10 @@ async def test_fit_screen_rows_chart_and_open(write_target):
         assert not result.cancelled and result.rows[0].best
         assert min(result.rows, key=lambda r: r.config != shown).config == shown
         table = screen.query_one(DataTable)
+        heads = [str(c.label) for c in table.columns.values()]
+        assert heads[:2] == ["", "configuration"]  # the configuration names the row
         assert [table.get_row_at(i) for i in range(table.row_count)] == [
-            list(cells(r)) for r in result.rows
+            [dict(zip(COLUMNS, cells(r), strict=True))[h] for h in heads] for r in result.rows
         ]
         assert screen.chart_lines and len(screen.chart_lines) <= len(result.rows)
         table.focus()

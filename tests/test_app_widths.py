@@ -19,6 +19,7 @@ from remat_tui.app.screens.table_layout import (
     CHART_MIN,
     KEY_MIN,
     LABEL_MIN,
+    NOTES_MAX,
     PADDING,
     fitted_labels,
     lay_out,
@@ -134,7 +135,7 @@ def compiled_cells(label: str) -> tuple[str, ...]:
 def test_a_compiled_table_keeps_every_figure_on_screen_from_120_columns(width):
     labels = [f"site {SITE}: {short_spec(s)}" for s in policies.builtin_specs()]
     cells = [compiled_cells(label) for label in labels]
-    layout = lay_out(COLUMNS, cells, labels, width, capped=("notes",))
+    layout = lay_out(COLUMNS, cells, labels, width, trailing=("notes",), cap=NOTES_MAX)
     heads = [COLUMNS[i] for i in layout.order]
     assert heads[:2] == ["", "configuration"] and heads[-1] == "notes"
     figures = sum(w + PADDING for w in layout.widths[:-1])  # all but the notes
@@ -164,3 +165,35 @@ def test_snapshot_compare_with_a_long_site_name(snap_compare, monkeypatch, size)
 
     same_cpu_everywhere(monkeypatch)
     assert snap_compare(vit_app(monkeypatch), terminal_size=size, run_before=run_before)
+
+
+async def test_the_fit_charts_legend_tells_long_names_apart(monkeypatch):
+    """The fit chart's legend cut each line's name at 32 cells: four lines
+    read `site EncoderBlockWithPreLayerNor`. Names are fitted as the table's
+    are, the site cut, the policy kept."""
+    from types import SimpleNamespace
+
+    from remat_tui.app.screens.fit import FitScreen
+
+    specs = [s for s in policies.builtin_specs() if s != policies.AS_WRITTEN]
+    configs = [Config.make(sites={SITE: s}) for s in specs]
+    rows = [
+        SimpleNamespace(
+            policy=policies.AS_WRITTEN,
+            config=config,
+            best=i == 0,
+            probes=[SimpleNamespace(batch=b, examples_per_second=b / (i + 1)) for b in (1, 2)],
+        )
+        for i, config in enumerate(configs)
+    ]
+    app = vit_app(monkeypatch)
+    async with app.run_test(size=(120, 35)) as pilot:
+        await settled_frame(pilot)
+        screen = FitScreen(app.target, app.shown.config, app.shown.config)
+        await app.push_screen(screen)
+        screen.rows = rows
+        screen.draw_chart()
+        assert len(screen.chart_legend) == len(rows)
+        assert len(set(screen.chart_legend)) == len(rows), screen.chart_legend
+        for text, spec in zip(screen.chart_legend, specs, strict=True):
+            assert short_spec(spec)[:8] in text

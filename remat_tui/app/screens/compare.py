@@ -32,6 +32,7 @@ from remat_tui.app.arguments import prepared
 from remat_tui.app.footer import Footer
 from remat_tui.app.screens.compare_chart import draw_compare_chart
 from remat_tui.app.screens.table_layout import (
+    NOTES_MAX,
     TableLayout,
     capped_cell,
     fitted_labels,
@@ -316,7 +317,9 @@ class CompareScreen(Screen[Config | None]):
         cells = self.cells()
         heads = columns(self.rows)
         labels = [whole_label(r.config.policy, r.config) for r in self.rows]
-        layout = lay_out(heads, cells, labels, self.app.size.width, capped=("notes",))
+        layout = lay_out(
+            heads, cells, labels, self.app.size.width, trailing=("notes",), cap=NOTES_MAX
+        )
         body = self.query_one("#compare-body")
         body.set_class(not layout.beside, "-stacked")
         table = self.query_one(DataTable)

@@ -93,33 +93,46 @@ def lay_out(
     cells: list[tuple[str, ...]],
     labels: list[str],
     screen_width: int,
-    capped: tuple[str, ...] = (),
+    trailing: tuple[str, ...] = (),
+    cap: int | None = None,
     lead: int = 1,
 ) -> TableLayout:
     """The layout of a table with `heads` and rows of `cells` (the column
     `configuration` among them, whose whole texts are `labels`) on a screen
-    `screen_width` wide; the columns named in `capped` are at most NOTES_MAX
-    wide (where a panel beneath shows them whole). Columns with no value in
-    any row are left out, but for the first `lead` (the mark, a row's name),
-    which the configuration follows."""
+    `screen_width` wide. Columns with no value in any row are left out (all
+    show while there are no rows), but for the first `lead` (the mark, a
+    row's name), which the configuration follows. The columns named in
+    `trailing` (notes) come last and take no room from the configuration:
+    on a narrow screen they are scrolled to; `cap` bounds their width (where
+    a panel beneath shows them whole)."""
     label = heads.index("configuration")
-    shown = [i for i in range(len(heads)) if i < lead or i == label or any(c[i] for c in cells)]
-    order = (*shown[:lead], label, *(i for i in shown[lead:] if i != label))
+    shown = [
+        i
+        for i in range(len(heads))
+        if i < lead or i == label or not cells or any(c[i] for c in cells)
+    ]
+    rest = [i for i in shown[lead:] if i != label]
+    order = (
+        *shown[:lead],
+        label,
+        *(i for i in rest if heads[i] not in trailing),
+        *(i for i in rest if heads[i] in trailing),
+    )
 
     def natural(i: int) -> int:
         texts = labels if i == label else [c[i] for c in cells]
         width = max([cell_len(heads[i])] + [cell_len(t) for t in texts])
-        return min(width, NOTES_MAX) if heads[i] in capped else width
+        return min(width, cap) if cap and heads[i] in trailing else width
 
     widths = {i: natural(i) for i in order}
-    numbers = sum(widths[i] + PADDING for i in order if i != label and heads[i] not in capped)
-    last = sum(widths[i] + PADDING for i in order if heads[i] in capped)
+    numbers = sum(widths[i] + PADDING for i in order if i != label and heads[i] not in trailing)
+    last = sum(widths[i] + PADDING for i in order if heads[i] in trailing)
     whole = numbers + last + widths[label] + PADDING + SCROLLBAR
     beside = whole + CHART_GAP + CHART_MIN <= screen_width
     if not beside:
         # The table has the screen's width; the configuration what the numbers
-        # leave (the capped columns come last: scrolled to where the screen is
-        # too narrow, and whole in the panel beneath).
+        # leave (the trailing columns are scrolled to where the screen is too
+        # narrow).
         room = screen_width - numbers - PADDING - SCROLLBAR
         widths[label] = max(LABEL_MIN, min(widths[label], room))
     return TableLayout(
