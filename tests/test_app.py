@@ -52,6 +52,16 @@ async def steady_frame(pilot, tries: int = 100):
     await wait_for(pilot, steady, "the screen to stop redrawing", timeout=tries * 0.1, every=0.1)
 
 
+def type_ahead(app, keys) -> None:
+    """Send `keys` to the app at once, as a terminal does for a fast typist.
+    Pilot's press lets the app go idle after each key, which hides a key
+    lost while a screen opens."""
+    from textual import events
+
+    for key in keys:
+        app.post_message(events.Key(key, "\r" if key == "enter" else key))
+
+
 def table_avals(app):
     from remat_tui.app.residual_table import ResidualTable
 

@@ -440,3 +440,30 @@ async def test_the_app_quits_when_its_terminal_hangs_up():
         assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN  # put back on close
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+async def test_an_unknown_target_keeps_its_error_on_screen_with_the_picker_open():
+    """`remat-tui examples/mlp.py:nope` (issue 30): the file has one target,
+    `loss`; a typo must not open it on its own with the error gone a second
+    later. The picker stays open, the error in it and above the panes, until
+    the user picks; nothing is analysed meanwhile."""
+    from textual.widgets import OptionList
+
+    from remat_tui.app.screens import PickScreen
+
+    app = RematApp(example("mlp.py"), "nope", show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.targets, "the file's targets")
+        await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the target picker")
+        picker = app.screen
+        await app.workers.wait_for_complete()  # a target started would be tracing now
+        await pilot.pause()
+        assert app.screen is picker and app.target is None and app.shown is None
+        said = "no target named 'nope'"
+        assert said in str(picker.query_one("#pick-error").render())
+        assert said in str(app.main_screen.query_one("#error").render())
+        choices = picker.query_one(OptionList)
+        assert choices.has_focus and choices.option_count == len(app.targets) == 1
+        await pilot.press("enter")  # the only target, picked by the user
+        await settle(app, pilot)
+        assert app.shown is not None and app.shown.target_name == "loss"

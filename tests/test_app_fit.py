@@ -12,7 +12,7 @@ from remat_tui.app.main import RematApp
 from remat_tui.app.screens.fit import FitScreen
 from remat_tui.core.search import fit as fit_module
 from remat_tui.core.xla import compiled, programs
-from remat_tui.report.fit import cells
+from remat_tui.report.fit import COLUMNS, cells
 
 SCALES = """
 import jax, jax.numpy as jnp, remat_tui
@@ -56,8 +56,10 @@ async def test_fit_screen_rows_chart_and_open(write_target):
         assert not result.cancelled and result.rows[0].best
         assert min(result.rows, key=lambda r: r.config != shown).config == shown
         table = screen.query_one(DataTable)
+        heads = [str(c.label) for c in table.columns.values()]
+        assert heads[:2] == ["", "configuration"]  # the configuration names the row
         assert [table.get_row_at(i) for i in range(table.row_count)] == [
-            list(cells(r)) for r in result.rows
+            [dict(zip(COLUMNS, cells(r), strict=True))[h] for h in heads] for r in result.rows
         ]
         assert screen.chart_lines and len(screen.chart_lines) <= len(result.rows)
         table.focus()
@@ -115,3 +117,40 @@ async def test_a_target_that_does_not_scale_says_so_in_place(write_target):
         )
         assert "lambda batch=32" in str(status.render())
         assert app.shown is not None  # the app keeps its last good state
+
+
+async def test_h_after_a_suggest_asks_with_the_last_budget_as_its_default(write_target):
+    """Issue 30: `f`, 700MiB, escape, then `h` started a search at 700 MiB at
+    once, and the budget typed next went nowhere. `h` asks: the last budget
+    is the default (enter takes it), and keys typed straight after `h`, as
+    fast as a terminal sends them, replace it."""
+    from test_app import type_ahead
+
+    from remat_tui.app.screens.suggest import SuggestScreen
+
+    app = RematApp(write_target(SCALES), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("f", *"700MiB", "enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, SuggestScreen), "the suggest screen")
+        await pilot.press("escape", "h")
+        asked = app.screen
+        assert isinstance(asked, FitScreen)
+        field = asked.query_one(Input)
+        assert field.has_focus and field.value == "700MiB"  # asked, the last budget offered
+        assert asked.request == 0 and not asked.running  # nothing searched yet
+        await pilot.press("escape")
+        type_ahead(app, ["h", *"64KiB", "enter"])
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, FitScreen) and app.screen.result is not None,
+            "the search under the budget typed",
+            timeout=SEARCH_SECONDS,
+        )
+        assert app.screen.result.budget == 64 * 2**10  # what was typed, not 700MiB
+        assert app.opening.last_budget == "64KiB"
+        await pilot.press("escape", "h", "enter")  # enter alone takes the default
+        again = app.screen
+        assert isinstance(again, FitScreen)
+        await wait_for(pilot, lambda: again.request == 1, "the search under the default")
+        assert again.budget_text == "64KiB"

@@ -74,7 +74,11 @@ async def test_the_memory_view_shows_where_the_compiled_peak_goes():
         memory = known.memory
         assert memory is not None and sum(memory["by_category"].values()) == memory["peak_bytes"]
         category = max(memory["by_category"], key=memory["by_category"].get)
-        assert category in str(app.query_one("#status").render())  # the status line names it
+        status = str(app.query_one("#status").render())
+        assert category in status  # the status line names it
+        share = memory["by_category"][category] / memory["peak_bytes"]
+        assert f"{category} ({share:.0%})" in status
+        assert ("mostly" in status) == (share > 0.5), status  # words true to the number
         await pilot.press("w")
         await pilot.pause()
         screen = app.screen
@@ -248,3 +252,15 @@ async def test_an_analysis_evicted_from_the_app_cache_is_freed(monkeypatch):
         assert app.shown.policy == "dots_with_no_batch_dims_saveable"
         assert app.key("nothing_saveable") not in app.analyses.cache
         assert evicted() is None, gc.get_referrers(evicted())
+
+
+def test_the_peaks_largest_category_is_mostly_only_past_half():
+    """Issue 30: the status line said "mostly recomputed (30%)"."""
+    from remat_tui.app.compiles import peak_make_up
+
+    def memory(**by_category):
+        return {"peak_bytes": sum(by_category.values()), "by_category": by_category}
+
+    assert peak_make_up(memory(residual=62, argument=38)) == "mostly residual (62%)"
+    under_half = peak_make_up(memory(recomputed=30, argument=25, output=25, temporary=20))
+    assert "mostly" not in under_half and "recomputed (30%)" in under_half

@@ -34,7 +34,7 @@ async def test_site_policy_set_by_keyboard_matches_hand_edit():
         assert site.function == "block" and site.trip_count == 24
         assert site.policy == "save_only_these_names('mlp_hidden')"
         sites_list = app.query_one("#sites")
-        assert sites_list.display and "block ×24" in str(sites_list.get_option_at_index(0).prompt)
+        assert sites_list.display and "×24 block" in str(sites_list.get_option_at_index(0).prompt)
 
         await pilot.press("s", "2")  # focus Sites, then policy 2 at the selected site
         await settle(app, pilot)
@@ -182,3 +182,24 @@ async def test_residual_table_sorts_by_bytes_and_keeps_the_selection():
         assert app.query_one("#forward").selected == frozenset(r.forward_lines)
         await pilot.press("o")
         assert table.order == list(range(len(app.shown.residuals)))
+
+
+async def test_a_long_site_name_leaves_its_trip_count_whole():
+    """Issue 30: the Sites list cut `Encoder1DBlock.__call__ ×12` to `×1…`.
+    At the list's widths (its sidebar narrows below 120 columns) the count is
+    drawn whole, beside the site's number, and the name is what is cut."""
+    from conftest import ROOT
+    from textual.geometry import Region
+
+    app = RematApp(f"{ROOT}/tests/models/vit_deep_linen.py", show_timings=False)
+    async with app.run_test(size=(120, 35)) as pilot:
+        await settle(app, pilot)
+        (site,) = app.shown.sites
+        assert site.trip_count == 12 and len(site.function) > 30
+        sites_list = app.query_one("#sites")
+        for width in (120, 100):
+            await pilot.resize_terminal(width, 35)
+            await pilot.pause()
+            lines = sites_list.render_lines(Region(0, 0, *sites_list.size))
+            first = next(strip.text for strip in lines if "1" in strip.text)
+            assert "1 ×12 Encoder" in first, (width, first)

@@ -265,3 +265,68 @@ async def test_a_search_builds_the_example_arguments_once_and_f_offers_its_budge
         await pilot.pause()
         assert isinstance(app.screen, BudgetScreen)
         assert app.screen.query_one("Input").value == "2MiB"
+
+
+async def test_a_budget_typed_straight_after_f_is_the_one_searched():
+    """Keys a terminal sends straight after `f`, before the prompt is drawn,
+    land in the prompt (issue 30: they were lost, and enter searched the
+    budget offered from before)."""
+    from test_app import type_ahead
+
+    app = RematApp(example("mlp.py"), show_timings=False)
+    app.opening.last_budget = "700MiB"
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        type_ahead(app, ["f", *"2MiB", "enter"])
+        await wait_for(pilot, lambda: isinstance(app.screen, SuggestScreen), "the search")
+        screen = await answer(app, pilot)
+        assert screen.suggestion.budget == 2 * 2**20
+        assert app.opening.last_budget == "2MiB"
+
+
+def contrast(fg, bg) -> float:
+    """WCAG's contrast ratio of two rich colours (1: the same, 21: black on white)."""
+
+    def luminance(color) -> float:
+        def channel(c: int) -> float:
+            c /= 255
+            return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+        r, g, b = color.get_truecolor()
+        return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+    light, dark = sorted((luminance(fg), luminance(bg)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+async def test_every_section_label_of_the_diff_is_legible():
+    """Issue 30: the diff's "both" labels were near-black on dark grey
+    ($text-muted, an `auto` colour, has no background to contrast with inside
+    a table cell). Each label, as the table draws it on its row's background
+    (plain and zebra-striped), contrasts 3:1 or more (WCAG's floor for
+    legible text that need not stand out)."""
+    from textual.filter import dim_color
+
+    app = RematApp(example("mlp.py"), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("m", "2")
+        await settle(app, pilot)
+        await pilot.press("v")
+        screen = app.screen
+        assert isinstance(screen, DiffScreen)
+        table = screen.query_one("#diff-table")
+        table.move_cursor(row=table.row_count - 1)  # the cursor's row off the labels read
+        await pilot.pause()
+        seen = set()
+        for y in range(1, min(table.row_count, table.size.height - 1)):  # row 0: the header
+            for segment in table.render_line(y):
+                label = segment.text.strip()
+                if label in ("only A", "only B", "both") and y - 1 != table.cursor_row:
+                    style = segment.style
+                    color = style.color
+                    if style.dim:  # drawn blended towards the background, as Textual does
+                        color = dim_color(style.bgcolor, color)
+                    assert contrast(color, style.bgcolor) >= 3, (label, style)
+                    seen.add(label)
+        assert "both" in seen

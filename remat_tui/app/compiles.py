@@ -45,6 +45,17 @@ class CompileFailed(Message):
     message: str
 
 
+def peak_make_up(memory: dict) -> str:
+    """The category holding the most of the compiled peak, in words true to
+    its share: `mostly residual (62%)` past half, else `largest part:
+    recomputed (30%)`."""
+    category = largest_category(memory)
+    share = memory["by_category"][category] / memory["peak_bytes"]
+    if share > 0.5:
+        return f"mostly {category} ({share:.0%})"
+    return f"largest part: {category} ({share:.0%})"
+
+
 class Compiles:
     """Compiled numbers per request key, and the compile under way, for one App."""
 
@@ -197,12 +208,10 @@ class Compiles:
             return f"does not fit {known.device}{needed} (compiled)"
         if known is not None:
             step = "training step" if known.step == "train" else "gradient alone"
-            mostly = ""
+            make_up = ""
             if known.memory and known.memory["peak_bytes"]:
-                category = largest_category(known.memory)
-                share = known.memory["by_category"][category] / known.memory["peak_bytes"]
-                mostly = f", mostly {category} ({share:.0%})"
-            return f"peak {human_bytes(known.peak_bytes)}/device (compiled, {step}){mostly}"
+                make_up = ", " + peak_make_up(known.memory)
+            return f"peak {human_bytes(known.peak_bytes)}/device (compiled, {step}){make_up}"
         if key is not None and key == self.compiling:
             elapsed = time.monotonic() - self.started
             clock = f" {elapsed:.1f} s" if show_timings else ""

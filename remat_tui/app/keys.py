@@ -88,6 +88,15 @@ SCREEN_ACTIONS = (
     "toggle_sidebar",
     "pick_device",
 )
+# The keys that open a screen over the main screen are priority bindings: the
+# App runs them itself, before the key reaches the focused widget, and handles
+# no other key until that screen is mounted and focused (app/opening.py), so
+# keys typed straight after (a budget after `f` or `h`) go to it. Otherwise
+# they were already queued at the main screen's focused widget, and lost.
+OPENS_A_SCREEN = ("compare", "fit", "suggest", "diff", "memory", "export", "pick_target")
 MAIN_KEYS = [
-    b if b.action in SCREEN_ACTIONS else replace(b, action=f"app.{b.action}") for b in BINDINGS
+    b
+    if b.action in SCREEN_ACTIONS
+    else replace(b, action=f"app.{b.action}", priority=b.action in OPENS_A_SCREEN)
+    for b in BINDINGS
 ]

@@ -166,8 +166,9 @@ class RematApp(App):
         def picked(chosen: str | None) -> None:
             self.exit() if chosen is None else self.start(self.targets[chosen])
 
-        title = f"{self.path} has {len(self.targets)} targets: pick one"
-        self.push_screen(PickScreen(title, list(self.targets)), picked)
+        count = f"{len(self.targets)} target{'s' if len(self.targets) > 1 else ''}"
+        title = f"{self.path} has {count}: pick one"
+        self.push_screen(PickScreen(title, list(self.targets), error=error), picked)
 
     @on(LoadFailed)
     def load_failed(self, message: LoadFailed) -> None:
@@ -354,36 +355,36 @@ class RematApp(App):
         """The compiled numbers of the analysis shown, when known."""
         return self.compiles.known.get(self.key_of(self.shown)) if self.shown else None
 
-    def action_compare(self) -> None:
-        self.opening.compare(self.target, self.wanted, self.show_timings)
+    async def action_compare(self) -> None:
+        await self.opening.compare(self.target, self.wanted, self.show_timings)
 
-    def action_fit(self) -> None:
-        self.opening.fit(self.target, self.wanted, self.show_timings)
+    async def action_fit(self) -> None:
+        await self.opening.fit(self.target, self.wanted, self.show_timings)
 
-    def action_suggest(self) -> None:
+    async def action_suggest(self) -> None:
         known = self.shown_compile()
-        self.opening.suggest(self.target, self.wanted, self.shown, known, self.show_timings)
+        await self.opening.suggest(self.target, self.wanted, self.shown, known, self.show_timings)
 
     def action_mark(self) -> None:
         self.opening.mark(self.shown, self.reloads)
 
-    def action_diff(self) -> None:
+    async def action_diff(self) -> None:
         name = self.target.name if self.target else None
-        self.opening.diff(self.shown, self.reloads, name, self.compiles.known)
+        await self.opening.diff(self.shown, self.reloads, name, self.compiles.known)
 
-    def action_memory(self) -> None:
+    async def action_memory(self) -> None:
         shown = self.shown
         headline = self.painter.headline(self.scene(), shown) if shown is not None else None
-        self.opening.memory(shown, self.shown_compile(), self.wanted.compiled, headline)
+        await self.opening.memory(shown, self.shown_compile(), self.wanted.compiled, headline)
 
-    def action_export(self) -> None:
-        self.opening.export(lambda: self.shown)
+    async def action_export(self) -> None:
+        await self.opening.export(lambda: self.shown)
 
-    def action_pick_target(self) -> None:
+    async def action_pick_target(self) -> None:
         def start(name: str) -> None:
             self.start(self.targets[name], keep_typed=True)
 
-        self.opening.pick_target(self.path, list(self.targets), self.target, start)
+        await self.opening.pick_target(self.path, list(self.targets), self.target, start)
 
     # ---- answers from the workers ---------------------------------------------------------
 

@@ -4,9 +4,12 @@ another target), what each is given and what it gives back, and what they
 remember between two openings: the budget typed last, the configuration
 marked as A, the path exported to last.
 
-Owned by the App (not a mixin): its actions call these with the values
+Owned by the App (not a mixin): its actions await these with the values
 each screen needs (app/main.py); a screen's result comes back through the
-callbacks given here (a Config to open, a source line to show).
+callbacks given here (a Config to open, a source line to show). Each returns
+once the screen it opens is mounted, its field or list focused: the App
+handles no other key meanwhile, so keys typed straight after the one that
+opened it go to it, not to a screen not there yet.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ class Opening:
         self.marked: tuple | None = None  # (analysis, reloads) marked as A by m, for v
         self.last_export: str | None = None  # the export dialog offers it again
 
-    def compare(self, target, wanted: Wanted, show_timings: bool) -> None:
+    async def compare(self, target, wanted: Wanted, show_timings: bool) -> None:
         """Every configuration's costs, in a screen of its own; a row opens in
         the main screen. The rows share the wanted site overrides and device."""
         if target is None:
@@ -49,9 +52,9 @@ class Opening:
         screen = CompareScreen(
             target, base, wanted.compiled, self.last_budget, show_timings, wanted.measured
         )
-        self.app.push_screen(screen, self.open_config)
+        await self.app.push_screen(screen, self.open_config)
 
-    def fit(self, target, wanted: Wanted, show_timings: bool) -> None:
+    async def fit(self, target, wanted: Wanted, show_timings: bool) -> None:
         """How big a batch fits a budget, for the shown configuration and every
         one compare weighs (their sites and device shared as compare's are)."""
         if target is None:
@@ -61,9 +64,9 @@ class Opening:
 
         base = wanted.config.with_policy(AS_WRITTEN)  # its sites kept, as compare's
         screen = FitScreen(target, base, wanted.config, self.last_budget, show_timings)
-        self.app.push_screen(screen, self.open_config)
+        await self.app.push_screen(screen, self.open_config)
 
-    def suggest(self, target, wanted: Wanted, shown, known, show_timings: bool) -> None:
+    async def suggest(self, target, wanted: Wanted, shown, known, show_timings: bool) -> None:
         """Ask for a budget, then search for the least recompute that fits it
         (`known`: the shown configuration's compile, if any)."""
         if target is None:
@@ -91,7 +94,7 @@ class Opening:
                 self.app.push_screen(screen, self.open_config)
 
         measure = COMPILED if compiled else RESIDUAL
-        self.app.push_screen(BudgetScreen(measure, self.last_budget, hint), chosen)
+        await self.app.push_screen(BudgetScreen(measure, self.last_budget, hint), chosen)
 
     def mark(self, shown, reloads: int) -> None:
         """Mark what is shown as A: v then compares it with whatever is shown."""
@@ -106,7 +109,7 @@ class Opening:
             markup=False,
         )
 
-    def diff(self, shown, reloads: int, target_name: str | None, known: dict) -> None:
+    async def diff(self, shown, reloads: int, target_name: str | None, known: dict) -> None:
         """What the marked A and the shown B save differently (`known`: the
         compiles by request key, for where each side's peak goes)."""
         if self.marked is None:
@@ -139,12 +142,12 @@ class Opening:
             known.get(request_key(target_name, b.config, reloads)),
         )
         memories = tuple(c.memory if c is not None else None for c in compiled)
-        self.app.push_screen(
+        await self.app.push_screen(
             DiffScreen(a, b, a_reloaded=marked_at != reloads, memories=memories),
             self.open_config,
         )
 
-    def memory(self, shown, known, compiling: bool, headline: str | None) -> None:
+    async def memory(self, shown, known, compiling: bool, headline: str | None) -> None:
         """Where the compiled peak of the shown configuration goes (`known`:
         its compile, if any; `compiling`: p is on)."""
         if known is None:
@@ -170,9 +173,9 @@ class Opening:
         # from the analysis shown (the one whose configuration was compiled).
         at_peak = name_residuals(known.memory["at_peak"], shown.residuals)
         memory = {**known.memory, "at_peak": at_peak}
-        self.app.push_screen(MemoryScreen(memory, headline), self.open_line)
+        await self.app.push_screen(MemoryScreen(memory, headline), self.open_line)
 
-    def pick_target(self, path: str, targets: list[str], current, start: Callable) -> None:
+    async def pick_target(self, path: str, targets: list[str], current, start: Callable) -> None:
         """Another target of the same file (its analyses are cached apart):
         `start(name)` starts the one picked."""
         if len(targets) < 2:
@@ -185,16 +188,16 @@ class Opening:
                 start(chosen)
 
         title = f"{path}: {len(targets)} targets"
-        self.app.push_screen(PickScreen(title, targets, name), picked)
+        await self.app.push_screen(PickScreen(title, targets, name), picked)
 
-    def export(self, shown: Callable) -> None:
+    async def export(self, shown: Callable) -> None:
         """Ask where to write the analysis shown (`shown()`), or a screenshot,
         then write it."""
         if shown() is None:
             self.app.notify("nothing to export yet", severity="warning")
             return
         default = self.last_export or f"remat-{shown().target_name}.html"
-        self.app.push_screen(ExportScreen(default), lambda choice: self._write(choice, shown))
+        await self.app.push_screen(ExportScreen(default), lambda choice: self._write(choice, shown))
 
     def _write(self, choice: tuple[str, str] | None, shown: Callable) -> None:
         """Write `choice` (path, format); on failure reopen the dialog with the

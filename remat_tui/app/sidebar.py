@@ -70,18 +70,19 @@ def name_label(name: str, states: dict[str, str], info, in_vain: bool = False) -
 
 
 def site_label(site) -> str:
-    """Two lines: `*1 block ×24 model.py:93` (`*` when the analysis overrides the
-    code's policy), then `↻13.8 GFLOP save mlp_hidden`: the forward work the
-    backward pass re-runs at the site (↻, as the backward pane marks it), first
-    because it is what changes as the site's policy is cycled, then the policy
-    in force there (a names policy as its names; a long one ends in the list's
-    ellipsis)."""
+    """Two lines: `*1 ×24 block model.py:93` (`*` when the analysis overrides
+    the code's policy; the trip count before the name, so that a long name,
+    `Encoder1DBlock.__call__`, is what the list's ellipsis cuts, never `×12`),
+    then `↻13.8 GFLOP save mlp_hidden`: the forward work the backward pass
+    re-runs at the site (↻, as the backward pane marks it), first because it
+    is what changes as the site's policy is cycled, then the policy in force
+    there (a names policy as its names; a long one ends in the ellipsis)."""
     times = f" ×{site.trip_count}" if site.trip_count else ""
     mark = "*" if site.override is not None else " "
     where = f" {site.source.where()}" if site.source else ""
     again = site.flops.recompute if site.flops is not None else None
     cost = f"↻{human_flops(again)} " if again is not None else ""
-    return f"{mark}{site.id} {site.function}{times}{where}\n   {cost}{short_spec(site.effective)}"
+    return f"{mark}{site.id}{times} {site.function}{where}\n   {cost}{short_spec(site.effective)}"
 
 
 def focus_now(widget) -> None:

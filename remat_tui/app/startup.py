@@ -75,17 +75,19 @@ class Startup:
 
     def choose(self, targets: dict) -> tuple[str | None, str | None]:
         """(the target to start, or None to ask which; why the one the command
-        line named cannot be had, or None)."""
-        error = None
+        line named cannot be had, or None). A name that is not there is asked
+        about even when the file has one target: opening that one on its own
+        would hide the typo."""
         if self.name is not None and self.name not in targets:
             error = (
                 f"no target named {self.name!r} in {self.path}; "
                 f"targets: {', '.join(targets)}. Pick one."
             )
             self.name = None
-        if self.name is None and len(targets) > 1:
             return None, error
-        return self.name or next(iter(targets)), error
+        if self.name is None and len(targets) > 1:
+            return None, None
+        return self.name or next(iter(targets)), None
 
     @staticmethod
     def listed(target) -> dict[str, policies.PolicySpec]:

@@ -19,8 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from rich.cells import cell_len
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -31,6 +30,15 @@ from textual_plotext import PlotextPlot
 
 from remat_tui.app.arguments import prepared
 from remat_tui.app.footer import Footer
+from remat_tui.app.screens.compare_chart import draw_compare_chart
+from remat_tui.app.screens.table_layout import (
+    NOTES_MAX,
+    TableLayout,
+    capped_cell,
+    fitted_labels,
+    lay_out,
+    whole_label,
+)
 from remat_tui.app.screens.table_rows import highlighted_config
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
@@ -45,7 +53,6 @@ from remat_tui.report.costs import (
     notes_cell,
     row_cells,
 )
-from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit
 
 SORTS = {
     "memory": lambda r: (r.weighed_bytes, r.recompute_flops),
@@ -55,7 +62,6 @@ SORTS = {
     # not fit, last)
     "time": lambda r: (r.cost_source == "flops", r.cost, r.weighed_bytes),
 }
-SECOND_UNITS = (("µs", 1e-6), ("ms", 1e-3), ("s", 1.0))
 
 
 @dataclass
@@ -86,18 +92,6 @@ class CompareFailed(Message):
 @dataclass
 class CompareStopped(Message):
     """Escape stopped the comparison: the rows made so far are the answer."""
-
-
-def _budget_bytes(text: str | None) -> int | None:
-    """The last budget typed for suggest, in bytes, when it reads as one."""
-    if not text:
-        return None
-    from remat_tui.report.units import parse_size
-
-    try:
-        return parse_size(text)
-    except RematError:
-        return None
 
 
 def full_label(config: Config) -> str:
@@ -173,8 +167,8 @@ class CompareScreen(Screen[Config | None]):
         self.chart_axes: tuple[str, str] | None = None  # the axis labels drawn
         self.chart_budget: int | None = None  # the budget line drawn, in bytes
         self.compiled = compiled  # compile every row: the main screen's `p` is on
-        self.shown_columns: list[int] = []  # indices into COLUMNS the table shows
-        self.column_layout: list[tuple[str, int]] = []  # their headers and widths
+        self.heads: tuple[str, ...] = COLUMNS  # the headers of the table's cells
+        self.table_layout: TableLayout | None = None  # which of them show, how wide, where
 
     def compose(self) -> ComposeResult:
         with Vertical(id="compare"):
@@ -196,7 +190,7 @@ class CompareScreen(Screen[Config | None]):
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
         table.add_columns(*COLUMNS)
-        table.focus()
+        self.set_focus(table)  # now: arrows typed ahead move the cursor
         self.run_compare()
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
@@ -316,24 +310,29 @@ class CompareScreen(Screen[Config | None]):
     def show_columns(self) -> None:
         """The columns some row has a value in (the first, ★, always): no room
         goes to peak and temp when nothing was compiled, nor to host when
-        nothing is offloaded. Headers say whose bytes each counts."""
+        nothing is offloaded; the configuration second, its labels fitted to
+        its width; the chart beside the table where both have room, else
+        beneath it (app/screens/table_layout.py). Headers say whose bytes
+        each counts."""
         cells = self.cells()
         heads = columns(self.rows)
-        self.shown_columns = [i for i in range(len(heads)) if i == 0 or any(c[i] for c in cells)]
+        labels = [whole_label(r.config.policy, r.config) for r in self.rows]
+        layout = lay_out(
+            heads, cells, labels, self.app.size.width, trailing=("notes",), cap=NOTES_MAX
+        )
+        body = self.query_one("#compare-body")
+        body.set_class(not layout.beside, "-stacked")
+        table = self.query_one(DataTable)
+        table.styles.width = layout.table_width if layout.beside else "100%"
         # Widths from every cell, set here: DataTable's auto-width is measured
         # when the table is next idle, and a refill can miss it (the columns
         # then stay as wide as their headers).
-        layout = [
-            (heads[i], max([cell_len(heads[i])] + [cell_len(c[i]) for c in cells]))
-            for i in self.shown_columns
-        ]
-        if layout == self.column_layout:
+        if layout == self.table_layout and heads == self.heads:
             return
-        self.column_layout = layout
-        table = self.query_one(DataTable)
+        self.table_layout, self.heads = layout, heads
         table.clear(columns=True)
-        for head, width in layout:
-            table.add_column(head, width=width)
+        for i, width in zip(layout.order, layout.widths, strict=True):
+            table.add_column(heads[i], width=width)
 
     def cells(self) -> list[tuple[str, ...]]:
         """Every row's cells, in `columns(self.rows)`: with a measured column
@@ -354,8 +353,15 @@ class CompareScreen(Screen[Config | None]):
         table = self.query_one(DataTable)
         table.clear()
         cells = self.cells()
+        layout = self.table_layout
+        label, notes = self.heads.index("configuration"), self.heads.index("notes")
+        labels = fitted_labels([(r.config.policy, r.config) for r in self.rows], layout.label_width)
         for index, _row in sorted(enumerate(self.rows), key=lambda ir: SORTS[self.sort_key](ir[1])):
-            table.add_row(*(cells[index][i] for i in self.shown_columns), key=str(index))
+            shown = {i: cells[index][i] for i in layout.order}
+            shown[label] = labels[index]
+            if notes in shown:  # the panel beneath has them whole
+                shown[notes] = capped_cell(shown[notes])
+            table.add_row(*shown.values(), key=str(index))
         if selected is not None and selected in {k.value for k in table.rows}:
             table.move_cursor(row=table.get_row_index(selected))
         else:
@@ -379,54 +385,18 @@ class CompareScreen(Screen[Config | None]):
 
     def draw_chart(self) -> None:
         """Memory against recompute FLOPs (estimated step time once compiled),
-        each axis in the unit its values read best in; memory on a log scale
-        when one row needs 20x another (an outlier would squash the rest); the
-        last suggest budget as a vertical line."""
-        plot = self.query_one(PlotextPlot)
-        plt = plot.plt
-        plt.clear_data()
-        rows = [r for r in self.rows if r.weighed_bytes > 0]
-        if not rows:
-            return
-        budget = self.budget
-        budget_bytes = _budget_bytes(budget)
-        largest = max([r.weighed_bytes for r in rows] + ([budget_bytes] if budget_bytes else []))
-        byte_unit, byte_size = axis_unit(largest, BYTE_UNITS)
-        # Once compiled, rows are weighed by their measured, else estimated, step
-        # time (★ too): plot that; rows that have neither are left out of the chart.
-        measured = [r for r in rows if r.cost_source == "measured"]
-        timed = measured or [r for r in rows if r.time]
-        if timed:
-            rows = timed
-            y_unit, y_size = axis_unit(max(r.cost[0] for r in rows), SECOND_UNITS)
-            ys = [r.cost[0] / y_size for r in rows]
-            kind = "measured step" if measured else "est. step"
-            y_label, y_what = f"{kind} ({y_unit}, {rows[0].time['chip']})", "step time"
-        else:
-            y_unit, y_size = axis_unit(max(r.recompute_flops for r in rows), FLOP_UNITS)
-            ys = [r.recompute_flops / y_size for r in rows]
-            y_label, y_what = f"recompute ({y_unit})", "recomputation"
-        xs = [r.weighed_bytes / byte_size for r in rows]
-        others = [(x, y) for x, y, r in zip(xs, ys, rows, strict=True) if not r.pareto]
-        front = sorted((x, y) for x, y, r in zip(xs, ys, rows, strict=True) if r.pareto)
-        if others:
-            plt.scatter(*zip(*others, strict=True), marker="dot", label="other")
-        if front:
-            plt.scatter(*zip(*front, strict=True), marker="star", color="red", label="Pareto ★")
-        spread = max(xs) / min(xs)
-        log = spread >= 20
-        if log:
-            plt.xscale("log")
-        self.chart_budget = budget_bytes
-        if budget_bytes:
-            plt.vline(budget_bytes / byte_size, "orange")
-        what = "compiled peak" if self.compiled else "memory"
-        memory = "peak per device" if self.compiled else "memory"
-        self.chart_axes = (f"{memory} ({byte_unit}{', log scale' if log else ''})", y_label)
-        plt.title(f"{what} vs {y_what}" + (f" · budget {budget}" if budget_bytes else ""))
-        plt.xlabel(self.chart_axes[0])
-        plt.ylabel(self.chart_axes[1])
-        plot.refresh()
+        the last suggest budget as a vertical line (app/screens/compare_chart.py)."""
+        drawn = draw_compare_chart(
+            self.query_one(PlotextPlot), self.rows, self.budget, self.compiled
+        )
+        if drawn is not None:
+            self.chart_axes, self.chart_budget = drawn.axes, drawn.budget
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Another width: the table's columns and the chart's place again."""
+        if self.rows:
+            self.show_columns()
+            self.show_rows(self.cursor_key())
 
     def action_sort(self, key: str) -> None:
         self.sort_key = key

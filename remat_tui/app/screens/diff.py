@@ -22,7 +22,13 @@ from remat_tui.app.footer import Footer
 from remat_tui.core.setup.config import Config
 from remat_tui.report.units import human_bytes, human_flops, signed
 
-SECTIONS = (("only_a", "only A", "$text-error"), ("only_b", "only B", "$text-success"))
+# "both" is dim, not $text-muted: that is an `auto` colour, which has no
+# background to contrast with inside a table cell and came out near-black.
+SECTIONS = (
+    ("only_a", "only A", "$text-error"),
+    ("only_b", "only B", "$text-success"),
+    ("both", "both", "dim"),
+)
 
 
 def short(text: str) -> str:
@@ -91,7 +97,7 @@ class DiffScreen(Screen[Config | None]):
         table.add_column("memory", width=6)
         table.add_column("residual (JAX's words)")
         table.add_column("computed at")
-        for key, title, style in (*SECTIONS, ("both", "both", "$text-muted")):
+        for key, title, style in SECTIONS:
             for entry in getattr(d, key):
                 table.add_row(
                     Content.styled(title, style),
@@ -100,7 +106,7 @@ class DiffScreen(Screen[Config | None]):
                     short(entry["text"]),
                     entry.get("origin") or "",
                 )
-        table.focus()
+        self.set_focus(table)  # now: arrows typed ahead move the cursor
 
     def peak_change(self) -> str:
         """`\npeak A 14.0 MiB → B 14.0 MiB: residual 7.0 MiB → 0 B, recomputed 0 B →

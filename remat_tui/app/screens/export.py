@@ -64,7 +64,7 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
                 yield Button("Cancel", id="cancel")
 
     def on_mount(self) -> None:
-        self.query_one("#path", Input).focus()
+        self.set_focus(self.query_one("#path", Input))  # now: keys typed ahead land in it
         if self.error:
             self.say(self.error)
 

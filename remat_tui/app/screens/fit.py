@@ -6,7 +6,9 @@ estimated examples per second against batch, a line per configuration.
 
 It receives what it shows (the target, the configurations' shared sites and
 device, the shown configuration, the budget last typed) and posts what the
-App keeps (BudgetTyped) or dismisses with a row's Config to open.
+App keeps (BudgetTyped) or dismisses with a row's Config to open. It always
+asks for the budget first, the one typed last as the default: enter takes
+it, typing replaces it.
 
 The search compiles, so it runs in this screen's worker (a thread), says each
 configuration's bracket as it narrows, and fills the table row by row. Escape
@@ -20,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -31,6 +33,7 @@ from textual_plotext import PlotextPlot
 
 from remat_tui.app.footer import Footer
 from remat_tui.app.screens.suggest import BudgetTyped, parse_budget
+from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_label
 from remat_tui.app.screens.table_rows import highlighted_config
 from remat_tui.core.setup.config import Config
 from remat_tui.errors import RematError
@@ -38,6 +41,7 @@ from remat_tui.report.fit import COLUMNS, cells, curve, progress_line, row_label
 from remat_tui.report.units import axis_unit, human_bytes
 
 LINES = 8  # configurations the chart draws: the best ones (more is a tangle)
+LEGEND = 34  # cells a line's name has in the chart's legend
 RATE_UNITS = (("", 1.0), ("thousands", 1e3), ("millions", 1e6))
 
 
@@ -71,12 +75,17 @@ class FitFailed(Message):
 class FitScreen(Screen[Config | None]):
     """The largest batch per configuration under one budget, and its chart."""
 
+    # As the compare screen's (app.tcss): the chart beside the table where both
+    # have room, else beneath it (app/screens/table_layout.py).
     DEFAULT_CSS = """
     #fit-status { height: auto; padding: 0 1; background: $panel; }
     #fit-budget { width: 40; }
     #fit-body { height: 1fr; }
-    #fit-table { width: 3fr; }
-    #fit-chart { width: 2fr; min-width: 40; }
+    #fit-table { scrollbar-size-vertical: 1; }
+    #fit-chart { width: 1fr; margin-left: 1; }
+    #fit-body.-stacked { layout: vertical; }
+    #fit-body.-stacked #fit-table { height: auto; max-height: 50%; }
+    #fit-body.-stacked #fit-chart { width: 100%; height: 1fr; min-height: 10; margin-left: 0; }
     """
     BINDINGS = [
         Binding("escape", "stop_or_leave", "stop / back"),
@@ -89,7 +98,7 @@ class FitScreen(Screen[Config | None]):
     ):
         """`base`: the sites and device every configuration shares; `shown`:
         the main screen's configuration, searched first; `budget`: the one
-        last typed, offered again."""
+        last typed, offered again as the default."""
         super().__init__()
         self.target = target
         self.base = base
@@ -102,6 +111,7 @@ class FitScreen(Screen[Config | None]):
         self.result = None  # the Fit, once the search ended
         self.started = time.monotonic()
         self.chart_lines: list[str] = []  # the configurations the chart draws
+        self.chart_legend: list[str] = []  # their names in its legend
 
     def compose(self) -> ComposeResult:
         with Vertical(id="fit"):
@@ -117,11 +127,16 @@ class FitScreen(Screen[Config | None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns(*COLUMNS)
-        if parse_budget(self.budget_text)[0] is not None:
-            self.start(self.budget_text)
-        else:
-            self.query_one(Input).focus()
+        self.show_rows()  # the columns, none filled yet
+        if self.budget_text:
+            self.status(
+                "how big a batch fits: enter searches under the last budget, or type "
+                "another per device (16GiB, 512MiB, 1.5e9)"
+            )
+        # It always asks, the last budget as the default (selected: typing replaces
+        # it); focused now, not when the next refresh comes, so that keys typed
+        # straight after `h` land in the field.
+        self.set_focus(self.query_one(Input))
 
     @on(Input.Submitted, "#fit-budget")
     def budget_typed(self, event: Input.Submitted) -> None:
@@ -225,11 +240,30 @@ class FitScreen(Screen[Config | None]):
         self.draw_chart()
 
     def show_rows(self) -> None:
-        """The rows, best first once ranked (in the order found until then)."""
+        """The rows, best first once ranked (in the order found until then):
+        the configuration second, fitted to its width, the chart beside the
+        table where both have room, else beneath it."""
         table = self.query_one(DataTable)
-        table.clear()
-        for index, row in enumerate(self.rows):
-            table.add_row(*cells(row), key=str(index))
+        cursor = table.cursor_row
+        table.clear(columns=True)
+        rows = [cells(row) for row in self.rows]
+        configs = [(row.policy, row.config) for row in self.rows]
+        whole = [whole_label(*c) for c in configs]
+        layout = lay_out(COLUMNS, rows, whole, self.app.size.width, trailing=("notes",))
+        self.query_one("#fit-body").set_class(not layout.beside, "-stacked")
+        table.styles.width = layout.table_width if layout.beside else "100%"
+        for i, width in zip(layout.order, layout.widths, strict=True):
+            table.add_column(COLUMNS[i], width=width)
+        label = COLUMNS.index("configuration")
+        labels = fitted_labels(configs, layout.label_width)
+        for index, (row, text) in enumerate(zip(rows, labels, strict=True)):
+            table.add_row(*(text if i == label else row[i] for i in layout.order), key=str(index))
+        if rows:  # the cursor on the row it was on (clear() put it at the top)
+            table.move_cursor(row=min(cursor, len(rows) - 1), animate=False)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Another width: the table's columns and the chart's place again."""
+        self.show_rows()
 
     def draw_chart(self) -> None:
         """Estimated examples per second against batch: a line per
@@ -241,17 +275,20 @@ class FitScreen(Screen[Config | None]):
         self.chart_lines = [row_label(r.policy, r.config) for r, _ in drawn]
         largest = max((rate for _, points in drawn for _, rate in points), default=1.0)
         unit, size = axis_unit(largest, RATE_UNITS)
-        for row, points in drawn:
-            label = ("★ " if row.best else "") + row_label(row.policy, row.config)
+        # Fitted as the table's are: the site names cut, the policies kept whole.
+        names = fitted_labels([(r.policy, r.config) for r, _ in drawn], LEGEND - 2)
+        marks = ["★ " if r.best else "" for r, _ in drawn]
+        self.chart_legend = [mark + name for mark, name in zip(marks, names, strict=True)]
+        for (_row, points), label in zip(drawn, self.chart_legend, strict=True):
             plt.plot([b for b, _ in points], [r / size for _, r in points], marker="dot",
-                     label=label[:32])  # fmt: skip
+                     label=label)  # fmt: skip
         plt.title("examples/s (estimated) against batch")
         plt.xlabel("batch")
         plt.ylabel(f"examples/s{f' ({unit})' if unit else ''}")
         plot.refresh()
 
     def action_budget(self) -> None:
-        self.query_one(Input).focus()
+        self.set_focus(self.query_one(Input))
 
     def action_stop_or_leave(self) -> None:
         """Escape: stop the search (its rows kept), or leave when none runs."""

@@ -89,7 +89,7 @@ class MemoryScreen(Screen[tuple[str, int, str | None] | None]):
         buffers = self.query_one(OptionList)
         buffers.add_options(lines)
         buffers.highlighted = 0 if lines else None
-        buffers.focus()
+        self.set_focus(buffers)  # now: arrows typed ahead move the cursor
         self.draw_chart()
 
     def draw_chart(self) -> None:

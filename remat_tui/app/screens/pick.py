@@ -9,7 +9,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.markup import escape
 from textual.screen import ModalScreen
-from textual.widgets import Label, OptionList
+from textual.widgets import Label, OptionList, Static
 
 
 class PickScreen(ModalScreen[str | None]):
@@ -17,14 +17,21 @@ class PickScreen(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
 
-    def __init__(self, title: str, choices: list[str], current: str | None = None):
+    def __init__(
+        self, title: str, choices: list[str], current: str | None = None, error: str | None = None
+    ):
+        """`error`: why the user is asked (a target name that is not in the
+        file), said in the dialog until a choice closes it."""
         super().__init__()
         self.title_text = title
         self.choices = choices
         self.current = current
+        self.error = error
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
+            if self.error:
+                yield Static(Content.styled(self.error, "$text-error"), id="pick-error")
             yield Label(f"[b]{escape(self.title_text)}[/b]")
             yield OptionList(*(Content(c) for c in self.choices), id="choices")
 
@@ -32,7 +39,7 @@ class PickScreen(ModalScreen[str | None]):
         options = self.query_one(OptionList)
         if self.current in self.choices:
             options.highlighted = self.choices.index(self.current)
-        options.focus()
+        self.set_focus(options)  # now: keys typed ahead move in the list
 
     @on(OptionList.OptionSelected)
     def chosen(self, event: OptionList.OptionSelected) -> None:

@@ -27,6 +27,7 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from remat_tui.app.arguments import prepared
 from remat_tui.app.footer import Footer
+from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_label
 from remat_tui.core.setup.config import Config
 from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes, human_flops, parse_size, signed
@@ -66,7 +67,9 @@ class BudgetScreen(ModalScreen[tuple[int, str] | None]):
             yield Label("[dim]enter searches · escape cancels[/dim]")
 
     def on_mount(self) -> None:
-        self.query_one("#budget", Input).focus()
+        # Focused now, not at the next refresh (focus() waits for it): keys typed
+        # straight after `f` land in the field (the opener awaits this mount).
+        self.set_focus(self.query_one("#budget", Input))
 
     @on(Input.Submitted)
     def submitted(self, event: Input.Submitted) -> None:
@@ -158,9 +161,6 @@ class SuggestScreen(Screen[Config | None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        from remat_tui.report.costs import COLUMNS
-
-        self.query_one(DataTable).add_columns("", *COLUMNS)
         self.query_one("#suggest-body").focus()
         self.set_interval(0.5, self.tick)  # the clock moves between configurations too
         self.search(self.budget)
@@ -284,14 +284,26 @@ class SuggestScreen(Screen[Config | None]):
         self.query_one("#suggest-text", Static).update(self.text(s))
 
     def show_rows(self, s) -> None:
-        """The suggestion beside the code as written, in the compare table's columns."""
-        from remat_tui.report.costs import row_cells
+        """The suggestion beside the code as written, in the compare table's
+        columns (those with a value), the configuration fitted to the width."""
+        from remat_tui.report.costs import COLUMNS, row_cells
 
+        rows = (s.best, s.baseline)
+        heads = ("", *COLUMNS)
+        cells = [
+            (name, *row_cells(r)) for name, r in zip(("suggested", "as written"), rows, strict=True)
+        ]
+        whole = [whole_label(r.config.policy, r.config) for r in rows]
+        layout = lay_out(heads, cells, whole, self.app.size.width, lead=2)
+        labels = fitted_labels([(r.config.policy, r.config) for r in rows], layout.label_width)
+        label = heads.index("configuration")
         table = self.query_one(DataTable)
-        table.clear()
+        table.clear(columns=True)
         table.display = True
-        table.add_row("suggested", *row_cells(s.best))
-        table.add_row("as written", *row_cells(s.baseline))
+        for i, width in zip(layout.order, layout.widths, strict=True):
+            table.add_column(heads[i], width=width)
+        for row, text in zip(cells, labels, strict=True):
+            table.add_row(*(text if i == label else row[i] for i in layout.order))
 
     @staticmethod
     def text(s) -> str:
@@ -308,14 +320,14 @@ class SuggestScreen(Screen[Config | None]):
         lines.insert(saving + 1, recompute)
         return "\n".join(lines)
 
-    def action_budget(self) -> None:
+    async def action_budget(self) -> None:
         s = self.suggestion
         hint = f"Last: {human_bytes(self.budget[0])}."
         if s is not None:  # what the search found bounds what is worth typing
             smallest = min(r.weighed_bytes for r in s.rows)
             hint += f" Smallest found: {human_bytes(smallest)}; as written: "
             hint += f"{human_bytes(s.baseline.weighed_bytes)}."
-        self.app.push_screen(BudgetScreen(self.measure(), self.budget[1], hint), self.search)
+        await self.app.push_screen(BudgetScreen(self.measure(), self.budget[1], hint), self.search)
 
     def action_open(self) -> None:
         if self.suggestion is None:

@@ -1,0 +1,81 @@
+"""Provides `draw_compare_chart`: the compare screen's chart, memory against
+recompute FLOPs (or step time once compiled), the Pareto front marked, the
+last suggest budget as a vertical line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual_plotext import PlotextPlot
+
+from remat_tui.errors import RematError
+from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit, parse_size
+
+SECOND_UNITS = (("µs", 1e-6), ("ms", 1e-3), ("s", 1.0))
+
+
+def budget_bytes(text: str | None) -> int | None:
+    """The last budget typed for suggest, in bytes, when it reads as one."""
+    if not text:
+        return None
+    try:
+        return parse_size(text)
+    except RematError:
+        return None
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """What the chart shows: its axes' labels and the budget line, in bytes."""
+
+    axes: tuple[str, str]
+    budget: int | None
+
+
+def draw_compare_chart(plot: PlotextPlot, rows: list, budget: str | None, compiled: bool):
+    """Draw `rows` (compare's) on `plot`: each axis in the unit its values read
+    best in; memory on a log scale when one row needs 20x another (an outlier
+    would squash the rest); `budget` (the last suggest's text) as a vertical
+    line. Returns a Drawn, or None when no row has memory to draw."""
+    plt = plot.plt
+    plt.clear_data()
+    rows = [r for r in rows if r.weighed_bytes > 0]
+    if not rows:
+        return None
+    budget_in_bytes = budget_bytes(budget)
+    largest = max([r.weighed_bytes for r in rows] + ([budget_in_bytes] if budget_in_bytes else []))
+    byte_unit, byte_size = axis_unit(largest, BYTE_UNITS)
+    # Once compiled, rows are weighed by their measured, else estimated, step
+    # time (★ too): plot that; rows that have neither are left out of the chart.
+    measured = [r for r in rows if r.cost_source == "measured"]
+    timed = measured or [r for r in rows if r.time]
+    if timed:
+        rows = timed
+        y_unit, y_size = axis_unit(max(r.cost[0] for r in rows), SECOND_UNITS)
+        ys = [r.cost[0] / y_size for r in rows]
+        kind = "measured step" if measured else "est. step"
+        y_label, y_what = f"{kind} ({y_unit}, {rows[0].time['chip']})", "step time"
+    else:
+        y_unit, y_size = axis_unit(max(r.recompute_flops for r in rows), FLOP_UNITS)
+        ys = [r.recompute_flops / y_size for r in rows]
+        y_label, y_what = f"recompute ({y_unit})", "recomputation"
+    xs = [r.weighed_bytes / byte_size for r in rows]
+    others = [(x, y) for x, y, r in zip(xs, ys, rows, strict=True) if not r.pareto]
+    front = sorted((x, y) for x, y, r in zip(xs, ys, rows, strict=True) if r.pareto)
+    if others:
+        plt.scatter(*zip(*others, strict=True), marker="dot", label="other")
+    if front:
+        plt.scatter(*zip(*front, strict=True), marker="star", color="red", label="Pareto ★")
+    log = max(xs) / min(xs) >= 20
+    if log:
+        plt.xscale("log")
+    if budget_in_bytes:
+        plt.vline(budget_in_bytes / byte_size, "orange")
+    what = "compiled peak" if compiled else "memory"
+    memory = "peak per device" if compiled else "memory"
+    axes = (f"{memory} ({byte_unit}{', log scale' if log else ''})", y_label)
+    plt.title(f"{what} vs {y_what}" + (f" · budget {budget}" if budget_in_bytes else ""))
+    plt.xlabel(axes[0])
+    plt.ylabel(axes[1])
+    plot.refresh()
+    return Drawn(axes, budget_in_bytes)
