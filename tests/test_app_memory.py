@@ -256,7 +256,7 @@ async def test_an_analysis_evicted_from_the_app_cache_is_freed(monkeypatch):
 
 def test_the_peaks_largest_category_is_mostly_only_past_half():
     """Issue 30: the status line said "mostly recomputed (30%)"."""
-    from remat_tui.app.compiles import peak_make_up
+    from remat_tui.report.memory import peak_make_up
 
     def memory(**by_category):
         return {"peak_bytes": sum(by_category.values()), "by_category": by_category}

@@ -26,7 +26,7 @@ from textual.message import Message
 
 from remat_tui.core.xla.compile_process import CompileProcess
 from remat_tui.errors import RematError
-from remat_tui.report.memory import largest_category
+from remat_tui.report.memory import peak_make_up
 from remat_tui.report.units import human_bytes, human_seconds
 
 MEASURE_RUNS = 5  # `x`: timed runs of each step shown, after a warm-up
@@ -43,17 +43,6 @@ class CompileReady(Message):
 class CompileFailed(Message):
     key: tuple
     message: str
-
-
-def peak_make_up(memory: dict) -> str:
-    """The category holding the most of the compiled peak, in words true to
-    its share: `mostly residual (62%)` past half, else `largest part:
-    recomputed (30%)`."""
-    category = largest_category(memory)
-    share = memory["by_category"][category] / memory["peak_bytes"]
-    if share > 0.5:
-        return f"mostly {category} ({share:.0%})"
-    return f"largest part: {category} ({share:.0%})"
 
 
 class Compiles:

@@ -22,6 +22,7 @@ from remat_tui.app.screens import ExportScreen, PickScreen
 from remat_tui.app.screens.export import write_export
 from remat_tui.app.wanted import Wanted, request_key
 from remat_tui.core.setup.config import AS_WRITTEN
+from remat_tui.core.units import count
 from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes
 
@@ -187,7 +188,7 @@ class Opening:
             if chosen is not None and chosen != name:
                 start(chosen)
 
-        title = f"{path}: {len(targets)} targets"
+        title = f"{path}: {count(len(targets), 'target')}"
         await self.app.push_screen(PickScreen(title, targets, name), picked)
 
     async def export(self, shown: Callable) -> None:

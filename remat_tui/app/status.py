@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import time
 
+from remat_tui.core.units import count
 from remat_tui.report.units import (
     GLOBAL,
     SHARDED,
@@ -77,7 +78,7 @@ def summary(
     scope = residual_scope(a, compiled, devices)
     delta = change(a, base)
     versus = f" ({delta:+.0%} vs as_written)" if delta is not None else ""
-    lead = [compiled] if compiled is not None else [f"{t.count} residuals"]
+    lead = [compiled] if compiled is not None else [count(t.count, "residual")]
     saved = " saved by autodiff" if compiled is not None else ""
     if scope == PLAIN:
         parts = [*lead, f"{human_bytes(t.device_bytes)} device{saved}"]

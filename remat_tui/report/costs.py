@@ -9,7 +9,7 @@ from html import escape
 from remat_tui.registry import target_label
 from remat_tui.report.compiled import arguments_words
 from remat_tui.report.labels import config_label, short_spec  # noqa: F401 (also the app's)
-from remat_tui.report.memory import largest_category, summary
+from remat_tui.report.memory import largest_category, peak_make_up, summary
 from remat_tui.report.pareto import pareto_svg  # noqa: F401 (also the notebook's)
 from remat_tui.report.tables import md_cell, text_table
 from remat_tui.report.units import count, human_bytes, human_flops, human_seconds, signed
@@ -295,9 +295,7 @@ def render_suggest(s, fmt: str) -> str:
         lines.insert(3, step)
     memory = (best.compiled or {}).get("memory")
     if memory and memory["peak_bytes"]:
-        category = largest_category(memory)
-        share = memory["by_category"][category] / memory["peak_bytes"]
-        lines.insert(1, f"its peak is mostly {category} ({share:.0%}); {summary(memory)}")
+        lines.insert(1, f"its peak: {peak_make_up(memory)}; {summary(memory)}")
     if s.budget_above_device:
         lines.insert(
             1,

@@ -21,6 +21,17 @@ def largest_category(memory: dict) -> str:
     return max(CATEGORIES, key=lambda c: memory["by_category"].get(c, 0))
 
 
+def peak_make_up(memory: dict) -> str:
+    """The category holding the most of the compiled peak, in words true to
+    its share: `mostly residual (62%)` past half, else `largest part:
+    recomputed (30%)` (the status line once said "mostly recomputed (30%)")."""
+    category = largest_category(memory)
+    share = memory["by_category"][category] / memory["peak_bytes"]
+    if share > 0.5:
+        return f"mostly {category} ({share:.0%})"
+    return f"largest part: {category} ({share:.0%})"
+
+
 def summary(memory: dict) -> str:
     """`at the peak (step 812 of 2067; backward from step 640): residual 7.0 MiB
     (48%) · temporary ...`, categories largest first, empty ones left out."""

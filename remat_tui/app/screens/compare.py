@@ -42,6 +42,7 @@ from remat_tui.app.screens.table_layout import (
 from remat_tui.app.screens.table_rows import highlighted_config
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
+from remat_tui.core.units import count
 from remat_tui.errors import RematError
 from remat_tui.report.compiled import estimate_words, measured_words
 from remat_tui.report.costs import (
@@ -256,7 +257,7 @@ class CompareScreen(Screen[Config | None]):
         self.done_at = time.monotonic()
         mark_pareto(self.rows)
         self.query_one("#compare-status", Static).update(
-            f"stopped: {len(self.rows)} configurations compared · ★ among these "
+            f"stopped: {count(len(self.rows), 'configuration')} compared · ★ among these "
             f"{sum(r.pareto for r in self.rows)} · enter opens a row · escape goes back"
         )
         self.show_columns()
@@ -290,7 +291,7 @@ class CompareScreen(Screen[Config | None]):
         front = sum(r.pareto for r in self.rows)
         took = f" in {c.seconds:.1f} s" if self.show_timings else ""
         self.query_one("#compare-status", Static).update(
-            f"{len(self.rows)} configurations{took} · memory: {self.measure()} · "
+            f"{count(len(self.rows), 'configuration')}{took} · memory: {self.measure()} · "
             f"★ {front} Pareto-optimal "
             "(no other needs no more memory at no more cost) · enter opens a row"
             + legend_devices(self.rows)

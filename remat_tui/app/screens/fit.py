@@ -36,6 +36,7 @@ from remat_tui.app.screens.suggest import BudgetTyped, parse_budget
 from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_label
 from remat_tui.app.screens.table_rows import highlighted_config
 from remat_tui.core.setup.config import Config
+from remat_tui.core.units import count
 from remat_tui.errors import RematError
 from remat_tui.report.fit import COLUMNS, cells, curve, progress_line, row_label
 from remat_tui.report.units import axis_unit, human_bytes
@@ -198,7 +199,7 @@ class FitScreen(Screen[Config | None]):
         same = f", {p.reused} the same program" if p.reused else ""
         took = f" · {elapsed:.0f} s" if self.show_timings else ""
         self.status(
-            f"fitting {p.index + 1}/{p.total}: {progress_line(p)} · {p.compiles} compiles"
+            f"fitting {p.index + 1}/{p.total}: {progress_line(p)} · {count(p.compiles, 'compile')}"
             f"{same}{took}  (escape stops, keeping the rows)"
         )
 
@@ -233,8 +234,9 @@ class FitScreen(Screen[Config | None]):
         took = f" in {f.seconds:.0f} s" if self.show_timings else ""
         stopped = "stopped: the rows found so far · " if f.cancelled else ""
         self.status(
-            f"{stopped}{len(self.rows)} configurations under {human_bytes(f.budget)} per device, "
-            f"{f.compiles} compiles{took} · {found} · enter opens a row"
+            f"{stopped}{count(len(self.rows), 'configuration')} under "
+            f"{human_bytes(f.budget)} per device, {count(f.compiles, 'compile')}{took} · "
+            f"{found} · enter opens a row"
         )
         self.show_rows()
         self.draw_chart()

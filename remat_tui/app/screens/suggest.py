@@ -29,6 +29,7 @@ from remat_tui.app.arguments import prepared
 from remat_tui.app.footer import Footer
 from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_label
 from remat_tui.core.setup.config import Config
+from remat_tui.core.units import count
 from remat_tui.errors import RematError
 from remat_tui.report.units import human_bytes, human_flops, parse_size, signed
 
@@ -262,7 +263,8 @@ class SuggestScreen(Screen[Config | None]):
             return  # a newer budget was typed meanwhile
         s = self.suggestion = message.suggestion
         budget = human_bytes(s.budget)
-        how = f"exact: all {s.searched}" if s.exact else f"heuristic: {s.searched}"
+        searched = count(s.searched, "configuration")
+        how = f"exact: all {searched}" if s.exact else f"heuristic: {searched}"
         if s.measure == "compiled":
             how += f" ({s.compiled_count} compiled, {s.skipped} could not change the answer"
             how += f", {s.measured_count} run on the device)" if self.run_on_device else ")"
@@ -276,7 +278,7 @@ class SuggestScreen(Screen[Config | None]):
         self.query_one("#suggest-status", Static).update(
             Content.assemble(
                 head,
-                f"{outcome} · {how} configurations searched{took}\n"
+                f"{outcome} · {how} searched{took}\n"
                 "enter opens it in the main screen · f another budget · escape goes back",
             )
         )
