@@ -142,7 +142,7 @@ def _compare(target, opts, fmt, checks):
             raise
         result = _cancelled_comparison(target, opts, rows)
         print(
-            f"remat-tui: cancelled: {count(len(rows), 'row')} made so far follow",
+            f"remat-tui: cancelled: {count(len(rows), 'row')} made so far, below",
             file=sys.stderr,
         )
         return render_compare(result, fmt), [], lambda: 130

@@ -98,7 +98,7 @@ def run(target, opts, fmt, checks):
         )
     if result.cancelled:
         print(
-            f"remat-tui: cancelled: {count(len(result.rows), 'row')} found so far follow",
+            f"remat-tui: cancelled: {count(len(result.rows), 'row')} found so far, below",
             file=sys.stderr,
         )
     failed = [r for r in result.rows if (r.measured or {}).get("error") and r.measured["fits"]]

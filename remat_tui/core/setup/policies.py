@@ -199,7 +199,7 @@ def _respelt(source: str, tree: ast.Expression, declared: dict) -> PolicySpec | 
             word, candidates = node.arg, OFFLOAD_KEYWORDS
         else:
             continue
-        close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+        close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.8)
         if close and node.lineno == 1:
             edits.append((node.col_offset, node.col_offset + len(word), close[0]))
     if not edits:
