@@ -40,14 +40,21 @@ def test_the_mlp_under_nothing_saveable_says_why_its_peak_held(nothing_on_the_ml
     target, a = nothing_on_the_mlp
     args, _ = resolve_arguments(target)
     checkpointed = jax.checkpoint(target.fn, policy=jax.checkpoint_policies.nothing_saveable)
-    # The premise, by JAX's own compiles: the two programs do the same work.
-    written, nothing = _xla_flops(target.fn, args), _xla_flops(checkpointed, args)
-    assert nothing == pytest.approx(written, rel=0.01)
     said = a.compiled.memory["explanation"]
     head, _, why = said.partition(": ")
     assert head == "peak unchanged against the code as written while the residual bytes moved -100%"
-    assert "merged the recomputation the policy asks for into the forward work" in why
-    assert re.search(r"arguments and outputs, which no remat policy changes, are \d+% of", why)
+    assert why, "the peak held: the note says why"
+    # The premise, by JAX's own compiles: whether the two programs do the same
+    # work (JAX 0.10's CPU compile merges the recomputation into the forward
+    # work; 0.12's keeps it, and the recomputed values take the residuals' place).
+    written, nothing = _xla_flops(target.fn, args), _xla_flops(checkpointed, args)
+    merged = nothing == pytest.approx(written, rel=0.01)
+    said_merged = "merged the recomputation the policy asks for into the forward work" in why
+    assert said_merged == merged, why
+    if merged:
+        assert re.search(r"arguments and outputs, which no remat policy changes, are \d+% of", why)
+    else:
+        assert re.search(r"residual buffers? \(.*\) at the peak became \d+ recomputed", why), why
 
 
 def test_the_residual_at_the_peak_under_nothing_saveable_is_explained(nothing_on_the_mlp):
@@ -63,7 +70,10 @@ def test_the_residual_at_the_peak_under_nothing_saveable_is_explained(nothing_on
     assert a.totals.bytes_excluding_arguments == 0
     memory = a.compiled.memory
     kept = [b for b in memory["at_peak"] if b["category"] == "residual"]
-    assert kept and memory["by_category"]["residual"] == sum(b["bytes"] for b in kept)
+    if not kept:  # this JAX's XLA keeps no forward value to the backward part: nothing to say
+        assert "holds forward values XLA keeps" not in (memory["explanation"] or "")
+        return
+    assert memory["by_category"]["residual"] == sum(b["bytes"] for b in kept)
     size = human_bytes(memory["by_category"]["residual"])
     assert f"The residual at the peak ({len(kept)} buffers, {size}) holds forward values" in (
         memory["explanation"]
