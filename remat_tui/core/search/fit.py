@@ -237,7 +237,7 @@ class _Search:
         scaled = self.built(batch)
         shared = programs.compile_shared(scaled, row.config, self.dev, self.cancelled)
         compiled, how = shared.result, shared.how
-        self.compiles += how == programs.COMPILED
+        self.compiles += how in programs.NEW
         self.reused += how == programs.SAME_PROGRAM
         fits = compiled.fits and compiled.peak_bytes <= self.budget
         probe = Probe(batch, fits, compiled, how)
