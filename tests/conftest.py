@@ -16,6 +16,9 @@ import tempfile  # noqa: E402
 
 os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="remat-tui-test-cache-")
 os.environ["REMAT_TUI_NO_CACHE"] = "1"
+# Compiles in turn, here, unless a test asks for workers: what a test counts
+# does not depend on which of two threads compiled a program first.
+os.environ["REMAT_TUI_JOBS"] = "1"
 
 import pytest
 

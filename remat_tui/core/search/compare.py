@@ -24,8 +24,8 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import costs_view, row_view
 from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.trace.traced import Trace, trace_config
+from remat_tui.core.xla import compile_pool, host_memory, step_time
 from remat_tui.core.xla import compiled as compiled_xla
-from remat_tui.core.xla import host_memory, step_time
 from remat_tui.core.xla.flop_note import flop_note
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
@@ -297,8 +297,9 @@ def evaluate(
     rows to be compiled later need `with_step_flops` first. `runs`: also run
     each compiled row that many times (compile_row)."""
     reference = Baseline.of(baseline)
-    rows = []
-    for i, config in enumerate(configs):
+
+    def one(numbered) -> Row:
+        i, config = numbered
         if cancelled is not None and cancelled():
             raise Cancelled()
         if progress is not None:
@@ -311,6 +312,14 @@ def evaluate(
         row.notes = notes_for(a, reference)
         if compiled:
             compile_row(target, row, cancelled, runs)
+        return row
+
+    # Compiled rows side by side where compiles can run elsewhere (measured
+    # ones in turn: a run on the device must have it to itself).
+    numbered = list(enumerate(configs))
+    done = compile_pool.run_all(numbered, one) if compiled and runs is None else map(one, numbered)
+    rows = []
+    for row in done:
         rows.append(row)
         if on_row is not None:
             on_row(row)

@@ -27,6 +27,7 @@ whose breakdown was asked for and could not be read.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import hashlib
@@ -71,6 +72,29 @@ _stores: dict[str, Store] = {}  # folder -> its Store
 # (Program, memory, source, cancelled) -> Compiled, or None where the worker
 # lowered another program (the target's file changed on disk meanwhile).
 dispatch: contextvars.ContextVar = contextvars.ContextVar("dispatch", default=None)
+# In a worker: the key the asking process lowered (`expecting`).
+_expected: contextvars.ContextVar = contextvars.ContextVar("expected", default=None)
+
+
+class OtherProgram(Exception):
+    """A worker lowered another program than the asking process did (the
+    target's file changed between, or the worker's versions, flags or host
+    differ): `parts` says what its program is made of."""
+
+    def __init__(self, parts: dict):
+        super().__init__("another program")
+        self.parts = parts
+
+
+@contextlib.contextmanager
+def expecting(key: str):
+    """In a worker: compile only the program whose key is `key`; any other
+    raises OtherProgram before compiling."""
+    token = _expected.set(key)
+    try:
+        yield
+    finally:
+        _expected.reset(token)
 
 
 @dataclass
@@ -84,6 +108,7 @@ class Counts:
     same_program: int = 0
     stored: int = 0
     ahead: int = 0
+    slowest: float = 0.0  # the longest compile made here, in seconds
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, how: str, n: int = 1) -> None:
@@ -180,6 +205,8 @@ def compile_program(
     None to compile here. A compile that fails other than for want of memory
     raises RematError with XLA's message."""
     program = program_of(lowered, dev, label, memory)
+    if _expected.get() not in (None, program.key):
+        raise OtherProgram(program.parts)
     # A result with the breakdown answers a request without it.
     keys = [program] if memory else [program, _with_breakdown(program)]
     while not keep_executable:
@@ -253,6 +280,8 @@ def _compile_here(lowered, dev, label, spanned, what, memory, program) -> Answer
         result = does_not_fit(message, label, spanned, time.perf_counter() - start)
         return Answer(_normal(result), COMPILED, None, program)
     seconds = time.perf_counter() - start
+    with counts.lock:
+        counts.slowest = max(counts.slowest, seconds)
     result = read(executable, dev.platform, label, spanned, seconds, dumped, memory)
     return Answer(_normal(result), COMPILED, executable, program)
 

@@ -98,6 +98,7 @@ class Source(NamedTuple):
     file: str
     name: str
     batch: int | None = None
+    config: Config | None = None  # the configuration compiled (set by the compile)
 
 
 def compile_costs(
@@ -230,7 +231,8 @@ def _compile(
         check_cancelled(cancelled)
         answer = compile_service.compile_program(
             step_lowered.lowered, dev, label, spanned, what,
-            memory=memory, keep_executable=keep, source=source, cancelled=cancelled,
+            memory=memory, keep_executable=keep, cancelled=cancelled,
+            source=source and source._replace(config=config),
         )  # fmt: skip
     result = replace(answer.result, step=step, differentiated=wrt)
     key = answer.program.key if answer.program else None

@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-from remat_tui.core.units import human_bytes, parse_size
+from remat_tui.core.units import count, human_bytes, parse_size
 from remat_tui.errors import RematError
 
 FORMAT = 1  # an entry's layout; another is a miss
@@ -83,7 +83,7 @@ class Store:
     def put(self, key: str, entry: dict) -> None:
         """Store `entry` (JSON-able) under `key`, then keep within the limit.
         A folder that cannot be written is no error: nothing is stored."""
-        data = json.dumps({**entry, "format": FORMAT, "key": key}, sort_keys=True)
+        data = json.dumps({**entry, "format": FORMAT, "key": key})
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, temporary = tempfile.mkstemp(dir=self.folder, prefix=".entry-", suffix=".tmp")
@@ -148,7 +148,7 @@ def describe(summary: dict) -> str:
     """The summary in words, for `remat-tui cache`."""
     lines = [
         f"compile cache: {summary['folder']}",
-        f"  {summary['entries']} program(s), {human_bytes(summary['bytes'])} "
+        f"  {count(summary['entries'], 'program')}, {human_bytes(summary['bytes'])} "
         f"of {human_bytes(summary['limit_bytes'])} ({LIMIT_ENV} sets the limit)",
     ]
     if summary["entries"]:
