@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.model import Analysis
+from remat_tui.core.search.distinct import distinct
 from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
 from remat_tui.core.search.offload import judge_offloads
 from remat_tui.core.setup import policies
@@ -256,7 +257,7 @@ def conclude(target, rows: list[Row], baseline: Analysis, base: Config, seconds:
     """The Comparison of `rows` (all of them, or those made before a cancel):
     the notes that weigh rows against each other, and the Pareto marks."""
     judge_offloads(target, rows, baseline, analysed_row(target, cancelled))
-    saved_name_notes(rows, target)
+    saved_name_notes(rows, target, baseline.sites)
     peak_notes(rows, base)
     mark_pareto(rows)
     return Comparison(target.file, target.name, baseline.device, rows, seconds)
@@ -397,7 +398,8 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
     """Every built-in policy and the target's own (outer); the name sets (each
     name saved alone, all names, each offloaded alone, all offloaded), at the
     checkpointed functions when the code has sites, else outer; and for code
-    with sites, each built-in policy at each checkpointed function."""
+    with sites, each built-in policy at each checkpointed function; those
+    that decide alike once."""
     outer = [*policies.builtin_specs(), *target.policies]
     names = [n.name for n in baseline.names]
     name_specs = []
@@ -415,7 +417,8 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
                 configs.append(base.at_function(baseline.sites, function, spec))
     else:
         configs += [base.with_policy(spec) for spec in name_specs]
-    return list(dict.fromkeys(configs))
+    # Spellings of the same decisions are one row, the first (core/search/distinct.py).
+    return distinct(configs, baseline.sites)
 
 
 def mark_pareto(rows: list[Row]) -> None:

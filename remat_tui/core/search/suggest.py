@@ -44,13 +44,13 @@ from remat_tui.core.display import Displayable
 from remat_tui.core.search.compare import (
     Row,
     analysed_row,
-    canonical_spec,
     compile_row,
     evaluate,
     mark_pareto,
     measure_baseline,
     peak_notes,
 )
+from remat_tui.core.search.distinct import merge_key
 from remat_tui.core.search.offload import judge_offloads
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
@@ -199,14 +199,19 @@ def candidates(target, base: Config, first, exact_limit: int, cancelled, progres
     names = [n.name for n in first.names]
     choices = _choices(target, names)
     space = len(choices) ** len(places)
-    measured: dict[Config, Row] = {}
+    measured: dict[tuple, Row] = {}  # what a configuration decides -> its row
 
     def analysed(configs: list[Config]) -> list[Row]:
-        """Rows for `configs`, each configuration analysed once (not compiled)."""
-        new = [c for c in dict.fromkeys(configs) if c not in measured]
-        rows = evaluate(target, new, first, False, cancelled, progress)
+        """Rows for `configs`, configurations that decide alike analysed once
+        (core/search/distinct.py; not compiled): the first one's row."""
+        keys = [merge_key(c, first.sites) for c in configs]
+        new: dict = {}
+        for key, config in zip(keys, configs, strict=True):
+            if key not in measured:
+                new.setdefault(key, config)
+        rows = evaluate(target, list(new.values()), first, False, cancelled, progress)
         measured.update(zip(new, rows, strict=True))
-        return [measured[c] for c in configs]
+        return [measured[k] for k in keys]
 
     exact = space <= exact_limit
     if exact:  # one batch, so its progress counts to the number searched
@@ -424,7 +429,13 @@ def _choices(target, names: list[str]) -> list[str]:
         saved = [n for n, s in zip(names, states, strict=True) if s == "save"]
         offloaded = [n for n, s in zip(names, states, strict=True) if s == "offload"]
         out.append(policies.names_policy(saved, offloaded).canonical)
-    return [canonical_spec(p, target) for p in dict.fromkeys(out)]
+    # Spellings of the same decisions once: the first (save_only_these_names()
+    # is nothing_saveable).
+    once: dict = {}
+    for text in out:
+        spec = policies.parse(text, target.policies)
+        once.setdefault(policies.same_decisions(spec), spec.canonical)
+    return list(dict.fromkeys(once.values()))
 
 
 def _config(base: Config, sites: list, places: list, combo) -> Config:
