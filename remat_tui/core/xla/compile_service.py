@@ -3,14 +3,19 @@ through (Contract 13), and what it counts. report, compare, suggest, fit,
 memory, the app's compile process, the notebook and the API all reach it
 through core/xla/compiled.py.
 
-A program is known by its key: the lowered StableHLO module's text without
-debug information (source lines and op names are metadata: they do not tell
-two programs apart), the device or topology it is compiled for, whether
-XLA's breakdown of the peak is read, the JAX, jaxlib and libtpu versions,
+A program is known by its key: the lowered StableHLO module's text, the
+device or topology it is compiled for, whether XLA's breakdown of the peak
+is read, the JAX, jaxlib and libtpu versions,
 XLA_FLAGS and LIBTPU_INIT_ARGS, the host's CPU for a CPU compile, and
 remat-tui's own code that reads XLA's numbers (a new version of it reads them
-anew). A known program is answered without compiling: from this process's
-memo (SAME_PROGRAM), else from the store on disk (STORED,
+anew). The text is without debug information (source lines and op names are
+metadata: they do not tell two programs apart; and the debug text names the
+caller's frames, which differ between a command and a worker). A breakdown
+also names the user's lines: its key adds `sources`, the user's files as
+they are on disk (compiled.py says which), so a line moved in the file is a
+new breakdown. A breakdown's numbers answer a request without one. A known program is
+answered without compiling: from this process's memo (SAME_PROGRAM), else
+from the store on disk (STORED,
 core/xla/program_store.py). A changed file, argument shape, option or
 version lowers to another key, so an answer is never stale by construction.
 
@@ -37,7 +42,7 @@ import os
 import platform
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -164,19 +169,21 @@ def clear_memo() -> None:
     _memo.clear()
 
 
-def program_of(lowered, dev, label: str, memory: bool) -> Program:
+def program_of(lowered, dev, label: str, memory: bool, sources: str = "") -> Program:
     """The key of `lowered` compiled for `dev` (labelled `label`), with XLA's
-    breakdown of the peak read (`memory`) or not."""
+    breakdown of the peak read (`memory`; `sources`: the user's files it
+    names, as on disk) or not."""
     module = hashlib.sha256(lowered.as_text().encode()).hexdigest()
-    return _program(module, dev.platform, label, memory)
+    return _program(module, dev.platform, label, memory, sources)
 
 
-def _program(module: str, platform_name: str, label: str, memory: bool) -> Program:
+def _program(module: str, platform_name: str, label: str, memory: bool, sources: str) -> Program:
     parts = {
         "module": module,
         "device": label,
         "platform": platform_name,
         "breakdown": memory,
+        "sources": sources if memory else "",
         "versions": _versions(platform_name),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "libtpu_init_args": os.environ.get("LIBTPU_INIT_ARGS", ""),
@@ -196,24 +203,27 @@ def compile_program(
     memory: bool = False,
     keep_executable: bool = False,
     source=None,
+    sources: str = "",
     cancelled=None,
 ) -> Answer:
     """XLA's numbers for `lowered` compiled for `dev`: known, or compiled now
     (module doc). `memory`: with where the peak goes; `keep_executable`:
     compile here whatever is known, and keep the executable (to run it);
     `source`: how a worker process rebuilds the target (core/xla/compile_pool.py),
-    None to compile here. A compile that fails other than for want of memory
+    None to compile here; `sources`: the user's files as on disk (a digest),
+    which a breakdown names. A compile that fails other than for want of memory
     raises RematError with XLA's message."""
-    program = program_of(lowered, dev, label, memory)
+    program = program_of(lowered, dev, label, memory, sources)
     if _expected.get() not in (None, program.key):
         raise OtherProgram(program.parts)
-    # A result with the breakdown answers a request without it.
-    keys = [program] if memory else [program, _with_breakdown(program)]
     while not keep_executable:
-        for p in keys:
-            known = _known(p)
+        known = _known(program)
+        if known is None and not memory:  # a result with the breakdown answers, without it
+            known = _known(program_of(lowered, dev, label, True, sources))
             if known is not None:
-                return Answer(known[0], known[1], program=p)
+                known = (_without_breakdown(known[0]), known[1])
+        if known is not None:
+            return Answer(known[0], known[1], program=program)
         with _lock:
             waiting = _in_flight.get(program.key)
             if waiting is None:
@@ -294,9 +304,9 @@ def _normal(result: Compiled) -> Compiled:
     return Compiled.from_dict(json.loads(json.dumps(result.to_dict())))
 
 
-def _with_breakdown(program: Program) -> Program:
-    parts = program.parts
-    return _program(parts["module"], parts["platform"], parts["device"], True)
+def _without_breakdown(result: Compiled) -> Compiled:
+    """A result with the breakdown as a compile without it reads it."""
+    return replace(result, memory=None, memory_note=None, spaces_note=None)
 
 
 @functools.cache

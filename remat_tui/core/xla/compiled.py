@@ -52,6 +52,9 @@ compiling, in this process or from the store on disk, across runs.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -231,12 +234,36 @@ def _compile(
         check_cancelled(cancelled)
         answer = compile_service.compile_program(
             step_lowered.lowered, dev, label, spanned, what,
-            memory=memory, keep_executable=keep, cancelled=cancelled,
+            memory=memory, keep_executable=keep, cancelled=cancelled, sources=_sources(target),
             source=source and source._replace(config=config),
         )  # fmt: skip
     result = replace(answer.result, step=step, differentiated=wrt)
     key = answer.program.key if answer.program else None
     return CompiledStep(result, answer.executable, step_lowered, leaves, abstract, answer.how, key)
+
+
+def _sources(target: Target) -> str:
+    """The user's files a breakdown's lines may name, as they are on disk (a
+    digest of each one's path, size and modification time): the target's
+    file and the modules imported from its folder, or the file that defines
+    a function given in code. Editing one is a new key for a breakdown."""
+    file = target.file or getattr(getattr(target.fn, "__code__", None), "co_filename", None)
+    if not file or not os.path.isfile(file):
+        return ""
+    folder = os.path.dirname(os.path.abspath(file)) + os.sep
+    files = {os.path.abspath(file)}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and os.path.abspath(path).startswith(folder):
+            files.add(os.path.abspath(path))
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        try:
+            s = os.stat(path)
+        except OSError:
+            continue
+        digest.update(f"{path}\0{s.st_size}\0{s.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def _abstract(leaf, dev, devices: list, what: str) -> jax.ShapeDtypeStruct:
