@@ -272,3 +272,28 @@ def _without_timings(report: dict) -> dict:
 def test_no_test_writes_the_users_cache():
     assert os.environ["XDG_CACHE_HOME"] != os.path.join(os.path.expanduser("~"), ".cache")
     assert lowering_module is not None and sys.modules.get("remat_tui.core.xla.compile_service")
+
+
+def test_worker_processes_give_the_rows_of_compiling_here(write_target, monkeypatch):
+    """--jobs 2: compare's compiles in two worker processes, the same rows."""
+    from remat_tui.core.xla import compile_pool
+
+    path = write_target(SOURCE.format(n=8, op="tanh"))
+    target = remat_tui.load_targets(path)["loss"]
+    specs = ["as_written", "nothing_saveable", "everything_saveable"]
+
+    def rows(jobs):
+        compiled.clear_cache()
+        compile_service.clear_memo()
+        compile_pool.configure(jobs=jobs)
+        try:
+            return [_without_timings(r.to_dict()) for r in compare(
+                target, policies=specs, compiled=True).rows]  # fmt: skip
+        finally:
+            compile_pool.configure()
+
+    here = rows(1)
+    before = compile_service.counts.snapshot()
+    there = rows(2)
+    assert compile_service.counts.snapshot()["in_workers"] > before["in_workers"]
+    assert there == here

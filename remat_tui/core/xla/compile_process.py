@@ -125,6 +125,8 @@ class CompileProcess:
                 ) from None
         if kind == "error":
             raise RematError(payload)
+        if kind == "internal":
+            raise WorkerLost(payload)
         return payload
 
     def close(self) -> None:
@@ -213,6 +215,7 @@ def serve() -> None:
     os.dup2(null, 2)
     os.close(null)
     from remat_tui.core.setup.loading import import_targets
+    from remat_tui.core.xla import compile_process  # not __main__'s copy: what the parent pickles
     from remat_tui.core.xla.compiled import compile_costs
     from remat_tui.core.xla.measure import measure
 
@@ -223,8 +226,13 @@ def serve() -> None:
         except EOFError:
             return
         try:
-            if isinstance(request, CompileRequest):
-                _write(replies, ("ok", answer(request)))
+            if isinstance(request, compile_process.CompileRequest):
+                try:
+                    _write(replies, ("ok", compile_process.answer(request)))
+                except RematError:
+                    raise
+                except Exception as exc:  # our bug: the parent compiles it itself
+                    _write(replies, ("internal", f"internal error while compiling: {exc!r}"))
                 continue
             file, name, config, token, runs = request
             if loaded is None or loaded[0] != (file, token):
