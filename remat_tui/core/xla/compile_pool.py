@@ -10,7 +10,8 @@ Where the compiles run:
   the app's), started once and kept for the process's life.
 - neither: REMAT_TUI_JOBS where set, else as many workers as the machine
   has cores and memory for (one per MEMORY_PER_JOB of available memory, at
-  most one per core), once a compile here took WORKER_WORTH_SECONDS: a
+  most one per CORES_PER_JOB cores: XLA spreads one compile over more than
+  one core, bench/bench_compiles.py), once a compile here took WORKER_WORTH_SECONDS: a
   worker costs a JAX import and the target's, a second or more, which a
   small compile does not repay.
 - `--cluster ray`, or RAY_ADDRESS set: as Ray tasks (`ray.init()`: the
@@ -42,6 +43,7 @@ from remat_tui.core.xla.compile_process import CompileProcess, CompileRequest, W
 from remat_tui.errors import RematError
 
 MEMORY_PER_JOB = 3 * 2**30  # available memory a default worker wants (a large compile's)
+CORES_PER_JOB = 2  # a default worker per two cores: one compile already uses more than one
 WORKER_WORTH_SECONDS = 3.0  # a compile this long repays starting workers
 MAX_RETRIES = 3  # a Ray task whose worker died runs again this many times
 POLL_SECONDS = 0.1  # how often a wait on Ray looks at `cancelled`
@@ -71,12 +73,12 @@ def cluster() -> str | None:
 
 
 def default_jobs() -> int:
-    """Workers the machine has room for: one per core, and one per
-    MEMORY_PER_JOB of available memory, whichever is fewer."""
+    """Workers the machine has room for: one per CORES_PER_JOB cores, and one
+    per MEMORY_PER_JOB of available memory, whichever is fewer."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     available = _available_memory()
     by_memory = available // MEMORY_PER_JOB if available else cores
-    return max(1, min(cores or 1, by_memory))
+    return max(1, min((cores or 1) // CORES_PER_JOB, by_memory))
 
 
 def run_all(items: Iterable, work: Callable) -> Iterator:
