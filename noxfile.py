@@ -22,7 +22,7 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).resolve().parent
-EXTRAS = ".[test,examples,tpu,notebook]"
+EXTRAS = ".[test,examples,tpu,notebook,ray]"
 OLDEST = "3.11"  # the Python the oldest JAX is tested on
 NEWEST = "3.13"  # the Python the newest JAX is tested on
 REMAT3_TESTS = [

@@ -14,6 +14,10 @@ import asyncio
 import os
 import time
 
+# Every compile measured is made: the compile cache (issue 31) would answer a
+# program seen in an earlier run.
+os.environ.setdefault("REMAT_TUI_NO_CACHE", "1")
+
 from remat_tui.app.main import RematApp
 from remat_tui.app.screens.compare import CompareScreen
 

@@ -64,6 +64,7 @@ def analyze(
     compiled=False,
     measure=False,
     runs=5,
+    vs_written=False,
 ):
     """Analyse what `fn` saves for the backward pass under one configuration.
 
@@ -90,6 +91,10 @@ def analyze(
         measure: also run the compiled step on `device` (a local device) and
             time it: sets `analysis.measured`. Implies `compiled`.
         runs: timed runs when measuring, after one warm-up.
+        vs_written: with `compiled`, also compile the code as written, and say
+            in `analysis.compiled.memory["explanation"]` why the peak moved so
+            much less than the residual bytes against it, where it did (one
+            more compile; without it, one program is compiled).
 
     Returns:
         An `Analysis`; its `to_dict()` is the JSON report.
@@ -103,8 +108,9 @@ def analyze(
 
         _displays()
         return analyze_compiled(
-            fn, args, kwargs, policy=policy, device=device, sites=sites, measure=measure, runs=runs
-        )
+            fn, args, kwargs, policy=policy, device=device, sites=sites, measure=measure,
+            runs=runs, vs_written=vs_written,
+        )  # fmt: skip
     from remat_tui.core.trace.analysis import analyze as _analyze
 
     _displays()

@@ -1,5 +1,6 @@
-"""Provides the command line: `remat-tui FILE[:NAME]` (the app) and the headless
-subcommands `report`, `compare`, `suggest`, `diff`, `memory` and `fit` (cli_fit.py).
+"""Provides the command line: `remat-tui FILE[:NAME]` (the app), the headless
+subcommands `report`, `compare`, `suggest`, `diff`, `memory` and `fit`
+(cli_fit.py), and `remat-tui cache`, the compile cache.
 
 The subcommands share one set of options (target, policy, sites, device,
 format, output) and run one way (`_headless`): what the target prints goes to
@@ -19,7 +20,7 @@ import os
 import sys
 
 from remat_tui import cli_fit
-from remat_tui.cli_parser import app_parser, headless_parser
+from remat_tui.cli_parser import app_parser, cache_parser, headless_parser
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
 
@@ -32,6 +33,8 @@ OUTPUT_FORMATS |= {".htm": "html", ".txt": "text"}
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        if argv and argv[0] == "cache":
+            return _cache(cache_parser().parse_args(argv[1:]))
         if argv and argv[0] in SUBCOMMANDS:
             opts = headless_parser().parse_args(argv)
             _warn_if_untested_jax()
@@ -65,9 +68,13 @@ def _headless(opts: argparse.Namespace) -> int:
 
     checks = _check_before(opts)  # bad sizes fail before anything is analysed
     fmt = output_format(opts)
+    _compile_settings(opts)
     with _user_output_to_stderr():
         target = load_target(opts.target)
         text, warnings, status = RUNNERS[opts.command](target, opts, fmt, checks)
+    warnings = [*warnings, *_compile_notices()]
+    if said := _compiles_said():
+        print(f"remat-tui: {said}", file=sys.stderr)
     for warning in warnings:
         print(f"remat-tui: warning: {warning}", file=sys.stderr)
     if opts.output:
@@ -80,12 +87,70 @@ def _headless(opts: argparse.Namespace) -> int:
     return status()
 
 
+def _compile_settings(opts: argparse.Namespace) -> None:
+    """--no-cache (for worker processes too: they inherit the environment),
+    --jobs and --cluster."""
+    if getattr(opts, "no_cache", False):
+        os.environ["REMAT_TUI_NO_CACHE"] = "1"
+    jobs, cluster = getattr(opts, "jobs", None), getattr(opts, "cluster", None)
+    if jobs is not None and jobs < 1:
+        raise RematError(f"--jobs {jobs}: give 1 or more worker processes (1: compile here).")
+    if jobs is not None or cluster is not None:
+        from remat_tui.core.xla import compile_pool
+
+        compile_pool.configure(jobs=jobs, cluster=cluster)
+
+
+def _compiles_said() -> str | None:
+    """What this command's compiles were, in one line: how many XLA compiled,
+    how many the compile cache answered; None when nothing was compiled."""
+    service = sys.modules.get("remat_tui.core.xla.compile_service")
+    if service is None:
+        return None
+    n = service.counts.snapshot()
+    made = n["compiled"] + n["in_workers"]
+    if not made and not n["stored"]:
+        return None
+    parts = [f"{count(made, 'program')} compiled"]
+    if n["in_workers"]:
+        parts[0] += f" ({n['in_workers']} in workers)"
+    if n["stored"]:
+        where = service.store().folder.parent
+        parts.append(f"{n['stored']} answered by the compile cache ({where})")
+    if n["ahead"]:
+        parts.append(f"{n['ahead']} compiled ahead and not needed")
+    return "compiles: " + ", ".join(parts)
+
+
+def _compile_notices() -> list[str]:
+    pool = sys.modules.get("remat_tui.core.xla.compile_pool")
+    return sorted(pool.notices) if pool is not None else []
+
+
+def _cache(opts: argparse.Namespace) -> int:
+    """`remat-tui cache [show|clear]`."""
+    from remat_tui.core.xla.program_store import Store, describe
+
+    store = Store()
+    if opts.action == "clear":
+        gone = store.clear()
+        print(f"remat-tui: cleared the compile cache: {count(gone, 'program')} ({store.folder})")
+        return 0
+    sys.stdout.write(describe(store.summary()))
+    return 0
+
+
 def _check_before(opts: argparse.Namespace) -> dict:
     """What the options say that can be checked before JAX loads: the gate
     sizes and suggest's budget, in bytes."""
     from remat_tui.report.units import parse_size
 
     checks: dict = {}
+    if getattr(opts, "vs_written", False) and not opts.compiled and not opts.measure:
+        raise RematError(
+            "--vs-written needs --compiled: it weighs the compiled peak against the code as "
+            "written's. Add --compiled."
+        )
     if getattr(opts, "measure", False):
         if opts.runs < 1:
             raise RematError(
@@ -104,8 +169,10 @@ def _check_before(opts: argparse.Namespace) -> dict:
     return checks
 
 
-def _analysis(target, opts, compiled: bool):
-    """The one configuration report and memory are about, analysed."""
+def _analysis(target, opts, compiled: bool, vs_written: bool = False):
+    """The one configuration report and memory are about, analysed; with
+    `vs_written`, its compiled peak weighed against the code as written's
+    (one more compile)."""
     from remat_tui.core.trace.analysis import analyze
     from remat_tui.core.xla.compiled_analysis import analyze_compiled
 
@@ -114,13 +181,13 @@ def _analysis(target, opts, compiled: bool):
         return analyze(target, **options)
     if getattr(opts, "measure", False):
         options |= {"measure": True, "runs": opts.runs}
-    return analyze_compiled(target, **options)
+    return analyze_compiled(target, **options, vs_written=vs_written)
 
 
 def _report(target, opts, fmt, checks):
     from remat_tui.report import render
 
-    analysis = _analysis(target, opts, opts.compiled)
+    analysis = _analysis(target, opts, opts.compiled, opts.vs_written)
     failed = [analysis.config.label()] if (analysis.measured or {}).get("error") else []
 
     # The verdicts are printed after the report is written.
@@ -224,7 +291,9 @@ def _diff(target, opts, fmt, checks):
 def _memory(target, opts, fmt, checks):
     from remat_tui.report.memory import render
 
-    analysis = _analysis(target, opts, compiled=True)
+    # Why the peak did or did not move against the code as written is what
+    # the memory view is for: the comparison is always asked for here.
+    analysis = _analysis(target, opts, compiled=True, vs_written=True)
     return render(analysis, fmt), analysis.warnings, lambda: 0
 
 

@@ -22,7 +22,9 @@ from remat_tui.core.units import count
 from remat_tui.errors import RematError
 
 
-def add_parser(commands, target_options, policy_option, output_options, measure_options) -> None:
+def add_parser(
+    commands, target_options, policy_option, output_options, measure_options, compile_options
+) -> None:
     fit = commands.add_parser(
         "fit",
         help="the largest batch that fits a budget, per configuration",
@@ -42,6 +44,7 @@ def add_parser(commands, target_options, policy_option, output_options, measure_
     )
     output_options(fit, None)
     measure_options(fit)
+    compile_options(fit, search=True)
     fit.add_argument("--budget", required=True, metavar="SIZE", help="per device: 16GiB, 1.5e9")
     fit.add_argument(
         "--multiple",

@@ -73,6 +73,33 @@ def output_options(parser: argparse.ArgumentParser, compiled_help: str | None) -
         parser.add_argument("--compiled", action="store_true", help=compiled_help)
 
 
+def compile_options(parser: argparse.ArgumentParser, search: bool) -> None:
+    """Where compiles are remembered and, for a search (`search`), where they run."""
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the compile cache (remat-tui cache shows it); "
+        "every program is compiled",
+    )
+    if not search:
+        return
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="compile in N worker processes at once (default: the machine's cores and memory, "
+        "once a compile takes seconds; 1: one at a time, here)",
+    )
+    parser.add_argument(
+        "--cluster",
+        choices=("ray",),
+        default=None,
+        help="run the compiles as tasks on a Ray cluster (RAY_ADDRESS, else a local Ray; "
+        "needs the ray extra); RAY_ADDRESS set does the same",
+    )
+
+
 def measure_options(parser: argparse.ArgumentParser) -> None:
     """Running the compiled step on the device: where a command can rank by it."""
     parser.add_argument(
@@ -115,7 +142,25 @@ def headless_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     for add in (_report, _compare, _suggest, _memory, _diff):
         add(commands)
-    cli_fit.add_parser(commands, target_options, policy_option, output_options, measure_options)
+    cli_fit.add_parser(
+        commands, target_options, policy_option, output_options, measure_options, compile_options
+    )
+    return parser
+
+
+def cache_parser() -> argparse.ArgumentParser:
+    """`remat-tui cache [show|clear]`: the compile cache."""
+    parser = argparse.ArgumentParser(
+        prog="remat-tui cache",
+        description="The compile cache: what remat-tui read from XLA for each program it "
+        "compiled, kept so that the same program is not compiled again "
+        "($XDG_CACHE_HOME/remat-tui, else ~/.cache/remat-tui; REMAT_TUI_CACHE_SIZE caps it, "
+        "default 256MiB).",
+    )
+    parser.add_argument(
+        "action", nargs="?", choices=("show", "clear"), default="show",
+        help="show where it is and what it holds (default), or clear it",
+    )  # fmt: skip
     return parser
 
 
@@ -136,6 +181,13 @@ def _report(commands) -> None:
         "running it, and lead with XLA's peak bytes per device",
     )
     measure_options(report)
+    compile_options(report, search=False)
+    report.add_argument(
+        "--vs-written",
+        action="store_true",
+        help="with --compiled: also compile the code as written and say why the peak moved "
+        "so much less than the residual bytes against it, where it did (one more compile)",
+    )
     report.add_argument(
         "--max-residual-bytes",
         metavar="SIZE",
@@ -167,6 +219,7 @@ def _compare(commands) -> None:
     )
     output_options(compare, COMPILED_HELP)
     measure_options(compare)
+    compile_options(compare, search=True)
 
 
 def _suggest(commands) -> None:
@@ -180,6 +233,7 @@ def _suggest(commands) -> None:
     target_options(suggest)
     output_options(suggest, COMPILED_HELP)
     measure_options(suggest)
+    compile_options(suggest, search=True)
     suggest.add_argument("--budget", required=True, metavar="SIZE", help="e.g. 2GiB, 1.5e9")
 
 
@@ -196,6 +250,7 @@ def _memory(commands) -> None:
     target_options(memory)
     policy_option(memory)
     output_options(memory, None)
+    compile_options(memory, search=False)
 
 
 def _diff(commands) -> None:

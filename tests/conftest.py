@@ -8,6 +8,18 @@ import sys
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
+# The compile store (core/xla/program_store.py) never touches the user's cache:
+# the whole suite, and the commands it runs, keep theirs in a folder of the
+# session's own; and it is off unless a test turns it on
+# (`store_on`), so that a test that counts compiles is not answered by another's.
+import tempfile  # noqa: E402
+
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="remat-tui-test-cache-")
+os.environ["REMAT_TUI_NO_CACHE"] = "1"
+# Compiles in turn, here, unless a test asks for workers: what a test counts
+# does not depend on which of two threads compiled a program first.
+os.environ["REMAT_TUI_JOBS"] = "1"
+
 import pytest
 
 # With the tpu extra installed, importing core.setup.devices keeps libtpu quiet and
@@ -16,6 +28,28 @@ import pytest
 import remat_tui.core.setup.devices  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(autouse=True)
+def _programs_forgotten():
+    """Each test starts knowing no compiled program, as it would in a process
+    of its own (the same program compiled by an earlier test answers nothing)."""
+    yield
+    from remat_tui.core.xla import compile_service
+
+    compile_service.clear_memo()
+
+
+@pytest.fixture
+def store_on(tmp_path, monkeypatch):
+    """The compile store on, in a folder of this test's own: the folder
+    (XDG_CACHE_HOME, which the commands a test runs inherit)."""
+    from remat_tui.core.xla import compile_service
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("REMAT_TUI_NO_CACHE", "0")
+    compile_service.use_store(None)
+    return tmp_path / "cache"
 
 
 def _snapshots_per_jax_line() -> None:

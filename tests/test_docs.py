@@ -9,7 +9,7 @@ from conftest import ROOT
 
 TEST_COMMAND = (
     "python3 -m venv .venv && . .venv/bin/activate && "
-    "pip install -e '.[test,examples,tpu,notebook]' && python -m pytest"
+    "pip install -e '.[test,examples,tpu,notebook,ray]' && python -m pytest"
 )
 USER_READ = ["README.md", "CONTRIBUTING.md", "bench/README.md", "mkdocs.yml"]
 MACHINE_PATH = re.compile(r"/work/|\.\./shared|/root/|/home/\w|/tmp/")

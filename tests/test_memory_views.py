@@ -33,7 +33,9 @@ ARGS = (
 @pytest.fixture(scope="module")
 def written_and_nothing():
     written = remat_tui.analyze(layers, ARGS, compiled=True)
-    nothing = remat_tui.analyze(layers, ARGS, policy="nothing_saveable", compiled=True)
+    nothing = remat_tui.analyze(
+        layers, ARGS, policy="nothing_saveable", compiled=True, vs_written=True
+    )
     return written, nothing
 
 

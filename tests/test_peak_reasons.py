@@ -33,7 +33,9 @@ def _xla_flops(fn, args) -> float:
 @pytest.fixture(scope="module")
 def nothing_on_the_mlp():
     target = remat_tui.load_targets(MLP)["loss"]
-    return target, remat_tui.analyze(target, policy="nothing_saveable", compiled=True)
+    return target, remat_tui.analyze(
+        target, policy="nothing_saveable", compiled=True, vs_written=True
+    )
 
 
 def test_the_mlp_under_nothing_saveable_says_why_its_peak_held(nothing_on_the_mlp):

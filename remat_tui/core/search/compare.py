@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.model import Analysis
+from remat_tui.core.search.distinct import distinct
 from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
 from remat_tui.core.search.offload import judge_offloads
 from remat_tui.core.setup import policies
@@ -24,8 +25,8 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import costs_view, row_view
 from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.trace.traced import Trace, trace_config
+from remat_tui.core.xla import compile_pool, host_memory, step_time
 from remat_tui.core.xla import compiled as compiled_xla
-from remat_tui.core.xla import host_memory, step_time
 from remat_tui.core.xla.flop_note import flop_note
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
@@ -256,7 +257,7 @@ def conclude(target, rows: list[Row], baseline: Analysis, base: Config, seconds:
     """The Comparison of `rows` (all of them, or those made before a cancel):
     the notes that weigh rows against each other, and the Pareto marks."""
     judge_offloads(target, rows, baseline, analysed_row(target, cancelled))
-    saved_name_notes(rows, target)
+    saved_name_notes(rows, target, baseline.sites)
     peak_notes(rows, base)
     mark_pareto(rows)
     return Comparison(target.file, target.name, baseline.device, rows, seconds)
@@ -297,8 +298,9 @@ def evaluate(
     rows to be compiled later need `with_step_flops` first. `runs`: also run
     each compiled row that many times (compile_row)."""
     reference = Baseline.of(baseline)
-    rows = []
-    for i, config in enumerate(configs):
+
+    def one(numbered) -> Row:
+        i, config = numbered
         if cancelled is not None and cancelled():
             raise Cancelled()
         if progress is not None:
@@ -311,6 +313,14 @@ def evaluate(
         row.notes = notes_for(a, reference)
         if compiled:
             compile_row(target, row, cancelled, runs)
+        return row
+
+    # Compiled rows side by side where compiles can run elsewhere (measured
+    # ones in turn: a run on the device must have it to itself).
+    numbered = list(enumerate(configs))
+    done = compile_pool.run_all(numbered, one) if compiled and runs is None else map(one, numbered)
+    rows = []
+    for row in done:
         rows.append(row)
         if on_row is not None:
             on_row(row)
@@ -388,7 +398,8 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
     """Every built-in policy and the target's own (outer); the name sets (each
     name saved alone, all names, each offloaded alone, all offloaded), at the
     checkpointed functions when the code has sites, else outer; and for code
-    with sites, each built-in policy at each checkpointed function."""
+    with sites, each built-in policy at each checkpointed function; those
+    that decide alike once."""
     outer = [*policies.builtin_specs(), *target.policies]
     names = [n.name for n in baseline.names]
     name_specs = []
@@ -406,7 +417,8 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
                 configs.append(base.at_function(baseline.sites, function, spec))
     else:
         configs += [base.with_policy(spec) for spec in name_specs]
-    return list(dict.fromkeys(configs))
+    # Spellings of the same decisions are one row, the first (core/search/distinct.py).
+    return distinct(configs, baseline.sites)
 
 
 def mark_pareto(rows: list[Row]) -> None:

@@ -12,14 +12,14 @@ does not. A compile XLA refuses for want of memory is a batch that does not
 fit, never an error; a compile that fails otherwise ends that configuration's
 row with its error, and the search goes on.
 
-Compiles are shared where the program is the same (core/xla/programs.py: the
-lowered module's text, hashed), across configurations and across searches,
-and cached per target, configuration and batch (core/xla/compiled.py). They
-run one after another: on this project's shared 2-core machine two XLA
-compiles in two threads took from 0.61x to 1.7x the time of the same two in
-turn (bench/bench_parallel_compiles.py: XLA already spreads one compile over
-the cores; deviceless TPU compiles came out slower), and each configuration's
-batches depend on the ones before, so nothing runs in parallel.
+Compiles are shared where the program is the same (core/xla/compile_service.py:
+the lowered module and what it is compiled for), across configurations,
+searches and runs (the store on disk), and cached per target, configuration
+and batch (core/xla/compiled.py). Each configuration's batches depend on the
+ones before, so they are compiled in turn; the configurations depend on
+nothing, so they are searched side by side where compiles can run in worker
+processes or on a Ray cluster (core/xla/compile_pool.py), rows kept in
+their order.
 
 Each batch that fits gets the roofline's step-time estimate (its FLOPs and
 host bytes from a trace at that batch, XLA's counts from the compile), which
@@ -34,6 +34,7 @@ marked incomplete with the bracket it had reached.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -54,7 +55,8 @@ from remat_tui.core.trace.analysis import costs_view, row_view
 from remat_tui.core.trace.configured import Cancelled, as_target, check_cancelled
 from remat_tui.core.trace.traced import trace_config
 from remat_tui.core.units import human_bytes
-from remat_tui.core.xla import host_memory, programs, step_time
+from remat_tui.core.xla import compile_pool, host_memory, programs, step_time
+from remat_tui.core.xla.compiled import Source
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.errors import RematError
@@ -114,15 +116,25 @@ def fit(
         configs, stopped = [], True
     if first is not None and not stopped:
         configs = _unique([(first, first.policy), *configs])
-    search = _Search(built, dev, budget, multiple, cap, start, cancelled, progress)
-    rows: list[FitRow] = []
-    for index, (config, label) in enumerate(configs):
+    source = (lambda batch: Source(target.file, target.name, batch)) if target.file else None
+    search = _Search(built, dev, budget, multiple, cap, start, cancelled, progress, source)
+
+    def one(numbered) -> tuple[FitRow, bool]:
+        """A configuration's search: its row, and whether it was cancelled."""
+        index, (config, label) = numbered
         row = FitRow(config=config, policy=label)
         try:
             search.run(row, index, len(configs))
         except Cancelled:
-            stopped = True
-        if row.probes or not stopped:
+            return row, True
+        return row, False
+
+    rows: list[FitRow] = []
+    # Configurations side by side where compiles can run elsewhere: each one's
+    # batches depend on the ones before, the configurations on nothing.
+    for row, cut in compile_pool.run_all(list(enumerate(configs)), one):
+        stopped = stopped or cut
+        if row.probes or not cut:
             rows.append(row)
             if on_row is not None:
                 on_row(row)
@@ -203,12 +215,14 @@ def _unique(pairs: list[tuple[Config, str]]) -> list[tuple[Config, str]]:
 class _Search:
     """One configuration's bracket after another, sharing compiles."""
 
-    def __init__(self, built, dev, budget, multiple, cap, start, cancelled, progress):
+    def __init__(self, built, dev, budget, multiple, cap, start, cancelled, progress, source):
         self.built, self.dev, self.budget = built, dev, budget
         self.multiple, self.cap, self.start = multiple, cap, start
         self.cancelled, self.progress = cancelled, progress
+        self.source = source  # batch -> where a worker finds the target, or None
         self.chip = step_time.chip_of(dev)
         self.compiles = self.reused = 0
+        self.counting = threading.Lock()  # configurations may be searched in threads
         self.times: dict = {}  # a program's key -> its step-time estimate
 
     def run(self, row: FitRow, index: int, total: int) -> None:
@@ -235,10 +249,12 @@ class _Search:
     def _probe(self, row: FitRow, batch: int) -> Probe:
         check_cancelled(self.cancelled)
         scaled = self.built(batch)
-        shared = programs.compile_shared(scaled, row.config, self.dev, self.cancelled)
+        source = self.source(batch) if self.source is not None else None
+        shared = programs.compile_shared(scaled, row.config, self.dev, self.cancelled, source)
         compiled, how = shared.result, shared.how
-        self.compiles += how == programs.COMPILED
-        self.reused += how == programs.SAME_PROGRAM
+        with self.counting:
+            self.compiles += how in programs.NEW
+            self.reused += how in (programs.SAME_PROGRAM, programs.STORED)
         fits = compiled.fits and compiled.peak_bytes <= self.budget
         probe = Probe(batch, fits, compiled, how)
         if fits:

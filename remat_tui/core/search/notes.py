@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from remat_tui.core.model import Analysis
+from remat_tui.core.search.distinct import merge_key
 from remat_tui.core.setup import policies
 
 _DOT_POLICIES = ("dots_with_no_batch_dims_saveable", policies.OFFLOAD_DOTS)
@@ -77,18 +78,20 @@ SPARES_LITTLE = 0.05
 SAVES_NO_NAME = (policies.names_policy([], []), policies.PolicySpec("nothing_saveable"))
 
 
-def saved_name_notes(rows, target=None) -> None:
+def saved_name_notes(rows, target=None, sites=()) -> None:
     """Note on each row that saves one checkpoint_name alone (outer, or at one
     place) when that spares (almost) no recompute against saving no name
     there: the name's bytes buy nothing. Rows: compare's, whose configs hold
-    both (compare.candidates makes them). With the `target`, the note names
-    the work beneath the name that is still re-run (core/search/name_reruns.py)."""
-    by_config = {r.config: r for r in rows}
+    both (compare.candidates makes them, merging configurations that decide
+    alike: `sites`, the analysis's, tells which). With the `target`, the note
+    names the work beneath the name that is still re-run
+    (core/search/name_reruns.py)."""
+    by_decisions = {merge_key(r.config, sites): r for r in reversed(rows)}
     for row in rows:
         for place, name in _single_saved_names(row.config):
             # saving no name recomputes exactly what nothing_saveable does
-            others = (_with_spec(row.config, place, s) for s in SAVES_NO_NAME)
-            other = next((by_config[c] for c in others if c in by_config), None)
+            others = (merge_key(_with_spec(row.config, place, s), sites) for s in SAVES_NO_NAME)
+            other = next((by_decisions[k] for k in others if k in by_decisions), None)
             if other is None:
                 continue
             verdict = spare_verdict(

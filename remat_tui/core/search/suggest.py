@@ -44,19 +44,19 @@ from remat_tui.core.display import Displayable
 from remat_tui.core.search.compare import (
     Row,
     analysed_row,
-    canonical_spec,
     compile_row,
     evaluate,
     mark_pareto,
     measure_baseline,
     peak_notes,
 )
+from remat_tui.core.search.distinct import merge_key
 from remat_tui.core.search.offload import judge_offloads
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.units import human_bytes
-from remat_tui.core.xla import host_memory, step_time
+from remat_tui.core.xla import compile_pool, compile_service, host_memory, step_time
 from remat_tui.core.xla.measure import RUNS, check_measurable
 
 EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic
@@ -199,14 +199,19 @@ def candidates(target, base: Config, first, exact_limit: int, cancelled, progres
     names = [n.name for n in first.names]
     choices = _choices(target, names)
     space = len(choices) ** len(places)
-    measured: dict[Config, Row] = {}
+    measured: dict[tuple, Row] = {}  # what a configuration decides -> its row
 
     def analysed(configs: list[Config]) -> list[Row]:
-        """Rows for `configs`, each configuration analysed once (not compiled)."""
-        new = [c for c in dict.fromkeys(configs) if c not in measured]
-        rows = evaluate(target, new, first, False, cancelled, progress)
+        """Rows for `configs`, configurations that decide alike analysed once
+        (core/search/distinct.py; not compiled): the first one's row."""
+        keys = [merge_key(c, first.sites) for c in configs]
+        new: dict = {}
+        for key, config in zip(keys, configs, strict=True):
+            if key not in measured:
+                new.setdefault(key, config)
+        rows = evaluate(target, list(new.values()), first, False, cancelled, progress)
         measured.update(zip(new, rows, strict=True))
-        return [measured[c] for c in configs]
+        return [measured[k] for k in keys]
 
     exact = space <= exact_limit
     if exact:  # one batch, so its progress counts to the number searched
@@ -224,10 +229,15 @@ def compile_candidates(target, rows, baseline, budget, cancelled, progress, run,
     (`compile_in_order`)."""
     if not every:
         return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
-    for i, row in enumerate(rows):
+    def one(numbered):
+        i, row = numbered
         if progress is not None:
             progress(i, len(rows), row.config, "compiling")
         run(target, row, cancelled)
+
+    numbered = list(enumerate(rows))
+    for _ in compile_pool.run_all(numbered, one) if run.runs is None else map(one, numbered):
+        pass
     return rows, ""
 
 
@@ -311,18 +321,42 @@ def compile_in_order(
     chip = step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
     least = _least_cost(chip, baseline.compiled.get("devices", 1) if baseline.compiled else 1)
 
+    # Side by side where compiles can run elsewhere, `width` at a time (never a
+    # measured search: a run must have the device to itself).
+    width = compile_pool.width() if run.runs is None else 1
+
     def compile_from_cheapest(candidates: list[Row], best, answers) -> None:
         """Compile `candidates` (least bound first) until one's bound exceeds
-        the best cost found among those `answers` accepts."""
-        for row in candidates:
-            if best is not None and least(row) > best:
-                break  # this row and every later one cost more than one that fits
-            if progress is not None:
-                progress(len(done), len(rows), row.config, "compiling")
-            run(target, row, cancelled)
-            done.append(row)
-            if answers(row) and (best is None or row.estimated_cost < best):
-                best = row.estimated_cost
+        the best cost found among those `answers` accepts. In waves of
+        `width`: a wave's rows past where one at a time would have stopped
+        were compiled ahead for nothing, and are left out, so the rows and
+        the answer are those of one compile at a time."""
+        position = 0
+        while position < len(candidates):
+            wave = []
+            for row in candidates[position : position + width]:
+                if best is not None and least(row) > best:
+                    break  # this row and every later one cost more than one that fits
+                wave.append(row)
+            if not wave:
+                return
+
+            def one(numbered):
+                i, row = numbered
+                if progress is not None:
+                    progress(len(done) + i, len(rows), row.config, "compiling")
+                run(target, row, cancelled)
+
+            for _ in compile_pool.run_all(list(enumerate(wave)), one):
+                pass
+            for i, row in enumerate(wave):
+                if best is not None and least(row) > best:
+                    compile_service.counts.add("ahead", len(wave) - i)
+                    return
+                done.append(row)
+                if answers(row) and (best is None or row.estimated_cost < best):
+                    best = row.estimated_cost
+            position += len(wave)
 
     # An offload slower than recomputing is the answer only if nothing else
     # fits: those are compiled last, and only then.
@@ -395,7 +429,13 @@ def _choices(target, names: list[str]) -> list[str]:
         saved = [n for n, s in zip(names, states, strict=True) if s == "save"]
         offloaded = [n for n, s in zip(names, states, strict=True) if s == "offload"]
         out.append(policies.names_policy(saved, offloaded).canonical)
-    return [canonical_spec(p, target) for p in dict.fromkeys(out)]
+    # Spellings of the same decisions once: the first (save_only_these_names()
+    # is nothing_saveable).
+    once: dict = {}
+    for text in out:
+        spec = policies.parse(text, target.policies)
+        once.setdefault(policies.same_decisions(spec), spec.canonical)
+    return list(dict.fromkeys(once.values()))
 
 
 def _config(base: Config, sites: list, places: list, combo) -> Config:

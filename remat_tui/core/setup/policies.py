@@ -262,6 +262,56 @@ def builtin_specs() -> list[str]:
     ]
 
 
+EVERYTHING, NOTHING = PolicySpec("everything_saveable"), PolicySpec("nothing_saveable")
+NAMES_ONLY = "save_only_these_names"
+
+
+def same_decisions(spec: PolicySpec) -> PolicySpec:
+    """One spec for every spelling of the same decisions: two specs with equal
+    forms save, recompute and offload the same values, by JAX's definitions
+    of its policies (checked against print_saved_residuals in
+    tests/test_compile_counts.py):
+
+    - `save_only_these_names()` saves nothing: nothing_saveable;
+    - `save_anything_except_these_names(...)` saves everything in JAX
+      (`lambda *_, **__: True`): everything_saveable;
+    - `save_and_offload_only_these_names` offloading nothing is
+      `save_only_these_names` of what it saves;
+    - `save_from_both_policies` is the OR of two boolean policies:
+      everything_saveable absorbs, nothing_saveable is neutral, name lists
+      join, dots_saveable covers dots_with_no_batch_dims_saveable, and the
+      order does not matter.
+
+    Not merged: `save_any_names_but_these()` saves every named value, which
+    only the target's names can turn into another spelling; a policy the
+    target declared is its own."""
+    if spec.declared:
+        return spec
+    if spec.kind == NAMES_ONLY and not spec.names:
+        return NOTHING
+    if spec.kind == "save_anything_except_these_names":
+        return EVERYTHING
+    if spec.kind == OFFLOAD_NAMES and not spec.offloaded:
+        return same_decisions(PolicySpec(NAMES_ONLY, names=spec.names))
+    if spec.kind != BOTH:
+        return spec
+    a, b = (same_decisions(p) for p in spec.parts)
+    if a.offloaded_names() or b.offloaded_names() or OFFLOAD_DOTS in (a.kind, b.kind):
+        return PolicySpec(BOTH, parts=(a, b))  # JAX refuses offloads here: its error stands
+    for one, other in ((a, b), (b, a)):
+        if one == EVERYTHING:
+            return EVERYTHING
+        if one == NOTHING:
+            return other
+    if a.kind == b.kind == NAMES_ONLY:
+        return PolicySpec(NAMES_ONLY, names=_sorted_unique([*a.names, *b.names]))
+    if {a.kind, b.kind} == {"dots_saveable", "dots_with_no_batch_dims_saveable"}:
+        return PolicySpec("dots_saveable")
+    if a == b:
+        return a
+    return PolicySpec(BOTH, parts=tuple(sorted((a, b), key=lambda p: p.canonical)))
+
+
 def names_policy(saved: list[str], offloaded: list[str]) -> PolicySpec:
     """The policy that saves `saved`, offloads `offloaded` and recomputes the rest."""
     if offloaded:

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from remat_tui.errors import RematError
 
@@ -37,6 +37,29 @@ if TYPE_CHECKING:  # the app imports this module before JAX is imported
 
 POLL_SECONDS = 0.05  # how often a waiting compile looks at `cancelled`
 _LENGTH = struct.Struct("<Q")  # each message: its length, then its pickle
+
+
+class WorkerLost(RematError):
+    """The child died before it answered (killed, or out of memory)."""
+
+
+class CompileRequest(NamedTuple):
+    """One compile of a parallel search (core/xla/compile_pool.py), as a worker
+    (this module's child, or a Ray task) rebuilds it: the target's file and
+    name and the batch it was built at (None: the example's), the
+    configuration, the device's label, whether XLA's breakdown is read, the
+    program's key as the asking process lowered it (a worker that lowers
+    another program, the file having changed, says so instead of compiling),
+    and whether the store on disk is used."""
+
+    file: str
+    name: str
+    batch: int | None
+    config: Config
+    device: str
+    memory: bool
+    key: str
+    store: bool
 
 
 class CompileProcess:
@@ -68,6 +91,11 @@ class CompileProcess:
         and, with `runs`, run it that many times there (core/xla/measure.py).
         `token` changes when the file is reloaded. Raises RematError with the
         child's message, or Cancelled (the child killed) once `cancelled()`."""
+        return self.ask((file, name, config, token, runs), cancelled)
+
+    def ask(self, message, cancelled: Callable[[], bool]):
+        """Send `message` (the app's request tuple, or a CompileRequest of a
+        parallel search) and return the child's answer; raises as `compile`."""
         from remat_tui.core.trace.configured import Cancelled
 
         with self._request:
@@ -78,7 +106,7 @@ class CompileProcess:
             if process is None:  # closed: the app is exiting
                 raise Cancelled()
             try:
-                _write(process.stdin, (file, name, config, token, runs))
+                _write(process.stdin, message)
                 while not select.select([process.stdout], [], [], POLL_SECONDS)[0]:
                     if cancelled():
                         self._replace(process)
@@ -91,12 +119,14 @@ class CompileProcess:
                 self._replace(process)
                 if self._closed:
                     raise Cancelled() from None
-                raise RematError(
+                raise WorkerLost(
                     f"the compile process ended unexpectedly (exit code {code}); "
                     "press p twice to compile again"
                 ) from None
         if kind == "error":
             raise RematError(payload)
+        if kind == "internal":
+            raise WorkerLost(payload)
         return payload
 
     def close(self) -> None:
@@ -185,16 +215,26 @@ def serve() -> None:
     os.dup2(null, 2)
     os.close(null)
     from remat_tui.core.setup.loading import import_targets
+    from remat_tui.core.xla import compile_process  # not __main__'s copy: what the parent pickles
     from remat_tui.core.xla.compiled import compile_costs
     from remat_tui.core.xla.measure import measure
 
     loaded: tuple[tuple, dict] | None = None
     while True:
         try:
-            file, name, config, token, runs = _read(requests)
+            request = _read(requests)
         except EOFError:
             return
         try:
+            if isinstance(request, compile_process.CompileRequest):
+                try:
+                    _write(replies, ("ok", compile_process.answer(request)))
+                except RematError:
+                    raise
+                except Exception as exc:  # our bug: the parent compiles it itself
+                    _write(replies, ("internal", f"internal error while compiling: {exc!r}"))
+                continue
+            file, name, config, token, runs = request
             if loaded is None or loaded[0] != (file, token):
                 loaded = None
                 targets, error, _ = import_targets(file)
@@ -205,14 +245,51 @@ def serve() -> None:
             if name not in targets:
                 raise RematError(f"{file}: no target named '{name}' any more")
             if runs is None:
-                answer = (compile_costs(targets[name], config, memory=True), None)
+                reply = (compile_costs(targets[name], config, memory=True), None)
             else:
-                answer = measure(targets[name], config, runs)
-            _write(replies, ("ok", answer))
+                reply = measure(targets[name], config, runs)
+            _write(replies, ("ok", reply))
         except RematError as exc:
             _write(replies, ("error", exc.message))
         except Exception as exc:  # our bug: the parent shows it in place
             _write(replies, ("error", f"internal error while compiling: {exc!r}"))
+
+
+_imported: dict[str, tuple[float, dict]] = {}  # a worker's target files: path -> (mtime, targets)
+
+
+def answer(request: CompileRequest) -> tuple[str, object]:
+    """A worker's answer to `request` (here, or in a Ray task): ("ok", the
+    Compiled's dict) or ("stale", what the worker's program is made of) when
+    it lowered another program than the asking process did."""
+    from remat_tui.core.setup.devices import device_set, resolve_device
+    from remat_tui.core.setup.loading import import_targets, takes_devices
+    from remat_tui.core.setup.scaling import at_batch
+    from remat_tui.core.xla import compile_service
+    from remat_tui.core.xla.compiled import compile_costs
+
+    path = request.file if os.path.isfile(request.file) else os.path.abspath(request.file)
+    mtime = os.path.getmtime(path)
+    if _imported.get(path, (None,))[0] != mtime:
+        targets, error, _ = import_targets(path)
+        if error is not None:
+            raise RematError(error)
+        _imported[path] = (mtime, targets)
+    targets = _imported[path][1]
+    if request.name not in targets:
+        raise RematError(f"{request.file}: no target named '{request.name}'")
+    target = targets[request.name]
+    dev = resolve_device(request.device)
+    if request.batch is not None:
+        devices = device_set(dev) if takes_devices(target) else None
+        target = at_batch(target, request.batch, devices)
+    compile_service.use_store(request.store)
+    try:
+        with compile_service.expecting(request.key):
+            result = compile_costs(target, request.config, device=dev, memory=request.memory)
+    except compile_service.OtherProgram as other:
+        return ("stale", other.parts)
+    return ("ok", result.to_dict())
 
 
 if __name__ == "__main__":

@@ -42,27 +42,27 @@ A compile that runs out of the device's memory is a result, not an error
 (Contract 8): `fits` is False, with the bytes XLA said it needed where its
 message says. Any other failure raises RematError with XLA's message.
 
-Compiling costs seconds to a minute, so results are cached per (target,
-Config, device): at most CACHE_SIZE results, least recently used dropped.
-Only the numbers are kept, never the executable, so an entry is a few
-hundred bytes. A failed compile is cached too: the same code fails the same
-way.
+Compiling costs seconds to a minute, so results are kept per (target,
+Config, device): at most CACHE_SIZE results, least recently used dropped, a
+failed compile too (the same code fails the same way). Beneath that, every
+compile goes through core/xla/compile_service.py, which answers a program it
+has seen (the same lowered module, device, options and versions) without
+compiling, in this process or from the store on disk, across runs.
 """
 
 from __future__ import annotations
 
-import re
-import time
+import hashlib
+import os
+import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import jax
 from jax.sharding import SingleDeviceSharding
 from jax.tree_util import tree_flatten
 
-from remat_tui.core.display import Displayable
-from remat_tui.core.jaxcompat.hlo_text import has_loops
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import (
@@ -73,97 +73,35 @@ from remat_tui.core.setup.devices import (
 )
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace.configured import check_cancelled
+from remat_tui.core.xla import compile_service
+from remat_tui.core.xla.compiled_numbers import (  # noqa: F401 (re-exported: where callers look)
+    ERROR_LINES,
+    Compiled,
+    does_not_fit,
+    out_of_memory,
+    trim_message,
+)
 from remat_tui.core.xla.lowering import Lowered, lower
-from remat_tui.core.xla.memory import compile_with_memory, memory_and_reason
-from remat_tui.core.xla.peak_notes import spaces_note
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 CACHE_SIZE = 256  # results kept (numbers only: no executable is held)
-ERROR_LINES = 4  # lines of XLA's message a failed compile shows
 
 # (id(target), Config, device, with the memory breakdown)
 #   -> (target, its Compiled or the RematError it raised)
 _cache = LRU(CACHE_SIZE)
+CACHED = "cached"  # this very target and configuration, compiled before in this process
 
 
-@dataclass(frozen=True)
-class Compiled(Displayable):
-    """XLA's numbers for one compiled step (the gradient keeping the loss, or
-    the training step), compiled for a device and never run: `Analysis.compiled`.
-    Bytes are per device.
+class Source(NamedTuple):
+    """Where a worker process finds the target to compile it there
+    (core/xla/compile_pool.py): its file and name, and the batch it was
+    built at (fit), or None for the example's."""
 
-    Attributes:
-        device: the device label it was compiled for: `"cpu:0"`, `"tpu:v5e:2x2"`.
-        devices: how many devices the program spans: 1 unless the arguments
-            are sharded.
-        temp_bytes: XLA's temporaries in the device's main memory.
-        argument_bytes: the inputs.
-        output_bytes: what the step returns (the loss and the gradients of
-            the differentiated arguments, or the new parameters and optimizer
-            state and the loss).
-        alias_bytes: outputs sharing an argument's buffer.
-        generated_code_bytes: the executable.
-        host_temp_bytes: temporaries in host memory (offloading).
-        peak_bytes: the most the step needs at once in the device's main
-            memory (HBM; RAM on CPU): argument + output + temp - alias, or
-            on TPU the most HBM holds at one step of XLA's schedule.
-        peak_source: `"sum"` or `"live"` (as above); for a compile that did
-            not fit, `"needed"` (what XLA said) or `"unknown"`.
-        flops: XLA's `cost_analysis` FLOPs (a loop body counted once), or None.
-        seconds: how long lowering and compiling took.
-        fits: False when XLA ran out of the device's memory compiling it.
-        needed_bytes: what XLA said it needed, when it did not fit.
-        available_bytes: what XLA said the device has, when it did not fit.
-        error: XLA's first line, when it did not fit.
-        step: `"train"` (the whole training step) or `"gradient"` (alone).
-        differentiated: what the step differentiates, as its JSON
-            (`positions`, `keywords`, `why`, `every_argument`:
-            core/xla/differentiated.py); None for a train_step of one's own.
-        bytes_accessed: XLA's `cost_analysis` bytes accessed, or None.
-        transcendentals: XLA's `cost_analysis` transcendentals, or None.
-        loops: whether the program runs a while loop (XLA's counts then
-            undercount it).
-        backend_peak_bytes: XLA's own `peak_memory_in_bytes`, every memory
-            space together (on TPU, HBM and VMEM).
-        spaces_note: why the memory spaces do not add up to
-            `backend_peak_bytes` within 1%, when they do not.
-        memory: where the peak goes, as its JSON: the curve over XLA's
-            schedule, the buffers live at the peak, the bytes by category and
-            the other memory spaces; None without the breakdown.
-        memory_note: why there is no breakdown, when there is none.
-    """
-
-    device: str  # the device label: cpu:0, tpu:v5e:2x2
-    devices: int  # devices the program spans: 1 unless the arguments are sharded
-    temp_bytes: int
-    argument_bytes: int
-    output_bytes: int
-    alias_bytes: int
-    generated_code_bytes: int
-    host_temp_bytes: int
-    peak_bytes: int  # the main memory's: argument + output + temp - alias; live on TPU
-    peak_source: str  # "sum"/"live": as above; "needed"/"unknown": a compile that did not fit
-    flops: float | None  # XLA's cost_analysis (a loop body counted once)
-    seconds: float  # lowering and compiling
-    fits: bool = True  # False: XLA ran out of the device's memory compiling it
-    needed_bytes: int | None = None  # what XLA said it needed, when it did not fit
-    available_bytes: int | None = None  # what XLA said the device has, when it did not fit
-    error: str | None = None  # XLA's first line, when it did not fit
-    step: str = "gradient"  # "train": the whole training step; "gradient": the gradient alone
-    differentiated: dict | None = None  # which arguments the step differentiates
-    bytes_accessed: float | None = None  # XLA's cost_analysis (a loop body counted once)
-    transcendentals: float | None = None  # XLA's cost_analysis (a loop body counted once)
-    loops: bool = False  # the program runs a while loop: XLA's counts undercount it
-    backend_peak_bytes: int | None = None  # XLA's peak_memory_in_bytes, all spaces
-    spaces_note: str | None = None  # why the spaces do not add up to the backend's peak
-    # Contract 7, on request (`memory=True`): where the peak goes (core/xla/memory.py),
-    # as its JSON; or why there is none.
-    memory: dict | None = None
-    memory_note: str | None = None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+    file: str
+    name: str
+    batch: int | None = None
+    config: Config | None = None  # the configuration compiled (set by the compile)
 
 
 def compile_costs(
@@ -174,18 +112,52 @@ def compile_costs(
     device=None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
-    same_program: Callable[[jax.stages.Lowered], Compiled | None] | None = None,
+    source: Source | None = None,
 ) -> Compiled:
     """Compile the step of `target` (the loss and its gradient, or its training
     step) under `config` for its device (or
     `device`, a jax.Device, when given) and return XLA's numbers. `arguments`:
     (args, kwargs) already built from the target's factories, to reuse.
     `memory`: also read where the peak goes (Contract 7; XLA writes its record
-    of the compile, which takes a little longer). `same_program(lowered)`,
-    asked before compiling: a Compiled it knows for that very program (an
-    identical program compiles to identical numbers: core/xla/programs.py),
-    which then stands for this compile. A compile that fails raises
-    RematError with XLA's message, trimmed."""
+    of the compile, which takes a little longer). `source`: where a worker
+    finds the target (a search's compiles may run in workers; the target's
+    own file and name when not given). A compile that fails raises RematError
+    with XLA's message, trimmed."""
+    return compile_answer(
+        target, config, cancelled, device=device, arguments=arguments, memory=memory,
+        source=source,
+    ).result  # fmt: skip
+
+
+class CompiledStep(NamedTuple):
+    """One compile kept for running it (core/xla/measure.py): XLA's numbers,
+    the executable (None when it did not fit the device, or when it was not
+    compiled here), how to call it, the flat arguments (as the target built
+    them) and their placed shapes, and how the numbers were had
+    (compile_service's COMPILED, SAME_PROGRAM, STORED or IN_WORKER)."""
+
+    result: Compiled
+    executable: Any
+    lowered: Lowered | None
+    leaves: list
+    abstract: list
+    how: str = compile_service.COMPILED
+    program: str | None = None  # the program's key (None when CACHED: it was not lowered)
+
+
+def compile_answer(
+    target: Target,
+    config: Config,
+    cancelled: Callable[[], bool] | None = None,
+    *,
+    device=None,
+    arguments: tuple[tuple, dict] | None = None,
+    memory: bool = False,
+    source: Source | None = None,
+) -> CompiledStep:
+    """`compile_costs`, saying how the numbers were had (`CompiledStep.how`;
+    CACHED where this very target and configuration were
+    compiled before in this process: nothing was lowered)."""
     dev = resolve_device(config.device) if device is None else device
     label = device_label(dev)
     # A result with the breakdown answers a request without it too.
@@ -194,24 +166,12 @@ def compile_costs(
         if hit is not None and hit[0] is target:
             if isinstance(hit[1], RematError):
                 raise RematError(hit[1].message)
-            return hit[1]
-    step = compile_step(
-        target, config, cancelled, device=dev, arguments=arguments, memory=memory,
-        same_program=same_program,
-    )  # fmt: skip
-    return step.result
-
-
-class CompiledStep(NamedTuple):
-    """One compile kept for running it (core/xla/measure.py): XLA's numbers,
-    the executable (None when it did not fit the device), how to call it, and
-    the flat arguments (as the target built them) and their placed shapes."""
-
-    result: Compiled
-    executable: Any
-    lowered: Lowered
-    leaves: list
-    abstract: list
+            return CompiledStep(hit[1], None, None, [], [], CACHED)
+    if source is None and target.file is not None:
+        source = Source(target.file, target.name)
+    return _compile_kept(
+        target, config, cancelled, dev, label, arguments, memory, source, keep=False
+    )
 
 
 def compile_step(
@@ -222,33 +182,34 @@ def compile_step(
     device=None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
-    same_program: Callable[[jax.stages.Lowered], Compiled | None] | None = None,
 ) -> CompiledStep:
-    """`compile_costs` without its cache, keeping the executable: for a caller
-    that runs it (None where `same_program` answered: nothing was compiled).
-    Its numbers are cached for `compile_costs` all the same."""
+    """`compile_costs` without its cache, compiled here and keeping the
+    executable: for a caller that runs it (core/xla/measure.py). Its numbers
+    are kept for `compile_costs` all the same."""
     dev = resolve_device(config.device) if device is None else device
     label = device_label(dev)
-    key = (id(target), config, label, memory)
-    try:
-        step = _compile(target, config, dev, label, cancelled, arguments, memory, same_program)
-    except RematError as exc:
-        _store(key, target, exc)
-        raise
-    _store(key, target, step.result)
-    return step
+    return _compile_kept(target, config, cancelled, dev, label, arguments, memory, None, keep=True)
 
 
 def clear_cache() -> None:
+    """Forget every compile of this process (the store on disk stays)."""
     _cache.clear()
+    compile_service.clear_memo()
 
 
-def _store(key, target, value) -> None:
-    _cache.put(key, (target, value))
+def _compile_kept(target, config, cancelled, dev, label, arguments, memory, source, keep):
+    key = (id(target), config, label, memory)
+    try:
+        step = _compile(target, config, dev, label, cancelled, arguments, memory, source, keep)
+    except RematError as exc:
+        _cache.put(key, (target, exc))
+        raise
+    _cache.put(key, (target, step.result))
+    return step
 
 
 def _compile(
-    target, config, dev, label, cancelled, arguments, memory=False, same_program=None
+    target, config, dev, label, cancelled, arguments, memory=False, source=None, keep=False
 ) -> CompiledStep:
     devices = device_set(dev)
     args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
@@ -262,7 +223,6 @@ def _compile(
     abstract = [_abstract(x, dev, devices, what) for x in leaves]
     spanned = max(len({d for x in abstract for d in x.sharding.device_set}), 1)
     check_cancelled(cancelled)
-    start = time.perf_counter()
     with jax.default_device(here):
         # Only the lowered module outlives _lower: the gradient's jaxpr (tens of
         # thousands of objects for a large unrolled model) is freed before XLA
@@ -270,50 +230,40 @@ def _compile(
         # stop every thread, the app's UI too) do not walk it for the compile's
         # whole duration.
         step_lowered = lower(target, config, leaves, in_tree, here, abstract, what)
-        lowered = step_lowered.lowered
         wrt = step_lowered.differentiated and step_lowered.differentiated.to_dict()
-        known = same_program(lowered) if same_program is not None else None
-        if known is not None:
-            known = replace(known, step=step, differentiated=wrt)
-            return CompiledStep(known, None, step_lowered, leaves, abstract)
         check_cancelled(cancelled)
-        executable = None
-        # TPU's peak is read from XLA's dump, so a TPU compile always keeps it.
-        dumped = memory or dev.platform == "tpu"
+        answer = compile_service.compile_program(
+            step_lowered.lowered, dev, label, spanned, what,
+            memory=memory, keep_executable=keep, cancelled=cancelled, sources=_sources(target),
+            source=source and source._replace(config=config),
+        )  # fmt: skip
+    result = replace(answer.result, step=step, differentiated=wrt)
+    key = answer.program.key if answer.program else None
+    return CompiledStep(result, answer.executable, step_lowered, leaves, abstract, answer.how, key)
+
+
+def _sources(target: Target) -> str:
+    """The user's files a breakdown's lines may name, as they are on disk (a
+    digest of each one's path, size and modification time): the target's
+    file and the modules imported from its folder, or the file that defines
+    a function given in code. Editing one is a new key for a breakdown."""
+    file = target.file or getattr(getattr(target.fn, "__code__", None), "co_filename", None)
+    if not file or not os.path.isfile(file):
+        return ""
+    folder = os.path.dirname(os.path.abspath(file)) + os.sep
+    files = {os.path.abspath(file)}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if path and os.path.abspath(path).startswith(folder):
+            files.add(os.path.abspath(path))
+    digest = hashlib.sha256()
+    for path in sorted(files):
         try:
-            executable = compile_with_memory(lowered) if dumped else lowered.compile()
-        except Exception as exc:
-            message = str(exc)
-            if not out_of_memory(message):
-                raise RematError(f"{what} failed: XLA says:\n{trim_message(message)}") from None
-            result = does_not_fit(message, label, spanned, time.perf_counter() - start)
-        else:
-            seconds = time.perf_counter() - start
-            result = _read(executable, dev.platform, label, spanned, seconds, dumped, memory)
-    result = replace(result, step=step, differentiated=wrt)
-    return CompiledStep(result, executable, step_lowered, leaves, abstract)
-
-
-def _read(executable, platform, label, spanned, seconds, dumped, memory) -> Compiled:
-    """XLA's numbers for a compiled executable; on TPU the peak HBM holds over
-    the schedule (from the dump); with `memory`, where the peak goes."""
-    result = _numbers(executable.memory_analysis(), _costs(executable), label, spanned, seconds)
-    result = replace(result, loops=has_loops(executable.as_text()))
-    if not dumped:
-        return result
-    breakdown, why = memory_and_reason(executable, platform)
-    if platform == "tpu" and breakdown is not None:
-        result = replace(result, peak_bytes=breakdown.peak_bytes, peak_source="live")
-    if not memory:
-        return result
-    if breakdown is None:
-        return replace(result, memory_note=why)
-    return replace(
-        result,
-        memory=breakdown.to_dict(),
-        memory_note=why,
-        spaces_note=spaces_note(result.peak_bytes, result.backend_peak_bytes, breakdown),
-    )
+            s = os.stat(path)
+        except OSError:
+            continue
+        digest.update(f"{path}\0{s.st_size}\0{s.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
 
 
 def _abstract(leaf, dev, devices: list, what: str) -> jax.ShapeDtypeStruct:
@@ -336,113 +286,3 @@ def _abstract(leaf, dev, devices: list, what: str) -> jax.ShapeDtypeStruct:
         memory_kind = getattr(sharding, "memory_kind", None)
         placed = SingleDeviceSharding(dev, memory_kind=memory_kind)
     return jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=placed, weak_type=aval.weak_type)
-
-
-def _costs(executable) -> dict:
-    """XLA's cost analysis: {"flops", "bytes accessed", ...}, or {} where the
-    backend has none."""
-    try:
-        costs = executable.cost_analysis()
-    except Exception:  # a backend without cost analysis
-        return {}
-    if isinstance(costs, (list, tuple)):  # one dict per program in older JAX
-        costs = costs[0] if costs else None
-    return dict(costs or {})
-
-
-def _numbers(stats, costs: dict, label: str, devices: int, seconds: float) -> Compiled:
-    def get(name: str) -> int:
-        return int(getattr(stats, name, 0) or 0)
-
-    argument, output = get("argument_size_in_bytes"), get("output_size_in_bytes")
-    temp, alias = get("temp_size_in_bytes"), get("alias_size_in_bytes")
-    # The backend's own peak is not the main memory's: CPU's leaves its temps
-    # out (measured: arguments + outputs + 36 B, the same beside 29 MB or
-    # 259 MB of temps), TPU's adds VMEM's. The sizes of the main memory's
-    # allocations are what a budget is spent on.
-    backend_peak = get("peak_memory_in_bytes")
-    return Compiled(
-        device=label,
-        devices=devices,
-        temp_bytes=temp,
-        argument_bytes=argument,
-        output_bytes=output,
-        alias_bytes=alias,
-        generated_code_bytes=get("generated_code_size_in_bytes"),
-        host_temp_bytes=get("host_temp_size_in_bytes"),
-        peak_bytes=argument + output + temp - alias,
-        peak_source="sum",
-        flops=_number(costs.get("flops")),
-        seconds=seconds,
-        bytes_accessed=_number(costs.get("bytes accessed")),
-        transcendentals=_number(costs.get("transcendentals")),
-        backend_peak_bytes=backend_peak or None,
-    )
-
-
-def _number(value) -> float | None:
-    return None if value is None else float(value)
-
-
-_OOM = ("RESOURCE_EXHAUSTED", "Ran out of memory", "out of memory")
-_SIZE = r"([\d.]+)\s*([KMGT]i?)?B?"
-_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-# XLA's words for what a program needed and what the device has, as its TPU
-# compiler prints them (checked against real messages in tests/test_compiled.py).
-_NEEDED_OF_AVAILABLE = (
-    re.compile(rf"required for [^(]*\({_SIZE}\) exceeds available [^(]*\({_SIZE}\)"),
-    re.compile(rf"Used {_SIZE} of {_SIZE}"),
-)
-
-
-def out_of_memory(message: str) -> bool:
-    """Whether XLA refused the program for want of device memory."""
-    return any(marker in message for marker in _OOM)
-
-
-def does_not_fit(message: str, label: str, devices: int, seconds: float) -> Compiled:
-    """The result of a compile XLA refused for want of memory."""
-    needed = available = None
-    for pattern in _NEEDED_OF_AVAILABLE:
-        if m := pattern.search(message):
-            needed, available = _bytes(m[1], m[2]), _bytes(m[3], m[4])
-            break
-    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
-    return Compiled(
-        device=label,
-        devices=devices,
-        temp_bytes=0,
-        argument_bytes=0,
-        output_bytes=0,
-        alias_bytes=0,
-        generated_code_bytes=0,
-        host_temp_bytes=0,
-        peak_bytes=needed or 0,
-        peak_source="needed" if needed else "unknown",
-        flops=None,
-        seconds=seconds,
-        fits=False,
-        needed_bytes=needed,
-        available_bytes=available,
-        error=first[:300],
-    )
-
-
-def _bytes(number: str, unit: str | None) -> int:
-    return int(float(number) * _UNITS[(unit or "")[:1]])
-
-
-def trim_message(text: str, lines: int = ERROR_LINES) -> str:
-    """XLA's error, first meaningful lines: blank lines, libtpu's source
-    location trace and Python's traceback noise dropped, long lines cut."""
-    kept = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith(("=== Source Location Trace", "*** Begin stack trace")):
-            break
-        if not line or line.startswith("For simplicity, JAX has removed"):
-            continue
-        kept.append(line if len(line) <= 300 else line[:297] + "...")
-    more = len(kept) > lines
-    kept = kept[:lines] + (["..."] if more else [])
-    return "\n".join("  " + line for line in kept) or "  (no message)"

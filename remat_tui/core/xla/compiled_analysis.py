@@ -4,7 +4,9 @@ and the example arguments built once for both; and `linked`: the compiled
 breakdown (Contract 7) tied to what the analysis knows and XLA does not: the
 residual `R#` a buffer at the peak holds, where that is sure, and the
 sentence on why the peak moved so much less than the residual bytes against
-the code as written (core/search/notes.py), which compiles the code as written too.
+the code as written (core/search/notes.py), which compiles the code as written
+too, and so only when the comparison is asked for (`vs_written`): a report
+compiles one program, its own.
 """
 
 from __future__ import annotations
@@ -38,10 +40,13 @@ def analyze_compiled(
     config: Config | None = None,
     measure: bool = False,
     runs: int = RUNS,
+    vs_written: bool = False,
 ) -> Analysis:
     """`analyze` (its arguments alike), then the step compiled for the device,
     with where its peak goes and the estimate of its time; `measure`: also
-    run it there `runs` times (core/xla/measure.py)."""
+    run it there `runs` times (core/xla/measure.py); `vs_written`: also
+    compile the code as written, and say why the peak moved so much less than
+    the residual bytes against it, where it did (`linked`)."""
     target = as_target(fn, args, kwargs)
     config, dev = resolve(target, policy, sites, device, config)
     if measure:
@@ -58,7 +63,8 @@ def analyze_compiled(
             target, config, cancelled, device=dev, arguments=arguments, memory=True
         )
     a = replace(a, compiled=compiled, measured=None if measured is None else measured.to_dict())
-    return replace(a, compiled=linked(target, a, dev, cancelled), time=estimated(a, compiled))
+    linked_compiled = linked(target, a, dev, cancelled, vs_written)
+    return replace(a, compiled=linked_compiled, time=estimated(a, compiled))
 
 
 def estimated(a: Analysis, c) -> dict | None:
@@ -72,12 +78,12 @@ def estimated(a: Analysis, c) -> dict | None:
     return step_time.estimate(chip, flops, host, step_time.StepCounts.of(c)).to_dict()
 
 
-def linked(target, a: Analysis, dev, cancelled):
+def linked(target, a: Analysis, dev, cancelled, vs_written: bool = False):
     """`a.compiled` with its breakdown's buffers naming their residuals, and
-    (`explanation`) why its peak moved so much less than its residual bytes
-    against the code as written (compiled too, with its breakdown), when it
-    did, and what its `residual` bytes at the peak are when autodiff saves
-    fewer."""
+    (`explanation`) what its `residual` bytes at the peak are when autodiff
+    saves fewer, and, with `vs_written`, why its peak moved so much less
+    than its residual bytes against the code as written (compiled too, with
+    its breakdown), when it did."""
     memory = a.compiled.memory
     if memory is None:
         return a.compiled
@@ -89,7 +95,7 @@ def linked(target, a: Analysis, dev, cancelled):
     kept = kept_by_xla(memory, a.totals.bytes_excluding_arguments - moved)
     note = None
     written = Config(device=a.config.device)
-    if a.config != written and a.compiled.fits:
+    if vs_written and a.config != written and a.compiled.fits:
         base = row_view(trace_config(target, written, cancelled), cancelled)
         try:
             base_compiled = compile_costs(target, written, cancelled, device=dev, memory=True)

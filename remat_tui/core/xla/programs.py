@@ -1,68 +1,56 @@
-"""Provides `compile_shared`: compile_costs answered by an identical program's
-compile where one was made before, for searches that compile many
-configurations (fit, core/search/fit.py).
+"""Provides `compile_shared`: compile_costs for searches that compile many
+configurations (fit, core/search/fit.py), saying how each answer was had.
 
 Different configurations are often the same program: `dots_saveable` and
 `dots_with_no_batch_dims_saveable` on a model whose dots have no batch
-dimensions, or a names policy that saves what another policy saves. The test
-is the program itself: the lowered StableHLO module's text (without debug
-information, so source lines and op names, which are metadata, do not tell
-two programs apart), hashed, with the device it is compiled for. XLA compiles
-one module for one device to the same program, so an identical text is
-answered by the first compile's numbers. Lowering is the cheap part: measured
-here on a small MLP, 40-110 ms to lower against 250-400 ms to compile on the
-CPU; for a GPT on a deviceless TPU, about 0.35 s against 20-70 s.
-
-Only numbers are kept (a few hundred bytes each), so many can be.
+dimensions, or a names policy that saves what another policy saves. Every
+compile goes through core/xla/compile_service.py, which knows a program by
+its lowered module (without debug information: source lines and op names do
+not tell two programs apart), device, options and versions, and answers one
+it has seen without compiling. Lowering is the cheap part: measured here on
+a small MLP, 40-110 ms to lower against 250-400 ms to compile on the CPU; for
+a GPT on a deviceless TPU, about 0.35 s against 20-70 s.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from typing import NamedTuple
 
-from remat_tui.core.lru import LRU
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import device_label
-from remat_tui.core.xla.compiled import Compiled, compile_costs
+from remat_tui.core.xla import compile_service
+from remat_tui.core.xla.compiled import CACHED, Compiled, Source, compile_answer
 from remat_tui.registry import Target
 
-LIMIT = 1024  # programs' numbers kept
-COMPILED, SAME_PROGRAM, CACHED = "compiled", "same program", "cached"
-# (sha256 of the module's text, device label) -> Compiled
-_known = LRU(LIMIT)
+COMPILED, SAME_PROGRAM = compile_service.COMPILED, compile_service.SAME_PROGRAM
+STORED, IN_WORKER = compile_service.STORED, compile_service.IN_WORKER
+CACHED = CACHED  # this very target and configuration, compiled before in this process
+NEW = (COMPILED, IN_WORKER)  # answers XLA compiled now, here or in a worker
 
 
 class Shared(NamedTuple):
     result: Compiled
-    how: str  # COMPILED (XLA compiled it now), SAME_PROGRAM or CACHED (see compile_shared)
-    program: tuple | None  # the program's key (None when CACHED: it was not lowered)
+    how: str  # COMPILED, IN_WORKER, SAME_PROGRAM, STORED or CACHED (see compile_shared)
+    program: str | None  # the program's key (None when CACHED: it was not lowered)
 
 
 def compile_shared(
-    target: Target, config: Config, device, cancelled: Callable[[], bool] | None = None
+    target: Target,
+    config: Config,
+    device,
+    cancelled: Callable[[], bool] | None = None,
+    source: Source | None = None,
 ) -> Shared:
     """XLA's numbers for `config`'s step on `device` (a jax.Device), and how
-    they were had: COMPILED (XLA compiled it now), SAME_PROGRAM (an identical
-    program compiled before answered) or CACHED (compile_costs had this very
-    target and configuration). Failures raise as compile_costs raises."""
-    label = device_label(device)
-    asked: list = []  # (the program's key, the numbers known for it or None)
-
-    def same_program(lowered) -> Compiled | None:
-        key = (hashlib.sha256(lowered.as_text().encode()).hexdigest(), label)
-        asked.append((key, _known.get(key)))
-        return asked[-1][1]
-
-    result = compile_costs(target, config, cancelled, device=device, same_program=same_program)
-    if not asked:
-        return Shared(result, CACHED, None)
-    key, known = asked[0]
-    if known is None:
-        _known.put(key, result)
-    return Shared(result, COMPILED if known is None else SAME_PROGRAM, key)
+    they were had: COMPILED (XLA compiled it now; IN_WORKER, in a worker),
+    SAME_PROGRAM (an identical program compiled before in this process
+    answered), STORED (the store on disk answered) or CACHED (this very
+    target and configuration were compiled before). `source`: where a worker
+    finds the target. Failures raise as compile_costs raises."""
+    step = compile_answer(target, config, cancelled, device=device, source=source)
+    return Shared(step.result, step.how, step.program)
 
 
 def clear() -> None:
-    _known.clear()
+    """Forget the programs compiled in this process (the store on disk stays)."""
+    compile_service.clear_memo()

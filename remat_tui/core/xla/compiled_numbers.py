@@ -1,0 +1,237 @@
+"""Provides `Compiled`, XLA's numbers for one compiled step (Contract 6's
+"compiled", Contract 7's "memory"), and how they are read: from an
+executable (`read`: memory_analysis, cost_analysis, and on TPU or on request
+XLA's dump, for the peak HBM holds and where it goes), or from a compile XLA
+refused for want of memory (`does_not_fit`). core/xla/compiled.py says what
+is compiled; core/xla/compile_service.py is the one place that compiles it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, replace
+
+from remat_tui.core.display import Displayable
+from remat_tui.core.jaxcompat.hlo_text import has_loops
+from remat_tui.core.xla.memory import memory_and_reason
+from remat_tui.core.xla.peak_notes import spaces_note
+
+ERROR_LINES = 4  # lines of XLA's message a failed compile shows
+
+
+@dataclass(frozen=True)
+class Compiled(Displayable):
+    """XLA's numbers for one compiled step (the gradient keeping the loss, or
+    the training step), compiled for a device and never run: `Analysis.compiled`.
+    Bytes are per device.
+
+    Attributes:
+        device: the device label it was compiled for: `"cpu:0"`, `"tpu:v5e:2x2"`.
+        devices: how many devices the program spans: 1 unless the arguments
+            are sharded.
+        temp_bytes: XLA's temporaries in the device's main memory.
+        argument_bytes: the inputs.
+        output_bytes: what the step returns (the loss and the gradients of
+            the differentiated arguments, or the new parameters and optimizer
+            state and the loss).
+        alias_bytes: outputs sharing an argument's buffer.
+        generated_code_bytes: the executable.
+        host_temp_bytes: temporaries in host memory (offloading).
+        peak_bytes: the most the step needs at once in the device's main
+            memory (HBM; RAM on CPU): argument + output + temp - alias, or
+            on TPU the most HBM holds at one step of XLA's schedule.
+        peak_source: `"sum"` or `"live"` (as above); for a compile that did
+            not fit, `"needed"` (what XLA said) or `"unknown"`.
+        flops: XLA's `cost_analysis` FLOPs (a loop body counted once), or None.
+        seconds: how long lowering and compiling took.
+        fits: False when XLA ran out of the device's memory compiling it.
+        needed_bytes: what XLA said it needed, when it did not fit.
+        available_bytes: what XLA said the device has, when it did not fit.
+        error: XLA's first line, when it did not fit.
+        step: `"train"` (the whole training step) or `"gradient"` (alone).
+        differentiated: what the step differentiates, as its JSON
+            (`positions`, `keywords`, `why`, `every_argument`:
+            core/xla/differentiated.py); None for a train_step of one's own.
+        bytes_accessed: XLA's `cost_analysis` bytes accessed, or None.
+        transcendentals: XLA's `cost_analysis` transcendentals, or None.
+        loops: whether the program runs a while loop (XLA's counts then
+            undercount it).
+        backend_peak_bytes: XLA's own `peak_memory_in_bytes`, every memory
+            space together (on TPU, HBM and VMEM).
+        spaces_note: why the memory spaces do not add up to
+            `backend_peak_bytes` within 1%, when they do not.
+        memory: where the peak goes, as its JSON: the curve over XLA's
+            schedule, the buffers live at the peak, the bytes by category and
+            the other memory spaces; None without the breakdown.
+        memory_note: why there is no breakdown, when there is none.
+    """
+
+    device: str  # the device label: cpu:0, tpu:v5e:2x2
+    devices: int  # devices the program spans: 1 unless the arguments are sharded
+    temp_bytes: int
+    argument_bytes: int
+    output_bytes: int
+    alias_bytes: int
+    generated_code_bytes: int
+    host_temp_bytes: int
+    peak_bytes: int  # the main memory's: argument + output + temp - alias; live on TPU
+    peak_source: str  # "sum"/"live": as above; "needed"/"unknown": a compile that did not fit
+    flops: float | None  # XLA's cost_analysis (a loop body counted once)
+    seconds: float  # lowering and compiling
+    fits: bool = True  # False: XLA ran out of the device's memory compiling it
+    needed_bytes: int | None = None  # what XLA said it needed, when it did not fit
+    available_bytes: int | None = None  # what XLA said the device has, when it did not fit
+    error: str | None = None  # XLA's first line, when it did not fit
+    step: str = "gradient"  # "train": the whole training step; "gradient": the gradient alone
+    differentiated: dict | None = None  # which arguments the step differentiates
+    bytes_accessed: float | None = None  # XLA's cost_analysis (a loop body counted once)
+    transcendentals: float | None = None  # XLA's cost_analysis (a loop body counted once)
+    loops: bool = False  # the program runs a while loop: XLA's counts undercount it
+    backend_peak_bytes: int | None = None  # XLA's peak_memory_in_bytes, all spaces
+    spaces_note: str | None = None  # why the spaces do not add up to the backend's peak
+    # Contract 7, on request (`memory=True`): where the peak goes (core/xla/memory.py),
+    # as its JSON; or why there is none.
+    memory: dict | None = None
+    memory_note: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Compiled:
+        """The Compiled whose `to_dict()` is `d` (as a store or a worker gives it)."""
+        return cls(**d)
+
+
+
+def read(executable, platform, label, spanned, seconds, dumped, memory) -> Compiled:
+    """XLA's numbers for a compiled executable; on TPU the peak HBM holds over
+    the schedule (from the dump); with `memory`, where the peak goes."""
+    result = _numbers(executable.memory_analysis(), _costs(executable), label, spanned, seconds)
+    result = replace(result, loops=has_loops(executable.as_text()))
+    if not dumped:
+        return result
+    breakdown, why = memory_and_reason(executable, platform)
+    if platform == "tpu" and breakdown is not None:
+        result = replace(result, peak_bytes=breakdown.peak_bytes, peak_source="live")
+    if not memory:
+        return result
+    if breakdown is None:
+        return replace(result, memory_note=why)
+    return replace(
+        result,
+        memory=breakdown.to_dict(),
+        memory_note=why,
+        spaces_note=spaces_note(result.peak_bytes, result.backend_peak_bytes, breakdown),
+    )
+
+
+
+def _costs(executable) -> dict:
+    """XLA's cost analysis: {"flops", "bytes accessed", ...}, or {} where the
+    backend has none."""
+    try:
+        costs = executable.cost_analysis()
+    except Exception:  # a backend without cost analysis
+        return {}
+    if isinstance(costs, (list, tuple)):  # one dict per program in older JAX
+        costs = costs[0] if costs else None
+    return dict(costs or {})
+
+
+def _numbers(stats, costs: dict, label: str, devices: int, seconds: float) -> Compiled:
+    def get(name: str) -> int:
+        return int(getattr(stats, name, 0) or 0)
+
+    argument, output = get("argument_size_in_bytes"), get("output_size_in_bytes")
+    temp, alias = get("temp_size_in_bytes"), get("alias_size_in_bytes")
+    # The backend's own peak is not the main memory's: CPU's leaves its temps
+    # out (measured: arguments + outputs + 36 B, the same beside 29 MB or
+    # 259 MB of temps), TPU's adds VMEM's. The sizes of the main memory's
+    # allocations are what a budget is spent on.
+    backend_peak = get("peak_memory_in_bytes")
+    return Compiled(
+        device=label,
+        devices=devices,
+        temp_bytes=temp,
+        argument_bytes=argument,
+        output_bytes=output,
+        alias_bytes=alias,
+        generated_code_bytes=get("generated_code_size_in_bytes"),
+        host_temp_bytes=get("host_temp_size_in_bytes"),
+        peak_bytes=argument + output + temp - alias,
+        peak_source="sum",
+        flops=_number(costs.get("flops")),
+        seconds=seconds,
+        bytes_accessed=_number(costs.get("bytes accessed")),
+        transcendentals=_number(costs.get("transcendentals")),
+        backend_peak_bytes=backend_peak or None,
+    )
+
+
+def _number(value) -> float | None:
+    return None if value is None else float(value)
+
+
+_OOM = ("RESOURCE_EXHAUSTED", "Ran out of memory", "out of memory")
+_SIZE = r"([\d.]+)\s*([KMGT]i?)?B?"
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+# XLA's words for what a program needed and what the device has, as its TPU
+# compiler prints them (checked against real messages in tests/test_compiled.py).
+_NEEDED_OF_AVAILABLE = (
+    re.compile(rf"required for [^(]*\({_SIZE}\) exceeds available [^(]*\({_SIZE}\)"),
+    re.compile(rf"Used {_SIZE} of {_SIZE}"),
+)
+
+
+def out_of_memory(message: str) -> bool:
+    """Whether XLA refused the program for want of device memory."""
+    return any(marker in message for marker in _OOM)
+
+
+def does_not_fit(message: str, label: str, devices: int, seconds: float) -> Compiled:
+    """The result of a compile XLA refused for want of memory."""
+    needed = available = None
+    for pattern in _NEEDED_OF_AVAILABLE:
+        if m := pattern.search(message):
+            needed, available = _bytes(m[1], m[2]), _bytes(m[3], m[4])
+            break
+    first = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    return Compiled(
+        device=label,
+        devices=devices,
+        temp_bytes=0,
+        argument_bytes=0,
+        output_bytes=0,
+        alias_bytes=0,
+        generated_code_bytes=0,
+        host_temp_bytes=0,
+        peak_bytes=needed or 0,
+        peak_source="needed" if needed else "unknown",
+        flops=None,
+        seconds=seconds,
+        fits=False,
+        needed_bytes=needed,
+        available_bytes=available,
+        error=first[:300],
+    )
+
+
+def _bytes(number: str, unit: str | None) -> int:
+    return int(float(number) * _UNITS[(unit or "")[:1]])
+
+
+def trim_message(text: str, lines: int = ERROR_LINES) -> str:
+    """XLA's error, first meaningful lines: blank lines, libtpu's source
+    location trace and Python's traceback noise dropped, long lines cut."""
+    kept = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith(("=== Source Location Trace", "*** Begin stack trace")):
+            break
+        if not line or line.startswith("For simplicity, JAX has removed"):
+            continue
+        kept.append(line if len(line) <= 300 else line[:297] + "...")
+    more = len(kept) > lines
+    kept = kept[:lines] + (["..."] if more else [])
+    return "\n".join("  " + line for line in kept) or "  (no message)"
