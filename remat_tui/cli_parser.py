@@ -74,7 +74,8 @@ def output_options(parser: argparse.ArgumentParser, compiled_help: str | None) -
 
 
 def measure_options(parser: argparse.ArgumentParser) -> None:
-    """Running the compiled step on the device: where a command can rank by it."""
+    """Running the compiled step on the device, and the CPU's calibration for
+    the estimate: where a command can rank by time."""
     parser.add_argument(
         "--measure",
         action="store_true",
@@ -87,6 +88,12 @@ def measure_options(parser: argparse.ArgumentParser) -> None:
         default=5,
         metavar="N",
         help="with --measure: timed runs of each step, after one warm-up (default 5)",
+    )
+    parser.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="measure this CPU's rates again for the step-time estimate, and keep them "
+        "(they are measured once per machine and kept in remat-tui's cache folder)",
     )
 
 

@@ -8,6 +8,13 @@ import sys
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
+# remat-tui's cache folder (the CPU's calibration: core/xla/calibration.py) is
+# never the user's: the whole suite, and the commands it runs, keep theirs in
+# a folder of the session's own.
+import tempfile  # noqa: E402
+
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="remat-tui-test-cache-")
+
 import pytest
 
 # With the tpu extra installed, importing core.setup.devices keeps libtpu quiet and
