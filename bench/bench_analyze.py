@@ -22,9 +22,16 @@ would be). The sides alternate, in a rotating order, several rounds, so that a
 shared, noisy machine touches them alike; each side starts after a full
 collection. Two figures per side: the call alone, and the call plus one full
 collection of what it left behind (`+ collect`): the cost of its garbage,
-which a program pays sooner or later.
+which a program pays sooner or later. Times are CPU time of this process
+(`time.process_time`: tracing runs on one thread), which other work on a
+shared machine disturbs far less than wall time; `--wall` for wall time.
 
-    python bench/bench_analyze.py [--policy SPEC] [--target unrolled] [--repeat 7]
+`--fresh` runs each side in a new process instead, as `remat-tui report`
+does one analysis: the call alone, after the imports (remat-tui's modules
+that analyze imports on first use included), JAX's caches empty but for what
+the imports did.
+
+    python bench/bench_analyze.py [--policy SPEC] [--target unrolled] [--repeat 7] [--fresh]
 
 Bars: remat-tui / floor <= 1.0 and remat-tui / seeds <= 0.9.
 """
@@ -35,8 +42,10 @@ import argparse
 import contextlib
 import gc
 import io
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -119,15 +128,26 @@ def seeds(fn, args, kwargs):
     return print_fwd_bwd(fn, *args, **kwargs)
 
 
+CLOCK = time.process_time
+
+
 def timed(run, f) -> tuple[float, float]:
     """(the call alone, the call plus a full collection after it), in seconds."""
     gc.collect()  # start with the same heap, not the last side's garbage
-    start = time.perf_counter()
+    start = CLOCK()
     result = run(f)
-    called = time.perf_counter()
+    called = CLOCK()
     del result, f
     gc.collect()
-    return called - start, time.perf_counter() - start
+    return called - start, CLOCK() - start
+
+
+def in_a_new_process(side: str, opts) -> tuple[float, float]:
+    """`timed` of one side, run by this script in a process of its own."""
+    command = [sys.executable, __file__, "--one", side, "--target", opts.target,
+               "--policy", opts.policy] + (["--wall"] if opts.wall else [])  # fmt: skip
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return tuple(json.loads(out.splitlines()[-1]))
 
 
 def main() -> None:
@@ -135,7 +155,12 @@ def main() -> None:
     parser.add_argument("--target", default="unrolled")
     parser.add_argument("--policy", default="dots_saveable")
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--fresh", action="store_true", help="each side in a new process")
+    parser.add_argument("--wall", action="store_true", help="wall time, not CPU time")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # --fresh's child: one side, once
     opts = parser.parse_args()
+    global CLOCK
+    CLOCK = time.perf_counter if opts.wall else time.process_time
     target = loading.load_targets(os.path.join(HERE, "..", "examples", "transformer.py"))[
         opts.target
     ]
@@ -146,15 +171,27 @@ def main() -> None:
         "seeds": lambda f: seeds(f, args, kwargs),
         "remat-tui": lambda f: ours(f, args, kwargs, target),
     }
-    for run in sides.values():  # warm imports and JAX's own caches of jnp's functions
-        run(fresh(target.fn, spec, target.policies))
+    if opts.one:
+        # What analyze imports on its first call is imported first: the
+        # process is new, not the code.
+        import remat_tui.core.trace.analysis  # noqa: F401
+        import remat_tui.notebook.hooks  # noqa: F401
+
+        print(json.dumps(timed(sides[opts.one], fresh(target.fn, spec, target.policies))))
+        return
+    if not opts.fresh:
+        for run in sides.values():  # warm imports and JAX's own caches of jnp's functions
+            run(fresh(target.fn, spec, target.policies))
     alone: dict[str, list[float]] = {k: [] for k in sides}
     collected: dict[str, list[float]] = {k: [] for k in sides}
     names = list(sides)
     for i in range(opts.repeat):
         order = names[i % len(names) :] + names[: i % len(names)]
         for name in order:
-            call, total = timed(sides[name], fresh(target.fn, spec, target.policies))
+            if opts.fresh:
+                call, total = in_a_new_process(name, opts)
+            else:
+                call, total = timed(sides[name], fresh(target.fn, spec, target.policies))
             alone[name].append(call)
             collected[name].append(total)
         print(
@@ -162,9 +199,12 @@ def main() -> None:
             + ", ".join(f"{k} {alone[k][-1]:.2f}s ({collected[k][-1]:.2f}s)" for k in names),
             file=sys.stderr,
         )
+    how = "a new process per side" if opts.fresh else "one process"
+    clock = "wall time" if opts.wall else "CPU time"
     print(
-        f"target {opts.target}, policy {spec.canonical}, median of {opts.repeat} rounds "
-        f"(JAX {jax.__version__}, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs)"
+        f"target {opts.target}, policy {spec.canonical}, median of {opts.repeat} rounds, "
+        f"{how}, {clock} (JAX {jax.__version__}, Python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} CPUs)"
     )
     print(f"  {'':10s} {'call':>8s} {'+ collect':>10s}")
     for k in names:

@@ -79,6 +79,14 @@ def test_every_estimate_says_where_its_rates_came_from(cache):
     assert tpu["references"] == list(chips.CHIPS["tpu v5e"].sources)
 
 
+def test_a_file_in_the_home_folder_is_named_from_there(cache, tmp_path, monkeypatch):
+    """The words say `~/...`; the JSON's `file` is the whole path."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    source = chips.measured_cpu().rates_source()
+    assert "(kept in ~/cache/remat-tui/cpu-rates.json)" in source["source"]
+    assert source["file"] == str(tmp_path / "cache" / "remat-tui" / "cpu-rates.json")
+
+
 def test_recalibrating_measures_again_and_replaces_this_machines_entry(cache):
     first = chips.measured_cpu()
     rates = remat_tui.calibrate_cpu()
@@ -160,3 +168,23 @@ def test_recalibrate_on_the_command_line(remat_tui_cmd, tmp_path):
     [entry] = json.loads(path.read_text())["calibrations"]
     assert entry["rates"]["flops"] > 1e6 and entry["calibrated_at"] != "2020-01-02T03:04:05Z"
     assert entry["method"] == cpu_rates.DESCRIPTION
+
+
+def test_the_reports_say_where_the_rates_came_from():
+    """The compare and suggest legend and fit's (text, Markdown, HTML and
+    the notebook's), for the CPU's calibration and for a chip of the table."""
+    from types import SimpleNamespace
+
+    from remat_tui.report.costs import time_legend
+    from remat_tui.report.fit import legend
+
+    source = "calibrated on this machine 2026-01-02 03:04 UTC (kept in /c/cpu-rates.json)"
+    cpu = {"chip": "cpu", "rates": {"source": source, "calibrated_at": "2026-01-02T03:04:05Z"}}
+    row = SimpleNamespace(time=cpu, measured=None)
+    said = f"{source}; --recalibrate measures again."
+    assert f"Its rates: {said}" in time_legend([row])
+    assert f"The estimate's rates: {said}" in legend(SimpleNamespace(rows=[row]))
+
+    tpu = {"chip": "tpu v5e", "rates": chips.CHIPS["tpu v5e"].rates_source()}
+    words = time_legend([SimpleNamespace(time=tpu, measured=None)])
+    assert "Its rates: published figures for tpu v5e" in words and "--recalibrate" not in words

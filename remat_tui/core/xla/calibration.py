@@ -68,7 +68,8 @@ class Calibration:
     def source(self) -> str:
         """`calibrated on this machine 2026-11-26 14:03 UTC (kept in ...)`."""
         when = self.calibrated_at[:16].replace("T", " ")
-        where = f"kept in {self.file}" if self.file else f"for this process only: {self.not_kept}"
+        kept = f"kept in {_home_relative(self.file)}" if self.file else ""
+        where = kept or f"for this process only: {self.not_kept}"
         return f"calibrated on this machine {when} UTC ({where})"
 
     def to_dict(self) -> dict:
@@ -92,6 +93,12 @@ def cache_folder() -> Path:
     else `~/.cache/remat-tui`."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "remat-tui"
+
+
+def _home_relative(path: str) -> str:
+    """`~/.cache/remat-tui/cpu-rates.json` for a path in the user's home."""
+    home = os.path.join(os.path.expanduser("~"), "")
+    return "~/" + path[len(home) :] if path.startswith(home) else path
 
 
 def rates_file() -> Path:
