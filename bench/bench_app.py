@@ -3,10 +3,10 @@
 1. key press -> the first frame showing a cached policy written to the
    terminal (mlp and the 24-layer unrolled transformer; median of 30 switches);
 2. key press -> updated screen for a new policy on the unrolled transformer,
-   against the core's own `analyze` time for a new policy, side by side (the
-   app pauses Python's automatic garbage collection while it traces and
-   collects once after the frame, app/analyses.py; `analyze` called as a
-   library leaves the collector alone, so the app can come out ahead);
+   against the core's own `analyze` time for a new policy, side by side
+   (both pause Python's automatic garbage collection while they trace:
+   app/analyses.py, core/collector.py; the app also collects once after the
+   frame and freezes what is left);
 3. opening a 20,000-line jaxpr in a pane (set_lines + first frame).
 
     python bench/bench_app.py

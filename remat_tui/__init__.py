@@ -16,6 +16,7 @@ __all__ = [
     "Target",
     "__version__",
     "analyze",
+    "calibrate_cpu",
     "compare",
     "diff",
     "fit",
@@ -231,6 +232,29 @@ def diff(fn, a="as_written", b="as_written", args=None, kwargs=None, sites_a=Non
     second = Config.make(b, sites_b, declared=target.policies)
     _displays()
     return _diff(target, first, second)
+
+
+def calibrate_cpu() -> dict:
+    """Measure this CPU's rates again and keep them as its calibration.
+
+    The step-time estimate on the CPU uses rates measured once per machine
+    (a matmul, a memory-bound update, transcendentals, a step of almost no
+    work) and kept in remat-tui's cache folder
+    (`$XDG_CACHE_HOME/remat-tui/cpu-rates.json`, else
+    `~/.cache/remat-tui/cpu-rates.json`), so that the same program gets the
+    same estimate run after run. Calibrate again after a change of machine
+    load you want reflected, or a hardware change the key does not see (the
+    key is the CPU's model, its cores and the jax and jaxlib versions). The
+    CLI's `--recalibrate` does the same. Takes a second or two.
+
+    Returns:
+        The calibration, as estimates report it in `time["rates"]`: `source`
+        in words, `calibrated_at`, `method`, `machine`, `file` (None where
+        it could not be written, and `source` says why) and the rates.
+    """
+    from remat_tui.core.xla.chips import recalibrate_cpu
+
+    return recalibrate_cpu().rates_source()
 
 
 def show(f, *args, **kwargs) -> None:

@@ -69,6 +69,8 @@ def _headless(opts: argparse.Namespace) -> int:
     checks = _check_before(opts)  # bad sizes fail before anything is analysed
     fmt = output_format(opts)
     _compile_settings(opts)
+    if getattr(opts, "recalibrate", False):
+        _recalibrate()
     with _user_output_to_stderr():
         target = load_target(opts.target)
         text, warnings, status = RUNNERS[opts.command](target, opts, fmt, checks)
@@ -138,6 +140,16 @@ def _cache(opts: argparse.Namespace) -> int:
         return 0
     sys.stdout.write(describe(store.summary()))
     return 0
+def _recalibrate() -> None:
+    """--recalibrate: the CPU's rates measured again and kept, before the estimates."""
+    from remat_tui.core.xla.chips import recalibrate_cpu
+
+    calibration = recalibrate_cpu().calibration
+    print(
+        f"remat-tui: calibrated this CPU's rates in {calibration.measuring_seconds:.1f} s; "
+        + (f"kept in {calibration.file}" if calibration.file else calibration.not_kept),
+        file=sys.stderr,
+    )
 
 
 def _check_before(opts: argparse.Namespace) -> dict:

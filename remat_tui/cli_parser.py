@@ -101,7 +101,8 @@ def compile_options(parser: argparse.ArgumentParser, search: bool) -> None:
 
 
 def measure_options(parser: argparse.ArgumentParser) -> None:
-    """Running the compiled step on the device: where a command can rank by it."""
+    """Running the compiled step on the device, and the CPU's calibration for
+    the estimate: where a command can rank by time."""
     parser.add_argument(
         "--measure",
         action="store_true",
@@ -114,6 +115,12 @@ def measure_options(parser: argparse.ArgumentParser) -> None:
         default=5,
         metavar="N",
         help="with --measure: timed runs of each step, after one warm-up (default 5)",
+    )
+    parser.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="measure this CPU's rates again for the step-time estimate, and keep them "
+        "(they are measured once per machine and kept in remat-tui's cache folder)",
     )
 
 

@@ -8,9 +8,10 @@ import sys
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
-# The compile store (core/xla/program_store.py) never touches the user's cache:
-# the whole suite, and the commands it runs, keep theirs in a folder of the
-# session's own; and it is off unless a test turns it on
+# remat-tui's cache folder (the compile store, core/xla/program_store.py, and
+# the CPU's calibration, core/xla/calibration.py) is never the user's: the
+# whole suite, and the commands it runs, keep theirs in a folder of the
+# session's own. The compile store is off unless a test turns it on
 # (`store_on`), so that a test that counts compiles is not answered by another's.
 import tempfile  # noqa: E402
 

@@ -51,9 +51,12 @@ async def test_compare_with_x_on_runs_every_row_and_ranks_by_it():
         await pilot.press("t")  # sorted by the step time: the measured one
         times = [screen.rows[int(k.value)].measured["min_seconds"] for k in table.rows]
         assert times == sorted(times)
-        # The panel beneath: the estimate's parts, and what the runs measured.
+        # The panel beneath: the estimate's parts and where its rates came
+        # from, and what the runs measured.
         estimate = str(screen.query_one("#detail-estimate-value", Static).render())
         assert "compute" in estimate and "transcendentals" in estimate and "memory" in estimate
+        rates = str(screen.query_one("#detail-rates-value", Static).render())
+        assert "calibrated on this machine" in rates and "--recalibrate" in rates
         assert "median of 5 runs" in str(screen.query_one("#detail-measured-value").render())
 
 

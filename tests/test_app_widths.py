@@ -44,10 +44,14 @@ def same_cpu_everywhere(monkeypatch) -> None:
     """The CPU's rates as one machine measured them, for snapshots: whether
     offloading this model's 36 KiB is slower than recomputing it (a row's ★
     and note) is close enough on CPU to turn with the machine's speed."""
+    import tempfile
+
     from remat_tui.core.xla import chips, cpu_rates
 
     rates = cpu_rates.Rates(flops=1e11, bandwidth=2e10, transcendentals=1e9, overhead=5e-6)
     monkeypatch.setattr(cpu_rates, "measure", lambda: rates)
+    # No calibration kept from an earlier test: these rates are calibrated and kept.
+    monkeypatch.setenv("XDG_CACHE_HOME", tempfile.mkdtemp(prefix="remat-tui-same-cpu-"))
     monkeypatch.setattr(chips, "_cpu", None)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from remat_tui.notebook import style
 from remat_tui.notebook.style import tag, text
-from remat_tui.report.fit import COLUMNS, LEGEND, cells, chart_svg, headline, searched, verdict
+from remat_tui.report.fit import COLUMNS, cells, chart_svg, headline, legend, searched, verdict
 
 NUMERIC = {1, 2, 3, 4}  # batch, peak, step, examples/s
 
@@ -29,7 +29,7 @@ def render(f) -> str:
         + paste
         + chart
         + table
-        + tag("div", text(LEGEND), f"{style.MUTED}; font-size: 12px")
+        + tag("div", text(legend(f)), f"{style.MUTED}; font-size: 12px")
     )
     title = tag("div", "remat-tui " + text(headline(f)), style.TITLE)
     return tag("div", title + body, style.ROOT, class_="remat-tui")

@@ -160,6 +160,8 @@ def details(a: Analysis) -> list[tuple[str, str]]:
         rows.append(("FLOPs, XLA's and remat-tui's", note))
     if a.time:
         rows.append(("est. step", estimate_words(a.time)))
+        if rates_words(a.time):
+            rows.append(("est. step's rates", rates_words(a.time)))
     if a.measured:
         rows.append(("measured", measured_words(a.measured)))
     ran = "run on the device" if a.measured and a.measured.get("runs") else "never run"
@@ -218,6 +220,17 @@ def estimate_words(t: dict) -> str:
         f"host {human_seconds(t['host_seconds'])}",
     ]
     return f"~{human_seconds(t['seconds'])} on {t['chip']} ({', '.join(parts)}; {t['model']})"
+
+
+def rates_words(t: dict) -> str:
+    """Where the estimate's rates came from, or '': the CPU's calibration
+    (`calibrated on this machine 2026-11-26 14:03 UTC (kept in ...);
+    --recalibrate measures again`), or the chip table's published figures."""
+    rates = t.get("rates") or {}
+    source = rates.get("source", "")
+    if source and "calibrated_at" in rates:
+        return f"{source}; --recalibrate measures again"
+    return source
 
 
 def measured_words(m: dict) -> str:

@@ -7,7 +7,7 @@ import json
 from html import escape
 
 from remat_tui.registry import target_label
-from remat_tui.report.compiled import arguments_words
+from remat_tui.report.compiled import arguments_words, rates_words
 from remat_tui.report.labels import config_label, short_spec  # noqa: F401 (also the app's)
 from remat_tui.report.memory import largest_category, peak_make_up, summary
 from remat_tui.report.pareto import pareto_svg  # noqa: F401 (also the notebook's)
@@ -160,6 +160,9 @@ def time_legend(rows) -> str:
             "out and back over the host link; remat_tui/core/xla/step_time.py); FLOPs stay "
             "beside it."
         )
+        rates = rates_words(timed)
+        if rates:
+            text += f" Its rates: {rates}."
     measured = [r.measured for r in rows if r.measured]
     if measured:
         runs = next((m["runs"] for m in measured if m.get("runs")), 0)

@@ -8,6 +8,7 @@ import json
 from html import escape
 
 from remat_tui.registry import target_label
+from remat_tui.report.compiled import rates_words
 from remat_tui.report.costs import short_spec
 from remat_tui.report.tables import md_cell, text_table
 from remat_tui.report.units import count, human_bytes, human_seconds
@@ -150,16 +151,23 @@ LEGEND = (
 )
 
 
+def legend(f) -> str:
+    """LEGEND, and where the estimate's rates came from when a row has one."""
+    timed = next((r.time for r in f.rows if r.time), None)
+    rates = rates_words(timed) if timed else ""
+    return LEGEND + (f" The estimate's rates: {rates}." if rates else "")
+
+
 def render_fit(f, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(f.to_dict(), indent=2) + "\n"
     rows = [cells(r) for r in f.rows]
     if fmt == "text":
         lines = [headline(f), searched(f), ""]
-        lines += text_table([COLUMNS, *rows]) + ["", *verdict(f), "", LEGEND]
+        lines += text_table([COLUMNS, *rows]) + ["", *verdict(f), "", legend(f)]
         return "\n".join(lines) + "\n"
     if fmt == "md":
-        lines = [f"# remat-tui {md_cell(headline(f))}", "", searched(f), "", LEGEND, ""]
+        lines = [f"# remat-tui {md_cell(headline(f))}", "", searched(f), "", legend(f), ""]
         lines.append("| " + " | ".join(COLUMNS) + " |")
         lines.append("|" + "---|" * len(COLUMNS))
         lines += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in rows]
@@ -184,7 +192,7 @@ def render_fit(f, fmt: str) -> str:
             f"</head><body><h1>remat-tui {escape(headline(f))}</h1>"
             f"<p>{escape(searched(f))}</p><p>{escape(best[0])}</p>{paste}{chart_svg(f.rows)}"
             f"<table><thead><tr>{head}</tr></thead><tbody>\n{body}\n</tbody></table>"
-            f"<p>{escape(LEGEND)}</p></body></html>\n"
+            f"<p>{escape(legend(f))}</p></body></html>\n"
         )
     raise ValueError(f"unknown format {fmt!r}")
 

@@ -44,7 +44,7 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
-from remat_tui.report.compiled import estimate_words, measured_words
+from remat_tui.report.compiled import estimate_words, measured_words, rates_words
 from remat_tui.report.costs import (
     COLUMNS,
     any_measured,
@@ -103,18 +103,20 @@ def full_label(config: Config) -> str:
     return "; ".join(parts)
 
 
-DETAIL_FIELDS = ("configuration", "paste", "estimate", "measured", "notes")
+DETAIL_FIELDS = ("configuration", "paste", "estimate", "rates", "measured", "notes")
 DETAIL_LABELS = {"estimate": "est. step"}  # the others are labelled as named
 
 
 def detail(row) -> dict[str, str]:
     """What the panel beneath the table says of the highlighted row, by
     DETAIL_FIELDS: its whole configuration, the code to paste, the estimate in
-    its parts, what running it measured and its notes ('' where it has none)."""
+    its parts and where its rates came from, what running it measured and its
+    notes ('' where it has none)."""
     return {
         "configuration": full_label(row.config),
         "paste": row.python,
         "estimate": estimate_words(row.time) if row.time else "",
+        "rates": rates_words(row.time) if row.time else "",
         "measured": measured_words(row.measured) if row.measured else "",
         "notes": notes_cell(row),
     }

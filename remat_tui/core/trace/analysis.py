@@ -19,6 +19,7 @@ from typing import Any
 
 import jax
 
+from remat_tui.core import collector
 from remat_tui.core.costs import flops, site_flops
 from remat_tui.core.costs.flops import count_dots
 from remat_tui.core.model import Analysis, JaxprView
@@ -53,11 +54,16 @@ def analyze(
     compiled gradient.
 
     `cancelled`, if given, is polled between the expensive steps so a caller
-    (the app's worker) can abandon a superseded analysis early."""
+    (the app's worker) can abandon a superseded analysis early.
+
+    Python's automatic garbage collection is paused while it traces
+    (core/collector.py: full collections over a heap the trace only adds to
+    free nothing and cost up to a third of the call)."""
     target = as_target(fn, args, kwargs)
     config, dev = resolve(target, policy, sites, device, config)
     arguments = resolve_arguments(target, device_set(dev))
-    return full_view(trace(target, config, dev, arguments, cancelled), cancelled)
+    with collector.paused():
+        return full_view(trace(target, config, dev, arguments, cancelled), cancelled)
 
 
 def resolve(target: Target, policy, sites, device, config: Config | None = None):

@@ -7,8 +7,10 @@ peak_flops, bytes moved / memory_bandwidth and bytes offloaded /
 host_bandwidth. The accelerators' figures here are their vendors' public peak
 figures, each cited by URL in `sources`: an estimate's ceiling, never a
 measurement, and real programs reach only a fraction of them. The CPU alone is
-measured, here and now (`measured_cpu`), since no vendor figure describes the
-machine the tool runs on (core/xla/cpu_rates.py).
+measured (`measured_cpu`), since no vendor figure describes the machine the
+tool runs on: once per machine, and kept (core/xla/calibration.py). Every
+chip says where its figures come from (`Chip.rates_source`), and so does
+every estimate made with them.
 
 How the figures were read (a chip's `notes` says where one is derived or
 approximate):
@@ -32,7 +34,7 @@ approximate):
   reports by up to ~7% (HBM is built in binary sizes); an attached device's
   own `memory_stats()` is the better figure where there is one.
 
-Pure Python: jax is imported only when the CPU is measured (cpu_rates.py).
+Pure Python: jax is imported only when the CPU is calibrated (cpu_rates.py).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import re
 import threading
 from dataclasses import dataclass
 
-from remat_tui.core.xla import cpu_rates
+from remat_tui.core.xla import calibration as calibrations
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,19 @@ class Chip:
     # Seconds any step takes however little it computes (dispatch, the
     # runtime's bookkeeping): measured for the CPU, unknown (0) elsewhere.
     overhead_seconds: float = 0.0
+    # The CPU's: when and how its figures were measured, and where they are kept.
+    calibration: calibrations.Calibration | None = None
+
+    def rates_source(self) -> dict:
+        """Where the figures come from, for an estimate made with them
+        (`time.rates` in the JSON): the CPU's calibration, or the vendors'
+        published figures this table cites."""
+        if self.calibration is not None:
+            return self.calibration.to_dict()
+        return {
+            "source": f"published figures for {self.name} (remat_tui/core/xla/chips.py)",
+            "references": list(self.sources),
+        }
 
 
 GiB = 2**30
@@ -300,24 +315,38 @@ _cpu_lock = threading.Lock()
 
 
 def measured_cpu() -> Chip:
-    """The CPU's figures, measured once per process (cached) by
-    core/xla/cpu_rates.py; host bandwidth = memory bandwidth (host and device
-    are the same memory)."""
+    """The CPU's figures, from this machine's calibration (core/xla/calibration.py:
+    measured the first time, then kept across runs), read once per process;
+    host bandwidth = memory bandwidth (host and device are the same memory)."""
     global _cpu
     with _cpu_lock:
         if _cpu is None:
-            rates = cpu_rates.measure()
-            _cpu = Chip(
-                name="cpu",
-                peak_flops=rates.flops,
-                memory_bandwidth=rates.bandwidth,
-                host_bandwidth=rates.bandwidth,
-                memory_bytes=None,
-                sources=(),
-                notes=cpu_rates.DESCRIPTION,
-                measured=True,
-                transcendentals_per_second=rates.transcendentals,
-                overlaps_memory=False,
-                overhead_seconds=rates.overhead,
-            )
+            _cpu = _cpu_chip(calibrations.stored_or_measured())
         return _cpu
+
+
+def recalibrate_cpu() -> Chip:
+    """The CPU measured again now, and kept as this machine's calibration:
+    every estimate from here on uses it."""
+    global _cpu
+    with _cpu_lock:
+        _cpu = _cpu_chip(calibrations.calibrate())
+        return _cpu
+
+
+def _cpu_chip(calibration: calibrations.Calibration) -> Chip:
+    rates = calibration.rates
+    return Chip(
+        name="cpu",
+        peak_flops=rates.flops,
+        memory_bandwidth=rates.bandwidth,
+        host_bandwidth=rates.bandwidth,
+        memory_bytes=None,
+        sources=(),
+        notes=calibration.method,
+        measured=True,
+        transcendentals_per_second=rates.transcendentals,
+        overlaps_memory=False,
+        overhead_seconds=rates.overhead,
+        calibration=calibration,
+    )

@@ -15,6 +15,9 @@ in four parts:
 
 where `overhead_seconds` is what any step costs however little it computes,
 measured for the CPU (core/xla/cpu_rates.py): all a tiny step costs there.
+The CPU's rates are its calibration, measured once per machine and kept
+(core/xla/calibration.py), so that the same program gets the same estimate
+run after run; each estimate says where its rates came from (`rates`).
 
 An accelerator streams memory while its units compute; a CPU's cores do the
 arithmetic and wait for memory themselves, and measured on this project's CPU
@@ -40,7 +43,7 @@ where no later candidate can beat the best that fits.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from remat_tui.core.setup.devices import resolve_device
 from remat_tui.core.xla import chips
@@ -69,6 +72,10 @@ class StepTime:
         bytes_accessed: the bytes accessed counted.
         loop_scale: what XLA's counts were multiplied by in a program with
             loops (XLA counts a loop body once); 1 otherwise.
+        rates: where the chip's figures come from (`Chip.rates_source`):
+            `source` in words; for the CPU, its calibration (when, how, for
+            which machine, where it is kept, the rates); for the others, the
+            vendors' pages cited.
     """
 
     seconds: float
@@ -84,6 +91,7 @@ class StepTime:
     transcendentals: float = 0.0
     bytes_accessed: float = 0.0
     loop_scale: float = 1.0
+    rates: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -164,4 +172,5 @@ def estimate(chip: chips.Chip, flops: float, host_bytes: float, counts: StepCoun
         transcendentals=transcendentals,
         bytes_accessed=accessed,
         loop_scale=scale,
+        rates=chip.rates_source(),
     )
