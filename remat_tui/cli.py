@@ -111,8 +111,8 @@ def _compiles_said() -> str | None:
         return None
     n = service.counts.snapshot()
     made = n["compiled"] + n["in_workers"]
-    if not made and not n["stored"]:
-        return None
+    if made <= 1 and not (n["stored"] or n["in_workers"] or n["ahead"]):
+        return None  # one program compiled here, as asked: nothing worth a line
     parts = [f"{count(made, 'program')} compiled"]
     if n["in_workers"]:
         parts[0] += f" ({n['in_workers']} in workers)"

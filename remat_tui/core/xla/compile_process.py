@@ -26,7 +26,8 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from remat_tui.errors import RematError
 
@@ -43,7 +44,8 @@ class WorkerLost(RematError):
     """The child died before it answered (killed, or out of memory)."""
 
 
-class CompileRequest(NamedTuple):
+@dataclass(frozen=True)
+class CompileRequest:
     """One compile of a parallel search (core/xla/compile_pool.py), as a worker
     (this module's child, or a Ray task) rebuilds it: the target's file and
     name and the batch it was built at (None: the example's), the
