@@ -217,6 +217,8 @@ class Residual:
         backward_lines: the backward pane's lines that read it.
         origin: where its value was really computed (an `Origin`).
         bytes_per_device: what one device holds, when its aval is sharded.
+        story: why it is saved, what made it, what reads it and what the
+            compiled step made of it (a `stories.Story`), in a full analysis.
     """
 
     text: str  # exactly the line print_saved_residuals prints
@@ -236,6 +238,7 @@ class Residual:
     backward_var: str | None = None  # its input variable name in the backward pane
     origin: Origin | None = None
     bytes_per_device: int | None = None  # set when its aval is sharded over devices
+    story: Any = None  # Contract 14 (core/stories.py), in a full analysis
 
     def to_dict(self) -> dict:
         return {
@@ -252,6 +255,7 @@ class Residual:
             "source": _source_dict(self.source),
             "origin": None if self.origin is None else self.origin.to_dict(),
             "bytes_per_device": self.device_share,
+            "story": None if self.story is None else self.story.to_dict(),
         }
 
     @property

@@ -54,7 +54,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
 
 import jax
@@ -161,9 +161,14 @@ class Compiled(Displayable):
     # as its JSON; or why there is none.
     memory: dict | None = None
     memory_note: str | None = None
+    # What the forward work makes (core/xla/made.py), with `memory`: how
+    # core/xla/fates.py names the residuals a buffer holds. Not in the JSON.
+    made: tuple = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(replace(self, made=()))
+        del out["made"]
+        return out
 
 
 def compile_costs(
@@ -311,6 +316,7 @@ def _read(executable, platform, label, spanned, seconds, dumped, memory) -> Comp
     return replace(
         result,
         memory=breakdown.to_dict(),
+        made=breakdown.made,
         memory_note=why,
         spaces_note=spaces_note(result.peak_bytes, result.backend_peak_bytes, breakdown),
     )

@@ -38,6 +38,7 @@ from remat_tui.core.jaxcompat.hlo_text import DumpUnreadable, Frame
 from remat_tui.core.model import MEMORY_CATEGORIES
 from remat_tui.core.xla import buffer_kinds
 from remat_tui.core.xla.buffer_kinds import Context
+from remat_tui.core.xla.made import Made, forward_values
 from remat_tui.core.xla.occupancy import Placed, occupancy, thin, union
 
 CATEGORIES = MEMORY_CATEGORIES
@@ -122,6 +123,9 @@ class Memory:
     # The other memory spaces (TPU VMEM, SMEM and sync flags, host memory of offloaded
     # values), each at its own peak: not in the figures above.
     other_spaces: tuple[OtherSpace, ...] = ()
+    # What the forward work makes (core/xla/made.py), for naming residuals
+    # (core/xla/fates.py): not in the JSON.
+    made: tuple[Made, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -190,6 +194,7 @@ def from_dump(dump: xla.Dump, platform: str | None = None) -> Memory:
         at_peak=_largest_first(at_peak),
         by_category=by_category,
         other_spaces=tuple(others),
+        made=forward_values(module, everything, context),
     )
 
 
