@@ -120,6 +120,9 @@ def render(a: Analysis) -> str:
         for i, r in enumerate(a.residuals, 1)
     )
     warnings = "".join(f'<p class="warn">warning: {escape(w)}</p>' for w in a.warnings)
+    if story.applied_lines(a):
+        items = "".join(f"<li>{escape(line)}</li>" for line in story.applied_lines(a))
+        warnings += f"<h2>{escape(story.APPLIED_HEADING.capitalize())}</h2><ul>{items}</ul>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>remat-tui: {escape(a.target_name)} under {escape(a.policy)}</title>

@@ -76,6 +76,9 @@ def render(a: Analysis) -> str:
     ]
     if a.warnings:
         parts += [*(f"> **warning:** {md_cell(w)}" for w in a.warnings), ""]
+    if story.applied_lines(a):
+        parts += [f"## {story.APPLIED_HEADING[:1].upper()}{story.APPLIED_HEADING[1:]}", ""]
+        parts += [*(f"- {md_cell(line)}" for line in story.applied_lines(a)), ""]
     if a.sites:
         parts += [
             "## Checkpoint sites",

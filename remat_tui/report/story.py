@@ -66,6 +66,15 @@ def lines(r, index: int) -> list[tuple[str, str]]:
     return rows
 
 
+def applied_lines(a) -> list[str]:
+    """`name 'typo' in the outer policy: no checkpoint_name('typo') runs ...`:
+    each part of the configuration that changes nothing, and why."""
+    return [f"{v.what}: {v.why}" for v in getattr(a, "applied", ())]
+
+
+APPLIED_HEADING = "changes nothing (did it apply?)"
+
+
 def disagreements(residuals) -> int:
     return sum(
         1 for r in residuals if r.story is not None and r.story.xla and r.story.xla.disagrees

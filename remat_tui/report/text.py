@@ -29,6 +29,7 @@ def render(a: Analysis) -> str:
         *_compiled(a),
         *(f"warning: {w}" for w in a.warnings),
         *([""] if a.warnings else []),
+        *_applied(a),
     ]
     if a.sites:
         lines += [
@@ -51,6 +52,17 @@ def render(a: Analysis) -> str:
     lines += _stories(a)
     lines += ["", summary(a)]
     return "\n".join(lines) + "\n"
+
+
+def _applied(a: Analysis) -> list[str]:
+    """What changes nothing in this configuration, and why."""
+    said = story.applied_lines(a)
+    if not said:
+        return []
+    out = [f"{story.APPLIED_HEADING}:"]
+    for line in said:
+        out += textwrap.wrap(line, 100, initial_indent="  - ", subsequent_indent="    ")
+    return [*out, ""]
 
 
 def _stories(a: Analysis) -> list[str]:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.model import Residual
 from remat_tui.core.stories import Made, Reader, Story
-from remat_tui.core.trace import linemap
+from remat_tui.core.trace import linemap, recomputation
 from remat_tui.core.trace.configured import target_dir
 from remat_tui.core.trace.origins import Origins
 from remat_tui.core.trace.rules import Governors, rule_of
@@ -75,6 +75,17 @@ def _what(eqn) -> tuple:
     """(primitive, output aval, the user's frames) of an equation."""
     shape = jc.short(eqn.outvars[0].aval) if eqn.outvars else None
     return jc.primitive_name(eqn), shape, jc.users_frames(eqn.source_info)
+
+
+def recomputed(t) -> list[tuple]:
+    """(primitive, output aval, the user's frames) of each equation the
+    backward pass re-runs (forward work a checkpoint recomputes): what
+    core/xla/fates.py looks for among the forward values XLA keeps, where
+    XLA merged the recomputation with the forward computation (CSE)."""
+    bwd = t.backward()
+    split = t.backward_residuals
+    again = recomputation.recomputation(bwd, set(bwd.invars[:split]), set(bwd.invars[split:]))
+    return [_what(eqn) for eqn, _ in jc.nested_eqns(bwd) if id(eqn) in again.eqn_ids]
 
 
 def backward_inputs(fr, bwd, positions: list[int | None]) -> list:

@@ -17,10 +17,12 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_set
 from remat_tui.core.setup.loading import resolve_arguments
+from remat_tui.core.trace import story
 from remat_tui.core.trace.analysis import full_view, resolve, row_view
+from remat_tui.core.trace.applied import Applied
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.trace.traced import trace, trace_config
-from remat_tui.core.xla import fates, host_memory, step_time
+from remat_tui.core.xla import fates, host_memory, same_program, step_time
 from remat_tui.core.xla.compiled import compile_costs
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
@@ -48,7 +50,8 @@ def analyze_compiled(
     if measure:
         check_measurable(dev, runs)
     arguments = resolve_arguments(target, device_set(dev))
-    a = full_view(trace(target, config, dev, arguments, cancelled), cancelled)
+    traced = trace(target, config, dev, arguments, cancelled)
+    a = full_view(traced, cancelled)
     measured = None
     if measure:
         compiled, measured = measure_step(
@@ -60,10 +63,30 @@ def analyze_compiled(
         )
     a = replace(a, compiled=compiled, measured=None if measured is None else measured.to_dict())
     # Each residual with what XLA made of it; each buffer at the peak naming its residual.
-    residuals, memory = fates.link(a.residuals, compiled)
+    residuals, memory = fates.link(a.residuals, compiled, story.recomputed(traced))
     if memory is not None:
         a = replace(a, residuals=residuals, compiled=replace(compiled, memory=memory))
+    if compiled.fits:  # what compiles to the same program changes nothing XLA runs
+        applied = same_program.verdicts(target, config, dev, arguments, a.applied, cancelled)
+        a = replace(a, applied=applied + merged_recompute(memory))
     return replace(a, compiled=linked(target, a, dev, cancelled), time=estimated(a, compiled))
+
+
+def merged_recompute(memory: dict | None) -> list[Applied]:
+    """The verdict where XLA merged the recomputation the policy asks for with
+    the forward computation (core/xla/fates.py found the values it keeps)."""
+    merged = (memory or {}).get("merged_recompute") or []
+    if not merged:
+        return []
+    values = ", ".join(m["value"] for m in merged[:4]) + (", ..." if len(merged) > 4 else "")
+    return [Applied(
+        "the recomputation the policy asks for",
+        f"XLA merged it with the forward computation (common subexpression elimination): "
+        f"the compiled step keeps {len(merged)} forward value{'s' * (len(merged) != 1)} "
+        f"({values}) instead of recomputing them, so the peak keeps them; jax.checkpoint's "
+        "prevent_cse=True (its default) did not keep them apart in this compile",
+        "cse_merged",
+    )]  # fmt: skip
 
 
 def estimated(a: Analysis, c) -> dict | None:

@@ -98,9 +98,17 @@ class Linked:
     """A residual list tied to one compile: `fates` (one `Fate` or None per
     residual) and `named` (value key -> the residual index its buffer holds)."""
 
-    def __init__(self, residuals, made: tuple, at_peak: list[dict]):
+    def __init__(self, residuals, made: tuple, at_peak: list[dict], recomputed=()):
         self.residuals = residuals
+        # (primitive, aval, frames) of what the backward jaxpr re-runs (core/trace/story.py)
+        self.recomputed = [_sig(*what) for what in recomputed if what[1] is not None]
+        self.merged_recompute: list[dict] = []  # recomputations XLA merged into the forward part
         self.fates: list[Fate | None] = [None] * len(residuals)
+        # value key -> the residual index its buffer holds: `exact` for the
+        # values the residual's computation makes, `named` for the values XLA
+        # keeps in the same bytes before or after (a loop's carry, an in-place
+        # update), which a value of their own named exactly overrides.
+        self.exact: dict[str, int] = {}
         self.named: dict[str, int] = {}
         self.unnamed: dict[str, str] = {}  # value key -> why its buffer names no residual
         self._peak_bytes = _bytes_by_key(at_peak)
@@ -210,7 +218,9 @@ class Linked:
         at_peak = sum(self._peak_bytes.get(k, 0) for k in {m.key, *m.same_bytes})
         peak = f"; {human_bytes(at_peak)} of it live at the peak" if at_peak else ""
         self.fates[i] = Fate(KEPT, f"{words} ({shown(m.key)}){peak}", shown(m.key), at_peak)
-        for k in {m.key, *m.same_bytes}:
+        for k in {m.key, *m.values}:
+            self.exact.setdefault(k, i)
+        for k in m.same_bytes:
             self.named.setdefault(k, i)
 
     def _not_kept(self, m: mk.Made, elsewhere: list) -> Fate:
@@ -301,12 +311,16 @@ class Linked:
         """Why the kept forward values no residual holds name none."""
         for records in forward.values():
             for m in records:
-                if not m.kept or any(k in self.named for k in (m.key, *m.same_bytes)):
+                told = self.exact.keys() | self.named.keys()
+                if not m.kept or any(k in told for k in (m.key, *m.values)):
                     continue
                 alike = any(
                     r.story is not None and _matches(signatures(r.story.made), m)
                     for r in self.residuals
                 )
+                if not alike and _matches(self.recomputed, m):
+                    self._merged_recompute(m)
+                    continue
                 at = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
                 why = (
                     "one of several alike values: which residual it holds, XLA does not say"
@@ -315,8 +329,27 @@ class Linked:
                     "the backward part, where autodiff saves none of it (XLA keeps it rather "
                     "than recompute it from what autodiff saves)"
                 )
-                for k in (m.key, *m.same_bytes):
-                    self.unnamed.setdefault(k, why)
+                for k in (m.key, *m.values):
+                    self.unnamed[k] = why
+
+    def _merged_recompute(self, m: mk.Made) -> None:
+        """A kept forward value the backward jaxpr recomputes: XLA merged the
+        recomputation with the forward computation (common subexpression
+        elimination) and keeps the forward value instead."""
+        at = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
+        why = (
+            f"no residual: the jaxpr recomputes this value ({m.primitive}{at}) in the backward "
+            "part, and XLA merged that recomputation with the forward computation (common "
+            "subexpression elimination): it keeps the forward value instead"
+        )
+        keys = (m.key, *m.values)
+        for k in keys:
+            self.unnamed[k] = why
+        self.merged_recompute.append({
+            "value": f"{m.primitive}{at}",
+            "instruction": shown(m.key),
+            "bytes_at_peak": sum(self._peak_bytes.get(k, 0) for k in set(keys)),
+        })  # fmt: skip
 
     def at_peak(self, buffers: list[dict]) -> list[dict]:
         """The buffers at the peak, each naming the residual it holds (`R#`)
@@ -324,7 +357,7 @@ class Linked:
         out = []
         for b in buffers:
             key = value_key(b["instruction"])
-            i = self.named.get(key)
+            i = self.exact.get(key, self.named.get(key) if key not in self.unnamed else None)
             named = None if i is None else f"R{i + 1}"
             entry = {**b, "residual": named}
             if named is None and b["category"] == "residual":
@@ -378,22 +411,29 @@ def _bytes_by_key(at_peak: list[dict]) -> dict[str, int]:
     return out
 
 
-def link(residuals: list, compiled) -> tuple[list, dict | None]:
+def link(residuals: list, compiled, recomputed=()) -> tuple[list, dict | None]:
     """(`residuals` with what XLA made of each, `compiled`'s memory breakdown
     with each buffer at the peak naming the residual it holds): the jaxpr
     tied to one compile of its configuration (a `Compiled` with its memory
-    breakdown). As given where the compile has no breakdown."""
+    breakdown). As given where the compile has no breakdown. `recomputed`:
+    what the backward jaxpr re-runs (core/trace/story.py `recomputed`), to
+    tell where XLA merged that with the forward computation."""
     memory = getattr(compiled, "memory", None)
     if memory is None or not getattr(compiled, "made", ()):
         return residuals, memory
     made = compiled.made
     if compiled.step == "train":  # its parameters are (params, opt_state, batch): no argument order
         made = tuple(m for m in made if m.where != mk.ARGUMENT)
-    linked = Linked(residuals, made, memory["at_peak"])
+    linked = Linked(residuals, made, memory["at_peak"], recomputed)
     at_peak = linked.at_peak(memory["at_peak"])
     told = [
         r if r.story is None else replace(r, story=r.story.with_fate(fate))
         for r, fate in zip(residuals, linked.fates, strict=True)
     ]
     named = sum(b["bytes"] for b in at_peak if b["category"] == "residual" and b["residual"])
-    return told, {**memory, "at_peak": at_peak, "residual_bytes_named": named}
+    return told, {
+        **memory,
+        "at_peak": at_peak,
+        "residual_bytes_named": named,
+        "merged_recompute": linked.merged_recompute,
+    }

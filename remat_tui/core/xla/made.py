@@ -25,6 +25,7 @@ A record's `where` says what the value is to the backward part:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 
 from remat_tui.core import usercode
@@ -33,6 +34,7 @@ from remat_tui.core.jaxcompat import hlo_values as hv
 from remat_tui.core.xla.occupancy import Placed
 
 FORWARD, BACKWARD, FUSED, ARGUMENT = "forward", "backward", "fused", "argument"
+CLONE_MARK = ".remat"  # how XLA's rematerialization pass names the instructions it clones
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class Made:
     kept: bool = False  # live into the backward part
     remat: bool = False  # a clone XLA's rematerialization pass made
     same_bytes: tuple[str, ...] = ()  # keys of the values XLA keeps in its bytes
+    values: tuple[str, ...] = ()  # keys of the values it computes (a copy XLA keeps too)
     number: int | None = None  # an entry parameter's position
     # (primitive, file, line) of the backward part's instructions reading it
     # (inside the fusions that take it, the ops that read it there)
@@ -96,7 +99,7 @@ def forward_values(module: hlo_text.Module, placed: list[Placed], context) -> tu
                     BACKWARD,
                     start=p.start,
                     end=p.end,
-                    remat=".remat" in p.value.instruction,
+                    remat=CLONE_MARK in p.value.instruction,
                     aliases=_aliases(named),
                 )
             )
@@ -122,6 +125,7 @@ def forward_values(module: hlo_text.Module, placed: list[Placed], context) -> tu
                 end=max(known.end, chain.end),
                 kept=known.kept or kept,
                 same_bytes=known.same_bytes + same,
+                values=known.values + (p.value.key,),
             )
     readers = _Readers(module)
     out.extend(
@@ -219,3 +223,16 @@ def primitive(op_name: str | None) -> str | None:
     if not op_name:
         return None
     return op_name.split(";")[0].rsplit("/", 1)[-1] or None
+
+
+def clones(module: hlo_text.Module) -> list[str]:
+    """`tanh at model.py:12`: each forward value XLA's rematerialization pass
+    recomputes in the compiled module, once per clone."""
+    out = []
+    for instruction in module.instructions.values():
+        if CLONE_MARK not in instruction.name or instruction.computation != module.entry:
+            continue
+        frame = instruction.stack[0] if instruction.stack else None
+        at = f" at {os.path.basename(frame.file)}:{frame.line}" if frame else ""
+        out.append(f"{primitive(instruction.op_name) or instruction.opcode}{at}")
+    return out
