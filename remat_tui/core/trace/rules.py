@@ -35,10 +35,7 @@ from remat_tui.core.stories import (
 )
 from remat_tui.core.trace.origins import Origins, encloses
 
-NOT_UNDER_ANY = (
-    "under no checkpoint: autodiff saves every value the backward pass reads, "
-    "and the backward pass reads this one"
-)
+NOT_UNDER_ANY = "under no checkpoint: autodiff saves every value the backward pass reads"
 
 
 @dataclass(frozen=True)
