@@ -39,12 +39,12 @@ class StoryPanel(Static):
         head = f"R{index + 1}  {r.aval} · {human_bytes(r.bytes)} · {r.kind} {what(r)}{at}"
         rows = story.lines(r, index)
         if r.story is not None and r.story.xla is None:
-            rows.append(("XLA", NOT_COMPILED if compiled is None else "no breakdown of the compile"))
-        text = Content.assemble(
-            Content.styled(head, "bold"),
-            *(part for label, words in rows for part in ("\n", Content.styled(f"{label:<8} ", "dim"),
-                                                          _words(words))),  # fmt: skip
-        )
+            missing = NOT_COMPILED if compiled is None else "no breakdown of the compile"
+            rows.append(("XLA", missing))
+        parts = [Content.styled(head, "bold")]
+        for label, words in rows:
+            parts += ["\n", Content.styled(f"{label:<8} ", "dim"), _words(words)]
+        text = Content.assemble(*parts)
         self.border_title = "Why it is saved (y)"
         self.update(text)
 
@@ -65,5 +65,5 @@ def _words(words: str) -> Content:
     if story.DISAGREES not in words:
         return Content(words)
     before, _, after = words.partition(f"[{story.DISAGREES}]")
-    return Content.assemble(Content(before), Content.styled(f"[{story.DISAGREES}]", "bold red"),
-                            Content(after))  # fmt: skip
+    mark = Content.styled(f"[{story.DISAGREES}]", "bold red")
+    return Content.assemble(Content(before), mark, Content(after))
