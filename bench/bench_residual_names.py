@@ -49,9 +49,16 @@ def main() -> None:
             memory = a.compiled.memory
             residual = memory["by_category"]["residual"]
             named = memory["residual_bytes_named"]
-            share = named / residual if residual else 1.0
+            share = f"named {named / residual:6.1%}" if residual else "(none at the peak)"
             print(f"{device:12} {ref:40} residual bytes at the peak {human_bytes(residual):>10}"
-                  f"  named {share:6.1%}")  # fmt: skip
+                  f"  {share}")  # fmt: skip
+            for space in memory.get("other_spaces", []):
+                held = [b for b in space["at_peak"] if b["category"] == "residual"]
+                if held:
+                    size = sum(b["bytes"] for b in held)
+                    told = sum(b["bytes"] for b in held if b["residual"])
+                    print(f"{'':14}{space['space']}: residual bytes at its peak "
+                          f"{human_bytes(size)}, named {told / size:.1%}")  # fmt: skip
             why = Counter()
             for b in memory["at_peak"]:
                 if b["category"] == "residual" and not b["residual"]:

@@ -426,6 +426,11 @@ def link(residuals: list, compiled, recomputed=()) -> tuple[list, dict | None]:
         made = tuple(m for m in made if m.where != mk.ARGUMENT)
     linked = Linked(residuals, made, memory["at_peak"], recomputed)
     at_peak = linked.at_peak(memory["at_peak"])
+    # The other memories' buffers too (TPU VMEM keeps a small program's residuals).
+    spaces = [
+        {**space, "at_peak": linked.at_peak(space["at_peak"])}
+        for space in memory.get("other_spaces", [])
+    ]
     told = [
         r if r.story is None else replace(r, story=r.story.with_fate(fate))
         for r, fate in zip(residuals, linked.fates, strict=True)
@@ -434,6 +439,7 @@ def link(residuals: list, compiled, recomputed=()) -> tuple[list, dict | None]:
     return told, {
         **memory,
         "at_peak": at_peak,
+        "other_spaces": spaces,
         "residual_bytes_named": named,
         "merged_recompute": linked.merged_recompute,
     }
