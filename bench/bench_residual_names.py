@@ -28,6 +28,8 @@ TARGETS = [
     "examples/transformer.py:unrolled",
     "tests/models/named_blocks.py:unrolled",
     "tests/models/named_blocks.py:scanned",
+    "tests/models/named_blocks.py:wide_unrolled",
+    "tests/models/named_blocks.py:wide_scanned",
 ]
 
 

@@ -69,7 +69,7 @@ def run(target, opts: argparse.Namespace, fmt: str, checks: dict):
 
         config = Config.make(opts.policy or "as_written", sites, opts.device, target.policies)
         a = analyze_compiled(target, config=config)
-        path = write_atomic(opts.write, json.dumps(checking.baseline(a), indent=2) + "\n")
+        path = write_atomic(opts.write, json.dumps(checking.baseline(a, target), indent=2) + "\n")
         peak = (
             f"compiled peak {human_bytes(a.compiled.peak_bytes)} on {a.compiled.device}"
             if a.compiled.fits

@@ -23,21 +23,22 @@ def block(x, w):
     return x + act @ w["down"]
 
 
-def _layer_shapes(stacked: bool):
-    lead = (LAYERS,) if stacked else ()
+def _layer_shapes(stacked: bool, layers=LAYERS, width=WIDTH, hidden=HIDDEN):
+    lead = (layers,) if stacked else ()
     return {
-        "up": jax.ShapeDtypeStruct((*lead, WIDTH, HIDDEN), jnp.float32),
-        "down": jax.ShapeDtypeStruct((*lead, HIDDEN, WIDTH), jnp.float32),
+        "up": jax.ShapeDtypeStruct((*lead, width, hidden), jnp.float32),
+        "down": jax.ShapeDtypeStruct((*lead, hidden, width), jnp.float32),
     }
 
 
-def unrolled_args():
-    x = jax.ShapeDtypeStruct((BATCH, WIDTH), jnp.float32)
-    return [_layer_shapes(False) for _ in range(LAYERS)], x
+def unrolled_args(layers=LAYERS, width=WIDTH, hidden=HIDDEN, batch=BATCH):
+    x = jax.ShapeDtypeStruct((batch, width), jnp.float32)
+    return [_layer_shapes(False, layers, width, hidden) for _ in range(layers)], x
 
 
-def scanned_args():
-    return _layer_shapes(True), jax.ShapeDtypeStruct((BATCH, WIDTH), jnp.float32)
+def scanned_args(layers=LAYERS, width=WIDTH, hidden=HIDDEN, batch=BATCH):
+    stacked = _layer_shapes(True, layers, width, hidden)
+    return stacked, jax.ShapeDtypeStruct((batch, width), jnp.float32)
 
 
 def make_unrolled(policy=None):
@@ -59,6 +60,15 @@ def make_scanned(policy=None):
 
 unrolled = remat_tui.target(args=unrolled_args, name="unrolled")(make_unrolled())
 scanned = remat_tui.target(args=scanned_args, name="scanned")(make_scanned())
+
+# Wide enough that a TPU keeps the residuals in HBM, not VMEM (bench/bench_residual_names.py).
+WIDE = {"layers": 8, "width": 512, "hidden": 2048, "batch": 2048}
+wide_unrolled = remat_tui.target(args=lambda: unrolled_args(**WIDE), name="wide_unrolled")(
+    make_unrolled()
+)
+wide_scanned = remat_tui.target(args=lambda: scanned_args(**WIDE), name="wide_scanned")(
+    make_scanned()
+)
 
 
 # ---- a scan of named blocks, then a checkpointed head -----------------------------

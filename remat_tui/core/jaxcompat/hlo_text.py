@@ -252,6 +252,14 @@ def phase(op_name: str | None) -> str | None:
     return None
 
 
+def primitive(op_name: str | None) -> str | None:
+    """JAX's primitive at the end of an op_name (`jit(step)/jvp()/tanh` ->
+    `tanh`); the first, where XLA joined several with `;`."""
+    if not op_name:
+        return None
+    return op_name.split(";")[0].rsplit("/", 1)[-1] or None
+
+
 def recomputes(op_name: str | None) -> bool:
     """Backward work that repeats forward work: inside a checkpoint's
     rematted computation (remat2 puts it after the transpose, as

@@ -105,6 +105,15 @@ def elements(shape: str) -> int:
     return count
 
 
+# The jaxpr's short dtype names where XLA's text spells them otherwise.
+_HLO_DTYPES = {"bool": "pred", "i8": "s8", "i16": "s16", "i32": "s32", "i64": "s64"}
+
+
+def hlo_dtype(jaxpr_dtype: str) -> str:
+    """A jaxpr aval's dtype (`bool`, `i32`) as XLA's text spells it (`pred`, `s32`)."""
+    return _HLO_DTYPES.get(jaxpr_dtype, jaxpr_dtype)
+
+
 def dtype(shape: str) -> str:
     """`f32[8,128]` -> `f32`."""
     return shape.partition("[")[0]

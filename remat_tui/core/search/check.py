@@ -22,20 +22,22 @@ import jax
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.compiled_analysis import analyze_compiled
+from remat_tui.core.xla.same_program import program_key
 from remat_tui.errors import RematError
 
 BASELINE_KEY = "check"  # the baseline's own key in the JSON report: what it was made of
 DEFAULT_TOLERANCE = 0.01  # the peak may move by this share before it is a change
 
 
-def baseline(a) -> dict:
-    """The JSON report of the analysis `a` (compiled), with the configuration
-    it was made of, as `--write` saves it."""
+def baseline(a, target, cancelled=None) -> dict:
+    """The JSON report of the analysis `a` of `target` (compiled), with the
+    configuration it was made of and its program's hash, as `--write` saves it."""
     out = a.to_dict()
     out[BASELINE_KEY] = {
         "policy": a.config.policy,
         "sites": {str(k): v for k, v in a.config.sites},
         "device": a.compiled.device if a.compiled is not None else a.config.device,
+        "program": program_key(target, a.config, cancelled=cancelled),
     }
     return out
 
@@ -92,7 +94,9 @@ class Check:
         tolerance: the share the peak may move by.
         time_before / time_after: the step-time estimate, seconds, or None.
         jax_before / jax_after: the JAX versions of the baseline and of now.
-        notes: what else differs (the device, the step), said.
+        same_program: whether the program compiled now is the baseline's (equal
+            lowered programs' hashes), or None where the baseline has none.
+        notes: what else differs (the device, the step, the program), said.
     """
 
     target: str
@@ -106,6 +110,7 @@ class Check:
     time_after: float | None = None
     jax_before: str | None = None
     jax_after: str = jax.__version__
+    same_program: bool | None = None  # None: the baseline has no program hash
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -138,6 +143,7 @@ class Check:
             },
             "time": {"before": self.time_before, "after": self.time_after},
             "jax": {"before": self.jax_before, "after": self.jax_after},
+            "same_program": self.same_program,
             "notes": list(self.notes),
         }
 
@@ -154,7 +160,7 @@ def check(
     _require_report(saved)
     config = config or config_of(saved, target.policies)
     a = analyze_compiled(target, config=config, cancelled=cancelled)
-    now = baseline(a)
+    now = baseline(a, target, cancelled)
     result = Check(target.label, config.label(), tolerance=tolerance)
     before = Counter(residual_key(r) for r in saved["residuals"])
     after = Counter(residual_key(r) for r in now["residuals"])
@@ -175,6 +181,15 @@ def check(
     if device_before and device_after and device_before != device_after:
         result.notes.append(
             f"the baseline was compiled for {device_before}, this check for {device_after}"
+        )
+    program = (saved.get(BASELINE_KEY) or {}).get("program")
+    if program is not None:
+        same = program == now[BASELINE_KEY]["program"]
+        result.same_program = same
+        result.notes.append(
+            "the same program as the baseline's (its lowered program's hash is equal)"
+            if same
+            else "a different program from the baseline's (its lowered program's hash differs)"
         )
     if compiled_before.get("step") and compiled_before.get("step") != compiled_after.get("step"):
         result.notes.append(

@@ -27,6 +27,7 @@ import os
 from collections import defaultdict
 from dataclasses import replace
 
+from remat_tui.core.jaxcompat.hlo_values import hlo_dtype
 from remat_tui.core.stories import (
     FUSED,
     KEPT,
@@ -38,9 +39,6 @@ from remat_tui.core.stories import (
 )
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import made as mk
-
-# The jaxpr's dtype names where XLA's differ.
-_HLO_DTYPES = {"bool": "pred", "i8": "s8", "i16": "s16", "i32": "s32", "i64": "s64"}
 
 
 def signature(made) -> tuple | None:
@@ -67,7 +65,7 @@ def _sig(primitive: str, shape: str, frames) -> tuple:
         if d.strip().isdigit():
             count *= int(d)
     where = tuple((f.file, f.line) for f in frames)
-    return (primitive, _HLO_DTYPES.get(dtype, dtype), count, where)
+    return (primitive, hlo_dtype(dtype), count, where)
 
 
 def _keys(m: mk.Made) -> set[tuple]:

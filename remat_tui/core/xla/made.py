@@ -29,12 +29,12 @@ import os
 from dataclasses import dataclass, replace
 
 from remat_tui.core import usercode
-from remat_tui.core.jaxcompat import hlo_text
+from remat_tui.core.jaxcompat import hlo_text, xla_remat_pass
 from remat_tui.core.jaxcompat import hlo_values as hv
+from remat_tui.core.jaxcompat.hlo_text import primitive
 from remat_tui.core.xla.occupancy import Placed
 
 FORWARD, BACKWARD, FUSED, ARGUMENT = "forward", "backward", "fused", "argument"
-CLONE_MARK = ".remat"  # how XLA's rematerialization pass names the instructions it clones
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def forward_values(module: hlo_text.Module, placed: list[Placed], context) -> tu
                     BACKWARD,
                     start=p.start,
                     end=p.end,
-                    remat=CLONE_MARK in p.value.instruction,
+                    remat=xla_remat_pass.is_clone(p.value.instruction),
                     aliases=_aliases(named),
                 )
             )
@@ -217,20 +217,12 @@ def _frames(instruction) -> tuple[tuple[str, int], ...]:
     return tuple((f.file, f.line) for f in instruction.stack if usercode.is_users(f.file))
 
 
-def primitive(op_name: str | None) -> str | None:
-    """JAX's primitive at the end of an op_name (`jit(step)/jvp()/tanh` ->
-    `tanh`); the first, where XLA joined several with `;`."""
-    if not op_name:
-        return None
-    return op_name.split(";")[0].rsplit("/", 1)[-1] or None
-
-
 def clones(module: hlo_text.Module) -> list[str]:
     """`tanh at model.py:12`: each forward value XLA's rematerialization pass
     recomputes in the compiled module, once per clone."""
     out = []
     for instruction in module.instructions.values():
-        if CLONE_MARK not in instruction.name or instruction.computation != module.entry:
+        if not xla_remat_pass.is_clone(instruction.name) or instruction.computation != module.entry:
             continue
         frame = instruction.stack[0] if instruction.stack else None
         at = f" at {os.path.basename(frame.file)}:{frame.line}" if frame else ""

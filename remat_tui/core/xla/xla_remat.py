@@ -15,14 +15,12 @@ It acts silently: the step fits, and takes longer (a step went from 16.4 s to
   device's own memory, where the pass has no reason to act, and says what the
   limit cost: peak, XLA's FLOPs and the estimated step time.
 
-What controls it, as measured here (JAX 0.10.2, libtpu 0.0.x, deviceless
-v5e): the memory limit: on TPU the HBM size XLA compiles for
-(`xla_tpu_max_hbm_size_mib`); the pass runs in TPU's `final_rematerialization`
-pipeline as `rematerialization_with_stats`, and JAX's
-`jax_compiler_enable_remat_pass=False` (which disables XLA passes named
-`rematerialization`) leaves it on. XLA's CPU compiler has no such pass: a
-CPU step is never rematerialized by XLA. A local GPU's limit is the device's
-memory, scaled by `xla_gpu_memory_limit_slop_factor` (untested here: no GPU).
+What controls it (core/jaxcompat/xla_remat_pass.py holds what was measured):
+the memory limit, on TPU the HBM size XLA compiles for; JAX's
+`jax_compiler_enable_remat_pass=False` leaves TPU's pass on. XLA's CPU
+compiler has no such pass: a CPU step is never rematerialized by XLA. A
+local GPU's limit is the device's memory, scaled by
+`xla_gpu_memory_limit_slop_factor` (untested here: no GPU, not offered).
 """
 
 from __future__ import annotations
@@ -30,7 +28,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from remat_tui.core.jaxcompat import hlo_text
+from remat_tui.core.jaxcompat import hlo_text, xla_remat_pass
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label, resolve_device
 from remat_tui.core.units import human_bytes
@@ -41,8 +39,8 @@ from remat_tui.core.xla.memory import compile_with_memory
 from remat_tui.core.xla.same_program import lowered_step
 from remat_tui.errors import RematError
 
-TPU_LIMIT_FLAG = "xla_tpu_max_hbm_size_mib"
-JAX_FLAG = "jax_compiler_enable_remat_pass"
+TPU_LIMIT_FLAG = xla_remat_pass.TPU_LIMIT_OPTION
+JAX_FLAG = xla_remat_pass.JAX_OPTION
 
 
 @dataclass(frozen=True)
@@ -100,16 +98,15 @@ def remat_pass(target, config: Config, limit_bytes: int, cancelled=None) -> Rema
             "device, e.g. --device tpu:v5e:2x2 (the tpu extra compiles for it without one)."
         )
     lowered = lowered_step(target, config, dev, cancelled=cancelled)
-    mib = max(1, limit_bytes // 2**20)
-    flag = f"{TPU_LIMIT_FLAG}={mib}"
-    under, found = _compile(lowered, dev, {TPU_LIMIT_FLAG: mib})
+    flag, options = xla_remat_pass.tpu_limit(limit_bytes)
+    under, found = _compile(lowered, dev, options)
     free, _ = _compile(lowered, dev, {})
     fits = under.fits
     acted = bool(found) or (fits and under.flops != free.flops)
     with_limit, without = _figures(under), _figures(free)
     return RematPass(
         device=device_label(dev),
-        limit_bytes=mib * 2**20,
+        limit_bytes=options[TPU_LIMIT_FLAG] * 2**20,
         flag=flag,
         acted=acted,
         clones=tuple(found),
