@@ -161,14 +161,10 @@ class Compiled(Displayable):
     # as its JSON; or why there is none.
     memory: dict | None = None
     memory_note: str | None = None
-    # What the forward work makes (core/xla/made.py), with `memory`: how
-    # core/xla/fates.py names the residuals a buffer holds. Not in the JSON.
-    made: tuple = field(default=(), repr=False, compare=False)
+    made: tuple = field(default=(), repr=False, compare=False)  # core/xla/made.py; no JSON
 
     def to_dict(self) -> dict:
-        out = asdict(replace(self, made=()))
-        del out["made"]
-        return out
+        return {k: v for k, v in asdict(replace(self, made=())).items() if k != "made"}
 
 
 def compile_costs(
