@@ -171,3 +171,19 @@ def test_xlas_remat_pass_under_a_small_memory_limit_is_detected_with_its_flag():
     said = found.to_dict()
     assert TPU_LIMIT_FLAG in said["controls"]
     assert "jax_compiler_enable_remat_pass" in said["controls"]
+
+
+def test_one_saved_layer_of_three_alike_is_told_by_its_place():
+    """save_only_these_names('layer1') on the MLP: XLA keeps all three layers'
+    alike tanh values (it merges the recomputation of the others), and the
+    named layer1 is the second of the three alike tanh equations: its buffer
+    is the second value, the others say why they name no residual."""
+    target = loading.load_targets(example("mlp.py"))["loss"]
+    a = remat_tui.analyze(target, policy="save_only_these_names('layer1')", compiled=True)
+    (saved,) = [i for i, r in enumerate(a.residuals) if r.kind == "named"]
+    made = a.residuals[saved].story.made
+    assert (made.primitive, made.ordinal, made.alike) == ("tanh", 1, 3)
+    named = [b for b in a.compiled.memory["at_peak"] if b["residual"] == f"R{saved + 1}"]
+    assert named and a.residuals[saved].story.xla.what == stories.KEPT
+    others = [b for b in a.compiled.memory["at_peak"] if b["category"] == "residual"]
+    assert all(b["residual"] or b["unnamed"] for b in others)

@@ -144,6 +144,9 @@ class Made:
         relaid: (primitive, aval, frames) of the equations behind it that it
             only re-lays (a reshape's operand, its transpose's): XLA may keep
             the value as any of them.
+        ordinal / alike: its place among the forward jaxpr's equations alike
+            (same primitive, aval and frames, saved or not), and how many there
+            are: one layer's line for each layer of an unrolled loop.
     """
 
     primitive: str | None
@@ -152,6 +155,8 @@ class Made:
     same_as: int | None = None
     argument: int | None = None
     relaid: tuple[tuple, ...] = ()
+    ordinal: int | None = None
+    alike: int = 0
 
     def to_dict(self) -> dict:
         return {

@@ -31,15 +31,39 @@ def tell(t, residuals: list[Residual], bwd, bwd_lay, recompute) -> list[Residual
     readers = linemap.Readers(bwd_lay)
     positions = t.backward_positions
     first: dict = {}  # id of the computing equation -> the first residual's index
+    made = [_made(fr, t.forward, origins, first, i) for i, fr in enumerate(t.found)]
+    made = _placed_among_alike(t.forward, made)
     out = []
-    for i, (fr, r) in enumerate(zip(t.found, residuals, strict=True)):
+    for fr, r, (m, _) in zip(t.found, residuals, made, strict=True):
         rule = rule_of(fr, origins, t.forward, governors)
         read = []
         for invar in backward_inputs(fr, bwd, positions):
             read.extend(readers.equations(bwd, invar))
-        made = _made(fr, t.forward, origins, first, i)
-        story = Story(rule, made, tuple(_reader(e, bwd_lay, recompute) for e in read))
+        story = Story(rule, m, tuple(_reader(e, bwd_lay, recompute) for e in read))
         out.append(replace(r, story=story))
+    return out
+
+
+def _placed_among_alike(forward, made: list) -> list:
+    """Each (Made, computing equation) with the Made's place among every
+    equation of the forward jaxpr alike (the same primitive, aval and frames,
+    saved or not: one layer's line for each layer), in program order: what
+    tells XLA's alike values apart where it keeps more of them than are saved."""
+    wanted = {(m.primitive, m.shape) for m, eqn in made if eqn is not None}
+    alike: dict[tuple, list] = {}
+    for eqn, _ in jc.nested_eqns(forward):
+        what = (jc.primitive_name(eqn), jc.short(eqn.outvars[0].aval) if eqn.outvars else None)
+        if what in wanted:
+            frames = tuple((f.file, f.line) for f in jc.users_frames(eqn.source_info))
+            alike.setdefault((*what, frames), []).append(eqn)
+    out = []
+    for m, eqn in made:
+        if eqn is not None:
+            group = alike.get((m.primitive, m.shape, tuple((f.file, f.line) for f in m.frames)), [])
+            at = next((k for k, e in enumerate(group) if e is eqn), None)
+            if at is not None:
+                m = replace(m, ordinal=at, alike=len(group))
+        out.append((m, eqn))
     return out
 
 
@@ -48,15 +72,15 @@ def tell(t, residuals: list[Residual], bwd, bwd_lay, recompute) -> list[Residual
 _LAYOUTS = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "copy", "copy_p"})
 
 
-def _made(fr, forward, origins: Origins, first: dict, index: int) -> Made:
-    """The equation that computed residual `index` (its origin's), the
-    equations behind it that it only re-lays, and whether an earlier
-    residual holds the same value."""
+def _made(fr, forward, origins: Origins, first: dict, index: int) -> tuple:
+    """(the Made of residual `index`, its computing equation or None): the
+    equation that computed it (its origin's), the equations behind it that
+    it only re-lays, and whether an earlier residual holds the same value."""
     if fr.var in forward.invars:
-        return Made(None, argument=forward.invars.index(fr.var))
+        return Made(None, argument=forward.invars.index(fr.var)), None
     eqn, jaxpr = origins.computing(forward, fr.var)
     if eqn is None:
-        return Made(None)
+        return Made(None), None
     same_as = first.setdefault(id(eqn), index)
     relaid = []
     behind = eqn
@@ -66,9 +90,10 @@ def _made(fr, forward, origins: Origins, first: dict, index: int) -> Made:
             break
         relaid.append(_what(behind))
     primitive, shape, frames = _what(eqn)
-    return Made(
+    made = Made(
         primitive, frames, shape, None if same_as == index else same_as, relaid=tuple(relaid)
     )
+    return made, eqn
 
 
 def _what(eqn) -> tuple:

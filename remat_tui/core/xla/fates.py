@@ -168,6 +168,8 @@ class Linked:
         kept = [m for m in forward if m.kept]
         n = len(indices)
         chosen = kept if len(kept) == n else forward if len(forward) == n else None
+        if chosen is None:
+            chosen = self._by_place(indices, forward)
         if chosen is None and kept:
             indices, chosen = self._by_readers(indices, kept)
         if chosen is None:
@@ -179,6 +181,16 @@ class Linked:
                 self._keep(i, m, "a buffer holds it from the forward part into the backward part")
             else:
                 self.fates[i] = self._not_kept(m, _nth(elsewhere, j, n))
+
+    def _by_place(self, indices: list[int], forward: list) -> list | None:
+        """Alike residuals tied by their place among every alike equation of
+        the forward jaxpr, saved or not, where XLA made a value for each of
+        those equations (as many, in the schedule's order): the layer1 of
+        three alike layers is the second value."""
+        places = [self.residuals[i].story.made for i in indices]
+        if any(m.ordinal is None or m.alike != len(forward) for m in places):
+            return None
+        return [forward[m.ordinal] for m in places]
 
     def _by_readers(self, indices: list[int], kept: list) -> tuple[list[int], list | None]:
         """Alike residuals and kept values in unequal numbers, told apart by
