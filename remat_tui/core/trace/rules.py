@@ -169,13 +169,13 @@ def _because(spec, label: str, eqn, decision) -> tuple[str, str]:
     saves or offloads at `eqn`."""
     kind = spec.kind if spec is not None and not spec.declared else None
     name = jc.checkpoint_name(eqn)
-    moved = f"offloads it to {decision.dst or 'host memory'}"
+    moved = f"moves it to {decision.dst or 'host memory'}"
     if kind == policies.BOTH:
-        for part in spec.parts:
+        for which, part in zip(("first", "second"), spec.parts, strict=False):
             part_decision = decide(policies.build(part), eqn)
             if part_decision.what != RECOMPUTE:
                 matched, words = _because(part, part.canonical, eqn, part_decision)
-                return matched, f"{policies.BOTH}'s {part.canonical} saves it: {words}"
+                return matched, f"{words}, the {which} of the two policies {policies.BOTH} joins"
     if kind == "everything_saveable":
         return "everything", "everything_saveable saves every value"
     if kind == "save_anything_except_these_names":
