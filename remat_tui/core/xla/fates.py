@@ -319,28 +319,31 @@ class Linked:
 
     def _unsaved(self, forward: dict) -> None:
         """Why the kept forward values no residual holds name none."""
-        for records in forward.values():
-            for m in records:
-                told = self.exact.keys() | self.named.keys()
-                if not m.kept or any(k in told for k in (m.key, *m.values)):
-                    continue
-                alike = any(
-                    r.story is not None and _matches(signatures(r.story.made), m)
-                    for r in self.residuals
-                )
-                if not alike and _matches(self.recomputed, m):
-                    self._merged_recompute(m)
-                    continue
-                at = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
-                why = (
-                    "one of several alike values: which residual it holds, XLA does not say"
-                    if alike
-                    else f"no residual: XLA keeps this forward value ({m.primitive}{at}) for "
-                    "the backward part, where autodiff saves none of it (XLA keeps it rather "
-                    "than recompute it from what autodiff saves)"
-                )
-                for k in (m.key, *m.values):
-                    self.unnamed[k] = why
+        told = self.exact.keys() | self.named.keys()
+        by_key: dict[tuple, set] = defaultdict(set)  # (primitive, elements) -> residuals' keys
+        for r in self.residuals:
+            sigs = tuple(signatures(r.story.made)) if r.story is not None else ()
+            for sig in sigs:
+                by_key[(sig[0], sig[2])].add(sigs)
+        for m in _unique(m for records in forward.values() for m in records):
+            if not m.kept or any(k in told for k in (m.key, *m.values)):
+                continue
+            alike = any(
+                _matches(sigs, m) for key in _keys(m) for sigs in by_key.get(key, ())
+            )
+            if not alike and _matches(self.recomputed, m):
+                self._merged_recompute(m)
+                continue
+            at = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
+            why = (
+                "one of several alike values: which residual it holds, XLA does not say"
+                if alike
+                else f"no residual: XLA keeps this forward value ({m.primitive}{at}) for "
+                "the backward part, where autodiff saves none of it (XLA keeps it rather "
+                "than recompute it from what autodiff saves)"
+            )
+            for k in (m.key, *m.values):
+                self.unnamed[k] = why
 
     def _merged_recompute(self, m: mk.Made) -> None:
         """A kept forward value the backward jaxpr recomputes: XLA merged the
