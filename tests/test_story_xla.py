@@ -187,3 +187,14 @@ def test_one_saved_layer_of_three_alike_is_told_by_its_place():
     assert named and a.residuals[saved].story.xla.what == stories.KEPT
     others = [b for b in a.compiled.memory["at_peak"] if b["category"] == "residual"]
     assert all(b["residual"] or b["unnamed"] for b in others)
+
+
+def test_a_memory_limit_off_a_tpu_says_why_it_cannot_be(capsys):
+    """XLA's CPU compiler has no rematerialization pass: --memory-limit on
+    cpu:0 is bad input, said with the cause and what to give instead."""
+    from remat_tui.cli import main
+
+    assert main(["memory", example("mlp.py"), "--memory-limit", "1MiB"]) == 2
+    said = capsys.readouterr().err
+    assert "no rematerialization pass" in said and "--device tpu:v5e:2x2" in said
+    assert "Traceback" not in said
