@@ -19,12 +19,12 @@ import contextlib
 import os
 import sys
 
-from remat_tui import cli_fit
+from remat_tui import cli_check, cli_fit
 from remat_tui.cli_parser import app_parser, cache_parser, headless_parser
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
 
-SUBCOMMANDS = ("report", "compare", "suggest", "diff", "memory", "fit")
+SUBCOMMANDS = ("report", "compare", "suggest", "diff", "memory", "fit", "check")
 # -o's extension picks the format when --format is not given.
 OUTPUT_FORMATS = {".json": "json", ".md": "md", ".markdown": "md", ".html": "html"}
 OUTPUT_FORMATS |= {".htm": "html", ".txt": "text"}
@@ -178,6 +178,13 @@ def _check_before(opts: argparse.Namespace) -> dict:
         checks |= cli_fit.check(opts)
     if opts.command == "report":
         checks["limits"] = _limits(opts)
+    if opts.command == "check":
+        checks |= cli_check.check(opts)
+    if opts.command == "memory" and opts.memory_limit is not None:
+        try:
+            checks["memory_limit"] = parse_size(opts.memory_limit)
+        except RematError as exc:
+            raise RematError(f"--memory-limit: {exc.message}") from None
     return checks
 
 
@@ -306,6 +313,15 @@ def _memory(target, opts, fmt, checks):
     # Why the peak did or did not move against the code as written is what
     # the memory view is for: the comparison is always asked for here.
     analysis = _analysis(target, opts, compiled=True, vs_written=True)
+    if "memory_limit" in checks:  # what XLA's own rematerialization pass does under a limit
+        from dataclasses import replace
+
+        from remat_tui.core.xla.xla_remat import remat_pass
+
+        limited = remat_pass(target, analysis.config, checks["memory_limit"])
+        memory = {**(analysis.compiled.memory or {}), "xla_remat": limited.to_dict()}
+        if analysis.compiled.memory is not None:
+            analysis = replace(analysis, compiled=replace(analysis.compiled, memory=memory))
     return render(analysis, fmt), analysis.warnings, lambda: 0
 
 
@@ -316,6 +332,7 @@ RUNNERS = {
     "diff": _diff,
     "memory": _memory,
     "fit": cli_fit.run,
+    "check": cli_check.run,
 }
 
 

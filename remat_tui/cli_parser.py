@@ -147,7 +147,7 @@ def headless_parser() -> argparse.ArgumentParser:
     """One parser, a subcommand each, sharing the target and output options."""
     parser = argparse.ArgumentParser(prog="remat-tui")
     commands = parser.add_subparsers(dest="command", required=True)
-    for add in (_report, _compare, _suggest, _memory, _diff):
+    for add in (_report, _compare, _suggest, _memory, _diff, _check):
         add(commands)
     cli_fit.add_parser(
         commands, target_options, policy_option, output_options, measure_options, compile_options
@@ -258,6 +258,13 @@ def _memory(commands) -> None:
     policy_option(memory)
     output_options(memory, None)
     compile_options(memory, search=False)
+    memory.add_argument(
+        "--memory-limit",
+        metavar="SIZE",
+        help="also compile for a TPU with SIZE of memory (XLA's xla_tpu_max_hbm_size_mib) and "
+        "say what XLA's own rematerialization pass did to fit it: what it recomputes, and the "
+        "peak, FLOPs and estimated time it changed against the device's own memory",
+    )
 
 
 def _diff(commands) -> None:
@@ -278,4 +285,33 @@ def _diff(commands) -> None:
         default=[],
         metavar="ID|FUNCTION=SPEC",
         help="a site override on side B; repeatable",
+    )
+
+
+def _check(commands) -> None:
+    """check: a guard for upgrades and refactors."""
+    check = commands.add_parser(
+        "check",
+        help="compare with a saved baseline (for CI: JAX upgrades, refactors)",
+        description="Analyse and compile one configuration and compare it with a baseline "
+        "saved by --write: the residuals (by where they come from and their names), the "
+        "compiled peak and the step-time estimate. Exit 0 unchanged, 1 changed (residuals "
+        "appeared or disappeared, or the peak moved by more than --tolerance), 2 bad input. "
+        "With --against, the baseline's own policy, sites and device are used unless given.",
+    )
+    target_options(check)
+    policy_option(check, default=None, help="the outer policy (default: the baseline's, or "
+                  "as_written with --write)")  # fmt: skip
+    output_options(check, None)
+    saved = check.add_mutually_exclusive_group(required=True)
+    saved.add_argument("--against", metavar="BASELINE.json", help="the baseline to compare with")
+    saved.add_argument(
+        "--write", metavar="BASELINE.json", help="save this configuration's report as the baseline"
+    )
+    check.add_argument(
+        "--tolerance",
+        default="1%",
+        metavar="SHARE",
+        help="how far the compiled peak may move and still be unchanged: 1%% (the default), "
+        "0.5%%, 0.02",
     )

@@ -136,6 +136,7 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "compiled",
         "time",
         "measured",
+        "applied",  # Contract 14
         "jaxprs",
     }
     assert d["schema"] == 1 and d["jax_version"] == jax.__version__
@@ -157,7 +158,9 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "source",
         "origin",
         "bytes_per_device",
+        "story",  # Contract 14
     }
+    assert set(d["residuals"][0]["story"]) == {"rule", "made_by", "readers", "xla"}
     named = [r for r in d["residuals"] if r["kind"] == "named"]
     assert named and named[0]["name"] == "a"
     assert set(named[0]["source"]) == {"file", "line", "column", "function"}

@@ -174,7 +174,11 @@ async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, MemoryScreen)
-        named = [(i, b) for i, b in enumerate(screen.memory["at_peak"]) if b["residual"]]
+        named = [
+            (i, b)
+            for i, b in enumerate(screen.memory["at_peak"])
+            if b["residual"] and b["category"] == "residual"  # argument buffers name theirs too
+        ]
         assert named, "no residual buffer at the peak was named"
         index, buffer = named[0]
         row = int(buffer["residual"][1:]) - 1

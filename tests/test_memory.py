@@ -206,7 +206,8 @@ def test_the_json_is_contract_7s():
     _, mem = compiled(lambda x: jnp.sin(x) * 2, jax.ShapeDtypeStruct((64, 64), jnp.float32))
     d = json.loads(json.dumps(mem.to_dict()))
     assert set(d) == {"peak_bytes", "peak_step", "steps", "backward_from", "curve", "at_peak",
-                      "by_category", "other_spaces"}  # fmt: skip
+                      "by_category", "other_spaces", "xla_rematerialized"}  # fmt: skip
+    assert d["xla_rematerialized"] == []  # XLA's CPU compiler runs no rematerialization pass
     assert all(isinstance(p, list) and len(p) == 2 for p in d["curve"])
     assert set(d["by_category"]) == set(CATEGORIES)
     for b in d["at_peak"]:

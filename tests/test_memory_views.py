@@ -145,8 +145,7 @@ def test_compare_and_suggest_say_what_fills_the_peak():
 
 def test_a_stacked_residual_at_the_peak_names_its_residual():
     """A scan's stacked residual is one buffer, tied to the one residual of
-    that shape made on that line (`h`, wider than the carry); the 8 alike
-    layers of the unrolled loop, made on one line, stay unnamed."""
+    that shape made on that line (`h`, wider than the carry)."""
     from jax.ad_checkpoint import checkpoint_name
 
     def body(x, w):
@@ -164,18 +163,29 @@ def test_a_stacked_residual_at_the_peak_names_its_residual():
     }
     x = jax.ShapeDtypeStruct((4096, 64), jnp.float32)
     a = remat_tui.analyze(scanned, (x, ws), compiled=True)
-    named = {b["shape"]: b for b in a.compiled.memory["at_peak"] if b["residual"]}
+    named = {
+        b["shape"]: b
+        for b in a.compiled.memory["at_peak"]
+        if b["residual"] and b["category"] == "residual"
+    }
     assert "f32[16,4096,128]" in named  # h, stacked over the 16 iterations
     for shape, b in named.items():
         r = a.residuals[int(b["residual"][1:]) - 1]
-        assert r.aval == shape and b["category"] == "residual"
+        assert r.aval == shape
         assert sum(other.aval == shape for other in a.residuals) == 1
 
 
-def test_alike_buffers_on_one_line_stay_unnamed(written_and_nothing):
+def test_alike_buffers_on_one_line_are_told_apart_by_order(written_and_nothing):
+    """The 8 alike layers of the unrolled loop, made on one line, each name a
+    residual of their own, in the order the layers run: a layer's tanh is
+    computed after the one before it, in the jaxpr and in XLA's schedule."""
     written, _ = written_and_nothing
     residual = [b for b in written.compiled.memory["at_peak"] if b["category"] == "residual"]
-    assert len(residual) > 1 and not any(b["residual"] for b in residual)
+    assert len(residual) > 1 and all(b["residual"] for b in residual)
+    indices = [int(b["residual"][1:]) - 1 for b in sorted(residual, key=lambda b: b["live"][0])]
+    assert indices == sorted(indices) and len(set(indices)) == len(indices)
+    for i in indices:
+        assert written.residuals[i].origin.primitive == "tanh"
 
 
 def big_activation_loss(x, w_big, w_back):

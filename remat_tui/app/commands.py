@@ -58,6 +58,11 @@ ACTIONS = (
         "v: residuals only in A, only in B, in both; byte and FLOP deltas",
     ),
     ("Choose device", "screen.pick_device", "d: the Device list; enter picks one"),
+    (
+        "Why is it saved (on/off)",
+        "screen.toggle_story",
+        "y: the selected residual's rule, maker, readers and what XLA made of it",
+    ),
     ("Hide or show the sidebar", "screen.toggle_sidebar", "b"),
     ("Export report", "app.export", "html, md, json or an SVG screenshot"),
     ("Help: keys", "app.help", "every key"),

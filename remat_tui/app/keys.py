@@ -19,6 +19,7 @@ BINDINGS = [
     Binding("s", "focus_sites", "sites", show=False),
     Binding("r", "focus_residuals", "residuals", show=False),
     Binding("o", "sort_residuals", "sort by bytes", show=False),
+    Binding("y", "toggle_story", "why saved", show=False),  # help: app/screens/help.py
     Binding("c", "compare", "compare"),
     Binding("h", "fit", "how big a batch fits", show=False),  # help: app/screens/help.py
     Binding("p", "toggle_compile", "compile: peak", show=False),
@@ -87,6 +88,7 @@ SCREEN_ACTIONS = (
     "sort_residuals",
     "toggle_sidebar",
     "pick_device",
+    "toggle_story",
 )
 # The keys that open a screen over the main screen are priority bindings: the
 # App runs them itself, before the key reaches the focused widget, and handles

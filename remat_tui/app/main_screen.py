@@ -39,6 +39,7 @@ from remat_tui.app.messages import ScreenReady
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.shown_view import ShownView
 from remat_tui.app.sidebar import Sidebar
+from remat_tui.app.story_panel import StoryPanel
 
 
 class MainScreen(Screen):
@@ -68,6 +69,7 @@ class MainScreen(Screen):
                 with Horizontal(id="lower"):
                     yield ResidualTable(TABLE_COLUMNS, id="residuals")
                     yield CodeView(PythonLexer(), id="source")
+                yield StoryPanel(id="story")
         yield Static("", id="snippet", markup=False)
         yield Static(
             "Loading JAX… (the first import takes a few seconds)", id="status", markup=False
@@ -80,6 +82,7 @@ class MainScreen(Screen):
         self.query_one("#residuals").border_title = "Residuals"
         self.query_one("#source").border_title = "Source"
         self.query_one("#error").display = False
+        self.query_one("#story").display = False  # y shows it
         self.post_message(ScreenReady())  # the widgets loading draws into are all mounted
 
     @property
@@ -127,6 +130,10 @@ class MainScreen(Screen):
         order = "by bytes, largest first" if table.by_bytes else "in JAX's order"
         table.border_subtitle = "sorted by bytes (o)" if table.by_bytes else ""
         self.notify(f"Residuals {order} (o toggles)")
+
+    def action_toggle_story(self) -> None:
+        """The selected residual's story beneath the table, or not."""
+        self.view.toggle_story()
 
     def action_focus_residuals(self) -> None:
         self.query_one(ResidualTable).focus()

@@ -168,12 +168,11 @@ class Opening:
             self.app.notify(f"no breakdown of the peak: {why}", severity="warning", markup=False)
             return
         from remat_tui.app.screens.memory import MemoryScreen
-        from remat_tui.core.xla.compiled_analysis import name_residuals
+        from remat_tui.core.xla.fates import link
 
         # The compile child knows no residuals: the buffers get their R# here,
         # from the analysis shown (the one whose configuration was compiled).
-        at_peak = name_residuals(known.memory["at_peak"], shown.residuals)
-        memory = {**known.memory, "at_peak": at_peak}
+        _, memory = link(shown.residuals, known)
         await self.app.push_screen(MemoryScreen(memory, headline), self.open_line)
 
     async def pick_target(self, path: str, targets: list[str], current, start: Callable) -> None:

@@ -65,6 +65,8 @@ class Painter:
         compile's headline while `p` is on)."""
         self.view().show_snippet(a.python)
         self.view().set_status(self.status_text(s, a))
+        known = self.compiles.known.get(s.key_of(a)) if s.wanted.compiled else None
+        self.view().show_compiled(known)  # the story's XLA part (y)
 
     def status_text(self, s: Scene, a) -> str:
         base = self.analyses.cache.get(s.baseline_key())

@@ -22,6 +22,7 @@ from textual.widgets import Static
 from remat_tui.app.codeview import CodeView
 from remat_tui.app.residual_table import ResidualTable
 from remat_tui.app.sidebar import Sidebar
+from remat_tui.app.story_panel import StoryPanel
 from remat_tui.report.units import human_bytes
 
 NO_LINES: frozenset[int] = frozenset()
@@ -68,6 +69,7 @@ class ShownView:
         self.analysis = None  # the analysis drawn last, with its Drawing
         self.drawing = None
         self.target_file: str | None = None  # shown for a residual with no line of its own
+        self.compiled = None  # the shown analysis's compile, once known: the story's XLA part
         self.view: View | None = None  # remembered before a reload (`remember_view`)
 
     def query_one(self, selector, expect_type=None):
@@ -77,6 +79,7 @@ class ShownView:
         """The panes and the residual table for the analysis `a` (its Drawing
         `drawing`, made once per analysis); the error line cleared."""
         self.analysis, self.drawing, self.target_file = a, drawing, target_file
+        self.compiled = None  # until the App says which compile is this analysis's
         self.show_error(None)
         for pane_id, view, pane_drawing in (
             ("#forward", a.forward, drawing.forward),
@@ -102,6 +105,7 @@ class ShownView:
         self.select_residual(table.selected if a.residuals else -1)
 
     def select_residual(self, index: int) -> None:
+        self._tell(index)
         a = self.analysis
         fwd = self.query_one("#forward", CodeView)
         bwd = self.query_one("#backward", CodeView)
@@ -127,6 +131,24 @@ class ShownView:
         # beneath a library's), else JAX's own line.
         src = (r.origin.source if r.origin else None) or r.source
         self.show_source(src.file if src else self.target_file, src.line - 1 if src else None)
+
+    # ---- the story panel (y) -----------------------------------------------------------
+
+    def toggle_story(self) -> None:
+        panel = self.query_one(StoryPanel)
+        panel.display = not panel.display
+        self._tell(self.query_one(ResidualTable).selected)
+
+    def show_compiled(self, compiled) -> None:
+        """The compile of the analysis shown (None: none yet, or p is off)."""
+        if compiled is not self.compiled:
+            self.compiled = compiled
+            self._tell(self.query_one(ResidualTable).selected)
+
+    def _tell(self, index) -> None:
+        panel = self.query_one(StoryPanel)
+        if panel.display and self.analysis is not None:
+            panel.tell(self.analysis, -1 if index is None else index, self.compiled)
 
     def show_source(self, path: str | None, line: int | None) -> None:
         """Show `path` in the source pane, its residual-producing lines marked, and

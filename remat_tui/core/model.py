@@ -171,9 +171,8 @@ class Site:
     flops: SiteFlops | None = None  # set by the analysis
     called_at: Source | None = None  # where it runs (= source for jax.checkpoint)
     wrapper: Wrapper | None = None  # nn.remat / nnx.remat / eqx.filter_checkpoint
-    # `policy` parsed (a PolicySpec; None for custom:), and what the analysis
-    # applied there (its override's PolicySpec, else the same): read by the app
-    # for the name states there, never printed.
+    # `policy` parsed (None for custom:), and what the analysis applied there
+    # (its override's, else the same): the app's name states, never printed.
     spec: Any = field(default=None, compare=False, repr=False)
     effective_spec: Any = field(default=None, compare=False, repr=False)
 
@@ -217,6 +216,8 @@ class Residual:
         backward_lines: the backward pane's lines that read it.
         origin: where its value was really computed (an `Origin`).
         bytes_per_device: what one device holds, when its aval is sharded.
+        story: why it is saved, what made it, what reads it and what the
+            compiled step made of it (a `stories.Story`), in a full analysis.
     """
 
     text: str  # exactly the line print_saved_residuals prints
@@ -236,6 +237,7 @@ class Residual:
     backward_var: str | None = None  # its input variable name in the backward pane
     origin: Origin | None = None
     bytes_per_device: int | None = None  # set when its aval is sharded over devices
+    story: Any = None  # Contract 14 (core/stories.py), in a full analysis
 
     def to_dict(self) -> dict:
         return {
@@ -252,6 +254,7 @@ class Residual:
             "source": _source_dict(self.source),
             "origin": None if self.origin is None else self.origin.to_dict(),
             "bytes_per_device": self.device_share,
+            "story": None if self.story is None else self.story.to_dict(),
         }
 
     @property
@@ -376,6 +379,9 @@ class Analysis(Displayable):
             estimate in its parts (a `StepTime` as a dict); else None.
         measured: with `measure=True`, the step run on the device (a
             `Measured` as a dict); else None.
+        applied: the parts of the configuration that change nothing, and
+            why (`trace.applied.Applied`s): a name no checkpoint_name makes,
+            one the policy does not reach, ...
     """
 
     target_file: str | None
@@ -394,22 +400,14 @@ class Analysis(Displayable):
     sites: list[Site] = field(default_factory=list)
     config: Any = None  # the Config asked for (core.setup.config), the app's cache key
     dots: tuple[int, int] = (0, 0)  # dot_generals in the forward pass, and those unbatched
-    # Contract 6 (core/costs/flops.py rules): {"forward", "backward", "recompute"}, the
-    # forward (vjp) jaxpr, the whole backward jaxpr, and the forward work the
-    # backward pass does again (inside remat equations); flops_exact is False
-    # when a while loop's body had to be counted once.
     flops: dict[str, int] = field(
         default_factory=lambda: {"forward": 0, "backward": 0, "recompute": 0}
     )
     flops_exact: bool = True
-    # Contract 6, on request (core/xla/compiled.py): the step compiled for the
-    # device; a Compiled, whose to_dict() is the "compiled" key.
-    compiled: Any = None
-    # Contracts 8 and 9, with `compiled`: the step-time estimate's parts
-    # (core/xla/step_time.py), and, on request, the step run on the device
-    # (core/xla/measure.py): both as their JSON.
-    time: dict | None = None
-    measured: dict | None = None
+    compiled: Any = None  # a Compiled (core/xla/compiled.py), on request
+    time: dict | None = None  # core/xla/step_time.py's estimate, as its JSON
+    measured: dict | None = None  # core/xla/measure.py's run, as its JSON
+    applied: list = field(default_factory=list)  # Contract 14: what changes nothing
 
     @property
     def sharded(self) -> bool:
@@ -447,5 +445,6 @@ class Analysis(Displayable):
             "compiled": None if self.compiled is None else self.compiled.to_dict(),
             "time": self.time,
             "measured": self.measured,
+            "applied": [v.to_dict() for v in self.applied],
             "jaxprs": {"forward": self.forward.text, "backward": self.backward.text},
         }

@@ -7,7 +7,7 @@ from html import escape
 
 from remat_tui.core.model import Analysis, JaxprView
 from remat_tui.registry import target_label
-from remat_tui.report import compiled
+from remat_tui.report import compiled, story
 from remat_tui.report import memory as memory_view
 from remat_tui.report.units import (
     SITE_HEADERS,
@@ -80,6 +80,21 @@ def _compiled(a: Analysis) -> str:
     )
 
 
+def _stories(a: Analysis) -> str:
+    """Each residual's story (report/story.py), a definition list each."""
+    if not any(r.story for r in a.residuals):
+        return ""
+    items = "\n".join(
+        f"<li><strong>R{i}</strong><dl>"
+        + "".join(f"<dt>{escape(label)}</dt><dd>{escape(words)}</dd>" for label, words in rows)
+        + "</dl></li>"
+        for i, r in enumerate(a.residuals, 1)
+        if (rows := story.lines(r, i))
+    )
+    how = escape(story.HOW_TO_READ)
+    return f"<h2>Each residual's story</h2>\n<p>{how}</p>\n<ul>\n{items}\n</ul>"
+
+
 def _share(r, sharded: bool) -> str:
     """The per-device cell, when the residuals' per-device bytes are known."""
     return f'<td class="num">{human_bytes(r.device_share)}</td>' if sharded else ""
@@ -105,6 +120,9 @@ def render(a: Analysis) -> str:
         for i, r in enumerate(a.residuals, 1)
     )
     warnings = "".join(f'<p class="warn">warning: {escape(w)}</p>' for w in a.warnings)
+    if story.applied_lines(a):
+        items = "".join(f"<li>{escape(line)}</li>" for line in story.applied_lines(a))
+        warnings += f"<h2>{escape(story.APPLIED_HEADING.capitalize())}</h2><ul>{items}</ul>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>remat-tui: {escape(a.target_name)} under {escape(a.policy)}</title>
@@ -127,6 +145,7 @@ remat-tui {escape(a.tool_version)}</p>
 </tbody></table>
 <p>As <code>jax.ad_checkpoint.print_saved_residuals</code> prints them:</p>
 <pre>{escape(chr(10).join(r.text for r in a.residuals))}</pre>
+{_stories(a)}
 <h2>Forward and backward jaxprs</h2>
 <p><span class="res">Highlighted</span> lines define (forward) or read (backward) the
 residuals marked; <span class="rec">blue ↻</span> lines recompute forward work.</p>

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from remat_tui.core.model import Analysis, JaxprView
 from remat_tui.registry import target_label
-from remat_tui.report import compiled
+from remat_tui.report import compiled, story
 from remat_tui.report import memory as memory_view
 from remat_tui.report.tables import md_cell
 from remat_tui.report.units import (
@@ -76,6 +76,9 @@ def render(a: Analysis) -> str:
     ]
     if a.warnings:
         parts += [*(f"> **warning:** {md_cell(w)}" for w in a.warnings), ""]
+    if story.applied_lines(a):
+        parts += [f"## {story.APPLIED_HEADING[:1].upper()}{story.APPLIED_HEADING[1:]}", ""]
+        parts += [*(f"- {md_cell(line)}" for line in story.applied_lines(a)), ""]
     if a.sites:
         parts += [
             "## Checkpoint sites",
@@ -131,4 +134,15 @@ def _residual_lines(a: Analysis) -> list[str]:
         _fence("\n".join(r.text for r in a.residuals)),
         "",
     ]
-    return parts
+    return parts + _stories(a)
+
+
+def _stories(a: Analysis) -> list[str]:
+    """Each residual's story, a list item each."""
+    if not any(r.story for r in a.residuals):
+        return []
+    parts = ["## Each residual's story", "", md_cell(story.HOW_TO_READ), ""]
+    for i, r in enumerate(a.residuals, 1):
+        rows = story.lines(r, i)
+        parts.append(f"- **R{i}** " + "; ".join(f"*{label}*: {md_cell(w)}" for label, w in rows))
+    return [*parts, ""]

@@ -77,6 +77,27 @@ def space_title(space: dict) -> str:
     )
 
 
+def compiler_notes(memory: dict) -> list[str]:
+    """What the breakdown says of the residuals and of XLA (Contract 14): the
+    share of the residual bytes at the peak that name the residual they hold,
+    and what XLA's rematerialization pass recomputed (and, asked with a
+    memory limit, what it changed)."""
+    notes = []
+    residual, named = memory["by_category"].get("residual", 0), memory.get("residual_bytes_named")
+    if residual and named is not None:
+        notes.append(
+            f"{named / residual:.0%} of the residual bytes at the peak name the residual they "
+            "hold (the JSON report's `unnamed` says why the rest do not)"
+        )
+    clones = memory.get("xla_rematerialized") or []
+    if clones:
+        shown = ", ".join(clones[:4]) + (", ..." if len(clones) > 4 else "")
+        notes.append(f"XLA's rematerialization pass recomputes {len(clones)} value(s): {shown}")
+    if memory.get("xla_remat"):
+        notes.append(memory["xla_remat"]["words"])
+    return notes
+
+
 def text_lines(memory: dict | None, note: str | None = None) -> list[str]:
     """The breakdown for the text report (a note when there is none)."""
     from remat_tui.report.tables import text_table
@@ -86,6 +107,7 @@ def text_lines(memory: dict | None, note: str | None = None) -> list[str]:
     lines = ["where the peak goes", "  " + summary(memory)]
     if memory.get("explanation"):
         lines.append("  " + memory["explanation"])
+    lines += ["  " + n for n in compiler_notes(memory)]
     lines += ["  " + row for row in text_table([BUFFER_COLUMNS, *buffer_rows(memory)])]
     more = len(memory["at_peak"]) - TOP
     if more > 0:
@@ -104,6 +126,7 @@ def markdown_lines(memory: dict | None, note: str | None = None) -> list[str]:
     lines = ["### Where the peak goes", "", md_cell(summary(memory)), ""]
     if memory.get("explanation"):
         lines += [md_cell(memory["explanation"]), ""]
+    lines += [line for n in compiler_notes(memory) for line in (md_cell(n), "")]
     lines.append("| " + " | ".join(BUFFER_COLUMNS) + " |")
     lines.append("|" + "---|" * len(BUFFER_COLUMNS))
     lines += ["| " + " | ".join(md_cell(x) for x in row) + " |" for row in buffer_rows(memory)]
@@ -119,6 +142,7 @@ def html(memory: dict | None, note: str | None = None) -> str:
     if memory is None:
         return f"<p>Where the peak goes: not available ({escape(note)})</p>" if note else ""
     explanation = f"<p>{escape(memory['explanation'])}</p>" if memory.get("explanation") else ""
+    explanation += "".join(f"<p>{escape(n)}</p>" for n in compiler_notes(memory))
     spaces = "".join(
         f"<p>{escape(space_title(space))}</p>{_buffer_table(space)}"
         for space in memory.get("other_spaces", [])

@@ -6,7 +6,7 @@ import textwrap
 
 from remat_tui.core.model import Analysis
 from remat_tui.registry import target_label
-from remat_tui.report import compiled
+from remat_tui.report import compiled, story
 from remat_tui.report import memory as memory_view
 from remat_tui.report.tables import text_table
 from remat_tui.report.units import (
@@ -29,6 +29,7 @@ def render(a: Analysis) -> str:
         *_compiled(a),
         *(f"warning: {w}" for w in a.warnings),
         *([""] if a.warnings else []),
+        *_applied(a),
     ]
     if a.sites:
         lines += [
@@ -48,8 +49,35 @@ def render(a: Analysis) -> str:
         lines.append(f"  {size:>{width}}  {r.text}")
         if r.origin and (r.origin.trip_count or r.origin.source != r.source):
             lines.append(f"  {'':>{width}}    computed at: {origin(r)}")
+    lines += _stories(a)
     lines += ["", summary(a)]
     return "\n".join(lines) + "\n"
+
+
+def _applied(a: Analysis) -> list[str]:
+    """What changes nothing in this configuration, and why."""
+    said = story.applied_lines(a)
+    if not said:
+        return []
+    out = [f"{story.APPLIED_HEADING}:"]
+    for line in said:
+        out += textwrap.wrap(line, 100, initial_indent="  - ", subsequent_indent="    ")
+    return [*out, ""]
+
+
+def _stories(a: Analysis) -> list[str]:
+    """Each residual's story: why it is saved, what made it, what reads it,
+    what XLA made of it."""
+    if not any(r.story for r in a.residuals):
+        return []
+    out = ["", "each residual's story:"]
+    for i, r in enumerate(a.residuals, 1):
+        for k, (label, words) in enumerate(story.lines(r, i)):
+            head = f"  {f'R{i}' if k == 0 else '':<5}{label:<8} "
+            out += textwrap.wrap(words, 100, initial_indent=head,
+                                 subsequent_indent=" " * len(head))  # fmt: skip
+    return [*out, *textwrap.wrap(story.HOW_TO_READ, 100, initial_indent="  ",
+                                 subsequent_indent="  ")]  # fmt: skip
 
 
 def _bytes(r, sharded: bool) -> str:

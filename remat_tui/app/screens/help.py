@@ -24,6 +24,12 @@ MORE_KEYS = [
     ),
     ("o", "sort the residuals by bytes, largest first (again: JAX's order)"),
     (
+        "y",
+        "why the selected residual is saved: the policy's rule that saved it, the equation "
+        "and calls that made it, the backward equations reading it and (p) what XLA made "
+        "of it; y again hides it",
+    ),
+    (
         "p",
         "compile every analysis shown (never run): the compiled peak per device "
         "leads the status line, residual bytes beside it (p again: off)",

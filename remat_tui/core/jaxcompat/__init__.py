@@ -56,6 +56,7 @@ from remat_tui.core.jaxcompat.sources import (
     own_source,
     summarize,
     user_source,
+    users_frames,
 )
 from remat_tui.core.jaxcompat.version import JaxChanged, expects, untested_message, version_tuple
 
@@ -68,5 +69,5 @@ __all__ = [
     "own_function_names", "own_source", "policy_objects", "primitive_name", "primitives",
     "remat3_enabled", "remat_body", "remat_function", "remat_policy", "replace_body",
     "residual_words", "scan_layout", "short", "summarize", "tpu_chips_here",
-    "untested_message", "user_source", "version_tuple", "with_policy",
+    "untested_message", "user_source", "users_frames", "version_tuple", "with_policy",
 ]  # fmt: skip

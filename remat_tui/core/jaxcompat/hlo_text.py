@@ -12,7 +12,7 @@ expected rather than guessing.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 class DumpUnreadable(Exception):
@@ -35,6 +35,11 @@ class Instruction:
     operands: tuple[str, ...] = ()
     op_name: str | None = None
     stack: tuple[Frame, ...] = ()  # innermost first; empty when XLA carries none
+    # The computations it runs (a fusion's, a loop's body and condition, a
+    # conditional's branches), and its number: a parameter's position, a
+    # get-tuple-element's index.
+    called: tuple[str, ...] = ()
+    number: int | None = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,7 @@ class Module:
     entry: str
     instructions: dict[str, Instruction]
     root: str | None
+    roots: dict[str, str] = field(default_factory=dict)  # computation -> its root
 
 
 _COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
@@ -58,6 +64,7 @@ def parse_hlo(text: str) -> Module:
     name = lines[0].split()[1].rstrip(",")
     frames = _stack_frames(lines)
     instructions: dict[str, Instruction] = {}
+    roots: dict[str, str] = {}
     entry = root = None
     computation = None
     for line in lines[1:]:
@@ -80,12 +87,15 @@ def parse_hlo(text: str) -> Module:
         instructions[iname] = Instruction(
             name=iname, opcode=opcode, shape=strip_layout(shape), computation=computation,
             operands=operands, op_name=op_name, stack=stack,
+            called=_called(after), number=_number(opcode, after),
         )  # fmt: skip
+        if is_root:
+            roots[computation] = iname
         if is_root and computation == entry:
             root = iname
     if entry is None or not instructions:
         raise DumpUnreadable("an ENTRY computation in the optimized HLO")
-    return Module(name=name, entry=entry, instructions=instructions, root=root)
+    return Module(name=name, entry=entry, instructions=instructions, root=root, roots=roots)
 
 
 def _split_shape(rest: str) -> tuple[str, str]:
@@ -113,6 +123,28 @@ def _call(after: str) -> tuple[str, tuple[str, ...]]:
     # 'f32[2]{0} %name' or a bare name; constants print their literal.
     operands = tuple(re.findall(r"%([\w.\-]+)", args[:end]))
     return opcode.strip(), operands
+
+
+_CALLED = re.compile(r"\b(?:calls|body|condition|to_apply)=%?([\w.\-]+)")
+_BRANCHES = re.compile(r"\bbranch_computations=\{([^}]*)\}")
+
+
+def _called(after: str) -> tuple[str, ...]:
+    """The computations an instruction runs, as its attributes name them."""
+    names = _CALLED.findall(after)
+    for listed in _BRANCHES.findall(after):
+        names += [n.strip().lstrip("%") for n in listed.split(",") if n.strip()]
+    return tuple(names)
+
+
+def _number(opcode: str, after: str) -> int | None:
+    """A parameter's position (`parameter(2)`), a get-tuple-element's index."""
+    m = None
+    if opcode == "parameter":
+        m = re.match(r"parameter\((\d+)\)", after)
+    elif opcode == "get-tuple-element":
+        m = re.search(r"\bindex=(\d+)", after)
+    return int(m.group(1)) if m else None
 
 
 def strip_layout(shape: str) -> str:
@@ -218,6 +250,14 @@ def phase(op_name: str | None) -> str | None:
     if _FORWARD.search(op_name):
         return "forward"
     return None
+
+
+def primitive(op_name: str | None) -> str | None:
+    """JAX's primitive at the end of an op_name (`jit(step)/jvp()/tanh` ->
+    `tanh`); the first, where XLA joined several with `;`."""
+    if not op_name:
+        return None
+    return op_name.split(";")[0].rsplit("/", 1)[-1] or None
 
 
 def recomputes(op_name: str | None) -> bool:

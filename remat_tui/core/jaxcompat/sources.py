@@ -11,7 +11,7 @@ from jax.extend import source_info_util as public_siu
 
 from remat_tui.core.jaxcompat.private import source_info_util as _siu
 from remat_tui.core.model import Source
-from remat_tui.core.usercode import in_library
+from remat_tui.core.usercode import in_library, is_users
 
 # Our own frames must never be taken for the user's: JAX attributes each
 # equation to the innermost frame outside its exclusions.
@@ -51,6 +51,18 @@ def calling_file(source_info) -> str | None:
 def own_frames(source_info) -> list:
     """The frames outside JAX and installed libraries, innermost first."""
     return [f for f in _siu.user_frames(source_info.traceback) if not in_library(f.file_name)]
+
+
+def users_frames(source_info) -> tuple[Source, ...]:
+    """Every frame of the user's own code behind an equation (outside JAX,
+    the standard library and installed packages), innermost first: the
+    line, and the calls that led to it. XLA's instruction metadata keeps the
+    same frames (core/xla/made.py reads them there)."""
+    if source_info.traceback is None:
+        return ()
+    return tuple(
+        _frame_source(f) for f in _siu.user_frames(source_info.traceback) if is_users(f.file_name)
+    )
 
 
 def own_source(source_info, prefer_dir: str | None = None, fallback: bool = True):

@@ -27,7 +27,7 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
 from remat_tui.core.setup.loading import resolve_arguments
-from remat_tui.core.trace import linemap, recomputation
+from remat_tui.core.trace import applied, linemap, recomputation, story
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
 from remat_tui.core.trace.names import named_values
 from remat_tui.core.trace.traced import Trace, trace
@@ -85,9 +85,12 @@ def full_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysis
     residuals, fwd_marks, bwd_marks = _place_residuals(
         t.found, t.forward, bwd, fwd_lay, bwd_lay, t.backward_positions
     )
+    residuals = story.tell(t, residuals, bwd, bwd_lay, recompute)
     forward = linemap.make_view(fwd_text, fwd_lay, fwd_marks)
     backward = linemap.make_view(bwd_text, bwd_lay, bwd_marks, recompute)
-    return _analysis(t, bwd, recompute, residuals, forward, backward, begun)
+    a = _analysis(t, bwd, recompute, residuals, forward, backward, begun)
+    a.applied = applied.verdicts(t, {n.name for n in a.names}, a.totals.host_bytes)
+    return a
 
 
 def costs_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysis:

@@ -117,6 +117,22 @@ class Readers:
                         out |= self.lines(body.jaxpr, inner)
         return out
 
+    def equations(self, jaxpr, var) -> list:
+        """The equations reading `var`, followed into the bodies of calls as
+        `lines` is: the leaf equations that use the value itself, in
+        program order."""
+        out: list = []
+        for eqn in self._readers(jaxpr).get(var, ()):
+            calls = jc.bodies(eqn)
+            if not calls:
+                out.append(eqn)
+                continue
+            for body in calls:
+                for inner, outer in zip(body.jaxpr.invars, body.inputs or (), strict=False):
+                    if outer is var:
+                        out.extend(self.equations(body.jaxpr, inner))
+        return out
+
     def _readers(self, jaxpr) -> dict:
         index = self._index.get(id(jaxpr))
         if index is None:

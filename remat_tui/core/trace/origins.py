@@ -34,7 +34,7 @@ class Origins:
         self._producers: dict[int, dict] = {}
 
     def of(self, jaxpr, var) -> Origin:
-        eqn, name, trip, per_iteration, outer = self._follow(jaxpr, var)
+        eqn, name, trip, per_iteration, outer, _ = self._follow(jaxpr, var)
         if eqn is None:
             return Origin(None, name, None, trip, per_iteration, None)
         # Bodies traced inside libraries (jnp's own jitted helpers, nnx.scan)
@@ -66,7 +66,7 @@ class Origins:
         held = [
             f for f in self.sites if f.body is not None and f.site.called_at and key in f.frames()
         ]
-        held = [f for f in held if not any(_encloses(f, inner) for inner in held)]
+        held = [f for f in held if not any(encloses(f, inner) for inner in held)]
         if len({f.site.called_at for f in held}) > 1:
             # Told apart by output types: JAX's derivative rules change the
             # primitive (square's makes a mul), rarely the types.
@@ -77,16 +77,75 @@ class Origins:
             return None
         return lines.pop(), held[0].site.id if len(held) == 1 else None
 
+    def judged(self, jaxpr, var):
+        """The equation a checkpoint policy was asked about for this value:
+        the first one making it, followed into the bodies of calls (and back
+        out of one where the body only passes an input through) and through
+        the copies JAX inserts, that is no call (for a named value, its
+        checkpoint_name's own equation); None for the function's input."""
+        entered: list = []  # (jaxpr, Body): the bodies followed into, to step back out of
+        for _ in range(_MAX_STEPS):
+            if not isinstance(var, jc.Var):
+                return None
+            produced = self._producer(jaxpr, var)
+            if produced is None:  # an input of this body: what its caller passed
+                if not entered:
+                    return None
+                jaxpr, body = entered.pop()
+                if body.inputs is None or var not in body.jaxpr.invars:
+                    return None
+                var = body.inputs[body.jaxpr.invars.index(var)]
+                continue
+            eqn, k = produced
+            if jc.primitives.is_copy(eqn) or _jax_promotion(eqn):
+                var = eqn.invars[0]
+                continue
+            inner = self._inner(eqn, k)
+            if inner is None:
+                return eqn
+            entered.append((jaxpr, inner[0]))
+            jaxpr, var = inner[0].jaxpr, inner[1]
+        return None
+
+    def site_by_frames(self, eqn) -> int | None | bool:
+        """The innermost checkpoint site whose body holds an equation with
+        `eqn`'s frames (an equation JAX copied out of that body keeps them);
+        None when no site's body does; False when the frames do not tell
+        (none recorded, or several sites alike)."""
+        key = jc.frames_key(eqn.source_info)
+        if key is None:
+            return False
+        held = [f for f in self.sites if f.body is not None and key in f.frames()]
+        if not held:
+            return None
+        held = [f for f in held if not any(encloses(f, inner) for inner in held)]
+        if len(held) > 1:
+            types = tuple(jc.short(v.aval) for v in eqn.outvars)
+            held = [f for f in held if types in f.frames()[key]]
+        return held[0].site.id if len(held) == 1 else False
+
+    def computing(self, jaxpr, var):
+        """(the equation that computed the value, the jaxpr holding it), as
+        `of` follows it; (None, None) for an input."""
+        eqn, *_, body = self._follow(jaxpr, var)
+        return eqn, body
+
+    def producer(self, jaxpr, var):
+        """The equation of `jaxpr` defining `var`, or None."""
+        produced = self._producer(jaxpr, var) if isinstance(var, jc.Var) else None
+        return produced[0] if produced else None
+
     def _follow(self, jaxpr, var):
         """(computing equation or None, name, trip count, per-iteration aval,
-        the user's line of the innermost body entered)."""
+        the user's line of the innermost body entered, the jaxpr holding the
+        equation)."""
         name, trip, per_iteration, outer = None, None, None, None
         for _ in range(_MAX_STEPS):
             if not isinstance(var, jc.Var):
-                return None, name, trip, per_iteration, outer
+                return None, name, trip, per_iteration, outer, None
             produced = self._producer(jaxpr, var)
             if produced is None:  # an input of this body
-                return None, name, trip, per_iteration, outer
+                return None, name, trip, per_iteration, outer, None
             eqn, k = produced
             label = jc.checkpoint_name(eqn)
             if label is not None or jc.primitives.is_copy(eqn) or _jax_promotion(eqn):
@@ -95,17 +154,18 @@ class Origins:
                 continue
             inner = self._inner(eqn, k)
             if inner is None:
-                return eqn, name, trip, per_iteration, outer
+                return eqn, name, trip, per_iteration, outer, jaxpr
             outer = jc.own_source(eqn.source_info, self.prefer_dir, fallback=False) or outer
             body, inner_var, length = inner
+            body = body.jaxpr
             if length is not None:
                 trip = (trip or 1) * length
                 per_iteration = per_iteration or jc.short(inner_var.aval)
             jaxpr, var = body, inner_var
-        return None, name, trip, per_iteration, outer
+        return None, name, trip, per_iteration, outer, None
 
     def _inner(self, eqn, k):
-        """(body, the body's variable for output k, scan length or None), or
+        """(the Body, its variable for output k, scan length or None), or
         None when the equation computes the value itself."""
         held = jc.bodies(eqn)
         layout = jc.scan_layout(eqn)
@@ -114,17 +174,17 @@ class Origins:
             num_consts, num_carry = layout
             length = scan.iterations if k >= num_carry else None
             out = self._through_carry(scan.jaxpr, scan.jaxpr.outvars[k], num_consts, num_carry)
-            return scan.jaxpr, out, length
+            return scan, out, length
         if held and all(b.alternative for b in held):
             # Every branch outputs it; the first that computes it (not just
             # passes an input through) says where.
             for branch in held:
                 out = branch.jaxpr.outvars[k]
                 if self._producer(branch.jaxpr, out) is not None:
-                    return branch.jaxpr, out, None
+                    return branch, out, None
             return None
         if len(held) == 1 and held[0].outputs:
-            return held[0].jaxpr, held[0].jaxpr.outvars[k], None
+            return held[0], held[0].jaxpr.outvars[k], None
         return None
 
     def _through_carry(self, body, var, num_consts: int, num_carry: int):
@@ -162,7 +222,7 @@ def _jax_promotion(eqn) -> bool:
     return jc.primitives.is_scalar_promotion(eqn) and jc.user_source(eqn.source_info) is None
 
 
-def _encloses(outer, inner) -> bool:
+def encloses(outer, inner) -> bool:
     """Whether site `inner` (a FoundSite) is in the body of site `outer`."""
     depth = len(outer.steps)
     return (

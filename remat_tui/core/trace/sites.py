@@ -35,6 +35,7 @@ class FoundSite:
     index: int  # the remat equation's index in that jaxpr
     lines: frozenset[tuple[str, int]] = field(default_factory=frozenset)  # its body's lines
     body: object = None  # the remat equation's body jaxpr
+    policy: object = None  # the policy the code binds there (a JAX policy callable)
     _frames: dict | None = field(default=None, repr=False)
 
     def frames(self) -> dict:
@@ -81,7 +82,8 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
                     wrapper=wrapper,
                 )
                 body = jc.remat_body(eqn)
-                found.append(FoundSite(site, steps, i, _body_lines(body, prefer_dir), body))
+                lines = _body_lines(body, prefer_dir)
+                found.append(FoundSite(site, steps, i, lines, body, policy))
             if not jc.differentiates_bodies(eqn):
                 continue
             for body in held:

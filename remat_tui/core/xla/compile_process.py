@@ -291,7 +291,7 @@ def answer(request: CompileRequest) -> tuple[str, object]:
             result = compile_costs(target, request.config, device=dev, memory=request.memory)
     except compile_service.OtherProgram as other:
         return ("stale", other.parts)
-    return ("ok", result.to_dict())
+    return ("ok", result.stored())
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ compiles in parallel, in a worker process or a Ray task
 remembers the numbers: never the executable. Two threads asking for one
 program at once compile it once: the second waits for the first.
 
-Stored: what was read, `Compiled.to_dict()`; not a compile that raised (it
+Stored: what was read, `Compiled.stored()` (the report's numbers and what the
+forward work makes, for naming residuals at the peak); not a compile that raised (it
 may fail differently next time, say for want of host memory), nor a result
 whose breakdown was asked for and could not be read.
 """
@@ -255,7 +256,7 @@ def remember(program: Program, result: Compiled, memory: bool) -> None:
     if memory and result.fits and result.memory is None:
         return
     if store_enabled():
-        store().put(program.key, {"compiled": result.to_dict(), "program": program.parts})
+        store().put(program.key, {"compiled": result.stored(), "program": program.parts})
 
 
 def _known(program: Program) -> tuple[Compiled, str] | None:
@@ -301,7 +302,7 @@ def _normal(result: Compiled) -> Compiled:
     a first run and a run answered from the store hold equal values."""
     if isinstance(result, dict):
         return Compiled.from_dict(json.loads(json.dumps(result)))
-    return Compiled.from_dict(json.loads(json.dumps(result.to_dict())))
+    return Compiled.from_dict(json.loads(json.dumps(result.stored())))
 
 
 def _without_breakdown(result: Compiled) -> Compiled:

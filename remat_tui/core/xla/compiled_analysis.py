@@ -2,7 +2,8 @@
 gradient (`analysis.compiled`, core/xla/compiled.py), the configuration resolved
 and the example arguments built once for both; and `linked`: the compiled
 breakdown (Contract 7) tied to what the analysis knows and XLA does not: the
-residual `R#` a buffer at the peak holds, where that is sure, and the
+residual `R#` a buffer at the peak holds (core/xla/fates.py, which also
+tells each residual what XLA made of it), and the
 sentence on why the peak moved so much less than the residual bytes against
 the code as written (core/search/notes.py), which compiles the code as written
 too, and so only when the comparison is asked for (`vs_written`): a report
@@ -18,10 +19,12 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_set
 from remat_tui.core.setup.loading import resolve_arguments
+from remat_tui.core.trace import story
 from remat_tui.core.trace.analysis import full_view, resolve, row_view
+from remat_tui.core.trace.applied import Applied
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.trace.traced import trace, trace_config
-from remat_tui.core.xla import host_memory, step_time
+from remat_tui.core.xla import fates, host_memory, same_program, step_time
 from remat_tui.core.xla.compiled import compile_costs
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
@@ -52,7 +55,8 @@ def analyze_compiled(
     if measure:
         check_measurable(dev, runs)
     arguments = resolve_arguments(target, device_set(dev))
-    a = full_view(trace(target, config, dev, arguments, cancelled), cancelled)
+    traced = trace(target, config, dev, arguments, cancelled)
+    a = full_view(traced, cancelled)
     measured = None
     if measure:
         compiled, measured = measure_step(
@@ -63,8 +67,32 @@ def analyze_compiled(
             target, config, cancelled, device=dev, arguments=arguments, memory=True
         )
     a = replace(a, compiled=compiled, measured=None if measured is None else measured.to_dict())
+    # Each residual with what XLA made of it; each buffer at the peak naming its residual.
+    residuals, memory = fates.link(a.residuals, compiled, story.recomputed(traced))
+    if memory is not None:
+        a = replace(a, residuals=residuals, compiled=replace(compiled, memory=memory))
+    if compiled.fits:  # what compiles to the same program changes nothing XLA runs
+        applied = same_program.verdicts(target, config, dev, arguments, a.applied, cancelled)
+        a = replace(a, applied=applied + merged_recompute(memory))
     linked_compiled = linked(target, a, dev, cancelled, vs_written)
     return replace(a, compiled=linked_compiled, time=estimated(a, compiled))
+
+
+def merged_recompute(memory: dict | None) -> list[Applied]:
+    """The verdict where XLA merged the recomputation the policy asks for with
+    the forward computation (core/xla/fates.py found the values it keeps)."""
+    merged = (memory or {}).get("merged_recompute") or []
+    if not merged:
+        return []
+    values = ", ".join(m["value"] for m in merged[:4]) + (", ..." if len(merged) > 4 else "")
+    return [Applied(
+        "the recomputation the policy asks for",
+        f"XLA merged it with the forward computation (common subexpression elimination): "
+        f"the compiled step keeps {len(merged)} forward value{'s' * (len(merged) != 1)} "
+        f"({values}) instead of recomputing them, so the peak keeps them; jax.checkpoint's "
+        "prevent_cse=True (its default) did not keep them apart in this compile",
+        "cse_merged",
+    )]  # fmt: skip
 
 
 def estimated(a: Analysis, c) -> dict | None:
@@ -79,15 +107,14 @@ def estimated(a: Analysis, c) -> dict | None:
 
 
 def linked(target, a: Analysis, dev, cancelled, vs_written: bool = False):
-    """`a.compiled` with its breakdown's buffers naming their residuals, and
-    (`explanation`) what its `residual` bytes at the peak are when autodiff
-    saves fewer, and, with `vs_written`, why its peak moved so much less
-    than its residual bytes against the code as written (compiled too, with
-    its breakdown), when it did."""
+    """`a.compiled` (its buffers at the peak already naming their residuals:
+    core/xla/fates.py) with (`explanation`) what its `residual` bytes at the
+    peak are when autodiff saves fewer, and, with `vs_written`, why its peak
+    moved so much less than its residual bytes against the code as written
+    (compiled too, with its breakdown), when it did."""
     memory = a.compiled.memory
     if memory is None:
         return a.compiled
-    memory = {**memory, "at_peak": name_residuals(memory["at_peak"], a.residuals)}
     device, host = a.compiled.device, a.totals.host_bytes
     moved = host_memory.moved_bytes(device, host)
     # Offloaded bytes with no host memory to go to stay in device memory.
@@ -116,29 +143,3 @@ def linked(target, a: Analysis, dev, cancelled, vs_written: bool = False):
 
 def _sentence(words: str) -> str:
     return words[0].upper() + words[1:] + "."
-
-
-def name_residuals(at_peak: list[dict], residuals) -> list[dict]:
-    """The buffers at the peak with the residual `R#` each holds, where that is
-    known for sure: a residual buffer whose shape and line match exactly one
-    residual of the jaxpr, and no other residual buffer (seven alike layers
-    made on one line stay unnamed: which is which, XLA does not say)."""
-
-    def lines(r):
-        sources = (r.source, r.origin.source if r.origin else None)
-        return {(s.file, s.line) for s in sources if s is not None}
-
-    def key(b):
-        source = b["source"]
-        return (b["shape"], source["file"], source["line"]) if source else None
-
-    keys = [key(b) if b["category"] == "residual" else None for b in at_peak]
-    out = []
-    for b, k in zip(at_peak, keys, strict=True):
-        named = None
-        if k is not None and keys.count(k) == 1:
-            matches = [i for i, r in enumerate(residuals) if r.aval == k[0] and k[1:] in lines(r)]
-            if len(matches) == 1:
-                named = f"R{matches[0] + 1}"
-        out.append({**b, "residual": named})
-    return out

@@ -9,10 +9,11 @@ is compiled; core/xla/compile_service.py is the one place that compiles it.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.jaxcompat.hlo_text import has_loops
+from remat_tui.core.xla.made import Made
 from remat_tui.core.xla.memory import memory_and_reason
 from remat_tui.core.xla.peak_notes import spaces_note
 
@@ -93,15 +94,36 @@ class Compiled(Displayable):
     # as its JSON; or why there is none.
     memory: dict | None = None
     memory_note: str | None = None
+    # What the forward work makes (core/xla/made.py), for naming the residuals
+    # at the peak (core/xla/fates.py): kept with the numbers (`stored`), never
+    # in the report's JSON.
+    made: tuple[Made, ...] = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The report's JSON (Contract 6): the numbers, without `made`."""
+        return {k: v for k, v in asdict(replace(self, made=())).items() if k != "made"}
+
+    def stored(self) -> dict:
+        """Everything, `made` included, as JSON: what the compile store and a
+        worker process keep and send (`from_dict` reads it back)."""
+        return {**self.to_dict(), "made": [asdict(m) for m in self.made]}
 
     @classmethod
     def from_dict(cls, d: dict) -> Compiled:
-        """The Compiled whose `to_dict()` is `d` (as a store or a worker gives it)."""
-        return cls(**d)
+        """The Compiled whose `to_dict()` or `stored()` is `d` (as a store or a
+        worker gives it)."""
+        made = tuple(Made(**_tuples(m)) for m in d.get("made", ()))
+        return cls(**{k: v for k, v in d.items() if k != "made"}, made=made)
 
+
+
+def _tuples(value):
+    """JSON's lists as the tuples a Made record holds (frames, aliases, keys)."""
+    if isinstance(value, dict):
+        return {k: _tuples(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
 
 
 def read(executable, platform, label, spanned, seconds, dumped, memory) -> Compiled:
@@ -121,6 +143,7 @@ def read(executable, platform, label, spanned, seconds, dumped, memory) -> Compi
     return replace(
         result,
         memory=breakdown.to_dict(),
+        made=breakdown.made,
         memory_note=why,
         spaces_note=spaces_note(result.peak_bytes, result.backend_peak_bytes, breakdown),
     )

@@ -38,6 +38,7 @@ from remat_tui.core.jaxcompat.hlo_text import DumpUnreadable, Frame
 from remat_tui.core.model import MEMORY_CATEGORIES
 from remat_tui.core.xla import buffer_kinds
 from remat_tui.core.xla.buffer_kinds import Context
+from remat_tui.core.xla.made import Made, clones, forward_values
 from remat_tui.core.xla.occupancy import Placed, occupancy, thin, union
 
 CATEGORIES = MEMORY_CATEGORIES
@@ -122,6 +123,12 @@ class Memory:
     # The other memory spaces (TPU VMEM, SMEM and sync flags, host memory of offloaded
     # values), each at its own peak: not in the figures above.
     other_spaces: tuple[OtherSpace, ...] = ()
+    # What the forward work makes (core/xla/made.py), for naming residuals
+    # (core/xla/fates.py): not in the JSON.
+    made: tuple[Made, ...] = ()
+    # What XLA's rematerialization pass recomputes (`tanh at model.py:12`, per
+    # clone; core/xla/xla_remat.py): empty where it did not act.
+    xla_rematerialized: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         return {
@@ -133,6 +140,7 @@ class Memory:
             "at_peak": [b.to_dict() for b in self.at_peak],
             "by_category": dict(self.by_category),
             "other_spaces": [space.to_dict() for space in self.other_spaces],
+            "xla_rematerialized": list(self.xla_rematerialized),
         }
 
 
@@ -190,6 +198,8 @@ def from_dump(dump: xla.Dump, platform: str | None = None) -> Memory:
         at_peak=_largest_first(at_peak),
         by_category=by_category,
         other_spaces=tuple(others),
+        made=forward_values(module, everything, context),
+        xla_rematerialized=tuple(clones(module)),
     )
 
 

@@ -1,0 +1,93 @@
+"""Provides `remat-tui check`: the checks made before JAX loads (the
+tolerance, the baseline file) and the runner cli.py's `_headless` calls.
+`--write BASELINE.json` saves one configuration's compiled JSON report as
+the baseline; `--against BASELINE.json` compares with it
+(core/search/check.py): exit status 0 unchanged, 1 changed, 2 bad input.
+
+Imports only the standard library at module level, as cli.py does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from remat_tui.errors import RematError
+
+
+def check(opts: argparse.Namespace) -> dict:
+    """The tolerance as a share, and the baseline read, before JAX loads."""
+    out: dict = {"tolerance": tolerance(opts.tolerance)}
+    if opts.against is not None:
+        out["baseline"] = read_baseline(opts.against)
+    return out
+
+
+def tolerance(text: str) -> float:
+    """`1%` or `0.01` -> 0.01."""
+    raw = text.strip()
+    try:
+        share = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        share = -1.0
+    if not 0 <= share < 1 or (not raw.endswith("%") and share >= 1):
+        raise RematError(
+            f"--tolerance {text!r}: give the share the peak may move by, as a percentage "
+            "(1%, 0.5%) or a fraction (0.01)."
+        )
+    return share
+
+
+def read_baseline(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            saved = json.load(fh)
+    except FileNotFoundError:
+        raise RematError(
+            f"{path}: no such baseline. Write one first: remat-tui check FILE[:NAME] "
+            f"--write {path}"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise RematError(f"{path}: cannot read the baseline as JSON ({exc}).") from None
+    if not isinstance(saved, dict) or saved.get("schema") != 1 or "residuals" not in saved:
+        raise RematError(
+            f"{path}: not a remat-tui baseline (a JSON report, schema 1, with residuals). "
+            "Write one with remat-tui check FILE[:NAME] --write BASELINE.json."
+        )
+    return saved
+
+
+def run(target, opts: argparse.Namespace, fmt: str, checks: dict):
+    from remat_tui.core.search import check as checking
+    from remat_tui.core.setup.config import Config, parse_site_option
+
+    sites = dict(parse_site_option(text) for text in opts.site)
+    if opts.write is not None:
+        from remat_tui.core.units import human_bytes
+        from remat_tui.core.xla.compiled_analysis import analyze_compiled
+        from remat_tui.report.write import write_atomic
+
+        config = Config.make(opts.policy or "as_written", sites, opts.device, target.policies)
+        a = analyze_compiled(target, config=config)
+        path = write_atomic(opts.write, json.dumps(checking.baseline(a, target), indent=2) + "\n")
+        peak = (
+            f"compiled peak {human_bytes(a.compiled.peak_bytes)} on {a.compiled.device}"
+            if a.compiled.fits
+            else f"does not fit {a.compiled.device}"
+        )
+        said = f"baseline: {len(a.residuals)} residuals, {peak}; written to {path}\n"
+        return said, a.warnings, lambda: 0
+    saved = checks["baseline"]
+    config = None
+    if opts.policy is not None or sites or opts.device is not None:
+        base = checking.config_of(saved, target.policies)
+        config = Config.make(
+            opts.policy or base.policy,
+            sites or dict(base.sites),
+            opts.device or base.device,
+            target.policies,
+        )
+    result = checking.check(target, saved, checks["tolerance"], config)
+    from remat_tui.report.check import render
+
+    return render(result, fmt), [], lambda: 1 if result.changed else 0

@@ -1,0 +1,119 @@
+"""Provides `computing`: the instruction of an optimized HLO module (read by
+core/jaxcompat/hlo_text.py) that really computes a value, looking through
+what XLA wraps values in: tuples and their elements, a loop's body (a scan's
+stacked output is the loop's tuple element, written each iteration by a
+dynamic-update-slice whose update is the iteration's value), a fusion's
+root and parameters, and the ops that only move or re-lay bytes (bitcast,
+copy, reshape, transpose). core/xla/made.py reads the value's op_name and
+frames off that instruction, to tie it to the jaxpr equation JAX lowered.
+
+Everything here depends on XLA's opcodes and module layout, so it lives in
+jaxcompat.
+"""
+
+from __future__ import annotations
+
+from remat_tui.core.jaxcompat.hlo_text import Instruction, Module
+
+# Ops that move or re-lay a value's bytes, or round it as JAX asks for a
+# saved value (reduce-precision): the value is their operand's.
+MOVES = frozenset({"bitcast", "copy", "reshape", "transpose", "copy-done", "reduce-precision"})
+_MAX_STEPS = 64
+
+
+class Calls:
+    """Which instruction runs each computation (a fusion its fused
+    computation, a loop its body), built once per module."""
+
+    def __init__(self, module: Module):
+        self.module = module
+        self.caller: dict[str, Instruction] = {}
+        for instruction in module.instructions.values():
+            for computation in instruction.called:
+                self.caller.setdefault(computation, instruction)
+
+    def fused_in(self, instruction: Instruction) -> Instruction | None:
+        """The fusion instruction whose fused computation holds `instruction`."""
+        caller = self.caller.get(instruction.computation)
+        return caller if caller is not None and caller.opcode == "fusion" else None
+
+
+def computing(module: Module, calls: Calls, name: str, index: tuple[int, ...] = ()) -> list:
+    """The instructions that compute element `index` of instruction `name`'s
+    value (`()`: the whole value): the ops that move or re-lay it, outermost
+    first, then the one that computes it; empty where it is a parameter of
+    the program or of a loop (a carried value)."""
+    path = list(index)
+    at = module.instructions.get(name)
+    made: list[Instruction] = []
+    for _ in range(_MAX_STEPS):
+        if at is None:
+            return made
+        op = at.opcode
+        if op == "tuple" and path:
+            at = _operand(module, at, path.pop(0))
+        elif op == "get-tuple-element" and at.number is not None:
+            path.insert(0, at.number)
+            at = _operand(module, at, 0)
+        elif op in ("while", "fusion", "call") and at.called:
+            body = at.called[-1]  # a loop's body comes after its condition
+            at = module.instructions.get(module.roots.get(body, ""))
+        elif op == "dynamic-update-slice" and not path:
+            at = _operand(module, at, 1)  # the update: this iteration's value
+        elif op == "copy-start":
+            # An asynchronous copy (to another memory space and back): its
+            # value's elements are the copied value's, wherever it is.
+            path = []
+            at = _operand(module, at, 0)
+        elif op in MOVES and not path:
+            made.append(at)
+            at = _operand(module, at, 0)
+        elif op == "parameter":
+            caller = calls.caller.get(at.computation)
+            if caller is not None and caller.opcode == "while" and path:
+                # A loop's carried value, as the body computes it for the next
+                # iteration (a scan stacking its carry stacks that).
+                at = module.instructions.get(module.roots.get(at.computation, ""))
+                continue
+            if caller is None or caller.opcode != "fusion" or at.number is None:
+                return made
+            at = _operand(module, caller, at.number)
+        else:
+            return made + [at] if not path else made
+    return made
+
+
+def _operand(module: Module, instruction: Instruction, k: int) -> Instruction | None:
+    if k >= len(instruction.operands):
+        return None
+    return module.instructions.get(instruction.operands[k])
+
+
+def value_index(index: str) -> tuple[int, ...]:
+    """Buffer assignment's `{0,2}` -> (0, 2)."""
+    inner = index.strip("{}")
+    return tuple(int(p) for p in inner.split(",") if p.strip()) if inner else ()
+
+
+def elements(shape: str) -> int:
+    """`f32[8,128]` -> 1024 (a scalar: 1)."""
+    dims = shape.partition("[")[2].rstrip("]")
+    count = 1
+    for d in dims.split(","):
+        if d.strip():
+            count *= int(d)
+    return count
+
+
+# The jaxpr's short dtype names where XLA's text spells them otherwise.
+_HLO_DTYPES = {"bool": "pred", "i8": "s8", "i16": "s16", "i32": "s32", "i64": "s64"}
+
+
+def hlo_dtype(jaxpr_dtype: str) -> str:
+    """A jaxpr aval's dtype (`bool`, `i32`) as XLA's text spells it (`pred`, `s32`)."""
+    return _HLO_DTYPES.get(jaxpr_dtype, jaxpr_dtype)
+
+
+def dtype(shape: str) -> str:
+    """`f32[8,128]` -> `f32`."""
+    return shape.partition("[")[0]

@@ -1,0 +1,214 @@
+"""Provides `check`: a guard for upgrades and refactors (Contract 14). One
+configuration is analysed and compiled now, and compared with a baseline
+saved before (`baseline`: the JSON report `remat-tui check --write` saves):
+the residuals, by where they come from and their names, the compiled peak
+and the step-time estimate. It is changed when residuals appear or disappear
+or the peak moves by more than the tolerance; the estimate is compared and
+said, not judged (it is a model, and moves with the chip table).
+
+A residual is known by what a refactor keeps and an upgrade may change: its
+kind, its checkpoint_name or argument path, the primitive that computed it,
+its function and file, its aval and trip count. Not by its line: moving code
+about is not a change; adding a saved value is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+import jax
+
+from remat_tui.core.setup.config import Config
+from remat_tui.core.xla.compiled_analysis import analyze_compiled
+from remat_tui.core.xla.same_program import program_key
+from remat_tui.errors import RematError
+
+BASELINE_KEY = "check"  # the baseline's own key in the JSON report: what it was made of
+DEFAULT_TOLERANCE = 0.01  # the peak may move by this share before it is a change
+
+
+def baseline(a, target, cancelled=None) -> dict:
+    """The JSON report of the analysis `a` of `target` (compiled), with the
+    configuration it was made of and its program's hash, as `--write` saves it."""
+    out = a.to_dict()
+    out[BASELINE_KEY] = {
+        "policy": a.config.policy,
+        "sites": {str(k): v for k, v in a.config.sites},
+        "device": a.compiled.device if a.compiled is not None else a.config.device,
+        "program": program_key(target, a.config, cancelled=cancelled),
+    }
+    return out
+
+
+def config_of(saved: dict, declared) -> Config:
+    """The configuration a baseline was made of."""
+    made = saved.get(BASELINE_KEY) or {}
+    sites = {int(k) if k.isdigit() else k: v for k, v in (made.get("sites") or {}).items()}
+    return Config.make(made.get("policy", "as_written"), sites, made.get("device"), declared)
+
+
+def residual_key(r: dict) -> tuple:
+    """What a residual is across a refactor (a JSON report's residual)."""
+    origin = r.get("origin") or {}
+    source = origin.get("source") or r.get("source") or {}
+    return (
+        r["kind"],
+        r.get("name") or origin.get("name"),
+        r.get("argument"),
+        origin.get("primitive") or r.get("primitive"),
+        source.get("function"),
+        os.path.basename(source.get("file") or ""),
+        r["aval"],
+        origin.get("trip_count"),
+    )
+
+
+def residual_words(r: dict) -> str:
+    """`f32[32,128] tanh (named 'h') in layer at mlp.py:34`."""
+    origin = r.get("origin") or {}
+    source = origin.get("source") or r.get("source")
+    what = r.get("argument") and f"argument {r['argument']}" or (
+        origin.get("primitive") or r.get("primitive") or r["kind"]
+    )
+    name = r.get("name") or origin.get("name")
+    named = f" (named {name!r})" if name else ""
+    where = ""
+    if source:
+        where = f" in {source['function']} at {os.path.basename(source['file'])}:{source['line']}"
+    trips = f" ×{origin['trip_count']}" if origin.get("trip_count") else ""
+    return f"{r['aval']} {what}{named}{trips}{where}"
+
+
+@dataclass
+class Check:
+    """A configuration now against its baseline.
+
+    Attributes:
+        target: the target's label.
+        config: the configuration's label.
+        appeared: residuals saved now and not in the baseline (as words).
+        disappeared: residuals in the baseline and not saved now.
+        peak_before / peak_after: the compiled peak per device, bytes (None: not compiled).
+        tolerance: the share the peak may move by.
+        time_before / time_after: the step-time estimate, seconds, or None.
+        jax_before / jax_after: the JAX versions of the baseline and of now.
+        same_program: whether the program compiled now is the baseline's (equal
+            lowered programs' hashes), or None where the baseline has none.
+        notes: what else differs (the device, the step, the program), said.
+    """
+
+    target: str
+    config: str
+    appeared: list[str] = field(default_factory=list)
+    disappeared: list[str] = field(default_factory=list)
+    peak_before: int | None = None
+    peak_after: int | None = None
+    tolerance: float = DEFAULT_TOLERANCE
+    time_before: float | None = None
+    time_after: float | None = None
+    jax_before: str | None = None
+    jax_after: str = jax.__version__
+    same_program: bool | None = None  # None: the baseline has no program hash
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def peak_moved(self) -> float | None:
+        if not self.peak_before or self.peak_after is None:
+            return None
+        return (self.peak_after - self.peak_before) / self.peak_before
+
+    @property
+    def peak_changed(self) -> bool:
+        moved = self.peak_moved
+        return moved is not None and abs(moved) > self.tolerance
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.appeared or self.disappeared or self.peak_changed)
+
+    def to_dict(self) -> dict:
+        return {
+            "target": self.target,
+            "config": self.config,
+            "changed": self.changed,
+            "residuals": {"appeared": self.appeared, "disappeared": self.disappeared},
+            "peak": {
+                "before": self.peak_before,
+                "after": self.peak_after,
+                "moved": self.peak_moved,
+                "tolerance": self.tolerance,
+                "changed": self.peak_changed,
+            },
+            "time": {"before": self.time_before, "after": self.time_after},
+            "jax": {"before": self.jax_before, "after": self.jax_after},
+            "same_program": self.same_program,
+            "notes": list(self.notes),
+        }
+
+
+def check(
+    target,
+    saved: dict,
+    tolerance: float = DEFAULT_TOLERANCE,
+    config: Config | None = None,
+    cancelled=None,
+) -> Check:
+    """Analyse and compile `target` under `config` (by default the baseline's
+    own) and compare it with the baseline `saved` (a JSON report)."""
+    _require_report(saved)
+    config = config or config_of(saved, target.policies)
+    a = analyze_compiled(target, config=config, cancelled=cancelled)
+    now = baseline(a, target, cancelled)
+    result = Check(target.label, config.label(), tolerance=tolerance)
+    before = Counter(residual_key(r) for r in saved["residuals"])
+    after = Counter(residual_key(r) for r in now["residuals"])
+    words_before = {residual_key(r): residual_words(r) for r in saved["residuals"]}
+    words_after = {residual_key(r): residual_words(r) for r in now["residuals"]}
+    for key, n in (after - before).items():
+        result.appeared += [words_after[key]] * n
+    for key, n in (before - after).items():
+        result.disappeared += [words_before[key]] * n
+    compiled_before, compiled_after = saved.get("compiled") or {}, now.get("compiled") or {}
+    result.peak_before = _peak(compiled_before)
+    result.peak_after = _peak(compiled_after)
+    result.time_before = (saved.get("time") or {}).get("seconds")
+    result.time_after = (now.get("time") or {}).get("seconds")
+    result.jax_before = saved.get("jax_version")
+    device_before = (saved.get(BASELINE_KEY) or {}).get("device")
+    device_after = now[BASELINE_KEY]["device"]
+    if device_before and device_after and device_before != device_after:
+        result.notes.append(
+            f"the baseline was compiled for {device_before}, this check for {device_after}"
+        )
+    program = (saved.get(BASELINE_KEY) or {}).get("program")
+    if program is not None:
+        same = program == now[BASELINE_KEY]["program"]
+        result.same_program = same
+        result.notes.append(
+            "the same program as the baseline's (its lowered program's hash is equal)"
+            if same
+            else "a different program from the baseline's (its lowered program's hash differs)"
+        )
+    if compiled_before.get("step") and compiled_before.get("step") != compiled_after.get("step"):
+        result.notes.append(
+            f"the baseline compiled the {compiled_before['step']} step, this check the "
+            f"{compiled_after.get('step')} step"
+        )
+    if not compiled_before.get("fits", True) or not compiled_after.get("fits", True):
+        result.notes.append("a compile did not fit its device: its peak is not compared")
+    return result
+
+
+def _peak(compiled: dict) -> int | None:
+    """A report's compiled peak, where it fit its device."""
+    return compiled.get("peak_bytes") if compiled and compiled.get("fits", True) else None
+
+
+def _require_report(saved) -> None:
+    if not isinstance(saved, dict) or saved.get("schema") != 1 or "residuals" not in saved:
+        raise RematError(
+            "the baseline is not a remat-tui JSON report (schema 1, with residuals): "
+            "write one with remat-tui check FILE[:NAME] --write BASELINE.json"
+        )

@@ -1,0 +1,134 @@
+"""Provides `tell`: each residual's story in the jaxprs (Contract 14), the rule
+that saved it (core/trace/rules.py) and the backward equations that read it,
+with their lines in the backward pane. The equation that made it is its
+origin (Contract 5); what XLA made of it is core/xla/fates.py's.
+
+The readers are the equations of the backward jaxpr that use the residual's
+input variable, followed into the bodies of calls (a checkpoint's
+recomputation reads a residual inside its body): the same walk the pane's
+marks come from (core/trace/linemap.py's `Readers`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from remat_tui.core import jaxcompat as jc
+from remat_tui.core.model import Residual
+from remat_tui.core.stories import Made, Reader, Story
+from remat_tui.core.trace import linemap, recomputation
+from remat_tui.core.trace.configured import target_dir
+from remat_tui.core.trace.origins import Origins
+from remat_tui.core.trace.rules import Governors, rule_of
+
+
+def tell(t, residuals: list[Residual], bwd, bwd_lay, recompute) -> list[Residual]:
+    """`residuals` (those of the trace `t`, placed on the panes) with their
+    rules and readers: `bwd` is the backward jaxpr, `bwd_lay` its printed
+    layout, `recompute` its Recomputation (which readers re-run forward work)."""
+    governors = Governors(t)
+    origins = Origins(target_dir(t.target), t.sites)
+    readers = linemap.Readers(bwd_lay)
+    positions = t.backward_positions
+    first: dict = {}  # id of the computing equation -> the first residual's index
+    made = [_made(fr, t.forward, origins, first, i) for i, fr in enumerate(t.found)]
+    made = _placed_among_alike(t.forward, made)
+    out = []
+    for fr, r, (m, _) in zip(t.found, residuals, made, strict=True):
+        rule = rule_of(fr, origins, t.forward, governors)
+        read = []
+        for invar in backward_inputs(fr, bwd, positions):
+            read.extend(readers.equations(bwd, invar))
+        story = Story(rule, m, tuple(_reader(e, bwd_lay, recompute) for e in read))
+        out.append(replace(r, story=story))
+    return out
+
+
+def _placed_among_alike(forward, made: list) -> list:
+    """Each (Made, computing equation) with the Made's place among every
+    equation of the forward jaxpr alike (the same primitive, aval and frames,
+    saved or not: one layer's line for each layer), in program order: what
+    tells XLA's alike values apart where it keeps more of them than are saved."""
+    wanted = {(m.primitive, m.shape) for m, eqn in made if eqn is not None}
+    alike: dict[tuple, list] = {}
+    for eqn, _ in jc.nested_eqns(forward):
+        what = (jc.primitive_name(eqn), jc.short(eqn.outvars[0].aval) if eqn.outvars else None)
+        if what in wanted:
+            frames = tuple((f.file, f.line) for f in jc.users_frames(eqn.source_info))
+            alike.setdefault((*what, frames), []).append(eqn)
+    out = []
+    for m, eqn in made:
+        if eqn is not None:
+            group = alike.get((m.primitive, m.shape, tuple((f.file, f.line) for f in m.frames)), [])
+            at = next((k for k, e in enumerate(group) if e is eqn), None)
+            if at is not None:
+                m = replace(m, ordinal=at, alike=len(group))
+        out.append((m, eqn))
+    return out
+
+
+# Equations that only re-lay a value: XLA turns them into layouts and bitcasts,
+# so the value a compiled buffer holds is their operand's.
+_LAYOUTS = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "copy", "copy_p"})
+
+
+def _made(fr, forward, origins: Origins, first: dict, index: int) -> tuple:
+    """(the Made of residual `index`, its computing equation or None): the
+    equation that computed it (its origin's), the equations behind it that
+    it only re-lays, and whether an earlier residual holds the same value."""
+    if fr.var in forward.invars:
+        return Made(None, argument=forward.invars.index(fr.var)), None
+    eqn, jaxpr = origins.computing(forward, fr.var)
+    if eqn is None:
+        return Made(None), None
+    same_as = first.setdefault(id(eqn), index)
+    relaid = []
+    behind = eqn
+    while jc.primitive_name(behind) in _LAYOUTS and behind.invars:
+        behind = origins.producer(jaxpr, behind.invars[0])
+        if behind is None:
+            break
+        relaid.append(_what(behind))
+    primitive, shape, frames = _what(eqn)
+    made = Made(
+        primitive, frames, shape, None if same_as == index else same_as, relaid=tuple(relaid)
+    )
+    return made, eqn
+
+
+def _what(eqn) -> tuple:
+    """(primitive, output aval, the user's frames) of an equation."""
+    shape = jc.short(eqn.outvars[0].aval) if eqn.outvars else None
+    return jc.primitive_name(eqn), shape, jc.users_frames(eqn.source_info)
+
+
+def recomputed(t) -> list[tuple]:
+    """(primitive, output aval, the user's frames) of each equation the
+    backward pass re-runs (forward work a checkpoint recomputes): what
+    core/xla/fates.py looks for among the forward values XLA keeps, where
+    XLA merged the recomputation with the forward computation (CSE)."""
+    bwd = t.backward()
+    split = t.backward_residuals
+    again = recomputation.recomputation(bwd, set(bwd.invars[:split]), set(bwd.invars[split:]))
+    return [_what(eqn) for eqn, _ in jc.nested_eqns(bwd) if id(eqn) in again.eqn_ids]
+
+
+def backward_inputs(fr, bwd, positions: list[int | None]) -> list:
+    """The backward jaxpr's input variables holding the residual `fr` (none
+    where JAX bakes it into the backward pass as a constant)."""
+    out = []
+    for fwd_pos in fr.outvar_positions:
+        pos = positions[fwd_pos] if fwd_pos < len(positions) else None
+        if pos is not None and pos < len(bwd.invars):
+            out.append(bwd.invars[pos])
+    return out
+
+
+def _reader(eqn, lay, recompute) -> Reader:
+    lines = lay.by_eqn.get(id(eqn), ())
+    return Reader(
+        primitive=jc.primitive_name(eqn),
+        line=lines[0] if lines else -1,
+        source=jc.user_source(eqn.source_info),
+        recomputes=id(eqn) in recompute.eqn_ids,
+    )

@@ -1,0 +1,458 @@
+"""Provides `link`: the jaxpr's residuals tied to the compiled step's values
+(Contract 14): each buffer at the compiled peak that holds a residual names
+it, and each residual says what XLA did with it (a `Fate`: kept to the
+backward part, recomputed, fused away, merged with another, removed).
+
+How a residual is tied to a compiled value: by what computed it. The jaxpr
+side is the residual's `Made` (core/trace/story.py: the equation's
+primitive, its output's dtype and element count, the user's frames behind
+it); the compiled side is core/xla/made.py's records, read off the
+instruction that computes each value. Equal on all four, they are the same
+computation. Where several residuals are alike on all four (one layer's
+code run for every layer of an unrolled loop), they are told apart by order:
+the jaxpr's order and the schedule's agree for computations that depend on
+one another, as a layer on the one before does. Where the counts differ and
+order cannot tell (XLA kept one of three alike values), the residual's fate
+is `unknown` and says so, and the buffer stays unnamed with the reason.
+
+The jaxpr and the compile disagree where the jaxpr saves a value and the
+compiled step keeps no buffer of it into the backward part (XLA recomputes
+it, fuses it into its reader, or removed it), and where the compiled step
+keeps a forward value the jaxpr saves under no residual (`kept_unsaved`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import replace
+
+from remat_tui.core.jaxcompat.hlo_values import hlo_dtype
+from remat_tui.core.stories import (
+    FUSED,
+    KEPT,
+    MERGED,
+    RECOMPUTED,
+    REMOVED,
+    UNKNOWN,
+    Fate,
+)
+from remat_tui.core.units import human_bytes
+from remat_tui.core.xla import made as mk
+
+
+def signature(made) -> tuple | None:
+    """A residual's `Made` as the compiled side's key: (primitive, dtype,
+    elements, frames)."""
+    if made is None or made.primitive is None or made.shape is None:
+        return None
+    return _sig(made.primitive, made.shape, made.frames)
+
+
+def signatures(made) -> list[tuple]:
+    """Its key and those of the equations it only re-lays."""
+    first = signature(made)
+    if first is None:
+        return []
+    return [first, *(_sig(*relaid) for relaid in made.relaid if relaid[1] is not None)]
+
+
+def _sig(primitive: str, shape: str, frames) -> tuple:
+    dtype, _, dims = shape.partition("[")
+    dtype = dtype.split("<")[0]
+    count = 1
+    for d in dims.rstrip("]").split(","):
+        if d.strip().isdigit():
+            count *= int(d)
+    where = tuple((f.file, f.line) for f in frames)
+    return (primitive, hlo_dtype(dtype), count, where)
+
+
+def _keys(m: mk.Made) -> set[tuple]:
+    """The (primitive, elements) of each instruction computing `m`. Not its
+    dtype: XLA may keep a value narrower than the jaxpr's (TPU keeps an f32
+    dot's output in bf16 when what reads it multiplies in bf16)."""
+    return {(alias[0], alias[2]) for alias in m.aliases}
+
+
+def _matches(sigs: list[tuple], m: mk.Made) -> bool:
+    """Whether any of a residual's keys is any of the value's."""
+    return any(
+        (alias[0], alias[2]) == (sig[0], sig[2]) and _same_frames(sig[3], alias[3])
+        for sig in sigs
+        for alias in m.aliases
+    )
+
+
+def _same_frames(ours: tuple, theirs: tuple) -> bool:
+    """Whether two frame lists are one call path: equal as far as both go (the
+    frames outside the target's code, its caller's, differ between the
+    trace and the compile)."""
+    n = min(len(ours), len(theirs))
+    return n > 0 and ours[:n] == theirs[:n]
+
+
+class Linked:
+    """A residual list tied to one compile: `fates` (one `Fate` or None per
+    residual) and `named` (value key -> the residual index its buffer holds)."""
+
+    def __init__(self, residuals, made: tuple, at_peak: list[dict], recomputed=()):
+        self.residuals = residuals
+        # (primitive, aval, frames) of what the backward jaxpr re-runs (core/trace/story.py)
+        self.recomputed = [_sig(*what) for what in recomputed if what[1] is not None]
+        self.merged_recompute: list[dict] = []  # recomputations XLA merged into the forward part
+        self.fates: list[Fate | None] = [None] * len(residuals)
+        # value key -> the residual index its buffer holds: `exact` for the
+        # values the residual's computation makes, `named` for the values XLA
+        # keeps in the same bytes before or after (a loop's carry, an in-place
+        # update), which a value of their own named exactly overrides.
+        self.exact: dict[str, int] = {}
+        self.named: dict[str, int] = {}
+        self.unnamed: dict[str, str] = {}  # value key -> why its buffer names no residual
+        self._peak_bytes = _bytes_by_key(at_peak)
+        forward, elsewhere = defaultdict(list), defaultdict(list)
+        arguments: dict[int, mk.Made] = {}
+        for m in made:
+            if m.where == mk.ARGUMENT:
+                if m.number is not None:
+                    arguments[m.number] = m
+                continue
+            for key in _keys(m):
+                (forward if m.where == mk.FORWARD else elsewhere)[key].append(m)
+        self._arguments(arguments)
+        groups = defaultdict(list)
+        for i, r in enumerate(residuals):
+            made_r = r.story.made if r.story is not None else None
+            if made_r is None or made_r.argument is not None or made_r.same_as is not None:
+                continue
+            if r.memory != "device":
+                continue  # offloaded: its buffer is in host memory, another story
+            groups[signature(made_r)].append(i)
+        for key, indices in groups.items():
+            if key is None:
+                for i in indices:
+                    self.fates[i] = Fate(UNKNOWN, "its computation is not known to the jaxpr")
+                continue
+            sigs = signatures(residuals[indices[0]].story.made)
+            alike = _unique(
+                m for sig in sigs for m in forward.get((sig[0], sig[2]), []) if _matches(sigs, m)
+            )
+            other = _unique(
+                m for sig in sigs for m in elsewhere.get((sig[0], sig[2]), []) if _matches(sigs, m)
+            )
+            self._group(
+                indices, sorted(alike, key=lambda m: m.start), sorted(other, key=lambda m: m.start)
+            )
+        self._merged()
+        self._unsaved(forward)
+
+    # ---- the residuals ------------------------------------------------------------
+
+    def _arguments(self, arguments: dict[int, mk.Made]) -> None:
+        """Argument residuals in the step's parameters: the gradient step takes
+        the flat arguments in order (checked by size: a parameter jit drops
+        as unused shifts the rest, and a training step takes them otherwise)."""
+        for i, r in enumerate(self.residuals):
+            made_r = r.story.made if r.story is not None else None
+            if made_r is None or made_r.argument is None:
+                continue
+            m = arguments.get(made_r.argument)
+            elements = 1
+            for d in r.shape:
+                elements *= d
+            if m is None or m.elements not in (elements, _per_device(r, elements)):
+                continue
+            self._keep(i, m, "the step's argument, in its buffer for the whole step")
+
+    def _group(self, indices: list[int], forward: list, elsewhere: list) -> None:
+        kept = [m for m in forward if m.kept]
+        n = len(indices)
+        chosen = kept if len(kept) == n else forward if len(forward) == n else None
+        if chosen is None:
+            chosen = self._by_place(indices, forward)
+        if chosen is None and kept:
+            indices, chosen = self._by_readers(indices, kept)
+        if chosen is None:
+            for j, i in enumerate(indices):
+                self.fates[i] = self._not_told(n, forward, kept, _nth(elsewhere, j, n))
+            return
+        for j, (i, m) in enumerate(zip(indices, chosen, strict=True)):
+            if m.kept:
+                self._keep(i, m, "a buffer holds it from the forward part into the backward part")
+            else:
+                self.fates[i] = self._not_kept(m, _nth(elsewhere, j, n))
+
+    def _by_place(self, indices: list[int], forward: list) -> list | None:
+        """Alike residuals tied by their place among every alike equation of
+        the forward jaxpr, saved or not, where XLA made a value for each of
+        those equations (as many, in the schedule's order): the layer1 of
+        three alike layers is the second value."""
+        places = [self.residuals[i].story.made for i in indices]
+        if any(m.ordinal is None or m.alike != len(forward) for m in places):
+            return None
+        return [forward[m.ordinal] for m in places]
+
+    def _by_readers(self, indices: list[int], kept: list) -> tuple[list[int], list | None]:
+        """Alike residuals and kept values in unequal numbers, told apart by
+        what reads them in the backward part: the residuals whose readers
+        (their lines) read some kept value, or the kept values some
+        residual's readers read, when that leaves as many of each. Else
+        (`indices`, None)."""
+
+        def read(i: int) -> set:
+            story = self.residuals[i].story
+            return {(rd.source.file, rd.source.line) for rd in story.readers if rd.source}
+
+        # By line alone: XLA folds a transposition's ops together, under one op_name.
+        lines = {id(m): {(file, line) for _, file, line in m.readers} for m in kept}
+        reads = {i: read(i) for i in indices}
+        if len(kept) < len(indices):
+            chosen = [i for i in indices if any(reads[i] & lines[id(m)] for m in kept)]
+            if len(chosen) == len(kept):
+                for i in indices:
+                    if i not in chosen:
+                        self.fates[i] = Fate(
+                            UNKNOWN,
+                            "alike values XLA keeps are read as other "
+                            "residuals are: XLA keeps none of this one "
+                            "in a buffer of its own",
+                        )
+                return chosen, kept
+        elif len(kept) > len(indices):
+            values = [m for m in kept if any(reads[i] & lines[id(m)] for i in indices)]
+            if len(values) == len(indices):
+                return indices, values
+        return indices, None
+
+    def _keep(self, i: int, m: mk.Made, words: str) -> None:
+        at_peak = sum(self._peak_bytes.get(k, 0) for k in {m.key, *m.same_bytes})
+        peak = f"; {human_bytes(at_peak)} of it live at the peak" if at_peak else ""
+        self.fates[i] = Fate(KEPT, f"{words} ({shown(m.key)}){peak}", shown(m.key), at_peak)
+        for k in {m.key, *m.values}:
+            self.exact.setdefault(k, i)
+        for k in m.same_bytes:
+            self.named.setdefault(k, i)
+
+    def _not_kept(self, m: mk.Made, elsewhere: list) -> Fate:
+        """A residual whose forward value dies before the backward part."""
+        again = [e for e in elsewhere if e.where == mk.BACKWARD]
+        fused = [e for e in elsewhere if e.where == mk.FUSED]
+        if again:
+            by = "XLA's rematerialization pass" if any(e.remat for e in again) else "XLA"
+            return Fate(
+                RECOMPUTED,
+                f"its forward buffer ({m.instruction}) is freed before the "
+                f"backward part, which {by} computes it again for ({again[0].instruction})",
+                shown(again[0].key),
+                disagrees=True,
+            )
+        if fused:
+            return Fate(
+                FUSED,
+                f"its forward buffer ({m.instruction}) is freed before the "
+                f"backward part; XLA recomputes it inside {shown(fused[0].key)}, "
+                "the backward fusion that reads it",
+                shown(fused[0].key),
+                disagrees=True,
+            )
+        return Fate(
+            REMOVED,
+            f"its forward buffer ({m.instruction}) is freed before the "
+            "backward part, and nothing in the backward part computes it again: "
+            "the compiled step does not read it there",
+            shown(m.key),
+            disagrees=True,
+        )
+
+    def _not_told(self, n: int, forward: list, kept: list, elsewhere: list) -> Fate:
+        """A residual among `n` alike whose compiled values order cannot tell apart,
+        or that has none."""
+        if forward:
+            return Fate(
+                UNKNOWN,
+                f"one of {n} alike residuals (the same primitive, size and "
+                f"line), against {len(forward)} such values in the compiled step, "
+                f"{len(kept)} of them kept: which holds which, XLA does not say",
+            )
+        if any(e.where == mk.BACKWARD for e in elsewhere):
+            e = next(e for e in elsewhere if e.where == mk.BACKWARD)
+            by = "XLA's rematerialization pass" if e.remat else "XLA"
+            return Fate(
+                RECOMPUTED,
+                f"no forward buffer holds it: {by} computes it in the "
+                f"backward part ({e.instruction})",
+                shown(e.key),
+                disagrees=True,
+            )
+        if any(e.where == mk.FUSED for e in elsewhere):
+            e = next(e for e in elsewhere if e.where == mk.FUSED)
+            return Fate(
+                FUSED,
+                f"no buffer of its own: XLA computes it inside {shown(e.key)}, "
+                "the backward fusion that reads it",
+                shown(e.key),
+                disagrees=True,
+            )
+        return Fate(
+            REMOVED,
+            "no value of the compiled step is computed by its equation: XLA "
+            "removed it (nothing the compiled step returns needs it) or rewrote it "
+            "past recognition",
+            disagrees=True,
+        )
+
+    def _merged(self) -> None:
+        for i, r in enumerate(self.residuals):
+            made_r = r.story.made if r.story is not None else None
+            if made_r is None or made_r.same_as is None:
+                continue
+            first = self.fates[made_r.same_as]
+            where = f" ({first.buffer})" if first is not None and first.buffer else ""
+            self.fates[i] = Fate(
+                MERGED,
+                f"the same value as R{made_r.same_as + 1}, in one buffer{where}",
+                first.buffer if first else None,
+                merged_with=f"R{made_r.same_as + 1}",
+            )
+
+    # ---- the buffers ----------------------------------------------------------------
+
+    def _unsaved(self, forward: dict) -> None:
+        """Why the kept forward values no residual holds name none."""
+        told = self.exact.keys() | self.named.keys()
+        by_key: dict[tuple, set] = defaultdict(set)  # (primitive, elements) -> residuals' keys
+        for r in self.residuals:
+            sigs = tuple(signatures(r.story.made)) if r.story is not None else ()
+            for sig in sigs:
+                by_key[(sig[0], sig[2])].add(sigs)
+        for m in _unique(m for records in forward.values() for m in records):
+            if not m.kept or any(k in told for k in (m.key, *m.values)):
+                continue
+            alike = any(
+                _matches(sigs, m) for key in _keys(m) for sigs in by_key.get(key, ())
+            )
+            if not alike and _matches(self.recomputed, m):
+                self._merged_recompute(m)
+                continue
+            at = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
+            why = (
+                "one of several alike values: which residual it holds, XLA does not say"
+                if alike
+                else f"no residual: XLA keeps this forward value ({m.primitive}{at}) for "
+                "the backward part, where autodiff saves none of it (XLA keeps it rather "
+                "than recompute it from what autodiff saves)"
+            )
+            for k in (m.key, *m.values):
+                self.unnamed[k] = why
+
+    def _merged_recompute(self, m: mk.Made) -> None:
+        """A kept forward value the backward jaxpr recomputes: XLA merged the
+        recomputation with the forward computation (common subexpression
+        elimination) and keeps the forward value instead."""
+        at = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
+        why = (
+            f"no residual: the jaxpr recomputes this value ({m.primitive}{at}) in the backward "
+            "part, and XLA merged that recomputation with the forward computation (common "
+            "subexpression elimination): it keeps the forward value instead"
+        )
+        keys = (m.key, *m.values)
+        for k in keys:
+            self.unnamed[k] = why
+        self.merged_recompute.append({
+            "value": f"{m.primitive}{at}",
+            "instruction": shown(m.key),
+            "bytes_at_peak": sum(self._peak_bytes.get(k, 0) for k in set(keys)),
+        })  # fmt: skip
+
+    def at_peak(self, buffers: list[dict]) -> list[dict]:
+        """The buffers at the peak, each naming the residual it holds (`R#`)
+        where it holds one, and, for a residual buffer that names none, why."""
+        out = []
+        for b in buffers:
+            key = value_key(b["instruction"])
+            i = self.exact.get(key, self.named.get(key) if key not in self.unnamed else None)
+            named = None if i is None else f"R{i + 1}"
+            entry = {**b, "residual": named}
+            if named is None and b["category"] == "residual":
+                entry["unnamed"] = self.unnamed.get(key, "no forward computation found for it")
+            out.append(entry)
+        return out
+
+
+def shown(key: str) -> str:
+    """A value key as the memory view shows the instruction: `fusion.2`, `while.4{3}`."""
+    return key[:-2] if key.endswith("{}") else key
+
+
+def _nth(records: list, j: int, n: int) -> list:
+    """The records made by the j-th of n alike residuals, where each kind
+    counts n: the backward part runs the forward part's layers last to first,
+    so the j-th from the end of the schedule. Else all of them."""
+    out = []
+    for where in (mk.BACKWARD, mk.FUSED):
+        kind = [m for m in records if m.where == where]
+        out += [kind[n - 1 - j]] if len(kind) == n else kind
+    return out
+
+
+def _per_device(r, elements: int) -> int:
+    """A sharded residual's elements on one device."""
+    if not r.bytes or r.bytes_per_device is None:
+        return elements
+    return elements * r.bytes_per_device // r.bytes
+
+
+def _unique(records) -> list:
+    seen, out = set(), []
+    for m in records:
+        if id(m) not in seen:
+            seen.add(id(m))
+            out.append(m)
+    return out
+
+
+def value_key(instruction: str) -> str:
+    """An at_peak entry's instruction (`while.4{3}`, `fusion.2`) as XLA's
+    value key (`while.4{3}`, `fusion.2{}`)."""
+    return instruction if instruction.endswith("}") else instruction + "{}"
+
+
+def _bytes_by_key(at_peak: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for b in at_peak:
+        out[value_key(b["instruction"])] += b["bytes"]
+    return out
+
+
+def link(residuals: list, compiled, recomputed=()) -> tuple[list, dict | None]:
+    """(`residuals` with what XLA made of each, `compiled`'s memory breakdown
+    with each buffer at the peak naming the residual it holds): the jaxpr
+    tied to one compile of its configuration (a `Compiled` with its memory
+    breakdown). As given where the compile has no breakdown. `recomputed`:
+    what the backward jaxpr re-runs (core/trace/story.py `recomputed`), to
+    tell where XLA merged that with the forward computation."""
+    memory = getattr(compiled, "memory", None)
+    if memory is None or not getattr(compiled, "made", ()):
+        return residuals, memory
+    made = compiled.made
+    if compiled.step == "train":  # its parameters are (params, opt_state, batch): no argument order
+        made = tuple(m for m in made if m.where != mk.ARGUMENT)
+    linked = Linked(residuals, made, memory["at_peak"], recomputed)
+    at_peak = linked.at_peak(memory["at_peak"])
+    # The other memories' buffers too (TPU VMEM keeps a small program's residuals).
+    spaces = [
+        {**space, "at_peak": linked.at_peak(space["at_peak"])}
+        for space in memory.get("other_spaces", [])
+    ]
+    told = [
+        r if r.story is None else replace(r, story=r.story.with_fate(fate))
+        for r, fate in zip(residuals, linked.fates, strict=True)
+    ]
+    named = sum(b["bytes"] for b in at_peak if b["category"] == "residual" and b["residual"])
+    return told, {
+        **memory,
+        "at_peak": at_peak,
+        "other_spaces": spaces,
+        "residual_bytes_named": named,
+        "merged_recompute": linked.merged_recompute,
+    }

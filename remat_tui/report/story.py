@@ -1,0 +1,95 @@
+"""Provides each residual's story (Contract 14) in words, for every report
+format and the app's panel: why it is saved (the rule), what made it (the
+equation and the user's frames around it), what reads it in the backward
+pass, and, once compiled, what XLA made of it, with a mark where the jaxpr
+and the compile disagree.
+"""
+
+from __future__ import annotations
+
+import os
+
+READERS_SHOWN = 4  # readers named in a line, then "and N more"
+DISAGREES = "jaxpr ≠ XLA"  # the mark where the jaxpr saves what the compile does not keep
+
+
+def made_words(r) -> str | None:
+    """`tanh at mlp.py:34 (layer) ← mlp.py:40 (loss)`: the equation that made
+    it and the calls that led there; None for an argument or a constant."""
+    made = r.story.made if r.story is not None else None
+    if made is None or made.primitive is None:
+        return None
+    if not made.frames:
+        return made.primitive
+    first, *rest = made.frames
+    chain = "".join(f" ← {_where(f)} ({f.function})" for f in rest)
+    return f"{made.primitive} at {_where(first)} ({first.function}){chain}"
+
+
+def reader_words(r) -> str:
+    """`mul at line 51 (mlp.py:34), ↻ sin at line 7`: the backward equations
+    reading it, `↻` where one re-runs forward work."""
+    readers = r.story.readers if r.story is not None else ()
+    if not readers:
+        return "nothing in the backward jaxpr (JAX saves it, the backward pass reads it not)"
+    shown = []
+    for reader in readers[:READERS_SHOWN]:
+        where = f" ({_where(reader.source)})" if reader.source else ""
+        again = "↻ " if reader.recomputes else ""
+        shown.append(f"{again}{reader.primitive} at line {reader.line + 1}{where}")
+    more = len(readers) - READERS_SHOWN
+    return ", ".join(shown) + (f", and {more} more" if more > 0 else "")
+
+
+def fate_words(r) -> str | None:
+    """What XLA made of it, marked where the jaxpr and the compile disagree;
+    None before a compile."""
+    fate = r.story.xla if r.story is not None else None
+    if fate is None:
+        return None
+    mark = f" [{DISAGREES}]" if fate.disagrees else ""
+    return f"{fate.what}: {fate.words}{mark}"
+
+
+def lines(r, index: int) -> list[tuple[str, str]]:
+    """(label, words) rows of residual `index`'s story."""
+    if r.story is None:
+        return []
+    rows = [("saved", r.story.rule.words)]
+    made = made_words(r)
+    if made:
+        rows.append(("made by", made))
+    rows.append(("read by", reader_words(r)))
+    fate = fate_words(r)
+    if fate:
+        rows.append(("XLA", fate))
+    return rows
+
+
+def applied_lines(a) -> list[str]:
+    """`name 'typo' in the outer policy: no checkpoint_name('typo') runs ...`:
+    each part of the configuration that changes nothing, and why."""
+    return [f"{v.what}: {v.why}" for v in getattr(a, "applied", ())]
+
+
+APPLIED_HEADING = "changes nothing (did it apply?)"
+
+
+def disagreements(residuals) -> int:
+    return sum(
+        1 for r in residuals if r.story is not None and r.story.xla and r.story.xla.disagrees
+    )
+
+
+HOW_TO_READ = (
+    "saved: the rule of the policy in effect that saved it (or why no policy decides); "
+    "made by: the equation that computed it, and the calls that led there; read by: the "
+    "backward equations that use it (↻: they re-run forward work); XLA: what the compiled "
+    f"step did with it. [{DISAGREES}] marks a residual the jaxpr saves but the compiled step "
+    "keeps no buffer of into its backward part (XLA recomputes it, fuses it into what reads "
+    "it, or removed it): its bytes are not in the compiled peak."
+)
+
+
+def _where(source) -> str:
+    return f"{os.path.basename(source.file)}:{source.line}"

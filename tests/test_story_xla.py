@@ -1,0 +1,200 @@
+"""Contract 14 in the compiled step: buffers at the peak name the residual
+they hold, each residual says what XLA did with it, "did it apply" verdicts
+(a typo, a name a checkpoint's policy does not reach, a site's policy under
+another checkpoint's), XLA merging a recomputation (CSE), and XLA's own
+rematerialization pass under a small memory limit (deviceless TPU, with the
+tpu extra). Small models: each compile takes about a second on CPU."""
+
+import os
+import sys
+
+import jax
+import pytest
+from conftest import ROOT, example, jax_saved_residuals
+
+import remat_tui
+from remat_tui.core import stories
+from remat_tui.core.setup import loading
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+import named_blocks  # noqa: E402
+
+NAMES = os.path.join(ROOT, "tests", "models", "named_blocks.py")
+
+
+@pytest.fixture(scope="module")
+def mlp_compiled():
+    target = loading.load_targets(example("mlp.py"))["loss"]
+    return remat_tui.analyze(target, compiled=True)
+
+
+def _share(a) -> float:
+    memory = a.compiled.memory
+    residual = memory["by_category"]["residual"]
+    return memory["residual_bytes_named"] / residual
+
+
+def test_every_residual_buffer_at_the_peak_names_its_residual(mlp_compiled):
+    """examples/mlp.py: the two tanh outputs live at the peak (0 of 2 named
+    before issue 34) name the tanh residuals of the layers they are, and the
+    named residual that holds the same value says it is merged with it."""
+    a = mlp_compiled
+    memory = a.compiled.memory
+    held = [b for b in memory["at_peak"] if b["category"] == "residual"]
+    assert len(held) == 2 and _share(a) == 1.0
+    for b in held:
+        r = a.residuals[int(b["residual"][1:]) - 1]
+        assert r.origin.primitive == "tanh" and r.aval == b["shape"]
+        assert r.story.xla.what == stories.KEPT and r.story.xla.bytes_at_peak == b["bytes"]
+    for r in a.residuals:
+        fate = r.story.xla
+        if r.kind == "named":  # checkpoint_name(tanh(...)): the tanh's own value
+            assert fate.what == stories.MERGED and not fate.disagrees
+            first = a.residuals[int(fate.merged_with[1:]) - 1]
+            assert first.origin.primitive == "tanh" and first.origin.source == r.origin.source
+        if r.kind == "argument":
+            assert fate.what == stories.KEPT
+    # the residual 1 - tanh² is computed inside the backward fusion that reads it
+    fused = [r for r in a.residuals if r.origin and r.origin.primitive == "sub"]
+    assert fused and all(r.story.xla.what == stories.FUSED for r in fused)
+    assert all(r.story.xla.disagrees for r in fused)
+
+
+def test_a_names_model_names_what_it_keeps():
+    """The named blocks, unrolled and scanned: at least 90% of the residual
+    bytes at the peak name their residual; every named buffer's residual has
+    its size and is made on a line XLA gives the buffer (a loop's stacked
+    buffer carries the line that runs the scan, among the residual's frames)."""
+    for name in ("unrolled", "scanned"):
+        target = loading.load_targets(NAMES)[name]
+        a = remat_tui.analyze(target, compiled=True)
+        assert _share(a) >= 0.9, name
+        for b in a.compiled.memory["at_peak"]:
+            if b["residual"] and b["category"] == "residual":
+                r = a.residuals[int(b["residual"][1:]) - 1]
+                assert r.aval == b["shape"]
+                if b["source"]:
+                    made = {(f.file, f.line) for f in r.story.made.frames}
+                    assert (b["source"]["file"], b["source"]["line"]) in made
+            elif b["category"] == "residual":
+                assert b["unnamed"]  # the rest say why
+
+
+def _applied(a) -> dict:
+    return {v.what: v for v in a.applied}
+
+
+def test_a_typo_is_flagged_as_changing_nothing():
+    """save_only_these_names('typo'): no checkpoint_name makes it, and its
+    program is the one without it."""
+    target = loading.load_targets(example("mlp.py"))["loss"]
+    a = remat_tui.analyze(target, policy="save_only_these_names('typo')", compiled=True)
+    verdict = _applied(a)["name 'typo' in the outer policy"]
+    assert verdict.kind == "never_made" and "no checkpoint_name('typo')" in verdict.why
+    assert "same program" in verdict.why
+    report = remat_tui.core.display  # noqa: F841 (the report says it too)
+    from remat_tui.report import render
+
+    assert "name 'typo' in the outer policy" in render(a, "text")
+    assert a.to_dict()["applied"][0]["kind"] == "never_made"
+
+
+def test_a_name_in_a_scan_the_policy_does_not_reach_is_flagged():
+    """The head's checkpoint saves 'act' by its policy, but 'act' is made in
+    the scan before it, outside the head's body: flagged, and the residuals
+    are those of the head's policy without it."""
+    target = loading.load_targets(NAMES)["scan_then_head"]
+    spec = "save_only_these_names('act')"
+    a = remat_tui.analyze(target, sites={"head": spec})
+    verdict = _applied(a)["name 'act' in site 1's policy (head)"]
+    assert verdict.kind == "not_reached" and "inside the scan at named_blocks.py" in verdict.why
+    # The oracle: the same source with the head's policy written by hand, with and without.
+    args, kwargs = loading.resolve_arguments(target)
+    cp = jax.checkpoint_policies
+    with_act = named_blocks.make_scan_then_head(cp.save_only_these_names("act"))
+    without = named_blocks.make_scan_then_head(cp.save_only_these_names())
+    assert jax_saved_residuals(with_act, "as_written", args, kwargs) == jax_saved_residuals(
+        without, "as_written", args, kwargs
+    )
+
+
+def test_a_sites_policy_under_another_checkpoint_is_flagged():
+    """Under an outer policy, a site's override changes nothing: JAX judges the
+    whole body by the outer policy; the residuals are the outer policy's."""
+    target = loading.load_targets(NAMES)["scan_then_head"]
+    over = remat_tui.analyze(target, policy="nothing_saveable", sites={1: "everything_saveable"})
+    alone = remat_tui.analyze(target, policy="nothing_saveable")
+    assert [r.text for r in over.residuals] == [r.text for r in alone.residuals]
+    verdict = _applied(over)["site 1's policy (head)"]
+    assert verdict.kind == "outer_decides" and "nothing_saveable" in verdict.why
+
+
+def test_xla_merging_a_recomputation_into_the_forward_pass_is_detected(mlp_compiled):
+    """nothing_saveable on CPU: the jaxpr recomputes every layer, XLA keeps the
+    forward values instead (common subexpression elimination); the buffers
+    say so, and so does a verdict."""
+    target = loading.load_targets(example("mlp.py"))["loss"]
+    a = remat_tui.analyze(target, policy="nothing_saveable", compiled=True)
+    merged = a.compiled.memory["merged_recompute"]
+    held = [b for b in a.compiled.memory["at_peak"] if b["category"] == "residual"]
+    assert held and all("merged that recomputation" in b["unnamed"] for b in held)
+    assert {m["value"] for m in merged} >= {f"tanh at mlp.py:{held[0]['source']['line']}"}
+    assert _applied(a)["the recomputation the policy asks for"].kind == "cse_merged"
+    # as written nothing is recomputed, so nothing is merged
+    assert mlp_compiled.compiled.memory["merged_recompute"] == []
+
+
+@pytest.mark.skipif(
+    not __import__("importlib").util.find_spec("libtpu"),
+    reason="needs the tpu extra (libtpu) to compile for a deviceless TPU",
+)
+def test_xlas_remat_pass_under_a_small_memory_limit_is_detected_with_its_flag():
+    """8 tanh layers of 64 MiB of activations on a v5e: with 100 MiB of HBM
+    XLA's rematerialization pass clones forward work into the backward part;
+    the check says what, what it cost, and the flag that set the limit."""
+    from remat_tui.core.setup.config import Config
+    from remat_tui.core.xla.xla_remat import TPU_LIMIT_FLAG, remat_pass
+
+    def wide(x, ws):
+        for w in ws:
+            x = jax.numpy.tanh(x @ w)
+        return x.sum()
+
+    f32 = jax.numpy.float32
+    args = (jax.ShapeDtypeStruct((16384, 256), f32), [jax.ShapeDtypeStruct((256, 256), f32)] * 8)
+    target = remat_tui.registry.Target(fn=wide, name="wide", args=args)
+    found = remat_pass(target, Config.make(device="tpu:v5e:2x2"), 100 * 2**20)
+    assert found.acted and found.clones and found.fits
+    assert found.flag == f"{TPU_LIMIT_FLAG}=100"
+    assert found.with_limit["flops"] > found.without_limit["flops"]
+    assert found.with_limit["peak_bytes"] < found.without_limit["peak_bytes"]
+    said = found.to_dict()
+    assert TPU_LIMIT_FLAG in said["controls"]
+    assert "jax_compiler_enable_remat_pass" in said["controls"]
+
+
+def test_one_saved_layer_of_three_alike_is_told_by_its_place():
+    """save_only_these_names('layer1') on the MLP: XLA keeps all three layers'
+    alike tanh values (it merges the recomputation of the others), and the
+    named layer1 is the second of the three alike tanh equations: its buffer
+    is the second value, the others say why they name no residual."""
+    target = loading.load_targets(example("mlp.py"))["loss"]
+    a = remat_tui.analyze(target, policy="save_only_these_names('layer1')", compiled=True)
+    (saved,) = [i for i, r in enumerate(a.residuals) if r.kind == "named"]
+    made = a.residuals[saved].story.made
+    assert (made.primitive, made.ordinal, made.alike) == ("tanh", 1, 3)
+    named = [b for b in a.compiled.memory["at_peak"] if b["residual"] == f"R{saved + 1}"]
+    assert named and a.residuals[saved].story.xla.what == stories.KEPT
+    others = [b for b in a.compiled.memory["at_peak"] if b["category"] == "residual"]
+    assert all(b["residual"] or b["unnamed"] for b in others)
+
+
+def test_a_memory_limit_off_a_tpu_says_why_it_cannot_be(capsys):
+    """XLA's CPU compiler has no rematerialization pass: --memory-limit on
+    cpu:0 is bad input, said with the cause and what to give instead."""
+    from remat_tui.cli import main
+
+    assert main(["memory", example("mlp.py"), "--memory-limit", "1MiB"]) == 2
+    said = capsys.readouterr().err
+    assert "no rematerialization pass" in said and "--device tpu:v5e:2x2" in said
+    assert "Traceback" not in said
