@@ -43,22 +43,22 @@ def configured_function(
     target: Target, config: Config, leaves: list, in_tree, device
 ) -> tuple[Callable, Primal | None, dict]:
     """The target as `config` asks for it, as a function of the flattened
-    (args, kwargs) leaves: its checkpoint sites overridden (a rewrite of the
-    primal program) and the outer policy wrapped around it. Also the primal
-    program (when sites are overridden or an outer policy is set, else None)
-    and the override plan ({site id: spec}). What analysis traces and
-    core/xla/compiled.py compiles."""
+    (args, kwargs) leaves: its checkpoint sites overridden and its structure
+    built (a rewrite of the primal program), and the outer policy wrapped
+    around it. Also the primal program (when sites are overridden, a
+    structure or an outer policy is set, else None) and the override plan
+    ({site id: spec}). What analysis traces and core/xla/compiled.py compiles."""
     spec = config.spec
     primal: Primal | None = None
     plan: dict = {}
-    if config.site_specs or spec.kind != policies.AS_WRITTEN:
+    if config.site_specs or config.structure is not None or spec.kind != policies.AS_WRITTEN:
         # Under an outer policy the cached primal program is what is wrapped:
         # the next policy then re-uses JAX's trace of it (Primal.evaluator).
         primal = primal_program(target, leaves, in_tree, device, target_dir(target))
         plan = site_lib.resolve_overrides(
             primal.sites, dict(config.site_specs), jc.open_jaxpr(primal.closed)
         )
-        flat_fn = primal.evaluator(plan, target.policies)
+        flat_fn = primal.evaluator(plan, target.policies, config.structure)
     else:
         flat_fn = flat_function(target, target.fn, in_tree)
     if spec.kind != policies.AS_WRITTEN:

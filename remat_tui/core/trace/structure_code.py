@@ -1,0 +1,113 @@
+"""Provides the code to write for a structure (Contract 15): `nested_scan` and
+`split_scan`, plain JAX the user pastes, and `code_for`, which prints the one
+a structure needs with where and how to call it.
+
+The helpers are the code core/trace/structures.py traces to build a
+structure, so what remat-tui reports of a structure is what this code
+compiles to (tests/test_structures_code.py runs the printed text).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.structures import NESTED, Structure
+
+
+def nested_scan(f, init, xs, groups, length=None):
+    """jax.lax.scan(f, init, xs, length) run as `groups` checkpointed groups
+    of length // groups layers: about groups + length // groups carries kept
+    instead of length, for one more forward pass over the layers."""
+    if length is None:
+        length = jax.tree.leaves(xs)[0].shape[0]
+    per_group = length // groups
+
+    def group(carry, group_xs):
+        return jax.lax.scan(f, carry, group_xs, length=per_group)
+
+    grouped = jax.tree.map(lambda x: x.reshape(groups, per_group, *x.shape[1:]), xs)
+    carry, ys = jax.lax.scan(jax.checkpoint(group), init, grouped, length=groups)
+    return carry, jax.tree.map(lambda y: y.reshape(length, *y.shape[2:]), ys)
+
+
+def split_scan(step_first, step_rest, init, xs, first, length=None):
+    """jax.lax.scan(step, init, xs, length) whose first `first` layers run
+    step_first and the others step_rest: the same step under two checkpoint
+    policies."""
+    if length is None:
+        length = jax.tree.leaves(xs)[0].shape[0]
+    head = jax.tree.map(lambda x: x[:first], xs)
+    tail = jax.tree.map(lambda x: x[first:], xs)
+    carry, ys_head = jax.lax.scan(step_first, init, head, length=first)
+    carry, ys_tail = jax.lax.scan(step_rest, carry, tail, length=length - first)
+    return carry, jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys_head, ys_tail)
+
+
+def helper_source(structure: Structure) -> str:
+    """The helper's definition, with the imports it needs."""
+    if structure.kind == NESTED:
+        return "import jax\n\n\n" + inspect.getsource(nested_scan)
+    return "import jax\nimport jax.numpy as jnp\n\n\n" + inspect.getsource(split_scan)
+
+
+def code_for(scan, structure: Structure) -> str:
+    """What to write for `structure` on `scan` (a structures.FoundScan):
+    where, the helper, and the call that replaces the scan's."""
+    where = scan.source.where() if scan.source else "the scan"
+    step = scan.function
+    n, k = scan.length, structure.count
+    if structure.kind == NESTED:
+        head = [
+            f"# {where}: the scan of {step} ({n} layers) as {k} checkpointed groups of {n // k}.",
+            f"# Where the code calls jax.lax.scan({step}, init, xs), call instead:",
+            f"#     carry, ys = nested_scan({step}, init, xs, groups={k})",
+        ]
+    else:
+        head = [
+            f"# {where}: the scan of {step} ({n} layers), the first {k} under "
+            f"{structure.first.canonical}, the other {n - k} under {structure.rest.canonical}.",
+            f"# Where the code calls jax.lax.scan({step}, init, xs), call instead:",
+            f"#     carry, ys = split_scan({step}_first, {step}_rest, init, xs, first={k})",
+            *_split_steps(scan, structure),
+        ]
+    return "\n".join([*head, *_library_note(scan), "", helper_source(structure).rstrip()])
+
+
+def _split_steps(scan, structure: Structure) -> list[str]:
+    """Comment lines saying what each of split_scan's two steps is."""
+    lines = []
+    for part, spec in (("first", structure.first), ("rest", structure.rest)):
+        name = f"{scan.function}_{part}"
+        if spec.kind == policies.AS_WRITTEN:
+            lines.append(f"# with {name} = {scan.function}, as written")
+        elif scan.checkpointed:
+            lines.append(
+                f"# with {name}: {scan.function} with its jax.checkpoint of "
+                f"{scan.checkpoint_function} given policy={spec.expression()}"
+            )
+        else:
+            lines.append(
+                f"# with {name} = jax.checkpoint({scan.function}, policy={spec.expression()})"
+            )
+    return lines
+
+
+def _library_note(scan) -> list[str]:
+    """Where Flax's lifted scan made the loop: only the JAX form is printed."""
+    if scan.library == "flax.linen":
+        return [
+            "# The scan is Linen's nn.scan, which lifts the module's variables: only the",
+            "# JAX form is printed. Call the helper on a pure step function (for example",
+            "# the block's apply, with its stacked parameters in xs), or nest nn.scan by",
+            "# hand (a parameter axis of G groups of N/G layers).",
+        ]
+    if scan.library == "flax.nnx":
+        return [
+            "# The scan is nnx.scan: only the JAX form is printed. Call the helper on a",
+            "# pure step function (nnx.split the block; its stacked state goes in xs).",
+        ]
+    return []
