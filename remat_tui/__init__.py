@@ -64,6 +64,7 @@ def analyze(
     compiled=False,
     measure=False,
     runs=5,
+    structure=None,
 ):
     """Analyse what `fn` saves for the backward pass under one configuration.
 
@@ -90,6 +91,10 @@ def analyze(
         measure: also run the compiled step on `device` (a local device) and
             time it: sets `analysis.measured`. Implies `compiled`.
         runs: timed runs when measuring, after one warm-up.
+        structure: a scan of the code rebuilt, `"nested(4)"` (its layers as
+            4 checkpointed groups) or `"split(8, everything_saveable,
+            nothing_saveable)"` (its first 8 layers under one policy, the
+            rest under another); `analysis.python` is then the code to write.
 
     Returns:
         An `Analysis`; its `to_dict()` is the JSON report.
@@ -98,17 +103,25 @@ def analyze(
         RematError: bad input (an unknown policy or device, a target that
             fails to trace, a compile that fails other than for memory).
     """
+    config = None
+    if structure is not None:
+        from remat_tui.core.setup.config import Config
+        from remat_tui.core.trace.configured import as_target
+
+        fn, args, kwargs = as_target(fn, args, kwargs), None, None
+        config = Config.make(policy, sites, device, fn.policies, structure)
     if compiled or measure:
         from remat_tui.core.xla.compiled_analysis import analyze_compiled
 
         _displays()
         return analyze_compiled(
-            fn, args, kwargs, policy=policy, device=device, sites=sites, measure=measure, runs=runs
-        )
+            fn, args, kwargs, policy=policy, device=device, sites=sites, config=config,
+            measure=measure, runs=runs,
+        )  # fmt: skip
     from remat_tui.core.trace.analysis import analyze as _analyze
 
     _displays()
-    return _analyze(fn, args, kwargs, policy=policy, device=device, sites=sites)
+    return _analyze(fn, args, kwargs, policy=policy, device=device, sites=sites, config=config)
 
 
 def compare(
@@ -132,7 +145,8 @@ def compare(
             configuration worth comparing: the built-in policies and the
             target's own, the `checkpoint_name` save and offload sets, and in
             code with checkpoint sites each of those at each checkpointed
-            function.
+            function, and the structures of its scans (`nested(G)`,
+            `split(K, a, b)`: see `analyze`).
         sites: site overrides every row starts from (as in `analyze`).
         compiled: compile each row's step for `device`: rows then weigh the
             compiled peak and rank by the estimated step time.
@@ -169,7 +183,8 @@ def suggest(
     Searches the built-in policies and the target's own, and every
     save/offload/recompute assignment of its `checkpoint_name`s at each
     checkpointed function: exactly while there are at most 64 of them, else
-    by a stated heuristic.
+    by a stated heuristic; and the structures of its scans (`nested(G)`,
+    `split(K, a, b)` at every eighth of the layers: see `analyze`).
 
     Args:
         fn: a `Target`, or a plain callable analysed with `args` and `kwargs`.

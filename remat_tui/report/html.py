@@ -111,7 +111,7 @@ def render(a: Analysis) -> str:
 <style>{CSS}</style></head>
 <body>
 <h1>remat-tui report: <code>{escape(a.target_name)}</code></h1>
-<p>target <code>{escape(target)}</code> · policy <code>{escape(a.policy)}</code> ·
+<p>target <code>{escape(target)}</code> · policy <code>{escape(a.policy)}</code> ·{_structure(a)}
 device {escape(compiled.device_name(a.device))}
 ({escape(compiled.device_details(a.device))}) · jax {escape(a.jax_version)} ·
 remat-tui {escape(a.tool_version)}</p>
@@ -134,3 +134,9 @@ residuals marked; <span class="rec">blue ↻</span> lines recompute forward work
 <div><h3>backward</h3>{_pane(a.backward)}</div></div>
 </body></html>
 """
+
+
+def _structure(a: Analysis) -> str:
+    if a.structure is None:
+        return ""
+    return f" structure <code>{escape(str(a.structure))}</code> ·"

@@ -23,6 +23,7 @@ def render(a: Analysis) -> str:
     lines = [
         f"target  {target_label(a.target_file, a.target_name)}",
         f"policy  {a.policy}",
+        *([f"structure  {a.structure}"] if a.structure is not None else []),
         f"device  {compiled.device_name(a.device)}",
         f"python  {a.python}",
         "",

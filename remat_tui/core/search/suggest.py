@@ -9,7 +9,8 @@ recomputing what it offloads is the answer only when nothing else fits. The
 search space is the built-in policies and the target's own,
 and every save/offload/recompute assignment of its checkpoint_names, applied
 where the code puts its checkpoints (each checkpointed function) or, in code
-without sites, as an outer policy.
+without sites, as an outer policy; and the structures of its scans (nested,
+and split at every eighth of the layers: core/search/structures.py).
 
 Measured (`measure=True`): the same ordered search, by the estimate, and each
 compiled candidate that fits the budget also runs on the device; the answer
@@ -38,7 +39,7 @@ kept.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.search.compare import (
@@ -52,6 +53,7 @@ from remat_tui.core.search.compare import (
     peak_notes,
 )
 from remat_tui.core.search.offload import judge_offloads
+from remat_tui.core.search.structures import FINE, structure_candidates, structure_notes
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import as_target
@@ -84,6 +86,7 @@ class Suggestion(Displayable):
             change the answer, or they offload where the device's compile has
             no host memory (never the answer); `skipped_why` says why.
         device_memory: what the device has for the program, when compiled.
+        structure_notes: why a scan gets no structure (or no nested one).
     """
 
     budget: int
@@ -101,6 +104,7 @@ class Suggestion(Displayable):
     # What the device has for the program (compiled measure only): XLA's figure
     # from a compile that did not fit, else the chip table's memory per chip.
     device_memory: int | None = None
+    structure_notes: list[str] = field(default_factory=list)
 
     @property
     def budget_above_device(self) -> bool:
@@ -122,6 +126,7 @@ class Suggestion(Displayable):
             "skipped": {"count": self.skipped, "why": self.skipped_why},
             "device_memory": self.device_memory,
             "budget_above_device": self.budget_above_device,
+            "structure_notes": list(self.structure_notes),
         }
 
 
@@ -188,6 +193,7 @@ def suggest(
         skipped=skipped,
         skipped_why="; ".join(reasons),
         device_memory=_device_memory(rows) if compiled else None,
+        structure_notes=structure_notes(target, base),
     )
 
 
@@ -215,6 +221,7 @@ def candidates(target, base: Config, first, exact_limit: int, cancelled, progres
     else:
         analysed([base])
         _heuristic(base, first.sites, places, names, choices, analysed)
+    analysed(structure_candidates(target, base, FINE))
     return list(measured.values()), exact
 
 

@@ -78,22 +78,31 @@ def code_for(scan, structure: Structure) -> str:
 
 
 def _split_steps(scan, structure: Structure) -> list[str]:
-    """Comment lines saying what each of split_scan's two steps is."""
-    lines = []
+    """Comment lines saying what each of split_scan's two steps is: the
+    scan's step with its checkpoint's policy changed (or a checkpoint put
+    around it, where it applies none)."""
+    step, lines = scan.function, []
     for part, spec in (("first", structure.first), ("rest", structure.rest)):
-        name = f"{scan.function}_{part}"
+        name = f"{step}_{part}"
         if spec.kind == policies.AS_WRITTEN:
-            lines.append(f"# with {name} = {scan.function}, as written")
-        elif scan.checkpointed:
+            lines.append(f"# with {name} = {_as_written(scan)}")
+        elif scan.checkpointed and scan.checkpoint_function != step:
             lines.append(
-                f"# with {name}: {scan.function} with its jax.checkpoint of "
-                f"{scan.checkpoint_function} given policy={spec.expression()}"
+                f"# with {name}: {step} with its jax.checkpoint of {scan.checkpoint_function} "
+                f"given policy={spec.expression()}"
             )
-        else:
-            lines.append(
-                f"# with {name} = jax.checkpoint({scan.function}, policy={spec.expression()})"
-            )
+        else:  # the step is the checkpointed function, or applies no checkpoint
+            lines.append(f"# with {name} = jax.checkpoint({step}, policy={spec.expression()})")
     return lines
+
+
+def _as_written(scan) -> str:
+    """The scan's step as the code has it, in words a user finds it by."""
+    if not scan.checkpointed:
+        return f"{scan.function}, as written"
+    if scan.checkpoint_function == scan.function:
+        return f"jax.checkpoint({scan.function}, ...) as written (policy {scan.checkpoint_policy})"
+    return f"{scan.function} as written (its checkpoint's policy: {scan.checkpoint_policy})"
 
 
 def _library_note(scan) -> list[str]:
