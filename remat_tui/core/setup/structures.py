@@ -24,6 +24,9 @@ from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
 
 NESTED, SPLIT = "nested", "split"
+# Where a structure's code to write ends and the helper it calls begins
+# (core/trace/structure_code.py writes it; a table's panel cuts there).
+HELPER_MARK = "# The helper, defined once:"
 EXAMPLES = "e.g. nested(4) or split(8, everything_saveable, nothing_saveable)"
 
 
@@ -109,6 +112,13 @@ def parse(text: str | Structure, declared: dict[str, Callable] | None = None) ->
         except RematError as exc:
             raise RematError(f"structure {text!r}: {exc.message}") from None
     return Structure(SPLIT, count, specs[0], specs[1], scan)
+
+
+def without_helper(python: str) -> str:
+    """A snippet with its structure helper's definition left out (a table's
+    panel has no room for it; the report and an export have it whole)."""
+    head, mark, _ = python.partition(HELPER_MARK)
+    return head.rstrip() + ("\n# (then the helper's definition: in the report)" if mark else "")
 
 
 def _positive(node: ast.AST, text: str, what: str) -> int:

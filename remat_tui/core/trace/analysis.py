@@ -175,22 +175,23 @@ def _analysis(t: Trace, bwd, recompute, residuals, forward, backward, begun: tup
     )
 
 
-def _structure_code(t: Trace) -> str | None:
-    """The code to write for the config's structure, if it has one."""
+def _structure_code(t: Trace) -> tuple[str, str] | None:
+    """The code to write for the config's structure, and its helper, if it
+    has one (core/trace/structure_code.py)."""
     structure = t.config.structure
     if structure is None:
         return None
     return structure_code.code_for(scan_of(t.primal.scans, structure), structure)
 
 
-def _snippet(target: Target, spec, sites: list, plan: dict, structure: str | None) -> str:
-    """What to paste: the structure's code, if any; at each overridden
+def _snippet(target: Target, spec, sites: list, plan: dict, structure: tuple | None) -> str:
+    """What to paste: the structure's call, if any; at each overridden
     site's line, its new checkpoint (core/trace/wrappers.py: for a library's
     wrapper, its policy or the config string it reads); the outer wrap only
-    when an outer policy is set."""
+    when an outer policy is set; last, the structure's helper."""
     if not plan and structure is None:
         return spec.python(target.name)
-    lines = [structure] if structure is not None else []
+    lines = [structure[0]] if structure is not None else []
     seen = set()
     for site in sites:
         if site.id not in plan:
@@ -202,6 +203,8 @@ def _snippet(target: Target, spec, sites: list, plan: dict, structure: str | Non
         lines.append(f"# {where} (site {site.id}){note}\n{code}")
     if spec.kind != policies.AS_WRITTEN:
         lines.append(f"# around {target.name}\n{spec.python(target.name)}")
+    if structure is not None:
+        lines.append(f"\n{structure[1]}")
     return "\n".join(lines)
 
 

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.structures import NESTED, Structure
+from remat_tui.core.setup.structures import HELPER_MARK, NESTED, Structure
 
 
 def nested_scan(f, init, xs, groups, length=None):
@@ -48,15 +48,16 @@ def split_scan(step_first, step_rest, init, xs, first, length=None):
 
 
 def helper_source(structure: Structure) -> str:
-    """The helper's definition, with the imports it needs."""
+    """The helper's definition, with the imports it needs, after HELPER_MARK."""
     if structure.kind == NESTED:
-        return "import jax\n\n\n" + inspect.getsource(nested_scan)
-    return "import jax\nimport jax.numpy as jnp\n\n\n" + inspect.getsource(split_scan)
+        return f"{HELPER_MARK}\nimport jax\n\n\n{inspect.getsource(nested_scan).rstrip()}"
+    source = inspect.getsource(split_scan).rstrip()
+    return f"{HELPER_MARK}\nimport jax\nimport jax.numpy as jnp\n\n\n{source}"
 
 
-def code_for(scan, structure: Structure) -> str:
+def code_for(scan, structure: Structure) -> tuple[str, str]:
     """What to write for `structure` on `scan` (a structures.FoundScan):
-    where, the helper, and the call that replaces the scan's."""
+    (where and the call that replaces the scan's, the helper it calls)."""
     where = scan.source.where() if scan.source else "the scan"
     step = scan.function
     n, k = scan.length, structure.count
@@ -74,7 +75,7 @@ def code_for(scan, structure: Structure) -> str:
             f"#     carry, ys = split_scan({step}_first, {step}_rest, init, xs, first={k})",
             *_split_steps(scan, structure),
         ]
-    return "\n".join([*head, *_library_note(scan), "", helper_source(structure).rstrip()])
+    return "\n".join([*head, *_library_note(scan)]), helper_source(structure)
 
 
 def _split_steps(scan, structure: Structure) -> list[str]:
