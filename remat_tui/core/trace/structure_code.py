@@ -57,53 +57,64 @@ def helper_source(structure: Structure) -> str:
 
 def code_for(scan, structure: Structure) -> tuple[str, str]:
     """What to write for `structure` on `scan` (a structures.FoundScan):
-    (where and the call that replaces the scan's, the helper it calls)."""
+    (where and the call that replaces the scan's, the helper it calls).
+    `step` stands for what the code passes jax.lax.scan, said in words."""
     where = scan.source.where() if scan.source else "the scan"
-    step = scan.function
     n, k = scan.length, structure.count
+    calls = f"# Where the code calls jax.lax.scan(step, init, xs), step being {_step(scan)}:"
     if structure.kind == NESTED:
         head = [
-            f"# {where}: the scan of {step} ({n} layers) as {k} checkpointed groups of {n // k}.",
-            f"# Where the code calls jax.lax.scan({step}, init, xs), call instead:",
-            f"#     carry, ys = nested_scan({step}, init, xs, groups={k})",
+            f"# {where}: its scan of {n} layers as {k} checkpointed groups of {n // k}.",
+            calls,
+            f"#     carry, ys = nested_scan(step, init, xs, groups={k})",
         ]
     else:
         head = [
-            f"# {where}: the scan of {step} ({n} layers), the first {k} under "
+            f"# {where}: its scan of {n} layers, the first {k} under "
             f"{structure.first.canonical}, the other {n - k} under {structure.rest.canonical}.",
-            f"# Where the code calls jax.lax.scan({step}, init, xs), call instead:",
-            f"#     carry, ys = split_scan({step}_first, {step}_rest, init, xs, first={k})",
+            calls,
+            f"#     carry, ys = split_scan(step_first, step_rest, init, xs, first={k})",
             *_split_steps(scan, structure),
         ]
     return "\n".join([*head, *_library_note(scan)]), helper_source(structure)
 
 
+def _step(scan) -> str:
+    """The scan's step in words: the function, checkpointed or holding a checkpoint."""
+    if scan.checkpointed and scan.checkpoint_function == scan.function:
+        return f"jax.checkpoint({scan.function}, ...)"
+    if scan.checkpointed:
+        return f"{scan.function}, which calls jax.checkpoint of {scan.checkpoint_function}"
+    return scan.function
+
+
 def _split_steps(scan, structure: Structure) -> list[str]:
-    """Comment lines saying what each of split_scan's two steps is: the
-    scan's step with its checkpoint's policy changed (or a checkpoint put
-    around it, where it applies none)."""
-    step, lines = scan.function, []
-    for part, spec in (("first", structure.first), ("rest", structure.rest)):
-        name = f"{step}_{part}"
-        if spec.kind == policies.AS_WRITTEN:
-            lines.append(f"# with {name} = {_as_written(scan)}")
-        elif scan.checkpointed and scan.checkpoint_function != step:
+    """Lines saying what each of split_scan's two steps is: the scan's step
+    with its checkpoint's policy changed (or a checkpoint put around it,
+    where it applies none); `with NAME = EXPRESSION` where it can be
+    written as one."""
+    lines = []
+    for name, spec in (("step_first", structure.first), ("step_rest", structure.rest)):
+        written = spec.kind == policies.AS_WRITTEN
+        if written and not scan.checkpointed:
+            lines.append(f"# with {name} = {scan.function}  (as written)")
+            continue
+        if written:
+            spec = scan.checkpoint_spec
+        note = "  (as written)" if written else ""
+        if spec is None:  # a policy of the code's own making
+            lines.append(f"# with {name} = step as written (policy {scan.checkpoint_policy})")
+        elif scan.checkpointed and scan.checkpoint_function != scan.function:
             lines.append(
-                f"# with {name}: {step} with its jax.checkpoint of {scan.checkpoint_function} "
-                f"given policy={spec.expression()}"
+                f"# with {name}: {scan.function} with its jax.checkpoint of "
+                f"{scan.checkpoint_function} given policy={spec.expression()}{note}"
             )
         else:  # the step is the checkpointed function, or applies no checkpoint
-            lines.append(f"# with {name} = jax.checkpoint({step}, policy={spec.expression()})")
+            target = scan.checkpoint_function or scan.function
+            lines.append(
+                f"# with {name} = jax.checkpoint({target}, policy={spec.expression()}){note}"
+            )
     return lines
-
-
-def _as_written(scan) -> str:
-    """The scan's step as the code has it, in words a user finds it by."""
-    if not scan.checkpointed:
-        return f"{scan.function}, as written"
-    if scan.checkpoint_function == scan.function:
-        return f"jax.checkpoint({scan.function}, ...) as written (policy {scan.checkpoint_policy})"
-    return f"{scan.function} as written (its checkpoint's policy: {scan.checkpoint_policy})"
 
 
 def _library_note(scan) -> list[str]:

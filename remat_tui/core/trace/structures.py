@@ -38,6 +38,7 @@ class FoundScan:
     checkpointed: bool  # its body applies a jax.checkpoint (a site) at its top level
     checkpoint_function: str | None  # the function that checkpoint checkpoints
     checkpoint_policy: str | None  # that checkpoint's policy as written (canonical or custom:)
+    checkpoint_spec: policies.PolicySpec | None  # the same parsed; None for a custom policy
     library: str | None  # "flax.linen" | "flax.nnx" when a Flax transform made the scan
     why_not: str | None  # why no structure is offered for it; None: offered
 
@@ -122,6 +123,7 @@ def _found(id_, steps, index, eqn, loop, own, enclosed, site_at) -> FoundScan:
         checkpointed=bool(top),
         checkpoint_function=site.function if site else None,
         checkpoint_policy=site.policy if site else None,
+        checkpoint_spec=site.spec if site else None,
         library=jc.scans.library_of(eqn),
         why_not=_why_not(loop, enclosed, len(top)),
     )
