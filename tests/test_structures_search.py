@@ -118,3 +118,17 @@ def test_bad_structures_are_named_in_the_cli():
     good = run("--structure", "split(4, everything_saveable, as_written)")
     assert good.returncode == 0, good.stderr
     assert json.loads(good.stdout)["structure"]["policy_first"] == "everything_saveable"
+
+
+def test_the_notebook_displays_show_structure_rows_and_their_code():
+    from rich.console import Console
+
+    c = remat_tui.compare(stack_target(layers=8))
+    html = c._repr_html_()
+    assert "nested(4)" in html and "split(4, everything_saveable, as_written)" in html
+    code = html.split("<summary>#")[1]
+    assert "the code to write" in code and "def nested_scan(" in code
+    console = Console(width=200, record=True)
+    console.print(c)
+    shown = console.export_text()
+    assert "nested(2)" in shown and "checkpointed groups" in shown

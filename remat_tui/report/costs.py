@@ -234,6 +234,11 @@ def differentiated_legend(rows) -> str:
     )
 
 
+def comparison_legend(c) -> str:
+    """A Comparison's legend: its marks and columns, its structures."""
+    return compare_legend(c.rows) + structure_words(c.rows, c.structure_notes)
+
+
 def structure_words(rows, notes: list[str]) -> str:
     """After a legend: what a structure row is, where there is one, and why
     some scans get no structure."""
@@ -254,7 +259,7 @@ def render_compare(c, fmt: str) -> str:
     cells = [row_cells(r, rank) for r in c.rows]
     heads = columns(c.rows)
     title = target_label(c.target_file, c.target_name)
-    legend = compare_legend(c.rows) + structure_words(c.rows, c.structure_notes)
+    legend = comparison_legend(c)
     if fmt == "text":
         rows = count(len(c.rows), "configuration")
         lines = [f"compare  {title}  ({rows}, {c.seconds:.1f} s)", ""]
