@@ -91,16 +91,16 @@ def holds_checkpoint(loop: ScanLoop) -> bool:
     return any(is_remat(e) for e in loop.open_body.eqns)
 
 
-def step_name(loop: ScanLoop) -> str:
+def step_name(loop: ScanLoop) -> str | None:
     """The name of the step function the scan runs: as JAX recorded it,
     unless that is a library's (Linen's `body_fn`): then the user's
-    function its equations come from."""
+    function its equations come from, if any."""
     info = loop.open_body.debug_info
     name = getattr(info, "func_name", None) if info is not None else None
     where = (getattr(info, "func_src_info", None) or "").rpartition(" at ")[2]
     if name and not in_library(where):
         return name
-    return outermost_own_function(loop.open_body) or name or "<step>"
+    return outermost_own_function(loop.open_body)
 
 
 def library_of(eqn) -> str | None:

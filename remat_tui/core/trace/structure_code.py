@@ -62,6 +62,9 @@ def code_for(scan, structure: Structure) -> tuple[str, str]:
     where = scan.source.where() if scan.source else "the scan"
     n, k = scan.length, structure.count
     calls = f"# Where the code calls jax.lax.scan(step, init, xs), step being {_step(scan)}:"
+    if scan.library is not None:
+        flax = _FLAX[scan.library]
+        calls = f"# For a jax.lax.scan(step, init, xs) of {scan.function} (the scan is {flax}):"
     if structure.kind == NESTED:
         head = [
             f"# {where}: its scan of {n} layers as {k} checkpointed groups of {n // k}.",
@@ -117,18 +120,20 @@ def _split_steps(scan, structure: Structure) -> list[str]:
     return lines
 
 
+_FLAX = {"flax.linen": "Linen's nn.scan", "flax.nnx": "nnx.scan"}
+
+
 def _library_note(scan) -> list[str]:
     """Where Flax's lifted scan made the loop: only the JAX form is printed."""
     if scan.library == "flax.linen":
         return [
-            "# The scan is Linen's nn.scan, which lifts the module's variables: only the",
-            "# JAX form is printed. Call the helper on a pure step function (for example",
-            "# the block's apply, with its stacked parameters in xs), or nest nn.scan by",
-            "# hand (a parameter axis of G groups of N/G layers).",
+            "# Only the JAX form is printed: nn.scan lifts the module's variables, and a",
+            "# nested nn.scan would give the parameters a [G, N/G] axis. Call the helper",
+            "# on a pure step (the block's apply, its stacked parameters in xs).",
         ]
     if scan.library == "flax.nnx":
         return [
-            "# The scan is nnx.scan: only the JAX form is printed. Call the helper on a",
-            "# pure step function (nnx.split the block; its stacked state goes in xs).",
+            "# Only the JAX form is printed: call the helper on a pure step (nnx.split",
+            "# the block; its stacked state goes in xs, as nnx.scan takes it).",
         ]
     return []

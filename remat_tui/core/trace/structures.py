@@ -118,7 +118,7 @@ def _found(id_, steps, index, eqn, loop, own, enclosed, site_at) -> FoundScan:
         steps=steps,
         index=index,
         length=loop.length,
-        function=jc.scans.step_name(loop),
+        function=jc.scans.step_name(loop) or (site.function if site else "step"),
         source=own or jc.user_source(eqn.source_info),
         checkpointed=bool(top),
         checkpoint_function=site.function if site else None,
