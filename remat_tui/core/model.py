@@ -429,13 +429,6 @@ class Analysis(Displayable):
             device_bytes_per_device=sum(r.device_share for r in rs if r.memory == "device"),
         )
 
-    @property
-    def structure(self):
-        """The structure the configuration rebuilds a scan with (Contract
-        15: `nested(4)`, a core.setup.structures.Structure); None when the
-        scans are as written."""
-        return getattr(self.config, "structure", None)
-
     def to_dict(self) -> dict:
         """The JSON report object (schema 1): what `remat-tui report
         --format json` prints."""
@@ -454,6 +447,7 @@ class Analysis(Displayable):
             "compiled": None if self.compiled is None else self.compiled.to_dict(),
             "time": self.time,
             "measured": self.measured,
-            "structure": None if self.structure is None else self.structure.to_dict(),
+            "structure": getattr(self.config, "structure", None)
+            and self.config.structure.to_dict(),
             "jaxprs": {"forward": self.forward.text, "backward": self.backward.text},
         }

@@ -16,6 +16,7 @@ from remat_tui.report.units import (
     origin,
     residual_bytes_heading,
     site_row,
+    structure_of,
     summary,
     what,
     where,
@@ -137,6 +138,6 @@ residuals marked; <span class="rec">blue ↻</span> lines recompute forward work
 
 
 def _structure(a: Analysis) -> str:
-    if a.structure is None:
+    if structure_of(a) is None:
         return ""
-    return f" structure <code>{escape(str(a.structure))}</code> ·"
+    return f" structure <code>{escape(str(structure_of(a)))}</code> ·"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.structures import Structure, nested, split
+from remat_tui.core.setup.structures import nested, split
 from remat_tui.core.trace.configured import program_scans
 
 EVERYTHING, NOTHING = "everything_saveable", "nothing_saveable"
@@ -74,12 +74,3 @@ def structure_notes(target, base: Config) -> list[str]:
             )
     return notes
 
-
-def describe(structure: Structure) -> str:
-    """A structure in words, for a row's note."""
-    if structure.kind == "nested":
-        return f"the scan as {structure.count} checkpointed groups"
-    return (
-        f"the first {structure.count} layers under {structure.first.canonical}, "
-        f"the rest under {structure.rest.canonical}"
-    )

@@ -1,16 +1,14 @@
 """Provides suggest (Contracts 6 and 8): the least-cost configuration whose
 memory fits a budget.
 
-Memory is the residual bytes on device, or the compiled peak per device when
-compiling. Cost is the recompute FLOPs, or, once compiled for a chip the
-table knows (core/xla/chips.py), the estimated step time (core/xla/step_time.py);
-host bytes break ties, and a configuration whose offload is slower than
-recomputing what it offloads is the answer only when nothing else fits. The
-search space is the built-in policies and the target's own,
-and every save/offload/recompute assignment of its checkpoint_names, applied
-where the code puts its checkpoints (each checkpointed function) or, in code
-without sites, as an outer policy; and the structures of its scans (nested,
-and split at every eighth of the layers: core/search/structures.py).
+Memory is the residual bytes on device, or the compiled peak per device when compiling.
+Cost is the recompute FLOPs, or, once compiled for a chip the table knows
+(core/xla/chips.py), the estimated step time (core/xla/step_time.py); host bytes break
+ties, and a configuration whose offload is slower than recomputing what it offloads is
+the answer only when nothing else fits. The search space is the built-in policies and
+the target's own, and every save/offload/recompute assignment of its checkpoint_names,
+applied where the code puts its checkpoints (each checkpointed function) or, in code
+without sites, as an outer policy; and its scans' structures (structures.py).
 
 Measured (`measure=True`): the same ordered search, by the estimate, and each
 compiled candidate that fits the budget also runs on the device; the answer
@@ -39,7 +37,7 @@ kept.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.search.compare import (
@@ -86,7 +84,6 @@ class Suggestion(Displayable):
             change the answer, or they offload where the device's compile has
             no host memory (never the answer); `skipped_why` says why.
         device_memory: what the device has for the program, when compiled.
-        structure_notes: why a scan gets no structure (or no nested one).
     """
 
     budget: int
@@ -104,7 +101,7 @@ class Suggestion(Displayable):
     # What the device has for the program (compiled measure only): XLA's figure
     # from a compile that did not fit, else the chip table's memory per chip.
     device_memory: int | None = None
-    structure_notes: list[str] = field(default_factory=list)
+    structure_notes: tuple[str, ...] = ()  # why a scan gets no structure (or no nested one)
 
     @property
     def budget_above_device(self) -> bool:
@@ -193,7 +190,7 @@ def suggest(
         skipped=skipped,
         skipped_why="; ".join(reasons),
         device_memory=_device_memory(rows) if compiled else None,
-        structure_notes=structure_notes(target, base),
+        structure_notes=tuple(structure_notes(target, base)),
     )
 
 
@@ -215,13 +212,13 @@ def candidates(target, base: Config, first, exact_limit: int, cancelled, progres
         return [measured[c] for c in configs]
 
     exact = space <= exact_limit
+    structures = structure_candidates(target, base, FINE)  # beside the policies, always
     if exact:  # one batch, so its progress counts to the number searched
         combos = itertools.product(choices, repeat=len(places))
-        analysed([base, *(_config(base, first.sites, places, c) for c in combos)])
+        analysed([base, *(_config(base, first.sites, places, c) for c in combos), *structures])
     else:
-        analysed([base])
+        analysed([base, *structures])
         _heuristic(base, first.sites, places, names, choices, analysed)
-    analysed(structure_candidates(target, base, FINE))
     return list(measured.values()), exact
 
 

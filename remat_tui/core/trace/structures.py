@@ -11,8 +11,9 @@ analysed and compiled is the program the printed code makes.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+import jax
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.model import Source
@@ -169,7 +170,7 @@ def splice_for(scan: FoundScan, structure: Structure, declared: dict | None):
     `structure` built around its body (its body already rewritten by the
     site overrides under it)."""
 
-    def replace(eqn) -> list:
+    def replace(eqn):
         loop = jc.scans.scan_loop(eqn)
         rebuilt = _rebuilt(loop, structure, declared)
         with jc.scans.traced_at(eqn):
@@ -207,13 +208,5 @@ def _step_under(loop, spec: policies.PolicySpec, consts, declared):
     policy = policies.build(spec, declared)
     if jc.scans.holds_checkpoint(loop):
         return jc.scans.body_step(loop, jc.scans.body_with_policies(loop, policy), consts)
-    import jax
-
     return jax.checkpoint(jc.scans.body_step(loop, loop.body, consts), policy=policy)
 
-
-def groups_kept(length: int, groups: int) -> int:
-    """Carries a nested(G) scan of `length` layers keeps at most at once:
-    G group inputs, and one group's N/G layer inputs while it is differentiated
-    (the formula of docs/how-it-decides.md)."""
-    return groups + math.ceil(length / groups)
