@@ -95,7 +95,7 @@ def tpu_table(device: str = "tpu:v5e:2x2", budget: int = 16 * GIB) -> None:
     rows = evaluate(target, configs, baseline, True, None, progress, transpose=transpose)
     print(f"GPT (bench/gpt_v5e.py:gpt), {device}, budget {budget / GIB:.0f} GiB, "
           f"{time.perf_counter() - start:.0f} s")  # fmt: skip
-    print(f"{'configuration':<46} {'peak/device':>12} {'fits':>5} {'est. step':>10}")
+    print(f"{'configuration':<52} {'peak/device':>12} {'fits':>5} {'est. step':>10}")
     best_split = None
     for row in rows:
         c = row.compiled or {}
@@ -103,7 +103,8 @@ def tpu_table(device: str = "tpu:v5e:2x2", budget: int = 16 * GIB) -> None:
         fits = row.fits and peak is not None and peak <= budget
         step = f"{row.time['seconds'] * 1e3:.0f} ms" if row.time else "-"
         label = row.config.label().replace(f"; {device}", "").replace("policy as_written; ", "")
-        print(f"{label:<46} {peak / GIB if peak else float('nan'):>8.2f} GiB "
+        label = label.replace("structure ", "")
+        print(f"{label:<52} {peak / GIB if peak else float('nan'):>8.2f} GiB "
               f"{'yes' if fits else 'no':>5} {step:>10}")  # fmt: skip
         s = row.config.structure
         if fits and s is not None and s.kind == "split":
