@@ -98,7 +98,7 @@ def assert_same_as_by_hand(target, config, by_hand):
     return tool, ours
 
 
-@pytest.mark.parametrize("groups", [2, 4])
+@pytest.mark.parametrize("groups", [2, sqrt_groups(scan_stack.LAYERS)])
 def test_nested_is_the_nesting_written_by_hand(groups):
     target = stack_target()
     tool, ours = assert_same_as_by_hand(
@@ -111,15 +111,10 @@ def test_nested_is_the_nesting_written_by_hand(groups):
     )
 
 
-def test_nested_at_the_square_root_is_written_by_hand_too():
-    layers = 36
-    groups = sqrt_groups(layers)
-    assert groups == 6
-    assert_same_as_by_hand(
-        stack_target(layers),
-        Config.make(structure=f"nested({groups})"),
-        by_hand_nested(groups, layers),
-    )
+def test_the_square_root_choice():
+    """nested(G) at the G keeping the fewest carries, G + N/G: the tests above
+    cover it for 16 layers (G = 4)."""
+    assert [sqrt_groups(n) for n in (16, 24, 36, 64, 7)] == [4, 4, 6, 8, None]
 
 
 @pytest.mark.parametrize(
