@@ -57,8 +57,8 @@ def cpu_curve(layers: int = 64) -> None:
     measured = np.array([peaks[g] for g in groups], float)
     per_carry, fixed = np.polyfit(kept, measured, 1)
     carry = scan_stack.BATCH * scan_stack.WIDTH * 4
-    print(f"CPU, {layers} layers, one carry {carry / 1024:.0f} KiB "
-          f"(fitted: {per_carry / 1024:.0f} KiB per carry, {fixed / 1024:.0f} KiB fixed)")  # fmt: skip
+    fitted = f"{per_carry / 1024:.0f} KiB per carry, {fixed / 1024:.0f} KiB fixed"
+    print(f"CPU, {layers} layers, one carry {carry / 1024:.0f} KiB (fitted: {fitted})")
     print(f"{'structure':<12} {'G + N/G':>8} {'measured peak':>14} {'formula':>10}")
     print(f"{'as written':<12} {layers:>8} {peaks[None] / 1e6:>11.2f} MB "
           f"{(fixed + per_carry * layers) / 1e6:>7.2f} MB")  # fmt: skip

@@ -64,7 +64,7 @@ class FoundScan:
                 return (
                     f"nested({k}): the {n} layers of scan {self.id} do not make {k} equal "
                     f"groups; G must divide {n} and be between 2 and {n // 2}"
-                    + (f" (e.g. {self.groups()[0]})" if self.groups() else "")
+                    + (f", e.g. nested({sqrt_groups(n)})" if sqrt_groups(n) else "")
                 )
         elif not 0 < k < n:
             return f"split({k}, ...): K must be between 1 and {n - 1} for {n} layers"
