@@ -31,6 +31,7 @@ REMAT3_TESTS = [
     "tests/test_sites.py",
     "tests/test_remat3.py",
     "tests/test_jaxpr_text.py",
+    "tests/test_structures.py",
 ]
 
 nox.options.sessions = [f"tests-{OLDEST}", f"tests-{NEWEST}", "remat3"]

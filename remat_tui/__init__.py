@@ -66,6 +66,7 @@ def analyze(
     measure=False,
     runs=5,
     vs_written=False,
+    structure=None,
 ):
     """Analyse what `fn` saves for the backward pass under one configuration.
 
@@ -96,6 +97,10 @@ def analyze(
             in `analysis.compiled.memory["explanation"]` why the peak moved so
             much less than the residual bytes against it, where it did (one
             more compile; without it, one program is compiled).
+        structure: a scan of the code rebuilt, `"nested(4)"` (its layers as
+            4 checkpointed groups) or `"split(8, everything_saveable,
+            nothing_saveable)"` (its first 8 layers under one policy, the
+            rest under another); `analysis.python` is then the code to write.
 
     Returns:
         An `Analysis`; its `to_dict()` is the JSON report.
@@ -104,18 +109,25 @@ def analyze(
         RematError: bad input (an unknown policy or device, a target that
             fails to trace, a compile that fails other than for memory).
     """
+    config = None
+    if structure is not None:
+        from remat_tui.core.setup.config import Config
+        from remat_tui.core.trace.configured import as_target
+
+        fn, args, kwargs = as_target(fn, args, kwargs), None, None
+        config = Config.make(policy, sites, device, fn.policies, structure)
     if compiled or measure:
         from remat_tui.core.xla.compiled_analysis import analyze_compiled
 
         _displays()
         return analyze_compiled(
-            fn, args, kwargs, policy=policy, device=device, sites=sites, measure=measure,
-            runs=runs, vs_written=vs_written,
+            fn, args, kwargs, policy=policy, device=device, sites=sites, config=config,
+            measure=measure, runs=runs, vs_written=vs_written,
         )  # fmt: skip
     from remat_tui.core.trace.analysis import analyze as _analyze
 
     _displays()
-    return _analyze(fn, args, kwargs, policy=policy, device=device, sites=sites)
+    return _analyze(fn, args, kwargs, policy=policy, device=device, sites=sites, config=config)
 
 
 def compare(
@@ -139,7 +151,8 @@ def compare(
             configuration worth comparing: the built-in policies and the
             target's own, the `checkpoint_name` save and offload sets, and in
             code with checkpoint sites each of those at each checkpointed
-            function.
+            function, and the structures of its scans (`nested(G)`,
+            `split(K, a, b)`: see `analyze`).
         sites: site overrides every row starts from (as in `analyze`).
         compiled: compile each row's step for `device`: rows then weigh the
             compiled peak and rank by the estimated step time.
@@ -176,7 +189,8 @@ def suggest(
     Searches the built-in policies and the target's own, and every
     save/offload/recompute assignment of its `checkpoint_name`s at each
     checkpointed function: exactly while there are at most 64 of them, else
-    by a stated heuristic.
+    by a stated heuristic; and the structures of its scans (`nested(G)`,
+    `split(K, a, b)` at every eighth of the layers: see `analyze`).
 
     Args:
         fn: a `Target`, or a plain callable analysed with `args` and `kwargs`.

@@ -196,6 +196,11 @@ def _analysis(target, opts, compiled: bool, vs_written: bool = False):
     from remat_tui.core.xla.compiled_analysis import analyze_compiled
 
     options = {"policy": opts.policy, "device": opts.device, "sites": site_overrides(opts.site)}
+    if opts.structure is not None:
+        from remat_tui.core.setup.config import Config
+
+        options["config"] = Config.make(**options, declared=target.policies,
+                                        structure=opts.structure)  # fmt: skip
     if not compiled:
         return analyze(target, **options)
     if getattr(opts, "measure", False):

@@ -57,6 +57,18 @@ def policy_option(parser: argparse.ArgumentParser, **kwargs) -> None:
     parser.add_argument("--policy", metavar="SPEC", **kwargs)
 
 
+def structure_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--structure",
+        default=None,
+        metavar="SPEC",
+        help="rebuild a scan of the code: nested(G) (its layers as G checkpointed groups) or "
+        "split(K, POLICY_A, POLICY_B) (its first K layers under A, the rest under B); "
+        "scan=I picks the scan where there are several. The report's python is the code "
+        "to write",
+    )
+
+
 def output_options(parser: argparse.ArgumentParser, compiled_help: str | None) -> None:
     """What every headless command takes: format and output; and compiling,
     where the command has a use for it."""
@@ -181,6 +193,7 @@ def _report(commands) -> None:
     )
     target_options(report)
     policy_option(report)
+    structure_option(report)
     output_options(
         report,
         "also compile the step (the loss and its gradient with respect to the first "
@@ -256,6 +269,7 @@ def _memory(commands) -> None:
     )
     target_options(memory)
     policy_option(memory)
+    structure_option(memory)
     output_options(memory, None)
     compile_options(memory, search=False)
     memory.add_argument(

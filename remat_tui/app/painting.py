@@ -55,8 +55,10 @@ class Painter:
         policy = s.wanted.spec.canonical if s.target else "?"
         name = f"{s.path}:{s.target.name}" if s.target else s.path
         device = s.wanted.device
+        structure = s.wanted.config.structure  # a row of compare or suggest's answer
+        rebuilt = f"structure [b]{escape(str(structure))}[/b]  " if structure else ""
         self.view().show_title(
-            f"[b]remat-tui[/b]  {escape(name)}  policy [b]{escape(policy)}[/b]  {device}"
+            f"[b]remat-tui[/b]  {escape(name)}  policy [b]{escape(policy)}[/b]  {rebuilt}{device}"
         )
         self.view().show_devices(s.devices, device)
 

@@ -446,5 +446,7 @@ class Analysis(Displayable):
             "time": self.time,
             "measured": self.measured,
             "applied": [v.to_dict() for v in self.applied],
+            "structure": getattr(self.config, "structure", None)
+            and self.config.structure.to_dict(),
             "jaxprs": {"forward": self.forward.text, "backward": self.backward.text},
         }

@@ -22,7 +22,7 @@ from remat_tui.registry import target_label
 from remat_tui.report.costs import (
     any_measured,
     columns,
-    compare_legend,
+    comparison_legend,
     measured_ranks,
     pareto_svg,
     row_cells,
@@ -62,8 +62,20 @@ def render(c) -> str:
         pareto_svg(c.rows, numbered=True),
         "memory against recompute FLOPs, one dot per row, numbered as the table",
     )
-    legend = tag("div", text(compare_legend(c.rows)), f"{style.MUTED}; font-size: 12px")
-    return tag("div", title + chart + table(c.rows) + legend, style.ROOT, class_="remat-tui")
+    legend = tag("div", text(comparison_legend(c)), f"{style.MUTED}; font-size: 12px")
+    body = title + chart + table(c.rows) + legend + structure_code(c.rows)
+    return tag("div", body, style.ROOT, class_="remat-tui")
+
+
+def structure_code(rows) -> str:
+    """The code to write for each structure row (numbered as the table), folded."""
+    out = []
+    for k, row in enumerate(rows, 1):
+        if row.config.structure is None:
+            continue
+        summary = tag("summary", f"#{k} {text(str(row.config.structure))}: the code to write")
+        out.append(tag("details", summary + tag("pre", text(row.python), style.CODE)))
+    return "".join(out)
 
 
 def table(rows, numbers: list[str] | None = None) -> str:

@@ -21,7 +21,7 @@ from remat_tui.report import memory as memory_view
 from remat_tui.report.costs import (
     any_measured,
     columns,
-    compare_legend,
+    comparison_legend,
     measured_ranks,
     render_diff,
     render_suggest,
@@ -115,7 +115,7 @@ def comparison(c) -> Group:
         table.add_column(heads[i] or "★", overflow="fold")
     for k, (row, text) in enumerate(zip(c.rows, cells, strict=True), 1):
         table.add_row(str(k), *(Text(text[i]) for i in shown), style="bold" if row.pareto else "")
-    return Group(table, Text(compare_legend(c.rows), "dim"))
+    return Group(table, Text(comparison_legend(c), "dim"))
 
 
 def suggestion(s) -> Text:

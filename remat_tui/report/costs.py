@@ -237,6 +237,24 @@ def differentiated_legend(rows) -> str:
     )
 
 
+def comparison_legend(c) -> str:
+    """A Comparison's legend: its marks and columns, its structures."""
+    return compare_legend(c.rows) + structure_words(c.rows, c.structure_notes)
+
+
+def structure_words(rows, notes: list[str]) -> str:
+    """After a legend: what a structure row is, where there is one, and why
+    some scans get no structure."""
+    words = ""
+    if any(r.config.structure is not None for r in rows):
+        words += (
+            " nested(G): the scan as G checkpointed groups of its layers; split(K, a, b): "
+            "its first K layers under policy a, the rest under b (each row's python is "
+            "the code to write)."
+        )
+    return words + "".join(f" Structures: {n}" for n in notes)
+
+
 def render_compare(c, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(c.to_dict(), indent=2) + "\n"
@@ -244,7 +262,7 @@ def render_compare(c, fmt: str) -> str:
     cells = [row_cells(r, rank) for r in c.rows]
     heads = columns(c.rows)
     title = target_label(c.target_file, c.target_name)
-    legend = compare_legend(c.rows)
+    legend = comparison_legend(c)
     if fmt == "text":
         rows = count(len(c.rows), "configuration")
         lines = [f"compare  {title}  ({rows}, {c.seconds:.1f} s)", ""]
@@ -307,6 +325,8 @@ def render_suggest(s, fmt: str) -> str:
         )
     if best.notes:
         lines += ["", *(f"note: {n}" for n in best.notes)]
+    if s.structure_notes:
+        lines += ["", structure_words([], s.structure_notes).strip()]
     if fmt == "md":
         return (
             "\n".join(["# remat-tui suggest", "", *lines[:3], *[step][:bool(step)], "", "```",

@@ -19,8 +19,10 @@ COLOURS = ("#d33", "#268bd2", "#2aa198", "#b58900", "#6c71c4", "#cb4b16", "#8599
 
 def row_label(policy: str, config) -> str:
     """A row's configuration, short: the policy as written (a names policy as
-    the names it saves and offloads) and its site overrides."""
+    the names it saves and offloads), its site overrides and its structure."""
     sites = [f"site {k}: {short_spec(v)}" for k, v in config.sites]
+    if config.structure is not None:
+        sites.append(str(config.structure))
     if sites and config.policy == "as_written":
         return "; ".join(sites)
     return "; ".join([short_spec(policy), *sites])

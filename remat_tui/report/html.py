@@ -16,6 +16,7 @@ from remat_tui.report.units import (
     origin,
     residual_bytes_heading,
     site_row,
+    structure_of,
     summary,
     what,
     where,
@@ -129,7 +130,7 @@ def render(a: Analysis) -> str:
 <style>{CSS}</style></head>
 <body>
 <h1>remat-tui report: <code>{escape(a.target_name)}</code></h1>
-<p>target <code>{escape(target)}</code> · policy <code>{escape(a.policy)}</code> ·
+<p>target <code>{escape(target)}</code> · policy <code>{escape(a.policy)}</code> ·{_structure(a)}
 device {escape(compiled.device_name(a.device))}
 ({escape(compiled.device_details(a.device))}) · jax {escape(a.jax_version)} ·
 remat-tui {escape(a.tool_version)}</p>
@@ -153,3 +154,9 @@ residuals marked; <span class="rec">blue ↻</span> lines recompute forward work
 <div><h3>backward</h3>{_pane(a.backward)}</div></div>
 </body></html>
 """
+
+
+def _structure(a: Analysis) -> str:
+    if structure_of(a) is None:
+        return ""
+    return f" structure <code>{escape(str(structure_of(a)))}</code> ·"

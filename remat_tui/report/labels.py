@@ -1,5 +1,5 @@
 """Provides how compare, suggest and fit name a configuration in a table:
-`config_label` (a row's policy and site overrides) and `short_spec` (a names
+`config_label` (a row's policy, site overrides and structure) and `short_spec` (a names
 policy as the names it saves and offloads). Reports and JSON keep the
 canonical spec."""
 
@@ -26,7 +26,13 @@ def short_spec(spec: str) -> str:
 
 
 def config_label(row) -> str:
-    parts = [] if row.config.policy == "as_written" and row.config.sites else [row.config.policy]
-    parts = [short_spec(p) for p in parts]
-    parts += [f"site {k}: {short_spec(v)}" for k, v in row.config.sites]
+    """A row's configuration in a table: its outer policy (left out where
+    only its sites or its structure change the code as written), its site
+    overrides and its structure (`nested(4)`)."""
+    config = row.config
+    changed = config.sites or config.structure is not None
+    parts = [] if config.policy == "as_written" and changed else [short_spec(config.policy)]
+    parts += [f"site {k}: {short_spec(v)}" for k, v in config.sites]
+    if config.structure is not None:
+        parts.append(str(config.structure))
     return "; ".join(parts)

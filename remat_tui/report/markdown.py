@@ -14,6 +14,7 @@ from remat_tui.report.units import (
     origin,
     residual_bytes_heading,
     site_row,
+    structure_of,
     summary,
     what,
     where,
@@ -63,6 +64,7 @@ def render(a: Analysis) -> str:
         f"# remat-tui report: `{md_cell(a.target_name)}` under `{md_cell(a.policy)}`",
         "",
         f"- target: `{md_cell(target)}`",
+        *([f"- structure: `{md_cell(str(structure_of(a)))}`"] if structure_of(a) else []),
         f"- device: {md_cell(compiled.device_name(a.device))} "
         f"({md_cell(compiled.device_details(a.device))})",
         f"- jax {a.jax_version}, remat-tui {a.tool_version}",

@@ -15,6 +15,7 @@ from remat_tui.report.units import (
     origin,
     residual_bytes_heading,
     site_row,
+    structure_of,
     summary,
 )
 
@@ -23,6 +24,7 @@ def render(a: Analysis) -> str:
     lines = [
         f"target  {target_label(a.target_file, a.target_name)}",
         f"policy  {a.policy}",
+        *([f"structure  {structure_of(a)}"] if structure_of(a) is not None else []),
         f"device  {compiled.device_name(a.device)}",
         f"python  {a.python}",
         "",

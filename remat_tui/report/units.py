@@ -209,3 +209,9 @@ def summary(a: Analysis) -> str:
         f"{count(t.count, 'residual')} · {all_devices(devices)} ({PER_DEVICE_UNKNOWN}): "
         f"{everywhere} · {recompute}"
     )
+
+
+def structure_of(a):
+    """The structure an analysis's configuration rebuilds a scan with
+    (`nested(4)`), or None."""
+    return getattr(a.config, "structure", None)

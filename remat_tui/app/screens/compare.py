@@ -42,6 +42,7 @@ from remat_tui.app.screens.table_layout import (
 from remat_tui.app.screens.table_rows import highlighted_config
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.structures import without_helper
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
 from remat_tui.report.compiled import estimate_words, measured_words, rates_words
@@ -98,8 +99,10 @@ class CompareStopped(Message):
 def full_label(config: Config) -> str:
     """The configuration in full, every spec canonical (the table's column
     shortens names policies to the names they save)."""
-    parts = [] if config.policy == policies.AS_WRITTEN and config.sites else [config.policy]
+    changed = config.sites or config.structure is not None
+    parts = [] if config.policy == policies.AS_WRITTEN and changed else [config.policy]
     parts += [f"site {key}: {spec}" for key, spec in config.sites]
+    parts += [] if config.structure is None else [f"structure {config.structure}"]
     return "; ".join(parts)
 
 
@@ -114,7 +117,7 @@ def detail(row) -> dict[str, str]:
     notes ('' where it has none)."""
     return {
         "configuration": full_label(row.config),
-        "paste": row.python,
+        "paste": without_helper(row.python),
         "estimate": estimate_words(row.time) if row.time else "",
         "rates": rates_words(row.time) if row.time else "",
         "measured": measured_words(row.measured) if row.measured else "",

@@ -4,6 +4,7 @@ last suggest budget as a vertical line."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from textual_plotext import PlotextPlot
@@ -60,17 +61,22 @@ def draw_compare_chart(plot: PlotextPlot, rows: list, budget: str | None, compil
         ys = [r.recompute_flops / y_size for r in rows]
         y_label, y_what = f"recompute ({y_unit})", "recomputation"
     xs = [r.weighed_bytes / byte_size for r in rows]
+    # Plotext's own log scale logs the signals in place at each build, so a
+    # chart drawn twice is logged twice (and fails on the negative values):
+    # the data is logged here, and the ticks say the bytes.
+    log = max(xs) / min(xs) >= 20
+    if log:
+        xs = [math.log10(x) for x in xs]
+        plt.xticks(*_decades(min(xs), max(xs)))
     others = [(x, y) for x, y, r in zip(xs, ys, rows, strict=True) if not r.pareto]
     front = sorted((x, y) for x, y, r in zip(xs, ys, rows, strict=True) if r.pareto)
     if others:
         plt.scatter(*zip(*others, strict=True), marker="dot", label="other")
     if front:
         plt.scatter(*zip(*front, strict=True), marker="star", color="red", label="Pareto ★")
-    log = max(xs) / min(xs) >= 20
-    if log:
-        plt.xscale("log")
     if budget_in_bytes:
-        plt.vline(budget_in_bytes / byte_size, "orange")
+        at = budget_in_bytes / byte_size
+        plt.vline(math.log10(at) if log else at, "orange")
     what = "compiled peak" if compiled else "memory"
     memory = "peak per device" if compiled else "memory"
     axes = (f"{memory} ({byte_unit}{', log scale' if log else ''})", y_label)
@@ -79,3 +85,11 @@ def draw_compare_chart(plot: PlotextPlot, rows: list, budget: str | None, compil
     plt.ylabel(axes[1])
     plot.refresh()
     return Drawn(axes, budget_in_bytes)
+
+
+def _decades(low: float, high: float) -> tuple[list[float], list[str]]:
+    """Ticks at 1, 2 and 5 times each power of ten between `low` and `high`
+    (log10s), labelled with the values they stand for."""
+    values = [m * 10.0**k for k in range(math.floor(low), math.ceil(high) + 1) for m in (1, 2, 5)]
+    shown = [v for v in values if low <= math.log10(v) <= high]
+    return [math.log10(v) for v in shown], [f"{v:g}" for v in shown]

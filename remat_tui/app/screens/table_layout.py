@@ -29,16 +29,22 @@ PADDING = 2  # a DataTable column's cell padding, both sides
 SCROLLBAR = 1  # the table's vertical scrollbar (app.tcss sets its size)
 
 
-def label_parts(policy: str, config) -> tuple[str | None, list[tuple[str, str]]]:
+def label_parts(policy: str, config) -> tuple[str | None, list[tuple[str, str]], str | None]:
     """The configuration as a table row says it: the outer policy (None when
-    the code runs as written and sites are set), a names policy as its names
-    (report/costs.py short_spec), and each site override (key, spec)."""
-    outer = None if config.policy == AS_WRITTEN and config.sites else short_spec(policy)
-    return outer, [(str(key), short_spec(spec)) for key, spec in config.sites]
+    the code runs as written and sites or a structure are set), a names
+    policy as its names (report/costs.py short_spec), each site override
+    (key, spec), and its structure (`nested(4)`) or None."""
+    structure = getattr(config, "structure", None)
+    changed = config.sites or structure is not None
+    outer = None if config.policy == AS_WRITTEN and changed else short_spec(policy)
+    sites = [(str(key), short_spec(spec)) for key, spec in config.sites]
+    return outer, sites, None if structure is None else str(structure)
 
 
-def _joined(outer: str | None, sites: list[tuple[str, str]], word: str = "site ") -> str:
-    return "; ".join(([outer] if outer else []) + [f"{word}{k}: {spec}" for k, spec in sites])
+def _joined(outer: str | None, sites: list[tuple[str, str]], structure: str | None,
+            word: str = "site ") -> str:  # fmt: skip
+    parts = ([outer] if outer else []) + [f"{word}{k}: {spec}" for k, spec in sites]
+    return "; ".join(parts + ([structure] if structure else []))
 
 
 def _shortened(key: str, cells: int) -> str:
@@ -56,11 +62,11 @@ def fitted_labels(rows: list[tuple[str, object]], width: int) -> list[str]:
 
     def joined(cells: int, word: str = "site ") -> list[str]:
         return [
-            _joined(outer, [(_shortened(k, cells), spec) for k, spec in sites], word)
-            for outer, sites in parts
+            _joined(outer, [(_shortened(k, cells), spec) for k, spec in sites], structure, word)
+            for outer, sites, structure in parts
         ]
 
-    cells = max((cell_len(k) for _, sites in parts for k, _ in sites), default=0)
+    cells = max((cell_len(k) for _, sites, _ in parts for k, _ in sites), default=0)
     while cells > KEY_MIN and any(cell_len(text) > width for text in joined(cells)):
         cells -= 1
     texts = joined(cells)

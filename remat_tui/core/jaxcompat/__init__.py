@@ -9,11 +9,12 @@ Each JAX difference is one named adapter, in the module it concerns:
 - remat: remat2 equations, or remat3's `call_hi_primitive` (JAX_REMAT3=1);
 - policies: policy classes (0.10) or closures (0.11+);
 - residual_words: one reduce_precision looked through (0.10) or a chain (0.11+);
-- bodies: the one table of how each higher-order primitive holds its bodies.
+- bodies: the one table of how each higher-order primitive holds its bodies;
+- scans: a scan's loop params, read for the structures that rebuild it.
 """
 
 from remat_tui.core.jaxcompat import policies as policy_objects
-from remat_tui.core.jaxcompat import primitives, residual_words
+from remat_tui.core.jaxcompat import primitives, residual_words, scans
 from remat_tui.core.jaxcompat.bodies import (
     HI_BODY,
     Body,
@@ -68,6 +69,6 @@ __all__ = [
     "Linear", "linear_program", "nested_eqns", "open_jaxpr", "outermost_own_function", "own_frames",
     "own_function_names", "own_source", "policy_objects", "primitive_name", "primitives",
     "remat3_enabled", "remat_body", "remat_function", "remat_policy", "replace_body",
-    "residual_words", "scan_layout", "short", "summarize", "tpu_chips_here",
+    "residual_words", "scan_layout", "scans", "short", "summarize", "tpu_chips_here",
     "untested_message", "user_source", "users_frames", "version_tuple", "with_policy",
 ]  # fmt: skip

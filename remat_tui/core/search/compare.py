@@ -20,6 +20,7 @@ from remat_tui.core.model import Analysis
 from remat_tui.core.search.distinct import distinct
 from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
 from remat_tui.core.search.offload import judge_offloads
+from remat_tui.core.search.structures import structure_candidates, structure_notes
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import costs_view, row_view
@@ -161,6 +162,7 @@ class Row:
             "offload_slower": self.offload_slower,
             "offload_without_host": self.offload_without_host,
             "saved_bytes": self.saved_bytes,
+            "structure": _structure_dict(self.config),
         }
 
 
@@ -174,6 +176,8 @@ class Comparison(Displayable):
         device: `{"platform", "id", "description"}`.
         rows: one `Row` per configuration.
         seconds: how long the comparison took.
+        structure_notes: why a scan of the program gets no structure (or no
+            nested one), core/search/structures.py.
     """
 
     target_file: str | None
@@ -181,6 +185,7 @@ class Comparison(Displayable):
     device: dict
     rows: list[Row]
     seconds: float
+    structure_notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -188,6 +193,7 @@ class Comparison(Displayable):
             "target": {"file": self.target_file, "name": self.target_name},
             "device": dict(self.device),
             "rows": [r.to_dict() for r in self.rows],
+            "structure_notes": list(self.structure_notes),
         }
 
 
@@ -260,7 +266,8 @@ def conclude(target, rows: list[Row], baseline: Analysis, base: Config, seconds:
     saved_name_notes(rows, target, baseline.sites)
     peak_notes(rows, base)
     mark_pareto(rows)
-    return Comparison(target.file, target.name, baseline.device, rows, seconds)
+    return Comparison(target.file, target.name, baseline.device, rows, seconds,
+                      structure_notes(target, base))  # fmt: skip
 
 
 def analysed_row(target, cancelled=None) -> Callable[[Config], Row]:
@@ -397,9 +404,10 @@ def base_label(base: Config) -> str:
 def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
     """Every built-in policy and the target's own (outer); the name sets (each
     name saved alone, all names, each offloaded alone, all offloaded), at the
-    checkpointed functions when the code has sites, else outer; and for code
-    with sites, each built-in policy at each checkpointed function; those
-    that decide alike once."""
+    checkpointed functions when the code has sites, else outer; for code
+    with sites, each built-in policy at each checkpointed function; and the
+    structures of its scans (core/search/structures.py); those that decide
+    alike once."""
     outer = [*policies.builtin_specs(), *target.policies]
     names = [n.name for n in baseline.names]
     name_specs = []
@@ -417,8 +425,13 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
                 configs.append(base.at_function(baseline.sites, function, spec))
     else:
         configs += [base.with_policy(spec) for spec in name_specs]
+    configs += structure_candidates(target, base)
     # Spellings of the same decisions are one row, the first (core/search/distinct.py).
     return distinct(configs, baseline.sites)
+
+
+def _structure_dict(config: Config) -> dict | None:
+    return config.structure.to_dict() if config.structure is not None else None
 
 
 def mark_pareto(rows: list[Row]) -> None:

@@ -28,7 +28,8 @@ def merge_key(config: Config, sites) -> tuple:
         if written and all(_written_policy(s) == decided for s in written):
             continue  # the site's own policy: as written there
         overrides.append((key, decided))
-    return (policies.same_decisions(config.spec), tuple(overrides), config.device)
+    # A structure rebuilds a scan: it decides apart from any policy.
+    return (policies.same_decisions(config.spec), tuple(overrides), config.structure, config.device)
 
 
 def distinct(configs: list[Config], sites) -> list[Config]:

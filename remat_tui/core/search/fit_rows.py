@@ -134,6 +134,7 @@ class FitRow:
             "policy": self.policy,
             "spec": self.config.policy,
             "sites": {str(k): v for k, v in self.config.sites},
+            "structure": None if self.config.structure is None else self.config.structure.to_dict(),
             "python": self.python,
             "batch": self.batch,
             "peak_bytes": self.peak_bytes,

@@ -1,15 +1,14 @@
 """Provides suggest (Contracts 6 and 8): the least-cost configuration whose
 memory fits a budget.
 
-Memory is the residual bytes on device, or the compiled peak per device when
-compiling. Cost is the recompute FLOPs, or, once compiled for a chip the
-table knows (core/xla/chips.py), the estimated step time (core/xla/step_time.py);
-host bytes break ties, and a configuration whose offload is slower than
-recomputing what it offloads is the answer only when nothing else fits. The
-search space is the built-in policies and the target's own,
-and every save/offload/recompute assignment of its checkpoint_names, applied
-where the code puts its checkpoints (each checkpointed function) or, in code
-without sites, as an outer policy.
+Memory is the residual bytes on device, or the compiled peak per device when compiling.
+Cost is the recompute FLOPs, or, once compiled for a chip the table knows
+(core/xla/chips.py), the estimated step time (core/xla/step_time.py); host bytes break
+ties, and a configuration whose offload is slower than recomputing what it offloads is
+the answer only when nothing else fits. The search space is the built-in policies and
+the target's own, and every save/offload/recompute assignment of its checkpoint_names,
+applied where the code puts its checkpoints (each checkpointed function) or, in code
+without sites, as an outer policy; and its scans' structures (structures.py).
 
 Measured (`measure=True`): the same ordered search, by the estimate, and each
 compiled candidate that fits the budget also runs on the device; the answer
@@ -52,6 +51,7 @@ from remat_tui.core.search.compare import (
 )
 from remat_tui.core.search.distinct import merge_key
 from remat_tui.core.search.offload import judge_offloads
+from remat_tui.core.search.structures import FINE, structure_candidates, structure_notes
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import as_target
@@ -101,6 +101,7 @@ class Suggestion(Displayable):
     # What the device has for the program (compiled measure only): XLA's figure
     # from a compile that did not fit, else the chip table's memory per chip.
     device_memory: int | None = None
+    structure_notes: tuple[str, ...] = ()  # why a scan gets no structure (or no nested one)
 
     @property
     def budget_above_device(self) -> bool:
@@ -122,6 +123,7 @@ class Suggestion(Displayable):
             "skipped": {"count": self.skipped, "why": self.skipped_why},
             "device_memory": self.device_memory,
             "budget_above_device": self.budget_above_device,
+            "structure_notes": list(self.structure_notes),
         }
 
 
@@ -188,6 +190,7 @@ def suggest(
         skipped=skipped,
         skipped_why="; ".join(reasons),
         device_memory=_device_memory(rows) if compiled else None,
+        structure_notes=tuple(structure_notes(target, base)),
     )
 
 
@@ -214,11 +217,12 @@ def candidates(target, base: Config, first, exact_limit: int, cancelled, progres
         return [measured[k] for k in keys]
 
     exact = space <= exact_limit
+    structures = structure_candidates(target, base, FINE)  # beside the policies, always
     if exact:  # one batch, so its progress counts to the number searched
         combos = itertools.product(choices, repeat=len(places))
-        analysed([base, *(_config(base, first.sites, places, c) for c in combos)])
+        analysed([base, *(_config(base, first.sites, places, c) for c in combos), *structures])
     else:
-        analysed([base])
+        analysed([base, *structures])
         _heuristic(base, first.sites, places, names, choices, analysed)
     return list(measured.values()), exact
 

@@ -1,6 +1,7 @@
 """Provides Config: what one analysis is asked for, as one immutable value.
 
-The outer policy, the per-site overrides and the device. Policies are carried
+The outer policy, the per-site overrides, the device and, where asked, a
+structure (a scan rebuilt as nested or split scans, core/setup/structures.py). Policies are carried
 parsed (`PolicySpec`): a spec is parsed once, where it enters (the command
 line, a key, the palette, the API), and its canonical spelling is derived from
 it. Name toggles are not a field of their own: they compose into a policy
@@ -15,10 +16,12 @@ compare, suggest and diff produce lists of).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from remat_tui.core.setup import policies
+from remat_tui.core.setup import structures as structure_specs
+from remat_tui.core.setup.structures import Structure
 from remat_tui.errors import RematError
 
 SiteKey = int | str  # a site id, or a checkpointed function's name (every site of it)
@@ -31,12 +34,14 @@ class Config:
     spec: policies.PolicySpec  # the outer policy
     site_specs: tuple[tuple[SiteKey, policies.PolicySpec], ...]  # sorted, ids before names
     device: str | None  # a device label (cpu:0, tpu:v5e:2x2); None: JAX's default
+    structure: Structure | None  # a scan rebuilt (nested, split); None: as the code has it
 
     def __init__(
         self,
         policy: Spec = AS_WRITTEN,
         sites: tuple[tuple[SiteKey, Spec], ...] = (),
         device: str | None = None,
+        structure: Structure | str | None = None,
     ) -> None:
         """A Config of values already checked: PolicySpecs, or the canonical
         text of specs (as a report or another Config spells them; a name a
@@ -44,6 +49,9 @@ class Config:
         object.__setattr__(self, "spec", _spec(policy))
         object.__setattr__(self, "site_specs", _sorted({k: _spec(v) for k, v in sites}))
         object.__setattr__(self, "device", device)
+        if isinstance(structure, str):
+            structure = structure_specs.parse(structure, policies.AnyName())
+        object.__setattr__(self, "structure", structure)
 
     @classmethod
     def make(
@@ -52,10 +60,12 @@ class Config:
         sites: Mapping[SiteKey, Spec] | None = None,
         device: str | Any | None = None,
         declared: dict[str, Callable] | None = None,
+        structure: str | Structure | None = None,
     ) -> Config:
         """Parse and canonicalise what a user asked for: specs against the
         target's `declared` policies (a bad one raises RematError naming
-        where), the device (a label, an index or a jax.Device) to its label."""
+        where), the device (a label, an index or a jax.Device) to its label,
+        a structure spec (`nested(4)`) to a Structure."""
         outer = _parsed(policy, declared)
         overrides = {}
         for key, spec in (sites or {}).items():
@@ -64,7 +74,9 @@ class Config:
                 overrides[key] = _parsed(spec, declared)
             except RematError as exc:
                 raise RematError(f"site {key}: {exc.message}") from None
-        return cls(outer, tuple(overrides.items()), device_label_of(device))
+        if structure is not None:
+            structure = structure_specs.parse(structure, declared)
+        return cls(outer, tuple(overrides.items()), device_label_of(device), structure)
 
     @property
     def policy(self) -> str:
@@ -81,7 +93,10 @@ class Config:
         return dict(self.sites)
 
     def with_policy(self, policy: Spec) -> Config:
-        return Config(policy, self.site_specs, self.device)
+        return Config(policy, self.site_specs, self.device, self.structure)
+
+    def with_structure(self, structure: Structure | None) -> Config:
+        return Config(self.spec, self.site_specs, self.device, structure)
 
     def at_function(self, sites, function: str, spec: Spec) -> Config:
         """This config with `spec` at every site of `function` (`sites`: the
@@ -90,14 +105,14 @@ class Config:
         ids = {s.id for s in sites if s.function == function}
         overrides = {k: v for k, v in self.site_specs if k not in ids}
         overrides[function] = _spec(spec)
-        return Config(self.spec, tuple(overrides.items()), self.device)
+        return Config(self.spec, tuple(overrides.items()), self.device, self.structure)
 
     def with_sites(self, overrides: Mapping[SiteKey, Spec]) -> Config:
         """This config with exactly these (already checked) site overrides."""
-        return Config(self.spec, tuple(overrides.items()), self.device)
+        return Config(self.spec, tuple(overrides.items()), self.device, self.structure)
 
     def with_device(self, device: str | None) -> Config:
-        return Config(self.spec, self.site_specs, device)
+        return Config(self.spec, self.site_specs, device, self.structure)
 
     def recomputing_offloads(self, declared: dict[str, Callable] | None = None) -> Config:
         """This config with every offload, outer or at a site, recomputed
@@ -106,14 +121,22 @@ class Config:
         def swap(spec: policies.PolicySpec) -> policies.PolicySpec:
             return spec if spec.declared else spec.recomputing_offloads()
 
+        structure = self.structure
+        if structure is not None and structure.first is not None:
+            structure = replace(structure, first=swap(structure.first), rest=swap(structure.rest))
         return Config(
-            swap(self.spec), tuple((k, swap(v)) for k, v in self.site_specs), self.device
+            swap(self.spec),
+            tuple((k, swap(v)) for k, v in self.site_specs),
+            self.device,
+            structure,
         )
 
     def label(self) -> str:
         """One line naming the whole configuration."""
         parts = [f"policy {self.policy}"]
         parts += [f"site {key}: {spec}" for key, spec in self.sites]
+        if self.structure is not None:
+            parts.append(f"structure {self.structure}")
         if self.device:
             parts.append(self.device)
         return "; ".join(parts)

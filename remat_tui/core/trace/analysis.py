@@ -27,9 +27,10 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
 from remat_tui.core.setup.loading import resolve_arguments
-from remat_tui.core.trace import applied, linemap, recomputation, story
+from remat_tui.core.trace import applied, linemap, recomputation, story, structure_code
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
 from remat_tui.core.trace.names import named_values
+from remat_tui.core.trace.structures import scan_of
 from remat_tui.core.trace.traced import Trace, trace
 from remat_tui.core.trace.wrappers import site_code
 from remat_tui.registry import Target
@@ -159,7 +160,7 @@ def _analysis(t: Trace, bwd, recompute, residuals, forward, backward, begun: tup
         target_file=target.file,
         target_name=target.name,
         policy=t.config.spec.canonical,
-        python=_snippet(target, t.config.spec, shown_sites, t.plan),
+        python=_snippet(target, t.config.spec, shown_sites, t.plan, _structure_code(t)),
         device=describe_device(t.device),
         residuals=residuals,
         names=names,
@@ -183,13 +184,23 @@ def _analysis(t: Trace, bwd, recompute, residuals, forward, backward, begun: tup
     )
 
 
-def _snippet(target: Target, spec, sites: list, plan: dict) -> str:
-    """What to paste: at each overridden site's line, its new checkpoint
-    (core/trace/wrappers.py: for a library's wrapper, its policy or the config
-    string it reads); the outer wrap only when an outer policy is set."""
-    if not plan:
+def _structure_code(t: Trace) -> tuple[str, str] | None:
+    """The code to write for the config's structure, and its helper, if it
+    has one (core/trace/structure_code.py)."""
+    structure = t.config.structure
+    if structure is None:
+        return None
+    return structure_code.code_for(scan_of(t.primal.scans, structure), structure)
+
+
+def _snippet(target: Target, spec, sites: list, plan: dict, structure: tuple | None) -> str:
+    """What to paste: the structure's call, if any; at each overridden
+    site's line, its new checkpoint (core/trace/wrappers.py: for a library's
+    wrapper, its policy or the config string it reads); the outer wrap only
+    when an outer policy is set; last, the structure's helper."""
+    if not plan and structure is None:
         return spec.python(target.name)
-    lines = []
+    lines = [structure[0]] if structure is not None else []
     seen = set()
     for site in sites:
         if site.id not in plan:
@@ -201,6 +212,8 @@ def _snippet(target: Target, spec, sites: list, plan: dict) -> str:
         lines.append(f"# {where} (site {site.id}){note}\n{code}")
     if spec.kind != policies.AS_WRITTEN:
         lines.append(f"# around {target.name}\n{spec.python(target.name)}")
+    if structure is not None:
+        lines.append(f"\n{structure[1]}")
     return "\n".join(lines)
 
 

@@ -10,11 +10,13 @@ import os
 from collections.abc import Callable
 
 import jax
-from jax.tree_util import tree_unflatten
+from jax.tree_util import tree_flatten, tree_unflatten
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.devices import device_set, resolve_device, trace_device
+from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace import sites as site_lib
 from remat_tui.core.trace.primal import Primal, primal_program, require_array_output
 from remat_tui.registry import Target
@@ -43,27 +45,38 @@ def configured_function(
     target: Target, config: Config, leaves: list, in_tree, device
 ) -> tuple[Callable, Primal | None, dict]:
     """The target as `config` asks for it, as a function of the flattened
-    (args, kwargs) leaves: its checkpoint sites overridden (a rewrite of the
-    primal program) and the outer policy wrapped around it. Also the primal
-    program (when sites are overridden or an outer policy is set, else None)
-    and the override plan ({site id: spec}). What analysis traces and
-    core/xla/compiled.py compiles."""
+    (args, kwargs) leaves: its checkpoint sites overridden and its structure
+    built (a rewrite of the primal program), and the outer policy wrapped
+    around it. Also the primal program (when sites are overridden, a
+    structure or an outer policy is set, else None) and the override plan
+    ({site id: spec}). What analysis traces and core/xla/compiled.py compiles."""
     spec = config.spec
     primal: Primal | None = None
     plan: dict = {}
-    if config.site_specs or spec.kind != policies.AS_WRITTEN:
+    if config.site_specs or config.structure is not None or spec.kind != policies.AS_WRITTEN:
         # Under an outer policy the cached primal program is what is wrapped:
         # the next policy then re-uses JAX's trace of it (Primal.evaluator).
         primal = primal_program(target, leaves, in_tree, device, target_dir(target))
         plan = site_lib.resolve_overrides(
             primal.sites, dict(config.site_specs), jc.open_jaxpr(primal.closed)
         )
-        flat_fn = primal.evaluator(plan, target.policies)
+        flat_fn = primal.evaluator(plan, target.policies, config.structure)
     else:
         flat_fn = flat_function(target, target.fn, in_tree)
     if spec.kind != policies.AS_WRITTEN:
         flat_fn = _checkpointed(flat_fn, policies.build(spec, target.policies))
     return flat_fn, primal, plan
+
+
+def program_scans(target: Target, config: Config) -> list:
+    """The scans of the target's program a structure may rebuild (its primal
+    program's, core/trace/structures.py FoundScan), traced for the config's
+    device (cached with the primal program)."""
+    dev = resolve_device(config.device)
+    leaves, in_tree = tree_flatten(resolve_arguments(target, device_set(dev)))
+    here = trace_device(dev)
+    with jax.default_device(here):
+        return primal_program(target, leaves, in_tree, here, target_dir(target)).scans
 
 
 def flat_function(target: Target, fn: Callable, in_tree) -> Callable:

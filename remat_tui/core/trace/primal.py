@@ -15,6 +15,7 @@ from remat_tui.core import jaxcompat as jc
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.usererrors import describe, user_traceback
 from remat_tui.core.trace import sites as site_lib
+from remat_tui.core.trace import structures
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -29,18 +30,38 @@ class Primal:
     closed: object  # the ClosedJaxpr of the target
     out_tree: object
     sites: list[site_lib.FoundSite]
+    prefer_dir: str | None = None
     # One function object per plan, kept: jax.checkpoint caches the trace (and
     # its JVP) of the function it wraps by identity, so the next outer policy
     # over the same plan re-uses them instead of tracing the program again.
     evaluators: LRU = field(default_factory=lambda: LRU(EVALUATORS))
 
-    def evaluator(self, plan: dict, declared: dict | None) -> Callable:
+    _scans: list | None = field(default=None, repr=False)
+
+    @property
+    def scans(self) -> list:
+        """The scans a structure may rebuild (core/trace/structures.py
+        FoundScan), found on first need."""
+        if self._scans is None:
+            program = jc.open_jaxpr(self.closed)
+            self._scans = structures.find_scans(program, self.sites, self.prefer_dir)
+        return self._scans
+
+    def evaluator(self, plan: dict, declared: dict | None, structure=None) -> Callable:
         """A function of the flattened arguments computing the target with the
-        planned sites changed; its equations keep the user's source lines."""
+        planned sites changed and, with a `structure`, its scan rebuilt; its
+        equations keep the user's source lines."""
         key = tuple(sorted((i, spec.canonical) for i, spec in plan.items()))
+        key = (key, structure.canonical if structure is not None else None)
         run = self.evaluators.get(key)
         if run is None:
-            jaxpr = site_lib.rewrite(jc.open_jaxpr(self.closed), self.sites, plan, declared)
+            splices = {}
+            if structure is not None:
+                scan = structures.scan_of(self.scans, structure)
+                splices[(scan.steps, scan.index)] = structures.splice_for(scan, structure, declared)
+            jaxpr = site_lib.rewrite(
+                jc.open_jaxpr(self.closed), self.sites, plan, declared, splices
+            )
             consts, out_tree = jc.consts_of(self.closed), self.out_tree
 
             def run(*flat):
@@ -82,6 +103,7 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
         closed=closed,
         out_tree=tree_structure(out_shape),
         sites=site_lib.find_sites(jc.open_jaxpr(closed), target.policies, prefer_dir),
+        prefer_dir=prefer_dir,
     )
     _cache.put(key, primal)
     return primal

@@ -13,6 +13,7 @@ checkpointed functions, so a cached body would keep the old policy.)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from remat_tui.core import jaxcompat as jc
@@ -24,6 +25,15 @@ from remat_tui.errors import RematError
 # (equation index, the body's slot in that equation's params: jaxcompat.Body.slot)
 Step = tuple[int, tuple]
 INLINE = object()  # the override that removes a checkpoint
+
+
+@dataclass(frozen=True)
+class Splice:
+    """A rewrite action that replaces an equation by a jaxpr computing the
+    same outputs from the same inputs: `make(eqn)` returns it (open, no
+    constants of its own; core/trace/structures.py rebuilds a scan so)."""
+
+    make: Callable
 
 
 @dataclass
@@ -167,11 +177,13 @@ def _site_list(found: list[FoundSite]) -> str:
     return f"Sites: {listed}. Give a site id or a function name."
 
 
-def rewrite(jaxpr, found: list[FoundSite], plan: dict, declared: dict | None):
+def rewrite(jaxpr, found: list[FoundSite], plan: dict, declared: dict | None,
+            splices: dict | None = None):  # fmt: skip
     """`jaxpr` with each planned site's policy replaced, or its checkpoint
     removed (as_written: the body runs inline, as if `jax.checkpoint` were
-    deleted from the source)."""
-    actions: dict[tuple, object] = {}
+    deleted from the source); and `splices` ({(steps, index): Splice}) made,
+    each after the overrides inside the equation it replaces."""
+    actions: dict[tuple, object] = dict(splices or {})
     for f in found:
         spec = plan.get(f.site.id)
         if spec is None:
@@ -200,7 +212,9 @@ def _rewrite(jaxpr, steps: tuple[Step, ...], actions: dict):
         if action is None:
             eqns.append(eqn)
         elif action is INLINE:
-            eqns.extend(_inline(eqn, subst))
+            eqns.extend(_inline(eqn, jc.remat_body(eqn), subst))
+        elif isinstance(action, Splice):
+            eqns.extend(_inline(eqn, action.make(eqn), subst))
         else:
             eqns.append(jc.with_policy(eqn, action))
     if not subst:
@@ -208,10 +222,10 @@ def _rewrite(jaxpr, steps: tuple[Step, ...], actions: dict):
     return jaxpr.replace(eqns=eqns, outvars=[_sub(v, subst) for v in jaxpr.outvars])
 
 
-def _inline(eqn, subst: dict) -> list:
-    """The remat equation's body, with fresh variables, wired to its inputs;
-    its outputs are recorded in `subst` for the equations that follow."""
-    body = jc.remat_body(eqn)
+def _inline(eqn, body, subst: dict) -> list:
+    """`body` (a remat equation's, or a Splice's jaxpr) in place of `eqn`,
+    with fresh variables, wired to its inputs; its outputs are recorded in
+    `subst` for the equations that follow."""
     env = dict(zip(body.invars, eqn.invars, strict=True))
     out = []
     for inner in body.eqns:
