@@ -275,7 +275,7 @@ def _failed_runs(labels: list[str], measured: dict | None) -> int:
 
 def _suggest(target, opts, fmt, checks):
     from remat_tui.core.search.suggest import suggest
-    from remat_tui.report.costs import render_suggest
+    from remat_tui.report.suggest import render_suggest
 
     result = suggest(target, checks["budget"], **_search_options(opts))
     failed = [r for r in result.rows if r.measure_failed]

@@ -9,7 +9,8 @@ from remat_tui.notebook import compare_html, style, words
 from remat_tui.notebook.style import tag, text
 from remat_tui.report import compiled as compiled_words
 from remat_tui.report import memory as memory_view
-from remat_tui.report.costs import config_label, render_suggest
+from remat_tui.report.costs import config_label
+from remat_tui.report.suggest import render_suggest
 from remat_tui.report.units import human_bytes, human_flops, signed
 
 

@@ -24,10 +24,10 @@ from remat_tui.report.costs import (
     comparison_legend,
     measured_ranks,
     render_diff,
-    render_suggest,
     row_cells,
 )
 from remat_tui.report.fit import render_fit
+from remat_tui.report.suggest import render_suggest
 from remat_tui.report.units import count, human_bytes, line_marks, origin, summary
 
 RESIDUAL = "on #5a4500"  # a dark amber behind residual lines (the app's colour, dimmed)

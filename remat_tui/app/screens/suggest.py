@@ -311,7 +311,7 @@ class SuggestScreen(Screen[Config | None]):
     def text(s) -> str:
         """The CLI's report (report/costs.py), the recompute it costs beside the
         bytes it saves."""
-        from remat_tui.report.costs import render_suggest
+        from remat_tui.report.suggest import render_suggest
 
         delta = s.best.recompute_flops - s.baseline.recompute_flops
         recompute = f"recompute against as written: {signed(delta, human_flops)}"

@@ -235,7 +235,7 @@ def _compile(
         answer = compile_service.compile_program(
             step_lowered.lowered, dev, label, spanned, what,
             memory=memory, keep_executable=keep, cancelled=cancelled, sources=_sources(target),
-            source=source and replace(source, config=config),
+            source=source and source._replace(config=config),
         )  # fmt: skip
     result = replace(answer.result, step=step, differentiated=wrt)
     key = answer.program.key if answer.program else None

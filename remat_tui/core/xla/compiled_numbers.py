@@ -106,13 +106,17 @@ class Compiled(Displayable):
     def stored(self) -> dict:
         """Everything, `made` included, as JSON: what the compile store and a
         worker process keep and send (`from_dict` reads it back)."""
-        return {**self.to_dict(), "made": [asdict(m) for m in self.made]}
+        made = [{**asdict(m), "readers": sorted(m.readers)} for m in self.made]  # a set: as a list
+        return {**self.to_dict(), "made": made}
 
     @classmethod
     def from_dict(cls, d: dict) -> Compiled:
         """The Compiled whose `to_dict()` or `stored()` is `d` (as a store or a
         worker gives it)."""
-        made = tuple(Made(**_tuples(m)) for m in d.get("made", ()))
+        made = tuple(
+            Made(**{**_tuples(m), "readers": frozenset(_tuples(m.get("readers", [])))})
+            for m in d.get("made", ())
+        )
         return cls(**{k: v for k, v in d.items() if k != "made"}, made=made)
 
 

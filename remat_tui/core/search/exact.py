@@ -1,0 +1,205 @@
+"""Provides `search_names`: the exact search over every name decision at every
+place (Contract 12), which suggest runs where the space is too large to
+list.
+
+1. Everything recomputed, and each decision alone (core/search/exact_space.py),
+   analysed without compiling; a decision whose residuals, recompute and host
+   bytes are those of everything recomputed changes nothing (its name is not
+   at that place, or the backward pass does not read it) and is left out.
+2. The rest compiled (or, for the residual measure, only analysed), side by
+   side where compiles can run elsewhere (core/xla/compile_pool.py): the
+   model's first points (core/search/exact_model.py).
+3. The model solved exactly; its answer compiled. Where the compile
+   disagrees with the model, the model takes what it showed (it is exact at
+   every assignment evaluated) and is solved again, until its optimum is an
+   assignment already evaluated: then the compiled answer is the model's
+   optimum, and the model's least cost is the bound it is proven against.
+
+A compile that runs out of memory (or fails) excludes its assignment; a
+decision that does not fit even alone is left out with every assignment
+that takes it. Cancelling (`cancelled()`) keeps the best assignment verified
+so far, with the gap to the model's last bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from remat_tui.core.search.exact_model import Model
+from remat_tui.core.search.exact_space import Space
+from remat_tui.core.units import count
+
+ROUNDS_PER_DECISION, ROUNDS_AT_LEAST = 2, 24  # the model's answers compiled before giving up
+
+
+@dataclass(frozen=True)
+class Narrowing:
+    """What the search knows as it narrows: the model's least cost within
+    the budget (`bound`), the best verified (`best`), the gap between them
+    (a share of `best`), and how many configurations it has compiled."""
+
+    bound: float | None
+    best: float | None
+    compiles: int
+    round: int
+
+    @property
+    def gap(self) -> float | None:
+        return gap(self.best, self.bound)
+
+
+@dataclass
+class NameOutcome:
+    """What search_names found."""
+
+    rows: list  # every assignment evaluated, as Rows (core/search/compare.py)
+    answer: object | None  # the best verified within the budget, or None
+    bound: float | None  # the model's least cost within the budget (inf: it fits none)
+    proven: bool  # the answer is the model's optimum
+    rounds: int  # the model's answers evaluated
+    interactions: int  # sets of decisions whose interaction the model carries
+    decisions: int
+    space: int  # assignments of the decisions kept
+    left_out: list[str] = field(default_factory=list)  # decisions left out, and why
+    cancelled: bool = False
+
+
+def gap(best: float | None, bound: float | None) -> float | None:
+    """How far `best` may be from the optimum, as a share of it (0: none)."""
+    if best is None or bound is None or best <= 0:
+        return None
+    return max(best - bound, 0.0) / best
+
+
+def within(row, budget: int) -> bool:
+    """Whether a row is an answer: it fits the device and the budget, and its
+    run (if any) did not fail."""
+    return row.fits and row.weighed_bytes <= budget and not row.measure_failed
+
+
+def search_names(
+    space: Space,
+    budget: int,
+    analyse: Callable[[list], list],
+    compile_rows: Callable[[list], None] | None,
+    cancelled: Callable[[], bool] | None = None,
+    narrowing: Callable[[Narrowing], None] | None = None,
+    incumbent: float | None = None,
+    max_rounds: int | None = None,
+) -> NameOutcome:
+    """Search the decisions of `space` (the module doc). `analyse(configs)`
+    gives their rows uncompiled; `compile_rows(rows)` compiles them in place
+    (None: the residual measure, nothing compiled). `incumbent`: the cost of
+    the best answer found elsewhere, for the gap shown while searching."""
+    stop = cancelled or (lambda: False)
+    rows_of: dict = {}  # assignment -> its row
+
+    def evaluate(assignments: list) -> list:
+        rows = analyse([space.config(a) for a in assignments])
+        if compile_rows is not None:
+            compile_rows(rows)
+        rows_of.update(zip(assignments, rows, strict=True))
+        return rows
+
+    empty = frozenset()
+    singles = [frozenset([i]) for i in range(len(space.decisions))]
+    analysed = analyse([space.config(a) for a in (empty, *singles)])
+    left_out = _changing_nothing(space, analysed)
+    kept = [i for i, row in enumerate(analysed[1:]) if not _same(row, analysed[0])]
+    space.keep(kept)
+    singles = [frozenset([i]) for i in range(len(space.decisions))]
+    model = Model(len(space.decisions), space.exclusive())
+    outcome = NameOutcome([], None, None, False, 0, 0, len(space.decisions), space.size(),
+                          left_out)  # fmt: skip
+    if stop():
+        outcome.cancelled = True
+        return outcome
+    for assignment, row in zip((empty, *singles), evaluate([empty, *singles]), strict=True):
+        _record(model, assignment, row, outcome, space)
+    if empty not in model.measured:
+        outcome.rows = list(rows_of.values())
+        outcome.left_out.append(_cannot_model(rows_of[empty]))
+        return outcome
+    rounds_left = max_rounds
+    if rounds_left is None:
+        rounds_left = max(ROUNDS_PER_DECISION * len(space.decisions), ROUNDS_AT_LEAST)
+    while True:
+        best = _best(rows_of, budget)
+        if stop():
+            outcome.cancelled = True
+            break
+        solution = model.solve(budget)
+        if solution is None:  # the model fits nothing: nothing it knows of can
+            outcome.bound, outcome.proven = float("inf"), True
+            break
+        outcome.bound = solution.bound
+        if narrowing is not None:
+            costs = [c for c in (incumbent, best and best.cost[0]) if c is not None]
+            narrowing(Narrowing(solution.bound, min(costs, default=None),
+                                len(rows_of), outcome.rounds))  # fmt: skip
+        seen = rows_of.get(solution.assignment)
+        if seen is not None:
+            if within(seen, budget):
+                outcome.proven = True
+                break
+            model.exclude(solution.assignment)  # at the budget's very edge: the compile decides
+            continue
+        if outcome.rounds >= rounds_left:
+            break
+        (row,) = evaluate([solution.assignment])
+        outcome.rounds += 1
+        _record(model, solution.assignment, row, outcome, space)
+    outcome.rows = list(rows_of.values())
+    outcome.answer = _best(rows_of, budget)
+    outcome.interactions = model.interactions
+    return outcome
+
+
+def _record(model: Model, assignment, row, outcome: NameOutcome, space: Space) -> None:
+    """What an evaluated row tells the model: its numbers where it compiled,
+    else that it does not fit."""
+    if row.fits and not row.measure_failed:
+        model.observe(assignment, row.weighed_bytes, row.cost[0], row.host_bytes)
+        return
+    model.exclude(assignment)
+    if len(assignment) == 1:
+        (i,) = assignment
+        model.forbid(i)
+        why = row.error or "it does not fit the device"
+        outcome.left_out.append(f"{space.decisions[i].label}: {why}, even alone; left out")
+
+
+def _best(rows_of: dict, budget: int):
+    """The best row evaluated that is an answer: least cost, then host
+    bytes, then memory."""
+    answers = [r for r in rows_of.values() if within(r, budget)]
+    return min(answers, key=lambda r: (r.cost, r.weighed_bytes), default=None)
+
+
+def _same(row, empty) -> bool:
+    """A decision that changes nothing: the same residuals, recompute and
+    host bytes as everything recomputed."""
+    return (row.residuals, row.recompute_flops, row.host_bytes) == (
+        empty.residuals, empty.recompute_flops, empty.host_bytes)  # fmt: skip
+
+
+def _changing_nothing(space: Space, analysed: list) -> list[str]:
+    """Why decisions that change nothing are left out, in words."""
+    idle = [d for d, row in zip(space.decisions, analysed[1:], strict=True)
+            if _same(row, analysed[0])]  # fmt: skip
+    if not idle:
+        return []
+    shown = ", ".join(d.label for d in idle[:3]) + (", ..." if len(idle) > 3 else "")
+    return [
+        f"{count(len(idle), 'decision')} change nothing (the name is not at that place, or "
+        f"the backward pass does not read it): left out ({shown})"
+    ]
+
+
+def _cannot_model(row) -> str:
+    why = row.error or "it does not fit the device"
+    return (
+        f"every name recomputed does not compile ({why}): the name decisions could not be "
+        "modelled, and only the other candidates were weighed"
+    )

@@ -1,0 +1,204 @@
+"""Provides how suggest compiles its candidates (Contract 8): `Runner` (a
+row's compile, and its run on the device when measuring), and
+`compile_in_order`, which compiles only what can change the answer.
+
+Every candidate is first analysed without compiling: its recompute FLOPs and
+host bytes need no compile, and give a lower bound of its step time
+(core/xla/step_time.py). The code as written is compiled first; the rest
+from the least bound up, and the search stops at the first candidate whose
+bound exceeds the cost of the best one found to fit: it and every later one
+cost more. Compiles that run out of memory are fast and are rows that do not
+fit; other compile failures are rows with an error. Either way the search
+goes on.
+"""
+
+from __future__ import annotations
+
+from remat_tui.core.search.compare import Row, compile_row
+from remat_tui.core.units import human_bytes
+from remat_tui.core.xla import compile_pool, compile_service, step_time
+
+
+def compile_candidates(target, rows, baseline, budget, cancelled, progress, run, every: bool):
+    """(the rows compiled, why the rest were not): every row (`every`, to
+    check the ordered search), else only those that can change the answer
+    (`compile_in_order`)."""
+    if not every:
+        return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
+    def one(numbered):
+        i, row = numbered
+        if progress is not None:
+            progress(i, len(rows), row.config, "compiling")
+        run(target, row, cancelled)
+
+    numbered = list(enumerate(rows))
+    for _ in compile_pool.run_all(numbered, one) if run.runs is None else map(one, numbered):
+        pass
+    return rows, ""
+
+
+class Runner:
+    """How suggest compiles a row: compile_row, and with `runs`, a run of each
+    compile `worth_running` accepts (those that fit the budget)."""
+
+    def __init__(self, runs: int | None, worth_running):
+        self.runs, self.worth_running = runs, worth_running
+
+    def __call__(self, target, row: Row, cancelled) -> None:
+        run_if = self.worth_running if self.runs is not None else None
+        compile_row(target, row, cancelled, self.runs, run_if)
+
+
+def compile_baseline(target, baseline: Row, budget: int, cancelled, progress, run,
+                     total: int = 1) -> str:  # fmt: skip
+    """Compile the code as written, first: the answer is measured against it,
+    and its compile says the chip and how many devices share the step.
+    Returns why no configuration can fit, or ''."""
+    if baseline.compiled is None and baseline.error is None:
+        if progress is not None:
+            progress(0, total, baseline.config, "compiling")
+        run(target, baseline, cancelled)
+    floor = _floor(baseline)
+    if floor is not None and floor > budget:
+        return (
+            f"none can fit: the arguments and what the step returns alone need "
+            f"{human_bytes(floor)} per device under every configuration"
+        )
+    return ""
+
+
+def compile_in_order(
+    target, rows: list[Row], baseline: Row, budget: int, cancelled, progress, run=None,
+    known: tuple = (),
+):  # fmt: skip
+    """Compile rows from the least cost they can have, and stop at the first
+    whose least cost exceeds the cost of the best row found to fit the budget:
+    no later row can be the answer. The baseline comes first
+    (`compile_baseline`); `known`: rows compiled already (the exact search's),
+    whose best answer bounds the rest from the start.
+
+    A row's least cost before compiling is exact in its recompute FLOPs and
+    host bytes; on a chip the table knows, it is the step time's lower bound
+    (core/xla/step_time.py), which its compile can only raise; so rows are
+    weighed by their estimated cost here, measured or not. `run` compiles a
+    row (Runner). Returns the rows compiled (the baseline first, `known`
+    not among them) and why the rest were not."""
+    run = run or Runner(None, None)
+    none_can_fit = compile_baseline(target, baseline, budget, cancelled, progress, run, len(rows))
+    done = [baseline]
+    if none_can_fit:
+        return done, none_can_fit
+    chip = step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
+    least = least_cost(baseline)
+
+    # Side by side where compiles can run elsewhere, `width` at a time (never a
+    # measured search: a run must have the device to itself).
+    width = compile_pool.width() if run.runs is None else 1
+
+    def compile_from_cheapest(candidates: list[Row], best, answers) -> None:
+        """Compile `candidates` (least bound first) until one's bound exceeds
+        the best cost found among those `answers` accepts. In waves of
+        `width`: a wave's rows past where one at a time would have stopped
+        were compiled ahead for nothing, and are left out, so the rows and
+        the answer are those of one compile at a time."""
+        position = 0
+        while position < len(candidates):
+            wave = []
+            for row in candidates[position : position + width]:
+                if best is not None and least(row) > best:
+                    break  # this row and every later one cost more than one that fits
+                wave.append(row)
+            if not wave:
+                return
+
+            def one(numbered):
+                i, row = numbered
+                if progress is not None:
+                    progress(len(done) + i, len(rows), row.config, "compiling")
+                run(target, row, cancelled)
+
+            for _ in compile_pool.run_all(list(enumerate(wave)), one):
+                pass
+            for i, row in enumerate(wave):
+                if best is not None and least(row) > best:
+                    compile_service.counts.add("ahead", len(wave) - i)
+                    return
+                done.append(row)
+                if answers(row) and (best is None or row.estimated_cost < best):
+                    best = row.estimated_cost
+            position += len(wave)
+
+    def best_of(answers) -> tuple | None:
+        costs = [r.estimated_cost for r in (baseline, *known) if answers(r)]
+        return min(costs, default=None)
+
+    # An offload slower than recomputing is the answer only if nothing else
+    # fits: those are compiled last, and only then.
+    fresh = (r for r in rows if r is not baseline and r.compiled is None and r.error is None)
+    ordered = sorted(fresh, key=least)
+    compile_from_cheapest(
+        [r for r in ordered if not r.offload_slower],
+        best_of(lambda r: _answers(r, budget)),
+        lambda r: _answers(r, budget),
+    )
+    slower = [r for r in ordered if r.offload_slower]
+    fits = any(_answers(r, budget) for r in (*done, *known))
+    if not fits:
+
+        def within(r: Row) -> bool:
+            return r.fits and r.weighed_bytes <= budget
+
+        compile_from_cheapest(slower, best_of(within), within)
+    return done, _why_skipped(chip, fits and bool(slower))
+
+
+def least_cost(baseline: Row):
+    """A row's least cost before compiling, as a function of the row (the
+    baseline compiled: its chip and devices)."""
+    compiled = baseline.compiled
+    chip = step_time.chip_of(compiled["device"]) if compiled else None
+    return _least_cost(chip, compiled.get("devices", 1) if compiled else 1)
+
+
+def _least_cost(chip, devices: int):
+    """A row's least cost before compiling (`compile_in_order`): its step
+    time's lower bound on a chip the table knows, else its recompute FLOPs;
+    host bytes break ties."""
+
+    def least(row: Row) -> tuple:
+        if chip is None or row.step_flops is None:
+            return (row.recompute_flops, row.host_bytes)
+        moved = 0 if row.offload_without_host else row.host_bytes  # what crosses to host
+        bound = step_time.lower_bound(chip, row.step_flops / devices, moved / devices)
+        return (bound, row.host_bytes)
+
+    return least
+
+
+def _why_skipped(chip, slower_offloads_left: bool) -> str:
+    """Why the rows `compile_in_order` left out could not be the answer."""
+    if chip is not None:
+        why = f"each is estimated slower on {chip.name} than the answer, even before compiling"
+    else:
+        why = "each recomputes more than the answer, so none of them could be it"
+    if slower_offloads_left:
+        why += "; or it offloads what is faster to recompute, and another configuration fits"
+    return why
+
+
+def _floor(baseline: Row) -> int | None:
+    """Bytes every configuration's compiled program holds at once: its
+    arguments and its outputs (the same under every policy), which live from
+    its start to its end; None without a compile that fit."""
+    c = baseline.compiled
+    if not c or not c.get("fits", True):
+        return None
+    return c["argument_bytes"] + c["output_bytes"] - c["alias_bytes"]
+
+
+def _answers(row: Row, budget: int) -> bool:
+    """Whether a compiled row could be the answer: it fits the budget, and
+    its offload is not slower than recomputing."""
+    return row.fits and row.weighed_bytes <= budget and not row.offload_slower
+
+
