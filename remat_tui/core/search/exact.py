@@ -160,7 +160,7 @@ def _record(model: Model, assignment, row, outcome: NameOutcome, space: Space) -
     """What an evaluated row tells the model: its numbers where it compiled,
     else that it does not fit."""
     if row.fits and not row.measure_failed:
-        model.observe(assignment, row.weighed_bytes, row.cost[0], row.host_bytes)
+        model.observe(assignment, part_peaks(row), row.cost[0], row.host_bytes)
         return
     model.exclude(assignment)
     if len(assignment) == 1:
@@ -168,6 +168,24 @@ def _record(model: Model, assignment, row, outcome: NameOutcome, space: Space) -
         model.forbid(i)
         why = row.error or "it does not fit the device"
         outcome.left_out.append(f"{space.decisions[i].label}: {why}, even alone; left out")
+
+
+def part_peaks(row) -> dict:
+    """The peaks of the forward and the backward part (exact_model.PARTS),
+    from the compile's memory curve split where its backward part starts,
+    each with what XLA allocates beyond the bytes live at the peak (the
+    row's memory less the curve's peak) added, so that the larger is the
+    row's memory; both the row's memory where no curve is known (the
+    residual measure, a compile without its breakdown)."""
+    weighed = row.weighed_bytes
+    memory = (row.compiled or {}).get("memory") or {}
+    split, curve = memory.get("backward_from"), memory.get("curve")
+    if split is None or not curve:
+        return {"forward": weighed, "backward": weighed}
+    forward = max((b for step, b in curve if step < split), default=0)
+    backward = max((b for step, b in curve if step >= split), default=0)
+    slack = weighed - max(forward, backward)
+    return {"forward": forward + slack, "backward": backward + slack}
 
 
 def _best(rows_of: dict, budget: int):

@@ -4,8 +4,12 @@ assignment evaluated, and `Model.solve`, its optimum under a budget, found
 exactly by a mixed-integer program.
 
 An assignment is the set of decisions it takes (a name saved or offloaded
-at a place); every decision not taken recomputes. Each quantity (the peak,
-the cost, the bytes sent to host) is modelled as a sum over the sets of
+at a place); every decision not taken recomputes. The peak is the larger of
+its parts' peaks (the forward part's and the backward part's, read from
+each compile's memory curve: a compiled peak moves between them, and a
+decision that adds to the part that is not the peak adds nothing to the
+peak until that part becomes it). Each quantity (each part's peak, the
+cost, the bytes sent to host) is modelled as a sum over the sets of
 decisions the search evaluated together:
 
     q(A) = sum of w(S) over every evaluated set S contained in A
@@ -23,11 +27,11 @@ Solved by `scipy.optimize.milp` (HiGHS, a maintained solver that comes with
 JAX's own dependency on scipy) with no optimality gap tolerated
 (`mip_rel_gap` 0): binary variables per decision, one per evaluated set of
 two or more (their conjunction, linearised), at most one state per name and
-place, the peak within the budget, and a cut excluding each assignment known
-not to fit. Quantities are scaled to about 1 before solving. Ties in cost
-are broken as suggest's rows are: fewer bytes sent to host, then the lower
-peak, then fewer decisions (each a second solve with the previous optimum
-held).
+place, each part's peak within the budget, and a cut excluding each
+assignment known not to fit. Quantities are scaled to about 1 before
+solving. Ties in cost are broken as suggest's rows are: fewer bytes sent to
+host, then less memory (the parts' peaks summed), then fewer decisions
+(each a further solve with the previous optimum held).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 Assignment = frozenset  # of decision indices; the rest recompute
-QUANTITIES = ("peak", "cost", "host")
+PARTS = ("forward", "backward")  # the parts whose peaks are modelled
 TIE = 1e-9  # relative slack when an optimum is held while the next tie-break is solved
 
 
@@ -57,18 +61,24 @@ class Solution:
 class Model:
     """The model over `size` decisions; `exclusive`: groups of decisions of
     which an assignment takes at most one (the states of one name at one
-    place)."""
+    place); `parts`: the parts of the program whose peaks are modelled."""
 
     size: int
     exclusive: list[tuple[int, ...]]
+    parts: tuple[str, ...] = PARTS
     measured: dict = field(default_factory=dict)  # Assignment -> {quantity: value}
     excluded: set = field(default_factory=set)  # assignments known not to fit
     forbidden: set = field(default_factory=set)  # decisions that never fit, even alone
     _weights: dict | None = field(default=None, repr=False)
 
-    def observe(self, assignment: Iterable[int], peak: float, cost: float, host: float) -> None:
-        """What evaluating `assignment` showed: the model is exact there from now."""
-        self.measured[frozenset(assignment)] = {"peak": peak, "cost": cost, "host": host}
+    @property
+    def quantities(self) -> tuple[str, ...]:
+        return ("cost", "host", *self.parts)
+
+    def observe(self, assignment: Iterable[int], peaks: dict, cost: float, host: float) -> None:
+        """What evaluating `assignment` showed (`peaks`: each part's): the
+        model is exact there from now."""
+        self.measured[frozenset(assignment)] = {**peaks, "cost": cost, "host": host}
         self._weights = None
 
     def exclude(self, assignment: Iterable[int]) -> None:
@@ -94,16 +104,19 @@ class Model:
             for s in sorted(self.measured, key=len):
                 inner = [t for t in weights if t < s]
                 weights[s] = {
-                    q: self.measured[s][q] - sum(weights[t][q] for t in inner) for q in QUANTITIES
+                    q: self.measured[s][q] - sum(weights[t][q] for t in inner)
+                    for q in self.quantities
                 }
             self._weights = weights
         return self._weights
 
     def predict(self, assignment: Iterable[int]) -> dict:
-        """{quantity: the model's value} for any assignment."""
+        """{quantity: the model's value} for any assignment, "peak" the
+        largest part's."""
         a = frozenset(assignment)
         terms = [w for s, w in self.weights().items() if s <= a]
-        return {q: sum(w[q] for w in terms) for q in QUANTITIES}
+        values = {q: sum(w[q] for w in terms) for q in self.quantities}
+        return {**values, "peak": max(values[p] for p in self.parts)}
 
     def solve(self, budget: float) -> Solution | None:
         """The least cost the model gives an assignment whose peak is within
@@ -133,17 +146,16 @@ class _Program:
         self.rows: list[np.ndarray] = []
         self.low: list[float] = []
         self.high: list[float] = []
-        self.coeff = {q: np.zeros(self.width) for q in QUANTITIES}
+        self.coeff = {q: np.zeros(self.width) for q in model.quantities}
         for s in self.sets:
             column = next(iter(s)) if len(s) == 1 else n + self.pairs.index(s)
-            for q in QUANTITIES:
+            for q in model.quantities:
                 self.coeff[q][column] += weights[s][q]
+        self.coeff["memory"] = sum(self.coeff[p] for p in model.parts)
         # Scales: the budget for bytes; the largest magnitude for the rest.
-        self.scale = {
-            "peak": max(abs(budget), 1.0),
-            "cost": _magnitude(self.coeff["cost"], self.base["cost"]),
-            "host": _magnitude(self.coeff["host"], self.base["host"]),
-        }
+        self.scale = {q: _magnitude(self.coeff[q], self.base.get(q, 0.0))
+                      for q in ("cost", "host", "memory")}  # fmt: skip
+        self.scale["peak"] = max(abs(budget), 1.0)
         self._constraints()
 
     def _add(self, row: np.ndarray, low: float, high: float) -> None:
@@ -167,7 +179,8 @@ class _Program:
             row[list(s)] = -1
             self._add(row, 1 - len(s), np.inf)
         peak = self.scale["peak"]
-        self._add(self.coeff["peak"] / peak, -np.inf, (self.budget - self.base["peak"]) / peak)
+        for part in self.model.parts:
+            self._add(self.coeff[part] / peak, -np.inf, (self.budget - self.base[part]) / peak)
         for bad in self.model.excluded:  # at least one decision differs from `bad`
             row = np.zeros(width)
             row[list(bad)] = -1
@@ -186,7 +199,7 @@ class _Program:
         held: list[tuple[np.ndarray, float]] = []  # optima held while breaking ties
         x, bound = None, None
         count = np.r_[np.ones(n), np.zeros(len(self.pairs))]  # fewer decisions: last tie-break
-        for objective in (*(self.coeff[q] / self.scale[q] for q in ("cost", "host", "peak")),
+        for objective in (*(self.coeff[q] / self.scale[q] for q in ("cost", "host", "memory")),
                           count):  # fmt: skip
             rows = [*self.rows, *(h for h, _ in held)]
             high = [*self.high, *(v for _, v in held)]
