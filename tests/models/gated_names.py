@@ -54,10 +54,11 @@ def gated(x, spec, prefix: str = "n"):
     return update
 
 
-def make_layer(spec, prefix: str = "n"):
+def make_layer(spec, prefix: str = "n", name: str = "layer"):
     def layer(x, w):
         return x + 0.1 * jnp.tanh(x @ w + gated(x, spec, prefix))
 
+    layer.__name__ = layer.__qualname__ = name  # the checkpointed function's name: its site's
     return layer
 
 
@@ -76,8 +77,8 @@ def make_scanned(policy=CP.nothing_saveable, spec=KNAPSACK):
 
 
 def make_two_sites(policy_a=CP.nothing_saveable, policy_b=CP.nothing_saveable):
-    first = jax.checkpoint(make_layer(SITE_A, "a"), policy=policy_a)
-    second = jax.checkpoint(make_layer(SITE_B, "b"), policy=policy_b)
+    first = jax.checkpoint(make_layer(SITE_A, "a", "first"), policy=policy_a)
+    second = jax.checkpoint(make_layer(SITE_B, "b", "second"), policy=policy_b)
 
     def loss(ws, x):
         x, _ = jax.lax.scan(lambda c, w: (second(first(c, w), w), None), x, ws)
@@ -108,8 +109,15 @@ def scanned_args(layers=LAYERS):
     return ws, jax.ShapeDtypeStruct((BATCH, WIDTH), jnp.float32)
 
 
+def batch_args(batch=32):
+    """scanned_args at any batch (fit --optimize's tests)."""
+    ws = jax.ShapeDtypeStruct((LAYERS, WIDTH, WIDTH), jnp.float32)
+    return ws, jax.ShapeDtypeStruct((batch, WIDTH), jnp.float32)
+
+
 knapsack = remat_tui.target(args=scanned_args, name="knapsack")(make_scanned())
 eight = remat_tui.target(args=scanned_args, name="eight")(make_scanned(spec=EIGHT))
 twelve = remat_tui.target(args=scanned_args, name="twelve")(make_scanned(spec=TWELVE))
 two_sites = remat_tui.target(args=scanned_args, name="two_sites")(make_two_sites())
 unrolled = remat_tui.target(args=scanned_args, name="unrolled")(make_unrolled())
+batches = remat_tui.target(args=batch_args, name="batches")(make_scanned())

@@ -126,10 +126,7 @@ def search_names(
         rounds_left = max(ROUNDS_PER_DECISION * len(space.decisions), ROUNDS_AT_LEAST)
     while True:
         best = _best(rows_of, budget)
-        if stop():
-            outcome.cancelled = True
-            break
-        solution = model.solve(budget)
+        solution = model.solve(budget)  # milliseconds: solved even when stopping, for the bound
         if solution is None:  # the model fits nothing: nothing it knows of can
             outcome.bound, outcome.proven = float("inf"), True
             break
@@ -145,6 +142,9 @@ def search_names(
                 break
             model.exclude(solution.assignment)  # at the budget's very edge: the compile decides
             continue
+        if stop():  # before the next compile: the best verified stays, with the gap to the bound
+            outcome.cancelled = True
+            break
         if outcome.rounds >= rounds_left:
             break
         (row,) = evaluate([solution.assignment])

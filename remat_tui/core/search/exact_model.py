@@ -118,14 +118,16 @@ class Model:
         values = {q: sum(w[q] for w in terms) for q in self.quantities}
         return {**values, "peak": max(values[p] for p in self.parts)}
 
-    def solve(self, budget: float) -> Solution | None:
+    def solve(self, budget: float, skip: Iterable = ()) -> Solution | None:
         """The least cost the model gives an assignment whose peak is within
         `budget`, and that assignment (ties broken as the module doc says);
-        None when the model fits nothing. Needs the empty assignment measured."""
+        None when the model fits nothing. `skip`: assignments left out of this
+        solve (those evaluated already, to find the best of the rest). Needs
+        the empty assignment measured."""
         weights = self.weights()
         if frozenset() not in weights:
             raise ValueError("the model needs everything recomputed measured first")
-        return _Program(self, weights, budget).solve()
+        return _Program(self, weights, budget, skip).solve()
 
 
 def _nonzero(w: dict) -> bool:
@@ -136,8 +138,9 @@ class _Program:
     """The mixed-integer program of one solve: variables x (a decision taken)
     then z (every decision of an evaluated set of two or more taken)."""
 
-    def __init__(self, model: Model, weights: dict, budget: float):
+    def __init__(self, model: Model, weights: dict, budget: float, skip: Iterable = ()):
         self.model, self.budget = model, budget
+        self.skip = {frozenset(a) for a in skip} | model.excluded
         self.base = weights[frozenset()]
         self.sets = [s for s in weights if s]
         self.pairs = [s for s in self.sets if len(s) > 1]  # the z variables
@@ -181,7 +184,7 @@ class _Program:
         peak = self.scale["peak"]
         for part in self.model.parts:
             self._add(self.coeff[part] / peak, -np.inf, (self.budget - self.base[part]) / peak)
-        for bad in self.model.excluded:  # at least one decision differs from `bad`
+        for bad in self.skip:  # at least one decision differs from `bad`
             row = np.zeros(width)
             row[list(bad)] = -1
             others = [i for i in range(n) if i not in bad]
