@@ -92,6 +92,13 @@ def model_assumptions(outcome, space, compiled: bool, cost_words: str) -> list[s
             "decisions taken together add up (no "
             f"{'compile' if compiled else 'analysis'} of several together showed otherwise)"
         )
+    if outcome.checked:
+        out.append(
+            f"{count(outcome.checked, 'assignment')} beyond the model's optimum compiled to check "
+            "it, where the largest error the model had shown could hide a better answer"
+        )
+    if outcome.error:
+        out.append(outcome.error)
     for function in space.per_call:
         calls = [p for p in space.places if p.function == function]
         out.append(

@@ -63,6 +63,8 @@ class NameOutcome:
     space: int  # assignments of the decisions kept
     left_out: list[str] = field(default_factory=list)  # decisions left out, and why
     cancelled: bool = False
+    checked: int = 0  # assignments compiled beyond the model's optimum, to check it
+    error: str = ""  # the largest errors the model showed, in words
 
 
 def gap(best: float | None, bound: float | None) -> float | None:
@@ -124,12 +126,46 @@ def search_names(
     rounds_left = max_rounds
     if rounds_left is None:
         rounds_left = max(ROUNDS_PER_DECISION * len(space.decisions), ROUNDS_AT_LEAST)
+    error = ModelError()
+
+    def compile_answer(solution) -> None:
+        (row,) = evaluate([solution.assignment])
+        outcome.rounds += 1
+        error.saw(solution, row, budget)
+        _record(model, solution.assignment, row, outcome, space)
+
+    while True:
+        proven = _converge(model, budget, rows_of, outcome, stop, narrowing, incumbent,
+                           lambda: outcome.rounds >= rounds_left, compile_answer)  # fmt: skip
+        if not proven or outcome.rounds >= rounds_left or stop():
+            break
+        # The model's optimum is verified. What the model has not measured may
+        # still surprise it: compile its best assignment not yet evaluated
+        # where, widened by the largest error the model has shown, it could
+        # beat the answer; then converge again with what that compile showed.
+        check = error.worth_checking(model, budget, rows_of, _best(rows_of, budget))
+        if check is None:
+            break
+        outcome.checked += 1
+        compile_answer(check)
+    outcome.rows = list(rows_of.values())
+    outcome.answer = _best(rows_of, budget)
+    outcome.interactions = model.interactions
+    outcome.error = error.words()
+    return outcome
+
+
+def _converge(model, budget, rows_of, outcome, stop, narrowing, incumbent, out_of_rounds,
+              compile_answer) -> bool:  # fmt: skip
+    """Solve, compile the model's answer, correct, until the model's optimum
+    is an assignment evaluated within the budget (True: proven within the
+    model), the model fits nothing (True), or a stop or the rounds end it."""
     while True:
         best = _best(rows_of, budget)
         solution = model.solve(budget)  # milliseconds: solved even when stopping, for the bound
         if solution is None:  # the model fits nothing: nothing it knows of can
             outcome.bound, outcome.proven = float("inf"), True
-            break
+            return True
         outcome.bound = solution.bound
         if narrowing is not None:
             costs = [c for c in (incumbent, best and best.cost[0]) if c is not None]
@@ -139,21 +175,55 @@ def search_names(
         if seen is not None:
             if within(seen, budget):
                 outcome.proven = True
-                break
+                return True
             model.exclude(solution.assignment)  # at the budget's very edge: the compile decides
             continue
+        outcome.proven = False
         if stop():  # before the next compile: the best verified stays, with the gap to the bound
             outcome.cancelled = True
-            break
-        if outcome.rounds >= rounds_left:
-            break
-        (row,) = evaluate([solution.assignment])
-        outcome.rounds += 1
-        _record(model, solution.assignment, row, outcome, space)
-    outcome.rows = list(rows_of.values())
-    outcome.answer = _best(rows_of, budget)
-    outcome.interactions = model.interactions
-    return outcome
+            return False
+        if out_of_rounds():
+            return False
+        compile_answer(solution)
+
+
+@dataclass
+class ModelError:
+    """The largest errors the model has shown where it predicted an
+    assignment it had not evaluated: its cost over the compiled cost (a share
+    of it), its peak over the compiled peak (a share of the budget)."""
+
+    cost: float = 0.0
+    peak: float = 0.0
+    seen: int = 0  # predictions checked against a compile
+
+    def saw(self, solution, row, budget: int) -> None:
+        self.seen += 1
+        if not row.fits or row.measure_failed or row.cost[0] <= 0:
+            return  # no numbers to compare: it did not compile within the device
+        self.cost = max(self.cost, (solution.cost - row.cost[0]) / row.cost[0])
+        self.peak = max(self.peak, (solution.peak - row.weighed_bytes) / max(budget, 1))
+
+    def worth_checking(self, model, budget: int, rows_of: dict, best):
+        """The model's best assignment not yet evaluated, within the budget
+        widened by the peak error shown, if its cost, less the cost error
+        shown, is below the best verified (or, where the model has not yet
+        been checked anywhere beyond what it measured, to check it once)."""
+        if best is None:
+            return None
+        widened = budget * (1 + self.peak)
+        candidate = model.solve(widened, skip=list(rows_of))
+        if candidate is None:
+            return None
+        if self.seen and candidate.cost * (1 - self.cost) >= best.cost[0]:
+            return None
+        return candidate
+
+    def words(self) -> str:
+        if not self.seen:
+            return ""
+        return (f"the model's error where a compile checked it: at most {self.cost:.1%} over "
+                f"the cost, {self.peak:.1%} of the budget over the peak")  # fmt: skip
 
 
 def _record(model: Model, assignment, row, outcome: NameOutcome, space: Space) -> None:
