@@ -84,7 +84,9 @@ def test_suggest_finds_the_optimum_compiling_every_assignment_finds(targets, ora
     tried = {names_row(r): r for r in got.rows if names_row(r) is not None}
     fitting = [r for saved, r in tried.items() if r.weighed_bytes <= budget]
     found = min(fitting, key=lambda r: r.cost)
-    assert (names_row(found), found.cost[0]) == (want.saved[0], pytest.approx(want.seconds))
+    # The oracle's optimum, or one that ties with it (within a millionth: the
+    # estimate of two assignments whose difference is a few nanoseconds).
+    assert found.cost[0] == pytest.approx(want.seconds, rel=1e-6)
     assert found.weighed_bytes == next(p.peak for p in oracle
                                        if p.saved == (names_row(found),))  # fmt: skip
     # The answer over the whole space is no worse (a structure or built-in may beat it).
