@@ -106,15 +106,26 @@ class Compiled(Displayable):
     def stored(self) -> dict:
         """Everything, `made` included, as JSON: what the compile store and a
         worker process keep and send (`from_dict` reads it back)."""
-        return {**self.to_dict(), "made": [asdict(m) for m in self.made]}
+        return {**self.to_dict(), "made": [_made_json(m) for m in self.made]}
 
     @classmethod
     def from_dict(cls, d: dict) -> Compiled:
         """The Compiled whose `to_dict()` or `stored()` is `d` (as a store or a
         worker gives it)."""
-        made = tuple(Made(**_tuples(m)) for m in d.get("made", ()))
+        made = tuple(_made_of(m) for m in d.get("made", ()))
         return cls(**{k: v for k, v in d.items() if k != "made"}, made=made)
 
+
+
+def _made_json(made: Made) -> dict:
+    """A Made record as JSON: its set of readers as a sorted list."""
+    return {**asdict(made), "readers": sorted(made.readers, key=repr)}
+
+
+def _made_of(d: dict) -> Made:
+    """The Made record `_made_json` wrote: lists back to tuples, readers to a set."""
+    fields = _tuples(d)
+    return Made(**{**fields, "readers": frozenset(fields.get("readers", ()))})
 
 
 def _tuples(value):
