@@ -60,8 +60,9 @@ class Made:
     values: tuple[str, ...] = ()  # keys of the values it computes (a copy XLA keeps too)
     number: int | None = None  # an entry parameter's position
     # (primitive, file, line) of the backward part's instructions reading it
-    # (inside the fusions that take it, the ops that read it there)
-    readers: frozenset = frozenset()
+    # (inside the fusions that take it, the ops that read it there), sorted: a
+    # tuple, as the compile store's JSON gives it back
+    readers: tuple[tuple, ...] = ()
 
 
 def forward_values(module: hlo_text.Module, placed: list[Placed], context) -> tuple[Made, ...]:
@@ -158,7 +159,7 @@ class _Readers:
             if instruction.opcode == "parameter" and instruction.number is not None:
                 self.parameters[(instruction.computation, instruction.number)] = instruction.name
 
-    def of(self, names: set[str]) -> frozenset:
+    def of(self, names: set[str]) -> tuple[tuple, ...]:
         """(primitive, file, line) of what reads any of `names` in the
         backward part: a backward instruction, or inside a backward fusion
         (nested fusions too) any op reading it, forward work XLA recomputes
@@ -181,7 +182,7 @@ class _Readers:
                         todo.append((inner, backward))
                 elif backward and (frames := _frames(user)):
                     out.add((primitive(user.op_name), *frames[0]))
-        return frozenset(out)
+        return tuple(sorted(out, key=str))
 
 
 # Ops that pass a value on unchanged in what it means: followed to their readers.
