@@ -10,7 +10,11 @@ Each JAX difference is one named adapter, in the module it concerns:
 - policies: policy classes (0.10) or closures (0.11+);
 - residual_words: one reduce_precision looked through (0.10) or a chain (0.11+);
 - bodies: the one table of how each higher-order primitive holds its bodies;
-- scans: a scan's loop params, read for the structures that rebuild it.
+- scans: a scan's loop params, read for the structures that rebuild it;
+- hlo_text: a tuple's element as XLA's dump writes it, a get-tuple-element
+  (0.10) or `%name#k` (0.12);
+- hlo_values: the primitives JAX lowers by composing others, named in XLA's
+  op_name by the composition's root (one_minus_square, 0.11+).
 """
 
 from remat_tui.core.jaxcompat import policies as policy_objects

@@ -114,6 +114,21 @@ def hlo_dtype(jaxpr_dtype: str) -> str:
     return _HLO_DTYPES.get(jaxpr_dtype, jaxpr_dtype)
 
 
+# Primitives JAX lowers by composing others (`mlir.lower_fun`): XLA's op_name
+# names the composed primitives, not theirs, the composition's root last
+# (measured on CPU: one_minus_square, new in JAX 0.11, is `mul(add(1, x),
+# sub(1, x))`; logistic `div(1, add(1, exp(neg(x))))` on every JAX, except
+# on a TPU of generation 8 or newer; asin `atan2(x, sqrt(...))` off GPUs).
+_COMPOSED_ROOTS = {"one_minus_square": "mul", "logistic": "div", "asin": "atan2"}
+
+
+def hlo_primitives(primitive: str) -> tuple[str, ...]:
+    """The primitives XLA's op_name may name for a jaxpr equation of
+    `primitive`: its own, and the root of the composition JAX may lower it to."""
+    root = _COMPOSED_ROOTS.get(primitive)
+    return (primitive,) if root is None else (primitive, root)
+
+
 def dtype(shape: str) -> str:
     """`f32[8,128]` -> `f32`."""
     return shape.partition("[")[0]

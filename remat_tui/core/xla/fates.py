@@ -27,7 +27,6 @@ import os
 from collections import defaultdict
 from dataclasses import replace
 
-from remat_tui.core.jaxcompat.hlo_values import hlo_dtype
 from remat_tui.core.stories import (
     FUSED,
     KEPT,
@@ -39,57 +38,18 @@ from remat_tui.core.stories import (
 )
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import made as mk
-
-
-def signature(made) -> tuple | None:
-    """A residual's `Made` as the compiled side's key: (primitive, dtype,
-    elements, frames)."""
-    if made is None or made.primitive is None or made.shape is None:
-        return None
-    return _sig(made.primitive, made.shape, made.frames)
-
-
-def signatures(made) -> list[tuple]:
-    """Its key and those of the equations it only re-lays."""
-    first = signature(made)
-    if first is None:
-        return []
-    return [first, *(_sig(*relaid) for relaid in made.relaid if relaid[1] is not None)]
-
-
-def _sig(primitive: str, shape: str, frames) -> tuple:
-    dtype, _, dims = shape.partition("[")
-    dtype = dtype.split("<")[0]
-    count = 1
-    for d in dims.rstrip("]").split(","):
-        if d.strip().isdigit():
-            count *= int(d)
-    where = tuple((f.file, f.line) for f in frames)
-    return (primitive, hlo_dtype(dtype), count, where)
-
-
-def _keys(m: mk.Made) -> set[tuple]:
-    """The (primitive, elements) of each instruction computing `m`. Not its
-    dtype: XLA may keep a value narrower than the jaxpr's (TPU keeps an f32
-    dot's output in bf16 when what reads it multiplies in bf16)."""
-    return {(alias[0], alias[2]) for alias in m.aliases}
-
-
-def _matches(sigs: list[tuple], m: mk.Made) -> bool:
-    """Whether any of a residual's keys is any of the value's."""
-    return any(
-        (alias[0], alias[2]) == (sig[0], sig[2]) and _same_frames(sig[3], alias[3])
-        for sig in sigs
-        for alias in m.aliases
-    )
-
-
-def _same_frames(ours: tuple, theirs: tuple) -> bool:
-    """Whether two frame lists are one call path: equal as far as both go (the
-    frames outside the target's code, its caller's, differ between the
-    trace and the compile)."""
-    n = min(len(ours), len(theirs))
-    return n > 0 and ours[:n] == theirs[:n]
+from remat_tui.core.xla.value_keys import (
+    as_xla_names,
+    bytes_by_key,
+    keys,
+    matches,
+    shown,
+    sig,
+    signature,
+    signatures,
+    unique,
+    value_key,
+)
 
 
 class Linked:
@@ -99,7 +59,7 @@ class Linked:
     def __init__(self, residuals, made: tuple, at_peak: list[dict], recomputed=()):
         self.residuals = residuals
         # (primitive, aval, frames) of what the backward jaxpr re-runs (core/trace/story.py)
-        self.recomputed = [_sig(*what) for what in recomputed if what[1] is not None]
+        self.recomputed = as_xla_names([sig(*w) for w in recomputed if w[1] is not None])
         self.merged_recompute: list[dict] = []  # recomputations XLA merged into the forward part
         self.fates: list[Fate | None] = [None] * len(residuals)
         # value key -> the residual index its buffer holds: `exact` for the
@@ -109,7 +69,7 @@ class Linked:
         self.exact: dict[str, int] = {}
         self.named: dict[str, int] = {}
         self.unnamed: dict[str, str] = {}  # value key -> why its buffer names no residual
-        self._peak_bytes = _bytes_by_key(at_peak)
+        self._peak_bytes = bytes_by_key(at_peak)
         forward, elsewhere = defaultdict(list), defaultdict(list)
         arguments: dict[int, mk.Made] = {}
         for m in made:
@@ -117,7 +77,7 @@ class Linked:
                 if m.number is not None:
                     arguments[m.number] = m
                 continue
-            for key in _keys(m):
+            for key in keys(m):
                 (forward if m.where == mk.FORWARD else elsewhere)[key].append(m)
         self._arguments(arguments)
         groups = defaultdict(list)
@@ -134,11 +94,11 @@ class Linked:
                     self.fates[i] = Fate(UNKNOWN, "its computation is not known to the jaxpr")
                 continue
             sigs = signatures(residuals[indices[0]].story.made)
-            alike = _unique(
-                m for sig in sigs for m in forward.get((sig[0], sig[2]), []) if _matches(sigs, m)
+            alike = unique(
+                m for sig in sigs for m in forward.get((sig[0], sig[2]), []) if matches(sigs, m)
             )
-            other = _unique(
-                m for sig in sigs for m in elsewhere.get((sig[0], sig[2]), []) if _matches(sigs, m)
+            other = unique(
+                m for sig in sigs for m in elsewhere.get((sig[0], sig[2]), []) if matches(sigs, m)
             )
             self._group(
                 indices, sorted(alike, key=lambda m: m.start), sorted(other, key=lambda m: m.start)
@@ -323,15 +283,13 @@ class Linked:
         by_key: dict[tuple, set] = defaultdict(set)  # (primitive, elements) -> residuals' keys
         for r in self.residuals:
             sigs = tuple(signatures(r.story.made)) if r.story is not None else ()
-            for sig in sigs:
-                by_key[(sig[0], sig[2])].add(sigs)
-        for m in _unique(m for records in forward.values() for m in records):
+            for key in sigs:
+                by_key[(key[0], key[2])].add(sigs)
+        for m in unique(m for records in forward.values() for m in records):
             if not m.kept or any(k in told for k in (m.key, *m.values)):
                 continue
-            alike = any(
-                _matches(sigs, m) for key in _keys(m) for sigs in by_key.get(key, ())
-            )
-            if not alike and _matches(self.recomputed, m):
+            alike = any(matches(sigs, m) for key in keys(m) for sigs in by_key.get(key, ()))
+            if not alike and matches(self.recomputed, m):
                 self._merged_recompute(m)
                 continue
             at = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
@@ -379,11 +337,6 @@ class Linked:
         return out
 
 
-def shown(key: str) -> str:
-    """A value key as the memory view shows the instruction: `fusion.2`, `while.4{3}`."""
-    return key[:-2] if key.endswith("{}") else key
-
-
 def _nth(records: list, j: int, n: int) -> list:
     """The records made by the j-th of n alike residuals, where each kind
     counts n: the backward part runs the forward part's layers last to first,
@@ -400,28 +353,6 @@ def _per_device(r, elements: int) -> int:
     if not r.bytes or r.bytes_per_device is None:
         return elements
     return elements * r.bytes_per_device // r.bytes
-
-
-def _unique(records) -> list:
-    seen, out = set(), []
-    for m in records:
-        if id(m) not in seen:
-            seen.add(id(m))
-            out.append(m)
-    return out
-
-
-def value_key(instruction: str) -> str:
-    """An at_peak entry's instruction (`while.4{3}`, `fusion.2`) as XLA's
-    value key (`while.4{3}`, `fusion.2{}`)."""
-    return instruction if instruction.endswith("}") else instruction + "{}"
-
-
-def _bytes_by_key(at_peak: list[dict]) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for b in at_peak:
-        out[value_key(b["instruction"])] += b["bytes"]
-    return out
 
 
 def link(residuals: list, compiled, recomputed=()) -> tuple[list, dict | None]:
