@@ -46,6 +46,7 @@ from remat_tui.core.jaxcompat.program import Linear, linear_program, primitive_n
 from remat_tui.core.jaxcompat.remat import (
     checkpoint_name,
     is_remat,
+    policy_question,
     remat3_enabled,
     remat_body,
     remat_function,
@@ -71,7 +72,8 @@ __all__ = [
     "eval_jaxpr", "expects", "format_jaxpr", "frames_key", "fresh_var", "is_host", "is_jit",
     "is_remat",
     "Linear", "linear_program", "nested_eqns", "open_jaxpr", "outermost_own_function", "own_frames",
-    "own_function_names", "own_source", "policy_objects", "primitive_name", "primitives",
+    "own_function_names", "own_source", "policy_objects", "policy_question", "primitive_name",
+    "primitives",
     "remat3_enabled", "remat_body", "remat_function", "remat_policy", "replace_body",
     "residual_words", "scan_layout", "scans", "short", "summarize", "tpu_chips_here",
     "untested_message", "user_source", "users_frames", "version_tuple", "with_policy",
