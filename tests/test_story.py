@@ -9,7 +9,8 @@ of the backward jaxpr of our own, each on the pane line the story gives."""
 
 import jax
 import pytest
-from conftest import example
+from conftest import example, jax_saved_residuals
+from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
 from remat_tui.core import jaxcompat as jc
@@ -155,6 +156,55 @@ def test_sites_rules_are_their_own_policies_and_outputs_say_so(notebook_targets)
     a = remat_tui.analyze(notebook_targets["f2"], sites={2: "as_written"})
     kinds = {r.text.split(" from ")[0]: r.story.rule.kind for r in a.residuals}
     assert stories.NO_CHECKPOINT in kinds.values() and stories.REGION_OUTPUT in kinds.values()
+
+
+def _shared_body(looped: bool):
+    """jax.checkpoint(layer) at two places (or three, from one line in a
+    loop) with the same argument types: JAX traces `layer` once, so every
+    site's body holds the first call's frames. The first site saves 'a' by
+    its policy; the second (unless looped) is JAX's default."""
+    jnp = jax.numpy
+
+    def layer(w, x):
+        return checkpoint_name(jnp.sin(x @ w), "a")
+
+    names = jax.checkpoint_policies.save_only_these_names("a")
+
+    def loss(ws, x):
+        if looped:
+            for w in ws:
+                x = jax.checkpoint(layer, policy=names)(w, x)
+        else:
+            x = jax.checkpoint(layer, policy=names)(ws[0], x)
+            x = jax.checkpoint(layer)(ws[1], x)
+        return jnp.sum(x**2)
+
+    f32 = jnp.float32
+    args = ([jax.ShapeDtypeStruct((8, 8), f32)] * 3, jax.ShapeDtypeStruct((4, 8), f32))
+    return remat_tui.registry.Target(fn=loss, name="loss", args=args)
+
+
+@pytest.mark.parametrize("looped", [False, True])
+def test_sites_sharing_one_traced_body_are_told_apart_by_place(looped):
+    """Each saved 'a' is the output of one site, in program order (the last
+    site's is read by the loss, which saves its own value): its rule is that
+    site's policy, as the hand-written policy reports, and its origin is
+    that site. Frames alone named the last site for every one (or the
+    second's nothing_saveable: 'an output of site 2')."""
+    target = _shared_body(looped)
+    a, judged = _judged(target, Config.make())
+    named = [(r, e) for r, e in zip(a.residuals, judged, strict=True) if r.kind == "named"]
+    assert [r.text for r, _ in named] == [
+        t
+        for t in jax_saved_residuals(target.fn, "as_written", *loading.resolve_arguments(target))
+        if " named 'a' " in t
+    ]
+    assert [r.story.rule.site for r, _ in named] == list(range(1, len(named) + 1))
+    assert [r.origin.site for r, _ in named] == list(range(1, len(named) + 1))
+    for r, eqn in named:
+        primitive, avals, params = jc.policy_question(eqn)
+        assert r.story.rule.kind == stories.POLICY
+        assert r.story.rule.matched == hand_names(saved=("a",))(primitive, *avals, **params)
 
 
 def test_the_outer_policy_decides_inside_the_sites_it_wraps(notebook_targets):
