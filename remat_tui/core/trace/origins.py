@@ -32,6 +32,7 @@ class Origins:
         self.prefer_dir = prefer_dir
         self.sites = sites  # FoundSite list, to tell which site computed a value
         self._producers: dict[int, dict] = {}
+        self._by_primitive: dict[tuple, dict] = {}  # (id(jaxpr), primitive) -> alike equations
 
     def of(self, jaxpr, var) -> Origin:
         eqn, name, trip, per_iteration, outer, _ = self._follow(jaxpr, var)
@@ -139,17 +140,24 @@ class Origins:
         jaxpr `forward` evaluates each site's part in program order, the
         sites' own order: the k-th equation there with these frames and
         types is the k-th site's, where there are as many as sites."""
-        alike = [
-            e
-            for e, _ in jc.nested_eqns(forward)
-            if e.primitive is eqn.primitive
-            and tuple(jc.short(v.aval) for v in e.outvars) == types
-            and jc.frames_key(e.source_info) == key
-        ]
+        alike = self._of_primitive(forward, eqn.primitive, types, key)
         at = next((k for k, e in enumerate(alike) if e is eqn), None)
         if at is None or len(alike) != len(held):
             return False
         return held[at].site.id
+
+    def _of_primitive(self, forward, primitive, types, key) -> list:
+        """The equations of `forward` (nested, in order) with this primitive,
+        output types and frames; indexed once per jaxpr and primitive."""
+        index = self._by_primitive.get((id(forward), primitive))
+        if index is None:
+            index = {}
+            for e, _ in jc.nested_eqns(forward):
+                if e.primitive is primitive:
+                    types_e = tuple(jc.short(v.aval) for v in e.outvars)
+                    index.setdefault((types_e, jc.frames_key(e.source_info)), []).append(e)
+            self._by_primitive[(id(forward), primitive)] = index
+        return index.get((types, key), [])
 
     def computing(self, jaxpr, var):
         """(the equation that computed the value, the jaxpr holding it), as
