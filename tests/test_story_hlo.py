@@ -57,3 +57,51 @@ def test_an_equation_is_named_as_xla_names_its_lowering(name):
     module = hlo_text.parse_hlo(jax.jit(getattr(lax, name)).lower(x).compile().as_text())
     root = module.instructions[module.root]
     assert hlo_text.primitive(root.op_name) in hv.hlo_primitives(name)
+
+
+def test_a_copys_sync_flag_holds_no_value():
+    """An asynchronous copy's {2} is its context (a u32 sync flag TPU keeps in
+    its own memory): it holds no value, so names no residual; {0} and {1}
+    are the copied value."""
+    text = """HloModule m, is_scheduled=true
+
+ENTRY %main (p: f32[8]) -> f32[8] {
+  %p = f32[8]{0} parameter(0)
+  %t = f32[8]{0} tanh(%p), metadata={op_name="jit(step)/jvp()/tanh"}
+  %cs = (f32[8]{0:S(1)}, f32[8]{0}, u32[]{:S(2)}) copy-start(%t)
+  ROOT %cd = f32[8]{0:S(1)} copy-done(%cs)
+}
+"""
+    module = hlo_text.parse_hlo(text)
+    calls = hv.Calls(module)
+    assert [i.name for i in hv.computing(module, calls, "cs", (0,))] == ["t"]
+    assert hv.computing(module, calls, "cs", (2,)) == []
+
+
+def test_the_backward_part_starts_where_instructions_own_op_names_say():
+    """Slices and copies carry no op_name and run when their reader needs
+    them: slices of forward values read by the backward part (as TPU slices
+    the wide blocks' weights) inherit the forward phase of their operand,
+    and counted so they moved the backward part's start to the end, making
+    every residual 'freed before the backward part'."""
+    from remat_tui.core.xla import buffer_kinds
+
+    forward = '{op_name="jit(step)/jvp()/tanh"}'
+    backward = '{op_name="jit(step)/transpose(jvp())/mul"}'
+    lines = ["HloModule m, is_scheduled=true", "", "ENTRY %main (p: f32[8]) -> f32[8] {"]
+    lines.append("  %p = f32[8]{0} parameter(0)")
+    sequence = []
+    for k in range(3):
+        lines.append(f"  %f{k} = f32[8]{{0}} tanh(%p), metadata={forward}")
+        sequence.append(f"f{k}")
+    for k in range(3):
+        lines.append(f"  %b{k} = f32[8]{{0}} multiply(%f{k}, %p), metadata={backward}")
+        sequence.append(f"b{k}")
+        for j in range(3):
+            lines.append(f"  %s{k}{j} = f32[4]{{0}} slice(%f{j}), slice={{[0:4]}}")
+            sequence.append(f"s{k}{j}")
+    lines += ["  ROOT %r = f32[8]{0} copy(%b2)", "}", ""]
+    module = hlo_text.parse_hlo("\n".join(lines))
+    assert buffer_kinds.backward_from(tuple(sequence), buffer_kinds.own_phases(module)) == 3
+    inherited = buffer_kinds.phases_of(module)
+    assert buffer_kinds.backward_from(tuple(sequence), inherited) > 3  # what it was

@@ -62,7 +62,10 @@ def computing(module: Module, calls: Calls, name: str, index: tuple[int, ...] = 
             at = _operand(module, at, 1)  # the update: this iteration's value
         elif op == "copy-start":
             # An asynchronous copy (to another memory space and back): its
-            # value's elements are the copied value's, wherever it is.
+            # destination and source ({0}, {1}) are the copied value, wherever
+            # it is; {2} is the copy's context (a sync flag), no value's.
+            if path and path[0] >= 2:
+                return made
             path = []
             at = _operand(module, at, 0)
         elif op in MOVES and not path:

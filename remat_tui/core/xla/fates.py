@@ -23,7 +23,6 @@ keeps a forward value the jaxpr saves under no residual (`kept_unsaved`).
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from dataclasses import replace
 
@@ -38,6 +37,7 @@ from remat_tui.core.stories import (
 )
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import made as mk
+from remat_tui.core.xla import unsaved
 from remat_tui.core.xla.value_keys import (
     as_xla_names,
     bytes_by_key,
@@ -69,6 +69,7 @@ class Linked:
         self.exact: dict[str, int] = {}
         self.named: dict[str, int] = {}
         self.unnamed: dict[str, str] = {}  # value key -> why its buffer names no residual
+        self.inputs: dict[str, int] = {}  # value key -> the residual whose input it holds
         self._peak_bytes = bytes_by_key(at_peak)
         forward, elsewhere = defaultdict(list), defaultdict(list)
         arguments: dict[int, mk.Made] = {}
@@ -104,7 +105,7 @@ class Linked:
                 indices, sorted(alike, key=lambda m: m.start), sorted(other, key=lambda m: m.start)
             )
         self._merged()
-        self._unsaved(forward)
+        unsaved.explain(self, forward)
 
     # ---- the residuals ------------------------------------------------------------
 
@@ -277,62 +278,26 @@ class Linked:
 
     # ---- the buffers ----------------------------------------------------------------
 
-    def _unsaved(self, forward: dict) -> None:
-        """Why the kept forward values no residual holds name none."""
-        told = self.exact.keys() | self.named.keys()
-        by_key: dict[tuple, set] = defaultdict(set)  # (primitive, elements) -> residuals' keys
-        for r in self.residuals:
-            sigs = tuple(signatures(r.story.made)) if r.story is not None else ()
-            for key in sigs:
-                by_key[(key[0], key[2])].add(sigs)
-        for m in unique(m for records in forward.values() for m in records):
-            if not m.kept or any(k in told for k in (m.key, *m.values)):
-                continue
-            alike = any(matches(sigs, m) for key in keys(m) for sigs in by_key.get(key, ()))
-            if not alike and matches(self.recomputed, m):
-                self._merged_recompute(m)
-                continue
-            at = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
-            why = (
-                "one of several alike values: which residual it holds, XLA does not say"
-                if alike
-                else f"no residual: XLA keeps this forward value ({m.primitive}{at}) for "
-                "the backward part, where autodiff saves none of it (XLA keeps it rather "
-                "than recompute it from what autodiff saves)"
-            )
-            for k in (m.key, *m.values):
-                self.unnamed[k] = why
-
-    def _merged_recompute(self, m: mk.Made) -> None:
-        """A kept forward value the backward jaxpr recomputes: XLA merged the
-        recomputation with the forward computation (common subexpression
-        elimination) and keeps the forward value instead."""
-        at = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
-        why = (
-            f"no residual: the jaxpr recomputes this value ({m.primitive}{at}) in the backward "
-            "part, and XLA merged that recomputation with the forward computation (common "
-            "subexpression elimination): it keeps the forward value instead"
-        )
-        keys = (m.key, *m.values)
-        for k in keys:
-            self.unnamed[k] = why
-        self.merged_recompute.append({
-            "value": f"{m.primitive}{at}",
-            "instruction": shown(m.key),
-            "bytes_at_peak": sum(self._peak_bytes.get(k, 0) for k in set(keys)),
-        })  # fmt: skip
+    def peak_bytes_of(self, m: mk.Made) -> int:
+        """The bytes at the peak of the buffers holding the value `m`."""
+        return sum(self._peak_bytes.get(k, 0) for k in {m.key, *m.values, *m.same_bytes})
 
     def at_peak(self, buffers: list[dict]) -> list[dict]:
         """The buffers at the peak, each naming the residual it holds (`R#`)
-        where it holds one, and, for a residual buffer that names none, why."""
+        where it holds one, or whose input it holds (`holds: "input"`), and,
+        for a residual buffer that names none, why."""
         out = []
         for b in buffers:
             key = value_key(b["instruction"])
             i = self.exact.get(key, self.named.get(key) if key not in self.unnamed else None)
-            named = None if i is None else f"R{i + 1}"
-            entry = {**b, "residual": named}
-            if named is None and b["category"] == "residual":
-                entry["unnamed"] = self.unnamed.get(key, "no forward computation found for it")
+            entry = {**b, "residual": None if i is None else f"R{i + 1}"}
+            if i is None and key in self.inputs:
+                entry.update(residual=f"R{self.inputs[key] + 1}", holds="input")
+            elif i is None and b["category"] == "residual":
+                entry["unnamed"] = self.unnamed.get(key) or (
+                    f"no forward computation found for it: XLA's metadata ties its {b['op']} "
+                    "to no jaxpr equation (an op of XLA's own, such as a TPU kernel)"
+                )
             out.append(entry)
         return out
 
@@ -379,11 +344,13 @@ def link(residuals: list, compiled, recomputed=()) -> tuple[list, dict | None]:
         r if r.story is None else replace(r, story=r.story.with_fate(fate))
         for r, fate in zip(residuals, linked.fates, strict=True)
     ]
-    named = sum(b["bytes"] for b in at_peak if b["category"] == "residual" and b["residual"])
+    held = [b for b in at_peak if b["category"] == "residual" and b["residual"]]
     return told, {
         **memory,
         "at_peak": at_peak,
         "other_spaces": spaces,
-        "residual_bytes_named": named,
+        "residual_bytes_named": sum(b["bytes"] for b in held),
+        # of those, the buffers holding what their residual is computed from
+        "residual_bytes_inputs": sum(b["bytes"] for b in held if b.get("holds") == "input"),
         "merged_recompute": linked.merged_recompute,
     }
