@@ -115,22 +115,30 @@ def kept_inputs(linked, values: list) -> dict:
     and the residuals' fates say so. Returns {id(value): True} for each value
     tied, and {("alike", id(value)): why} for one among alike values and
     residuals in unequal numbers."""
-    # (primitive, elements) of an input -> the residuals computed from such a value
-    wanted: dict[tuple, list[int]] = defaultdict(list)
+    # Alike residuals (one layer's for each layer) are keyed once, as a group.
+    groups: dict[tuple, tuple[_Keyed, list[int]]] = {}
     for i, r in enumerate(linked.residuals):
         fate = linked.fates[i]
         made = r.story.made if r.story is not None else None
         if fate is None or fate.what not in _NOT_KEPT or made is None or not made.inputs:
             continue
-        for s in as_xla_names([sig(*what) for what in made.inputs]):
-            wanted[(s[0], s[2])].append(i)
-    blocks: dict[tuple, list] = defaultdict(list)  # (value's group, residual's key) -> links
+        alike = (signature(made), made.inputs, made.from_one, fate.what == REMOVED)
+        if alike not in groups:
+            groups[alike] = (_Keyed(r.story, fate), [])
+        groups[alike][1].append(i)
+    # (primitive, elements) of an input -> the groups computed from such a value
+    wanted: dict[tuple, list[tuple]] = defaultdict(list)
+    for alike, (keyed, _) in groups.items():
+        for key in keyed.inputs:
+            wanted[key].append(alike)
+    blocks: dict[tuple, list] = defaultdict(list)  # (value's group, residuals' key) -> links
     for m in values:
-        for i in unique(i for key in keys(m) for i in wanted.get(key, ())):
-            how = _recomputed_from(linked.residuals[i].story, linked.fates[i], m)
+        for alike in unique(g for key in keys(m) for g in wanted.get(key, ())):
+            keyed, indices = groups[alike]
+            how = keyed.made_from(m)
             if how:
                 group = (m.primitive, m.elements, m.frames)
-                blocks[(group, signature(linked.residuals[i].story.made))].append((m, i, how))
+                blocks[(group, alike[0])].extend((m, i, how) for i in indices)
     tied: dict = {}
     by_value: dict[int, list] = defaultdict(list)
     for links in blocks.values():
@@ -153,28 +161,44 @@ def kept_inputs(linked, values: list) -> dict:
     return tied
 
 
-def _recomputed_from(story, fate: Fate, m) -> str | None:
-    """How the compiled step makes the residual (its `story`) from the kept
-    value `m` (the residual computed from it in the jaxpr): `recomputed`
-    where the backward part computes the residual's equation from it,
-    `folded` where the residual is a function of it alone that XLA removed,
-    the backward part reading `m` where the jaxpr reads the residual; else
-    None."""
-    made, readers = story.made, story.readers
-    inputs = as_xla_names([sig(*what) for what in made.inputs])
-    if not any(matches([s], m) for s in inputs):
+def _index(sigs: list[tuple]) -> dict[tuple, list]:
+    """(primitive, elements) -> the frames of each key in `sigs` with them."""
+    out: dict[tuple, list] = defaultdict(list)
+    for s in sigs:
+        out[(s[0], s[2])].append(s[3])
+    return out
+
+
+def _found(index: dict, p, n, frames) -> bool:
+    return any(same_frames(ours, frames) for ours in index.get((p, n), ()))
+
+
+class _Keyed:
+    """A residual with no buffer of its own, keyed once: the keys of the
+    values it is computed from (its first operand's apart), and its own."""
+
+    def __init__(self, story, fate: Fate):
+        made = story.made
+        self.story, self.fate = story, fate
+        self.inputs = _index(as_xla_names([sig(*what) for what in made.inputs]))
+        self.own = _index(signatures(made))
+        alone = made.from_one and fate.what == REMOVED
+        self.first = _index(as_xla_names([sig(*made.inputs[0])])) if alone else {}
+
+    def made_from(self, m) -> str | None:
+        """How the compiled step makes this residual from the kept value `m`
+        (computed from it in the jaxpr): `recomputed` where the backward
+        part computes the residual's equation from it, `folded` where the
+        residual is a function of it alone that XLA removed, the backward
+        part reading `m` where the jaxpr reads the residual; else None."""
+        if not any(_found(self.inputs, a[0], a[2], a[3]) for a in m.aliases):
+            return None
+        if any(_found(self.own, p, n, frames) for p, n, frames in m.recomputes):
+            return "recomputed"
+        alone = any(_found(self.first, a[0], a[2], a[3]) for a in m.aliases)
+        if alone and _read_as(self.story.readers, m):
+            return "folded"
         return None
-    own = signatures(made)
-    if any(
-        (p, n) == (s[0], s[2]) and same_frames(s[3], frames)
-        for p, n, frames in m.recomputes
-        for s in own
-    ):
-        return "recomputed"
-    first = as_xla_names([sig(*made.inputs[0])])
-    if made.from_one and fate.what == REMOVED and matches(first, m) and _read_as(readers, m):
-        return "folded"
-    return None
 
 
 def _read_as(readers, m) -> bool:

@@ -13,6 +13,7 @@ is what XLA's op_name names (jaxcompat.hlo_values.hlo_primitives).
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 
 from remat_tui.core.jaxcompat.hlo_values import hlo_dtype, hlo_primitives
@@ -42,8 +43,10 @@ def as_xla_names(sigs: list[tuple]) -> list[tuple]:
     return [(name, *rest) for primitive, *rest in sigs for name in hlo_primitives(primitive)]
 
 
+@functools.lru_cache(maxsize=8192)
 def sig(primitive: str, shape: str, frames) -> tuple:
-    """(primitive, dtype as XLA spells it, elements, ((file, line), ...))."""
+    """(primitive, dtype as XLA spells it, elements, ((file, line), ...)).
+    Remembered: one layer's equations recur in every layer of a model."""
     dtype, _, dims = shape.partition("[")
     dtype = dtype.split("<")[0]
     count = 1
