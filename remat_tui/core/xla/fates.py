@@ -17,8 +17,9 @@ is `unknown` and says so, and the buffer stays unnamed with the reason.
 
 The jaxpr and the compile disagree where the jaxpr saves a value and the
 compiled step keeps no buffer of it into the backward part (XLA recomputes
-it, fuses it into its reader, or removed it), and where the compiled step
-keeps a forward value the jaxpr saves under no residual (`kept_unsaved`).
+it, fuses it into its reader, removed it, or keeps what it is computed from
+instead), and where the compiled step keeps a forward value the jaxpr saves
+under no residual: core/xla/unsaved.py says what those values hold.
 """
 
 from __future__ import annotations
