@@ -6,7 +6,8 @@ JAX means changes here only.
 
 Each JAX difference is one named adapter, in the module it concerns:
 - objects: JAX 0.11 merged ClosedJaxpr into Jaxpr;
-- remat: remat2 equations, or remat3's `call_hi_primitive` (JAX_REMAT3=1);
+- remat: remat2 equations, or remat3's `call_hi_primitive` (JAX_REMAT3=1),
+  and what each asks a policy about a name (`policy_question`);
 - policies: policy classes (0.10) or closures (0.11+);
 - residual_words: one reduce_precision looked through (0.10) or a chain (0.11+);
 - bodies: the one table of how each higher-order primitive holds its bodies;
