@@ -118,14 +118,13 @@ class Compiled(Displayable):
 
 
 def _made_json(made: Made) -> dict:
-    """A Made record as JSON: its set of readers as a sorted list."""
-    return {**asdict(made), "readers": sorted(made.readers, key=repr)}
+    """A Made record as JSON (its tuples become lists)."""
+    return asdict(made)
 
 
 def _made_of(d: dict) -> Made:
-    """The Made record `_made_json` wrote: lists back to tuples, readers to a set."""
-    fields = _tuples(d)
-    return Made(**{**fields, "readers": frozenset(fields.get("readers", ()))})
+    """The Made record `_made_json` wrote: JSON's lists back to tuples."""
+    return Made(**_tuples(d))
 
 
 def _tuples(value):
