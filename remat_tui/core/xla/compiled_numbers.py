@@ -116,7 +116,6 @@ class Compiled(Displayable):
         return cls(**{k: v for k, v in d.items() if k != "made"}, made=made)
 
 
-
 def _json_made(m: Made) -> dict:
     """A Made record as JSON: its set of readers as a sorted list."""
     return {**asdict(m), "readers": sorted(m.readers, key=repr)}
@@ -157,7 +156,6 @@ def read(executable, platform, label, spanned, seconds, dumped, memory) -> Compi
         memory_note=why,
         spaces_note=spaces_note(result.peak_bytes, result.backend_peak_bytes, breakdown),
     )
-
 
 
 def _costs(executable) -> dict:
