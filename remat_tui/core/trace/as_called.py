@@ -56,8 +56,7 @@ def backward_inputs(flat_fn: Callable, leaves: list, traced_vjp, out_shape, forw
     # None: a leaf only the call has (an array passed twice is kept at every
     # position, needed or not): an argument, on the device
     avals = [
-        res_outvars[traced_of[j]].aval if j in traced_of else None
-        for j in range(len(res_shapes))
+        res_outvars[traced_of[j]].aval if j in traced_of else None for j in range(len(res_shapes))
     ]
     res_shapes = _keep_memory_space(res_shapes, avals, device)
     ct_shapes, ct_tree = tree_flatten(out_shape)
