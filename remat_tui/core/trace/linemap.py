@@ -35,6 +35,7 @@ class PrintedJaxpr:
     innermost: list[jc.EqnRef | None] = field(default_factory=list)
     # id() of an equation (at any depth) -> the lines it is the innermost one on
     by_eqn: dict[int, list[int]] = field(default_factory=dict)
+    unclaimed: list[int] = field(default_factory=list)  # lines no equation drew (headers)
 
     def span_lines(self, eqn_index: int) -> tuple[int, ...]:
         """Every line from the equation's first to its last (sub-jaxprs printed
@@ -64,6 +65,8 @@ def layout(jaxpr) -> tuple[str, PrintedJaxpr]:
         innermost.append(inner)
         if inner is not None:
             by_eqn.setdefault(id(inner.eqn), []).append(i)
+        else:
+            lay.unclaimed.append(i)
     _read_header(lay)
     return text, lay
 
@@ -206,25 +209,24 @@ def make_view(
     """The pane model: text, residual and recomputation lines, lazy sources."""
     recompute = recompute or Recomputation()
     innermost = lay.innermost
-    recompute_lines = {
-        i for i, ref in enumerate(innermost) if ref is not None and id(ref.eqn) in recompute.eqn_ids
-    }
-    transfer_lines = {
-        i
-        for i, ref in enumerate(innermost)
-        if ref is not None and id(ref.eqn) in recompute.transfer_ids
-    }
     return JaxprView(
         text=text,
         lines=lay.lines,
         residual_lines=residual_lines,
-        recompute_lines=recompute_lines,
-        transfer_lines=transfer_lines,
+        recompute_lines=_lines_of(lay, recompute.eqn_ids),
+        transfer_lines=_lines_of(lay, recompute.transfer_ids),
         recompute_eqns=recompute.count,
-        mark_lines={own[0] for own in lay.by_eqn.values()}
-        | {i for i, ref in enumerate(innermost) if ref is None},
+        mark_lines={own[0] for own in lay.by_eqn.values()} | set(lay.unclaimed),
         source_lookup=_SourceLookup([ref.eqn.source_info if ref else None for ref in innermost]),
     )
+
+
+def _lines_of(lay: PrintedJaxpr, eqn_ids: set[int]) -> set[int]:
+    """The lines on which one of the equations `eqn_ids` is the innermost."""
+    lines: set[int] = set()
+    for key in eqn_ids:
+        lines.update(lay.by_eqn.get(key, ()))
+    return lines
 
 
 class _SourceLookup:
