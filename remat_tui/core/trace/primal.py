@@ -75,7 +75,7 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
     # The sharding (its mesh included) is part of the key: a topology traces on the
     # same local device as cpu:0, with the same shapes, over another mesh.
     avals = tuple(
-        (getattr(x, "shape", ()), str(getattr(x, "dtype", type(x))), getattr(x, "sharding", None))
+        (getattr(x, "shape", ()), getattr(x, "dtype", type(x)), getattr(x, "sharding", None))
         for x in leaves
     )
     key = (id(target.fn), id(target.policies), in_tree, avals, str(device))
