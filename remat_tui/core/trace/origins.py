@@ -69,15 +69,13 @@ class Origins:
         key = jc.frames_key(eqn.source_info)
         if key is None:
             return None
-        held = [
-            f for f in self.sites if f.body is not None and f.site.called_at and key in f.frames()
-        ]
+        held = [f for f in self.sites if f.site.called_at and f.holds(key)]
         held = [f for f in held if not any(encloses(f, inner) for inner in held)]
         if len({f.site.called_at for f in held}) > 1:
             # Told apart by output types: JAX's derivative rules change the
             # primitive (square's makes a mul), rarely the types.
             types = tuple(jc.short(v.aval) for v in eqn.outvars)
-            held = [f for f in held if types in f.frames()[key]]
+            held = [f for f in held if types in f.output_types(key)]
         lines = {f.site.called_at for f in held}
         if len(lines) != 1:
             return None
@@ -122,13 +120,13 @@ class Origins:
         key = jc.frames_key(eqn.source_info)
         if key is None:
             return False
-        held = [f for f in self.sites if f.body is not None and key in f.frames()]
+        held = [f for f in self.sites if f.holds(key)]
         if not held:
             return None
         held = [f for f in held if not any(encloses(f, inner) for inner in held)]
         if len(held) > 1:
             types = tuple(jc.short(v.aval) for v in eqn.outvars)
-            held = [f for f in held if types in f.frames()[key]]
+            held = [f for f in held if types in f.output_types(key)]
             if len(held) > 1 and forward is not None:
                 return self._by_place(eqn, key, types, held, forward)
         return held[0].site.id if len(held) == 1 else False

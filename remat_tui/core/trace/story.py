@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core.model import Residual
 from remat_tui.core.stories import Made, Reader, Story
 from remat_tui.core.trace import linemap, recomputation
 from remat_tui.core.trace.configured import target_dir
@@ -22,25 +21,25 @@ from remat_tui.core.trace.origins import Origins
 from remat_tui.core.trace.rules import Governors, rule_of
 
 
-def tell(t, residuals: list[Residual], bwd, bwd_lay, recompute) -> list[Residual]:
-    """`residuals` (those of the trace `t`, placed on the panes) with their
-    rules and readers: `bwd` is the backward jaxpr, `bwd_lay` its printed
-    layout, `recompute` its Recomputation (which readers re-run forward work)."""
+def tell(t, bwd, readers: linemap.Readers, recompute) -> list[Story]:
+    """The story of each residual of the trace `t` (its rule, what made it,
+    its readers): `bwd` is the backward jaxpr, `readers` the readers of its
+    values on its printed layout (linemap.Readers, shared with the panes'
+    marks), `recompute` its Recomputation (which readers re-run forward work)."""
     governors = Governors(t)
     origins = Origins(target_dir(t.target), t.sites)
-    readers = linemap.Readers(bwd_lay)
+    bwd_lay = readers.lay
     positions = t.backward_positions
     first: dict = {}  # id of the computing equation -> the first residual's index
     made = [_made(fr, t.forward, origins, first, i) for i, fr in enumerate(t.found)]
     made = _placed_among_alike(t.forward, made)
     out = []
-    for fr, r, (m, _) in zip(t.found, residuals, made, strict=True):
+    for fr, (m, _) in zip(t.found, made, strict=True):
         rule = rule_of(fr, origins, t.forward, governors)
         read = []
         for invar in backward_inputs(fr, bwd, positions):
             read.extend(readers.equations(bwd, invar))
-        story = Story(rule, m, tuple(_reader(e, bwd_lay, recompute) for e in read))
-        out.append(replace(r, story=story))
+        out.append(Story(rule, m, tuple(_reader(e, bwd_lay, recompute) for e in read)))
     return out
 
 
@@ -50,9 +49,13 @@ def _placed_among_alike(forward, made: list) -> list:
     saved or not: one layer's line for each layer), in program order: what
     tells XLA's alike values apart where it keeps more of them than are saved."""
     wanted = {(m.primitive, m.shape) for m, eqn in made if eqn is not None}
+    primitives = {primitive for primitive, _ in wanted}  # read before each equation's type
     alike: dict[tuple, list] = {}
     for eqn, _ in jc.nested_eqns(forward):
-        what = (jc.primitive_name(eqn), jc.short(eqn.outvars[0].aval) if eqn.outvars else None)
+        primitive = jc.primitive_name(eqn)
+        if primitive not in primitives:
+            continue
+        what = (primitive, jc.short(eqn.outvars[0].aval) if eqn.outvars else None)
         if what in wanted:
             frames = tuple((f.file, f.line) for f in jc.users_frames(eqn.source_info))
             alike.setdefault((*what, frames), []).append(eqn)

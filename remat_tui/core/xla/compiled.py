@@ -97,7 +97,8 @@ CACHED = "cached"  # this very target and configuration, compiled before in this
 class Source:
     """Where a worker process finds the target to compile it there
     (core/xla/compile_pool.py): its file and name, and the batch it was
-    built at (fit), or None for the example's."""
+    built at (fit), or None for the example's. A dataclass: the compile
+    sets its `config` with `dataclasses.replace`."""
 
     file: str
     name: str

@@ -116,7 +116,6 @@ class Compiled(Displayable):
         return cls(**{k: v for k, v in d.items() if k != "made"}, made=made)
 
 
-
 def _made_json(made: Made) -> dict:
     """A Made record as JSON (its tuples become lists)."""
     return asdict(made)
@@ -157,7 +156,6 @@ def read(executable, platform, label, spanned, seconds, dumped, memory) -> Compi
         memory_note=why,
         spaces_note=spaces_note(result.peak_bytes, result.backend_peak_bytes, breakdown),
     )
-
 
 
 def _costs(executable) -> dict:
