@@ -16,6 +16,8 @@ import jax.numpy as jnp
 
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.structures import HELPER_MARK, NESTED, Structure
+from remat_tui.core.trace.linen_call import read_scan_call
+from remat_tui.core.trace.structure_code_flax import linen_code
 
 
 def nested_scan(f, init, xs, groups, length=None):
@@ -58,7 +60,10 @@ def helper_source(structure: Structure) -> str:
 def code_for(scan, structure: Structure) -> tuple[str, str]:
     """What to write for `structure` on `scan` (a structures.FoundScan):
     (where and the call that replaces the scan's, the helper it calls).
-    `step` stands for what the code passes jax.lax.scan, said in words."""
+    `step` stands for what the code passes jax.lax.scan, said in words.
+    A scan Linen's nn.scan made gets the Linen form (structure_code_flax.py)."""
+    if scan.library == "flax.linen":
+        return linen_code(scan, structure, read_scan_call(scan.source))
     where = scan.source.where() if scan.source else "the scan"
     n, k = scan.length, structure.count
     calls = f"# Where the code calls jax.lax.scan(step, init, xs), step being {_step(scan)}:"
@@ -124,13 +129,7 @@ _FLAX = {"flax.linen": "Linen's nn.scan", "flax.nnx": "nnx.scan"}
 
 
 def _library_note(scan) -> list[str]:
-    """Where Flax's lifted scan made the loop: only the JAX form is printed."""
-    if scan.library == "flax.linen":
-        return [
-            "# Only the JAX form is printed: nn.scan lifts the module's variables, and a",
-            "# nested nn.scan would give the parameters a [G, N/G] axis. Call the helper",
-            "# on a pure step (the block's apply, its stacked parameters in xs).",
-        ]
+    """Where nnx.scan made the loop: only the JAX form is printed."""
     if scan.library == "flax.nnx":
         return [
             "# Only the JAX form is printed: call the helper on a pure step (nnx.split",
