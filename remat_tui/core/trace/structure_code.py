@@ -1,6 +1,7 @@
 """Provides the code to write for a structure (Contract 15): `nested_scan` and
 `split_scan`, plain JAX the user pastes, and `code_for`, which prints the one
-a structure needs with where and how to call it.
+a structure needs with where and how to call it (for a scan Linen's nn.scan
+made, the Linen form: structure_code_flax.py).
 
 The helpers are the code core/trace/structures.py traces to build a
 structure, so what remat-tui reports of a structure is what this code
@@ -67,9 +68,8 @@ def code_for(scan, structure: Structure) -> tuple[str, str]:
     where = scan.source.where() if scan.source else "the scan"
     n, k = scan.length, structure.count
     calls = f"# Where the code calls jax.lax.scan(step, init, xs), step being {_step(scan)}:"
-    if scan.library is not None:
-        flax = _FLAX[scan.library]
-        calls = f"# For a jax.lax.scan(step, init, xs) of {scan.function} (the scan is {flax}):"
+    if scan.library == "flax.nnx":
+        calls = f"# For a jax.lax.scan(step, init, xs) of {scan.function} (the scan is nnx.scan):"
     if structure.kind == NESTED:
         head = [
             f"# {where}: its scan of {n} layers as {k} checkpointed groups of {n // k}.",
@@ -125,14 +125,17 @@ def _split_steps(scan, structure: Structure) -> list[str]:
     return lines
 
 
-_FLAX = {"flax.linen": "Linen's nn.scan", "flax.nnx": "nnx.scan"}
-
-
 def _library_note(scan) -> list[str]:
-    """Where nnx.scan made the loop: only the JAX form is printed."""
+    """Where nnx.scan made the loop: only the JAX form is printed. An nnx
+    module holds its stacked state in place and nnx.scan's axes are often
+    in a decorator away from the call, so there is no drop-in as for
+    Linen's nn.scan: the state must be split out (nnx.split) to be
+    regrouped or sliced, which is the JAX helper's xs."""
     if scan.library == "flax.nnx":
         return [
-            "# Only the JAX form is printed: call the helper on a pure step (nnx.split",
-            "# the block; its stacked state goes in xs, as nnx.scan takes it).",
+            "# Only the JAX form is printed: the nnx module holds its stacked state, which",
+            "# a nested or split scan must regroup or slice. Call the helper on a pure step",
+            "# (nnx.split the block; its stacked state goes in xs, as nnx.scan takes it,",
+            "# and nnx.merge the block from it inside the step).",
         ]
     return []
