@@ -5,7 +5,7 @@
 2. key press -> updated screen for a new policy on the unrolled transformer,
    against the core's own `analyze` time for a new policy, side by side
    (both pause Python's automatic garbage collection while they trace:
-   app/analyses.py, core/collector.py; the app also collects once after the
+   app/controllers/analyses.py, core/collector.py; the app also collects once after the
    frame and freezes what is left);
 3. opening a 20,000-line jaxpr in a pane (set_lines + first frame).
 
@@ -19,7 +19,7 @@ import os
 import statistics
 import time
 
-from remat_tui.app.codeview import CodeView
+from remat_tui.app.widgets.codeview import CodeView
 from remat_tui.app.main import RematApp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -142,7 +142,7 @@ async def open_big_pane(lines: int = 20_000) -> tuple[float, float]:
     pagedown key to its frame written, for a 20,000-line jaxpr."""
     from textual.app import App
 
-    from remat_tui.app.lexer import JaxprLexer
+    from remat_tui.app.widgets.lexer import JaxprLexer
 
     text = [
         f"    v{i}:f32[128,512] = dot_general[dimension_numbers=(([1], [0]), ([], []))] a{i} b{i}"

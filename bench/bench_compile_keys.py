@@ -119,7 +119,7 @@ class ThreadLag(threading.Thread):
 
 
 def state(app):
-    from remat_tui.app.residual_table import ResidualTable
+    from remat_tui.app.widgets.residual_table import ResidualTable
 
     table = app.query_one(ResidualTable)
     return (id(app.focused), table.cursor, table.by_bytes)

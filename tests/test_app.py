@@ -6,9 +6,9 @@ import os
 import pytest
 from conftest import ROOT, example, jax_saved_residuals, local_devices_only, wait_for
 
-from remat_tui.app.codeview import CodeView
 from remat_tui.app.main import RematApp
 from remat_tui.app.messages import AnalysisReady
+from remat_tui.app.widgets.codeview import CodeView
 from remat_tui.core.setup.devices import available_devices
 from remat_tui.core.setup.loading import resolve_arguments
 
@@ -63,7 +63,7 @@ def type_ahead(app, keys) -> None:
 
 
 def table_avals(app):
-    from remat_tui.app.residual_table import ResidualTable
+    from remat_tui.app.widgets.residual_table import ResidualTable
 
     return [row[1] for row in app.query_one(ResidualTable).rows]
 
@@ -233,7 +233,7 @@ async def test_failed_trace_keeps_the_sidebar_on_what_is_shown(write_target):
 async def test_garbage_collection_is_paused_for_a_trace_and_always_resumed(
     write_target, monkeypatch
 ):
-    """Paused while the trace runs (app/analyses.py says why), and on again
+    """Paused while the trace runs (app/controllers/analyses.py says why), and on again
     once its answer is drawn, after a trace that failed, and after traces a
     burst of keys cancelled: a pause left behind would leak for good."""
     import gc
@@ -360,7 +360,7 @@ async def test_palette_explains_a_malformed_spec():
 
 
 async def test_the_residual_title_keeps_device_and_host_bytes_apart():
-    from remat_tui.app.residual_table import ResidualTable
+    from remat_tui.app.widgets.residual_table import ResidualTable
     from remat_tui.report.units import human_bytes
 
     offload = (

@@ -4,8 +4,8 @@ loading states, line marks, policies, export, layout, target picking, hot reload
 from conftest import example, local_devices_only, wait_for
 from test_app import SIZE, settle, settled_frame
 
-from remat_tui.app.codeview import CodeView
 from remat_tui.app.main import RematApp
+from remat_tui.app.widgets.codeview import CodeView
 
 
 def row_backgrounds(view: CodeView, line: int) -> set:
@@ -96,7 +96,7 @@ async def wait_until(pilot, condition, what: str, settled: bool = True):
 
 
 async def test_hot_reload_follows_saves_of_the_target_and_its_modules(tmp_path):
-    from remat_tui.app.residual_table import ResidualTable
+    from remat_tui.app.widgets.residual_table import ResidualTable
 
     (tmp_path / "layers.py").write_text(
         "import jax.numpy as jnp\ndef layer(W, x):\n    return jnp.sin(W @ x)\n"
@@ -166,7 +166,7 @@ async def test_a_save_under_an_open_screen_says_that_screen_is_of_the_old_code(t
 async def test_a_save_supersedes_a_reload_in_progress(tmp_path, monkeypatch):
     import threading
 
-    from remat_tui.app import reload
+    from remat_tui.app.controllers import reload
     from remat_tui.app.messages import AnalysisReady
 
     target = tmp_path / "model.py"

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 from conftest import example, jax_saved_residuals
 from test_app import SIZE, settle
 
-from remat_tui.app import analyses
-from remat_tui.app.footer import Footer
+from remat_tui.app.controllers import analyses
 from remat_tui.app.main import RematApp
+from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.loading import resolve_arguments
 
 

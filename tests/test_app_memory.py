@@ -4,7 +4,7 @@ each analysis), yet frees an evicted analysis caught in a reference cycle."""
 import gc
 import weakref
 
-from remat_tui.app.analyses import settle_memory
+from remat_tui.app.controllers.analyses import settle_memory
 
 
 class Node:
@@ -28,7 +28,7 @@ def test_an_evicted_object_in_a_cycle_is_freed_once_the_cache_evicts():
 
 
 def test_jax_caches_are_cleared_every_few_analyses_never_while_the_latest_traces(monkeypatch):
-    from remat_tui.app import analyses as analyses_module
+    from remat_tui.app.controllers import analyses as analyses_module
     from remat_tui.app.messages import AnalysisReady
 
     cleared, settled = [], []
@@ -161,8 +161,8 @@ async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
     from textual.widgets import OptionList
 
     from remat_tui.app.main import RematApp
-    from remat_tui.app.residual_table import ResidualTable
     from remat_tui.app.screens.memory import MemoryScreen
+    from remat_tui.app.widgets.residual_table import ResidualTable
 
     path = tmp_path / "two.py"
     path.write_text(TWO_RESIDUALS)
@@ -192,7 +192,7 @@ async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
 
 
 def test_the_collection_paused_for_traces_nests_and_never_goes_below_zero():
-    from remat_tui.app.analyses import PausedCollection
+    from remat_tui.app.controllers.analyses import PausedCollection
 
     paused, app = PausedCollection(), object()
     assert gc.isenabled()
@@ -212,7 +212,7 @@ def test_the_collection_paused_for_traces_nests_and_never_goes_below_zero():
 
 
 def test_closing_the_app_ends_its_pauses_and_no_other_apps():
-    from remat_tui.app.analyses import Analyses, collector
+    from remat_tui.app.controllers.analyses import Analyses, collector
 
     closing, next_app = Analyses(app=None), Analyses(app=None)
     try:
@@ -238,7 +238,7 @@ async def test_an_analysis_evicted_from_the_app_cache_is_freed(monkeypatch):
     from conftest import example
     from test_app import SIZE, settle
 
-    from remat_tui.app import analyses as analyses_module
+    from remat_tui.app.controllers import analyses as analyses_module
     from remat_tui.app.main import RematApp
 
     monkeypatch.setattr(analyses_module, "LIMIT", 2)

@@ -5,7 +5,7 @@ the same code say (core/search/name_verdicts.py, checked against compare there).
 from test_app import SIZE, settle
 
 from remat_tui.app.main import RematApp
-from remat_tui.app.sidebar import SPARES_NONE
+from remat_tui.app.widgets.sidebar import SPARES_NONE
 
 GELU = """
 import jax, jax.numpy as jnp

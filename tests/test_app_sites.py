@@ -6,8 +6,8 @@ from conftest import example, jax_saved_residuals
 from test_app import SIZE, settle
 
 from remat_tui.app.main import RematApp
-from remat_tui.app.residual_table import ResidualTable
-from remat_tui.app.sidebar import Sidebar
+from remat_tui.app.widgets.residual_table import ResidualTable
+from remat_tui.app.widgets.sidebar import Sidebar
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.loading import resolve_arguments
 

@@ -8,7 +8,7 @@ from conftest import ROOT, example, local_devices_only, wait_for
 from test_app import SIZE, press_p_until_compiled, settle, settled_frame
 
 from remat_tui.app.main import RematApp
-from remat_tui.app.story_panel import NOT_COMPILED, StoryPanel
+from remat_tui.app.widgets.story_panel import NOT_COMPILED, StoryPanel
 from remat_tui.report import story
 
 

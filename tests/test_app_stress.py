@@ -6,7 +6,7 @@ is bounded, RSS at the end is within 10% of its level after the first 100
 changes, and the worst gap between frames is printed (a sanity bound only).
 
 Slow (about 20 s on a 2-core machine): each key is drawn, and the app traces the
-first request of each burst of keys and the last (app/analyses.py).
+first request of each burst of keys and the last (app/controllers/analyses.py).
 """
 
 import random
@@ -19,7 +19,7 @@ from conftest import example, jax_saved_residuals
 from test_app import settle
 from textual import events
 
-from remat_tui.app import analyses as analysis_cache
+from remat_tui.app.controllers import analyses as analysis_cache
 from remat_tui.app.main import RematApp
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.loading import resolve_arguments
@@ -179,5 +179,5 @@ async def test_a_thousand_changes_end_on_the_last_request():
     )
     assert worst < 10.0  # a sanity bound only: timing is not what this test checks
     # What is evicted is freed, and JAX's own caches are cleared every few
-    # analyses (app/analyses.py): RSS ends within 10% of its level after WARM.
+    # analyses (app/controllers/analyses.py): RSS ends within 10% of its level after WARM.
     assert rss_after <= 1.10 * rss_warm, (rss_warm, rss_after)

@@ -1,4 +1,4 @@
-"""Provides the keys: MAIN_KEYS, the main screen's (app/main_screen.py; most
+"""Provides the keys: MAIN_KEYS, the main screen's (app/screens/main_screen.py; most
 run the App's actions), and APP_KEYS, help and quit, which work over every
 screen. BINDINGS is the list they come from, in the order the footer and the
 `?` help list them (app/screens/help.py): a shown binding's tooltip, else its
@@ -92,7 +92,7 @@ SCREEN_ACTIONS = (
 )
 # The keys that open a screen over the main screen are priority bindings: the
 # App runs them itself, before the key reaches the focused widget, and handles
-# no other key until that screen is mounted and focused (app/opening.py), so
+# no other key until that screen is mounted and focused (app/controllers/opening.py), so
 # keys typed straight after (a budget after `f` or `h`) go to it. Otherwise
 # they were already queued at the main screen's focused widget, and lost.
 OPENS_A_SCREEN = ("compare", "fit", "suggest", "diff", "memory", "export", "pick_target")

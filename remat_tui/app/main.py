@@ -2,19 +2,18 @@
 shown, which analysis is shown), its lifecycle (loading, reloading, the
 workers' answers) and the wiring of the controllers that do the work.
 
-What the user asked for is one frozen value, `wanted` (app/wanted.py): the
-lists, the palette and the keys post what they want (app/messages.py, the
-Sidebar's messages) or run the App's actions (app/keys.py); `asking`
-(app/asking.py) makes that the next `wanted`, whose watcher asks for the
-analysis. The other controllers do the work and post messages back:
-`startup` (app/startup.py: loading the file), `analyses` (app/analyses.py:
-the cache, requests, bursts, the trace worker), `compiles` (app/compiles.py:
-`p`, the compile child), `reloader` (app/reload.py) and `name_judge`
-(app/name_judge.py); `painter` (app/painting.py) decides what the main screen
-says and `opening` (app/opening.py) opens the screens over it. Each is given
-what it needs; those that read the state get it as one value, a Scene
-(app/scene.py). The main screen (app/main_screen.py) reads none of it: its
-`view` (app/shown_view.py) paints what it is given, and the screens the keys
+What the user asked for is one frozen value, `wanted` (app/state/wanted.py):
+the lists, the palette and the keys post what they want (app/messages.py, the
+Sidebar's messages) or run the App's actions (app/keys.py); `asking` makes
+that the next `wanted`, whose watcher asks for the analysis. The other
+controllers (app/controllers/) do the work and post messages back: `startup`
+(loading the file), `analyses` (the cache, requests, bursts, the trace
+worker), `compiles` (`p`, the compile child), `reloader` and `name_judge`;
+`painter` decides what the main screen says and `opening` opens the screens
+over it. Each is given what it needs; those that read the state get it as
+one value, a Scene (app/state/scene.py). The main screen
+(app/screens/main_screen.py) reads none of it: its `view`
+(app/widgets/shown_view.py) paints what it is given, and the screens the keys
 open (app/screens/) get their inputs as arguments. `run` is in app/launch.py.
 """
 
@@ -28,16 +27,20 @@ from textual.css.query import NoMatches
 from textual.markup import escape
 from textual.reactive import var
 
-from remat_tui.app.analyses import Analyses
-from remat_tui.app.asking import Asking
 from remat_tui.app.commands import PaletteChoices, RematCommands
-from remat_tui.app.compiles import CompileFailed, CompileReady, Compiles
-from remat_tui.app.hangup import quit_on_hangup
-from remat_tui.app.hangup import release as release_hangup
+from remat_tui.app.controllers.analyses import Analyses
+from remat_tui.app.controllers.asking import Asking
+from remat_tui.app.controllers.compiles import CompileFailed, CompileReady, Compiles
+from remat_tui.app.controllers.hangup import quit_on_hangup
+from remat_tui.app.controllers.hangup import release as release_hangup
+from remat_tui.app.controllers.layout import Layout
+from remat_tui.app.controllers.name_judge import NameJudge, NamesJudged
+from remat_tui.app.controllers.opening import Opening
+from remat_tui.app.controllers.painting import Painter
+from remat_tui.app.controllers.reload import Reloader
+from remat_tui.app.controllers.startup import Startup
 from remat_tui.app.keys import APP_KEYS
 from remat_tui.app.keys import BINDINGS as KEYS
-from remat_tui.app.layout import Layout
-from remat_tui.app.main_screen import MainScreen
 from remat_tui.app.messages import (
     AnalysisFailed,
     AnalysisReady,
@@ -54,16 +57,12 @@ from remat_tui.app.messages import (
     TargetsLoaded,
     TargetWanted,
 )
-from remat_tui.app.name_judge import NameJudge, NamesJudged
-from remat_tui.app.opening import Opening
-from remat_tui.app.painting import Painter
-from remat_tui.app.reload import Reloader
-from remat_tui.app.scene import Scene
 from remat_tui.app.screens import HelpScreen, PickScreen
-from remat_tui.app.sidebar import Sidebar
-from remat_tui.app.startup import Startup
-from remat_tui.app.status import Activity, nothing_shown
-from remat_tui.app.wanted import Wanted, request_key
+from remat_tui.app.screens.main_screen import MainScreen
+from remat_tui.app.state.scene import Scene
+from remat_tui.app.state.status import Activity, nothing_shown
+from remat_tui.app.state.wanted import Wanted, request_key
+from remat_tui.app.widgets.sidebar import Sidebar
 from remat_tui.core.setup import policies
 
 
@@ -116,7 +115,7 @@ class RematApp(App):
         # the screens the keys open over the main screen, and what they give back
         self.opening = Opening(self, self.asking.config, self.open_line)
 
-    # ---- layout -------------------------------------------------------------------------
+    # ---- layout ----------------------------------------------------------------------------------
 
     def get_default_screen(self) -> MainScreen:
         self.main_screen = MainScreen(self.path, self.widths, id="_default")
@@ -124,7 +123,7 @@ class RematApp(App):
 
     @property
     def view(self):
-        """What paints the main screen's widgets (app/shown_view.py)."""
+        """What paints the main screen's widgets (app/widgets/shown_view.py)."""
         return self.main_screen.view
 
     def on_resize(self, event) -> None:
@@ -139,7 +138,7 @@ class RematApp(App):
         what it loads is drawn into them)."""
         self.startup.load()
 
-    # ---- loading the file and starting a target -----------------------------------------
+    # ---- loading the file and starting a target --------------------------------------------------
 
     @on(TargetsLoaded)
     def targets_loaded(self, message: TargetsLoaded) -> None:
@@ -206,10 +205,10 @@ class RematApp(App):
     def target_wanted(self, message: TargetWanted) -> None:
         self.start(self.targets[message.name])
 
-    # ---- what is wanted, and its analysis -----------------------------------------------
+    # ---- what is wanted, and its analysis --------------------------------------------------------
 
     def scene(self) -> Scene:
-        """The state, as one value (app/scene.py), for the Painter and Asking."""
+        """The state, as one value (app/state/scene.py), for the Painter and Asking."""
         return Scene(
             path=self.path,
             target=self.target,
@@ -272,7 +271,7 @@ class RematApp(App):
         """The request key an analysis shown was made for."""
         return request_key(self.target.name, a.config, self.reloads) if self.target else None
 
-    # ---- what the lists, the keys and the palette ask for (app/asking.py) ---------------
+    # ---- what the lists, the keys and the palette ask for (app/controllers/asking.py) ------------
 
     @on(PolicyWanted)
     def policy_wanted(self, message: PolicyWanted) -> None:
@@ -340,7 +339,7 @@ class RematApp(App):
             declared=self.target.policies if self.target else None,
         )
 
-    # ---- the keys that open a screen over the main screen (app/opening.py) ----------------
+    # ---- the keys that open a screen over the main screen (app/controllers/opening.py) -----------
 
     def open_line(self, where: tuple[str, int, str | None] | None) -> None:
         """Show a user's line (from the memory screen) in the source pane, and
@@ -386,7 +385,7 @@ class RematApp(App):
 
         await self.opening.pick_target(self.path, list(self.targets), self.target, start)
 
-    # ---- answers from the workers ---------------------------------------------------------
+    # ---- answers from the workers ----------------------------------------------------------------
 
     def on_analysis_ready(self, message: AnalysisReady) -> None:
         keep = (self.shown, self.analyses.cache.get(self.baseline_key()))
@@ -442,7 +441,7 @@ class RematApp(App):
             self.activity.begin(message.what)
             self.tick()
 
-    # ---- compiling (p) ------------------------------------------------------------------
+    # ---- compiling (p) ---------------------------------------------------------------------------
 
     def compiling_switched(self, old: Wanted, new: Wanted) -> None:
         """`p` (compile what is shown) or `x` (and run it) turned on or off."""
@@ -458,7 +457,7 @@ class RematApp(App):
         if self.wanted.compiled and self.shown is not None and self.target is not None:
             self.compiles.compile(self.key_of(self.shown), self.target)
 
-    # ---- hot reload (app/reload.py) -------------------------------------------------------
+    # ---- hot reload (app/controllers/reload.py) --------------------------------------------------
 
     @on(FilesChanged)
     def files_changed(self, message: FilesChanged) -> None:
@@ -513,7 +512,7 @@ class RematApp(App):
         self.compiles.close()
         release_hangup(self)
 
-    # ---- what the main screen shows (app/painting.py decides, app/shown_view.py paints) -----
+    # ---- what the main screen shows (painting.py decides, shown_view.py paints) ---------
 
     def show(self, a) -> None:
         """Show `a`: drawn, then what follows from it (the view the user had

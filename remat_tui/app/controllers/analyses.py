@@ -22,8 +22,8 @@ from collections import Counter
 from textual.app import App
 
 from remat_tui.app.arguments import prepared
-from remat_tui.app.drawing import Drawing, draw
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
+from remat_tui.app.state.drawing import Drawing, draw
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.caches import clear_jax_caches
 from remat_tui.errors import RematError

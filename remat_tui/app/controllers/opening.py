@@ -20,7 +20,7 @@ from textual.app import App
 
 from remat_tui.app.screens import ExportScreen, PickScreen
 from remat_tui.app.screens.export import write_export
-from remat_tui.app.wanted import Wanted, request_key
+from remat_tui.app.state.wanted import Wanted, request_key
 from remat_tui.core.setup.config import AS_WRITTEN
 from remat_tui.core.units import count
 from remat_tui.errors import RematError

@@ -11,7 +11,7 @@ use to know the app is idle, from ever returning.
 A save that breaks the file shows the error in place and keeps the last good
 analysis; a reload that a newer save supersedes is dropped (each save is a new
 `generation`). After a reload the panes keep their scroll positions and the
-residual table its selection where they still exist (app/shown_view.py).
+residual table its selection where they still exist (app/widgets/shown_view.py).
 """
 
 from __future__ import annotations

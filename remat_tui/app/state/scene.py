@@ -1,6 +1,6 @@
 """Provides Scene: the App's state as one value, read by what paints the main
-screen (app/painting.py) and by what turns the user's requests into a new
-`wanted` (app/asking.py). The App makes one when asked (`RematApp.scene`), so
+screen (app/controllers/painting.py) and by what turns the user's requests into a new
+`wanted` (app/controllers/asking.py). The App makes one when asked (`RematApp.scene`), so
 neither holds the App, and each says in this one place what it reads.
 """
 
@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from remat_tui.app.site_state import site_scope
-from remat_tui.app.wanted import Wanted, request_key
+from remat_tui.app.state.site_state import site_scope
+from remat_tui.app.state.wanted import Wanted, request_key
 from remat_tui.core.setup import policies
 
 

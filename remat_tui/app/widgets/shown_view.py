@@ -19,10 +19,10 @@ from textual.content import Content
 from textual.markup import escape
 from textual.widgets import Static
 
-from remat_tui.app.codeview import CodeView
-from remat_tui.app.residual_table import ResidualTable
-from remat_tui.app.sidebar import Sidebar
-from remat_tui.app.story_panel import StoryPanel
+from remat_tui.app.widgets.codeview import CodeView
+from remat_tui.app.widgets.residual_table import ResidualTable
+from remat_tui.app.widgets.sidebar import Sidebar
+from remat_tui.app.widgets.story_panel import StoryPanel
 from remat_tui.report.units import human_bytes
 
 NO_LINES: frozenset[int] = frozenset()
