@@ -342,11 +342,10 @@ async def test_pane_titles_say_why_a_pane_is_scrolled():
 def test_help_wraps_descriptions_in_their_own_column():
     from rich.console import Console
 
-    from remat_tui.app.keys import BINDINGS as KEYS
     from remat_tui.app.screens.help import key_table
 
     console = Console(width=60, record=True)
-    console.print(key_table(KEYS))
+    console.print(key_table())
     lines = console.export_text().splitlines()
     start = lines[0].index("policy")  # where descriptions begin
     wrapped = [line for line in lines if line[:start].strip() == "" and line.strip()]

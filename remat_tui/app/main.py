@@ -40,7 +40,6 @@ from remat_tui.app.controllers.painting import Painter
 from remat_tui.app.controllers.reload import Reloader
 from remat_tui.app.controllers.startup import Startup
 from remat_tui.app.keys import APP_KEYS
-from remat_tui.app.keys import BINDINGS as KEYS
 from remat_tui.app.messages import (
     AnalysisFailed,
     AnalysisReady,
@@ -326,7 +325,7 @@ class RematApp(App):
         self.wanted = replace(self.wanted, measured=on, compiled=self.wanted.compiled or on)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen(KEYS))
+        self.push_screen(HelpScreen())
 
     def palette_choices(self) -> PaletteChoices:
         """What the command palette offers over the main screen."""
