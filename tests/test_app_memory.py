@@ -70,7 +70,7 @@ async def test_the_memory_view_shows_where_the_compiled_peak_goes():
         await pilot.pause()
         assert not isinstance(app.screen, MemoryScreen)
         await press_p_until_compiled(app, pilot)
-        known = app.compiles.known[app.key_of(app.shown)]
+        known = app.compiles.known[app.scene().key_of(app.loaded.shown)]
         memory = known.memory
         assert memory is not None and sum(memory["by_category"].values()) == memory["peak_bytes"]
         category = max(memory["by_category"], key=memory["by_category"].get)
@@ -110,9 +110,11 @@ async def test_the_diff_says_how_the_peaks_make_up_changed():
 
     async def compiled_shown(app, pilot):
         await wait_for(
-            pilot, lambda: app.key_of(app.shown) in app.compiles.known, "the shown compile"
+            pilot,
+            lambda: app.scene().key_of(app.loaded.shown) in app.compiles.known,
+            "the shown compile",
         )
-        return app.compiles.known[app.key_of(app.shown)]
+        return app.compiles.known[app.scene().key_of(app.loaded.shown)]
 
     app = RematApp(example("mlp.py"), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -182,7 +184,7 @@ async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
         assert named, "no residual buffer at the peak was named"
         index, buffer = named[0]
         row = int(buffer["residual"][1:]) - 1
-        r = app.shown.residuals[row]
+        r = app.loaded.shown.residuals[row]
         assert app.query_one(ResidualTable).selected != row  # else enter would prove nothing
         assert r.aval == buffer["shape"]  # the R# is a residual of that shape
         screen.query_one(OptionList).highlighted = index
@@ -247,14 +249,17 @@ async def test_an_analysis_evicted_from_the_app_cache_is_freed(monkeypatch):
         await settle(app, pilot)
         await pilot.press("2")
         await settle(app, pilot)
-        assert app.shown.policy == "nothing_saveable"
-        evicted = weakref.ref(app.shown)
+        assert app.loaded.shown.policy == "nothing_saveable"
+        evicted = weakref.ref(app.loaded.shown)
         for key in ("3", "4"):
             await pilot.press(key)
             await settle(app, pilot)
         await pilot.pause()
-        assert app.shown.policy == "dots_with_no_batch_dims_saveable"
-        assert app.key("nothing_saveable") not in app.analyses.cache
+        assert app.loaded.shown.policy == "dots_with_no_batch_dims_saveable"
+        assert (
+            app.wanted.with_policy("nothing_saveable").key(app.loaded.reloads)
+            not in app.analyses.cache
+        )
         assert evicted() is None, gc.get_referrers(evicted())
 
 

@@ -24,12 +24,12 @@ async def test_y_tells_the_selected_residuals_story_and_p_adds_xlas_part():
         assert not panel.display
         await pilot.press("y")
         assert panel.display
-        first = app.shown.residuals[0]
+        first = app.loaded.shown.residuals[0]
         assert _said(app).startswith("R1 ") and first.story.rule.words[:40] in _said(app)
-        last = len(app.shown.residuals) - 1
+        last = len(app.loaded.shown.residuals) - 1
         await pilot.press("r", *["down"] * last)
         await pilot.pause()
-        r = app.shown.residuals[last]
+        r = app.loaded.shown.residuals[last]
         said = " ".join(_said(app).split())
         assert said.startswith(f"R{last + 1} ")
         assert " ".join(story.made_words(r).split())[:30] in said

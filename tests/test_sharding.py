@@ -224,7 +224,7 @@ async def test_app_status_line_labels_an_auto_sharded_targets_bytes(write_target
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await press_p_until_compiled(app, pilot)
-        c = app.compiles.known[app.key_of(app.shown)]
+        c = app.compiles.known[app.scene().key_of(app.loaded.shown)]
         assert c.devices == 4
         status = str(app.query_one("#status").render())
         assert f"peak {human_bytes(c.peak_bytes)}/device" in status

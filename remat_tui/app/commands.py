@@ -37,6 +37,19 @@ class PaletteChoices:
     target: str | None  # the one shown
     declared: dict | None  # its own policies (None: nothing loaded)
 
+    @classmethod
+    def of(cls, loaded, names_seen) -> PaletteChoices:
+        """What is offered with `loaded` (app/state/loaded.py) and the names seen."""
+        target = loaded.target
+        return cls(
+            policies=dict(loaded.listed),
+            names=tuple(names_seen),
+            sites=tuple(loaded.shown.sites if loaded.shown else ()),
+            targets=tuple(loaded.targets) if len(loaded.targets) > 1 else (),
+            target=target.name if target else None,
+            declared=target.policies if target else None,
+        )
+
 
 class RematCommands(Provider):
     @property

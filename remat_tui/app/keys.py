@@ -49,7 +49,7 @@ KEYS = (
     ),
     Key(
         "c",
-        "compare",
+        "opening('compare')",
         "compare",
         "compare",
         "Compare every configuration",
@@ -76,7 +76,7 @@ KEYS = (
     ),
     Key(
         "e",
-        "export",
+        "opening('export')",
         "export",
         "export",
         "Export report",
@@ -97,7 +97,7 @@ KEYS = (
     # After quit, so that at 80-100 columns the footer still shows ? and q.
     Key(
         "f",
-        "suggest",
+        "opening('suggest')",
         "suggest",
         "suggest: type a memory budget (2GiB, 512MiB, 1.5e9); the configuration "
         "with the least recompute that fits, and the code to paste (residual bytes, or "
@@ -108,7 +108,7 @@ KEYS = (
     ),
     Key(
         "m",
-        "mark",
+        "opening('mark')",
         "mark",
         "mark the shown configuration as A, to compare with another (v)",
         "Mark this configuration as A",
@@ -117,7 +117,7 @@ KEYS = (
     ),
     Key(
         "v",
-        "diff",
+        "opening('diff')",
         "diff",
         "diff: residuals only in the marked A, only in the shown B and in both, "
         "with the byte and recompute deltas",
@@ -152,7 +152,7 @@ KEYS = (
     ),
     Key(
         "t",
-        "pick_target",
+        "opening('pick_target')",
         "target",
         "open another target of the file",
         "Open another target",
@@ -160,7 +160,7 @@ KEYS = (
     ),
     Key(
         "h",
-        "fit",
+        "opening('fit')",
         "how big a batch fits",
         "how big a batch fits a budget you type, for the shown configuration and every one "
         "compare weighs (args=lambda batch=32: ... makes a target scale): batch, peak, "
@@ -206,7 +206,7 @@ KEYS = (
     ),
     Key(
         "w",
-        "memory",
+        "opening('memory')",
         "where the peak goes",
         "where the compiled peak goes (p compiles first): live bytes over XLA's "
         "schedule, the buffers at the peak with category and line",
@@ -225,7 +225,9 @@ OFFERED_OTHERWISE = ("policy(0)", "cycle_name", "quit")
 
 # The main screen's own actions: they act on its widgets alone. Every other key
 # is the App's action (it needs what the App holds: the target, the analysis
-# shown, the policies listed), and the main screen lists help and quit too, so
+# shown, the policies listed; those that open a screen, and mark, are one App
+# action, `opening`, app/controllers/opening.py's OPENERS), and the main
+# screen lists help and quit too, so
 # that its footer keeps the table's order (the App's own come after a screen's).
 SCREEN_ACTIONS = (
     "cycle_name",
@@ -242,7 +244,10 @@ SCREEN_ACTIONS = (
 # no other key until that screen is mounted and focused (app/controllers/opening.py),
 # so keys typed straight after (a budget after `f` or `h`) go to it. Otherwise
 # they were already queued at the main screen's focused widget, and lost.
-OPENS_A_SCREEN = ("compare", "fit", "suggest", "diff", "memory", "export", "pick_target")
+OPENS_A_SCREEN = tuple(
+    f"opening('{name}')"
+    for name in ("compare", "fit", "suggest", "diff", "memory", "export", "pick_target")
+)
 
 
 def _binding(k: Key) -> Binding:

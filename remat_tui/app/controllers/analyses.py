@@ -174,13 +174,10 @@ class Analyses:
             self.pending = None
         return latest
 
-    def forget_all_but(self, shown) -> None:
-        """After a reload: every analysis of the old code goes, but the one shown."""
-        self._drop_drawings(self.cache.retain(lambda _, a: a is shown))
-
-    def forget(self, drop) -> None:
-        """Every analysis `drop(key)` picks goes, with its drawing."""
-        self._drop_drawings(self.cache.retain(lambda key, _: not drop(key)))
+    def forget_all_but(self, *kept) -> None:
+        """Every analysis goes, with its drawing, but those `kept` (after a
+        reload: the one shown, until the new code's arrives)."""
+        self._drop_drawings(self.cache.retain(lambda _, a: any(a is k for k in kept)))
 
     def _drop_drawings(self, gone: list) -> None:
         """The drawings of analyses no longer cached (one analysis can be cached
