@@ -225,10 +225,10 @@ OFFERED_OTHERWISE = ("policy(0)", "cycle_name", "quit")
 
 # The main screen's own actions: they act on its widgets alone. Every other key
 # is the App's action (it needs what the App holds: the target, the analysis
-# shown, the policies listed; those that open a screen, and mark, are one App
-# action, `opening`, app/controllers/opening.py's OPENERS), and the main
-# screen lists help and quit too, so
-# that its footer keeps the table's order (the App's own come after a screen's).
+# shown, the policies listed; those that open a screen, and mark, are the one
+# App action `opening`, over app/controllers/opening.py's OPENERS), and the
+# main screen lists help and quit too, so that its footer keeps the table's
+# order (the App's own come after a screen's).
 SCREEN_ACTIONS = (
     "cycle_name",
     "focus_names",

@@ -1,7 +1,7 @@
 """Provides hot reload: the target file and the local modules it imports are
 watched (watchfiles, in a thread of its own); on save they are imported again
 in a thread worker, and the App analyses the current request (policy, names,
-site overrides, device) again through its normal path (app/main.py
+site overrides, device) again through its normal path (app/controllers/loading.py
 `reloaded`).
 
 The watcher is a plain daemon thread, not a Textual worker: a worker that never

@@ -3,7 +3,7 @@ panes, the residual table, the source pane, the title, the snippet, the
 status and error lines, the sidebar's lists).
 
 It is given what it paints, as arguments: the App decides what is shown and
-what the title, the status line and the lists say (app/main.py), and this
+what the title, the status line and the lists say (app/controllers/), and this
 paints it, redrawing a part when that part's input changes. It keeps only
 what it painted last (the analysis and its Drawing, for the residual the
 user selects; the files the source pane read; where the user was, to come
