@@ -38,10 +38,10 @@ async def settle(app, pilot):
 
 
 def instrument(app) -> dict[str, list[float]]:
-    """Timestamps of each finished `show` (state drawn into widgets) and each frame
+    """Timestamps of each finished `showing.show` (state drawn into widgets) and each frame
     written to the terminal (App._display), to time key -> frame on screen."""
     stamps: dict[str, list[float]] = {"shown": [], "frames": []}
-    show, display = app.show, app._display
+    show, display = app.showing.show, app._display
 
     def timed_show(analysis):
         show(analysis)
@@ -51,7 +51,7 @@ def instrument(app) -> dict[str, list[float]]:
         display(screen, renderable)
         stamps["frames"].append(time.perf_counter())
 
-    app.show, app._display = timed_show, timed_display
+    app.showing.show, app._display = timed_show, timed_display
     return stamps
 
 
