@@ -196,7 +196,7 @@ async def test_the_fit_charts_legend_tells_long_names_apart(monkeypatch):
     app = vit_app(monkeypatch)
     async with app.run_test(size=(120, 35)) as pilot:
         await settled_frame(pilot)
-        screen = FitScreen(app.target, app.shown.config, app.shown.config)
+        screen = FitScreen(app.loaded.target, app.loaded.shown.config, app.loaded.shown.config)
         await app.push_screen(screen)
         screen.rows = rows
         screen.draw_chart()
