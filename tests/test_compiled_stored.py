@@ -20,7 +20,8 @@ def test_stored_numbers_and_made_values_read_back_the_same():
         aliases=(("tanh", "f32", 32, (("model.py", 12),)),),
         kept=True,
         same_bytes=("copy.1{}",),
-        readers=frozenset({("mul", "model.py", 12), ("dot_general", "model.py", 13)}),
+        readers=(("dot_general", "model.py", 13), ("mul", "model.py", 12)),
+        recomputes=(("tanh", 32, (("model.py", 12),)),),
     )
     compiled = Compiled(
         device="cpu:0", devices=1, temp_bytes=10, argument_bytes=20, output_bytes=30,
@@ -31,4 +32,5 @@ def test_stored_numbers_and_made_values_read_back_the_same():
     back = Compiled.from_dict(json.loads(text))
     assert back == compiled
     assert back.made == (made,)
-    assert isinstance(back.made[0].readers, frozenset)
+    assert isinstance(back.made[0].readers, tuple)
+    assert hash(back.made[0])  # tuples all the way down, as a fresh compile makes them

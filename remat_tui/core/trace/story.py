@@ -93,10 +93,56 @@ def _made(fr, forward, origins: Origins, first: dict, index: int) -> tuple:
             break
         relaid.append(_what(behind))
     primitive, shape, frames = _what(eqn)
+    inputs, from_one = _inputs(eqn, jaxpr, origins)
     made = Made(
-        primitive, frames, shape, None if same_as == index else same_as, relaid=tuple(relaid)
+        primitive,
+        frames,
+        shape,
+        None if same_as == index else same_as,
+        relaid=tuple(relaid),
+        inputs=inputs,
+        from_one=from_one,
     )
     return made, eqn
+
+
+_INPUT_STEPS, _MAX_INPUTS = 5, 32
+
+
+def _inputs(eqn, jaxpr, origins: Origins) -> tuple[tuple, bool]:
+    """((primitive, aval, frames) of the equations `eqn` is computed from,
+    breadth first, up to `_INPUT_STEPS` back, each followed into the bodies
+    of calls to the equation computing it (jnp.where's select_n, inside a
+    jitted `_where`); whether it reads one value only, besides literals and
+    constants)."""
+    out, seen = [], {id(eqn)}
+    direct = [v for v in eqn.invars if isinstance(v, jc.Var)]
+    layer = [_computing(origins, jaxpr, v) for v in direct]
+    from_one = len(direct) == 1 and layer[0][0] is not None
+    for _ in range(_INPUT_STEPS):
+        following = []
+        for e, body, what in layer:
+            if e is None or id(e) in seen or len(out) >= _MAX_INPUTS:
+                continue
+            seen.add(id(e))
+            if e.outvars:
+                out.append(what)
+            following += [_computing(origins, body, v) for v in e.invars if isinstance(v, jc.Var)]
+        layer = following
+    return tuple(out), from_one
+
+
+def _computing(origins: Origins, jaxpr, var) -> tuple:
+    """(the equation computing `var`, the jaxpr holding it, its `_what`):
+    inside a library's jitted body, which keeps no frame of the user's, the
+    frames of the call that entered it, as XLA's metadata has them."""
+    eqn, body = origins.computing(jaxpr, var)
+    if eqn is None:
+        return None, None, None
+    primitive, shape, frames = _what(eqn)
+    if not frames and (call := origins.producer(jaxpr, var)) is not None:
+        frames = jc.users_frames(call.source_info)
+    return eqn, body, (primitive, shape, frames)
 
 
 def _what(eqn) -> tuple:

@@ -106,24 +106,24 @@ class Compiled(Displayable):
     def stored(self) -> dict:
         """Everything, `made` included, as JSON: what the compile store and a
         worker process keep and send (`from_dict` reads it back)."""
-        return {**self.to_dict(), "made": [_json_made(m) for m in self.made]}
+        return {**self.to_dict(), "made": [_made_json(m) for m in self.made]}
 
     @classmethod
     def from_dict(cls, d: dict) -> Compiled:
         """The Compiled whose `to_dict()` or `stored()` is `d` (as a store or a
         worker gives it)."""
-        made = tuple(_read_made(m) for m in d.get("made", ()))
+        made = tuple(_made_of(m) for m in d.get("made", ()))
         return cls(**{k: v for k, v in d.items() if k != "made"}, made=made)
 
 
-def _json_made(m: Made) -> dict:
-    """A Made record as JSON: its set of readers as a sorted list."""
-    return {**asdict(m), "readers": sorted(m.readers, key=repr)}
+def _made_json(made: Made) -> dict:
+    """A Made record as JSON (its tuples become lists)."""
+    return asdict(made)
 
 
-def _read_made(d: dict) -> Made:
-    """The Made record `_json_made` wrote."""
-    return Made(**{**_tuples(d), "readers": frozenset(_tuples(d.get("readers", [])))})
+def _made_of(d: dict) -> Made:
+    """The Made record `_made_json` wrote: JSON's lists back to tuples."""
+    return Made(**_tuples(d))
 
 
 def _tuples(value):
