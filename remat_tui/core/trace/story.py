@@ -31,7 +31,10 @@ def tell(t, bwd, readers: linemap.Readers, recompute) -> list[Story]:
     bwd_lay = readers.lay
     positions = t.backward_positions
     first: dict = {}  # id of the computing equation -> the first residual's index
-    made = [_made(fr, t.forward, origins, first, i) for i, fr in enumerate(t.found)]
+    # Each value's computing equation, looked up once: alike residuals and
+    # neighbouring ones walk back through the same inputs.
+    computed: dict = {}
+    made = [_made(fr, t.forward, origins, first, i, computed) for i, fr in enumerate(t.found)]
     made = _placed_among_alike(t.forward, made)
     out = []
     for fr, (m, _) in zip(t.found, made, strict=True):
@@ -75,10 +78,11 @@ def _placed_among_alike(forward, made: list) -> list:
 _LAYOUTS = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "copy", "copy_p"})
 
 
-def _made(fr, forward, origins: Origins, first: dict, index: int) -> tuple:
+def _made(fr, forward, origins: Origins, first: dict, index: int, computed: dict) -> tuple:
     """(the Made of residual `index`, its computing equation or None): the
     equation that computed it (its origin's), the equations behind it that
-    it only re-lays, and whether an earlier residual holds the same value."""
+    it only re-lays, and whether an earlier residual holds the same value;
+    `computed` keeps `_computing`'s answers for the next residual."""
     if fr.var in forward.invars:
         return Made(None, argument=forward.invars.index(fr.var)), None
     eqn, jaxpr = origins.computing(forward, fr.var)
@@ -93,7 +97,7 @@ def _made(fr, forward, origins: Origins, first: dict, index: int) -> tuple:
             break
         relaid.append(_what(behind))
     primitive, shape, frames = _what(eqn)
-    inputs, from_one = _inputs(eqn, jaxpr, origins)
+    inputs, from_one = _inputs(eqn, jaxpr, origins, computed)
     made = Made(
         primitive,
         frames,
@@ -109,7 +113,7 @@ def _made(fr, forward, origins: Origins, first: dict, index: int) -> tuple:
 _INPUT_STEPS, _MAX_INPUTS = 5, 32
 
 
-def _inputs(eqn, jaxpr, origins: Origins) -> tuple[tuple, bool]:
+def _inputs(eqn, jaxpr, origins: Origins, computed: dict) -> tuple[tuple, bool]:
     """((primitive, aval, frames) of the equations `eqn` is computed from,
     breadth first, up to `_INPUT_STEPS` back, each followed into the bodies
     of calls to the equation computing it (jnp.where's select_n, inside a
@@ -117,7 +121,7 @@ def _inputs(eqn, jaxpr, origins: Origins) -> tuple[tuple, bool]:
     constants)."""
     out, seen = [], {id(eqn)}
     direct = [v for v in eqn.invars if isinstance(v, jc.Var)]
-    layer = [_computing(origins, jaxpr, v) for v in direct]
+    layer = [_computing(origins, jaxpr, v, computed) for v in direct]
     from_one = len(direct) == 1 and layer[0][0] is not None
     for _ in range(_INPUT_STEPS):
         following = []
@@ -127,15 +131,24 @@ def _inputs(eqn, jaxpr, origins: Origins) -> tuple[tuple, bool]:
             seen.add(id(e))
             if e.outvars:
                 out.append(what)
-            following += [_computing(origins, body, v) for v in e.invars if isinstance(v, jc.Var)]
+            following += [_computing(origins, body, v, computed)
+                          for v in e.invars if isinstance(v, jc.Var)]  # fmt: skip
         layer = following
     return tuple(out), from_one
 
 
-def _computing(origins: Origins, jaxpr, var) -> tuple:
+def _computing(origins: Origins, jaxpr, var, computed: dict) -> tuple:
     """(the equation computing `var`, the jaxpr holding it, its `_what`):
     inside a library's jitted body, which keeps no frame of the user's, the
-    frames of the call that entered it, as XLA's metadata has them."""
+    frames of the call that entered it, as XLA's metadata has them. Kept in
+    `computed` by the value (the jaxprs outlive it, so their ids hold)."""
+    key = (id(jaxpr), id(var))
+    if (known := computed.get(key)) is None:
+        known = computed[key] = _look_up(origins, jaxpr, var)
+    return known
+
+
+def _look_up(origins: Origins, jaxpr, var) -> tuple:
     eqn, body = origins.computing(jaxpr, var)
     if eqn is None:
         return None, None, None
