@@ -209,8 +209,7 @@ def main() -> None:
     print(f"  {'':10s} {'call':>8s} {'+ collect':>10s}")
     for k in names:
         print(
-            f"  {k:10s} {statistics.median(alone[k]):7.3f}s "
-            f"{statistics.median(collected[k]):9.3f}s"
+            f"  {k:10s} {statistics.median(alone[k]):7.3f}s {statistics.median(collected[k]):9.3f}s"
         )
     for other, bar in BARS.items():
         for label, times in (("call", alone), ("+ collect", collected)):

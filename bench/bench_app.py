@@ -5,7 +5,7 @@
 2. key press -> updated screen for a new policy on the unrolled transformer,
    against the core's own `analyze` time for a new policy, side by side
    (both pause Python's automatic garbage collection while they trace:
-   app/analyses.py, core/collector.py; the app also collects once after the
+   app/controllers/analyses.py, core/collector.py; the app also collects once after the
    frame and freezes what is left);
 3. opening a 20,000-line jaxpr in a pane (set_lines + first frame).
 
@@ -18,9 +18,10 @@ import asyncio
 import os
 import statistics
 import time
+from dataclasses import replace
 
-from remat_tui.app.codeview import CodeView
 from remat_tui.app.main import RematApp
+from remat_tui.app.widgets.codeview import CodeView
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(HERE, "..", "examples")
@@ -28,7 +29,7 @@ EXAMPLES = os.path.join(HERE, "..", "examples")
 
 async def settle(app, pilot):
     while (
-        app.target is None
+        app.loaded.target is None
         or app.analyses.pending is not None
         or any(w.is_running for w in app.workers)
     ):
@@ -37,10 +38,10 @@ async def settle(app, pilot):
 
 
 def instrument(app) -> dict[str, list[float]]:
-    """Timestamps of each finished `show` (state drawn into widgets) and each frame
+    """Timestamps of each finished `showing.show` (state drawn into widgets) and each frame
     written to the terminal (App._display), to time key -> frame on screen."""
     stamps: dict[str, list[float]] = {"shown": [], "frames": []}
-    show, display = app.show, app._display
+    show, display = app.showing.show, app._display
 
     def timed_show(analysis):
         show(analysis)
@@ -50,7 +51,7 @@ def instrument(app) -> dict[str, list[float]]:
         display(screen, renderable)
         stamps["frames"].append(time.perf_counter())
 
-    app.show, app._display = timed_show, timed_display
+    app.showing.show, app._display = timed_show, timed_display
     return stamps
 
 
@@ -59,7 +60,7 @@ async def key_to_painted(app, stamps, key: str, policy: str) -> float:
     `policy` (the first frame after the app drew that analysis into its widgets)."""
     start = time.perf_counter()
     app.simulate_key(key)
-    while app.shown is None or app.shown.policy != policy:
+    while app.loaded.shown is None or app.loaded.shown.policy != policy:
         await asyncio.sleep(0.001 if app.analyses.pending is None else 0.02)
     shown = stamps["shown"][-1]
     while not stamps["frames"] or stamps["frames"][-1] <= shown:
@@ -97,7 +98,7 @@ async def new_policy_vs_core(path, name, rounds=4) -> tuple[float, float]:
     app_times, core_times = [], []
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(app, pilot)
-        original = app.target
+        original = app.loaded.target
         specs = (
             ("2", "nothing_saveable"),
             ("3", "dots_saveable"),
@@ -113,8 +114,9 @@ async def new_policy_vs_core(path, name, rounds=4) -> tuple[float, float]:
                     core_times.append(time.perf_counter() - start)
 
                 async def in_app(key=key, spec=spec):
-                    app.target = fresh_target(original)
-                    app.analyses.forget(lambda k: k[1].policy != "as_written")
+                    app.loaded = replace(app.loaded, target=fresh_target(original))
+                    baseline = app.analyses.cache.get(app.scene().baseline_key())
+                    app.analyses.forget_all_but(baseline)  # traced again, but as_written
                     gc.collect()
                     app_times.append(await key_to_painted(app, stamps, key, spec))
                     await settle(app, pilot)
@@ -142,7 +144,7 @@ async def open_big_pane(lines: int = 20_000) -> tuple[float, float]:
     pagedown key to its frame written, for a 20,000-line jaxpr."""
     from textual.app import App
 
-    from remat_tui.app.lexer import JaxprLexer
+    from remat_tui.app.widgets.lexer import JaxprLexer
 
     text = [
         f"    v{i}:f32[128,512] = dot_general[dimension_numbers=(([1], [0]), ([], []))] a{i} b{i}"

@@ -27,7 +27,7 @@ DEFAULT = os.path.join(HERE, "..", "examples", "transformer.py") + ":scanned_che
 
 async def settle(app, pilot):
     while (
-        app.target is None
+        app.loaded.target is None
         or app.analyses.pending is not None
         or any(w.is_running for w in app.workers)
     ):

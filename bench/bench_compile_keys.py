@@ -119,7 +119,7 @@ class ThreadLag(threading.Thread):
 
 
 def state(app):
-    from remat_tui.app.residual_table import ResidualTable
+    from remat_tui.app.widgets.residual_table import ResidualTable
 
     table = app.query_one(ResidualTable)
     return (id(app.focused), table.cursor, table.by_bytes)
@@ -145,7 +145,7 @@ async def press(app, frames, key: str) -> tuple[float, float, float]:
 
 
 async def settle(app, pilot):
-    while app.target is None or app.shown is None or app.analyses.pending is not None:
+    while app.loaded.target is None or app.loaded.shown is None or app.analyses.pending is not None:
         await asyncio.sleep(0.02)
     while any(w.is_running and w.group != "compile" for w in app.workers):
         await asyncio.sleep(0.02)

@@ -84,10 +84,10 @@ async def memory_view_opens() -> list[float]:
     app._display = timed_display
     seconds = []
     async with app.run_test(size=(160, 45)) as pilot:
-        while app.shown is None or app.analyses.pending is not None:
+        while app.loaded.shown is None or app.analyses.pending is not None:
             await asyncio.sleep(0.05)
         await pilot.press("p")
-        while app.key_of(app.shown) not in app.compiles.known:
+        while app.scene().key_of(app.loaded.shown) not in app.compiles.known:
             await asyncio.sleep(0.05)
         await pilot.pause()
         for _ in range(10):

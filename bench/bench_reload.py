@@ -40,14 +40,14 @@ def fresh_analysis(path: str) -> float:
 async def save_to_screen(app, pilot, stamps, path: str, mark: int) -> float:
     """Seconds from writing the file to the end of the first frame that shows
     the analysis of what was written."""
-    before = app.shown
+    before = app.loaded.shown
     with open(SOURCE, encoding="utf-8") as fh:
         text = fh.read()
     gc.collect()
     start = time.perf_counter()
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(f"{text}\n# save {mark}\n")
-    while app.shown is before:
+    while app.loaded.shown is before:
         await asyncio.sleep(0.005)
     shown = stamps["shown"][-1]
     while not stamps["frames"] or stamps["frames"][-1] <= shown:

@@ -137,6 +137,7 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "time",
         "measured",
         "applied",  # Contract 14
+        "structure",  # Contract 15
         "jaxprs",
     }
     assert d["schema"] == 1 and d["jax_version"] == jax.__version__

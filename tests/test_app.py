@@ -6,13 +6,38 @@ import os
 import pytest
 from conftest import ROOT, example, jax_saved_residuals, local_devices_only, wait_for
 
-from remat_tui.app.codeview import CodeView
 from remat_tui.app.main import RematApp
 from remat_tui.app.messages import AnalysisReady
+from remat_tui.app.widgets.codeview import CodeView
 from remat_tui.core.setup.devices import available_devices
 from remat_tui.core.setup.loading import resolve_arguments
 
 SIZE = (150, 42)
+
+
+def list_ids(app, list_id: str) -> list[str]:
+    options = app.query_one(f"#{list_id}")
+    return [options.get_option_at_index(i).id for i in range(options.option_count)]
+
+
+def listed_policies(app) -> list[str]:
+    """The Policies list as the sidebar shows it (a composed policy applied
+    that is not listed comes last)."""
+    return list_ids(app, "policies")
+
+
+def marked_device(app) -> str | None:
+    """The device the Device list marks (●) as the one analysed."""
+    options = app.query_one("#devices")
+    marked = (options.get_option_at_index(i) for i in range(options.option_count))
+    return next((o.id for o in marked if str(o.prompt).startswith("●")), None)
+
+
+def name_marks(app) -> dict[str, str]:
+    """The Names list's marks: R recompute, S save, O offload (· not by name)."""
+    options = app.query_one("#names")
+    shown = (options.get_option_at_index(i) for i in range(options.option_count))
+    return {o.id: str(o.prompt)[0] for o in shown}
 
 
 async def settle(app, pilot):
@@ -21,12 +46,12 @@ async def settle(app, pilot):
         await app.workers.wait_for_complete()
         await pilot.pause()
         if (
-            app.target is not None
+            app.loaded.target is not None
             and app.analyses.pending is None
             and not any(w.is_running for w in app.workers)
         ):
             return
-        if app.query_one("#error").display and app.target is None:
+        if app.query_one("#error").display and app.loaded.target is None:
             return
     raise AssertionError("the app never settled")
 
@@ -63,20 +88,20 @@ def type_ahead(app, keys) -> None:
 
 
 def table_avals(app):
-    from remat_tui.app.residual_table import ResidualTable
+    from remat_tui.app.widgets.residual_table import ResidualTable
 
     return [row[1] for row in app.query_one(ResidualTable).rows]
 
 
 def assert_shows_jax_residuals(app, spec):
-    t = app.target
+    t = app.loaded.target
     args, kwargs = resolve_arguments(t)
     want = jax_saved_residuals(t.fn, spec, args, kwargs, t.policies)
-    assert [r.text for r in app.shown.residuals] == want
+    assert [r.text for r in app.loaded.shown.residuals] == want
     assert table_avals(app) == [line.split(" ")[0] for line in want]
     fwd = app.query_one("#forward", CodeView)
-    assert fwd.marked == set(app.shown.forward.residual_lines)
-    assert fwd.lines == app.shown.forward.lines
+    assert fwd.marked == set(app.loaded.shown.forward.residual_lines)
+    assert fwd.lines == app.loaded.shown.forward.lines
 
 
 async def test_switch_policies_by_key():
@@ -86,12 +111,12 @@ async def test_switch_policies_by_key():
         assert_shows_jax_residuals(app, "as_written")
         await pilot.press("2")
         await settle(app, pilot)
-        assert app.shown.policy == "nothing_saveable"
+        assert app.loaded.shown.policy == "nothing_saveable"
         assert_shows_jax_residuals(app, "nothing_saveable")
         bwd = app.query_one("#backward", CodeView)
-        assert bwd.recompute == app.shown.backward.recompute_lines and bwd.recompute
+        assert bwd.recompute == app.loaded.shown.backward.recompute_lines and bwd.recompute
         await pilot.press("0")  # back to a cached policy: shown at once, no worker
-        assert app.shown.policy == "as_written" and app.analyses.pending is None
+        assert app.loaded.shown.policy == "as_written" and app.analyses.pending is None
 
 
 async def test_cycle_names_composes_the_policy():
@@ -100,19 +125,19 @@ async def test_cycle_names_composes_the_policy():
         await settle(app, pilot)
         await pilot.press("n", "down", "space")  # layer1: recompute -> save
         await settle(app, pilot)
-        assert app.shown.policy == "save_only_these_names('layer1')"
+        assert app.loaded.shown.policy == "save_only_these_names('layer1')"
         assert_shows_jax_residuals(app, "save_only_these_names('layer1')")
         await pilot.press("space")  # layer1: save -> offload
         await settle(app, pilot)
-        spec = app.shown.policy
+        spec = app.loaded.shown.policy
         assert spec.startswith(
             "save_and_offload_only_these_names(names_which_can_be_saved=[], "
             "names_which_can_be_offloaded=['layer1']"
         )
         assert_shows_jax_residuals(app, spec)
-        assert any(r.memory == "host" for r in app.shown.residuals)
+        assert any(r.memory == "host" for r in app.loaded.shown.residuals)
         snippet = str(app.query_one("#snippet").render())
-        assert snippet == app.shown.python and "jax.checkpoint(loss" in snippet
+        assert snippet == app.loaded.shown.python and "jax.checkpoint(loss" in snippet
 
 
 async def test_change_device():
@@ -120,14 +145,14 @@ async def test_change_device():
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         # the four forced CPU devices first, then any TPU topologies libtpu offers
-        assert app.devices == available_devices()
-        assert app.devices[:4] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
+        assert list_ids(app, "devices") == available_devices()
+        assert list_ids(app, "devices")[:4] == ["cpu:0", "cpu:1", "cpu:2", "cpu:3"]
         await pilot.press("d", "down", "down", "enter")
         await settle(app, pilot)
-        assert app.device == "cpu:2" and app.shown.device["id"] == 2
+        assert marked_device(app) == "cpu:2" and app.loaded.shown.device["id"] == 2
         assert (
-            app.key("as_written") in app.analyses.cache
-            and app.key("as_written")[1].device == "cpu:2"
+            app.wanted.with_policy("as_written").key(app.loaded.reloads) in app.analyses.cache
+            and app.wanted.with_policy("as_written").key(app.loaded.reloads)[1].device == "cpu:2"
         )
 
 
@@ -135,9 +160,9 @@ async def test_selecting_a_row_ties_panes_and_source_together():
     app = RematApp(example("mlp.py"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await pilot.press("r", *["down"] * (len(app.shown.residuals) - 1))
+        await pilot.press("r", *["down"] * (len(app.loaded.shown.residuals) - 1))
         await pilot.pause()
-        r = app.shown.residuals[-1]
+        r = app.loaded.shown.residuals[-1]
         fwd = app.query_one("#forward", CodeView)
         assert fwd.selected == frozenset(r.forward_lines)
         top = fwd.scroll_offset.y
@@ -170,7 +195,9 @@ async def test_superseded_result_is_dropped(monkeypatch):
         app.asking.policy("nothing_saveable")  # slow: held back until released
         await wait_for(pilot, held.is_set, "the first trace to be held")
         app.asking.policy("dots_saveable")  # the newer request answers first
-        await wait_for(pilot, lambda: app.shown.policy == "dots_saveable", "the newer answer")
+        await wait_for(
+            pilot, lambda: app.loaded.shown.policy == "dots_saveable", "the newer answer"
+        )
         release.set()
         await settle(app, pilot)
         late = [
@@ -179,22 +206,24 @@ async def test_superseded_result_is_dropped(monkeypatch):
             if isinstance(m, AnalysisReady) and m.key[1].policy == "nothing_saveable"
         ]
         assert late and late[0].request < app.analyses.request  # the stale answer did arrive...
-        assert app.shown.policy == "dots_saveable"  # ...and was not shown
-        assert app.key("nothing_saveable") in app.analyses.cache  # but kept for later
+        assert app.loaded.shown.policy == "dots_saveable"  # ...and was not shown
+        assert (
+            app.wanted.with_policy("nothing_saveable").key(app.loaded.reloads) in app.analyses.cache
+        )  # but kept for later
         await pilot.press("2")  # nothing_saveable again: instant, from the cache
-        assert app.shown.policy == "nothing_saveable" and app.analyses.pending is None
+        assert app.loaded.shown.policy == "nothing_saveable" and app.analyses.pending is None
 
 
 async def test_bad_policy_shows_error_and_keeps_last_analysis():
     app = RematApp(example("mlp.py"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        shown = app.shown
+        shown = app.loaded.shown
         app.asking.policy("save_only_these_names(layer1)")
         await pilot.pause()
         error = app.query_one("#error")
         assert error.display and "expected a quoted name" in str(error.render())
-        assert app.shown is shown and app.is_running
+        assert app.loaded.shown is shown and app.is_running
 
 
 async def test_broken_target_file_shows_error_in_place(tmp_path):
@@ -206,7 +235,7 @@ async def test_broken_target_file_shows_error_in_place(tmp_path):
         await settle(app, pilot)
         shown = str(app.query_one("#error").render())
         assert "RuntimeError: config [/model] missing W[idx]" in shown
-        assert app.is_running and app.load_error
+        assert app.is_running and app.loaded.load_error
 
 
 # A target declaring a policy that raises while JAX traces (key 6: after the six built-ins).
@@ -227,13 +256,13 @@ async def test_failed_trace_keeps_the_sidebar_on_what_is_shown(write_target):
         await pilot.press("6")  # the declared policy, after the six built-ins
         await settle(app, pilot)
         assert "policy exploded" in str(app.query_one("#error").render())
-        assert app.shown.policy == "as_written" and app.spec.canonical == "as_written"
+        assert app.loaded.shown.policy == "as_written" and app.wanted.spec.canonical == "as_written"
 
 
 async def test_garbage_collection_is_paused_for_a_trace_and_always_resumed(
     write_target, monkeypatch
 ):
-    """Paused while the trace runs (app/analyses.py says why), and on again
+    """Paused while the trace runs (app/controllers/analyses.py says why), and on again
     once its answer is drawn, after a trace that failed, and after traces a
     burst of keys cancelled: a pause left behind would leak for good."""
     import gc
@@ -261,13 +290,13 @@ async def test_garbage_collection_is_paused_for_a_trace_and_always_resumed(
         await settle(app, pilot)
         await pilot.press("2")  # traced and shown
         await settle(app, pilot)
-        assert app.shown.policy == "nothing_saveable" and await resumed(pilot)
+        assert app.loaded.shown.policy == "nothing_saveable" and await resumed(pilot)
         await pilot.press("6")  # the declared policy fails to trace
         await settle(app, pilot)
         assert "policy exploded" in str(app.query_one("#error").render()) and await resumed(pilot)
         await pilot.press("3", "4", "5", "3")  # a burst: the traces on the way are cancelled
         await settle(app, pilot)
-        assert app.shown.policy == "dots_saveable" and await resumed(pilot)
+        assert app.loaded.shown.policy == "dots_saveable" and await resumed(pilot)
     assert enabled_while_tracing and not any(enabled_while_tracing)
     assert gc.isenabled()
 
@@ -294,10 +323,10 @@ async def test_export(tmp_path, fmt):
     text = out.read_text()
     if fmt == "json":
         assert [r["text"] for r in json.loads(text)["residuals"]] == [
-            r.text for r in app.shown.residuals
+            r.text for r in app.loaded.shown.residuals
         ]
     elif fmt == "html":
-        assert text.startswith("<!DOCTYPE html>") and app.shown.residuals[-1].aval in text
+        assert text.startswith("<!DOCTYPE html>") and app.loaded.shown.residuals[-1].aval in text
     elif fmt == "md":
         assert text.startswith("# remat-tui report")
     else:
@@ -360,7 +389,7 @@ async def test_palette_explains_a_malformed_spec():
 
 
 async def test_the_residual_title_keeps_device_and_host_bytes_apart():
-    from remat_tui.app.residual_table import ResidualTable
+    from remat_tui.app.widgets.residual_table import ResidualTable
     from remat_tui.report.units import human_bytes
 
     offload = (
@@ -370,7 +399,7 @@ async def test_the_residual_title_keeps_device_and_host_bytes_apart():
     app = RematApp(example("mlp.py"), policy=offload)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        totals = app.shown.totals
+        totals = app.loaded.shown.totals
         assert totals.host_bytes and totals.device_bytes
         title = str(app.query_one(ResidualTable).border_title)
         assert f"· {human_bytes(totals.device_bytes)} device" in title

@@ -5,7 +5,7 @@ import os
 
 import pytest
 from conftest import example, jax_saved_residuals, wait_for
-from test_app import SIZE, settle, steady_frame
+from test_app import SIZE, listed_policies, settle, steady_frame
 from textual.widgets import DataTable
 
 from remat_tui.app.main import RematApp
@@ -44,29 +44,31 @@ async def test_compare_screen_rows_sort_and_open():
         await pilot.press("enter")
         await settle(app, pilot)
         assert not isinstance(app.screen, CompareScreen)
-        assert app.shown.config == chosen
-        fn = app.target.fn.__globals__["make_scanned_checkpointed"]
+        assert app.loaded.shown.config == chosen
+        fn = app.loaded.target.fn.__globals__["make_scanned_checkpointed"]
         spec = dict(chosen.sites).get("block") or chosen.policy
-        args, kwargs = resolve_arguments(app.target)
+        args, kwargs = resolve_arguments(app.loaded.target)
         if chosen.sites:
             parsed = policies.parse(spec)
             hand = fn(policies.build(parsed)) if parsed.kind != "as_written" else None
             if hand is not None:
                 want = jax_saved_residuals(hand, "as_written", args, kwargs)
-                assert [r.text for r in app.shown.residuals] == want
+                assert [r.text for r in app.loaded.shown.residuals] == want
 
 
 async def test_main_screen_keys_are_off_over_the_compare_screen():
     app = RematApp(example("transformer.py"), TARGET, show_timings=False)
     async with app.run_test(size=(180, 48)) as pilot:
         screen = await open_compare(app, pilot)
-        shown, request = app.shown, app.analyses.request
+        shown, request = app.loaded.shown, app.analyses.request
         await pilot.press("2", "space", "d", "o")  # policy, name, device, sort: main screen's
         await pilot.pause()
-        assert app.screen is screen and app.analyses.request == request and app.shown is shown
+        assert (
+            app.screen is screen and app.analyses.request == request and app.loaded.shown is shown
+        )
         await pilot.press("escape", "2")  # back on the main screen they work
         await settle(app, pilot)
-        assert app.shown.policy == app.policy_specs[2]
+        assert app.loaded.shown.policy == listed_policies(app)[2]
 
 
 async def test_the_palette_over_the_compare_screen_offers_only_help():
@@ -107,7 +109,9 @@ async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
         status = str(app.query_one("#status").render())
         child = app.compiles.process.pid  # compiled in a child process, not here
         assert child is not None and child != os.getpid()
-        want = compile_costs(app.target, app.shown.config)  # compiled here: the same numbers
+        want = compile_costs(
+            app.loaded.target, app.loaded.shown.config
+        )  # compiled here: the same numbers
         assert "(compiled, gradient alone)" in status and "saved by autodiff" in status
         assert f"peak {human_bytes(want.peak_bytes)}/device" in status
         await pilot.press("2")  # another policy: compiled too, its own numbers
@@ -234,7 +238,7 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
         await settle(app, pilot)
         await pilot.press("p")
         await wait_for(pilot, lambda: app.compiles.known, "the main screen's compile")
-        shown = app.compiles.known[app.key_of(app.shown)]
+        shown = app.compiles.known[app.scene().key_of(app.loaded.shown)]
         screen = await open_compare(app, pilot)
         assert screen.compiled
         table = screen.query_one(DataTable)
@@ -249,10 +253,13 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
             assert (
                 row.weighed_bytes == row.compiled["peak_bytes"]
             )  # what the sort and the chart weigh
-        (written,) = [r for r in screen.rows if r.config == app.shown.config]
+        (written,) = [r for r in screen.rows if r.config == app.loaded.shown.config]
         assert written.compiled["peak_bytes"] == shown.peak_bytes  # the status line's peak
         other = next(r for r in screen.rows if r.config.policy == "nothing_saveable")
-        assert other.compiled["peak_bytes"] == compile_costs(app.target, other.config).peak_bytes
+        assert (
+            other.compiled["peak_bytes"]
+            == compile_costs(app.loaded.target, other.config).peak_bytes
+        )
         status = str(screen.query_one("#compare-status").render())
         assert "memory: compiled peak per device (gradient alone)" in status
         assert screen.chart_axes[0].startswith("peak per device (")

@@ -2,10 +2,10 @@
 loading states, line marks, policies, export, layout, target picking, hot reload."""
 
 from conftest import example, local_devices_only, wait_for
-from test_app import SIZE, settle, settled_frame
+from test_app import SIZE, listed_policies, settle, settled_frame
 
-from remat_tui.app.codeview import CodeView
 from remat_tui.app.main import RematApp
+from remat_tui.app.widgets.codeview import CodeView
 
 
 def row_backgrounds(view: CodeView, line: int) -> set:
@@ -45,7 +45,7 @@ async def test_a_failed_first_trace_leaves_no_loading_state(write_target):
             if key:
                 await pilot.press(key)
             await settle(app, pilot)
-            app.tick()
+            app.showing.tick()
             error = str(app.query_one("#error").render())
             title = str(app.query_one("#title").render())
             status = str(app.query_one("#status").render())
@@ -96,7 +96,7 @@ async def wait_until(pilot, condition, what: str, settled: bool = True):
 
 
 async def test_hot_reload_follows_saves_of_the_target_and_its_modules(tmp_path):
-    from remat_tui.app.residual_table import ResidualTable
+    from remat_tui.app.widgets.residual_table import ResidualTable
 
     (tmp_path / "layers.py").write_text(
         "import jax.numpy as jnp\ndef layer(W, x):\n    return jnp.sin(W @ x)\n"
@@ -107,16 +107,16 @@ async def test_hot_reload_follows_saves_of_the_target_and_its_modules(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         assert str(tmp_path / "layers.py") in app.reloader.watched
-        before = app.shown
+        before = app.loaded.shown
         await pilot.press("r", "down", "down")
         fwd = app.query_one("#forward", CodeView)
         fwd.scroll_to(y=2, animate=False, immediate=True)
         selected = before.residuals[2]
 
         target.write_text(RELOAD_TARGET.replace("LAYERS = 3", "LAYERS = 5"))
-        await wait_until(pilot, lambda: app.shown is not before, "the reloaded analysis")
-        after = app.shown
-        assert after.policy == "dots_saveable" and app.reloads == 1  # same request
+        await wait_until(pilot, lambda: app.loaded.shown is not before, "the reloaded analysis")
+        after = app.loaded.shown
+        assert after.policy == "dots_saveable" and app.loaded.reloads == 1  # same request
         assert len(after.residuals) > len(before.residuals)
         table = app.query_one(ResidualTable)
         assert after.residuals[table.cursor].aval == selected.aval  # selection kept
@@ -126,19 +126,21 @@ async def test_hot_reload_follows_saves_of_the_target_and_its_modules(tmp_path):
         (tmp_path / "layers.py").write_text(
             "import jax.numpy as jnp\ndef layer(W, x):\n    return jnp.tanh(W @ x)\n"
         )
-        await wait_until(pilot, lambda: app.shown is not after, "the module's reload")
-        assert "tanh" in app.shown.forward.text and "sin" not in app.shown.forward.text
+        await wait_until(pilot, lambda: app.loaded.shown is not after, "the module's reload")
+        assert (
+            "tanh" in app.loaded.shown.forward.text and "sin" not in app.loaded.shown.forward.text
+        )
 
         # A broken save: the error in place, the last good analysis kept...
-        good = app.shown
+        good = app.loaded.shown
         target.write_text(RELOAD_TARGET + "def broken(:\n")
         error = app.query_one("#error")
         await wait_until(pilot, lambda: error.display, "the error")
-        assert "syntax error" in str(error.render()) and app.shown is good
+        assert "syntax error" in str(error.render()) and app.loaded.shown is good
         # ...until the next good save.
         target.write_text(RELOAD_TARGET.replace("LAYERS = 3", "LAYERS = 2"))
-        await wait_until(pilot, lambda: app.shown is not good, "the fixed file")
-        assert not error.display and len(app.shown.residuals) < len(before.residuals)
+        await wait_until(pilot, lambda: app.loaded.shown is not good, "the fixed file")
+        assert not error.display and len(app.loaded.shown.residuals) < len(before.residuals)
 
 
 async def test_a_save_under_an_open_screen_says_that_screen_is_of_the_old_code(tmp_path):
@@ -156,7 +158,7 @@ async def test_a_save_under_an_open_screen_says_that_screen_is_of_the_old_code(t
         await pilot.pause()
         assert isinstance(app.screen, CompareScreen)
         target.write_text(RELOAD_TARGET.replace("LAYERS = 3", "LAYERS = 5"))
-        await wait_until(pilot, lambda: app.reloads == 1, "the reload", settled=False)
+        await wait_until(pilot, lambda: app.loaded.reloads == 1, "the reload", settled=False)
         said = [n.message for n in app._notifications]
         assert any("shows the code before the save" in m for m in said), said
         assert isinstance(app.screen, CompareScreen)  # nothing closed under the user
@@ -166,7 +168,7 @@ async def test_a_save_under_an_open_screen_says_that_screen_is_of_the_old_code(t
 async def test_a_save_supersedes_a_reload_in_progress(tmp_path, monkeypatch):
     import threading
 
-    from remat_tui.app import reload
+    from remat_tui.app.controllers import reload
     from remat_tui.app.messages import AnalysisReady
 
     target = tmp_path / "model.py"
@@ -194,9 +196,9 @@ async def test_a_save_supersedes_a_reload_in_progress(tmp_path, monkeypatch):
         target.write_text(source.replace("LAYERS = 3", "LAYERS = 6"))
         await wait_until(pilot, lambda: app.reloader.generation >= 2, "the save", settled=False)
         release.set()
-        await wait_until(pilot, lambda: layers(app.shown) == 6, "the newer save's analysis")
+        await wait_until(pilot, lambda: layers(app.loaded.shown) == 6, "the newer save's analysis")
         shown = [layers(m.analysis) for m in seen if isinstance(m, AnalysisReady)]
-        assert 5 not in shown and app.reloads == 1  # the held reload was dropped
+        assert 5 not in shown and app.loaded.reloads == 1  # the held reload was dropped
 
 
 async def test_a_number_past_the_policies_says_so():
@@ -231,19 +233,19 @@ async def test_palette_spec_joins_the_policies_list_and_is_highlighted():
         next(h for h in hits if "Apply policy" in str(h.match_display)).command()
         await settle(app, pilot)
         ids, highlighted = policies_list(app)
-        assert app.shown.policy == spec and ids[-1] == spec and highlighted == spec
+        assert app.loaded.shown.policy == spec and ids[-1] == spec and highlighted == spec
         await pilot.press("0")
         await settle(app, pilot)
         assert policies_list(app)[1] == "as_written"
         await pilot.press(str(len(ids) - 1))  # the typed spec has a number key now
         await settle(app, pilot)
-        assert app.shown.policy == spec
+        assert app.loaded.shown.policy == spec
         # A policy composed from names is listed (last, no key) while it is applied.
         await pilot.press("n", "down", "space")
         await settle(app, pilot)
         ids, highlighted = policies_list(app)
-        assert highlighted == app.shown.policy == ids[-1] not in app.policy_specs
-        assert app.shown.policy == "save_only_these_names('layer0', 'layer1')"
+        assert highlighted == app.loaded.shown.policy == ids[-1] not in app.loaded.listed
+        assert app.loaded.shown.policy == "save_only_these_names('layer0', 'layer1')"
 
 
 async def test_palette_completes_a_partial_spec_and_suggests_for_a_typo():
@@ -261,7 +263,7 @@ async def test_palette_completes_a_partial_spec_and_suggests_for_a_typo():
         assert str(meant.match_display) == "Did you mean dots_saveable?"
         meant.command()
         await settle(app, pilot)
-        assert app.shown.policy == "dots_saveable"
+        assert app.loaded.shown.policy == "dots_saveable"
         # A typo applied directly (e.g. from --policy) says it in the error too.
         app.asking.policy("save_only_these_name('layer1')")
         await pilot.pause()
@@ -342,11 +344,10 @@ async def test_pane_titles_say_why_a_pane_is_scrolled():
 def test_help_wraps_descriptions_in_their_own_column():
     from rich.console import Console
 
-    from remat_tui.app.keys import BINDINGS as KEYS
     from remat_tui.app.screens.help import key_table
 
     console = Console(width=60, record=True)
-    console.print(key_table(KEYS))
+    console.print(key_table())
     lines = console.export_text().splitlines()
     start = lines[0].index("policy")  # where descriptions begin
     wrapped = [line for line in lines if line[:start].strip() == "" and line.strip()]
@@ -365,13 +366,13 @@ async def test_another_target_of_the_file_is_one_key_away():
         assert isinstance(app.screen, PickScreen)
         await pilot.press("down", "enter")  # f2
         await settle(app, pilot)
-        assert app.target.name == app.shown.target_name == "f2"
+        assert app.loaded.target.name == app.loaded.shown.target_name == "f2"
         assert "notebook.py:f2" in str(app.query_one("#title").render())
         provider = RematCommands(app.screen)
         hits = [h async for h in provider.search("open target f4")]
         next(h for h in hits if str(h.match_display) == "Open target: f4").command()
         await settle(app, pilot)
-        assert app.shown.target_name == "f4"
+        assert app.loaded.shown.target_name == "f4"
 
 
 def test_snapshot_narrow(snap_compare, monkeypatch):
@@ -412,14 +413,14 @@ async def test_typed_policies_stay_listed_after_a_reload_and_a_target_switch(tmp
         await settle(app, pilot)
         app.post_message(PolicyWanted(policies.parse(typed), listed=True))  # as the palette does
         await settle(app, pilot)
-        before = app.shown
+        before = app.loaded.shown
         path.write_text(source.replace("jnp.sin(x)", "jnp.tanh(x)"))
-        await wait_until(pilot, lambda: app.shown is not before, "the reload")
-        assert typed in app.policy_specs and app.shown.policy == typed
+        await wait_until(pilot, lambda: app.loaded.shown is not before, "the reload")
+        assert typed in listed_policies(app) and app.loaded.shown.policy == typed
         assert policies_list(app)[1] == typed
         await pilot.press("t", "down", "enter")  # g
         await settle(app, pilot)
-        assert app.shown.target_name == "g" and typed in app.policy_specs
+        assert app.loaded.shown.target_name == "g" and typed in listed_policies(app)
 
 
 async def test_the_app_quits_when_its_terminal_hangs_up():
@@ -453,17 +454,17 @@ async def test_an_unknown_target_keeps_its_error_on_screen_with_the_picker_open(
 
     app = RematApp(example("mlp.py"), "nope", show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.targets, "the file's targets")
+        await wait_for(pilot, lambda: app.loaded.targets, "the file's targets")
         await wait_for(pilot, lambda: isinstance(app.screen, PickScreen), "the target picker")
         picker = app.screen
         await app.workers.wait_for_complete()  # a target started would be tracing now
         await pilot.pause()
-        assert app.screen is picker and app.target is None and app.shown is None
+        assert app.screen is picker and app.loaded.target is None and app.loaded.shown is None
         said = "no target named 'nope'"
         assert said in str(picker.query_one("#pick-error").render())
         assert said in str(app.main_screen.query_one("#error").render())
         choices = picker.query_one(OptionList)
-        assert choices.has_focus and choices.option_count == len(app.targets) == 1
+        assert choices.has_focus and choices.option_count == len(app.loaded.targets) == 1
         await pilot.press("enter")  # the only target, picked by the user
         await settle(app, pilot)
-        assert app.shown is not None and app.shown.target_name == "loss"
+        assert app.loaded.shown is not None and app.loaded.shown.target_name == "loss"

@@ -46,7 +46,7 @@ async def test_fit_screen_rows_chart_and_open(write_target):
         await settle(app, pilot)
         await pilot.press("2")  # nothing_saveable shown: it is searched first
         await settle(app, pilot)
-        shown = app.shown.config
+        shown = app.loaded.shown.config
         screen = await open_fit(app, pilot, "64KiB")
         assert app.opening.last_budget == "64KiB"  # the App keeps it for the next search
         await wait_for(
@@ -66,7 +66,7 @@ async def test_fit_screen_rows_chart_and_open(write_target):
         await pilot.press("down", "enter")  # the second row, in the main screen
         await settle(app, pilot)
         assert not isinstance(app.screen, FitScreen)
-        assert app.shown.config == result.rows[1].config
+        assert app.loaded.shown.config == result.rows[1].config
 
 
 async def test_escape_stops_the_search_and_keeps_its_rows(write_target, monkeypatch):
@@ -116,7 +116,7 @@ async def test_a_target_that_does_not_scale_says_so_in_place(write_target):
             pilot, lambda: "fit failed" in str(status.render()), "the error", timeout=SEARCH_SECONDS
         )
         assert "lambda batch=32" in str(status.render())
-        assert app.shown is not None  # the app keeps its last good state
+        assert app.loaded.shown is not None  # the app keeps its last good state
 
 
 async def test_h_after_a_suggest_asks_with_the_last_budget_as_its_default(write_target):

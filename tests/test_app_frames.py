@@ -5,11 +5,11 @@ requests traces only the configuration it ends on."""
 from types import SimpleNamespace
 
 from conftest import example, jax_saved_residuals
-from test_app import SIZE, settle
+from test_app import SIZE, listed_policies, settle
 
-from remat_tui.app import analyses
-from remat_tui.app.footer import Footer
+from remat_tui.app.controllers import analyses
 from remat_tui.app.main import RematApp
+from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.loading import resolve_arguments
 
 
@@ -63,17 +63,17 @@ async def test_a_burst_of_policy_keys_traces_where_it_ends(monkeypatch):
             return trace(target, request, key, baseline)
 
         app.analyses.trace = counting
-        specs = list(app.policy_specs)
+        specs = listed_policies(app)
         app.analyses.last_request_at = float("-inf")  # a pause before the burst
         await pilot.press("2", "3", "4", "5")
         await settle(app, pilot)
         # The first key after a pause starts at once; the ones inside the burst
         # wait for it to end, and only the last is traced.
         assert traced == [specs[2], specs[5]]
-        assert app.shown.policy == specs[5]
-        args, kwargs = resolve_arguments(app.target)
-        want = jax_saved_residuals(app.target.fn, specs[5], args, kwargs)
-        assert [r.text for r in app.shown.residuals] == want
+        assert app.loaded.shown.policy == specs[5]
+        args, kwargs = resolve_arguments(app.loaded.target)
+        want = jax_saved_residuals(app.loaded.target.fn, specs[5], args, kwargs)
+        assert [r.text for r in app.loaded.shown.residuals] == want
 
 
 async def test_moving_the_focus_repaints_only_what_changed(monkeypatch):

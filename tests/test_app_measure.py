@@ -23,7 +23,7 @@ async def test_x_runs_the_step_shown_and_times_it():
         await settle(app, pilot)
         await pilot.press("x")
         assert app.wanted.measured and app.wanted.compiled  # p comes on with x
-        key = app.key_of(app.shown)
+        key = app.scene().key_of(app.loaded.shown)
         await wait_for(pilot, lambda: key in app.compiles.measured, "the step's runs")
         await pilot.pause()
         measured = app.compiles.measured[key]

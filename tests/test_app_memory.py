@@ -4,7 +4,7 @@ each analysis), yet frees an evicted analysis caught in a reference cycle."""
 import gc
 import weakref
 
-from remat_tui.app.analyses import settle_memory
+from remat_tui.app.controllers.analyses import settle_memory
 
 
 class Node:
@@ -28,7 +28,7 @@ def test_an_evicted_object_in_a_cycle_is_freed_once_the_cache_evicts():
 
 
 def test_jax_caches_are_cleared_every_few_analyses_never_while_the_latest_traces(monkeypatch):
-    from remat_tui.app import analyses as analyses_module
+    from remat_tui.app.controllers import analyses as analyses_module
     from remat_tui.app.messages import AnalysisReady
 
     cleared, settled = [], []
@@ -70,7 +70,7 @@ async def test_the_memory_view_shows_where_the_compiled_peak_goes():
         await pilot.pause()
         assert not isinstance(app.screen, MemoryScreen)
         await press_p_until_compiled(app, pilot)
-        known = app.compiles.known[app.key_of(app.shown)]
+        known = app.compiles.known[app.scene().key_of(app.loaded.shown)]
         memory = known.memory
         assert memory is not None and sum(memory["by_category"].values()) == memory["peak_bytes"]
         category = max(memory["by_category"], key=memory["by_category"].get)
@@ -110,9 +110,11 @@ async def test_the_diff_says_how_the_peaks_make_up_changed():
 
     async def compiled_shown(app, pilot):
         await wait_for(
-            pilot, lambda: app.key_of(app.shown) in app.compiles.known, "the shown compile"
+            pilot,
+            lambda: app.scene().key_of(app.loaded.shown) in app.compiles.known,
+            "the shown compile",
         )
-        return app.compiles.known[app.key_of(app.shown)]
+        return app.compiles.known[app.scene().key_of(app.loaded.shown)]
 
     app = RematApp(example("mlp.py"), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -161,8 +163,8 @@ async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
     from textual.widgets import OptionList
 
     from remat_tui.app.main import RematApp
-    from remat_tui.app.residual_table import ResidualTable
     from remat_tui.app.screens.memory import MemoryScreen
+    from remat_tui.app.widgets.residual_table import ResidualTable
 
     path = tmp_path / "two.py"
     path.write_text(TWO_RESIDUALS)
@@ -182,7 +184,7 @@ async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
         assert named, "no residual buffer at the peak was named"
         index, buffer = named[0]
         row = int(buffer["residual"][1:]) - 1
-        r = app.shown.residuals[row]
+        r = app.loaded.shown.residuals[row]
         assert app.query_one(ResidualTable).selected != row  # else enter would prove nothing
         assert r.aval == buffer["shape"]  # the R# is a residual of that shape
         screen.query_one(OptionList).highlighted = index
@@ -192,7 +194,7 @@ async def test_a_residual_buffer_at_the_peak_opens_its_residual_row(tmp_path):
 
 
 def test_the_collection_paused_for_traces_nests_and_never_goes_below_zero():
-    from remat_tui.app.analyses import PausedCollection
+    from remat_tui.app.controllers.analyses import PausedCollection
 
     paused, app = PausedCollection(), object()
     assert gc.isenabled()
@@ -212,7 +214,7 @@ def test_the_collection_paused_for_traces_nests_and_never_goes_below_zero():
 
 
 def test_closing_the_app_ends_its_pauses_and_no_other_apps():
-    from remat_tui.app.analyses import Analyses, collector
+    from remat_tui.app.controllers.analyses import Analyses, collector
 
     closing, next_app = Analyses(app=None), Analyses(app=None)
     try:
@@ -238,7 +240,7 @@ async def test_an_analysis_evicted_from_the_app_cache_is_freed(monkeypatch):
     from conftest import example
     from test_app import SIZE, settle
 
-    from remat_tui.app import analyses as analyses_module
+    from remat_tui.app.controllers import analyses as analyses_module
     from remat_tui.app.main import RematApp
 
     monkeypatch.setattr(analyses_module, "LIMIT", 2)
@@ -247,14 +249,17 @@ async def test_an_analysis_evicted_from_the_app_cache_is_freed(monkeypatch):
         await settle(app, pilot)
         await pilot.press("2")
         await settle(app, pilot)
-        assert app.shown.policy == "nothing_saveable"
-        evicted = weakref.ref(app.shown)
+        assert app.loaded.shown.policy == "nothing_saveable"
+        evicted = weakref.ref(app.loaded.shown)
         for key in ("3", "4"):
             await pilot.press(key)
             await settle(app, pilot)
         await pilot.pause()
-        assert app.shown.policy == "dots_with_no_batch_dims_saveable"
-        assert app.key("nothing_saveable") not in app.analyses.cache
+        assert app.loaded.shown.policy == "dots_with_no_batch_dims_saveable"
+        assert (
+            app.wanted.with_policy("nothing_saveable").key(app.loaded.reloads)
+            not in app.analyses.cache
+        )
         assert evicted() is None, gc.get_referrers(evicted())
 
 

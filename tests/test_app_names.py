@@ -2,10 +2,10 @@
 and the note says why once it is saved; the marks are what the analyses of
 the same code say (core/search/name_verdicts.py, checked against compare there)."""
 
-from test_app import SIZE, settle
+from test_app import SIZE, name_marks, settle
 
 from remat_tui.app.main import RematApp
-from remat_tui.app.sidebar import SPARES_NONE
+from remat_tui.app.widgets.sidebar import SPARES_NONE
 
 GELU = """
 import jax, jax.numpy as jnp
@@ -46,7 +46,7 @@ async def test_names_that_spare_no_recompute_are_marked_and_explained(write_targ
         assert "saving 'gelu_out'" not in str(app.query_one("#error").render())
         app.asking.cycle_name("gelu_out")  # recompute -> save, at the block's sites
         await settle(app, pilot)
-        assert app.name_states["gelu_out"] == "save"
+        assert name_marks(app)["gelu_out"] == "S"
         error = app.query_one("#error")
         assert error.display and "saving 'gelu_out' spares" in str(error.render())
         # the work beneath the name, in the target's own words (its dot, line 7)

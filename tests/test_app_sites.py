@@ -3,11 +3,11 @@ keyboard, and name toggles applied at the site; each result checked against
 print_saved_residuals of the same source with the policy changed by hand."""
 
 from conftest import example, jax_saved_residuals
-from test_app import SIZE, settle
+from test_app import SIZE, name_marks, settle
 
 from remat_tui.app.main import RematApp
-from remat_tui.app.residual_table import ResidualTable
-from remat_tui.app.sidebar import Sidebar
+from remat_tui.app.widgets.residual_table import ResidualTable
+from remat_tui.app.widgets.sidebar import Sidebar
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.loading import resolve_arguments
 
@@ -16,21 +16,21 @@ TARGET = "scanned_checkpointed"
 
 def hand_edited(app, spec: str) -> list[str]:
     """JAX's residuals for the example with its block's policy edited to `spec`."""
-    module = app.target.fn.__globals__
-    args, kwargs = resolve_arguments(app.target)
+    module = app.loaded.target.fn.__globals__
+    args, kwargs = resolve_arguments(app.loaded.target)
     fn = module["make_scanned_checkpointed"](policies.build(policies.parse(spec)))
     return jax_saved_residuals(fn, "as_written", args, kwargs)
 
 
 def shown_texts(app) -> list[str]:
-    return [r.text for r in app.shown.residuals]
+    return [r.text for r in app.loaded.shown.residuals]
 
 
 async def test_site_policy_set_by_keyboard_matches_hand_edit():
     app = RematApp(example("transformer.py"), TARGET)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        (site,) = app.shown.sites
+        (site,) = app.loaded.shown.sites
         assert site.function == "block" and site.trip_count == 24
         assert site.policy == "save_only_these_names('mlp_hidden')"
         sites_list = app.query_one("#sites")
@@ -38,15 +38,15 @@ async def test_site_policy_set_by_keyboard_matches_hand_edit():
 
         await pilot.press("s", "2")  # focus Sites, then policy 2 at the selected site
         await settle(app, pilot)
-        assert app.shown.config.site_overrides == {1: "nothing_saveable"}
+        assert app.loaded.shown.config.site_overrides == {1: "nothing_saveable"}
         assert shown_texts(app) == hand_edited(app, "nothing_saveable")
-        assert len(app.query_one(ResidualTable).rows) == len(app.shown.residuals)
-        assert "jax.checkpoint(block" in app.shown.python  # pasted at the site, not outside
-        assert app.shown.policy == "as_written"  # the outer policy did not move
+        assert len(app.query_one(ResidualTable).rows) == len(app.loaded.shown.residuals)
+        assert "jax.checkpoint(block" in app.loaded.shown.python  # pasted at the site, not outside
+        assert app.loaded.shown.policy == "as_written"  # the outer policy did not move
 
         await pilot.press("space")  # cycle on: the next listed policy after nothing_saveable
         await settle(app, pilot)
-        assert shown_texts(app) == hand_edited(app, app.shown.sites[0].override)
+        assert shown_texts(app) == hand_edited(app, app.loaded.shown.sites[0].override)
 
 
 async def test_name_toggles_apply_at_the_site():
@@ -54,11 +54,11 @@ async def test_name_toggles_apply_at_the_site():
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         sidebar = app.query_one(Sidebar)
-        assert app.name_states["mlp_hidden"] == "save"  # read from the policy in the code
+        assert name_marks(app)["mlp_hidden"] == "S"  # read from the policy in the code
         app.asking.cycle_name("query_proj")  # recompute -> save, at every site of `block`
         await settle(app, pilot)
         want = "save_only_these_names('mlp_hidden', 'query_proj')"
-        assert app.shown.config.site_overrides == {"block": want}
+        assert app.loaded.shown.config.site_overrides == {"block": want}
         assert shown_texts(app) == hand_edited(app, want)
         assert "Names at block" in str(app.query_one("#names").border_title)
         assert sidebar.highlighted_site == 1
@@ -69,12 +69,10 @@ async def test_site_from_the_command_line_and_a_bad_one():
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         assert shown_texts(app) == hand_edited(app, "dots_saveable")
-        shown = app.shown
-        app.asking.site(
-            9, "nothing_saveable"
-        )  # no such site: an error, the last state kept
+        shown = app.loaded.shown
+        app.asking.site(9, "nothing_saveable")  # no such site: an error, the last state kept
         await settle(app, pilot)
-        assert app.shown is shown
+        assert app.loaded.shown is shown
         error = app.query_one("#error")
         assert error.display and "no checkpoint site 9" in str(error.render())
         assert "1 (block" in str(error.render())
@@ -139,12 +137,12 @@ async def test_names_follow_a_site_set_by_id_and_toggles_replace_it():
         await settle(app, pilot)
         app.asking.site(1, "save_only_these_names('key_proj')")
         await settle(app, pilot)
-        assert app.name_states["key_proj"] == "save"
-        assert app.name_states["mlp_hidden"] == "recompute"
+        assert name_marks(app)["key_proj"] == "S"
+        assert name_marks(app)["mlp_hidden"] == "R"
         app.asking.cycle_name("value_proj")
         await settle(app, pilot)
         want = "save_only_these_names('key_proj', 'value_proj')"
-        assert app.shown.config.site_overrides == {"block": want}
+        assert app.loaded.shown.config.site_overrides == {"block": want}
         assert shown_texts(app) == hand_edited(app, want)
 
 
@@ -155,7 +153,7 @@ async def test_names_list_shows_the_total_over_iterations():
         names = app.query_one("#names")
         prompts = [str(names.get_option_at_index(i).prompt) for i in range(names.option_count)]
         hidden = next(p for p in prompts if "mlp_hidden" in p)
-        info = next(n for n in app.shown.names if n.name == "mlp_hidden")
+        info = next(n for n in app.loaded.shown.names if n.name == "mlp_hidden")
         assert info.total_bytes == 24 * info.bytes  # saved once per layer of the scan
         assert hidden.endswith("24.0 MiB ×24"), hidden
 
@@ -170,18 +168,21 @@ async def test_residual_table_sorts_by_bytes_and_keeps_the_selection():
         await pilot.press("r", "down", "down")
         chosen = table.selected
         await pilot.press("o")
-        sizes = [app.shown.residuals[i].bytes for i in table.order]
+        sizes = [app.loaded.shown.residuals[i].bytes for i in table.order]
         assert sizes == sorted(sizes, reverse=True)
         assert table.selected == chosen  # the same residual, wherever it moved
         await pilot.press("r")
         table.cursor = 0
         await pilot.pause()
-        biggest = max(range(len(app.shown.residuals)), key=lambda i: app.shown.residuals[i].bytes)
+        biggest = max(
+            range(len(app.loaded.shown.residuals)),
+            key=lambda i: app.loaded.shown.residuals[i].bytes,
+        )
         assert table.selected == biggest
-        r = app.shown.residuals[biggest]
+        r = app.loaded.shown.residuals[biggest]
         assert app.query_one("#forward").selected == frozenset(r.forward_lines)
         await pilot.press("o")
-        assert table.order == list(range(len(app.shown.residuals)))
+        assert table.order == list(range(len(app.loaded.shown.residuals)))
 
 
 async def test_a_long_site_name_leaves_its_trip_count_whole():
@@ -194,7 +195,7 @@ async def test_a_long_site_name_leaves_its_trip_count_whole():
     app = RematApp(f"{ROOT}/tests/models/vit_deep_linen.py", show_timings=False)
     async with app.run_test(size=(120, 35)) as pilot:
         await settle(app, pilot)
-        (site,) = app.shown.sites
+        (site,) = app.loaded.shown.sites
         assert site.trip_count == 12 and len(site.function) > 30
         sites_list = app.query_one("#sites")
         for width in (120, 100):

@@ -8,7 +8,7 @@ from conftest import ROOT, example, local_devices_only, wait_for
 from test_app import SIZE, press_p_until_compiled, settle, settled_frame
 
 from remat_tui.app.main import RematApp
-from remat_tui.app.story_panel import NOT_COMPILED, StoryPanel
+from remat_tui.app.widgets.story_panel import NOT_COMPILED, StoryPanel
 from remat_tui.report import story
 
 
@@ -24,12 +24,12 @@ async def test_y_tells_the_selected_residuals_story_and_p_adds_xlas_part():
         assert not panel.display
         await pilot.press("y")
         assert panel.display
-        first = app.shown.residuals[0]
+        first = app.loaded.shown.residuals[0]
         assert _said(app).startswith("R1 ") and first.story.rule.words[:40] in _said(app)
-        last = len(app.shown.residuals) - 1
+        last = len(app.loaded.shown.residuals) - 1
         await pilot.press("r", *["down"] * last)
         await pilot.pause()
-        r = app.shown.residuals[last]
+        r = app.loaded.shown.residuals[last]
         said = " ".join(_said(app).split())
         assert said.startswith(f"R{last + 1} ")
         assert " ".join(story.made_words(r).split())[:30] in said

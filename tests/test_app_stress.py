@@ -6,7 +6,7 @@ is bounded, RSS at the end is within 10% of its level after the first 100
 changes, and the worst gap between frames is printed (a sanity bound only).
 
 Slow (about 20 s on a 2-core machine): each key is drawn, and the app traces the
-first request of each burst of keys and the last (app/analyses.py).
+first request of each burst of keys and the last (app/controllers/analyses.py).
 """
 
 import random
@@ -16,10 +16,10 @@ import time
 import jax
 import pytest
 from conftest import example, jax_saved_residuals
-from test_app import settle
+from test_app import listed_policies, settle
 from textual import events
 
-from remat_tui.app import analyses as analysis_cache
+from remat_tui.app.controllers import analyses as analysis_cache
 from remat_tui.app.main import RematApp
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.loading import resolve_arguments
@@ -43,15 +43,15 @@ def oracle(app, config) -> list[str]:
     """print_saved_residuals of the example with the block's policy edited in by
     hand (or its jax.checkpoint deleted, for as_written), under the outer
     policy, on the configuration's device."""
-    module = app.target.fn.__globals__
-    site = app.shown.sites[0]
+    module = app.loaded.target.fn.__globals__
+    site = app.loaded.shown.sites[0]
     overrides = config.site_overrides
     at_site = overrides.get(site.id, overrides.get(site.function, site.policy))
     if at_site == policies.AS_WRITTEN:  # the checkpoint removed from the line
         fn = module["scanned"]
     else:
         fn = module["make_scanned_checkpointed"](policies.build(policies.parse(at_site)))
-    args, kwargs = resolve_arguments(app.target)
+    args, kwargs = resolve_arguments(app.loaded.target)
     device = jax.devices()[int(config.device.split(":")[1])]
     with jax.default_device(device):
         return jax_saved_residuals(fn, config.policy, args, kwargs)
@@ -112,13 +112,13 @@ def assert_ends_on_the_last_request(app, changes, outer: str, device: str, reque
     """Not one key lost, and what is shown is the last request's analysis, as JAX
     lists its residuals."""
     assert app.is_running and app.analyses.request == requests
-    shown = app.shown.config
-    assert shown == app.key(app.spec.canonical)[1]  # the last request, not an older one
+    shown = app.loaded.shown.config
+    assert shown == app.wanted.key(app.loaded.reloads)[1]  # the last request, not an older one
     assert (shown.policy, shown.device) == (outer, device)
     kind, keys, value = changes[-1]
     if kind == "site" and value is not None:
-        assert shown.site_overrides.get(app.shown.sites[0].id) == value
-    assert [r.text for r in app.shown.residuals] == oracle(app, shown)
+        assert shown.site_overrides.get(app.loaded.shown.sites[0].id) == value
+    assert [r.text for r in app.loaded.shown.residuals] == oracle(app, shown)
     error = app.query_one("#error")  # a caution about the shown analysis at most
     assert not error.display or error.has_class("-warning"), error.render()
 
@@ -137,13 +137,16 @@ async def test_a_thousand_changes_end_on_the_last_request():
     rng = random.Random(SEED)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        specs = list(app.policy_specs)
+        specs = listed_policies(app)
         # The four CPU devices, listed first (TPU topologies, when offered, follow).
-        devices = [d for d in app.devices if d.startswith("cpu:")]
-        assert devices == app.devices[:4] == [f"cpu:{i}" for i in range(4)] and app.shown.sites
+        devices = [d for d in app.loaded.devices if d.startswith("cpu:")]
+        assert (
+            devices == list(app.loaded.devices[:4]) == [f"cpu:{i}" for i in range(4)]
+            and app.loaded.shown.sites
+        )
         rss_before = rss_mib()
         changes = [random_change(rng, specs, devices) for _ in range(CHANGES)]
-        expected = end_of(changes, app.shown.policy, app.device, app.analyses.request)
+        expected = end_of(changes, app.loaded.shown.policy, app.wanted.device, app.analyses.request)
         start = time.perf_counter()
         # The frames written while keys are fired, in two runs: the settle after
         # WARM changes waits for a trace with nothing to draw but the spinner,
@@ -179,5 +182,5 @@ async def test_a_thousand_changes_end_on_the_last_request():
     )
     assert worst < 10.0  # a sanity bound only: timing is not what this test checks
     # What is evicted is freed, and JAX's own caches are cleared every few
-    # analyses (app/analyses.py): RSS ends within 10% of its level after WARM.
+    # analyses (app/controllers/analyses.py): RSS ends within 10% of its level after WARM.
     assert rss_after <= 1.10 * rss_warm, (rss_warm, rss_after)

@@ -7,7 +7,7 @@ import threading
 from collections import Counter
 
 from conftest import example, jax_saved_residuals, wait_for
-from test_app import SIZE, settle
+from test_app import SIZE, listed_policies, settle
 
 import remat_tui
 from remat_tui.app.main import RematApp
@@ -24,15 +24,15 @@ TRANSFORMER = "scanned_checkpointed"
 def jax_residuals(app, config) -> list[str]:
     """print_saved_residuals for `config`: an outer policy applied by hand, or
     (the transformer example) the block's jax.checkpoint policy edited by hand."""
-    args, kwargs = resolve_arguments(app.target)
-    fn = app.target.fn
+    args, kwargs = resolve_arguments(app.loaded.target)
+    fn = app.loaded.target.fn
     sites = dict(config.sites)
     if sites:
         (spec,) = set(sites.values())  # the example has one checkpointed function
         parsed = policies.parse(spec)
         if parsed.kind != policies.AS_WRITTEN:
             fn = fn.__globals__["make_scanned_checkpointed"](policies.build(parsed))
-    return jax_saved_residuals(fn, config.policy, args, kwargs, app.target.policies)
+    return jax_saved_residuals(fn, config.policy, args, kwargs, app.loaded.target.policies)
 
 
 def texts(entries) -> Counter:
@@ -66,11 +66,11 @@ async def test_suggest_equals_the_api_and_opens_what_jax_saves():
         await settle(app, pilot)
         # A budget between the smallest configuration and the code as written,
         # so the search must choose (both read off the API, nothing assumed).
-        smallest = remat_tui.suggest(app.target, 0, device=app.device)
+        smallest = remat_tui.suggest(app.loaded.target, 0, device=app.wanted.device)
         low, high = smallest.best.weighed_bytes, smallest.baseline.weighed_bytes
         assert low < high
         budget = f"{(low + high) / 2 / 2**20:.3f}MiB"
-        want = remat_tui.suggest(app.target, budget, device=app.device)
+        want = remat_tui.suggest(app.loaded.target, budget, device=app.wanted.device)
 
         await ask_budget(app, pilot, budget)
         screen = await answer(app, pilot)
@@ -90,8 +90,8 @@ async def test_suggest_equals_the_api_and_opens_what_jax_saves():
         await pilot.press("enter")  # open the suggestion in the main screen
         await settle(app, pilot)
         assert not isinstance(app.screen, SuggestScreen)
-        assert app.shown.config == want.best.config
-        assert [r.text for r in app.shown.residuals] == jax_residuals(app, want.best.config)
+        assert app.loaded.shown.config == want.best.config
+        assert [r.text for r in app.loaded.shown.residuals] == jax_residuals(app, want.best.config)
 
 
 async def test_a_newer_budget_stops_the_running_search(monkeypatch):
@@ -131,7 +131,7 @@ async def test_a_newer_budget_stops_the_running_search(monkeypatch):
         assert app.opening.last_budget == "2.5e8"  # what f offers next, on either screen
         answered = {m.request for m in seen if isinstance(m, SuggestDone)}  # (they bubble)
         assert answered == {first + 1}  # the first search stopped without answering
-        want = remat_tui.suggest(app.target, "2.5e8", device=app.device)
+        want = remat_tui.suggest(app.loaded.target, "2.5e8", device=app.wanted.device)
         assert screen.suggestion.best.config == want.best.config
 
 
@@ -139,24 +139,24 @@ async def test_a_bad_budget_is_refused_in_place_and_the_app_keeps_running():
     app = RematApp(example("mlp.py"), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        shown = app.shown
+        shown = app.loaded.shown
         await ask_budget(app, pilot, "2 lots")
         assert isinstance(app.screen, BudgetScreen)  # still asking
         error = status(app.screen, "#budget-error")
         assert "'2 lots' does not parse" in error and "2GiB" in error
         await pilot.press("escape")
         await pilot.pause()
-        assert app.screen is app.screen_stack[0] and app.shown is shown
+        assert app.screen is app.screen_stack[0] and app.loaded.shown is shown
         await pilot.press("2")  # still answering keys
         await settle(app, pilot)
-        assert app.shown.policy == app.policy_specs[2]
+        assert app.loaded.shown.policy == listed_policies(app)[2]
 
 
 async def test_nothing_fits_says_so_and_shows_the_smallest():
     app = RematApp(example("mlp.py"), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        want = remat_tui.suggest(app.target, "1B", device=app.device)
+        want = remat_tui.suggest(app.loaded.target, "1B", device=app.wanted.device)
         assert not want.fits  # the arguments alone are saved: more than a byte
         await ask_budget(app, pilot, "1B")
         screen = await answer(app, pilot)
@@ -171,8 +171,8 @@ async def test_nothing_fits_says_so_and_shows_the_smallest():
         )
         await pilot.press("enter")
         await settle(app, pilot)
-        assert app.shown.config == want.best.config
-        assert [r.text for r in app.shown.residuals] == jax_residuals(app, want.best.config)
+        assert app.loaded.shown.config == want.best.config
+        assert [r.text for r in app.loaded.shown.residuals] == jax_residuals(app, want.best.config)
 
 
 async def test_mark_then_diff_equals_the_api_and_jax():
@@ -186,18 +186,18 @@ async def test_mark_then_diff_equals_the_api_and_jax():
 
         await pilot.press("m")  # A: the code as written
         await pilot.pause()
-        a = app.shown.config
+        a = app.loaded.shown.config
         assert any("Marked as A" in n.message for n in app._notifications)
         await pilot.press("s", "2")  # B: policy 2 at the block's jax.checkpoint
         await settle(app, pilot)
-        b = app.shown.config
+        b = app.loaded.shown.config
         assert b != a and b.site_overrides
         await pilot.press("v")
         await pilot.pause()
         screen = app.screen
         assert isinstance(screen, DiffScreen)
 
-        want = remat_tui.diff(app.target, a.policy, b.policy, sites_b=b.site_overrides)
+        want = remat_tui.diff(app.loaded.target, a.policy, b.policy, sites_b=b.site_overrides)
         got = screen.diff
         assert texts(got.only_a) == texts(want.only_a)
         assert texts(got.only_b) == texts(want.only_b)
@@ -221,7 +221,7 @@ async def test_mark_then_diff_equals_the_api_and_jax():
 
         await pilot.press("a")  # A opens in the main screen again
         await settle(app, pilot)
-        assert not isinstance(app.screen, DiffScreen) and app.shown.config == a
+        assert not isinstance(app.screen, DiffScreen) and app.loaded.shown.config == a
 
 
 COUNTED = """
@@ -249,7 +249,7 @@ async def test_a_search_builds_the_example_arguments_once_and_f_offers_its_budge
     app = RematApp(write_target(COUNTED), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        calls = app.target.fn.__globals__["CALLS"]
+        calls = app.loaded.target.fn.__globals__["CALLS"]
         built = len(calls)
         await ask_budget(app, pilot, "1MiB")
         screen = await answer(app, pilot)

@@ -10,7 +10,7 @@ import math
 import jax
 import pytest
 from conftest import example, jax_saved_residuals, wait_for
-from test_app import SIZE, assert_shows_jax_residuals, press_p_until_compiled, settle
+from test_app import SIZE, assert_shows_jax_residuals, marked_device, press_p_until_compiled, settle
 from textual.widgets import OptionList
 
 from remat_tui.app.main import RematApp
@@ -99,7 +99,7 @@ def status(app) -> str:
 
 
 def shown_key(app) -> tuple:
-    return app.key_of(app.shown)
+    return app.scene().key_of(app.loaded.shown)
 
 
 async def test_d_offers_the_topologies_and_p_compiles_for_the_chip(tpu):
@@ -113,9 +113,9 @@ async def test_d_offers_the_topologies_and_p_compiles_for_the_chip(tpu):
         await wait_compiled(app, pilot, 1)
         cpu = app.compiles.known[shown_key(app)]
         await pick_device(app, pilot, tpu)
-        assert app.device == tpu and app.shown.config.device == tpu
-        assert app.shown.device["topology"] == tpu.removeprefix("tpu:")
-        assert app.shown.device["chips"] == len(devices_lib.topology_devices("v5e:2x2"))
+        assert marked_device(app) == tpu and app.loaded.shown.config.device == tpu
+        assert app.loaded.shown.device["topology"] == tpu.removeprefix("tpu:")
+        assert app.loaded.shown.device["chips"] == len(devices_lib.topology_devices("v5e:2x2"))
         assert_shows_jax_residuals(app, "as_written")  # traced on a CPU device, as JAX does
         assert tpu in str(app.query_one("#title").render())
         await wait_compiled(app, pilot, 2)
@@ -126,7 +126,7 @@ async def test_d_offers_the_topologies_and_p_compiles_for_the_chip(tpu):
         assert (chip.peak_source, cpu.peak_source) == ("live", "sum")
         assert chip.peak_bytes == chip.memory["peak_bytes"]
         assert chip.peak_bytes <= chip.backend_peak_bytes
-        args, kwargs = resolve_arguments(app.target)
+        args, kwargs = resolve_arguments(app.loaded.target)
         leaves = jax.tree_util.tree_leaves((args, kwargs))
         exact = sum(math.prod(x.shape) * x.dtype.itemsize for x in leaves)
         assert cpu.argument_bytes == exact  # the chip pads small arrays to its tiles
@@ -146,16 +146,16 @@ async def test_a_sharded_target_is_built_over_the_topologys_chips(tpu, write_tar
     app = RematApp(write_target(SHARDED), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        seen = app.target.fn.__globals__["SEEN"]
+        seen = app.loaded.target.fn.__globals__["SEEN"]
         assert seen == [jax.devices("cpu")]  # cpu:0: the local devices
         await pick_device(app, pilot, tpu)
         chips = devices_lib.device_set(devices_lib.resolve_device(tpu))
         assert len(seen) == 2 and seen[-1] == chips  # built again, for this device set
         assert {d.platform for d in chips} == {"tpu"} and len(chips) == 4
-        args, kwargs = resolve_arguments(app.target, chips)
-        want = jax_saved_residuals(app.target.fn, "as_written", args, kwargs)
+        args, kwargs = resolve_arguments(app.loaded.target, chips)
+        want = jax_saved_residuals(app.loaded.target.fn, "as_written", args, kwargs)
         calls = len(seen)  # the app's two builds, and this test's own
-        a = app.shown
+        a = app.loaded.shown
         assert [r.text for r in a.residuals] == want
         split = [r for r in a.residuals if "@data" in r.aval]
         assert split and all(r.bytes_per_device * len(chips) == r.bytes for r in split)
@@ -186,7 +186,7 @@ async def test_a_topology_that_fails_keeps_the_last_good_state(tpu, monkeypatch)
     app = RematApp(example("mlp.py"), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        good = app.shown
+        good = app.loaded.shown
         monkeypatch.setattr(devices_lib, "_topologies", {})  # as if never loaded
         monkeypatch.setattr(topologies, "get_topology_desc", broken)
         await pick_device(app, pilot, tpu)
@@ -194,11 +194,16 @@ async def test_a_topology_that_fails_keeps_the_last_good_state(tpu, monkeypatch)
         assert app.query_one("#error").display
         assert "libtpu says: UNAVAILABLE: libtpu could not describe the slice" in error
         assert "Traceback" not in error and "still showing the last good analysis" in error
-        assert app.shown is good and app.device == "cpu:0"  # the device went back too
+        assert (
+            app.loaded.shown is good and marked_device(app) == "cpu:0"
+        )  # the device went back too
         assert "cpu:0" in str(app.query_one("#title").render())
         await pilot.press("2")  # so the next policy is analysed on cpu:0, not refused
         await settle(app, pilot)
-        assert app.shown.policy == "nothing_saveable" and app.shown.config.device == "cpu:0"
+        assert (
+            app.loaded.shown.policy == "nothing_saveable"
+            and app.loaded.shown.config.device == "cpu:0"
+        )
         assert not app.query_one("#error").display
 
 
@@ -209,14 +214,14 @@ async def test_a_compile_that_does_not_fit_the_chip_is_said_in_place(tpu, write_
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pick_device(app, pilot, tpu)
-        shown = app.shown
+        shown = app.loaded.shown
         assert shown.config.device == tpu
         await press_p_until_compiled(app, pilot)
         (result,) = app.compiles.known.values()
         assert not result.fits and result.needed_bytes
         assert f"does not fit {tpu}: needs {human_bytes(result.needed_bytes)}/device" in status(app)
         assert not app.query_one("#error").display
-        assert app.shown is shown and app.compiles.compiling is None
+        assert app.loaded.shown is shown and app.compiles.compiling is None
 
 
 async def test_a_topology_without_libtpu_falls_back_with_the_install_hint(monkeypatch):
@@ -227,8 +232,8 @@ async def test_a_topology_without_libtpu_falls_back_with_the_install_hint(monkey
     app = RematApp(example("mlp.py"), device=TOPOLOGY, show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        assert app.device == "cpu:0" and app.shown.config.device == "cpu:0"
-        assert not any(d.startswith("tpu:") for d in app.devices)
+        assert marked_device(app) == "cpu:0" and app.loaded.shown.config.device == "cpu:0"
+        assert not any(d.startswith("tpu:") for d in app.loaded.devices)
         warning = str(app.query_one("#error").render())
         assert "pip install 'remat-tui[tpu]'" in warning and "Using cpu:0" in warning
         assert_shows_jax_residuals(app, "as_written")

@@ -21,7 +21,7 @@ import time
 
 import pytest
 from conftest import example, jax_saved_residuals, wait_for
-from test_app import SIZE, settle
+from test_app import SIZE, marked_device, settle
 
 import remat_tui
 from remat_tui.app.main import RematApp
@@ -315,7 +315,7 @@ def status_text(app) -> str:
 
 
 def shown_texts(app) -> list[str]:
-    return [r.text for r in app.shown.residuals]
+    return [r.text for r in app.loaded.shown.residuals]
 
 
 APP_LOAD_FAILURES = [
@@ -340,7 +340,7 @@ async def test_app_bad_file_shows_the_error_in_place(bad, name, cause, status):
         await settle(app, pilot)
         assert cause in error_text(app)
         assert status in status_text(app)  # says what to do, no spinner left turning
-        assert app.is_running and app.shown is None
+        assert app.is_running and app.loaded.shown is None
         assert_none_of_our_frames(error_text(app))
         await pilot.press("2", "s", "n", "space", "r", "d", "escape", "e", "?", "escape")
         await pilot.pause()
@@ -356,7 +356,7 @@ async def test_app_inputs_jax_differentiates_work(bad, name):
         start = time.perf_counter()
         await settle(app, pilot)
         assert time.perf_counter() - start < 120  # a sanity bound, for 5,000 leaves too
-        assert app.shown is not None and not error_text(app)
+        assert app.loaded.shown is not None and not error_text(app)
         assert shown_texts(app) == jax_oracle(str(bad / name))
         await pilot.press("2")
         await settle(app, pilot)
@@ -367,7 +367,7 @@ async def test_app_unknown_policy_on_the_command_line_falls_back_and_says_so():
     app = RematApp(MLP, policy="sometimes_saveable")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        assert app.shown is not None and app.shown.policy == "as_written"
+        assert app.loaded.shown is not None and app.loaded.shown.policy == "as_written"
         said = error_text(app)
         assert "unknown policy 'sometimes_saveable'" in said and "Showing as_written" in said
         assert "residuals" in status_text(app)  # not a stale "importing" spinner
@@ -380,7 +380,7 @@ async def test_app_unknown_device_on_the_command_line_falls_back_and_says_so():
     app = RematApp(MLP, device="gpu:0")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        assert app.device == "cpu:0" and app.shown is not None
+        assert marked_device(app) == "cpu:0" and app.loaded.shown is not None
         said = error_text(app)
         assert "unknown device 'gpu:0'" in said and "Using cpu:0" in said
 
@@ -389,12 +389,12 @@ async def test_app_unknown_policy_typed_keeps_the_last_analysis():
     app = RematApp(MLP)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        shown = app.shown
+        shown = app.loaded.shown
         app.asking.policy("nothing_savable")
         await pilot.pause()
         assert "unknown policy 'nothing_savable'" in error_text(app)
         assert "still showing the last good analysis" in error_text(app)
-        assert app.shown is shown and app.is_running
+        assert app.loaded.shown is shown and app.is_running
 
 
 async def test_app_name_policy_naming_an_undefined_name_warns():
@@ -403,10 +403,10 @@ async def test_app_name_policy_naming_an_undefined_name_warns():
         await settle(app, pilot)
         app.asking.policy("save_only_these_names('layer1', 'layer7')")
         await settle(app, pilot)
-        assert app.shown.policy == "save_only_these_names('layer1', 'layer7')"
+        assert app.loaded.shown.policy == "save_only_these_names('layer1', 'layer7')"
         assert app.query_one("#error").has_class("-warning")
         assert "no checkpoint_name 'layer7'" in error_text(app)
-        assert shown_texts(app) == jax_oracle(MLP, "loss", app.shown.policy)
+        assert shown_texts(app) == jax_oracle(MLP, "loss", app.loaded.shown.policy)
 
 
 @pytest.mark.parametrize(
@@ -417,11 +417,11 @@ async def test_app_unknown_site_keeps_the_last_analysis(site, cause):
     app = RematApp(example("transformer.py"), "scanned_checkpointed")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        shown = app.shown
+        shown = app.loaded.shown
         app.asking.site(site, "nothing_saveable")
         await settle(app, pilot)
         assert cause in error_text(app) and "Sites: 1 (block" in error_text(app)
-        assert app.shown is shown and app.is_running
+        assert app.loaded.shown is shown and app.is_running
         assert app.wanted.site_overrides == {}  # the request went back to what is shown
 
 
@@ -429,14 +429,14 @@ async def test_app_site_of_a_function_with_no_checkpoint(bad):
     app = RematApp(str(bad / "no_checkpoint.py"))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        shown = app.shown
+        shown = app.loaded.shown
         await pilot.press("s")  # no Sites list: a notice, nothing traced
         await pilot.pause()
-        assert app.analyses.pending is None and app.shown is shown
+        assert app.analyses.pending is None and app.loaded.shown is shown
         app.asking.site("f", "nothing_saveable")
         await settle(app, pilot)
         assert "no jax.checkpoint wraps it" in error_text(app)
-        assert app.shown is shown and app.is_running
+        assert app.loaded.shown is shown and app.is_running
 
 
 async def test_app_malformed_specs_in_the_palette():
@@ -445,17 +445,17 @@ async def test_app_malformed_specs_in_the_palette():
     app = RematApp(example("transformer.py"), "scanned_checkpointed")
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        shown = app.shown
+        shown = app.loaded.shown
         provider = RematCommands(app.screen)
         hits = [h async for h in provider.search("save_only_these_names('a', b)")]
         (bad_hit,) = [h for h in hits if "Not a policy" in str(h.match_display)]
         assert "expected a quoted name" in str(bad_hit.match_display)
         bad_hit.command()  # selecting it keeps the message on screen, changes nothing
         await pilot.pause()
-        assert "expected a quoted name" in error_text(app) and app.shown is shown
+        assert "expected a quoted name" in error_text(app) and app.loaded.shown is shown
         (site_hit,) = [h async for h in provider.search("site block: dots_saveable(")]
         assert "Not a site policy" in str(site_hit.prompt)
-        assert app.shown is shown and app.analyses.pending is None and app.is_running
+        assert app.loaded.shown is shown and app.analyses.pending is None and app.is_running
 
 
 async def export_to(app, pilot, path: str) -> None:
@@ -484,14 +484,14 @@ async def test_app_export_that_cannot_be_written(tmp_path, case):
     app = RematApp(MLP)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        shown = app.shown
+        shown = app.loaded.shown
         await export_to(app, pilot, str(path))
         assert isinstance(app.screen, ExportScreen)  # open again, on the typed path
         said = str(app.screen.query_one("#export-error").render())
         assert f"cannot write {path}" in said and why in said
         assert app.screen.query_one("#path").value == str(path)
         await pilot.press("escape")
-        assert app.shown is shown and app.is_running
+        assert app.loaded.shown is shown and app.is_running
     assert sorted(os.listdir(tmp_path)) == ["notes.txt"]
 
 
@@ -550,9 +550,9 @@ async def test_app_enter_twice_in_dialogs_closes_each_once(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         type_ahead(app, "d", "down", "enter", "enter")
-        await wait_for(pilot, lambda: app.device == "cpu:1", "the device the keys pick")
+        await wait_for(pilot, lambda: marked_device(app) == "cpu:1", "the device the keys pick")
         await settle(app, pilot)  # the second enter, queued behind the first, handled too
-        assert app.device == "cpu:1" and app.screen is app.screen_stack[0]
+        assert marked_device(app) == "cpu:1" and app.screen is app.screen_stack[0]
         await pilot.press("e")
         await pilot.pause()
         app.screen.query_one("#path").value = str(tmp_path / "r.md")
@@ -568,7 +568,7 @@ async def test_app_in_a_40x12_terminal():
     async with app.run_test(size=(40, 12)) as pilot:
         await settle(app, pilot)
         # no error (the example's own saved GELU output gets a note: it spares no recompute)
-        assert app.shown is not None and "error:" not in error_text(app)
+        assert app.loaded.shown is not None and "error:" not in error_text(app)
         status = app.query_one("#status")
         assert status.region.height == 1 and status.region.bottom <= 12  # on screen
         assert "residuals" in status_text(app)
@@ -585,7 +585,7 @@ async def test_app_in_a_40x12_terminal():
         await pilot.pause()
         assert app.focused.id == "devices" and app.focused.region.height > 0
         assert app.is_running and app.screen is app.screen_stack[0]
-        assert app.shown.config == app.key(app.spec.canonical)[1]
+        assert app.loaded.shown.config == app.wanted.key(app.loaded.reloads)[1]
 
 
 def held_trace(monkeypatch, policy: str) -> threading.Event:
@@ -618,7 +618,7 @@ async def test_app_resize_while_a_trace_runs(monkeypatch):
                 assert app.analyses.pending is not None and app.is_running  # still tracing
             release.set()
             await settle(app, pilot)
-            assert app.shown.policy == "nothing_saveable"
+            assert app.loaded.shown.policy == "nothing_saveable"
             assert shown_texts(app) == jax_oracle(MLP, "loss", "nothing_saveable")
     finally:
         release.set()

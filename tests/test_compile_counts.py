@@ -107,6 +107,26 @@ def test_a_second_suggest_compiles_nothing_and_says_the_same(xla_compiles, store
     assert _without_timings(second) == _without_timings(first)
 
 
+def test_a_report_answered_by_the_store_names_its_residuals_as_compiled(xla_compiles, store_on):
+    """What the forward work makes (Compiled.made) is kept with the numbers, so
+    a report from the store names the residuals at the peak and says what XLA
+    made of each, as the compile did (Contract 14 across runs)."""
+    target = remat_tui.load_targets(MLP)["loss"]
+    first = remat_tui.analyze(target, policy="save_only_these_names('layer1')", compiled=True)
+    made = len(xla_compiles)
+    assert made == 1 and first.compiled.made
+    compiled.clear_cache()  # a new process: nothing known but the store
+    compile_service.clear_memo()
+    second = remat_tui.analyze(target, policy="save_only_these_names('layer1')", compiled=True)
+    assert len(xla_compiles) == made  # nothing compiled
+    assert second.compiled.made == first.compiled.made
+    named = [b["residual"] for b in first.compiled.memory["at_peak"]]
+    assert any(named) and [b["residual"] for b in second.compiled.memory["at_peak"]] == named
+    assert [r.to_dict()["story"] for r in second.residuals] == [
+        r.to_dict()["story"] for r in first.residuals
+    ]
+
+
 def test_the_second_run_of_a_command_is_answered_by_the_store(remat_tui_cmd, store_on, tmp_path):
     """Two processes, one cache folder: the second compiles nothing, and
     writes the same JSON (the estimate's CPU rates aside, issue 31 item 5)."""

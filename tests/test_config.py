@@ -24,7 +24,7 @@ def test_equal_devices_make_equal_configs():
 
 def test_equal_devices_share_one_analysis_cache_entry(mlp_target):
     import remat_tui
-    from remat_tui.app.wanted import request_key
+    from remat_tui.app.state.wanted import request_key
 
     by_index = remat_tui.analyze(mlp_target, policy="dots_saveable", device="0")
     by_label = remat_tui.analyze(mlp_target, policy="dots_saveable", device="cpu:0")

@@ -20,6 +20,7 @@ def test_core_imports_no_textual_or_rich():
     )
     assert "jax" in loaded
     assert "textual" not in loaded and "rich" not in loaded
+    assert "flax" not in loaded  # not a dependency: the Linen helpers are printed, not imported
 
 
 WIDGET_STACK = {"anywidget", "ipywidgets", "traitlets", "IPython", "ipykernel", "comm"}

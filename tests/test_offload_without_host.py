@@ -16,7 +16,7 @@ from remat_tui.core.search.suggest import suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.xla import host_memory
 from remat_tui.report import render
-from remat_tui.report.costs import render_suggest
+from remat_tui.report.suggest import render_suggest
 from remat_tui.report.units import human_bytes
 
 WIDTH, ROWS = 64, 32

@@ -69,7 +69,7 @@ def test_a_one_device_mesh_splits_nothing():
 
 
 def test_app_table_shows_a_devices_share(sharded_args):
-    from remat_tui.app.drawing import TABLE_COLUMNS, draw
+    from remat_tui.app.state.drawing import TABLE_COLUMNS, draw
 
     a = remat_tui.analyze(loss, args=sharded_args)
     bytes_column = TABLE_COLUMNS.index("bytes")
@@ -167,7 +167,7 @@ def test_status_labels_global_residual_bytes_beside_a_per_device_peak(write_targ
     """Auto-sharded: the peak is per device, the avals say nothing of how the
     residuals split: the residual figures are labelled across all devices (they
     were a bare number beside `peak .../device`)."""
-    from remat_tui.app.status import summary
+    from remat_tui.app.state.status import summary
 
     a = remat_tui.analyze(mesh_target(write_target, "Auto"), compiled=True)
     assert a.compiled.devices == 4 and not a.sharded
@@ -183,7 +183,7 @@ def test_status_labels_global_residual_bytes_beside_a_per_device_peak(write_targ
 
 
 def test_status_gives_one_devices_bytes_when_the_avals_carry_them(write_target):
-    from remat_tui.app.status import summary
+    from remat_tui.app.state.status import summary
 
     a = remat_tui.analyze(mesh_target(write_target, "Explicit"), compiled=True)
     assert a.sharded and a.compiled.devices == 4
@@ -206,7 +206,7 @@ def test_status_gives_one_devices_bytes_when_the_avals_carry_them(write_target):
 
 
 def test_status_on_one_device_says_its_bytes_are_the_devices():
-    from remat_tui.app.status import summary
+    from remat_tui.app.state.status import summary
 
     a = remat_tui.analyze(loss, args=(jnp.ones((4, 4)), jnp.ones((8, 4))))
     line = summary(a, None, False, "peak 1.0 KiB/device (compiled, gradient alone)", devices=1)
@@ -224,7 +224,7 @@ async def test_app_status_line_labels_an_auto_sharded_targets_bytes(write_target
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await press_p_until_compiled(app, pilot)
-        c = app.compiles.known[app.key_of(app.shown)]
+        c = app.compiles.known[app.scene().key_of(app.loaded.shown)]
         assert c.devices == 4
         status = str(app.query_one("#status").render())
         assert f"peak {human_bytes(c.peak_bytes)}/device" in status

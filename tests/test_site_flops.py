@@ -25,7 +25,7 @@ from test_sites import (
 )
 
 import remat_tui
-from remat_tui.app.sidebar import site_label
+from remat_tui.app.widgets.sidebar import site_label
 from remat_tui.core.costs import flops
 from remat_tui.core.model import SiteFlops
 from remat_tui.report import html, markdown, text, units

@@ -9,9 +9,11 @@ of the backward jaxpr of our own, each on the pane line the story gives."""
 
 import jax
 import pytest
-from conftest import example
+from conftest import example, jax_saved_residuals
+from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
+from remat_tui.core import jaxcompat as jc
 from remat_tui.core import stories
 from remat_tui.core.setup import loading, policies
 from remat_tui.core.setup.config import Config
@@ -119,11 +121,14 @@ def test_every_rule_is_the_one_a_hand_written_policy_reports(notebook_targets, n
             continue
         assert rule.kind == stories.POLICY, (r.text, rule)
         assert rule.site is None and rule.policy == config.spec.canonical
-        # JAX asked the policy about this very equation ...
-        assert (eqn.primitive.name, _params_key(eqn.params)) in asked
+        # JAX asked the policy about this very equation (remat3 asks about a
+        # checkpoint_name as name_p; it applies everything_saveable as plain
+        # autodiff, asking nothing) ...
+        primitive, avals, params = jc.policy_question(eqn)
+        if not (jc.remat3_enabled() and spec == "everything_saveable"):
+            assert (primitive.name, _params_key(params)) in asked
         # ... and the hand-written policy reports the rule the story names.
-        avals = [v.aval for v in eqn.invars]
-        assert rule.matched == hand(eqn.primitive, *avals, **eqn.params), r.text
+        assert rule.matched == hand(primitive, *avals, **params), r.text
         assert rule.decision == ("offload" if r.memory == "host" else "save")
         saved_by_policy += 1
     names_only = spec.startswith(("save_only", "save_and_offload"))
@@ -138,8 +143,8 @@ def test_sites_rules_are_their_own_policies_and_outputs_say_so(notebook_targets)
     (named,) = [(r, e) for r, e in zip(a.residuals, judged, strict=True) if r.kind == "named"]
     r, eqn = named
     assert r.story.rule.site == 1 and r.story.rule.kind == stories.POLICY
-    avals = [v.aval for v in eqn.invars]
-    assert r.story.rule.matched == hand_names(saved=("a",))(eqn.primitive, *avals, **eqn.params)
+    primitive, avals, params = jc.policy_question(eqn)
+    assert r.story.rule.matched == hand_names(saved=("a",))(primitive, *avals, **params)
 
     a = remat_tui.analyze(notebook_targets["f2"])
     outputs = [r for r in a.residuals if r.kind != "argument"]
@@ -151,6 +156,55 @@ def test_sites_rules_are_their_own_policies_and_outputs_say_so(notebook_targets)
     a = remat_tui.analyze(notebook_targets["f2"], sites={2: "as_written"})
     kinds = {r.text.split(" from ")[0]: r.story.rule.kind for r in a.residuals}
     assert stories.NO_CHECKPOINT in kinds.values() and stories.REGION_OUTPUT in kinds.values()
+
+
+def _shared_body(looped: bool):
+    """jax.checkpoint(layer) at two places (or three, from one line in a
+    loop) with the same argument types: JAX traces `layer` once, so every
+    site's body holds the first call's frames. The first site saves 'a' by
+    its policy; the second (unless looped) is JAX's default."""
+    jnp = jax.numpy
+
+    def layer(w, x):
+        return checkpoint_name(jnp.sin(x @ w), "a")
+
+    names = jax.checkpoint_policies.save_only_these_names("a")
+
+    def loss(ws, x):
+        if looped:
+            for w in ws:
+                x = jax.checkpoint(layer, policy=names)(w, x)
+        else:
+            x = jax.checkpoint(layer, policy=names)(ws[0], x)
+            x = jax.checkpoint(layer)(ws[1], x)
+        return jnp.sum(x**2)
+
+    f32 = jnp.float32
+    args = ([jax.ShapeDtypeStruct((8, 8), f32)] * 3, jax.ShapeDtypeStruct((4, 8), f32))
+    return remat_tui.registry.Target(fn=loss, name="loss", args=args)
+
+
+@pytest.mark.parametrize("looped", [False, True])
+def test_sites_sharing_one_traced_body_are_told_apart_by_place(looped):
+    """Each saved 'a' is the output of one site, in program order (the last
+    site's is read by the loss, which saves its own value): its rule is that
+    site's policy, as the hand-written policy reports, and its origin is
+    that site. Frames alone named the last site for every one (or the
+    second's nothing_saveable: 'an output of site 2')."""
+    target = _shared_body(looped)
+    a, judged = _judged(target, Config.make())
+    named = [(r, e) for r, e in zip(a.residuals, judged, strict=True) if r.kind == "named"]
+    assert [r.text for r, _ in named] == [
+        t
+        for t in jax_saved_residuals(target.fn, "as_written", *loading.resolve_arguments(target))
+        if " named 'a' " in t
+    ]
+    assert [r.story.rule.site for r, _ in named] == list(range(1, len(named) + 1))
+    assert [r.origin.site for r, _ in named] == list(range(1, len(named) + 1))
+    for r, eqn in named:
+        primitive, avals, params = jc.policy_question(eqn)
+        assert r.story.rule.kind == stories.POLICY
+        assert r.story.rule.matched == hand_names(saved=("a",))(primitive, *avals, **params)
 
 
 def test_the_outer_policy_decides_inside_the_sites_it_wraps(notebook_targets):
@@ -172,17 +226,15 @@ def test_a_flax_models_rules_are_its_sites_policy():
     by_site = [(r, e) for r, e in zip(a.residuals, judged, strict=True) if r.story.rule.site]
     assert by_site
     for r, eqn in by_site:
-        avals = [v.aval for v in eqn.invars]
-        assert r.story.rule.matched == hand_names(saved=("qkv",))(
-            eqn.primitive, *avals, **eqn.params
-        )
+        primitive, avals, params = jc.policy_question(eqn)
+        assert r.story.rule.matched == hand_names(saved=("qkv",))(primitive, *avals, **params)
     a, judged = _judged(target, Config.make("dots_saveable"))
     dots = [(r, e) for r, e in zip(a.residuals, judged, strict=True) if r.kind != "argument"]
     assert any(r.story.rule.matched == "dot" for r, _ in dots)
     for r, eqn in dots:
         if r.story.rule.kind == stories.POLICY:
-            avals = [v.aval for v in eqn.invars]
-            assert r.story.rule.matched == hand_dots(eqn.primitive, *avals, **eqn.params)
+            primitive, avals, params = jc.policy_question(eqn)
+            assert r.story.rule.matched == hand_dots(primitive, *avals, **params)
 
 
 def _reading(jaxpr, var) -> list:
@@ -211,9 +263,7 @@ def _reading(jaxpr, var) -> list:
 
 
 @pytest.mark.parametrize("name,spec", [("loss", "dots_saveable"), ("f2", "as_written")])
-def test_every_residuals_readers_are_the_backward_equations_using_it(
-    notebook_targets, name, spec
-):
+def test_every_residuals_readers_are_the_backward_equations_using_it(notebook_targets, name, spec):
     target = notebook_targets[name]
     config = Config.make(spec)
     t = trace_config(target, config)

@@ -5,6 +5,7 @@ another checkpoint's), XLA merging a recomputation (CSE), and XLA's own
 rematerialization pass under a small memory limit (deviceless TPU, with the
 tpu extra). Small models: each compile takes about a second on CPU."""
 
+import inspect
 import os
 import sys
 
@@ -46,17 +47,25 @@ def test_every_residual_buffer_at_the_peak_names_its_residual(mlp_compiled):
         r = a.residuals[int(b["residual"][1:]) - 1]
         assert r.origin.primitive == "tanh" and r.aval == b["shape"]
         assert r.story.xla.what == stories.KEPT and r.story.xla.bytes_at_peak == b["bytes"]
+    # checkpoint_name(tanh(...)): where JAX also saves the tanh itself (0.10),
+    # the k-th named layer is the same value as the k-th unnamed tanh, merged;
+    # else (0.11 and newer) kept
+    tanhs = [r for r in a.residuals if r.kind == "output" and r.origin.primitive == "tanh"]
+    named = [r for r in a.residuals if r.kind == "named"]
     for r in a.residuals:
         fate = r.story.xla
-        if r.kind == "named":  # checkpoint_name(tanh(...)): the tanh's own value
+        if r.kind == "named" and tanhs:
             assert fate.what == stories.MERGED and not fate.disagrees
-            first = a.residuals[int(fate.merged_with[1:]) - 1]
-            assert first.origin.primitive == "tanh" and first.origin.source == r.origin.source
+            assert a.residuals[int(fate.merged_with[1:]) - 1] is tanhs[named.index(r)]
+        elif r.kind == "named":
+            assert fate.what == stories.KEPT and fate.bytes_at_peak in (0, r.bytes)
         if r.kind == "argument":
             assert fate.what == stories.KEPT
-    # the residual 1 - tanh² is computed inside the backward fusion that reads it
-    fused = [r for r in a.residuals if r.origin and r.origin.primitive == "sub"]
-    assert fused and all(r.story.xla.what == stories.FUSED for r in fused)
+    # the residual 1 - tanh² (sub on JAX 0.10, one_minus_square on 0.11 and
+    # newer, which XLA's op_name names by its lowering's root, mul) is
+    # computed inside the backward fusion that reads it
+    fused = [r for r in a.residuals if r.origin.primitive in ("sub", "one_minus_square")]
+    assert len(fused) == 3 and all(r.story.xla.what == stories.FUSED for r in fused)
     assert all(r.story.xla.disagrees for r in fused)
 
 
@@ -64,20 +73,39 @@ def test_a_names_model_names_what_it_keeps():
     """The named blocks, unrolled and scanned: at least 90% of the residual
     bytes at the peak name their residual; every named buffer's residual has
     its size and is made on a line XLA gives the buffer (a loop's stacked
-    buffer carries the line that runs the scan, among the residual's frames)."""
+    buffer carries the line that runs the scan, among the residual's frames).
+    Unrolled, the loss's residual (2x of mean(x**2)) has no buffer: XLA
+    keeps x, the last block's output, made on block's return line, and folds
+    the 2x into the backward work; that buffer names it as its input."""
+    block_return = _line_of(named_blocks.block, "return x + act")
     for name in ("unrolled", "scanned"):
         target = loading.load_targets(NAMES)[name]
         a = remat_tui.analyze(target, compiled=True)
         assert _share(a) >= 0.9, name
-        for b in a.compiled.memory["at_peak"]:
+        memory = a.compiled.memory
+        for b in memory["at_peak"]:
             if b["residual"] and b["category"] == "residual":
                 r = a.residuals[int(b["residual"][1:]) - 1]
+                at = (b["source"]["file"], b["source"]["line"]) if b["source"] else None
+                if b.get("holds") == "input":
+                    assert r.story.xla.what == stories.INPUT_KEPT and r.story.xla.disagrees
+                    assert at == (NAMES, block_return) and r.origin.primitive == "mul"
+                    assert r.story.xla.bytes_at_peak == b["bytes"]
+                    continue
                 assert r.aval == b["shape"]
-                if b["source"]:
-                    made = {(f.file, f.line) for f in r.story.made.frames}
-                    assert (b["source"]["file"], b["source"]["line"]) in made
+                if at:
+                    assert at in {(f.file, f.line) for f in r.story.made.frames}
             elif b["category"] == "residual":
                 assert b["unnamed"]  # the rest say why
+        inputs = [b for b in memory["at_peak"] if b.get("holds") == "input"]
+        assert memory["residual_bytes_inputs"] == sum(b["bytes"] for b in inputs)
+        assert len(inputs) == (1 if name == "unrolled" else 0)
+
+
+def _line_of(fn, text: str) -> int:
+    """The line of `fn`'s source that starts with `text`."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(k for k, line in enumerate(lines) if line.strip().startswith(text))
 
 
 def _applied(a) -> dict:
@@ -129,17 +157,37 @@ def test_a_sites_policy_under_another_checkpoint_is_flagged():
     assert verdict.kind == "outer_decides" and "nothing_saveable" in verdict.why
 
 
+def _layers(prevent_cse: bool):
+    """Three tanh layers under nothing_saveable, with or without JAX's
+    barrier against common subexpression elimination."""
+
+    def layers(ws, x):
+        for w in ws:
+            x = jax.numpy.tanh(x @ w)
+        return jax.numpy.mean(x**2)
+
+    f32 = jax.numpy.float32
+    args = ([jax.ShapeDtypeStruct((128, 128), f32)] * 3, jax.ShapeDtypeStruct((32, 128), f32))
+    fn = jax.checkpoint(layers, policy=jax.checkpoint_policies.nothing_saveable,
+                        prevent_cse=prevent_cse)  # fmt: skip
+    return remat_tui.registry.Target(fn=fn, name="layers", args=args)
+
+
 def test_xla_merging_a_recomputation_into_the_forward_pass_is_detected(mlp_compiled):
-    """nothing_saveable on CPU: the jaxpr recomputes every layer, XLA keeps the
+    """prevent_cse=False: the jaxpr recomputes every layer, XLA keeps the
     forward values instead (common subexpression elimination); the buffers
-    say so, and so does a verdict."""
-    target = loading.load_targets(example("mlp.py"))["loss"]
-    a = remat_tui.analyze(target, policy="nothing_saveable", compiled=True)
+    say so, and so does a verdict. The same code with JAX's barrier (the
+    default) keeps the recomputed values, and nothing is said merged."""
+    a = remat_tui.analyze(_layers(prevent_cse=False), compiled=True)
     merged = a.compiled.memory["merged_recompute"]
     held = [b for b in a.compiled.memory["at_peak"] if b["category"] == "residual"]
     assert held and all("merged that recomputation" in b["unnamed"] for b in held)
-    assert {m["value"] for m in merged} >= {f"tanh at mlp.py:{held[0]['source']['line']}"}
+    line = held[0]["source"]["line"]
+    assert {m["value"] for m in merged} >= {f"tanh at test_story_xla.py:{line}"}
     assert _applied(a)["the recomputation the policy asks for"].kind == "cse_merged"
+    barrier = remat_tui.analyze(_layers(prevent_cse=True), compiled=True)
+    assert barrier.compiled.memory["by_category"]["recomputed"] > 0
+    assert barrier.compiled.memory["merged_recompute"] == [] and barrier.applied == []
     # as written nothing is recomputed, so nothing is merged
     assert mlp_compiled.compiled.memory["merged_recompute"] == []
 
@@ -171,6 +219,84 @@ def test_xlas_remat_pass_under_a_small_memory_limit_is_detected_with_its_flag():
     said = found.to_dict()
     assert TPU_LIMIT_FLAG in said["controls"]
     assert "jax_compiler_enable_remat_pass" in said["controls"]
+
+
+def _masked_attention():
+    """One causal attention head: the jaxpr saves the softmax's exp and its
+    output; a TPU compile keeps the masked scores (jnp.where's select_n) and
+    the row maxima and sums instead, and computes the softmax again in the
+    backward part."""
+    jnp = jax.numpy
+    seq, width = 128, 64
+
+    def loss(x, w):
+        scores = (x @ w) @ (x @ w.T).T
+        causal = jnp.tril(jnp.ones((seq, seq), bool))
+        weights = jax.nn.softmax(jnp.where(causal, scores, -1e9), axis=-1)
+        return jnp.sum((weights @ x) ** 2)
+
+    f32 = jnp.float32
+    args = (jax.ShapeDtypeStruct((seq, width), f32), jax.ShapeDtypeStruct((width, width), f32))
+    return remat_tui.registry.Target(fn=loss, name="attention", args=args)
+
+
+@pytest.mark.skipif(
+    not __import__("importlib").util.find_spec("libtpu"),
+    reason="needs the tpu extra (libtpu) to compile for a deviceless TPU",
+)
+def test_a_buffer_xla_keeps_instead_of_a_residual_names_it_as_its_input():
+    """Masked attention on a v5e: the buffer of the masked scores names the
+    softmax residual it is the input of (marked `holds: input`), and the
+    softmax residuals say XLA keeps what they are computed from and computes
+    them again; XLA's own program shows that recomputation: forward (jvp)
+    exp and div on the softmax's line inside fusions of the backward part."""
+    from remat_tui.core.jaxcompat import hlo_text
+    from remat_tui.core.setup.config import Config
+    from remat_tui.core.xla import compiled
+
+    target = _masked_attention()
+    a = remat_tui.analyze(target, compiled=True, device="tpu:v5e:2x2")
+    memory = a.compiled.memory
+    buffers = [b for space in [memory, *memory["other_spaces"]] for b in space["at_peak"]]
+    held = [b for b in buffers if b["category"] == "residual"]
+    line = held[0]["source"]["line"] if held and held[0]["source"] else None
+    scores = [b for b in held if b["shape"] == "f32[128,128]"]
+    assert scores and all(b.get("holds") == "input" for b in scores)
+    softmax = {a.residuals[int(b["residual"][1:]) - 1].origin.primitive for b in scores}
+    assert softmax <= {"exp", "div"}
+    for r in a.residuals:
+        if r.origin is not None and r.origin.primitive in ("exp", "div"):
+            fate = r.story.xla
+            assert fate.what == stories.INPUT_KEPT and "computes it again" in fate.words
+            assert "select_n" in fate.words and fate.disagrees
+            line = r.origin.source.line
+    assert all(b["residual"] or b["unnamed"] for b in held)  # or says why not
+    # XLA's program, read apart: forward exp or div on that line inside the
+    # backward part's fusions (each fusion's op_name is its root's)
+    step = compiled.compile_step(target, Config.make(device="tpu:v5e:2x2"))
+    module = hlo_text.parse_hlo(step.executable.as_text())
+    callers = {c: i for i in module.instructions.values() for c in i.called}
+    again = [
+        i
+        for i in module.instructions.values()
+        if hlo_text.primitive(i.op_name) in ("exp", "div")
+        and hlo_text.phase(i.op_name) == "forward"
+        and any(f.line == line for f in i.stack)
+        and _in_backward(callers, i)
+    ]
+    assert again
+
+
+def _in_backward(callers: dict, instruction) -> bool:
+    """Whether an instruction sits inside a fusion the backward part runs."""
+    from remat_tui.core.jaxcompat import hlo_text
+
+    at = callers.get(instruction.computation)
+    while at is not None:
+        if hlo_text.phase(at.op_name) == "backward":
+            return True
+        at = callers.get(at.computation)
+    return False
 
 
 def test_one_saved_layer_of_three_alike_is_told_by_its_place():

@@ -28,8 +28,8 @@ async def test_a_structure_row_opens_in_the_main_screen():
         assert "def nested_scan" not in str(paste.render())  # the helper: in the report
         await pilot.press("enter")
         await settle(app, pilot)
-        assert str(app.shown.config.structure) == "nested(4)"
+        assert str(app.loaded.shown.config.structure) == "nested(4)"
         assert "structure nested(4)" in str(app.screen.query_one("#title", Static).render())
-        args = app.target.args()
-        shown = [WHERE.sub("", r.text) for r in app.shown.residuals]
+        args = app.loaded.target.args()
+        shown = [WHERE.sub("", r.text) for r in app.loaded.shown.residuals]
         assert shown == jax_residuals(by_hand_nested(4), args)

@@ -19,7 +19,8 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.compiled import compile_costs
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
-from remat_tui.report.costs import render_compare, render_suggest
+from remat_tui.report.costs import render_compare
+from remat_tui.report.suggest import render_suggest
 
 sys.path.insert(0, f"{ROOT}/tests/models")
 import scan_stack  # noqa: E402
@@ -33,10 +34,16 @@ def test_suggest_answers_with_a_structure_where_no_policy_fits():
     s = remat_tui.suggest(target, budget, compiled=True)
     # No policy fits: every one suggest weighs at the layer's checkpoint was
     # compiled and needs more than the budget (but the offload, which has no
-    # host memory to go to on CPU: never an answer, left out).
+    # host memory to go to on CPU: never an answer, left out; and the
+    # layer's own nothing_saveable, which is the code as written: merged
+    # into that row before tracing, Contract 13).
     by_policy = [r for r in s.rows if r.config.structure is None]
     weighed = {spec for r in by_policy for _, spec in r.config.sites}
-    assert weighed >= {p for p in policies.builtin_specs() if not p.startswith("offload")}
+    written = {"nothing_saveable"}
+    assert weighed >= {
+        p for p in policies.builtin_specs() if not p.startswith("offload") and p not in written
+    }
+    assert not weighed & written
     assert all(r.compiled and r.weighed_bytes > budget for r in by_policy)
     assert s.fits and s.best.config.structure is not None
     assert s.best.weighed_bytes <= budget

@@ -1,6 +1,7 @@
-"""Provides the command palette: every key's action, plus any typed policy spec
-(added to the Policies list when applied), whole specs completing a partial one,
-and "did you mean" for a misspelt one.
+"""Provides the command palette: every key's action (ACTIONS, built from the
+key table in app/keys.py), plus any typed policy spec (added to the Policies
+list when applied), whole specs completing a partial one, and "did you mean"
+for a misspelt one.
 
 What it offers comes from the App in one value (`PaletteChoices`, from
 `RematApp.palette_choices`); what the user picks goes up as a message
@@ -17,56 +18,12 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
 
 from remat_tui.app.hints import completions
+from remat_tui.app.keys import ACTIONS
 from remat_tui.app.messages import ErrorShown, NameCycled, PolicyWanted, SiteWanted, TargetWanted
 from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
 
 SITES_OFFERED = 8  # sites whose policies are offered one by one
-
-# (title, action, help): the keys' actions, as the palette lists them
-ACTIONS = (
-    ("Compare every configuration", "app.compare", "c: costs, Pareto front, chart"),
-    (
-        "How big a batch fits",
-        "app.fit",
-        "h: the largest batch per configuration under a budget, and its examples/s",
-    ),
-    (
-        "Suggest: fit a memory budget",
-        "app.suggest",
-        "f: the least recompute that fits a budget you type (2GiB, 512MiB)",
-    ),
-    (
-        "Where the peak goes",
-        "app.memory",
-        "w: live bytes over XLA's schedule, the buffers at the peak (p compiles first)",
-    ),
-    (
-        "Compile what is shown (on/off)",
-        "app.toggle_compile",
-        "p: the compiled peak per device leads the status line; compare compiles each row",
-    ),
-    (
-        "Measure on the device (on/off)",
-        "app.toggle_measure",
-        "x: run each step shown and time it, beside the estimate; compare ranks by it",
-    ),
-    ("Mark this configuration as A", "app.mark", "m: for the diff (v)"),
-    (
-        "Diff: marked A against the shown B",
-        "app.diff",
-        "v: residuals only in A, only in B, in both; byte and FLOP deltas",
-    ),
-    ("Choose device", "screen.pick_device", "d: the Device list; enter picks one"),
-    (
-        "Why is it saved (on/off)",
-        "screen.toggle_story",
-        "y: the selected residual's rule, maker, readers and what XLA made of it",
-    ),
-    ("Hide or show the sidebar", "screen.toggle_sidebar", "b"),
-    ("Export report", "app.export", "html, md, json or an SVG screenshot"),
-    ("Help: keys", "app.help", "every key"),
-)
 
 
 @dataclass(frozen=True)
@@ -79,6 +36,19 @@ class PaletteChoices:
     targets: tuple[str, ...]  # the file's targets, when it has several
     target: str | None  # the one shown
     declared: dict | None  # its own policies (None: nothing loaded)
+
+    @classmethod
+    def of(cls, loaded, names_seen) -> PaletteChoices:
+        """What is offered with `loaded` (app/state/loaded.py) and the names seen."""
+        target = loaded.target
+        return cls(
+            policies=dict(loaded.listed),
+            names=tuple(names_seen),
+            sites=tuple(loaded.shown.sites if loaded.shown else ()),
+            targets=tuple(loaded.targets) if len(loaded.targets) > 1 else (),
+            target=target.name if target else None,
+            declared=target.policies if target else None,
+        )
 
 
 class RematCommands(Provider):

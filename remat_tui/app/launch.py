@@ -26,7 +26,7 @@ def run(
         # Our own loop: asyncio.run (Python 3.12+) would wait for every worker
         # thread at the end, a trace the user quit during included.
         app.run(loop=asyncio.new_event_loop())
-    code = 2 if app.load_error else 0  # bad input exits 2, as in the headless CLI
+    code = 2 if app.loaded.load_error else 0  # bad input exits 2, as in the headless CLI
     others = [t for t in threading.enumerate() if t is not threading.current_thread()]
     if any(t.is_alive() and not t.daemon for t in others):
         # A trace still running (threads cannot be stopped): Python would wait

@@ -57,7 +57,7 @@ class Progress(Message):
 
 @dataclass
 class FilesChanged(Message):
-    """Watched files were saved (app/reload.py)."""
+    """Watched files were saved (app/controllers/reload.py)."""
 
     paths: tuple[str, ...]
 

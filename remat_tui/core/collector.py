@@ -8,7 +8,7 @@ transformer, JAX 0.10.2, Python 3.11: 0.1-0.4 s of one analysis), each a
 pass over the whole heap that frees next to nothing, since the trace still
 holds what it made. Paused, the garbage an analysis does leave is collected
 once, on the collector's own schedule afterwards (or by the app, which pauses
-the same way and collects once its answer is on screen: app/analyses.py):
+the same way and collects once its answer is on screen: app/controllers/analyses.py):
 bench/bench_analyze.py measures the call and the call plus that one
 collection, and both come out cheaper than with the collector left running.
 

@@ -26,6 +26,7 @@ RECOMPUTED = "recomputed"  # XLA computes it again in the backward part
 FUSED = "fused"  # no buffer of its own: computed inside the backward part's fusions
 MERGED = "merged"  # one buffer with another residual (the same value, or CSE)
 REMOVED = "removed"  # not in the compiled step: nothing there reads it
+INPUT_KEPT = "input_kept"  # XLA keeps what it is computed from instead, and recomputes it
 UNKNOWN = "unknown"  # not told apart from values like it (said why)
 
 
@@ -101,11 +102,13 @@ class Fate:
     """What the compiled step did with a residual.
 
     Attributes:
-        what: KEPT, RECOMPUTED, FUSED, MERGED, REMOVED or UNKNOWN (module
-            constants).
+        what: KEPT, RECOMPUTED, FUSED, MERGED, REMOVED, INPUT_KEPT or UNKNOWN
+            (module constants).
         words: it in a sentence.
-        buffer: the compiled instruction whose buffer holds it, or None.
-        bytes_at_peak: its bytes live at the compiled peak (0: not live there).
+        buffer: the compiled instruction whose buffer holds it (for
+            INPUT_KEPT, holds its input), or None.
+        bytes_at_peak: its bytes live at the compiled peak (0: not live there);
+            for INPUT_KEPT, those of its inputs' buffers.
         merged_with: the residual (`"R8"`) it shares a buffer with, or None.
         disagrees: the jaxpr saves it but the compiled step keeps no buffer
             of it for the backward part.
@@ -147,6 +150,11 @@ class Made:
         ordinal / alike: its place among the forward jaxpr's equations alike
             (same primitive, aval and frames, saved or not), and how many there
             are: one layer's line for each layer of an unrolled loop.
+        inputs: (primitive, aval, frames) of the equations it is computed
+            from, its equation's operands first, then theirs, a few steps
+            back: what XLA may keep instead of it and compute it from.
+        from_one: whether its equation reads a single value (`inputs[0]`)
+            besides literals and constants: a function of that value alone.
     """
 
     primitive: str | None
@@ -157,6 +165,8 @@ class Made:
     relaid: tuple[tuple, ...] = ()
     ordinal: int | None = None
     alike: int = 0
+    inputs: tuple[tuple, ...] = ()
+    from_one: bool = False
 
     def to_dict(self) -> dict:
         return {

@@ -56,7 +56,7 @@ def buffer_rows(memory: dict, top: int = TOP) -> list[tuple[str, ...]]:
             b["category"],
             _line(b["source"]),
             b["shape"],
-            b["residual"] or "",
+            (b["residual"] or "") + (" (input)" if b.get("holds") == "input" else ""),
             b["instruction"],
         )
         for b in memory["at_peak"][:top]
@@ -85,9 +85,15 @@ def compiler_notes(memory: dict) -> list[str]:
     notes = []
     residual, named = memory["by_category"].get("residual", 0), memory.get("residual_bytes_named")
     if residual and named is not None:
+        inputs = memory.get("residual_bytes_inputs") or 0
+        part = (
+            f", {inputs / residual:.0%} holding what it is computed from, marked (input)"
+            if inputs
+            else ""
+        )
         notes.append(
             f"{named / residual:.0%} of the residual bytes at the peak name the residual they "
-            "hold (the JSON report's `unnamed` says why the rest do not)"
+            f"hold{part} (the JSON report's `unnamed` says why the rest do not)"
         )
     clones = memory.get("xla_rematerialized") or []
     if clones:

@@ -29,7 +29,6 @@ from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
 from remat_tui.app.arguments import prepared
-from remat_tui.app.footer import Footer
 from remat_tui.app.screens.compare_chart import draw_compare_chart
 from remat_tui.app.screens.table_layout import (
     NOTES_MAX,
@@ -40,6 +39,7 @@ from remat_tui.app.screens.table_layout import (
     whole_label,
 )
 from remat_tui.app.screens.table_rows import highlighted_config
+from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.structures import without_helper
@@ -128,13 +128,6 @@ def detail(row) -> dict[str, str]:
 class CompareScreen(Screen[Config | None]):
     """Costs of every configuration worth comparing, for the App's target."""
 
-    DEFAULT_CSS = """
-    #compare-detail { height: auto; max-height: 12; padding: 0 1; background: $panel; }
-    #compare-detail .detail-row { height: auto; }
-    #compare-detail .detail-label { width: 15; text-style: bold; }
-    #compare-detail .detail-value { width: 1fr; height: auto; }
-    #detail-paste-value { color: $success; }
-    """
     BINDINGS = [
         Binding("escape", "back", "back"),
         Binding("m", "sort('memory')", "sort: memory"),

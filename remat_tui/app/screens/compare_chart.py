@@ -33,6 +33,9 @@ class Drawn:
     budget: int | None
 
 
+LEGEND_ROOM = 1.3  # the y axis reaches 30% above the highest point
+
+
 def draw_compare_chart(plot: PlotextPlot, rows: list, budget: str | None, compiled: bool):
     """Draw `rows` (compare's) on `plot`: each axis in the unit its values read
     best in; memory on a log scale when one row needs 20x another (an outlier
@@ -61,6 +64,10 @@ def draw_compare_chart(plot: PlotextPlot, rows: list, budget: str | None, compil
         ys = [r.recompute_flops / y_size for r in rows]
         y_label, y_what = f"recompute ({y_unit})", "recomputation"
     xs = [r.weighed_bytes / byte_size for r in rows]
+    # The legend's two rows sit in the plot's top left, where the least
+    # memory and the most recomputation meet: room above the highest point
+    # keeps such a row in sight (it was drawn under the legend).
+    plt.ylim(0, max(ys) * LEGEND_ROOM or 1)
     # Plotext's own log scale logs the signals in place at each build, so a
     # chart drawn twice is logged twice (and fails on the negative values):
     # the data is logged here, and the ticks say the bytes.

@@ -18,7 +18,7 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
-from remat_tui.app.footer import Footer
+from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.config import Config
 from remat_tui.report.units import human_bytes, human_flops, signed
 
@@ -39,10 +39,6 @@ def short(text: str) -> str:
 class DiffScreen(Screen[Config | None]):
     """Residuals of A (marked) against B (shown); the deltas in the header."""
 
-    DEFAULT_CSS = """
-    #diff-status { height: auto; padding: 0 1; background: $panel; }
-    #diff-table { height: 1fr; }
-    """
     BINDINGS = [
         Binding("escape", "dismiss(None)", "back"),
         Binding("a", "open_a", "open A in main screen"),

@@ -1,5 +1,5 @@
 """Provides the ExportScreen (the path and format of an export) and
-`write_export`, which writes it (app/opening.py opens the dialog again on the
+`write_export`, which writes it (app/controllers/opening.py opens the dialog again on the
 typed path with the reason when the write fails).
 
 The file name's extension picks the format (`x.md` is Markdown whatever button

@@ -31,10 +31,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 from textual_plotext import PlotextPlot
 
-from remat_tui.app.footer import Footer
-from remat_tui.app.screens.suggest import BudgetTyped, parse_budget
+from remat_tui.app.screens.budget import BudgetTyped, parse_budget
 from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_label
 from remat_tui.app.screens.table_rows import highlighted_config
+from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
@@ -76,18 +76,6 @@ class FitFailed(Message):
 class FitScreen(Screen[Config | None]):
     """The largest batch per configuration under one budget, and its chart."""
 
-    # As the compare screen's (app.tcss): the chart beside the table where both
-    # have room, else beneath it (app/screens/table_layout.py).
-    DEFAULT_CSS = """
-    #fit-status { height: auto; padding: 0 1; background: $panel; }
-    #fit-budget { width: 40; }
-    #fit-body { height: 1fr; }
-    #fit-table { scrollbar-size-vertical: 1; }
-    #fit-chart { width: 1fr; margin-left: 1; }
-    #fit-body.-stacked { layout: vertical; }
-    #fit-body.-stacked #fit-table { height: auto; max-height: 50%; }
-    #fit-body.-stacked #fit-chart { width: 100%; height: 1fr; min-height: 10; margin-left: 0; }
-    """
     BINDINGS = [
         Binding("escape", "stop_or_leave", "stop / back"),
         Binding("b", "budget", "another budget"),

@@ -1,7 +1,10 @@
-"""Provides the HelpScreen: every key, generated from the bindings, then what
-the marks mean. Two columns: a description that wraps stays in its column."""
+"""Provides the HelpScreen: every key, generated from the key table
+(app/keys.py), then what the marks mean. Two columns: a description that
+wraps stays in its column."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from rich.table import Table
 from rich.text import Text
@@ -11,34 +14,13 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+from remat_tui.app.keys import KEYS, Key
+
+# What the help says beside the keys (app/keys.py): moving about, the palette,
+# hot reload, and what the marks mean.
 MORE_KEYS = [
     ("↑ ↓ / enter", "move in a list; select a residual row or a policy"),
     ("tab", "move between panes"),
-    ("n / s / r", "focus names / sites / residuals (n and s show a hidden sidebar)"),
-    ("t", "open another target of the file"),
-    (
-        "h",
-        "how big a batch fits a budget you type, for the shown configuration and every one "
-        "compare weighs (args=lambda batch=32: ... makes a target scale): batch, peak, "
-        "examples/s, a chart against batch",
-    ),
-    ("o", "sort the residuals by bytes, largest first (again: JAX's order)"),
-    (
-        "y",
-        "why the selected residual is saved: the policy's rule that saved it, the equation "
-        "and calls that made it, the backward equations reading it and (p) what XLA made "
-        "of it; y again hides it",
-    ),
-    (
-        "p",
-        "compile every analysis shown (never run): the compiled peak per device "
-        "leads the status line, residual bytes beside it (p again: off)",
-    ),
-    (
-        "x",
-        "run every analysis shown on its device and time it (p comes on with it; not "
-        "a TPU topology): measured beside the estimate; compare and suggest rank by it",
-    ),
     (
         "ctrl+p",
         "command palette: type any policy spec to apply it; a partial one "
@@ -53,31 +35,28 @@ MORE_KEYS = [
 ]
 
 
-def key_table(bindings: list[Binding]) -> Table:
-    rows = [
-        (b.key_display or b.key, b.tooltip or b.description)
-        for b in bindings
-        if b.description and b.show
-    ]
+def key_table(keys: Sequence[Key] = KEYS) -> Table:
+    """Every key of the table, those the footer shows first, then MORE_KEYS."""
+    ordered = [k for k in keys if k.show] + [k for k in keys if not k.show]
     table = Table.grid(padding=(0, 2))
     table.add_column(justify="right", style="bold", no_wrap=True)
     table.add_column(ratio=1)  # wraps within its own column
-    for key, text in rows + MORE_KEYS:
+    for key, text in [(k.shown_as, k.help) for k in ordered] + MORE_KEYS:
         table.add_row(Text(key), Text(text))
     return table
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key, generated from the bindings so it cannot drift."""
+    """Every key, generated from the key table so it cannot drift."""
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
 
-    def __init__(self, bindings: list[Binding]):
+    def __init__(self, keys: Sequence[Key] = KEYS):
         super().__init__()
-        self.bindings = bindings
+        self.keys = keys
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="dialog"):
             yield Label("[b]remat-tui keys[/b]")
-            yield Static(key_table(self.bindings), id="keys")
+            yield Static(key_table(self.keys), id="keys")
             yield Label("[dim]escape closes · ctrl+p opens the command palette[/dim]")

@@ -20,7 +20,7 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual_plotext import PlotextPlot
 
-from remat_tui.app.footer import Footer
+from remat_tui.app.widgets.footer import Footer
 from remat_tui.report import memory as memory_view
 from remat_tui.report.tables import text_table
 from remat_tui.report.units import BYTE_UNITS, axis_unit, human_bytes
@@ -37,16 +37,6 @@ class MemoryScreen(Screen[tuple[str, int, str | None] | None]):
     """The curve and the buffers at the peak; dismissed with the chosen
     buffer's (file, line, residual R# or None), or None."""
 
-    DEFAULT_CSS = """
-    #memory-status { height: auto; padding: 0 1; background: $panel; }
-    #memory-body { height: 1fr; }
-    #memory-chart { width: 1fr; min-width: 40; }
-    #memory-buffers { width: 2fr; }
-    #memory-header {
-        height: 1; padding: 0 2; text-style: bold; text-wrap: nowrap; text-overflow: ellipsis;
-    }
-    #memory-table { height: 1fr; text-wrap: nowrap; text-overflow: ellipsis; }
-    """
     BINDINGS = [
         Binding("escape", "dismiss(None)", "back"),
         Binding("enter", "open", "open its line", show=True),

@@ -31,25 +31,16 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Input, Label, Static
 
 from remat_tui.app.arguments import prepared
-from remat_tui.app.footer import Footer
+from remat_tui.app.screens.budget import BudgetTyped, parse_budget
 from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_label
+from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
-from remat_tui.report.units import human_bytes, human_flops, parse_size, signed
+from remat_tui.report.units import human_bytes, human_flops, signed
 
 RESIDUAL = "residual bytes on device"
 COMPILED = "compiled peak per device"
-
-
-def parse_budget(text: str) -> tuple[int | None, str | None]:
-    """(bytes, None) for a budget, or (None, why `text` is not one)."""
-    if not text.strip():
-        return None, "type a budget: try 2GiB"
-    try:
-        return parse_size(text), None
-    except RematError:
-        return None, f"{text.strip()!r} does not parse: try 2GiB (or 512MiB, 1.5e9, 4096)"
 
 
 class BudgetScreen(ModalScreen[tuple[int, str] | None]):
@@ -122,21 +113,9 @@ class SuggestFailed(Message):
     message: str
 
 
-@dataclass
-class BudgetTyped(Message):
-    """A budget typed for a search: what f offers next (the App keeps it)."""
-
-    text: str
-
-
 class SuggestScreen(Screen[Config | None]):
     """The search under one budget, then its answer; f asks for another."""
 
-    DEFAULT_CSS = """
-    #suggest-status { height: auto; padding: 0 1; background: $panel; }
-    #suggest-rows { height: auto; max-height: 4; }
-    #suggest-text { padding: 0 1; }
-    """
     BINDINGS = [
         Binding("escape", "stop_or_leave", "stop / back"),
         Binding("enter", "open", "open in main screen"),

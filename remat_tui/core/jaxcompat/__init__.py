@@ -6,11 +6,16 @@ JAX means changes here only.
 
 Each JAX difference is one named adapter, in the module it concerns:
 - objects: JAX 0.11 merged ClosedJaxpr into Jaxpr;
-- remat: remat2 equations, or remat3's `call_hi_primitive` (JAX_REMAT3=1);
+- remat: remat2 equations, or remat3's `call_hi_primitive` (JAX_REMAT3=1),
+  and what each asks a policy about a name (`policy_question`);
 - policies: policy classes (0.10) or closures (0.11+);
 - residual_words: one reduce_precision looked through (0.10) or a chain (0.11+);
 - bodies: the one table of how each higher-order primitive holds its bodies;
-- scans: a scan's loop params, read for the structures that rebuild it.
+- scans: a scan's loop params, read for the structures that rebuild it;
+- hlo_text: a tuple's element as XLA's dump writes it, a get-tuple-element
+  (0.10) or `%name#k` (0.12);
+- hlo_values: the primitives JAX lowers by composing others, named in XLA's
+  op_name by the composition's root (one_minus_square, 0.11+).
 """
 
 from remat_tui.core.jaxcompat import policies as policy_objects
@@ -42,6 +47,7 @@ from remat_tui.core.jaxcompat.program import Linear, linear_program, primitive_n
 from remat_tui.core.jaxcompat.remat import (
     checkpoint_name,
     is_remat,
+    policy_question,
     remat3_enabled,
     remat_body,
     remat_function,
@@ -67,7 +73,8 @@ __all__ = [
     "eval_jaxpr", "expects", "format_jaxpr", "frames_key", "fresh_var", "is_host", "is_jit",
     "is_remat",
     "Linear", "linear_program", "nested_eqns", "open_jaxpr", "outermost_own_function", "own_frames",
-    "own_function_names", "own_source", "policy_objects", "primitive_name", "primitives",
+    "own_function_names", "own_source", "policy_objects", "policy_question", "primitive_name",
+    "primitives",
     "remat3_enabled", "remat_body", "remat_function", "remat_policy", "replace_body",
     "residual_words", "scan_layout", "scans", "short", "summarize", "tpu_chips_here",
     "untested_message", "user_source", "users_frames", "version_tuple", "with_policy",

@@ -110,6 +110,20 @@ def _linear_solve(eqn) -> tuple[Body, ...]:
     return tuple(out)
 
 
+def _jit(eqn) -> tuple[Body, ...]:
+    """A jit's one body, read straight from its `jaxpr` param (what _generic
+    finds there, without looking through every other param: a jit's tuples of
+    shardings and donations are as long as its inputs, and analyses ask a
+    program's jits for their bodies many times). A jit that keeps it
+    elsewhere is read generically."""
+    held = eqn.params.get("jaxpr")
+    if not is_jaxpr(held):
+        return _generic(eqn)
+    body = open_jaxpr(held)
+    ins = tuple(eqn.invars) if len(body.invars) == len(eqn.invars) else None
+    return (Body(body, ("jaxpr", None), ins, len(body.outvars) == len(eqn.outvars)),)
+
+
 def _generic(eqn) -> tuple[Body, ...]:
     """Any other primitive holding jaxprs: each read as a call when its inputs
     and outputs line up with the equation's, else with its wiring unknown."""
@@ -149,6 +163,8 @@ _RULES = {
     "cond": _cond,
     "shard_map": _shard_map,
     "custom_linear_solve": _linear_solve,
+    "jit": _jit,
+    "pjit": _jit,
 }
 
 

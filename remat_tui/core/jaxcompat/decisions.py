@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from remat_tui.core.jaxcompat.objects import Var
+from remat_tui.core.jaxcompat.remat import policy_question
 from remat_tui.core.jaxcompat.version import expects
 
 SAVE, OFFLOAD, RECOMPUTE = "save", "offload", "recompute"
@@ -28,9 +29,10 @@ class Decision:
 def decide(policy, eqn) -> Decision:
     """`policy`'s decision at `eqn`, called exactly as JAX's partial evaluation
     calls it on the equations under a checkpoint (it ran on this very
-    equation while JAX traced, so it does not raise now)."""
-    answer = policy(eqn.primitive, *[v.aval for v in eqn.invars], **eqn.params)
-    return read(answer)
+    equation while JAX traced, so it does not raise now): `policy_question`
+    says how, for both remat implementations."""
+    primitive, avals, params = policy_question(eqn)
+    return read(policy(primitive, *avals, **params))
 
 
 @expects("a checkpoint policy answering a bool, Saveable, Recompute or Offloadable")

@@ -95,6 +95,7 @@ def parse_hlo(text: str) -> Module:
             root = iname
     if entry is None or not instructions:
         raise DumpUnreadable("an ENTRY computation in the optimized HLO")
+    _tuple_elements(instructions)
     return Module(name=name, entry=entry, instructions=instructions, root=root, roots=roots)
 
 
@@ -120,9 +121,43 @@ def _call(after: str) -> tuple[str, tuple[str, ...]]:
             end = i
             break
     # Operands print as '%name' (JAX 0.10, 0.12) or, in newer text, as
-    # 'f32[2]{0} %name' or a bare name; constants print their literal.
-    operands = tuple(re.findall(r"%([\w.\-]+)", args[:end]))
+    # 'f32[2]{0} %name' or a bare name; constants print their literal. JAX
+    # 0.12's dumps write a tuple's element as '%name#2', with no
+    # get-tuple-element instruction (`_tuple_elements` makes one).
+    operands = tuple(re.findall(r"%([\w.\-]+(?:#\d+)?)", args[:end]))
     return opcode.strip(), operands
+
+
+def _tuple_elements(instructions: dict[str, Instruction]) -> None:
+    """A get-tuple-element for each `name#k` operand (JAX 0.12's dumps name
+    a tuple's element so, where 0.10's read it with a get-tuple-element of
+    its own), named as the operand is, so that every reader of the module
+    follows one form."""
+    for instruction in list(instructions.values()):
+        for operand in instruction.operands:
+            tuple_name, sep, k = operand.partition("#")
+            if not sep or operand in instructions:
+                continue
+            whole = instructions.get(tuple_name)
+            instructions[operand] = Instruction(
+                name=operand, opcode="get-tuple-element",
+                shape=tuple_element(whole.shape, int(k)) if whole else "",
+                computation=instruction.computation, operands=(tuple_name,), number=int(k),
+            )  # fmt: skip
+
+
+def tuple_element(shape: str, k: int) -> str:
+    """'(s32[], f32[2,3])', 1 -> 'f32[2,3]' (a shape without layout); ''
+    where there is no such element."""
+    inner = shape[1:-1] if shape.startswith("(") else ""
+    parts, depth, at = [], 0, 0
+    for i, ch in enumerate(inner):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            parts.append(inner[at:i].strip())
+            at = i + 1
+    parts.append(inner[at:].strip())
+    return parts[k] if inner and k < len(parts) else ""
 
 
 _CALLED = re.compile(r"\b(?:calls|body|condition|to_apply)=%?([\w.\-]+)")

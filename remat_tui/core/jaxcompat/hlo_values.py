@@ -62,7 +62,10 @@ def computing(module: Module, calls: Calls, name: str, index: tuple[int, ...] = 
             at = _operand(module, at, 1)  # the update: this iteration's value
         elif op == "copy-start":
             # An asynchronous copy (to another memory space and back): its
-            # value's elements are the copied value's, wherever it is.
+            # destination and source ({0}, {1}) are the copied value, wherever
+            # it is; {2} is the copy's context (a sync flag), no value's.
+            if path and path[0] >= 2:
+                return made
             path = []
             at = _operand(module, at, 0)
         elif op in MOVES and not path:
@@ -112,6 +115,21 @@ _HLO_DTYPES = {"bool": "pred", "i8": "s8", "i16": "s16", "i32": "s32", "i64": "s
 def hlo_dtype(jaxpr_dtype: str) -> str:
     """A jaxpr aval's dtype (`bool`, `i32`) as XLA's text spells it (`pred`, `s32`)."""
     return _HLO_DTYPES.get(jaxpr_dtype, jaxpr_dtype)
+
+
+# Primitives JAX lowers by composing others (`mlir.lower_fun`): XLA's op_name
+# names the composed primitives, not theirs, the composition's root last
+# (measured on CPU: one_minus_square, new in JAX 0.11, is `mul(add(1, x),
+# sub(1, x))`; logistic `div(1, add(1, exp(neg(x))))` on every JAX, except
+# on a TPU of generation 8 or newer; asin `atan2(x, sqrt(...))` off GPUs).
+_COMPOSED_ROOTS = {"one_minus_square": "mul", "logistic": "div", "asin": "atan2"}
+
+
+def hlo_primitives(primitive: str) -> tuple[str, ...]:
+    """The primitives XLA's op_name may name for a jaxpr equation of
+    `primitive`: its own, and the root of the composition JAX may lower it to."""
+    root = _COMPOSED_ROOTS.get(primitive)
+    return (primitive,) if root is None else (primitive, root)
 
 
 def dtype(shape: str) -> str:

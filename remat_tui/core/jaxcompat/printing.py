@@ -18,6 +18,7 @@ class EqnRef:
 
     eqn: Any
     path: tuple[int, ...]
+    depth: int = 0  # len(path): how deep in bodies the equation is (1: top level)
 
 
 Region = tuple[int, int, EqnRef]  # start column, end column, equation
@@ -31,11 +32,10 @@ def format_jaxpr(jaxpr) -> tuple[str, list[list[Region]]]:
     source_map: list[list[tuple[int, int, Any]]] = []
     # use_color=False: JAX colours its output when stdout is a terminal.
     text = _core.pp_toplevel_jaxpr(tagged).format(use_color=False, source_map=source_map)
-    per_line = [
-        [(start, end, ref) for start, end, ref in regions if isinstance(ref, EqnRef)]
-        for regions in source_map
-    ]
-    return text, per_line
+    # A jaxpr in a param that bodies() does not list keeps its tracebacks.
+    if not all(type(r[2]) is EqnRef for regions in source_map for r in regions):
+        source_map = [[r for r in regions if type(r[2]) is EqnRef] for regions in source_map]
+    return text, source_map
 
 
 class _Tagger:
@@ -55,7 +55,7 @@ class _Tagger:
             return self.done[key]
         eqns = []
         for i, eqn in enumerate(jaxpr.eqns):
-            ref = EqnRef(eqn, path + (i,))
+            ref = EqnRef(eqn, path + (i,), len(path) + 1)
             tagged = eqn
             for body in bodies(eqn):
                 new = self.jaxpr(body.jaxpr, ref.path)

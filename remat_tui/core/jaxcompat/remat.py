@@ -76,6 +76,17 @@ def checkpoint_name(eqn) -> str | None:
     return None
 
 
+def policy_question(eqn) -> tuple:
+    """(primitive, input avals, params): what JAX asks a checkpoint policy
+    about an equation. remat2 asks about the equation itself; remat3 asks
+    about a checkpoint_name as `name_p` with its name (its equation is a
+    `call_hi_primitive` holding a `CheckpointName`)."""
+    hi = _hi(eqn)
+    if hi is not None and _NAME_CLASSES and isinstance(hi, _NAME_CLASSES):
+        return name_p, list(hi.in_avals), {"name": hi.name}
+    return eqn.primitive, [v.aval for v in eqn.invars], dict(eqn.params)
+
+
 def remat_function(eqn) -> str:
     """The name of the function a checkpoint equation checkpoints: as JAX
     recorded it, unless that is a library's wrapper (Linen's `core_fn`,

@@ -23,15 +23,89 @@ _NOT_CALLERS = tuple(
 ) + (os.path.join(_PACKAGE, ""),)
 
 
+# Every equation records its whole stack, and equations share stacks: JAX's
+# tracebacks compare and hash by their frames, and the layers of an unrolled
+# loop, say, record equal ones. So each answer below is worked out once per
+# traceback, and each frame's Source once per (code, instruction): an
+# analysis asks for the user's line of thousands of equations. The tables
+# are bounded (cleared past _KEPT entries), and cleared when a library
+# registers files with JAX as not the user's (Flax does on import): what
+# JAX takes for the user's frame changes then.
+_KEPT = 65536
+_answers: dict[tuple, object] = {}  # (question, traceback, its arguments) -> answer
+_sources: dict[tuple, Source] = {}  # (code, instruction) -> its Source
+_own_files: dict[str, bool] = {}  # path -> own_frames keeps its frames
+_users_files: dict[str, bool] = {}  # path -> users_frames keeps its frames
+_registered = [0]  # the files registered with JAX when the tables were filled
+
+
+def _fresh() -> None:
+    """Empties the tables if JAX's exclusions or inclusions changed."""
+    registered = len(_siu._exclude_paths) + len(_siu._include_paths)
+    if registered != _registered[0]:
+        _answers.clear()
+        _own_files.clear()
+        _users_files.clear()
+        _registered[0] = registered
+
+
+def _per_traceback(question, source_info, answer):
+    """`answer(frames)` for the equation's frames ((code, instruction) pairs,
+    innermost first), kept per traceback and `question`."""
+    traceback = source_info.traceback
+    if traceback is None:
+        return answer(())
+    _fresh()
+    key = (question, traceback)
+    found = _answers.get(key, _answers)
+    if found is _answers:
+        if len(_answers) >= _KEPT:
+            _answers.clear()
+        codes, lastis = traceback.raw_frames()
+        found = _answers[key] = answer(tuple(zip(codes, lastis, strict=True)))
+    return found
+
+
+def _source_at(code, lasti: int) -> Source:
+    key = (code, lasti)
+    found = _sources.get(key)
+    if found is None:
+        if len(_sources) >= _KEPT:
+            _sources.clear()
+        found = _sources[key] = _frame_source(_siu.raw_frame_to_frame(code, lasti))
+    return found
+
+
+def _own(path: str) -> bool:
+    """A file of the user's outside installed libraries."""
+    kind = _own_files.get(path)
+    if kind is None:
+        kind = _own_files[path] = _siu.is_user_filename(path) and not in_library(path)
+    return kind
+
+
+def _users(path: str) -> bool:
+    """A file of the user's own code (usercode.is_users)."""
+    kind = _users_files.get(path)
+    if kind is None:
+        kind = _users_files[path] = _siu.is_user_filename(path) and is_users(path)
+    return kind
+
+
 def summarize(source_info) -> str:
     """JAX's own one-line 'file:line:col (function)' for an equation."""
-    return public_siu.summarize(source_info)
+    return _per_traceback("summarize", source_info, lambda _: public_siu.summarize(source_info))
 
 
 def user_source(source_info) -> Source | None:
-    """The user's line behind an equation (its innermost non-JAX frame), or None."""
-    frame = _siu.user_frame(source_info.traceback)
-    return _frame_source(frame) if frame is not None else None
+    """The user's line behind an equation (its innermost non-JAX frame, as
+    JAX's own `user_frame` finds it), or None."""
+    return _per_traceback("user", source_info, _first_users)
+
+
+def _first_users(frames) -> Source | None:
+    jax_users = _siu.is_user_filename
+    return next((_source_at(c, i) for c, i in frames if jax_users(c.co_filename)), None)
 
 
 def calling_file(source_info) -> str | None:
@@ -39,18 +113,24 @@ def calling_file(source_info) -> str | None:
     equation: for a checkpoint, the code that called `jax.checkpoint`, a
     library's wrapper included (JAX's own user frame skips the files a
     library registers with it, as Flax does its lifted transforms)."""
-    if source_info.traceback is None:
-        return None
-    for frame in source_info.traceback.frames:
-        path = frame.file_name
+    return _per_traceback("calling", source_info, _calling)
+
+
+def _calling(frames) -> str | None:
+    for code, _ in frames:
+        path = code.co_filename
         if not (path.startswith(_NOT_CALLERS) or os.path.realpath(path).startswith(_NOT_CALLERS)):
             return path
     return None
 
 
-def own_frames(source_info) -> list:
+def own_frames(source_info) -> tuple[Source, ...]:
     """The frames outside JAX and installed libraries, innermost first."""
-    return [f for f in _siu.user_frames(source_info.traceback) if not in_library(f.file_name)]
+    return _per_traceback("own", source_info, _own_frames)
+
+
+def _own_frames(frames) -> tuple[Source, ...]:
+    return tuple(_source_at(c, i) for c, i in frames if _own(c.co_filename))
 
 
 def users_frames(source_info) -> tuple[Source, ...]:
@@ -58,11 +138,11 @@ def users_frames(source_info) -> tuple[Source, ...]:
     the standard library and installed packages), innermost first: the
     line, and the calls that led to it. XLA's instruction metadata keeps the
     same frames (core/xla/made.py reads them there)."""
-    if source_info.traceback is None:
-        return ()
-    return tuple(
-        _frame_source(f) for f in _siu.user_frames(source_info.traceback) if is_users(f.file_name)
-    )
+    return _per_traceback("users", source_info, _users_frames)
+
+
+def _users_frames(frames) -> tuple[Source, ...]:
+    return tuple(_source_at(c, i) for c, i in frames if _users(c.co_filename))
 
 
 def own_source(source_info, prefer_dir: str | None = None, fallback: bool = True):
@@ -71,11 +151,12 @@ def own_source(source_info, prefer_dir: str | None = None, fallback: bool = True
     its local modules count as the user's too). With no such frame, JAX's own
     user frame, or None when `fallback` is off."""
     frames = own_frames(source_info)
-    chosen = next((f for f in frames if prefer_dir and f.file_name.startswith(prefer_dir)), None)
-    if chosen is None and frames:
-        chosen = frames[0]
-    if chosen is not None:
-        return _frame_source(chosen)
+    if prefer_dir:
+        chosen = next((f for f in frames if f.file.startswith(prefer_dir)), None)
+        if chosen is not None:
+            return chosen
+    if frames:
+        return frames[0]
     return user_source(source_info) if fallback else None
 
 
@@ -85,16 +166,18 @@ def frames_key(source_info):
     for an equation JAX copies out of a body (a checkpoint's forward part
     evaluated in place, a scan's loop invariants hoisted): those keep the
     body's frames, which start where the body does."""
-    traceback = source_info.traceback
-    if traceback is None:
+    if source_info.traceback is None:
         return None
-    codes, lastis = traceback.raw_frames()
-    return tuple(zip(codes, lastis, strict=True))
+    return _per_traceback("key", source_info, _itself)
+
+
+def _itself(frames) -> tuple:
+    return frames
 
 
 def own_function_names(source_info) -> list[str]:
     """The functions of the user's own frames behind an equation, innermost first."""
-    return [f.function_name for f in own_frames(source_info)]
+    return [f.function for f in own_frames(source_info)]
 
 
 def outermost_own_function(jaxpr) -> str | None:
@@ -104,7 +187,7 @@ def outermost_own_function(jaxpr) -> str | None:
     for eqn in jaxpr.eqns:
         frames = own_frames(eqn.source_info)
         if frames:
-            return frames[-1].function_name
+            return frames[-1].function
     return None
 
 

@@ -1,8 +1,10 @@
-"""Provides policy specs (Contract 2): parse, canonical spelling, JAX policy.
-
-A spec is the expression a user would write after `jax.checkpoint_policies.`.
-It is parsed with `ast` (never `eval`) into a `PolicySpec`, whose `canonical`
-spelling is the cache key and what reports print.
+"""Provides policy specs (Contract 2) read and written: `parse` (the text a
+user writes, parsed with `ast`, never `eval`, with "did you mean"), `build`
+(the JAX policy a spec stands for) and `from_jax` (the spec of a policy
+object found in a traced program). The spec itself, a `PolicySpec` whose
+`canonical` spelling is the cache key and what reports print, is
+core/setup/policy_spec.py's; its names are re-exported here, where callers
+look for them.
 """
 
 from __future__ import annotations
@@ -10,138 +12,37 @@ from __future__ import annotations
 import ast
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cached_property
 
+from remat_tui.core.setup.policy_spec import (
+    AS_WRITTEN,
+    BOTH,
+    CALLABLE_FACTORIES,
+    EVERYTHING,
+    EXAMPLES,
+    NAME_LISTS,
+    NAMES_ONLY,
+    NOTHING,
+    OFFLOAD_DOTS,
+    OFFLOAD_DST,
+    OFFLOAD_KEYWORDS,
+    OFFLOAD_NAMES,
+    OFFLOAD_SRC,
+    SIMPLE,
+    PolicySpec,
+    builtin_specs,
+    names_policy,
+    same_decisions,
+    sorted_unique,
+)
 from remat_tui.errors import RematError
 
-AS_WRITTEN = "as_written"
-
-# Every attribute of jax.checkpoint_policies that is a policy by itself,
-# with JAX's aliases mapped to the name we print.
-SIMPLE = {
-    "everything_saveable": "everything_saveable",
-    "nothing_saveable": "nothing_saveable",
-    "dots_saveable": "dots_saveable",
-    "checkpoint_dots": "dots_saveable",
-    "dots_with_no_batch_dims_saveable": "dots_with_no_batch_dims_saveable",
-    "checkpoint_dots_with_no_batch_dims": "dots_with_no_batch_dims_saveable",
-}
-NAME_LISTS = (
-    "save_only_these_names",
-    "save_any_names_but_these",
-    "save_anything_except_these_names",
-)
-OFFLOAD_NAMES = "save_and_offload_only_these_names"
-OFFLOAD_DOTS = "offload_dot_with_no_batch_dims"
-BOTH = "save_from_both_policies"
-CALLABLE_FACTORIES = (*NAME_LISTS, OFFLOAD_NAMES, OFFLOAD_DOTS, BOTH)
-# JAX offloads a value from where it lives (device memory) to pinned host
-# memory, and treats any other destination kind as device memory.
-OFFLOAD_SRC, OFFLOAD_DST = ("device",), ("pinned_host",)
-OFFLOAD_KEYWORDS = (
-    "names_which_can_be_saved",
-    "names_which_can_be_offloaded",
-    "offload_src",
-    "offload_dst",
-)
-
-EXAMPLES = "e.g. dots_saveable, save_only_these_names('a', 'b') or as_written"
-
-
-@dataclass(frozen=True)
-class PolicySpec:
-    """A parsed policy. `kind` is the policy's function or attribute name."""
-
-    kind: str
-    names: tuple[str, ...] = ()  # name-list policies
-    offloaded: tuple[str, ...] = ()  # save_and_offload_only_these_names
-    src: str = "device"
-    dst: str = "pinned_host"
-    parts: tuple[PolicySpec, ...] = ()  # save_from_both_policies
-    declared: bool = False  # a policy the target declared
-
-    @cached_property
-    def canonical(self) -> str:
-        """The one spelling: the cache key's part and what reports print."""
-        if self.kind in NAME_LISTS:
-            return f"{self.kind}({', '.join(map(repr, self.names))})"
-        if self.kind == OFFLOAD_NAMES:
-            return (
-                f"{OFFLOAD_NAMES}(names_which_can_be_saved={list(self.names)!r}, "
-                f"names_which_can_be_offloaded={list(self.offloaded)!r}, "
-                f"offload_src={self.src!r}, offload_dst={self.dst!r})"
-            )
-        if self.kind == OFFLOAD_DOTS:
-            return f"{OFFLOAD_DOTS}({self.src!r}, {self.dst!r})"
-        if self.kind == BOTH:
-            return f"{BOTH}({', '.join(p.canonical for p in self.parts)})"
-        return self.kind
-
-    def python(self, fn_name: str = "f") -> str:
-        """The line a user pastes to get this policy in their own code."""
-        if self.kind == AS_WRITTEN:
-            return f"{fn_name}  # as written: no outer jax.checkpoint"
-        if self.declared:
-            return f"jax.checkpoint({fn_name}, policy={self.kind})"
-        return f"jax.checkpoint({fn_name}, policy={self.expression()})"
-
-    def expression(self) -> str:
-        if self.declared:  # the target's own policy: a name in the user's module
-            return self.kind
-        if self.kind == BOTH:
-            inner = ", ".join(p.expression() for p in self.parts)
-            return f"jax.checkpoint_policies.{BOTH}({inner})"
-        return f"jax.checkpoint_policies.{self.canonical}"
-
-    def mentioned_names(self) -> set[str]:
-        """Every checkpoint_name the spec refers to."""
-        out = set(self.names) | set(self.offloaded)
-        for p in self.parts:
-            out |= p.mentioned_names()
-        return out
-
-    def warnings(self, defined_names: set[str] | None = None) -> list[str]:
-        """What the user should know before trusting this policy."""
-        notes = []
-        if self.uses("save_anything_except_these_names"):
-            notes.append(
-                "save_anything_except_these_names ignores its names in JAX: it "
-                "saves everything (like everything_saveable). Use "
-                "save_any_names_but_these to save named values except some."
-            )
-        if defined_names is not None:
-            unknown = sorted(self.mentioned_names() - defined_names)
-            if unknown:
-                known = ", ".join(sorted(defined_names)) or "none"
-                missing = ", ".join(map(repr, unknown))
-                notes.append(
-                    f"the function defines no checkpoint_name {missing}"
-                    f" (names it defines: {known})."
-                )
-        return notes
-
-    def uses(self, kind: str) -> bool:
-        """Whether this policy is, or combines, the policy `kind`."""
-        return self.kind == kind or any(p.uses(kind) for p in self.parts)
-
-    def offloaded_names(self) -> set[str]:
-        """The checkpoint_names this policy moves to host memory."""
-        out = set(self.offloaded)
-        for p in self.parts:
-            out |= p.offloaded_names()
-        return out
-
-    def recomputing_offloads(self) -> PolicySpec:
-        """This policy with what it offloads recomputed instead (everything it
-        saves on device stays saved): what an offload is weighed against."""
-        if self.kind == OFFLOAD_NAMES:
-            return PolicySpec("save_only_these_names", names=self.names)
-        if self.kind == OFFLOAD_DOTS:
-            return PolicySpec("nothing_saveable")
-        if self.kind == BOTH:
-            return PolicySpec(BOTH, parts=tuple(p.recomputing_offloads() for p in self.parts))
-        return self
+__all__ = [
+    "AS_WRITTEN", "BOTH", "CALLABLE_FACTORIES", "EVERYTHING", "EXAMPLES", "NAME_LISTS",
+    "NAMES_ONLY", "NOTHING", "OFFLOAD_DOTS", "OFFLOAD_DST", "OFFLOAD_KEYWORDS", "OFFLOAD_NAMES",
+    "OFFLOAD_SRC", "SIMPLE", "AnyName", "PolicySpec", "build", "builtin_specs",
+    "check_syntax", "describe", "describe_jax", "did_you_mean", "from_jax", "names_policy",
+    "parse", "same_decisions",
+]  # fmt: skip
 
 
 def parse(text: str, declared: dict[str, Callable] | None = None) -> PolicySpec:
@@ -250,77 +151,6 @@ def build(spec: PolicySpec, declared: dict[str, Callable] | None = None):
     return getattr(cp, spec.kind)
 
 
-def builtin_specs() -> list[str]:
-    """The built-in policies that need no arguments, in the order the app lists them."""
-    return [
-        AS_WRITTEN,
-        "everything_saveable",
-        "nothing_saveable",
-        "dots_saveable",
-        "dots_with_no_batch_dims_saveable",
-        f"{OFFLOAD_DOTS}('device', 'pinned_host')",
-    ]
-
-
-EVERYTHING, NOTHING = PolicySpec("everything_saveable"), PolicySpec("nothing_saveable")
-NAMES_ONLY = "save_only_these_names"
-
-
-def same_decisions(spec: PolicySpec) -> PolicySpec:
-    """One spec for every spelling of the same decisions: two specs with equal
-    forms save, recompute and offload the same values, by JAX's definitions
-    of its policies (checked against print_saved_residuals in
-    tests/test_compile_counts.py):
-
-    - `save_only_these_names()` saves nothing: nothing_saveable;
-    - `save_anything_except_these_names(...)` saves everything in JAX
-      (`lambda *_, **__: True`): everything_saveable;
-    - `save_and_offload_only_these_names` offloading nothing is
-      `save_only_these_names` of what it saves;
-    - `save_from_both_policies` is the OR of two boolean policies:
-      everything_saveable absorbs, nothing_saveable is neutral, name lists
-      join, dots_saveable covers dots_with_no_batch_dims_saveable, and the
-      order does not matter.
-
-    Not merged: `save_any_names_but_these()` saves every named value, which
-    only the target's names can turn into another spelling; a policy the
-    target declared is its own."""
-    if spec.declared:
-        return spec
-    if spec.kind == NAMES_ONLY and not spec.names:
-        return NOTHING
-    if spec.kind == "save_anything_except_these_names":
-        return EVERYTHING
-    if spec.kind == OFFLOAD_NAMES and not spec.offloaded:
-        return same_decisions(PolicySpec(NAMES_ONLY, names=spec.names))
-    if spec.kind != BOTH:
-        return spec
-    a, b = (same_decisions(p) for p in spec.parts)
-    if a.offloaded_names() or b.offloaded_names() or OFFLOAD_DOTS in (a.kind, b.kind):
-        return PolicySpec(BOTH, parts=(a, b))  # JAX refuses offloads here: its error stands
-    for one, other in ((a, b), (b, a)):
-        if one == EVERYTHING:
-            return EVERYTHING
-        if one == NOTHING:
-            return other
-    if a.kind == b.kind == NAMES_ONLY:
-        return PolicySpec(NAMES_ONLY, names=_sorted_unique([*a.names, *b.names]))
-    if {a.kind, b.kind} == {"dots_saveable", "dots_with_no_batch_dims_saveable"}:
-        return PolicySpec("dots_saveable")
-    if a == b:
-        return a
-    return PolicySpec(BOTH, parts=tuple(sorted((a, b), key=lambda p: p.canonical)))
-
-
-def names_policy(saved: list[str], offloaded: list[str]) -> PolicySpec:
-    """The policy that saves `saved`, offloads `offloaded` and recomputes the rest."""
-    if offloaded:
-        return PolicySpec(
-            OFFLOAD_NAMES, names=tuple(sorted(saved)), offloaded=tuple(sorted(offloaded))
-        )
-    return PolicySpec("save_only_these_names", names=tuple(sorted(saved)))
-
-
 class _Parser:
     def __init__(self, source: str, declared: dict[str, Callable]):
         self.source = source
@@ -354,7 +184,7 @@ class _Parser:
         name = node.func.id
         if name in NAME_LISTS:
             self.no_keywords(node)
-            return PolicySpec(name, names=_sorted_unique([self.string(a) for a in node.args]))
+            return PolicySpec(name, names=sorted_unique([self.string(a) for a in node.args]))
         if name == OFFLOAD_NAMES:
             return self.offload_names(node)
         if name == OFFLOAD_DOTS:
@@ -387,8 +217,8 @@ class _Parser:
                 self.fail(
                     k.value, f"unexpected keyword {k.arg!r}; expected {', '.join(sorted(allowed))}."
                 )
-        saved = _sorted_unique(self.string_list(kw.get("names_which_can_be_saved")))
-        offloaded = _sorted_unique(self.string_list(kw.get("names_which_can_be_offloaded")))
+        saved = sorted_unique(self.string_list(kw.get("names_which_can_be_saved")))
+        offloaded = sorted_unique(self.string_list(kw.get("names_which_can_be_offloaded")))
         both = set(saved) & set(offloaded)
         if both:
             self.fail(
@@ -439,11 +269,6 @@ class _Parser:
             self.fail(node.keywords[0].value, f"{node.func.id} takes positional arguments only.")
 
 
-def _sorted_unique(names: list[str]) -> tuple[str, ...]:
-    """Name lists are sets to JAX; sorted, they have one spelling."""
-    return tuple(sorted(set(names)))
-
-
 def from_jax(policy, declared: dict[str, Callable] | None = None) -> PolicySpec | None:
     """The spec of a policy object found in a traced program (a site's policy),
     or None when it is not one remat-tui can name (a user-written callable the
@@ -462,8 +287,8 @@ def from_jax(policy, declared: dict[str, Callable] | None = None) -> PolicySpec 
         return None if None in parts else PolicySpec(BOTH, parts=parts)
     return PolicySpec(
         kind,
-        names=_sorted_unique(list(args.get("names", ()))),
-        offloaded=_sorted_unique(list(args.get("offloaded", ()))),
+        names=sorted_unique(list(args.get("names", ()))),
+        offloaded=sorted_unique(list(args.get("offloaded", ()))),
         src=args.get("src", "device"),
         dst=args.get("dst", "pinned_host"),
     )

@@ -83,10 +83,11 @@ def full_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysis
     fwd_text, fwd_lay = linemap.layout(t.forward)
     check_cancelled(cancelled)
     bwd_text, bwd_lay = linemap.layout(bwd)
+    readers = linemap.Readers(bwd_lay)
+    stories = story.tell(t, bwd, readers, recompute)
     residuals, fwd_marks, bwd_marks = _place_residuals(
-        t.found, t.forward, bwd, fwd_lay, bwd_lay, t.backward_positions
+        t.found, t.forward, bwd, fwd_lay, readers, t.backward_positions, stories
     )
-    residuals = story.tell(t, residuals, bwd, bwd_lay, recompute)
     forward = linemap.make_view(fwd_text, fwd_lay, fwd_marks)
     backward = linemap.make_view(bwd_text, bwd_lay, bwd_marks, recompute)
     a = _analysis(t, bwd, recompute, residuals, forward, backward, begun)
@@ -217,16 +218,18 @@ def _snippet(target: Target, spec, sites: list, plan: dict, structure: tuple | N
     return "\n".join(lines)
 
 
-def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, positions: list[int | None]):
+def _place_residuals(found, fwd, bwd, fwd_lay, readers, positions: list[int | None], stories):
     """Attach to each residual its lines and variable names in both panes
-    (`positions`: forward residual output -> backward input, Trace.backward_positions):
-    the lines that make it (forward) and read it (backward), followed into the
-    bodies of calls rather than the whole of each (linemap.making_lines, Readers)."""
+    (`positions`: forward residual output -> backward input, Trace.backward_positions),
+    and its story (`stories`, in the same order): the lines that make it
+    (forward) and read it (backward: `readers`, on the backward pane's
+    layout), followed into the bodies of calls rather than the whole of each
+    (linemap.making_lines, Readers)."""
     fwd_marks: dict[int, list[int]] = {}
     bwd_marks: dict[int, list[int]] = {}
+    bwd_lay = readers.lay
     # Input names are read off the printed header; use them only if all were found.
     bwd_names_ok = len(bwd_lay.invar_names) == len(bwd.invars)
-    readers = linemap.Readers(bwd_lay)
     out = []
     for idx, fr in enumerate(found):
         r = fr.residual
@@ -271,6 +274,7 @@ def _place_residuals(found, fwd, bwd, fwd_lay, bwd_lay, positions: list[int | No
                 forward_var=fwd_var,
                 backward_lines=(*bwd_header, *sorted(bwd_lines)),
                 backward_var=bwd_var,
+                story=stories[idx],
             )
         )
     return out, fwd_marks, bwd_marks

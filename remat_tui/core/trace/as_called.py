@@ -56,8 +56,7 @@ def backward_inputs(flat_fn: Callable, leaves: list, traced_vjp, out_shape, forw
     # None: a leaf only the call has (an array passed twice is kept at every
     # position, needed or not): an argument, on the device
     avals = [
-        res_outvars[traced_of[j]].aval if j in traced_of else None
-        for j in range(len(res_shapes))
+        res_outvars[traced_of[j]].aval if j in traced_of else None for j in range(len(res_shapes))
     ]
     res_shapes = _keep_memory_space(res_shapes, avals, device)
     ct_shapes, ct_tree = tree_flatten(out_shape)
@@ -97,10 +96,10 @@ def _identity(leaf, position: int):
     """Which traced input a leaf is: an array is one value wherever it is
     passed (its id); an abstract stand-in describes a shape, not a value, so
     each is its own input (its position); a constant is none (None)."""
+    if isinstance(leaf, jax.ShapeDtypeStruct):  # first: jax.Array's isinstance is slower
+        return ("position", position)
     if isinstance(leaf, jax.Array):
         return ("array", id(leaf))
-    if isinstance(leaf, jax.ShapeDtypeStruct):
-        return ("position", position)
     return None
 
 

@@ -35,6 +35,7 @@ class PrintedJaxpr:
     innermost: list[jc.EqnRef | None] = field(default_factory=list)
     # id() of an equation (at any depth) -> the lines it is the innermost one on
     by_eqn: dict[int, list[int]] = field(default_factory=dict)
+    unclaimed: list[int] = field(default_factory=list)  # lines no equation drew (headers)
 
     def span_lines(self, eqn_index: int) -> tuple[int, ...]:
         """Every line from the equation's first to its last (sub-jaxprs printed
@@ -52,14 +53,20 @@ class PrintedJaxpr:
 def layout(jaxpr) -> tuple[str, PrintedJaxpr]:
     text, regions = jc.format_jaxpr(jaxpr)
     lay = PrintedJaxpr(text.split("\n"), regions)
+    own, by_eqn, innermost = lay.own, lay.by_eqn, lay.innermost
     for i, line_regions in enumerate(regions):
+        inner, deepest = None, 0  # the first of the deepest equations drawn on the line
         for start, end, ref in line_regions:
-            if len(ref.path) == 1:  # a top-level equation's own text (not a sub-jaxpr's)
-                lay.own.setdefault(ref.path[0], []).append((i, start, end))
-        inner = max((ref for _, _, ref in line_regions), key=lambda r: len(r.path), default=None)
-        lay.innermost.append(inner)
+            depth = ref.depth
+            if depth == 1:  # a top-level equation's own text (not a sub-jaxpr's)
+                own.setdefault(ref.path[0], []).append((i, start, end))
+            if depth > deepest:
+                inner, deepest = ref, depth
+        innermost.append(inner)
         if inner is not None:
-            lay.by_eqn.setdefault(id(inner.eqn), []).append(i)
+            by_eqn.setdefault(id(inner.eqn), []).append(i)
+        else:
+            lay.unclaimed.append(i)
     _read_header(lay)
     return text, lay
 
@@ -93,45 +100,52 @@ def making_lines(lay: PrintedJaxpr, eqn, var) -> set[int]:
 
 
 class Readers:
-    """The lines of the equations reading a value, followed into bodies; each
-    jaxpr's readers indexed once (var -> its equations) for all the values asked."""
+    """The lines of the equations reading a value, followed into bodies, and
+    those equations; each jaxpr's readers indexed once (var -> its
+    equations), each call's bodies' inputs once (the equation's operand ->
+    the body's inputs bound to it), and each value's answer kept: the panes'
+    marks and the residuals' stories (core/trace/story.py) ask for the same
+    values."""
 
     def __init__(self, lay: PrintedJaxpr):
         self.lay = lay
         self._index: dict[int, dict] = {}  # id(jaxpr) -> {var: [equations reading it]}
+        self._bound: dict[tuple, dict] = {}  # (id(eqn), slot) -> {operand: [body inputs]}
+        self._found: dict[tuple, tuple] = {}  # (id(jaxpr), var) -> (lines, equations)
 
     def lines(self, jaxpr, var) -> set[int]:
         """The lines reading `var` (an input or value of `jaxpr`): all of each
         leaf equation reading it; of a call, its binders and operands lines and,
         inside its bodies, the lines reading the input bound to `var`."""
-        out: set[int] = set()
-        for eqn in self._readers(jaxpr).get(var, ()):
-            calls = jc.bodies(eqn)
-            if not calls:
-                out.update(self.lay.by_eqn.get(id(eqn), ()))
-                continue
-            out |= _ends(self.lay, eqn)
-            for body in calls:
-                for inner, outer in zip(body.jaxpr.invars, body.inputs or (), strict=False):
-                    if outer is var:
-                        out |= self.lines(body.jaxpr, inner)
-        return out
+        return self._walk(jaxpr, var)[0]
 
     def equations(self, jaxpr, var) -> list:
         """The equations reading `var`, followed into the bodies of calls as
         `lines` is: the leaf equations that use the value itself, in
         program order."""
-        out: list = []
+        return self._walk(jaxpr, var)[1]
+
+    def _walk(self, jaxpr, var) -> tuple[set[int], list]:
+        key = (id(jaxpr), var)
+        found = self._found.get(key)
+        if found is not None:
+            return found
+        lines: set[int] = set()
+        eqns: list = []
         for eqn in self._readers(jaxpr).get(var, ()):
             calls = jc.bodies(eqn)
             if not calls:
-                out.append(eqn)
+                lines.update(self.lay.by_eqn.get(id(eqn), ()))
+                eqns.append(eqn)
                 continue
+            lines |= _ends(self.lay, eqn)
             for body in calls:
-                for inner, outer in zip(body.jaxpr.invars, body.inputs or (), strict=False):
-                    if outer is var:
-                        out.extend(self.equations(body.jaxpr, inner))
-        return out
+                for inner in self._inputs_bound(eqn, body).get(var, ()):
+                    inner_lines, inner_eqns = self._walk(body.jaxpr, inner)
+                    lines |= inner_lines
+                    eqns.extend(inner_eqns)
+        found = self._found[key] = (lines, eqns)
+        return found
 
     def _readers(self, jaxpr) -> dict:
         index = self._index.get(id(jaxpr))
@@ -142,6 +156,17 @@ class Readers:
                     if isinstance(v, jc.Var):
                         index.setdefault(v, []).append(eqn)
         return index
+
+    def _inputs_bound(self, eqn, body) -> dict:
+        """The equation's operand -> the inputs of `body` bound to it, in order."""
+        key = (id(eqn), body.slot)
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = self._bound[key] = {}
+            for inner, outer in zip(body.jaxpr.invars, body.inputs or (), strict=False):
+                if isinstance(outer, jc.Var):
+                    bound.setdefault(outer, []).append(inner)
+        return bound
 
 
 def _ends(lay: PrintedJaxpr, eqn) -> set[int]:
@@ -184,25 +209,24 @@ def make_view(
     """The pane model: text, residual and recomputation lines, lazy sources."""
     recompute = recompute or Recomputation()
     innermost = lay.innermost
-    recompute_lines = {
-        i for i, ref in enumerate(innermost) if ref is not None and id(ref.eqn) in recompute.eqn_ids
-    }
-    transfer_lines = {
-        i
-        for i, ref in enumerate(innermost)
-        if ref is not None and id(ref.eqn) in recompute.transfer_ids
-    }
     return JaxprView(
         text=text,
         lines=lay.lines,
         residual_lines=residual_lines,
-        recompute_lines=recompute_lines,
-        transfer_lines=transfer_lines,
+        recompute_lines=_lines_of(lay, recompute.eqn_ids),
+        transfer_lines=_lines_of(lay, recompute.transfer_ids),
         recompute_eqns=recompute.count,
-        mark_lines={own[0] for own in lay.by_eqn.values()}
-        | {i for i, ref in enumerate(innermost) if ref is None},
+        mark_lines={own[0] for own in lay.by_eqn.values()} | set(lay.unclaimed),
         source_lookup=_SourceLookup([ref.eqn.source_info if ref else None for ref in innermost]),
     )
+
+
+def _lines_of(lay: PrintedJaxpr, eqn_ids: set[int]) -> set[int]:
+    """The lines on which one of the equations `eqn_ids` is the innermost."""
+    lines: set[int] = set()
+    for key in eqn_ids:
+        lines.update(lay.by_eqn.get(key, ()))
+    return lines
 
 
 class _SourceLookup:

@@ -32,6 +32,7 @@ class Origins:
         self.prefer_dir = prefer_dir
         self.sites = sites  # FoundSite list, to tell which site computed a value
         self._producers: dict[int, dict] = {}
+        self._by_primitive: dict[tuple, dict] = {}  # (id(jaxpr), primitive) -> alike equations
 
     def of(self, jaxpr, var) -> Origin:
         eqn, name, trip, per_iteration, outer, _ = self._follow(jaxpr, var)
@@ -51,8 +52,13 @@ class Origins:
             source=source,
             trip_count=trip,
             per_iteration=per_iteration,
-            site=site or self._site_of(source, trip),
+            site=site or self._site_told(eqn, jaxpr) or self._site_of(source, trip),
         )
+
+    def _site_told(self, eqn, forward) -> int | None:
+        """The site `site_by_frames` names, where it names one."""
+        site = self.site_by_frames(eqn, forward)
+        return site if type(site) is int else None
 
     def _copied_from(self, eqn) -> tuple[Source, int | None] | None:
         """(the line that runs the innermost site whose body has an equation
@@ -63,15 +69,13 @@ class Origins:
         key = jc.frames_key(eqn.source_info)
         if key is None:
             return None
-        held = [
-            f for f in self.sites if f.body is not None and f.site.called_at and key in f.frames()
-        ]
+        held = [f for f in self.sites if f.site.called_at and f.holds(key)]
         held = [f for f in held if not any(encloses(f, inner) for inner in held)]
         if len({f.site.called_at for f in held}) > 1:
             # Told apart by output types: JAX's derivative rules change the
             # primitive (square's makes a mul), rarely the types.
             types = tuple(jc.short(v.aval) for v in eqn.outvars)
-            held = [f for f in held if types in f.frames()[key]]
+            held = [f for f in held if types in f.output_types(key)]
         lines = {f.site.called_at for f in held}
         if len(lines) != 1:
             return None
@@ -107,22 +111,51 @@ class Origins:
             jaxpr, var = inner[0].jaxpr, inner[1]
         return None
 
-    def site_by_frames(self, eqn) -> int | None | bool:
+    def site_by_frames(self, eqn, forward=None) -> int | None | bool:
         """The innermost checkpoint site whose body holds an equation with
         `eqn`'s frames (an equation JAX copied out of that body keeps them);
         None when no site's body does; False when the frames do not tell
-        (none recorded, or several sites alike)."""
+        (none recorded, or several sites alike that `eqn`'s place in the
+        jaxpr `forward` does not tell apart either)."""
         key = jc.frames_key(eqn.source_info)
         if key is None:
             return False
-        held = [f for f in self.sites if f.body is not None and key in f.frames()]
+        held = [f for f in self.sites if f.holds(key)]
         if not held:
             return None
         held = [f for f in held if not any(encloses(f, inner) for inner in held)]
         if len(held) > 1:
             types = tuple(jc.short(v.aval) for v in eqn.outvars)
-            held = [f for f in held if types in f.frames()[key]]
+            held = [f for f in held if types in f.output_types(key)]
+            if len(held) > 1 and forward is not None:
+                return self._by_place(eqn, key, types, held, forward)
         return held[0].site.id if len(held) == 1 else False
+
+    def _by_place(self, eqn, key, types, held: list, forward) -> int | bool:
+        """Sites alike in frames share one traced body: JAX caches the trace
+        of a function checkpointed at several places with the same argument
+        types, so every site's body holds the first call's frames. The
+        jaxpr `forward` evaluates each site's part in program order, the
+        sites' own order: the k-th equation there with these frames and
+        types is the k-th site's, where there are as many as sites."""
+        alike = self._of_primitive(forward, eqn.primitive, types, key)
+        at = next((k for k, e in enumerate(alike) if e is eqn), None)
+        if at is None or len(alike) != len(held):
+            return False
+        return held[at].site.id
+
+    def _of_primitive(self, forward, primitive, types, key) -> list:
+        """The equations of `forward` (nested, in order) with this primitive,
+        output types and frames; indexed once per jaxpr and primitive."""
+        index = self._by_primitive.get((id(forward), primitive))
+        if index is None:
+            index = {}
+            for e, _ in jc.nested_eqns(forward):
+                if e.primitive is primitive:
+                    types_e = tuple(jc.short(v.aval) for v in e.outvars)
+                    index.setdefault((types_e, jc.frames_key(e.source_info)), []).append(e)
+            self._by_primitive[(id(forward), primitive)] = index
+        return index.get((types, key), [])
 
     def computing(self, jaxpr, var):
         """(the equation that computed the value, the jaxpr holding it), as

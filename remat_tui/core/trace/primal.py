@@ -4,6 +4,7 @@ source of its checkpoint sites and of site-overridden functions to analyse.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,7 +27,10 @@ _cache = LRU(CACHE_SIZE)
 
 @dataclass
 class Primal:
-    fn: Callable  # held so the id in the cache key cannot be reused
+    # The target's function: weakly where it can be (the entry goes with the
+    # function, and with it what JAX caches for that function), so its id in
+    # the cache key is never taken for another's.
+    fn: Callable[[], Callable | None]
     closed: object  # the ClosedJaxpr of the target
     out_tree: object
     sites: list[site_lib.FoundSite]
@@ -75,12 +79,12 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
     # The sharding (its mesh included) is part of the key: a topology traces on the
     # same local device as cpu:0, with the same shapes, over another mesh.
     avals = tuple(
-        (getattr(x, "shape", ()), str(getattr(x, "dtype", type(x))), getattr(x, "sharding", None))
+        (getattr(x, "shape", ()), getattr(x, "dtype", type(x)), getattr(x, "sharding", None))
         for x in leaves
     )
     key = (id(target.fn), id(target.policies), in_tree, avals, str(device))
     hit = _cache.get(key)
-    if hit is not None:
+    if hit is not None and hit.fn() is target.fn:
         return hit
 
     def flat_fn(*flat):
@@ -99,7 +103,7 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
             f"{describe(exc)}\n{user_traceback(exc)}"
         ) from None
     primal = Primal(
-        fn=target.fn,
+        fn=_held(target.fn, key),
         closed=closed,
         out_tree=tree_structure(out_shape),
         sites=site_lib.find_sites(jc.open_jaxpr(closed), target.policies, prefer_dir),
@@ -107,6 +111,15 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
     )
     _cache.put(key, primal)
     return primal
+
+
+def _held(fn: Callable, key) -> Callable[[], Callable | None]:
+    """A weak reference to `fn` that drops its cache entry when `fn` goes,
+    or, for a callable that takes no weak reference, a strong one."""
+    try:
+        return weakref.ref(fn, lambda _: _cache.retain(lambda k, _v: k != key))
+    except TypeError:
+        return lambda: fn
 
 
 def require_array_output(target: Target, out) -> None:

@@ -103,16 +103,25 @@ class _Flow:
 
     def walk(self, jaxpr, primal: set, ct: set, in_remat: bool) -> flops.Count:
         """Marks the recomputing equations of `jaxpr`; returns their FLOPs (one run)."""
-        cost = flops.Count()
+        total, exact = 0, True
         for eqn in jaxpr.eqns:
-            cost += self._equation(eqn, primal, ct, in_remat)
-        return cost
+            spent, spent_exact = self._equation(eqn, primal, ct, in_remat)
+            total += spent
+            exact = exact and spent_exact
+        return flops.Count(total, exact)
 
-    def _equation(self, eqn, primal: set, ct: set, in_remat: bool) -> flops.Count:
+    def _equation(self, eqn, primal: set, ct: set, in_remat: bool) -> tuple[int, bool]:
+        """(FLOPs, exact) the equation re-runs, its outputs' kinds recorded."""
         calls = jc.bodies(eqn)
-        ins = [v for v in eqn.invars if isinstance(v, jc.Var)]
-        uses_ct = any(v in ct for v in ins)
-        uses_primal = any(v in primal for v in ins)
+        uses_ct = uses_primal = False
+        for v in eqn.invars:
+            if isinstance(v, jc.Var):
+                if v in ct:
+                    uses_ct = True
+                elif v in primal:
+                    uses_primal = True
+        if uses_ct and not uses_primal:  # the second test above was skipped
+            uses_primal = any(isinstance(v, jc.Var) and v in primal for v in eqn.invars)
         if self.linear:
             _check_linear(eqn, calls, uses_ct, in_remat)
         if uses_ct and uses_primal and jc.primitives.is_barrier(eqn):
@@ -121,13 +130,14 @@ class _Flow:
             for i, o in zip(eqn.invars, eqn.outvars, strict=True):
                 if isinstance(i, jc.Var):
                     (ct if i in ct else primal if i in primal else set()).add(o)
-            return flops.Count()
-        leaf = not calls or has_own_rule(eqn)  # as flops.is_leaf
+            return 0, True
         by_body = self.linear and bool(calls)  # outputs follow the body's, one by one
-        cost = flops.Count()
-        if not by_body and uses_ct:
+        spent = 0
+        if by_body:
+            pass
+        elif uses_ct:
             ct.update(eqn.outvars)
-        elif not by_body and uses_primal:
+        elif uses_primal:
             primal.update(eqn.outvars)
             if jc.primitives.brings_from_host(eqn):
                 if not self.linear:
@@ -135,9 +145,13 @@ class _Flow:
             elif in_remat:
                 if not self.linear:
                     self.found.eqn_ids.add(id(eqn))
-                self.found.count += not calls
-                if leaf:
-                    cost += flops.Count(eqn_flops(eqn))
+                if not calls:
+                    self.found.count += 1
+                    spent = eqn_flops(eqn)
+                elif has_own_rule(eqn):  # a leaf, as flops.is_leaf
+                    spent = eqn_flops(eqn)
+        if not calls:
+            return spent, True
         inner_remat = in_remat or jc.is_remat(eqn)
         inner: list[tuple] = []
         for body in calls:
@@ -145,9 +159,10 @@ class _Flow:
             inner.append((body, self.walk(body.jaxpr, sub_primal, sub_ct, inner_remat)))
             if by_body:
                 _body_outputs(body, eqn, sub_primal, sub_ct, primal, ct)
-        if inner and not leaf:  # scan x length, cond's costliest branch, ...
-            cost += flops.combine(eqn, inner)
-        return cost
+        if has_own_rule(eqn):  # a leaf: its bodies' work is its own rule's
+            return spent, True
+        combined = flops.combine(eqn, inner)  # scan x length, cond's costliest branch, ...
+        return spent + combined.flops, combined.exact
 
 
 def _check_linear(eqn, calls, uses_ct: bool, in_remat: bool) -> None:

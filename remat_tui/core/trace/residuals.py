@@ -7,6 +7,7 @@ result with JAX's own output at run time.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.jaxcompat import residual_words as words
-from remat_tui.core.model import Residual, Source
+from remat_tui.core.model import Origin, Residual, Source
 
 
 @dataclass
@@ -27,8 +28,16 @@ class FoundResidual:
     outvar_positions: list[int]  # positions among the forward residual outputs
 
 
-def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[FoundResidual]:
-    """The residuals of a forward `vjp` jaxpr whose last `num_res` outputs are residuals."""
+def find_residuals(
+    jaxpr,
+    num_res: int,
+    arg_names: tuple[str, ...],
+    origin_of: Callable[[Any], Origin | None] = lambda var: None,
+    device_bytes: Callable[[Any], int | None] = lambda aval: None,
+) -> list[FoundResidual]:
+    """The residuals of a forward `vjp` jaxpr whose last `num_res` outputs are
+    residuals, each with its origin (`origin_of(var)`, core/trace/origins.py)
+    and per-device bytes (`device_bytes(aval)`, per_device_bytes)."""
     res_outvars = jaxpr.outvars[len(jaxpr.outvars) - num_res :]
     names = arg_names or ("unknown",) * len(jaxpr.invars)
     # JAX looks through reduce_precision to the equation that produced the value.
@@ -45,10 +54,10 @@ def find_residuals(jaxpr, num_res: int, arg_names: tuple[str, ...]) -> list[Foun
 
     def add(var, text_tail, kind, eqn_index=None, pos=None, **extra):
         aval = var.aval
-        text = f"{jc.short(aval)} {text_tail}"
+        extra.update(origin=origin_of(var), bytes_per_device=device_bytes(aval))
         found.append(
             FoundResidual(
-                _residual(aval, text, kind, **extra),
+                _residual(aval, text_tail, kind, **extra),
                 var,
                 eqn_index,
                 pos if pos is not None else positions.get(var, []),
@@ -104,19 +113,31 @@ def _source(eqn, producers: _Producers) -> Source | None:
 
 def aval_bytes(aval) -> int:
     shape = tuple(getattr(aval, "shape", ()))
-    try:
-        itemsize = np.dtype(aval.dtype).itemsize
-    except TypeError:  # extended dtypes (PRNG keys) know their own size
-        itemsize = getattr(aval.dtype, "itemsize", 0)
-    return int(math.prod(shape)) * int(itemsize)
+    return int(math.prod(shape)) * _dtype_facts(aval.dtype)[1]
 
 
-def _residual(aval, text, kind, primitive=None, name=None, argument=None, source=None):
+_dtypes: dict = {}  # dtype -> (its name, its item size): numpy's str() of a dtype is slow
+
+
+def _dtype_facts(dtype) -> tuple[str, int]:
+    facts = _dtypes.get(dtype)
+    if facts is None:
+        try:
+            itemsize = np.dtype(dtype).itemsize
+        except TypeError:  # extended dtypes (PRNG keys) know their own size
+            itemsize = getattr(dtype, "itemsize", 0)
+        facts = _dtypes[dtype] = (str(dtype), int(itemsize))
+    return facts
+
+
+def _residual(aval, text_tail, kind, primitive=None, name=None, argument=None, source=None,
+              origin=None, bytes_per_device=None):  # fmt: skip
+    short = jc.short(aval)
     return Residual(
-        text=text,
-        aval=jc.short(aval),
+        text=f"{short} {text_tail}",
+        aval=short,
         shape=tuple(int(d) for d in aval.shape),
-        dtype=str(aval.dtype),
+        dtype=_dtype_facts(aval.dtype)[0],
         bytes=aval_bytes(aval),
         memory="host" if jc.is_host(aval) else "device",
         kind=kind,
@@ -124,6 +145,8 @@ def _residual(aval, text, kind, primitive=None, name=None, argument=None, source
         name=name,
         argument=argument,
         source=source,
+        origin=origin,
+        bytes_per_device=bytes_per_device,
     )
 
 

@@ -116,10 +116,11 @@ def rule_of(fr, origins: Origins, forward, governors: Governors) -> Rule:
     eqn = origins.judged(forward, fr.var)
     site = None
     if eqn is not None and governors.outer is None:
-        # The site by the equation's own frames tells apart sites that run one
+        # The site by the equation's own frames, and its place among alike
+        # equations where sites share a body, tells apart sites that run one
         # function (three jax.checkpoint(g) calls); the origin's, by its line,
-        # where frames do not say.
-        site = origins.site_by_frames(eqn)
+        # where neither says.
+        site = origins.site_by_frames(eqn, forward)
         if site is False:
             site = r.origin.site if r.origin else None
     governing = governors.at(site)

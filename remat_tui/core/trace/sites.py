@@ -49,16 +49,24 @@ class FoundSite:
     _frames: dict | None = field(default=None, repr=False)
 
     def frames(self) -> dict:
-        """jaxcompat.frames_key -> the output types of the body's equations
-        with those frames: how core/trace/origins.py tells what JAX copied out
-        of this body. Read once per primal program, on first need."""
+        """jaxcompat.frames_key -> the body's equations with those frames:
+        how core/trace/origins.py tells what JAX copied out of this body.
+        Read once per primal program, on first need."""
         if self._frames is None:
             table: dict = {}
             for eqn, _ in jc.nested_eqns(self.body):
-                types = tuple(jc.short(v.aval) for v in eqn.outvars)
-                table.setdefault(jc.frames_key(eqn.source_info), set()).add(types)
+                table.setdefault(jc.frames_key(eqn.source_info), []).append(eqn)
             self._frames = table
         return self._frames
+
+    def holds(self, key) -> bool:
+        """Whether the body has an equation with the frames `key`."""
+        return self.body is not None and key in self.frames()
+
+    def output_types(self, key) -> set[tuple[str, ...]]:
+        """The output types of the body's equations with the frames `key`
+        (asked only where frames alone do not tell sites apart)."""
+        return {tuple(jc.short(v.aval) for v in e.outvars) for e in self.frames().get(key, ())}
 
 
 def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[FoundSite]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core.model import Residual
 from remat_tui.core.stories import Made, Reader, Story
 from remat_tui.core.trace import linemap, recomputation
 from remat_tui.core.trace.configured import target_dir
@@ -22,25 +21,28 @@ from remat_tui.core.trace.origins import Origins
 from remat_tui.core.trace.rules import Governors, rule_of
 
 
-def tell(t, residuals: list[Residual], bwd, bwd_lay, recompute) -> list[Residual]:
-    """`residuals` (those of the trace `t`, placed on the panes) with their
-    rules and readers: `bwd` is the backward jaxpr, `bwd_lay` its printed
-    layout, `recompute` its Recomputation (which readers re-run forward work)."""
+def tell(t, bwd, readers: linemap.Readers, recompute) -> list[Story]:
+    """The story of each residual of the trace `t` (its rule, what made it,
+    its readers): `bwd` is the backward jaxpr, `readers` the readers of its
+    values on its printed layout (linemap.Readers, shared with the panes'
+    marks), `recompute` its Recomputation (which readers re-run forward work)."""
     governors = Governors(t)
     origins = Origins(target_dir(t.target), t.sites)
-    readers = linemap.Readers(bwd_lay)
+    bwd_lay = readers.lay
     positions = t.backward_positions
     first: dict = {}  # id of the computing equation -> the first residual's index
-    made = [_made(fr, t.forward, origins, first, i) for i, fr in enumerate(t.found)]
+    # Each value's computing equation, looked up once: alike residuals and
+    # neighbouring ones walk back through the same inputs.
+    computed: dict = {}
+    made = [_made(fr, t.forward, origins, first, i, computed) for i, fr in enumerate(t.found)]
     made = _placed_among_alike(t.forward, made)
     out = []
-    for fr, r, (m, _) in zip(t.found, residuals, made, strict=True):
+    for fr, (m, _) in zip(t.found, made, strict=True):
         rule = rule_of(fr, origins, t.forward, governors)
         read = []
         for invar in backward_inputs(fr, bwd, positions):
             read.extend(readers.equations(bwd, invar))
-        story = Story(rule, m, tuple(_reader(e, bwd_lay, recompute) for e in read))
-        out.append(replace(r, story=story))
+        out.append(Story(rule, m, tuple(_reader(e, bwd_lay, recompute) for e in read)))
     return out
 
 
@@ -50,9 +52,13 @@ def _placed_among_alike(forward, made: list) -> list:
     saved or not: one layer's line for each layer), in program order: what
     tells XLA's alike values apart where it keeps more of them than are saved."""
     wanted = {(m.primitive, m.shape) for m, eqn in made if eqn is not None}
+    primitives = {primitive for primitive, _ in wanted}  # read before each equation's type
     alike: dict[tuple, list] = {}
     for eqn, _ in jc.nested_eqns(forward):
-        what = (jc.primitive_name(eqn), jc.short(eqn.outvars[0].aval) if eqn.outvars else None)
+        primitive = jc.primitive_name(eqn)
+        if primitive not in primitives:
+            continue
+        what = (primitive, jc.short(eqn.outvars[0].aval) if eqn.outvars else None)
         if what in wanted:
             frames = tuple((f.file, f.line) for f in jc.users_frames(eqn.source_info))
             alike.setdefault((*what, frames), []).append(eqn)
@@ -72,10 +78,11 @@ def _placed_among_alike(forward, made: list) -> list:
 _LAYOUTS = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "copy", "copy_p"})
 
 
-def _made(fr, forward, origins: Origins, first: dict, index: int) -> tuple:
+def _made(fr, forward, origins: Origins, first: dict, index: int, computed: dict) -> tuple:
     """(the Made of residual `index`, its computing equation or None): the
     equation that computed it (its origin's), the equations behind it that
-    it only re-lays, and whether an earlier residual holds the same value."""
+    it only re-lays, and whether an earlier residual holds the same value;
+    `computed` keeps `_computing`'s answers for the next residual."""
     if fr.var in forward.invars:
         return Made(None, argument=forward.invars.index(fr.var)), None
     eqn, jaxpr = origins.computing(forward, fr.var)
@@ -90,10 +97,65 @@ def _made(fr, forward, origins: Origins, first: dict, index: int) -> tuple:
             break
         relaid.append(_what(behind))
     primitive, shape, frames = _what(eqn)
+    inputs, from_one = _inputs(eqn, jaxpr, origins, computed)
     made = Made(
-        primitive, frames, shape, None if same_as == index else same_as, relaid=tuple(relaid)
+        primitive,
+        frames,
+        shape,
+        None if same_as == index else same_as,
+        relaid=tuple(relaid),
+        inputs=inputs,
+        from_one=from_one,
     )
     return made, eqn
+
+
+_INPUT_STEPS, _MAX_INPUTS = 5, 32
+
+
+def _inputs(eqn, jaxpr, origins: Origins, computed: dict) -> tuple[tuple, bool]:
+    """((primitive, aval, frames) of the equations `eqn` is computed from,
+    breadth first, up to `_INPUT_STEPS` back, each followed into the bodies
+    of calls to the equation computing it (jnp.where's select_n, inside a
+    jitted `_where`); whether it reads one value only, besides literals and
+    constants)."""
+    out, seen = [], {id(eqn)}
+    direct = [v for v in eqn.invars if isinstance(v, jc.Var)]
+    layer = [_computing(origins, jaxpr, v, computed) for v in direct]
+    from_one = len(direct) == 1 and layer[0][0] is not None
+    for _ in range(_INPUT_STEPS):
+        following = []
+        for e, body, what in layer:
+            if e is None or id(e) in seen or len(out) >= _MAX_INPUTS:
+                continue
+            seen.add(id(e))
+            if e.outvars:
+                out.append(what)
+            following += [_computing(origins, body, v, computed)
+                          for v in e.invars if isinstance(v, jc.Var)]  # fmt: skip
+        layer = following
+    return tuple(out), from_one
+
+
+def _computing(origins: Origins, jaxpr, var, computed: dict) -> tuple:
+    """(the equation computing `var`, the jaxpr holding it, its `_what`):
+    inside a library's jitted body, which keeps no frame of the user's, the
+    frames of the call that entered it, as XLA's metadata has them. Kept in
+    `computed` by the value (the jaxprs outlive it, so their ids hold)."""
+    key = (id(jaxpr), id(var))
+    if (known := computed.get(key)) is None:
+        known = computed[key] = _look_up(origins, jaxpr, var)
+    return known
+
+
+def _look_up(origins: Origins, jaxpr, var) -> tuple:
+    eqn, body = origins.computing(jaxpr, var)
+    if eqn is None:
+        return None, None, None
+    primitive, shape, frames = _what(eqn)
+    if not frames and (call := origins.producer(jaxpr, var)) is not None:
+        frames = jc.users_frames(call.source_info)
+    return eqn, body, (primitive, shape, frames)
 
 
 def _what(eqn) -> tuple:

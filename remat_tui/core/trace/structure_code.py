@@ -1,6 +1,7 @@
 """Provides the code to write for a structure (Contract 15): `nested_scan` and
 `split_scan`, plain JAX the user pastes, and `code_for`, which prints the one
-a structure needs with where and how to call it.
+a structure needs with where and how to call it (for a scan Linen's nn.scan
+made, the Linen form: structure_code_flax.py).
 
 The helpers are the code core/trace/structures.py traces to build a
 structure, so what remat-tui reports of a structure is what this code
@@ -16,6 +17,8 @@ import jax.numpy as jnp
 
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.structures import HELPER_MARK, NESTED, Structure
+from remat_tui.core.trace.linen_call import read_scan_call
+from remat_tui.core.trace.structure_code_flax import linen_code
 
 
 def nested_scan(f, init, xs, groups, length=None):
@@ -58,13 +61,15 @@ def helper_source(structure: Structure) -> str:
 def code_for(scan, structure: Structure) -> tuple[str, str]:
     """What to write for `structure` on `scan` (a structures.FoundScan):
     (where and the call that replaces the scan's, the helper it calls).
-    `step` stands for what the code passes jax.lax.scan, said in words."""
+    `step` stands for what the code passes jax.lax.scan, said in words.
+    A scan Linen's nn.scan made gets the Linen form (structure_code_flax.py)."""
+    if scan.library == "flax.linen":
+        return linen_code(scan, structure, read_scan_call(scan.source))
     where = scan.source.where() if scan.source else "the scan"
     n, k = scan.length, structure.count
     calls = f"# Where the code calls jax.lax.scan(step, init, xs), step being {_step(scan)}:"
-    if scan.library is not None:
-        flax = _FLAX[scan.library]
-        calls = f"# For a jax.lax.scan(step, init, xs) of {scan.function} (the scan is {flax}):"
+    if scan.library == "flax.nnx":
+        calls = f"# For a jax.lax.scan(step, init, xs) of {scan.function} (the scan is nnx.scan):"
     if structure.kind == NESTED:
         head = [
             f"# {where}: its scan of {n} layers as {k} checkpointed groups of {n // k}.",
@@ -120,20 +125,17 @@ def _split_steps(scan, structure: Structure) -> list[str]:
     return lines
 
 
-_FLAX = {"flax.linen": "Linen's nn.scan", "flax.nnx": "nnx.scan"}
-
-
 def _library_note(scan) -> list[str]:
-    """Where Flax's lifted scan made the loop: only the JAX form is printed."""
-    if scan.library == "flax.linen":
-        return [
-            "# Only the JAX form is printed: nn.scan lifts the module's variables, and a",
-            "# nested nn.scan would give the parameters a [G, N/G] axis. Call the helper",
-            "# on a pure step (the block's apply, its stacked parameters in xs).",
-        ]
+    """Where nnx.scan made the loop: only the JAX form is printed. An nnx
+    module holds its stacked state in place and nnx.scan's axes are often
+    in a decorator away from the call, so there is no drop-in as for
+    Linen's nn.scan: the state must be split out (nnx.split) to be
+    regrouped or sliced, which is the JAX helper's xs."""
     if scan.library == "flax.nnx":
         return [
-            "# Only the JAX form is printed: call the helper on a pure step (nnx.split",
-            "# the block; its stacked state goes in xs, as nnx.scan takes it).",
+            "# Only the JAX form is printed: the nnx module holds its stacked state, which",
+            "# a nested or split scan must regroup or slice. Call the helper on a pure step",
+            "# (nnx.split the block; its stacked state goes in xs, as nnx.scan takes it,",
+            "# and nnx.merge the block from it inside the step).",
         ]
     return []

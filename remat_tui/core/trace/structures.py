@@ -209,4 +209,3 @@ def _step_under(loop, spec: policies.PolicySpec, consts, declared):
     if jc.scans.holds_checkpoint(loop):
         return jc.scans.body_step(loop, jc.scans.body_with_policies(loop, policy), consts)
     return jax.checkpoint(jc.scans.body_step(loop, loop.body, consts), policy=policy)
-

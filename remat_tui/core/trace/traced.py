@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
@@ -184,15 +184,14 @@ def _vjp(target: Target, config: Config, flat_fn: Callable, leaves: list, here):
 def _residuals(t: Trace, args, kwargs, prefer_dir) -> list[FoundResidual]:
     """JAX's residual list of `t`, each with its origin and per-device bytes."""
     arg_names = jc.residual_words.arg_names(t.target.fn, args, kwargs)
-    found = find_residuals(t.forward, t.num_residuals, arg_names)
     origins = Origins(prefer_dir, t.sites)
-    for fr in found:
-        fr.residual = replace(
-            fr.residual,
-            origin=origins.of(t.forward, fr.var),
-            bytes_per_device=per_device_bytes(fr.var.aval),
-        )
-    return found
+    return find_residuals(
+        t.forward,
+        t.num_residuals,
+        arg_names,
+        lambda var: origins.of(t.forward, var),
+        per_device_bytes,
+    )
 
 
 def _has_user_checkpoint(t: Trace) -> bool:

@@ -62,6 +62,14 @@ def phases_of(module: hlo_text.Module) -> dict[str, tuple[str | None, str | None
     return memo
 
 
+def own_phases(module: hlo_text.Module) -> dict[str, tuple[str | None, str | None]]:
+    """Each instruction's (phase, op_name) from its own op_name alone: what
+    places the backward part's start. An instruction without one (a slice,
+    a copy, TPU's ConcatBitcast) runs when its reader needs it, whatever
+    phase its operand has (a forward value's slices run in the backward part)."""
+    return {n: (hlo_text.phase(i.op_name), i.op_name) for n, i in module.instructions.items()}
+
+
 def backward_from(sequence: tuple[str, ...], phases) -> int | None:
     """The first step of the backward part: the split of the schedule into a
     forward then a backward part that agrees with the most instructions'

@@ -56,7 +56,7 @@ import hashlib
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import jax
@@ -93,10 +93,12 @@ _cache = LRU(CACHE_SIZE)
 CACHED = "cached"  # this very target and configuration, compiled before in this process
 
 
-class Source(NamedTuple):
+@dataclass(frozen=True)
+class Source:
     """Where a worker process finds the target to compile it there
     (core/xla/compile_pool.py): its file and name, and the batch it was
-    built at (fit), or None for the example's."""
+    built at (fit), or None for the example's. A dataclass: the compile
+    sets its `config` with `dataclasses.replace`."""
 
     file: str
     name: str
@@ -235,7 +237,7 @@ def _compile(
         answer = compile_service.compile_program(
             step_lowered.lowered, dev, label, spanned, what,
             memory=memory, keep_executable=keep, cancelled=cancelled, sources=_sources(target),
-            source=source and source._replace(config=config),
+            source=source and replace(source, config=config),
         )  # fmt: skip
     result = replace(answer.result, step=step, differentiated=wrt)
     key = answer.program.key if answer.program else None

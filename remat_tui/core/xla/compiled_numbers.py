@@ -106,19 +106,24 @@ class Compiled(Displayable):
     def stored(self) -> dict:
         """Everything, `made` included, as JSON: what the compile store and a
         worker process keep and send (`from_dict` reads it back)."""
-        made = [{**asdict(m), "readers": sorted(m.readers)} for m in self.made]  # a set: as a list
-        return {**self.to_dict(), "made": made}
+        return {**self.to_dict(), "made": [_made_json(m) for m in self.made]}
 
     @classmethod
     def from_dict(cls, d: dict) -> Compiled:
         """The Compiled whose `to_dict()` or `stored()` is `d` (as a store or a
         worker gives it)."""
-        made = tuple(
-            Made(**{**_tuples(m), "readers": frozenset(_tuples(m.get("readers", [])))})
-            for m in d.get("made", ())
-        )
+        made = tuple(_made_of(m) for m in d.get("made", ()))
         return cls(**{k: v for k, v in d.items() if k != "made"}, made=made)
 
+
+def _made_json(made: Made) -> dict:
+    """A Made record as JSON (its tuples become lists)."""
+    return asdict(made)
+
+
+def _made_of(d: dict) -> Made:
+    """The Made record `_made_json` wrote: JSON's lists back to tuples."""
+    return Made(**_tuples(d))
 
 
 def _tuples(value):
@@ -151,7 +156,6 @@ def read(executable, platform, label, spanned, seconds, dumped, memory) -> Compi
         memory_note=why,
         spaces_note=spaces_note(result.peak_bytes, result.backend_peak_bytes, breakdown),
     )
-
 
 
 def _costs(executable) -> dict:

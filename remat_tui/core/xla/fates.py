@@ -17,17 +17,16 @@ is `unknown` and says so, and the buffer stays unnamed with the reason.
 
 The jaxpr and the compile disagree where the jaxpr saves a value and the
 compiled step keeps no buffer of it into the backward part (XLA recomputes
-it, fuses it into its reader, or removed it), and where the compiled step
-keeps a forward value the jaxpr saves under no residual (`kept_unsaved`).
+it, fuses it into its reader, removed it, or keeps what it is computed from
+instead), and where the compiled step keeps a forward value the jaxpr saves
+under no residual: core/xla/unsaved.py says what those values hold.
 """
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from dataclasses import replace
 
-from remat_tui.core.jaxcompat.hlo_values import hlo_dtype
 from remat_tui.core.stories import (
     FUSED,
     KEPT,
@@ -39,57 +38,19 @@ from remat_tui.core.stories import (
 )
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import made as mk
-
-
-def signature(made) -> tuple | None:
-    """A residual's `Made` as the compiled side's key: (primitive, dtype,
-    elements, frames)."""
-    if made is None or made.primitive is None or made.shape is None:
-        return None
-    return _sig(made.primitive, made.shape, made.frames)
-
-
-def signatures(made) -> list[tuple]:
-    """Its key and those of the equations it only re-lays."""
-    first = signature(made)
-    if first is None:
-        return []
-    return [first, *(_sig(*relaid) for relaid in made.relaid if relaid[1] is not None)]
-
-
-def _sig(primitive: str, shape: str, frames) -> tuple:
-    dtype, _, dims = shape.partition("[")
-    dtype = dtype.split("<")[0]
-    count = 1
-    for d in dims.rstrip("]").split(","):
-        if d.strip().isdigit():
-            count *= int(d)
-    where = tuple((f.file, f.line) for f in frames)
-    return (primitive, hlo_dtype(dtype), count, where)
-
-
-def _keys(m: mk.Made) -> set[tuple]:
-    """The (primitive, elements) of each instruction computing `m`. Not its
-    dtype: XLA may keep a value narrower than the jaxpr's (TPU keeps an f32
-    dot's output in bf16 when what reads it multiplies in bf16)."""
-    return {(alias[0], alias[2]) for alias in m.aliases}
-
-
-def _matches(sigs: list[tuple], m: mk.Made) -> bool:
-    """Whether any of a residual's keys is any of the value's."""
-    return any(
-        (alias[0], alias[2]) == (sig[0], sig[2]) and _same_frames(sig[3], alias[3])
-        for sig in sigs
-        for alias in m.aliases
-    )
-
-
-def _same_frames(ours: tuple, theirs: tuple) -> bool:
-    """Whether two frame lists are one call path: equal as far as both go (the
-    frames outside the target's code, its caller's, differ between the
-    trace and the compile)."""
-    n = min(len(ours), len(theirs))
-    return n > 0 and ours[:n] == theirs[:n]
+from remat_tui.core.xla import unsaved
+from remat_tui.core.xla.value_keys import (
+    as_xla_names,
+    bytes_by_key,
+    keys,
+    matches,
+    shown,
+    sig,
+    signature,
+    signatures,
+    unique,
+    value_key,
+)
 
 
 class Linked:
@@ -99,7 +60,7 @@ class Linked:
     def __init__(self, residuals, made: tuple, at_peak: list[dict], recomputed=()):
         self.residuals = residuals
         # (primitive, aval, frames) of what the backward jaxpr re-runs (core/trace/story.py)
-        self.recomputed = [_sig(*what) for what in recomputed if what[1] is not None]
+        self.recomputed = as_xla_names([sig(*w) for w in recomputed if w[1] is not None])
         self.merged_recompute: list[dict] = []  # recomputations XLA merged into the forward part
         self.fates: list[Fate | None] = [None] * len(residuals)
         # value key -> the residual index its buffer holds: `exact` for the
@@ -109,7 +70,8 @@ class Linked:
         self.exact: dict[str, int] = {}
         self.named: dict[str, int] = {}
         self.unnamed: dict[str, str] = {}  # value key -> why its buffer names no residual
-        self._peak_bytes = _bytes_by_key(at_peak)
+        self.inputs: dict[str, int] = {}  # value key -> the residual whose input it holds
+        self._peak_bytes = bytes_by_key(at_peak)
         forward, elsewhere = defaultdict(list), defaultdict(list)
         arguments: dict[int, mk.Made] = {}
         for m in made:
@@ -117,7 +79,7 @@ class Linked:
                 if m.number is not None:
                     arguments[m.number] = m
                 continue
-            for key in _keys(m):
+            for key in keys(m):
                 (forward if m.where == mk.FORWARD else elsewhere)[key].append(m)
         self._arguments(arguments)
         groups = defaultdict(list)
@@ -134,17 +96,17 @@ class Linked:
                     self.fates[i] = Fate(UNKNOWN, "its computation is not known to the jaxpr")
                 continue
             sigs = signatures(residuals[indices[0]].story.made)
-            alike = _unique(
-                m for sig in sigs for m in forward.get((sig[0], sig[2]), []) if _matches(sigs, m)
+            alike = unique(
+                m for sig in sigs for m in forward.get((sig[0], sig[2]), []) if matches(sigs, m)
             )
-            other = _unique(
-                m for sig in sigs for m in elsewhere.get((sig[0], sig[2]), []) if _matches(sigs, m)
+            other = unique(
+                m for sig in sigs for m in elsewhere.get((sig[0], sig[2]), []) if matches(sigs, m)
             )
             self._group(
                 indices, sorted(alike, key=lambda m: m.start), sorted(other, key=lambda m: m.start)
             )
         self._merged()
-        self._unsaved(forward)
+        unsaved.explain(self, forward)
 
     # ---- the residuals ------------------------------------------------------------
 
@@ -317,71 +279,28 @@ class Linked:
 
     # ---- the buffers ----------------------------------------------------------------
 
-    def _unsaved(self, forward: dict) -> None:
-        """Why the kept forward values no residual holds name none."""
-        told = self.exact.keys() | self.named.keys()
-        by_key: dict[tuple, set] = defaultdict(set)  # (primitive, elements) -> residuals' keys
-        for r in self.residuals:
-            sigs = tuple(signatures(r.story.made)) if r.story is not None else ()
-            for sig in sigs:
-                by_key[(sig[0], sig[2])].add(sigs)
-        for m in _unique(m for records in forward.values() for m in records):
-            if not m.kept or any(k in told for k in (m.key, *m.values)):
-                continue
-            alike = any(
-                _matches(sigs, m) for key in _keys(m) for sigs in by_key.get(key, ())
-            )
-            if not alike and _matches(self.recomputed, m):
-                self._merged_recompute(m)
-                continue
-            at = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
-            why = (
-                "one of several alike values: which residual it holds, XLA does not say"
-                if alike
-                else f"no residual: XLA keeps this forward value ({m.primitive}{at}) for "
-                "the backward part, where autodiff saves none of it (XLA keeps it rather "
-                "than recompute it from what autodiff saves)"
-            )
-            for k in (m.key, *m.values):
-                self.unnamed[k] = why
-
-    def _merged_recompute(self, m: mk.Made) -> None:
-        """A kept forward value the backward jaxpr recomputes: XLA merged the
-        recomputation with the forward computation (common subexpression
-        elimination) and keeps the forward value instead."""
-        at = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
-        why = (
-            f"no residual: the jaxpr recomputes this value ({m.primitive}{at}) in the backward "
-            "part, and XLA merged that recomputation with the forward computation (common "
-            "subexpression elimination): it keeps the forward value instead"
-        )
-        keys = (m.key, *m.values)
-        for k in keys:
-            self.unnamed[k] = why
-        self.merged_recompute.append({
-            "value": f"{m.primitive}{at}",
-            "instruction": shown(m.key),
-            "bytes_at_peak": sum(self._peak_bytes.get(k, 0) for k in set(keys)),
-        })  # fmt: skip
+    def peak_bytes_of(self, m: mk.Made) -> int:
+        """The bytes at the peak of the buffers holding the value `m`."""
+        return sum(self._peak_bytes.get(k, 0) for k in {m.key, *m.values, *m.same_bytes})
 
     def at_peak(self, buffers: list[dict]) -> list[dict]:
         """The buffers at the peak, each naming the residual it holds (`R#`)
-        where it holds one, and, for a residual buffer that names none, why."""
+        where it holds one, or whose input it holds (`holds: "input"`), and,
+        for a residual buffer that names none, why."""
         out = []
         for b in buffers:
             key = value_key(b["instruction"])
             i = self.exact.get(key, self.named.get(key) if key not in self.unnamed else None)
-            named = None if i is None else f"R{i + 1}"
-            entry = {**b, "residual": named}
-            if named is None and b["category"] == "residual":
-                entry["unnamed"] = self.unnamed.get(key, "no forward computation found for it")
+            entry = {**b, "residual": None if i is None else f"R{i + 1}"}
+            if i is None and key in self.inputs:
+                entry.update(residual=f"R{self.inputs[key] + 1}", holds="input")
+            elif i is None and b["category"] == "residual":
+                entry["unnamed"] = self.unnamed.get(key) or (
+                    f"no forward computation found for it: XLA's metadata ties its {b['op']} "
+                    "to no jaxpr equation (an op of XLA's own, such as a TPU kernel)"
+                )
             out.append(entry)
         return out
-
-
-def shown(key: str) -> str:
-    """A value key as the memory view shows the instruction: `fusion.2`, `while.4{3}`."""
-    return key[:-2] if key.endswith("{}") else key
 
 
 def _nth(records: list, j: int, n: int) -> list:
@@ -400,28 +319,6 @@ def _per_device(r, elements: int) -> int:
     if not r.bytes or r.bytes_per_device is None:
         return elements
     return elements * r.bytes_per_device // r.bytes
-
-
-def _unique(records) -> list:
-    seen, out = set(), []
-    for m in records:
-        if id(m) not in seen:
-            seen.add(id(m))
-            out.append(m)
-    return out
-
-
-def value_key(instruction: str) -> str:
-    """An at_peak entry's instruction (`while.4{3}`, `fusion.2`) as XLA's
-    value key (`while.4{3}`, `fusion.2{}`)."""
-    return instruction if instruction.endswith("}") else instruction + "{}"
-
-
-def _bytes_by_key(at_peak: list[dict]) -> dict[str, int]:
-    out: dict[str, int] = defaultdict(int)
-    for b in at_peak:
-        out[value_key(b["instruction"])] += b["bytes"]
-    return out
 
 
 def link(residuals: list, compiled, recomputed=()) -> tuple[list, dict | None]:
@@ -448,11 +345,13 @@ def link(residuals: list, compiled, recomputed=()) -> tuple[list, dict | None]:
         r if r.story is None else replace(r, story=r.story.with_fate(fate))
         for r, fate in zip(residuals, linked.fates, strict=True)
     ]
-    named = sum(b["bytes"] for b in at_peak if b["category"] == "residual" and b["residual"])
+    held = [b for b in at_peak if b["category"] == "residual" and b["residual"]]
     return told, {
         **memory,
         "at_peak": at_peak,
         "other_spaces": spaces,
-        "residual_bytes_named": named,
+        "residual_bytes_named": sum(b["bytes"] for b in held),
+        # of those, the buffers holding what their residual is computed from
+        "residual_bytes_inputs": sum(b["bytes"] for b in held if b.get("holds") == "input"),
         "merged_recompute": linked.merged_recompute,
     }

@@ -60,8 +60,12 @@ class Made:
     values: tuple[str, ...] = ()  # keys of the values it computes (a copy XLA keeps too)
     number: int | None = None  # an entry parameter's position
     # (primitive, file, line) of the backward part's instructions reading it
-    # (inside the fusions that take it, the ops that read it there)
-    readers: frozenset = frozenset()
+    # (inside the fusions that take it, the ops that read it there), sorted: a
+    # tuple, as the compile store's JSON gives it back
+    readers: tuple[tuple, ...] = ()
+    # (primitive, elements, frames) of the forward work the backward part
+    # computes from it (inside its fusions, or scheduled there), sorted
+    recomputes: tuple[tuple, ...] = ()
 
 
 def forward_values(module: hlo_text.Module, placed: list[Placed], context) -> tuple[Made, ...]:
@@ -128,10 +132,15 @@ def forward_values(module: hlo_text.Module, placed: list[Placed], context) -> tu
                 values=known.values + (p.value.key,),
             )
     readers = _Readers(module)
-    out.extend(
-        replace(m, readers=readers.of({k.partition("{")[0] for k in (m.key, *m.same_bytes)}))
-        for m in forward.values()
-    )
+
+    def in_backward(name: str) -> bool:
+        return b is not None and defined.get(name, -1) >= b
+
+    for m in forward.values():
+        names = {k.partition("{")[0] for k in (m.key, *m.same_bytes)}
+        copies = {k.partition("{")[0] for k in m.values}
+        again = readers.recomputed_from(names | copies, in_backward) if m.kept else ()
+        out.append(replace(m, readers=readers.of(names), recomputes=again))
     for instruction in module.instructions.values():
         fusion = calls.fused_in(instruction)
         if fusion is None or hlo_text.phase(instruction.op_name) != "forward":
@@ -152,17 +161,25 @@ class _Readers:
         self.module = module
         self.users: dict[str, list[tuple[hlo_text.Instruction, int]]] = {}
         self.parameters: dict[tuple[str, int], str] = {}
+        # a fused computation's root -> the fusion returning it (TPU wraps a
+        # bitcast in a fusion of its own: its value goes on past the fusion)
+        self.returned_by: dict[str, str] = {}
         for instruction in module.instructions.values():
             for k, operand in enumerate(instruction.operands):
                 self.users.setdefault(operand, []).append((instruction, k))
             if instruction.opcode == "parameter" and instruction.number is not None:
                 self.parameters[(instruction.computation, instruction.number)] = instruction.name
+            if instruction.opcode == "fusion" and instruction.called:
+                root = module.roots.get(instruction.called[0])
+                if root is not None:
+                    self.returned_by[root] = instruction.name
 
-    def of(self, names: set[str]) -> frozenset:
+    def of(self, names: set[str]) -> tuple[tuple, ...]:
         """(primitive, file, line) of what reads any of `names` in the
         backward part: a backward instruction, or inside a backward fusion
         (nested fusions too) any op reading it, forward work XLA recomputes
-        there included."""
+        there included; (primitive, None, None) for one without the user's
+        frames (XLA's folded constants)."""
         out: set[tuple] = set()
         todo = [(name, False) for name in names]
         seen: set[str] = set()
@@ -171,6 +188,8 @@ class _Readers:
             if name in seen:
                 continue
             seen.add(name)
+            if name in self.returned_by:
+                todo.append((self.returned_by[name], inside))
             for user, k in self.users.get(name, ()):
                 backward = inside or hlo_text.phase(user.op_name) == "backward"
                 if user.opcode in hv.MOVES or user.opcode in _PASSING:
@@ -179,9 +198,41 @@ class _Readers:
                     inner = self.parameters.get((user.called[0], k))
                     if inner is not None:
                         todo.append((inner, backward))
-                elif backward and (frames := _frames(user)):
-                    out.add((primitive(user.op_name), *frames[0]))
-        return frozenset(out)
+                elif backward:
+                    frames = _frames(user)
+                    out.add((primitive(user.op_name), *(frames[0] if frames else (None, None))))
+        return tuple(sorted(out, key=str))
+
+    def recomputed_from(self, names: set[str], in_backward) -> tuple[tuple, ...]:
+        """(primitive, elements, frames) of the forward work the backward part
+        computes from any of `names` (`in_backward`: whether a top-level
+        instruction runs in the backward part): forward instructions reading
+        them inside backward fusions (nested ones too) or scheduled in the
+        backward part, and the forward work those feed in turn."""
+        out: set[tuple] = set()
+        todo = [(name, False) for name in names]
+        seen: set[tuple] = set()
+        while todo and len(seen) < 1024:
+            name, inside = todo.pop()
+            if (name, inside) in seen:
+                continue
+            seen.add((name, inside))
+            if name in self.returned_by:
+                todo.append((self.returned_by[name], inside))
+            for user, k in self.users.get(name, ()):
+                if user.opcode in hv.MOVES or user.opcode in _PASSING:
+                    todo.append((user.name, inside))
+                    continue
+                phase = hlo_text.phase(user.op_name)
+                backward = inside or in_backward(user.name) or phase == "backward"
+                if backward and phase == "forward" and user.opcode != "tuple":
+                    out.add((primitive(user.op_name), _elements(user.shape), _frames(user)))
+                    todo.append((user.name, inside))  # and what it feeds
+                if user.opcode == "fusion" and user.called and backward:
+                    inner = self.parameters.get((user.called[0], k))
+                    if inner is not None:
+                        todo.append((inner, True))
+        return tuple(sorted(out, key=str))
 
 
 # Ops that pass a value on unchanged in what it means: followed to their readers.

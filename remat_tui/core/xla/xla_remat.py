@@ -33,7 +33,7 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label, resolve_device
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import step_time
-from remat_tui.core.xla.compiled import _read, does_not_fit, out_of_memory
+from remat_tui.core.xla.compiled_numbers import does_not_fit, out_of_memory, read
 from remat_tui.core.xla.made import clones
 from remat_tui.core.xla.memory import compile_with_memory
 from remat_tui.core.xla.same_program import lowered_step
@@ -129,7 +129,7 @@ def _compile(lowered, dev, options: dict):
             raise RematError(f"compiling under {options} failed: {first}") from None
         return does_not_fit(str(exc), label, 1, time.perf_counter() - start), []
     seconds = time.perf_counter() - start
-    result = _read(executable, dev.platform, label, 1, seconds, True, True)
+    result = read(executable, dev.platform, label, 1, seconds, True, True)
     module = hlo_text.parse_hlo(executable.as_text())
     return result, clones(module)
 

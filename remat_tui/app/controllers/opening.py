@@ -4,9 +4,10 @@ another target), what each is given and what it gives back, and what they
 remember between two openings: the budget typed last, the configuration
 marked as A, the path exported to last.
 
-Owned by the App (not a mixin): its actions await these with the values
-each screen needs (app/main.py); a screen's result comes back through the
-callbacks given here (a Config to open, a source line to show). Each returns
+Owned by the App (not a mixin): the keys' one App action, `opening(name)`
+(app/keys.py, app/main.py), awaits the opener OPENERS names with the state as
+one value (a Scene); a screen's result comes back through the callbacks
+given here (a Config to open, a source line to show). Each returns
 once the screen it opens is mounted, its field or list focused: the App
 handles no other key meanwhile, so keys typed straight after the one that
 opened it go to it, not to a screen not there yet.
@@ -20,7 +21,8 @@ from textual.app import App
 
 from remat_tui.app.screens import ExportScreen, PickScreen
 from remat_tui.app.screens.export import write_export
-from remat_tui.app.wanted import Wanted, request_key
+from remat_tui.app.state.scene import Scene
+from remat_tui.app.state.wanted import request_key
 from remat_tui.core.setup.config import AS_WRITTEN
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
@@ -30,20 +32,50 @@ from remat_tui.report.units import human_bytes
 class Opening:
     """The screens opened over the main screen, for one App."""
 
-    def __init__(self, app: App, open_config: Callable, open_line: Callable) -> None:
+    def __init__(
+        self,
+        app: App,
+        open_config: Callable,
+        open_line: Callable,
+        known: Callable,
+        headline: Callable,
+        start: Callable,
+        show_timings: bool,
+    ) -> None:
         """`app`: Textual's (push_screen, notify, export_screenshot);
         `open_config(config)` shows a Config the user chose in the main screen,
-        `open_line((file, line, residual))` a line of the user's."""
+        `open_line((file, line, residual))` a line of the user's; `known()`:
+        the compiles known, by request key (app/controllers/compiles.py);
+        `headline(scene)`: the status line's words for what is shown;
+        `start(name)`: start another target of the file; `show_timings`: the
+        searches' clocks shown."""
         self.app = app
         self.open_config = open_config
         self.open_line = open_line
+        self.known = known
+        self.headline = headline
+        self.start = start
+        self.show_timings = show_timings
         self.last_budget = ""  # the budget last typed for suggest (f), offered again
         self.marked: tuple | None = None  # (analysis, reloads) marked as A by m, for v
         self.last_export: str | None = None  # the export dialog offers it again
+        self.shown: Callable = lambda: None  # the analysis shown now, for export
 
-    async def compare(self, target, wanted: Wanted, show_timings: bool) -> None:
+    async def open(self, what: str, scene: Scene, shown_now: Callable) -> None:
+        """Run the opener named `what` (OPENERS, the keys' `app.opening(...)`)
+        with the state as it is now (`shown_now()`: the analysis shown when the
+        export is written, after its dialog closed)."""
+        self.shown = shown_now
+        await OPENERS[what](self, scene)
+
+    def shown_compile(self, scene: Scene):
+        """The compiled numbers of the analysis shown, when known."""
+        return self.known().get(scene.key_of(scene.shown)) if scene.shown else None
+
+    async def compare(self, scene: Scene) -> None:
         """Every configuration's costs, in a screen of its own; a row opens in
         the main screen. The rows share the wanted site overrides and device."""
+        target, wanted, show_timings = scene.target, scene.wanted, self.show_timings
         if target is None:
             self.app.notify("nothing is loaded yet", severity="warning")
             return
@@ -55,9 +87,10 @@ class Opening:
         )
         await self.app.push_screen(screen, self.open_config)
 
-    async def fit(self, target, wanted: Wanted, show_timings: bool) -> None:
+    async def fit(self, scene: Scene) -> None:
         """How big a batch fits a budget, for the shown configuration and every
         one compare weighs (their sites and device shared as compare's are)."""
+        target, wanted, show_timings = scene.target, scene.wanted, self.show_timings
         if target is None:
             self.app.notify("nothing is loaded yet", severity="warning")
             return
@@ -67,9 +100,16 @@ class Opening:
         screen = FitScreen(target, base, wanted.config, self.last_budget, show_timings)
         await self.app.push_screen(screen, self.open_config)
 
-    async def suggest(self, target, wanted: Wanted, shown, known, show_timings: bool) -> None:
+    async def suggest(self, scene: Scene) -> None:
         """Ask for a budget, then search for the least recompute that fits it
-        (`known`: the shown configuration's compile, if any)."""
+        (under the shown configuration's compiled peak, when p is on)."""
+        target, wanted, shown, show_timings = (
+            scene.target,
+            scene.wanted,
+            scene.shown,
+            self.show_timings,
+        )
+        known = self.shown_compile(scene)
         if target is None:
             self.app.notify("nothing is loaded yet", severity="warning")
             return
@@ -97,8 +137,9 @@ class Opening:
         measure = COMPILED if compiled else RESIDUAL
         await self.app.push_screen(BudgetScreen(measure, self.last_budget, hint), chosen)
 
-    def mark(self, shown, reloads: int) -> None:
+    async def mark(self, scene: Scene) -> None:
         """Mark what is shown as A: v then compares it with whatever is shown."""
+        shown, reloads = scene.shown, scene.reloads
         if shown is None:
             self.app.notify("nothing is shown yet to mark", severity="warning")
             return
@@ -110,9 +151,11 @@ class Opening:
             markup=False,
         )
 
-    async def diff(self, shown, reloads: int, target_name: str | None, known: dict) -> None:
-        """What the marked A and the shown B save differently (`known`: the
-        compiles by request key, for where each side's peak goes)."""
+    async def diff(self, scene: Scene) -> None:
+        """What the marked A and the shown B save differently (with the
+        compiles known, for where each side's peak goes)."""
+        shown, reloads, known = scene.shown, scene.reloads, self.known()
+        target_name = scene.target.name if scene.target else None
         if self.marked is None:
             self.app.notify(
                 "nothing marked: m marks the shown configuration as A", severity="warning"
@@ -148,9 +191,11 @@ class Opening:
             self.open_config,
         )
 
-    async def memory(self, shown, known, compiling: bool, headline: str | None) -> None:
-        """Where the compiled peak of the shown configuration goes (`known`:
-        its compile, if any; `compiling`: p is on)."""
+    async def memory(self, scene: Scene) -> None:
+        """Where the compiled peak of the shown configuration goes (once p
+        compiled it)."""
+        shown, known, compiling = scene.shown, self.shown_compile(scene), scene.wanted.compiled
+        headline = self.headline(scene) if shown is not None else None
         if known is None:
             hint = (
                 "compiling it: w again once the peak shows"
@@ -175,9 +220,14 @@ class Opening:
         _, memory = link(shown.residuals, known)
         await self.app.push_screen(MemoryScreen(memory, headline), self.open_line)
 
-    async def pick_target(self, path: str, targets: list[str], current, start: Callable) -> None:
-        """Another target of the same file (its analyses are cached apart):
-        `start(name)` starts the one picked."""
+    async def pick_target(self, scene: Scene) -> None:
+        """Another target of the same file (its analyses are cached apart)."""
+        path, targets, current, start = (
+            scene.path,
+            list(scene.loaded.targets),
+            scene.target,
+            self.start,
+        )
         if len(targets) < 2:
             self.app.notify(f"{path} defines one target", severity="warning")
             return
@@ -190,9 +240,10 @@ class Opening:
         title = f"{path}: {count(len(targets), 'target')}"
         await self.app.push_screen(PickScreen(title, targets, name), picked)
 
-    async def export(self, shown: Callable) -> None:
-        """Ask where to write the analysis shown (`shown()`), or a screenshot,
-        then write it."""
+    async def export(self, scene: Scene) -> None:
+        """Ask where to write the analysis shown (as it is when the dialog
+        closes), or a screenshot, then write it."""
+        shown = self.shown
         if shown() is None:
             self.app.notify("nothing to export yet", severity="warning")
             return
@@ -216,3 +267,17 @@ class Opening:
             )
             return
         self.app.notify(f"wrote {written}", title=f"exported {fmt}", markup=False)
+
+
+# What each `app.opening(...)` key runs (app/keys.py): the App's one action
+# for all of them hands the opener the state as one value.
+OPENERS = {
+    "compare": Opening.compare,
+    "fit": Opening.fit,
+    "suggest": Opening.suggest,
+    "mark": Opening.mark,
+    "diff": Opening.diff,
+    "memory": Opening.memory,
+    "export": Opening.export,
+    "pick_target": Opening.pick_target,
+}

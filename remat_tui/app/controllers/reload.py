@@ -1,7 +1,7 @@
 """Provides hot reload: the target file and the local modules it imports are
 watched (watchfiles, in a thread of its own); on save they are imported again
 in a thread worker, and the App analyses the current request (policy, names,
-site overrides, device) again through its normal path (app/main.py
+site overrides, device) again through its normal path (app/controllers/loading.py
 `reloaded`).
 
 The watcher is a plain daemon thread, not a Textual worker: a worker that never
@@ -11,7 +11,7 @@ use to know the app is idle, from ever returning.
 A save that breaks the file shows the error in place and keeps the last good
 analysis; a reload that a newer save supersedes is dropped (each save is a new
 `generation`). After a reload the panes keep their scroll positions and the
-residual table its selection where they still exist (app/shown_view.py).
+residual table its selection where they still exist (app/widgets/shown_view.py).
 """
 
 from __future__ import annotations

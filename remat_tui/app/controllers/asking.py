@@ -5,18 +5,17 @@ not parse.
 
 Owned by the App (not a mixin): the App's handlers of the lists', the
 palette's and the keys' requests call it (app/main.py); it reads the state
-from a Scene (app/scene.py) and hands the new Wanted back through `want`.
+from a Scene (app/state/scene.py) and hands the new Wanted back through `want`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from remat_tui.app.scene import Scene
-from remat_tui.app.shown_view import ShownView
-from remat_tui.app.sidebar import next_state
-from remat_tui.app.site_state import next_site_policy
-from remat_tui.app.wanted import Wanted
+from remat_tui.app.state.scene import Scene
+from remat_tui.app.state.site_state import next_site_policy, next_state
+from remat_tui.app.state.wanted import Wanted
+from remat_tui.app.widgets.shown_view import ShownView
 from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
 

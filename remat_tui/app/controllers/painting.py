@@ -1,7 +1,7 @@
 """Provides Painter: the one place that decides what the main screen says
-about the state (a Scene, app/scene.py): the title, the snippet and status
+about the state (a Scene, app/state/scene.py): the title, the snippet and status
 line, the cautions above the panes, the sidebar's lists and the name states
-shown there. The main screen's ShownView (app/shown_view.py) writes it into
+shown there. The main screen's ShownView (app/widgets/shown_view.py) writes it into
 the widgets.
 
 Owned by the App (not a mixin): it is given the view and the controllers
@@ -16,13 +16,13 @@ from collections.abc import Callable
 
 from textual.markup import escape
 
-from remat_tui.app.analyses import Analyses
-from remat_tui.app.compiles import Compiles
-from remat_tui.app.name_judge import NameJudge
-from remat_tui.app.scene import Scene
-from remat_tui.app.shown_view import Lists, ShownView
-from remat_tui.app.site_state import scope_states
-from remat_tui.app.status import Activity, summary
+from remat_tui.app.controllers.analyses import Analyses
+from remat_tui.app.controllers.compiles import Compiles
+from remat_tui.app.controllers.name_judge import NameJudge
+from remat_tui.app.state.scene import Scene
+from remat_tui.app.state.site_state import scope_states
+from remat_tui.app.state.status import Activity, summary
+from remat_tui.app.widgets.shown_view import Lists, ShownView
 
 
 class Painter:
@@ -46,7 +46,7 @@ class Painter:
 
     def name_states(self, s: Scene) -> dict[str, str]:
         """R/S/O of each name where name toggles apply: read from the policy
-        wanted there (app/site_state.py), never stored."""
+        wanted there (app/state/site_state.py), never stored."""
         if s.target is None:
             return {}
         return scope_states(s.scope, s.wanted.config, self.analyses.names_seen())

@@ -18,7 +18,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.strip import Strip
 
-from remat_tui.app.lineview import LineView
+from remat_tui.app.widgets.lineview import LineView
 
 
 class ResidualTable(LineView, can_focus=True):

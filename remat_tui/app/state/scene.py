@@ -1,6 +1,7 @@
-"""Provides Scene: the App's state as one value, read by what paints the main
-screen (app/painting.py) and by what turns the user's requests into a new
-`wanted` (app/asking.py). The App makes one when asked (`RematApp.scene`), so
+"""Provides Scene: the App's state as one value (what is wanted, what is
+loaded, where the Sites list's highlight is), read by what paints the main
+screen (app/controllers/painting.py) and by what turns the user's requests into a new
+`wanted` (app/controllers/asking.py). The App makes one when asked (`RematApp.scene`), so
 neither holds the App, and each says in this one place what it reads.
 """
 
@@ -8,24 +9,43 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
-from remat_tui.app.site_state import site_scope
-from remat_tui.app.wanted import Wanted, request_key
+from remat_tui.app.state.loaded import Loaded
+from remat_tui.app.state.site_state import site_scope
+from remat_tui.app.state.wanted import Wanted, request_key
 from remat_tui.core.setup import policies
 
 
 @dataclass(frozen=True)
 class Scene:
     path: str  # the target file, as the command line named it
-    target: Any  # the Target started (None before one is)
     wanted: Wanted  # what the user asked to see
-    shown: Any  # the Analysis shown (None before the first)
-    listed: Mapping[str, policies.PolicySpec]  # the Policies list, parsed once
-    devices: tuple[str, ...]  # the Device list
-    reloads: int  # the file's imports since the first: part of every request key
-    launch_warnings: tuple[str, ...]  # what the command line could not have, said with it
+    loaded: Loaded  # what is loaded and shown
     highlighted_site: int | None  # the Sites list's highlight: where name toggles apply
+
+    @property
+    def target(self):
+        return self.loaded.target
+
+    @property
+    def shown(self):
+        return self.loaded.shown
+
+    @property
+    def listed(self) -> Mapping[str, policies.PolicySpec]:
+        return self.loaded.listed
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return self.loaded.devices
+
+    @property
+    def reloads(self) -> int:
+        return self.loaded.reloads
+
+    @property
+    def launch_warnings(self) -> tuple[str, ...]:
+        return self.loaded.launch_warnings
 
     @property
     def spec(self) -> policies.PolicySpec | None:

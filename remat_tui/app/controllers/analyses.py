@@ -22,8 +22,8 @@ from collections import Counter
 from textual.app import App
 
 from remat_tui.app.arguments import prepared
-from remat_tui.app.drawing import Drawing, draw
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
+from remat_tui.app.state.drawing import Drawing, draw
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.caches import clear_jax_caches
 from remat_tui.errors import RematError
@@ -174,13 +174,10 @@ class Analyses:
             self.pending = None
         return latest
 
-    def forget_all_but(self, shown) -> None:
-        """After a reload: every analysis of the old code goes, but the one shown."""
-        self._drop_drawings(self.cache.retain(lambda _, a: a is shown))
-
-    def forget(self, drop) -> None:
-        """Every analysis `drop(key)` picks goes, with its drawing."""
-        self._drop_drawings(self.cache.retain(lambda key, _: not drop(key)))
+    def forget_all_but(self, *kept) -> None:
+        """Every analysis goes, with its drawing, but those `kept` (after a
+        reload: the one shown, until the new code's arrives)."""
+        self._drop_drawings(self.cache.retain(lambda _, a: any(a is k for k in kept)))
 
     def _drop_drawings(self, gone: list) -> None:
         """The drawings of analyses no longer cached (one analysis can be cached

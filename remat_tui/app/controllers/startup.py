@@ -5,9 +5,9 @@ has several), under which Config, and what could not be had, said with the
 first analysis instead of failing.
 
 Owned by the App (not a mixin): it is given Textual's App for its worker and
-messages, and the App's handlers of TargetsLoaded and LoadFailed ask it
-`choose`, `listed` and `request` (app/main.py `start`, which also serves the
-target picker and hot reload).
+messages; Loading (app/controllers/loading.py), which handles TargetsLoaded
+and LoadFailed, asks it `choose`, `listed` and `request` (`Loading.start`,
+which also serves the target picker and hot reload).
 """
 
 from __future__ import annotations

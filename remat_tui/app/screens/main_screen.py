@@ -1,6 +1,6 @@
 """Provides MainScreen: the screen the app's panes live on, its layout and
 the keys that act on its own widgets (focus, sort, the sidebar shown or
-not), and its `view` (app/shown_view.py), which paints what the App gives it.
+not), and its `view` (app/widgets/shown_view.py), which paints what the App gives it.
 
 It reads no App state. What it shows comes down from the App (through
 `view`; `path` and `widths` in its constructor; `target_loaded`, set once a
@@ -20,6 +20,8 @@ typed most.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from pygments.lexers import PythonLexer
 from textual import on
 from textual.app import ComposeResult
@@ -29,17 +31,25 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from remat_tui.app.codeview import CodeView
-from remat_tui.app.drawing import TABLE_COLUMNS
-from remat_tui.app.footer import Footer
 from remat_tui.app.keys import MAIN_KEYS
-from remat_tui.app.layout import Layout
-from remat_tui.app.lexer import JaxprLexer
 from remat_tui.app.messages import ScreenReady
-from remat_tui.app.residual_table import ResidualTable
-from remat_tui.app.shown_view import ShownView
-from remat_tui.app.sidebar import Sidebar
-from remat_tui.app.story_panel import StoryPanel
+from remat_tui.app.state.drawing import TABLE_COLUMNS
+from remat_tui.app.widgets.codeview import CodeView
+from remat_tui.app.widgets.footer import Footer
+from remat_tui.app.widgets.lexer import JaxprLexer
+from remat_tui.app.widgets.residual_table import ResidualTable
+from remat_tui.app.widgets.shown_view import ShownView
+from remat_tui.app.widgets.sidebar import Sidebar
+from remat_tui.app.widgets.story_panel import StoryPanel
+
+
+class SidebarWidths(Protocol):
+    """What the screen asks of the App's layout (app/controllers/layout.py,
+    given in the constructor: a screen imports no controller)."""
+
+    def reveal_sidebar(self) -> None: ...
+
+    def toggle_sidebar(self) -> None: ...
 
 
 class MainScreen(Screen):
@@ -48,7 +58,7 @@ class MainScreen(Screen):
     BINDINGS = MAIN_KEYS
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 
-    def __init__(self, path: str, widths: Layout, **kwargs) -> None:
+    def __init__(self, path: str, widths: SidebarWidths, **kwargs) -> None:
         """`path`: the target file, named in the title until it is loaded;
         `widths`: the App's layout for the terminal's width (the sidebar)."""
         super().__init__(**kwargs)

@@ -3,7 +3,7 @@ panes, the residual table, the source pane, the title, the snippet, the
 status and error lines, the sidebar's lists).
 
 It is given what it paints, as arguments: the App decides what is shown and
-what the title, the status line and the lists say (app/main.py), and this
+what the title, the status line and the lists say (app/controllers/), and this
 paints it, redrawing a part when that part's input changes. It keeps only
 what it painted last (the analysis and its Drawing, for the residual the
 user selects; the files the source pane read; where the user was, to come
@@ -19,10 +19,10 @@ from textual.content import Content
 from textual.markup import escape
 from textual.widgets import Static
 
-from remat_tui.app.codeview import CodeView
-from remat_tui.app.residual_table import ResidualTable
-from remat_tui.app.sidebar import Sidebar
-from remat_tui.app.story_panel import StoryPanel
+from remat_tui.app.widgets.codeview import CodeView
+from remat_tui.app.widgets.residual_table import ResidualTable
+from remat_tui.app.widgets.sidebar import Sidebar
+from remat_tui.app.widgets.story_panel import StoryPanel
 from remat_tui.report.units import human_bytes
 
 NO_LINES: frozenset[int] = frozenset()

@@ -17,7 +17,7 @@ from textual.geometry import Size
 from textual.reactive import reactive
 from textual.strip import Strip
 
-from remat_tui.app.lineview import LineView
+from remat_tui.app.widgets.lineview import LineView
 
 THEME = "monokai"
 

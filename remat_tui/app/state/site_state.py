@@ -7,8 +7,29 @@ only wires them to keys and lists.
 
 from __future__ import annotations
 
-from remat_tui.app.sidebar import states_from
+from collections.abc import Iterable
+
+from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
+
+NAME_STATES = ("recompute", "save", "offload")
+"""What a names policy does with a checkpoint_name, in the order space cycles them."""
+
+
+def states_from(spec, known_names: Iterable[str]) -> dict[str, str]:
+    """Name states when `spec` is a names policy; empty (shown as ·) otherwise,
+    since other policies do not decide by name."""
+    if spec.kind not in ("save_only_these_names", policies.OFFLOAD_NAMES):
+        return {}
+    states = {n: "recompute" for n in known_names}
+    states.update({n: "save" for n in spec.names})
+    states.update({n: "offload" for n in spec.offloaded})
+    return states
+
+
+def next_state(state: str) -> str:
+    """recompute → save → offload → recompute."""
+    return NAME_STATES[(NAME_STATES.index(state) + 1) % len(NAME_STATES)]
 
 
 def site_scope(analysis, highlighted: int | None):

@@ -7,7 +7,7 @@ Keys, lists and palette commands make a new one and assign it to
 `RematApp.wanted`; the App's watcher asks for its analysis. The
 request key (target, Config, reloads) is derived here and nowhere else. Name
 states are not kept: they are read from the policy in force where name
-toggles apply (app/site_state.py).
+toggles apply (app/state/site_state.py).
 """
 
 from __future__ import annotations

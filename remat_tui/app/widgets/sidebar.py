@@ -10,7 +10,7 @@ per item, an id and a label each) is one more OptionList in `compose`, a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from textual import on
@@ -21,29 +21,10 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from remat_tui.core.setup import policies
 from remat_tui.report.costs import short_spec
 from remat_tui.report.units import human_bytes, human_flops
 
-NAME_STATES = ("recompute", "save", "offload")
-"""What a names policy does with a checkpoint_name, in the order space cycles them."""
 NAME_MARKS = {"recompute": "R", "save": "S", "offload": "O"}
-
-
-def states_from(spec, known_names: Iterable[str]) -> dict[str, str]:
-    """Name states when `spec` is a names policy; empty (shown as ·) otherwise,
-    since other policies do not decide by name."""
-    if spec.kind not in ("save_only_these_names", policies.OFFLOAD_NAMES):
-        return {}
-    states = {n: "recompute" for n in known_names}
-    states.update({n: "save" for n in spec.names})
-    states.update({n: "offload" for n in spec.offloaded})
-    return states
-
-
-def next_state(state: str) -> str:
-    """recompute → save → offload → recompute."""
-    return NAME_STATES[(NAME_STATES.index(state) + 1) % len(NAME_STATES)]
 
 
 def policy_label(index: int, spec: str, current: bool) -> str:

@@ -1,0 +1,111 @@
+"""Provides the keys that tie a jaxpr residual to the compiled values that may
+hold it (core/xla/fates.py): a residual's key, (primitive, dtype, elements,
+the user's frames), read off its `Made` (core/trace/story.py); a compiled
+value's, (primitive, elements) per instruction computing it
+(core/xla/made.py); whether the two match; and how the memory view spells a
+value (`fusion.2`, `while.4{3}`).
+
+A residual has several keys: its equation's, those of the equations it only
+re-lays (XLA may keep the value before the reshape), and, for a primitive
+JAX lowers by composing others, the same with the composition's root, which
+is what XLA's op_name names (jaxcompat.hlo_values.hlo_primitives).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+
+from remat_tui.core.jaxcompat.hlo_values import hlo_dtype, hlo_primitives
+
+
+def signature(made) -> tuple | None:
+    """A residual's `Made` as the compiled side's key: (primitive, dtype,
+    elements, frames); None where its equation is not known."""
+    if made is None or made.primitive is None or made.shape is None:
+        return None
+    return sig(made.primitive, made.shape, made.frames)
+
+
+def signatures(made) -> list[tuple]:
+    """Every key a compiled value holding the residual may have: its own,
+    those of the equations it only re-lays, each also as XLA names a
+    composed primitive."""
+    first = signature(made)
+    if first is None:
+        return []
+    return as_xla_names([first, *(sig(*r) for r in made.relaid if r[1] is not None)])
+
+
+def as_xla_names(sigs: list[tuple]) -> list[tuple]:
+    """Each key, and the same under each name XLA's op_name may give its
+    primitive (the root of a composition JAX lowers it to)."""
+    return [(name, *rest) for primitive, *rest in sigs for name in hlo_primitives(primitive)]
+
+
+@functools.lru_cache(maxsize=8192)
+def sig(primitive: str, shape: str, frames) -> tuple:
+    """(primitive, dtype as XLA spells it, elements, ((file, line), ...)).
+    Remembered: one layer's equations recur in every layer of a model."""
+    dtype, _, dims = shape.partition("[")
+    dtype = dtype.split("<")[0]
+    count = 1
+    for d in dims.rstrip("]").split(","):
+        if d.strip().isdigit():
+            count *= int(d)
+    where = tuple((f.file, f.line) for f in frames)
+    return (primitive, hlo_dtype(dtype), count, where)
+
+
+def keys(m) -> set[tuple]:
+    """The (primitive, elements) of each instruction computing the compiled
+    value `m`. Not its dtype: XLA may keep a value narrower than the
+    jaxpr's (TPU keeps an f32 dot's output in bf16 when what reads it
+    multiplies in bf16)."""
+    return {(alias[0], alias[2]) for alias in m.aliases}
+
+
+def matches(sigs: list[tuple], m) -> bool:
+    """Whether any of a residual's keys is any of the value's."""
+    return any(
+        (alias[0], alias[2]) == (s[0], s[2]) and same_frames(s[3], alias[3])
+        for s in sigs
+        for alias in m.aliases
+    )
+
+
+def same_frames(ours: tuple, theirs: tuple) -> bool:
+    """Whether two frame lists are one call path: equal as far as both go (the
+    frames outside the target's code, its caller's, differ between the
+    trace and the compile)."""
+    n = min(len(ours), len(theirs))
+    return n > 0 and ours[:n] == theirs[:n]
+
+
+def shown(key: str) -> str:
+    """A value key as the memory view shows the instruction: `fusion.2`, `while.4{3}`."""
+    return key[:-2] if key.endswith("{}") else key
+
+
+def value_key(instruction: str) -> str:
+    """An at_peak entry's instruction (`while.4{3}`, `fusion.2`) as XLA's
+    value key (`while.4{3}`, `fusion.2{}`)."""
+    return instruction if instruction.endswith("}") else instruction + "{}"
+
+
+def bytes_by_key(at_peak: list[dict]) -> dict[str, int]:
+    """Value key -> its bytes among the buffers `at_peak`."""
+    out: dict[str, int] = defaultdict(int)
+    for b in at_peak:
+        out[value_key(b["instruction"])] += b["bytes"]
+    return out
+
+
+def unique(records) -> list:
+    """`records` without repeats (by identity), in order."""
+    seen, out = set(), []
+    for m in records:
+        if id(m) not in seen:
+            seen.add(id(m))
+            out.append(m)
+    return out
