@@ -191,11 +191,12 @@ def suggest(
     save/offload/recompute assignment of its `checkpoint_name`s at each
     checkpointed function (at each call, where a Python loop calls one
     several times), and the structures of its scans (`nested(G)`,
-    `split(K, a, b)` at every eighth of the layers: see `analyze`). Exactly,
-    whatever the size of the space: every configuration of a small one; a
+    `split(K, a, b)` at every eighth of the layers: see `analyze`). The
+    whole space, whatever its size: every configuration of a small one; a
     larger one by a model of each decision's memory and cost, solved exactly
     and corrected by compiling its answer (`search` says the bound, the gap,
-    the compiles and what the model assumes).
+    the compiles and what the model assumes: a gap of 0 is a proof within
+    the model).
 
     Args:
         fn: a `Target`, or a plain callable analysed with `args` and `kwargs`.
