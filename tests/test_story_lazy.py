@@ -17,12 +17,12 @@ CASES = [("loss", "dots_saveable"), ("f2", "as_written"), ("f", "nothing_saveabl
 
 
 def _told_at_once(t) -> list:
-    """The stories as `tell` gives them, from the trace's own jaxprs."""
+    """The stories told at once, from the trace's own jaxprs."""
     bwd = t.backward()
     split = t.backward_residuals
     recompute = recomputation.recomputation(bwd, set(bwd.invars[:split]), set(bwd.invars[split:]))
     _, lay = linemap.layout(bwd)
-    return story.tell(t, bwd, linemap.Readers(lay), recompute)
+    return story.Stories(t, bwd, linemap.Readers(lay), recompute).all()
 
 
 def _deferred(a) -> list:

@@ -1,4 +1,4 @@
-"""Provides `tell`: each residual's story in the jaxprs (Contract 14), the rule
+"""Provides `Stories`: each residual's story in the jaxprs (Contract 14), the rule
 that saved it (core/trace/rules.py) and the backward equations that read it,
 with their lines in the backward pane. The equation that made it is its
 origin (Contract 5); what XLA made of it is core/xla/fates.py's.
@@ -23,26 +23,22 @@ from remat_tui.core.trace.origins import Origins
 from remat_tui.core.trace.rules import Governors, rule_of
 
 
-def tell(t, bwd, readers: linemap.Readers, recompute) -> list[Story]:
-    """The story of each residual of the trace `t` (its rule, what made it,
-    its readers): `bwd` is the backward jaxpr, `readers` the readers of its
-    values on its printed layout (linemap.Readers, shared with the panes'
-    marks), `recompute` its Recomputation (which readers re-run forward work)."""
-    return Stories(t, bwd, readers, recompute).all()
-
-
 class Stories:
-    """The residuals' stories of one full analysis, told on first read (`at`,
-    `all`): the app's first paint and a search's analyses never read them;
-    the story panel, the reports, `check` and the compiled fates do.
+    """The residuals' stories of one full analysis (its trace `t`, `bwd` the
+    backward jaxpr, `readers` the readers of its values on its printed
+    layout, `recompute` its Recomputation: which readers re-run forward
+    work), told on first read (`at`, `all`): the app's first paint and a
+    search's analyses never read them; the story panel, the reports, `check`
+    and the compiled fates do.
 
     Holds only what telling needs, and lets go of it once told: both
     jaxprs, the residuals found and the lines each backward equation was
     printed on; not the Trace (its linear and primal programs) nor the
     panes' readers with their caches and the printed layout's regions. Until
-    told, an analysis of the 24-layer unrolled transformer holds 1.4 MiB more
-    than told (4.6 MiB against 3.2; 7.4 if it kept the readers). Told once, under a lock: an analysis
-    made in the app's worker thread is read on its UI thread."""
+    told, an analysis of the 24-layer unrolled transformer holds 1.4 MiB
+    more than told (4.6 MiB against 3.2; 7.4 if it kept the readers). Told
+    once, under a lock: an analysis made in the app's worker thread is read
+    on its UI thread."""
 
     def __init__(self, t, bwd, readers: linemap.Readers, recompute):
         # Governors and Origins read the Trace's config and sites: made now.
