@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 import remat_tui
+from remat_tui.core.xla import unsaved
 from remat_tui.core.xla.memory import CATEGORIES
 from remat_tui.report import costs as cost_reports
 from remat_tui.report import render
@@ -180,8 +181,16 @@ def test_alike_buffers_on_one_line_are_told_apart_by_order(written_and_nothing):
     residual of their own, in the order the layers run: a layer's tanh is
     computed after the one before it, in the jaxpr and in XLA's schedule."""
     written, _ = written_and_nothing
-    residual = [b for b in written.compiled.memory["at_peak"] if b["category"] == "residual"]
-    assert len(residual) > 1 and all(b["residual"] for b in residual)
+    at_peak = [b for b in written.compiled.memory["at_peak"] if b["category"] == "residual"]
+    residual = [b for b in at_peak if b["residual"]]
+    assert len(residual) > 1
+    # JAX 0.12 saves each layer's one_minus_square beside its tanh; XLA keeps
+    # the last layer's in the forward part and computes the others from the
+    # kept tanh values: which of the 8 alike residuals that buffer holds, its
+    # program does not say, and the buffer says so rather than guess.
+    for b in at_peak:
+        assert b["residual"] or b["unnamed"] == unsaved.ALIKE, b
+    assert len(at_peak) - len(residual) <= 1
     indices = [int(b["residual"][1:]) - 1 for b in sorted(residual, key=lambda b: b["live"][0])]
     assert indices == sorted(indices) and len(set(indices)) == len(indices)
     for i in indices:

@@ -26,6 +26,40 @@ __all__ = [
 MEMORY_CATEGORIES = ("argument", "output", "residual", "recomputed", "temporary")
 
 
+class _StoryField:
+    """`Residual.story`: a Story, or a deferred one (`Deferred`, from a
+    full analysis' lazily told stories, core/trace/story.py) resolved the
+    first time it is read and kept. A data descriptor, so the dataclass's
+    `__init__` and `dataclasses.replace` store through it and every reader
+    (equality, `to_dict`, the reports) sees the Story itself."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.slot = f"_{name}"
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return None  # the field's default
+        value = obj.__dict__[self.slot]
+        if isinstance(value, Deferred):
+            value = obj.__dict__[self.slot] = value.resolve()
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """A story not told yet: `stories.at(index)` on first read (`stories`
+    tells every residual's at once, once, thread-safely)."""
+
+    stories: Any
+    index: int
+
+    def resolve(self):
+        return self.stories.at(self.index)
+
+
 @dataclass(frozen=True)
 class Residual:
     """One value the forward pass saves, in JAX's order and words.
@@ -69,7 +103,7 @@ class Residual:
     backward_var: str | None = None  # its input variable name in the backward pane
     origin: Origin | None = None
     bytes_per_device: int | None = None  # set when its aval is sharded over devices
-    story: Any = None  # Contract 14 (core/stories.py), in a full analysis
+    story: Any = _StoryField()  # Contract 14 (core/stories.py), in a full analysis
 
     def to_dict(self) -> dict:
         return {
@@ -88,6 +122,10 @@ class Residual:
             "bytes_per_device": self.device_share,
             "story": None if self.story is None else self.story.to_dict(),
         }
+
+    def __getstate__(self) -> dict:
+        """Pickled with its story told: a deferred one holds jaxprs."""
+        return {**self.__dict__, "_story": self.story}
 
     @property
     def device_share(self) -> int:

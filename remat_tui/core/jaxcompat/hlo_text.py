@@ -12,6 +12,7 @@ expected rather than guessing.
 from __future__ import annotations
 
 import re
+import traceback
 from dataclasses import dataclass, field
 
 
@@ -255,17 +256,30 @@ def _stack_frames(lines: list[str]) -> dict[int, tuple[Frame, ...]]:
     # each parent one higher (a root frame shows itself as its parent). A frame
     # printed as its own parent can only mean the shifted form.
     shift = 1 if any(parent == i for i, (_, parent) in raw.items()) else 0
+    callers = _callers()
     stacks: dict[int, tuple[Frame, ...]] = {}
     for i in raw:
         chain, seen, at = [], set(), i
         while at and at in raw and at not in seen:
             seen.add(at)
             location, parent = raw[at]
-            if location in locations:
-                chain.append(locations[location])
+            frame = locations.get(location)
+            if frame is not None and (frame.file, frame.line) not in callers:
+                chain.append(frame)
             at = parent - shift
         stacks[i] = tuple(chain)
     return stacks
+
+
+def _callers() -> frozenset[tuple[str, int]]:
+    """(file, line) of each frame on the Python stack as the program is read:
+    the code that called remat-tui (a test, a notebook cell, the console
+    script). JAX records them in the stack of an op remat-tui's own code made
+    (its frames are excluded from JAX's), where the op's innermost frame
+    outside JAX would otherwise be the caller's line; a worker process has
+    no such frames. They are never the traced function's: it has returned
+    before its program is read."""
+    return frozenset((f.f_code.co_filename, line) for f, line in traceback.walk_stack(None))
 
 
 # --- JAX's name stack in op_name -------------------------------------------------

@@ -22,7 +22,7 @@ import jax
 from remat_tui.core import collector
 from remat_tui.core.costs import flops, site_flops
 from remat_tui.core.costs.flops import count_dots
-from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.core.model import Analysis, Deferred, JaxprView
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
@@ -84,7 +84,7 @@ def full_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysis
     check_cancelled(cancelled)
     bwd_text, bwd_lay = linemap.layout(bwd)
     readers = linemap.Readers(bwd_lay)
-    stories = story.tell(t, bwd, readers, recompute)
+    stories = story.Stories(t, bwd, readers, recompute)  # told when first read
     residuals, fwd_marks, bwd_marks = _place_residuals(
         t.found, t.forward, bwd, fwd_lay, readers, t.backward_positions, stories
     )
@@ -221,7 +221,7 @@ def _snippet(target: Target, spec, sites: list, plan: dict, structure: tuple | N
 def _place_residuals(found, fwd, bwd, fwd_lay, readers, positions: list[int | None], stories):
     """Attach to each residual its lines and variable names in both panes
     (`positions`: forward residual output -> backward input, Trace.backward_positions),
-    and its story (`stories`, in the same order): the lines that make it
+    and its story (`stories`, told when first read: `Deferred`): the lines that make it
     (forward) and read it (backward: `readers`, on the backward pane's
     layout), followed into the bodies of calls rather than the whole of each
     (linemap.making_lines, Readers)."""
@@ -274,7 +274,7 @@ def _place_residuals(found, fwd, bwd, fwd_lay, readers, positions: list[int | No
                 forward_var=fwd_var,
                 backward_lines=(*bwd_header, *sorted(bwd_lines)),
                 backward_var=bwd_var,
-                story=stories[idx],
+                story=Deferred(stories, idx),
             )
         )
     return out, fwd_marks, bwd_marks
