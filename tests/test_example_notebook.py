@@ -20,9 +20,7 @@ LARGEST_FILE = 1_000_000
 
 def kinds(cell) -> list:
     """What a cell's outputs are: stream names or mime types, in order."""
-    return [
-        o.get("name") or sorted(o.get("data", {})) for o in cell.get("outputs", [])
-    ]
+    return [o.get("name") or sorted(o.get("data", {})) for o in cell.get("outputs", [])]
 
 
 def test_the_example_notebook_runs_and_is_saved_with_its_outputs(tmp_path):

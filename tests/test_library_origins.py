@@ -32,7 +32,7 @@ MODEL = os.path.join(os.path.dirname(__file__), "models", "library_layers.py")
 RUNS = {
     "batchnorm": 'h = checkpoint_name(norm(use_running_average=False)(h), "normed")',
     "nnx_bf16": "h = nnx.remat(self.first",
-    "decoder": 'x = x + checkpoint_name(attention(num_heads=cfg.heads',
+    "decoder": "x = x + checkpoint_name(attention(num_heads=cfg.heads",
     "shard_mapped": "return jnp.sum(jax.checkpoint(f, policy=getattr(CP, policy))",
 }
 

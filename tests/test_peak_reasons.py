@@ -77,8 +77,9 @@ def test_the_residual_at_the_peak_under_nothing_saveable_is_explained(nothing_on
         return
     assert memory["by_category"]["residual"] == sum(b["bytes"] for b in kept)
     size = human_bytes(memory["by_category"]["residual"])
-    assert f"The residual at the peak ({len(kept)} buffers, {size}) holds forward values" in (
-        memory["explanation"]
+    assert (
+        f"The residual at the peak ({len(kept)} buffers, {size}) holds forward values"
+        in (memory["explanation"])
     )
     assert "where autodiff saves none besides the arguments" in memory["explanation"]
     text = render(a, "text")

@@ -64,9 +64,7 @@ WRAPPED = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("path", "name", "written", "call", "wrapped", "policy", "runs"), WRAPPED
-)
+@pytest.mark.parametrize(("path", "name", "written", "call", "wrapped", "policy", "runs"), WRAPPED)
 def test_a_wrapped_site_names_the_wrapper_call(path, name, written, call, wrapped, policy, runs):
     target, _ = load(path, name)
     (site,) = remat_tui.analyze(target).sites

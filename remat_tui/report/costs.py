@@ -329,8 +329,19 @@ def render_suggest(s, fmt: str) -> str:
         lines += ["", structure_words([], s.structure_notes).strip()]
     if fmt == "md":
         return (
-            "\n".join(["# remat-tui suggest", "", *lines[:3], *[step][:bool(step)], "", "```",
-                       best.python, "```"]) + "\n"  # fmt: skip
+            "\n".join(
+                [
+                    "# remat-tui suggest",
+                    "",
+                    *lines[:3],
+                    *[step][: bool(step)],
+                    "",
+                    "```",
+                    best.python,
+                    "```",
+                ]
+            )
+            + "\n"  # fmt: skip
         )
     return "\n".join(lines) + "\n"
 
@@ -382,8 +393,7 @@ def suggest_headline(s) -> str:
     if best.cost_source == "measured":
         guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
         time = (
-            f", {human_seconds(best.measured['min_seconds'])} a step measured on the "
-            f"device{guess}"
+            f", {human_seconds(best.measured['min_seconds'])} a step measured on the device{guess}"
         )
     elif best.time:
         time = (

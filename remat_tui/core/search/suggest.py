@@ -233,6 +233,7 @@ def compile_candidates(target, rows, baseline, budget, cancelled, progress, run,
     (`compile_in_order`)."""
     if not every:
         return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
+
     def one(numbered):
         i, row = numbered
         if progress is not None:
@@ -377,9 +378,7 @@ def compile_in_order(
         def within(r: Row) -> bool:
             return r.fits and r.weighed_bytes <= budget
 
-        compile_from_cheapest(
-            slower, baseline.estimated_cost if within(baseline) else None, within
-        )
+        compile_from_cheapest(slower, baseline.estimated_cost if within(baseline) else None, within)
     return done, _why_skipped(chip, fits and bool(slower))
 
 

@@ -118,9 +118,7 @@ def measure(
     Measured's `error`."""
     dev = resolve_device(config.device) if device is None else device
     check_measurable(dev, runs)
-    step = compile_step(
-        target, config, cancelled, device=dev, arguments=arguments, memory=memory
-    )
+    step = compile_step(target, config, cancelled, device=dev, arguments=arguments, memory=memory)
     compiled = step.result
     if step.executable is None:  # XLA refused it for want of memory
         return compiled, Measured(0, None, None, None, fits=False, error="did not fit the device")
