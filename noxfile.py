@@ -3,7 +3,7 @@
     nox                  # tests-3.11, tests-3.13 and remat3
     nox -l               # list the sessions
     nox -s docs          # build the documentation site, strictly
-    nox -s tests-3.13 -- tests/test_oracle.py    # arguments after -- go to pytest
+    nox -s tests-3.13 -- tests/unit/test_oracle.py    # arguments after -- go to pytest
 
 tests-3.11 is the oldest supported JAX (the `jax>=` bound of pyproject.toml) on
 Python 3.11; tests-3.13 the newest JAX pip serves, on Python 3.13 (JAX 0.11 and
@@ -26,12 +26,12 @@ EXTRAS = ".[test,examples,tpu,notebook,ray]"
 OLDEST = "3.11"  # the Python the oldest JAX is tested on
 NEWEST = "3.13"  # the Python the newest JAX is tested on
 REMAT3_TESTS = [
-    "tests/test_oracle.py",
-    "tests/test_edge_cases.py",
-    "tests/test_sites.py",
-    "tests/test_remat3.py",
-    "tests/test_jaxpr_text.py",
-    "tests/test_structures.py",
+    "tests/unit/test_oracle.py",
+    "tests/unit/test_edge_cases.py",
+    "tests/unit/test_sites.py",
+    "tests/unit/test_remat3.py",
+    "tests/unit/test_jaxpr_text.py",
+    "tests/unit/test_structures.py",
 ]
 
 nox.options.sessions = [f"tests-{OLDEST}", f"tests-{NEWEST}", "remat3"]

@@ -1,6 +1,6 @@
 """examples/remat_in_a_notebook.ipynb runs from top to bottom in a fresh kernel
 without an error, is saved with its outputs (each cell's the same kinds as a
-fresh run gives: `python tests/notebook_kernel.py` saves it again), and its
+fresh run gives: `python tests/notebook/notebook_kernel.py` saves it again), and its
 outputs stay small. Skipped without the notebook extra, except in CI."""
 
 import copy
