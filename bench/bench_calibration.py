@@ -183,6 +183,7 @@ def by_hand(target, policy: str):
         return x
 
     args, kwargs = jax.tree.map(real, (args, kwargs))
+
     def value_and_grad(a, k):
         """jax.value_and_grad, for a scalar output; else the output beside its
         vjp of ones (as remat-tui compiles a non-scalar function's step)."""

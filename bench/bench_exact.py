@@ -6,7 +6,7 @@ offload does not apply on the CPU, so each name is saved or recomputed):
 
 - `eight` (8 names at one site, 256 assignments): every assignment compiled
   by hand (`jax.jit(jax.value_and_grad(loss))` of the model's factory with
-  the policy written by hand, tests/exact_oracle.py), then, per budget,
+  the policy written by hand, tests/unit/exact_oracle.py), then, per budget,
   `suggest(compiled=True)` with the compile memo cleared before each. Printed
   per budget: the oracle's optimum among the name assignments, the best name
   assignment the search verified, whether they are the same, the search's
@@ -39,7 +39,7 @@ os.environ.setdefault("REMAT_TUI_NO_CACHE", "1")
 os.environ.setdefault("REMAT_TUI_JOBS", "1")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path[:0] = [os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "models"), HERE]
+sys.path[:0] = [os.path.join(ROOT, "tests", "unit"), os.path.join(ROOT, "tests", "models"), HERE]
 
 import remat_tui  # noqa: E402
 

@@ -43,8 +43,10 @@ def by_hand(fn, args) -> float:
         args,
     )
     for spec in FIVE:
-        f = fn if spec == "as_written" else jax.checkpoint(
-            fn, policy=getattr(jax.checkpoint_policies, spec)
+        f = (
+            fn
+            if spec == "as_written"
+            else jax.checkpoint(fn, policy=getattr(jax.checkpoint_policies, spec))
         )
         step = jax.jit(jax.value_and_grad(f, argnums=tuple(range(len(args)))))
         executable = step.lower(*args).compile()

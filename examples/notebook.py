@@ -39,7 +39,8 @@ def f2(W1, W2, W3, x):
 
 
 f3 = remat_tui.target(args=example_args, name="f3")(
-    jax.checkpoint(f, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable))
+    jax.checkpoint(f, policy=jax.checkpoint_policies.dots_with_no_batch_dims_saveable)
+)
 
 
 def f4_layers(W1, W2, W3, x):
@@ -50,14 +51,19 @@ def f4_layers(W1, W2, W3, x):
 
 
 f4 = remat_tui.target(args=example_args, name="f4")(
-    jax.checkpoint(f4_layers, policy=jax.checkpoint_policies.save_only_these_names("a")))
+    jax.checkpoint(f4_layers, policy=jax.checkpoint_policies.save_only_these_names("a"))
+)
 
 
-@remat_tui.target(args=example_args, policies={
-    "save_a_and_dots": jax.checkpoint_policies.save_from_both_policies(
-        jax.checkpoint_policies.dots_saveable,
-        jax.checkpoint_policies.save_only_these_names("a")),
-})
+@remat_tui.target(
+    args=example_args,
+    policies={
+        "save_a_and_dots": jax.checkpoint_policies.save_from_both_policies(
+            jax.checkpoint_policies.dots_saveable,
+            jax.checkpoint_policies.save_only_these_names("a"),
+        ),
+    },
+)
 def loss(W1, W2, W3, x):
     return jnp.sum(f4_layers(W1, W2, W3, x) ** 2)
 
@@ -82,9 +88,10 @@ def recursive_checkpoint(funs):
         f1, f2 = funs
         return lambda x: f1(f2(x))
     f1 = recursive_checkpoint(funs[: len(funs) // 2])
-    f2 = recursive_checkpoint(funs[len(funs) // 2:])
+    f2 = recursive_checkpoint(funs[len(funs) // 2 :])
     return lambda x: f1(jax.checkpoint(f2)(x))
 
 
 recursive = remat_tui.target(args=lambda: (jnp.ones(3),), name="recursive")(
-    recursive_checkpoint(_chain_fns(8)))
+    recursive_checkpoint(_chain_fns(8))
+)

@@ -20,9 +20,14 @@ import remat_tui
 LAYERS, D_MODEL, HEADS, SEQ, BATCH = 24, 512, 8, 128, 1
 D_HEAD, D_MLP = D_MODEL // HEADS, 4 * D_MODEL
 LAYER_SHAPES = {
-    "ln1": (D_MODEL,), "wq": (D_MODEL, D_MODEL), "wk": (D_MODEL, D_MODEL),
-    "wv": (D_MODEL, D_MODEL), "wo": (D_MODEL, D_MODEL),
-    "ln2": (D_MODEL,), "w_in": (D_MODEL, D_MLP), "w_out": (D_MLP, D_MODEL),
+    "ln1": (D_MODEL,),
+    "wq": (D_MODEL, D_MODEL),
+    "wk": (D_MODEL, D_MODEL),
+    "wv": (D_MODEL, D_MODEL),
+    "wo": (D_MODEL, D_MODEL),
+    "ln2": (D_MODEL,),
+    "w_in": (D_MODEL, D_MLP),
+    "w_out": (D_MLP, D_MODEL),
 }
 
 
@@ -72,7 +77,7 @@ def block(p, x):
 def unrolled(layers, x):
     for p in layers:
         x = block(p, x)
-    return jnp.mean(x ** 2)
+    return jnp.mean(x**2)
 
 
 @remat_tui.target(args=scanned_args)
@@ -81,7 +86,7 @@ def scanned(stacked, x):
         return block(p, x), None
 
     x, _ = jax.lax.scan(step, x, stacked)
-    return jnp.mean(x ** 2)
+    return jnp.mean(x**2)
 
 
 def make_scanned_checkpointed(policy):
@@ -93,7 +98,7 @@ def make_scanned_checkpointed(policy):
             return checkpointed_block(p, x), None
 
         x, _ = jax.lax.scan(step, x, stacked)
-        return jnp.mean(x ** 2)
+        return jnp.mean(x**2)
 
     return scanned_checkpointed
 

@@ -44,8 +44,7 @@ def read_baseline(path: str) -> dict:
             saved = json.load(fh)
     except FileNotFoundError:
         raise RematError(
-            f"{path}: no such baseline. Write one first: remat-tui check FILE[:NAME] "
-            f"--write {path}"
+            f"{path}: no such baseline. Write one first: remat-tui check FILE[:NAME] --write {path}"
         ) from None
     except (OSError, ValueError) as exc:
         raise RematError(f"{path}: cannot read the baseline as JSON ({exc}).") from None

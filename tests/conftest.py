@@ -57,7 +57,7 @@ def _snapshots_per_jax_line() -> None:
     """The app's snapshots draw JAX's own jaxpr text and residual wording, which
     change between JAX lines (0.11 prints `one_minus_square` where 0.10 saved
     `tanh` and `sub`): JAX 0.11 and newer keep theirs in
-    tests/__snapshots_jax0.11__/, beside 0.10's tests/__snapshots__/."""
+    tests/app/__snapshots_jax0.11__/, beside 0.10's tests/app/__snapshots__/."""
     import re
     from pathlib import Path
 

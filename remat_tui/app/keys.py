@@ -2,7 +2,7 @@
 word, its command palette entry and its line in the `?` help. The bindings
 (BINDINGS, MAIN_KEYS, APP_KEYS), the palette's ACTIONS (app/commands.py) and
 the help (app/screens/help.py) are all built from it, so none can drift from
-the others (tests/test_app_keys.py checks that every binding is in both).
+the others (tests/app/test_app_keys.py checks that every binding is in both).
 
 The order is the footer's and the help's: the keys the footer shows first,
 then the others.

@@ -32,8 +32,10 @@ def render(a: Analysis) -> str:
     parts = [
         _title(a),
         tag("div", text(summary(a))),
-        *(tag("div", "warning: " + text(w), f"background: {style.WARN_BG}; padding: 2px 6px")
-          for w in a.warnings),  # fmt: skip
+        *(
+            tag("div", "warning: " + text(w), f"background: {style.WARN_BG}; padding: 2px 6px")
+            for w in a.warnings
+        ),  # fmt: skip
         compiled_section(a),
         _residuals(a),
         _snippet(a),
@@ -47,8 +49,11 @@ def _title(a: Analysis) -> str:
     label = target_label(a.target_file, a.target_name)
     return tag(
         "div",
-        "remat-tui · " + tag("code", text(label), style.CODE) + " · policy "
-        + tag("code", text(a.policy), style.CODE) + f" · {text(device)}",
+        "remat-tui · "
+        + tag("code", text(label), style.CODE)
+        + " · policy "
+        + tag("code", text(a.policy), style.CODE)
+        + f" · {text(device)}",
         style.TITLE,
     )
 

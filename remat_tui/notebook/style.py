@@ -91,6 +91,4 @@ def table(headers: list[str], rows: list[list[str]], numeric: set[int] = frozens
     for k, row in enumerate(rows):
         cells = "".join(tag("td", c, NUM if i in numeric else CELL) for i, c in enumerate(row))
         body.append(tag("tr", cells, row_styles[k] if row_styles else ""))
-    return tag(
-        "table", tag("thead", tag("tr", head)) + tag("tbody", "".join(body)), TABLE, **attrs
-    )
+    return tag("table", tag("thead", tag("tr", head)) + tag("tbody", "".join(body)), TABLE, **attrs)

@@ -109,19 +109,6 @@ def time_cell(row) -> str:
     return f"~{human_seconds(row.time['seconds'])}" if row.time else ""
 
 
-def time_parts(t: dict) -> str:
-    """The estimate's parts: `compute 1.2 ms · transc. 0.3 ms · memory 0.5 ms`
-    (host only when there is some)."""
-    parts = [
-        f"compute {human_seconds(t['compute_seconds'])}",
-        f"transc. {human_seconds(t['transcendental_seconds'])}",
-        f"memory {human_seconds(t['memory_seconds'])}",
-    ]
-    if t["host_seconds"]:
-        parts.append(f"host {human_seconds(t['host_seconds'])}")
-    return " · ".join(parts)
-
-
 def measured_cell(row, rank: dict | None = None) -> str:
     """`#1 1.23 ms (median 1.25 ms)`: the measured minimum, its rank among the
     measured rows, and the median; `✗ did not fit when run`; `run failed`; or ''."""

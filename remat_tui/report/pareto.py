@@ -45,7 +45,7 @@ def pareto_svg(rows, width: int = 640, height: int = 360, numbered: bool = False
             x, anchor = (cx + 6, "start") if cx < width * 0.7 else (cx - 6, "end")
             points.append(
                 f'<text x="{x:.1f}" y="{cy - 5:.1f}" font-size="11" text-anchor="{anchor}">'
-                f'{",".join(numbers)}</text>'
+                f"{','.join(numbers)}</text>"
             )
     front = sorted((r for r in rows if r.pareto), key=lambda r: r.weighed_bytes)
     line = " ".join(

@@ -7,7 +7,7 @@ scan_stack.py: the carries a scan keeps fill memory.
 
 `make_stack(policy)` builds the loss with the blocks under that policy (the
 oracle for a structure is the same Block and loss with the nn.scan
-rewritten as the tool's snippet says: tests/test_structures_linen.py)."""
+rewritten as the tool's snippet says: tests/unit/test_structures_linen.py)."""
 
 import flax.linen as nn
 import jax

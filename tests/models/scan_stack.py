@@ -9,7 +9,7 @@ are for.
 `make_stack(policy, layers)` builds the loss with each layer under
 `jax.checkpoint(layer, policy=policy)` (None: no checkpoint): the oracle of
 a structure is the same layer and loss with the scan rewritten by hand
-(tests/test_structures.py)."""
+(tests/unit/test_structures.py)."""
 
 import jax
 import jax.numpy as jnp

@@ -64,9 +64,7 @@ class Encoder(nn.Module):
             split_rngs={"params": True},
             in_axes=nn.broadcast,
             length=self.depth,
-        )(name="encoderblock", mlp_dim=self.mlp_dim, num_heads=self.num_heads)(
-            x, deterministic
-        )
+        )(name="encoderblock", mlp_dim=self.mlp_dim, num_heads=self.num_heads)(x, deterministic)
         return nn.LayerNorm(name="encoder_norm")(x)
 
 

@@ -139,9 +139,7 @@ class Compiles:
                         memory=True,  # the memory view (w), the status line's largest category
                     )
                 else:
-                    result, measured = measure(
-                        target, config, runs, cancelled, arguments=arguments
-                    )
+                    result, measured = measure(target, config, runs, cancelled, arguments=arguments)
         except Cancelled:
             return
         except RematError as exc:

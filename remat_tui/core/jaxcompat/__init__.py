@@ -1,7 +1,7 @@
 """Provides everything remat-tui needs from JAX's private structure, in one
 package: JAX's private modules (read in `private.py` alone), private attributes,
 primitive and param names, policy objects and residual wording. Nothing
-outside it touches those (checked by tests/test_import_hygiene.py), so a new
+outside it touches those (checked by tests/unit/test_import_hygiene.py), so a new
 JAX means changes here only.
 
 Each JAX difference is one named adapter, in the module it concerns:

@@ -87,7 +87,7 @@ OWN_RULE = (
 COPIES = frozenset({"reduce_precision", "device_put", "copy", "copy_p", "optimization_barrier"})
 
 # Linear primitives whose transpose rules compute from the cotangent (or move
-# data, 0 FLOPs), each exercised by tests/test_recompute.py. select_n only with
+# data, 0 FLOPs), each exercised by tests/unit/test_recompute.py. select_n only with
 # a boolean selector (see compares_cases).
 TRANSPOSED_WITHOUT_WORK = frozenset(
     {

@@ -69,8 +69,10 @@ def residual_words(r: dict) -> str:
     """`f32[32,128] tanh (named 'h') in layer at mlp.py:34`."""
     origin = r.get("origin") or {}
     source = origin.get("source") or r.get("source")
-    what = r.get("argument") and f"argument {r['argument']}" or (
-        origin.get("primitive") or r.get("primitive") or r["kind"]
+    what = (
+        r.get("argument")
+        and f"argument {r['argument']}"
+        or (origin.get("primitive") or r.get("primitive") or r["kind"])
     )
     name = r.get("name") or origin.get("name")
     named = f" (named {name!r})" if name else ""

@@ -73,4 +73,3 @@ def structure_notes(target, base: Config) -> list[str]:
                 "of at least two; split is offered."
             )
     return notes
-

@@ -159,7 +159,7 @@ def same_decisions(spec: PolicySpec) -> PolicySpec:
     """One spec for every spelling of the same decisions: two specs with equal
     forms save, recompute and offload the same values, by JAX's definitions
     of its policies (checked against print_saved_residuals in
-    tests/test_compile_counts.py):
+    tests/unit/test_compile_counts.py):
 
     - `save_only_these_names()` saves nothing: nothing_saveable;
     - `save_anything_except_these_names(...)` saves everything in JAX

@@ -5,7 +5,7 @@ structure_code.py's `nested_scan` / `split_scan` make at the JAX level.
 
 remat-tui never imports this module (Flax is not a dependency of
 remat-tui): structure_code_flax.py prints these functions' text, read from
-this file, for the user to paste; tests/test_structures_linen.py runs that
+this file, for the user to paste; tests/unit/test_structures_linen.py runs that
 printed text.
 """
 

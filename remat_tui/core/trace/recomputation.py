@@ -28,7 +28,7 @@ in the backward jaxpr. This holds while
   may recompute from residuals).
 
 Anything else (scans, conds, loops, nested checkpoints, another primitive)
-gets None, and the caller traces the backward pass. tests/test_recompute.py
+gets None, and the caller traces the backward pass. tests/unit/test_recompute.py
 checks the reading against that trace.
 """
 

@@ -5,7 +5,7 @@ made, the Linen form: structure_code_flax.py).
 
 The helpers are the code core/trace/structures.py traces to build a
 structure, so what remat-tui reports of a structure is what this code
-compiles to (tests/test_structures_code.py runs the printed text).
+compiles to (tests/unit/test_structures_code.py runs the printed text).
 """
 
 from __future__ import annotations

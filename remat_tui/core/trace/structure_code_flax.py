@@ -7,7 +7,7 @@ to the new layout, and `linen_helper_source`, the helper's text.
 The helpers build, with Linen's lifted nn.scan and nn.remat, the program
 structure_code.py's `nested_scan` / `split_scan` make at the JAX level,
 which is what remat-tui traces, analyses and compiles for the structure
-(tests/test_structures_linen.py compiles the printed text and checks).
+(tests/unit/test_structures_linen.py compiles the printed text and checks).
 The nn.scan's own arguments are read from the user's source
 (core/trace/linen_call.py); what cannot be read is named for the user to copy.
 """

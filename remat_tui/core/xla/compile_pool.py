@@ -38,6 +38,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+from remat_tui.core.machine import available_ram
 from remat_tui.core.xla import compile_service
 from remat_tui.core.xla.compile_process import CompileProcess, CompileRequest, WorkerLost
 from remat_tui.errors import RematError
@@ -76,7 +77,7 @@ def default_jobs() -> int:
     """Workers the machine has room for: one per CORES_PER_JOB cores, and one
     per MEMORY_PER_JOB of available memory, whichever is fewer."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    available = _available_memory()
+    available = available_ram()
     by_memory = available // MEMORY_PER_JOB if available else cores
     return max(1, min((cores or 1) // CORES_PER_JOB, by_memory))
 
@@ -289,14 +290,3 @@ def _ray_compile(request: CompileRequest):
     from remat_tui.core.xla.compile_process import answer
 
     return answer(request)
-
-
-def _available_memory() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None

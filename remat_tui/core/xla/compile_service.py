@@ -354,4 +354,3 @@ def _host() -> str:
     except OSError:
         pass
     return f"{platform.machine()} {model} {flags}".strip()
-

@@ -208,7 +208,7 @@ _OOM = ("RESOURCE_EXHAUSTED", "Ran out of memory", "out of memory")
 _SIZE = r"([\d.]+)\s*([KMGT]i?)?B?"
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 # XLA's words for what a program needed and what the device has, as its TPU
-# compiler prints them (checked against real messages in tests/test_compiled.py).
+# compiler prints them (checked against real messages in tests/unit/test_compiled.py).
 _NEEDED_OF_AVAILABLE = (
     re.compile(rf"required for [^(]*\({_SIZE}\) exceeds available [^(]*\({_SIZE}\)"),
     re.compile(rf"Used {_SIZE} of {_SIZE}"),

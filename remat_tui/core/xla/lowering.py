@@ -136,9 +136,7 @@ def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
         want = jax.tree.structure((params, opt_state))
         # A third element (the loss, or metrics) is returned as a loop logs it.
         if not (
-            isinstance(out, tuple)
-            and len(out) in (2, 3)
-            and jax.tree.structure(out[:2]) == want
+            isinstance(out, tuple) and len(out) in (2, 3) and jax.tree.structure(out[:2]) == want
         ):
             raise RematError(
                 f"{what}: train_step must return (params, opt_state), or (params, opt_state, "

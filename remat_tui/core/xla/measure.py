@@ -27,7 +27,6 @@ run on: `check_measurable` says so before anything is compiled.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from remat_tui.core.jaxcompat.program import callback_errors_unlogged, forget_failed_effects
+from remat_tui.core.machine import available_ram
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label, resolve_device, topology_of
 from remat_tui.core.trace.configured import Cancelled, check_cancelled
@@ -118,9 +118,7 @@ def measure(
     Measured's `error`."""
     dev = resolve_device(config.device) if device is None else device
     check_measurable(dev, runs)
-    step = compile_step(
-        target, config, cancelled, device=dev, arguments=arguments, memory=memory
-    )
+    step = compile_step(target, config, cancelled, device=dev, arguments=arguments, memory=memory)
     compiled = step.result
     if step.executable is None:  # XLA refused it for want of memory
         return compiled, Measured(0, None, None, None, fits=False, error="did not fit the device")
@@ -146,22 +144,8 @@ def device_memory(dev) -> int | None:
     if stats and stats.get("bytes_limit"):
         return int(stats["bytes_limit"])
     if dev.platform == "cpu":
-        return _available_ram()
+        return available_ram()
     return None
-
-
-def _available_ram() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def _memory_stats(dev) -> dict | None:

@@ -68,9 +68,7 @@ def test_a_bad_site_spec_names_the_site():
         Config.make(sites={"block": "save_only_these_names(1)"})
 
 
-def test_configs_made_from_specs_parse_nothing_and_neither_does_the_trace(
-    monkeypatch, mlp_target
-):
+def test_configs_made_from_specs_parse_nothing_and_neither_does_the_trace(monkeypatch, mlp_target):
     """What the app does on a key press (a new Config from a PolicySpec it
     holds, then its analysis) parses no policy text."""
     from remat_tui.core.trace.analysis import analyze

@@ -25,8 +25,8 @@ import remat_tui  # noqa: E402
 from remat_tui.core.model import Source  # noqa: E402
 from remat_tui.core.setup import loading  # noqa: E402
 
-VIT = os.path.join(os.path.dirname(__file__), "models", "vit_linen.py")
-LAYERS = os.path.join(os.path.dirname(__file__), "models", "library_layers.py")
+VIT = os.path.join(os.path.dirname(os.path.dirname(__file__)), "models", "vit_linen.py")
+LAYERS = os.path.join(os.path.dirname(os.path.dirname(__file__)), "models", "library_layers.py")
 
 
 def line_of(path: str, text: str, after: int = 0) -> int:
@@ -64,9 +64,7 @@ WRAPPED = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(
-    ("path", "name", "written", "call", "wrapped", "policy", "runs"), WRAPPED
-)
+@pytest.mark.parametrize(("path", "name", "written", "call", "wrapped", "policy", "runs"), WRAPPED)
 def test_a_wrapped_site_names_the_wrapper_call(path, name, written, call, wrapped, policy, runs):
     target, _ = load(path, name)
     (site,) = remat_tui.analyze(target).sites

@@ -1,6 +1,6 @@
 """examples/remat_in_a_notebook.ipynb runs from top to bottom in a fresh kernel
 without an error, is saved with its outputs (each cell's the same kinds as a
-fresh run gives: `python tests/notebook_kernel.py` saves it again), and its
+fresh run gives: `python tests/notebook/notebook_kernel.py` saves it again), and its
 outputs stay small. Skipped without the notebook extra, except in CI."""
 
 import copy
@@ -20,9 +20,7 @@ LARGEST_FILE = 1_000_000
 
 def kinds(cell) -> list:
     """What a cell's outputs are: stream names or mime types, in order."""
-    return [
-        o.get("name") or sorted(o.get("data", {})) for o in cell.get("outputs", [])
-    ]
+    return [o.get("name") or sorted(o.get("data", {})) for o in cell.get("outputs", [])]
 
 
 def test_the_example_notebook_runs_and_is_saved_with_its_outputs(tmp_path):

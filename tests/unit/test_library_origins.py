@@ -27,12 +27,12 @@ import remat_tui  # noqa: E402
 from remat_tui.core import jaxcompat as jc  # noqa: E402
 from remat_tui.core.setup import loading  # noqa: E402
 
-MODEL = os.path.join(os.path.dirname(__file__), "models", "library_layers.py")
+MODEL = os.path.join(os.path.dirname(os.path.dirname(__file__)), "models", "library_layers.py")
 # Each model's checkpoint, by the text of the line that runs it.
 RUNS = {
     "batchnorm": 'h = checkpoint_name(norm(use_running_average=False)(h), "normed")',
     "nnx_bf16": "h = nnx.remat(self.first",
-    "decoder": 'x = x + checkpoint_name(attention(num_heads=cfg.heads',
+    "decoder": "x = x + checkpoint_name(attention(num_heads=cfg.heads",
     "shard_mapped": "return jnp.sum(jax.checkpoint(f, policy=getattr(CP, policy))",
 }
 

@@ -224,7 +224,7 @@ def test_widget_view_and_a_policy_changed_through_its_state(run):
     assert view["model_id"]
     # where widgets cannot run, a static copy of the code as written stands
     # beside the view, an output of its own (the view's output has no text/html,
-    # which nbconvert would drop for the view: tests/test_notebook_nbconvert.py)
+    # which nbconvert would drop for the view: tests/notebook/test_notebook_nbconvert.py)
     assert len(outputs) == 2 and "text/html" not in outputs[0]["data"]
     static = _mime(outputs, "text/html")
     assert 'class="remat-tui-static"' in static

@@ -57,7 +57,7 @@ def pinned_cpu_rates():
         rates=cpu_rates.Rates(flops=105341972472.74669, bandwidth=68415009181.02626,
                               transcendentals=671671650.8971255, overhead=5.907999366172589e-06),
         machine=calibration.this_machine(), calibrated_at="2026-11-26T04:29:31Z",
-        method="pinned for tests/test_exact.py", measuring_seconds=0.0, file=None,
+        method="pinned for tests/unit/test_exact.py", measuring_seconds=0.0, file=None,
     ))  # fmt: skip
     yield
     chips._cpu = kept

@@ -44,7 +44,7 @@ def test_the_layering_contracts_hold():
     import os
     import shutil
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     command = shutil.which("lint-imports", path=os.path.dirname(sys.executable))
     assert command, "lint-imports (import-linter, in the test extra) is not installed"
     proc = subprocess.run([command], cwd=root, capture_output=True, text=True)

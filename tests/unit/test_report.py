@@ -1,5 +1,5 @@
 """Report formats against golden files (regenerate on purpose only:
-REMAT_REGEN_GOLDEN=1 pytest tests/test_report.py), escaping, atomic writes."""
+REMAT_REGEN_GOLDEN=1 pytest tests/unit/test_report.py), escaping, atomic writes."""
 
 import json
 import os
@@ -13,7 +13,7 @@ import remat_tui
 from remat_tui.report import render
 from remat_tui.report.write import write_atomic
 
-GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
+GOLDEN = os.path.join(os.path.dirname(os.path.dirname(__file__)), "golden")
 POLICY = (
     "save_and_offload_only_these_names(names_which_can_be_saved=['a'], "
     "names_which_can_be_offloaded=['b'])"

@@ -112,7 +112,7 @@ def test_every_compiled_row_has_an_estimate_on_the_measured_cpu(compiled_rows):
             c["bytes_accessed"] * t["loop_scale"] / cpu.memory_bandwidth
         )
         # Offloaded bytes cross to host and back, but not on the CPU, whose
-        # compile keeps them in device memory (tests/test_offload_without_host.py).
+        # compile keeps them in device memory (tests/unit/test_offload_without_host.py).
         moved = 0 if row.offload_without_host else row.host_bytes
         assert t["host_seconds"] == pytest.approx(2 * moved / cpu.host_bandwidth)
         parts = ("compute_seconds", "transcendental_seconds", "memory_seconds", "host_seconds",

@@ -48,7 +48,7 @@ POLICIES = ("as_written", "nothing_saveable", "dots_saveable")
 
 def _by_hand(fn, args, policy: str):
     """jax.value_and_grad of `fn` under `policy` (its default: the first
-    argument, as the step users run; tests/test_step_arguments.py has the
+    argument, as the step users run; tests/unit/test_step_arguments.py has the
     others), compiled by JAX directly."""
     if policy != "as_written":
         fn = jax.checkpoint(fn, policy=getattr(jax.checkpoint_policies, policy))

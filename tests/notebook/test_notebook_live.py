@@ -100,9 +100,7 @@ def test_widget_names_compose_a_policy_and_a_seen_switch_is_instant():
 
     w.policy = "as_written"  # seen at the start: answered before the assignment returns
     assert not w.busy and w.status.endswith("from the cache") and w.name_states == {}
-    assert [r.text for r in w.analysis.residuals] == jax_saved_residuals(
-        f4, "as_written", args, {}
-    )
+    assert [r.text for r in w.analysis.residuals] == jax_saved_residuals(f4, "as_written", args, {})
 
 
 def _f4_widget():

@@ -24,9 +24,7 @@ def docs_files(*extensions: str) -> list[str]:
     found = []
     for folder, _, files in os.walk(os.path.join(ROOT, "docs")):
         found += [
-            os.path.relpath(os.path.join(folder, f), ROOT)
-            for f in files
-            if f.endswith(extensions)
+            os.path.relpath(os.path.join(folder, f), ROOT) for f in files if f.endswith(extensions)
         ]
     return sorted(found)
 

@@ -135,7 +135,7 @@ def compute_bound_cpu(monkeypatch):
 
 def test_suggest_skips_compiles_that_cannot_beat_the_answer(compute_bound_cpu, monkeypatch):
     # As on a chip with host memory: the offloads compete (on the CPU's own
-    # compile they are left out uncompiled, tests/test_offload_without_host.py).
+    # compile they are left out uncompiled, tests/unit/test_offload_without_host.py).
     monkeypatch.setattr("remat_tui.core.xla.host_memory.offloads_to_host", lambda device: True)
     target = as_target(LOSS, ARGS, None)
     got = remat_tui.core.search.suggest.suggest(target, 2**40, compiled=True)

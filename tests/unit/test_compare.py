@@ -141,7 +141,7 @@ def brute_force(budget: int):
         specs.append(policies.names_policy(saved, off).canonical)
     analysed = {s: full(Config(sites=(("block", s),))) for s in specs}
 
-    # The CPU's compile has no host memory (tests/test_offload_without_host.py):
+    # The CPU's compile has no host memory (tests/unit/test_offload_without_host.py):
     # no offload is ever the answer there.
     rows = [(Config(sites=(("block", s),)), analysed[s]) for s in specs
             if not analysed[s].totals.host_bytes]  # fmt: skip

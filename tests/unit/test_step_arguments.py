@@ -21,7 +21,7 @@ from remat_tui.core.xla.differentiated import FIRST, FIRST_NOT_FLOAT, KEYWORDS_O
 from remat_tui.registry import Target
 from remat_tui.report import render
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent))
 from models import vit_linen  # noqa: E402
 
 F32, I32 = jnp.float32, jnp.int32

@@ -21,7 +21,7 @@ from remat_tui.core.xla.peak_notes import kept_by_xla, peak_note
 from remat_tui.report import render
 from remat_tui.report.units import human_bytes
 
-MLP = str(Path(__file__).parent.parent / "examples" / "mlp.py")
+MLP = str(Path(__file__).parent.parent.parent / "examples" / "mlp.py")
 
 
 def _xla_flops(fn, args) -> float:
@@ -77,8 +77,9 @@ def test_the_residual_at_the_peak_under_nothing_saveable_is_explained(nothing_on
         return
     assert memory["by_category"]["residual"] == sum(b["bytes"] for b in kept)
     size = human_bytes(memory["by_category"]["residual"])
-    assert f"The residual at the peak ({len(kept)} buffers, {size}) holds forward values" in (
-        memory["explanation"]
+    assert (
+        f"The residual at the peak ({len(kept)} buffers, {size}) holds forward values"
+        in (memory["explanation"])
     )
     assert "where autodiff saves none besides the arguments" in memory["explanation"]
     text = render(a, "text")
@@ -116,7 +117,7 @@ def test_the_kept_residual_is_said_only_beyond_what_autodiff_saves():
 
 def test_the_peak_row_says_what_the_figure_is(nothing_on_the_mlp):
     """On CPU the peak is the sum of XLA's sizes, and the row says so (on TPU
-    it says HBM's live peak: tests/test_compiled.py)."""
+    it says HBM's live peak: tests/unit/test_compiled.py)."""
     _, a = nothing_on_the_mlp
     c = a.compiled
     assert c.peak_source == "sum" and not c.alias_bytes

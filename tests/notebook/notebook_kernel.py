@@ -4,7 +4,7 @@ nbclient: the kernelspec is written to a temporary folder naming
 sys.executable, so neither a `python3` kernelspec elsewhere on the machine
 nor a missing one decides what runs.
 
-`python tests/notebook_kernel.py` executes examples/remat_in_a_notebook.ipynb
+`python tests/notebook/notebook_kernel.py` executes examples/remat_in_a_notebook.ipynb
 and saves it with its outputs (what CONTRIBUTING.md says to run after editing it).
 """
 
@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 KERNEL = "remat-tui-test"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "remat_in_a_notebook.ipynb")
 
 

@@ -85,9 +85,7 @@ def test_compare_compiles_each_program_once(xla_compiles, lowered_texts):
     specs = ["nothing_saveable", "save_only_these_names()", "everything_saveable",
              "save_anything_except_these_names('layer0')"]  # fmt: skip
     result = compare(target, policies=specs, compiled=True)
-    assert [r.config.policy for r in result.rows] == [
-        policies.parse(s).canonical for s in specs
-    ]
+    assert [r.config.policy for r in result.rows] == [policies.parse(s).canonical for s in specs]
     programs = set(lowered_texts[-len(specs) :])
     assert len(programs) == 2  # JAX lowers each pair to one module
     assert len(xla_compiles) == len(programs)

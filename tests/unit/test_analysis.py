@@ -141,7 +141,7 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "jaxprs",
     }
     assert d["schema"] == 1 and d["jax_version"] == jax.__version__
-    assert d["compiled"] is None  # Contract 6: only on request (tests/test_compiled.py)
+    assert d["compiled"] is None  # Contract 6: only on request (tests/unit/test_compiled.py)
     assert d["time"] is None and d["measured"] is None  # Contracts 8 and 9: with a compile
     assert set(d["flops"]) == {"forward", "backward", "recompute"}  # Contract 6
     assert all(isinstance(n, int) for n in d["flops"].values()) and d["flops_exact"] is True
