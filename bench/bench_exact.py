@@ -103,11 +103,14 @@ def cpu(budget_positions: list[float]) -> None:
         s, took = searched(targets["eight"], budget)
         found = best_names_row(s, budget)
         got = names_saved(found) if found else None
-        print(f"  budget {budget} B: oracle optimum {want.saved[0]} ({want.seconds * 1e3:.3f} ms);"
-              f" search's best name assignment {got}"
-              f" ({found.cost[0] * 1e3 if found else float('nan'):.3f} ms): "
-              f"{'SAME' if got == want.saved[0] else 'DIFFERENT'}; {words(s)}; "
-              f"{took:.1f} s, {took / every:.3f} of compiling every assignment", flush=True)
+        print(
+            f"  budget {budget} B: oracle optimum {want.saved[0]} ({want.seconds * 1e3:.3f} ms);"
+            f" search's best name assignment {got}"
+            f" ({found.cost[0] * 1e3 if found else float('nan'):.3f} ms): "
+            f"{'SAME' if got == want.saved[0] else 'DIFFERENT'}; {words(s)}; "
+            f"{took:.1f} s, {took / every:.3f} of compiling every assignment",
+            flush=True,
+        )
 
     twelve = g.names_of(g.TWELVE)
     make = lambda p: g.make_scanned(p, g.TWELVE)  # noqa: E731
@@ -116,14 +119,20 @@ def cpu(budget_positions: list[float]) -> None:
     full, _ = hand_peak_and_counts(make(g.CP.save_only_these_names(*twelve)), args)
     budget = (empty + full) // 2
     s, took = searched(targets["twelve"], budget)
-    print(f"twelve: 4096 assignments, budget {budget} B (halfway between none and all "
-          f"saved); {words(s)}; {took:.1f} s", flush=True)
+    print(
+        f"twelve: 4096 assignments, budget {budget} B (halfway between none and all "
+        f"saved); {words(s)}; {took:.1f} s",
+        flush=True,
+    )
     found = best_names_row(s, budget)
     if found is not None:
         peak, _ = hand_peak_and_counts(make(g.CP.save_only_these_names(*names_saved(found))),
                                        args)  # fmt: skip
-        print(f"  its best name assignment {names_saved(found)} compiled by hand: {peak} B, "
-              f"within the budget: {peak <= budget}", flush=True)
+        print(
+            f"  its best name assignment {names_saved(found)} compiled by hand: {peak} B, "
+            f"within the budget: {peak <= budget}",
+            flush=True,
+        )
     rng = random.Random(33)
     picks = {tuple(n for n in twelve if rng.random() < 0.5) for _ in range(400)}
     picks = sorted(picks)[:200]
@@ -150,9 +159,11 @@ def cpu(budget_positions: list[float]) -> None:
     if best is None:
         print(f"  {len(picks)} random assignments by hand ({random_took:.1f} s): none fits")
     else:
-        print(f"  best of {len(picks)} random assignments by hand ({random_took:.1f} s): "
-              f"{best[1]} {best[2]} B {best[0] * 1e3:.3f} ms; the search's answer "
-              f"{s.best.cost[0] * 1e3:.3f} ms: no worse: {s.best.cost[0] <= best[0] * (1 + 1e-9)}")
+        print(
+            f"  best of {len(picks)} random assignments by hand ({random_took:.1f} s): "
+            f"{best[1]} {best[2]} B {best[0] * 1e3:.3f} ms; the search's answer "
+            f"{s.best.cost[0] * 1e3:.3f} ms: no worse: {s.best.cost[0] <= best[0] * (1 + 1e-9)}"
+        )
 
 
 def tpu(label: str) -> None:
@@ -169,9 +180,12 @@ def tpu(label: str) -> None:
     s = suggest(target, 16 * 2**30, compiled=True, device="tpu:v5e:2x2", **extra)
     took = time.perf_counter() - began
     search = f"; {words(s)}" if getattr(s, "search", None) else ""
-    print(f"{label}: {took:.1f} s, {s.compiled_count} compiled, exact {s.exact}, answer "
-          f"{s.best.config.label()} ({s.best.weighed_bytes / 2**30:.2f} GiB, "
-          f"cost {s.best.cost[0]}){search}", flush=True)
+    print(
+        f"{label}: {took:.1f} s, {s.compiled_count} compiled, exact {s.exact}, answer "
+        f"{s.best.config.label()} ({s.best.weighed_bytes / 2**30:.2f} GiB, "
+        f"cost {s.best.cost[0]}){search}",
+        flush=True,
+    )
 
 
 def main() -> None:

@@ -48,9 +48,20 @@ def render_suggest(s, fmt: str) -> str:
     if fmt == "md":
         proof = proof_lines(s)
         return (
-            "\n".join(["# remat-tui suggest", "", *lines[:3], *[step][:bool(step)],
-                       *[f"- {line.strip()}" for line in proof], "", "```", best.python,
-                       "```"]) + "\n"  # fmt: skip
+            "\n".join(
+                [
+                    "# remat-tui suggest",
+                    "",
+                    *lines[:3],
+                    *[step][: bool(step)],
+                    *[f"- {line.strip()}" for line in proof],
+                    "",
+                    "```",
+                    best.python,
+                    "```",
+                ]
+            )
+            + "\n"  # fmt: skip
         )
     return "\n".join(lines) + "\n"
 
@@ -103,8 +114,9 @@ def proof_words(c, cancelled: bool = False) -> str:
     gap = c.gap
     where = "within the model" if c.method == "model" else "over the whole space"
     said = (
-        f"bound {cost_text(c.bound, c.cost)}, answer {cost_text(c.best, c.cost)}: "
-        f"gap {gap:.1%}" if gap is not None else f"answer {cost_text(c.best, c.cost)}"
+        f"bound {cost_text(c.bound, c.cost)}, answer {cost_text(c.best, c.cost)}: gap {gap:.1%}"
+        if gap is not None
+        else f"answer {cost_text(c.best, c.cost)}"
     )
     if c.proven:
         return f"{said}, proven optimal {where}"
@@ -156,8 +168,7 @@ def suggest_headline(s) -> str:
     if best.cost_source == "measured":
         guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
         time = (
-            f", {human_seconds(best.measured['min_seconds'])} a step measured on the "
-            f"device{guess}"
+            f", {human_seconds(best.measured['min_seconds'])} a step measured on the device{guess}"
         )
     elif best.time:
         time = (

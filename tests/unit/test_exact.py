@@ -215,11 +215,15 @@ def test_two_sites_by_residual_bytes_is_the_optimum_of_every_assignment(targets)
     assert got.best.recompute_flops <= want and got.best.device_bytes <= budget
     sites = dict(got.best.config.site_specs)
     if got.best.config.spec.kind == "as_written" and {"first", "second"} >= set(sites):
-        chosen = [sites.get(f, policies.PolicySpec("nothing_saveable")) for f in ("first",
-                                                                                "second")]
+        chosen = [
+            sites.get(f, policies.PolicySpec("nothing_saveable")) for f in ("first", "second")
+        ]
         if all(c.kind in ("save_only_these_names", "nothing_saveable") for c in chosen):
-            total = next(t for t, _, sa, sb in table
-                         if (set(sa), set(sb)) == tuple(set(c.names) for c in chosen))
+            total = next(
+                t
+                for t, _, sa, sb in table
+                if (set(sa), set(sb)) == tuple(set(c.names) for c in chosen)
+            )
             assert got.best.device_bytes == total and got.best.recompute_flops == want
 
 

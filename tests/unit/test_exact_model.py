@@ -193,4 +193,3 @@ def test_decisions_that_change_nothing_are_left_out_and_said():
     assert outcome.decisions == 3 and outcome.space == 8
     assert any("change nothing" in why and "save n2" in why for why in outcome.left_out)
     assert outcome.answer.seconds == min(c for p, c in table.values() if p <= 125)
-

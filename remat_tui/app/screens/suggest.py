@@ -209,8 +209,7 @@ class SuggestScreen(Screen[Config | None]):
                 measure=self.run_on_device,
                 device=self.device,
                 sites={},  # the saving is measured against the code as written
-                cancelled=lambda: request != self.request or not self.is_attached
-                or self.stopping,
+                cancelled=lambda: request != self.request or not self.is_attached or self.stopping,
                 progress=progress,
                 narrowing=narrowing,
             )

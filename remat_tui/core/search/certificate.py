@@ -128,8 +128,12 @@ def model_assumptions(outcome, space, compiled: bool, cost_words: str) -> list[s
 def enumeration_assumptions(compiled: bool, cost_words: str, cancelled: bool) -> list[str]:
     out = [
         "none: every configuration of the space was analysed"
-        + ("; those not compiled could not cost less than the answer, even at the least "
-           "cost they could have" if compiled else ""),  # fmt: skip
+        + (
+            "; those not compiled could not cost less than the answer, even at the least "
+            "cost they could have"
+            if compiled
+            else ""
+        ),  # fmt: skip
         cost_words,
     ]
     if cancelled:

@@ -59,7 +59,7 @@ def _function_code(function: str, sites, specs) -> str:
         f'    """The policy of call i of {function} (0 for the first)."""',
     ]
     runs = _runs(specs)
-    for (end, spec) in runs[:-1]:
+    for end, spec in runs[:-1]:
         lines += [f"    if i < {end}:", f"        return {_expression(spec)}"]
     lines.append(f"    return {_expression(runs[-1][1])}")
     lines += ["", "# and where the loop calls it:", f"jax.checkpoint({function}, policy={name}(i))"]

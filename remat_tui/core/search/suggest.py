@@ -376,4 +376,3 @@ def _without_host(count: int, device: str | None) -> str:
         f"{count} offload to host memory, which {host_memory.label(device)}'s compile does "
         "not have: the offloaded bytes would stay in device memory"
     )
-

@@ -25,6 +25,7 @@ def compile_candidates(target, rows, baseline, budget, cancelled, progress, run,
     (`compile_in_order`)."""
     if not every:
         return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
+
     def one(numbered):
         i, row = numbered
         if progress is not None:
@@ -200,5 +201,3 @@ def _answers(row: Row, budget: int) -> bool:
     """Whether a compiled row could be the answer: it fits the budget, and
     its offload is not slower than recomputing."""
     return row.fits and row.weighed_bytes <= budget and not row.offload_slower
-
-
