@@ -23,8 +23,13 @@ PYTHONPATH for the search before this one (`--label` names the run).
 
     python bench/bench_exact.py [cpu|tpu] [--label NAME] [--budgets K,K]
 
-Every compile is made (REMAT_TUI_NO_CACHE=1: the disk store off) and the
-memo cleared between runs.
+`cpu`: every compile is made (REMAT_TUI_NO_CACHE=1: the disk store off) and
+the memo cleared between runs. `tpu` keeps the compile store (a GPT compile
+takes minutes on a loaded machine: a rerun pays only the programs it has not
+compiled before) and says how many compiles it made and how many the store
+answered. `--explain` prints, for each assignment the model predicted before
+it was compiled (the greedy chains, the model's answers and its checks), the
+model's cost and peak against the compile's.
 """
 
 from __future__ import annotations
@@ -35,7 +40,8 @@ import random
 import sys
 import time
 
-os.environ.setdefault("REMAT_TUI_NO_CACHE", "1")
+if "tpu" not in sys.argv[1:]:
+    os.environ.setdefault("REMAT_TUI_NO_CACHE", "1")
 os.environ.setdefault("REMAT_TUI_JOBS", "1")
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -166,9 +172,32 @@ def cpu(budget_positions: list[float]) -> None:
         )
 
 
-def tpu(label: str) -> None:
-    from remat_tui.core.search.suggest import suggest
+def explain_predictions() -> None:
+    """Print the model's prediction of each assignment it is checked at."""
+    from remat_tui.core.search import exact
 
+    saw = exact.ModelError.saw
+
+    def told(self, cost, peak, row, budget):
+        measured = f"no numbers ({row.error})"
+        if row.fits and not row.measure_failed:
+            measured = f"{row.cost[0] * 1e3:.1f} ms, {row.weighed_bytes / 2**30:.2f} GiB"
+        print(
+            f"  predicted {cost * 1e3:.1f} ms, {peak / 2**30:.2f} GiB; compiled {measured}: "
+            f"{row.config.label()}",
+            flush=True,
+        )
+        saw(self, cost, peak, row, budget)
+
+    exact.ModelError.saw = told
+
+
+def tpu(label: str, explain: bool) -> None:
+    from remat_tui.core.search.suggest import suggest
+    from remat_tui.core.xla.compile_service import counts
+
+    if explain:
+        explain_predictions()
     target = remat_tui.load_targets(os.path.join(HERE, "gpt_v5e.py"))["gpt"]
     clear()
     began = time.perf_counter()
@@ -186,6 +215,9 @@ def tpu(label: str) -> None:
         f"cost {s.best.cost[0]}){search}",
         flush=True,
     )
+    print(f"  compiles: {counts.snapshot()} (stored: answered from the compile store)")
+    for line in s.search.assumptions if getattr(s, "search", None) else ():
+        print(f"  assumes: {line}")
 
 
 def main() -> None:
@@ -193,11 +225,12 @@ def main() -> None:
     p.add_argument("which", nargs="?", default="cpu", choices=["cpu", "tpu"])
     p.add_argument("--label", default="this checkout")
     p.add_argument("--budgets", default="0.15,0.4", help="budgets as positions in the sorted peaks")
+    p.add_argument("--explain", action="store_true", help="tpu: the model's predictions")
     o = p.parse_args()
     if o.which == "cpu":
         cpu([float(b) for b in o.budgets.split(",")])
     else:
-        tpu(o.label)
+        tpu(o.label, o.explain)
 
 
 if __name__ == "__main__":

@@ -92,6 +92,12 @@ def model_assumptions(outcome, space, compiled: bool, cost_words: str) -> list[s
             "decisions taken together add up (no "
             f"{'compile' if compiled else 'analysis'} of several together showed otherwise)"
         )
+    if outcome.chains:
+        out.append(
+            f"the {count(len(outcome.chains), 'assignment')} of the greedy chains suggest "
+            "searched before this search (names by recompute removed per byte) compiled "
+            "first: the answer is no worse than that list's"
+        )
     if outcome.checked:
         out.append(
             f"{count(outcome.checked, 'assignment')} beyond the model's optimum compiled to check "

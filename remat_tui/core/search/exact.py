@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from remat_tui.core.search.exact_model import Model
-from remat_tui.core.search.exact_space import Space
+from remat_tui.core.search.exact_space import SAVE, Space
 from remat_tui.core.units import count
 
 ROUNDS_PER_DECISION, ROUNDS_AT_LEAST = 2, 24  # the model's answers compiled before giving up
@@ -64,6 +64,7 @@ class NameOutcome:
     left_out: list[str] = field(default_factory=list)  # decisions left out, and why
     cancelled: bool = False
     checked: int = 0  # assignments compiled beyond the model's optimum, to check it
+    chains: list = field(default_factory=list)  # the greedy chains' assignments compiled, as names
     error: str = ""  # the largest errors the model showed, in words
 
 
@@ -123,21 +124,33 @@ def search_names(
         outcome.rows = list(rows_of.values())
         outcome.left_out.append(_cannot_model(rows_of[empty]))
         return outcome
+    error = ModelError()
+    # The list suggest searched before this search: its chains of names,
+    # compiled now, so that the answer is never worse than that list's, and
+    # the model's error is seen where the model did not choose what to
+    # compile (its own answers are where it is most optimistic).
+    chains = greedy_chains(space, rows_of[empty], {i: rows_of[s] for i, s in enumerate(singles)})
+    chains = [c for c in chains if c not in rows_of and not c & model.forbidden]
+    outcome.chains = [sorted(space.decisions[i].name for i in c) for c in chains]
+    if chains and not stop():
+        predicted = [model.predict(c) for c in chains]
+        for chain, guess, row in zip(chains, predicted, evaluate(chains), strict=True):
+            error.saw(guess["cost"], guess["peak"], row, budget)
+            _record(model, chain, row, outcome, space)
     rounds_left = max_rounds
     if rounds_left is None:
         rounds_left = max(ROUNDS_PER_DECISION * len(space.decisions), ROUNDS_AT_LEAST)
-    error = ModelError()
 
     def compile_answer(solution) -> None:
         (row,) = evaluate([solution.assignment])
         outcome.rounds += 1
-        error.saw(solution, row, budget)
+        error.saw(solution.cost, solution.peak, row, budget)
         _record(model, solution.assignment, row, outcome, space)
 
     while True:
         proven = _converge(model, budget, rows_of, outcome, stop, narrowing, incumbent,
                            lambda: outcome.rounds >= rounds_left, compile_answer)  # fmt: skip
-        if not proven or outcome.rounds >= rounds_left or stop():
+        if not proven or stop():
             break
         # The model's optimum is verified. What the model has not measured may
         # still surprise it: compile its best assignment not yet evaluated
@@ -146,12 +159,16 @@ def search_names(
         check = error.worth_checking(model, budget, rows_of, _best(rows_of, budget))
         if check is None:
             break
+        if outcome.rounds >= rounds_left:  # a check left undone: not proven, and its bound
+            outcome.proven = False
+            outcome.bound = min(outcome.bound, check.cost * (1 - error.cost))
+            break
         outcome.checked += 1
         compile_answer(check)
     outcome.rows = list(rows_of.values())
     outcome.answer = _best(rows_of, budget)
     outcome.interactions = model.interactions
-    outcome.error = error.words()
+    outcome.error = error.words(outcome.proven)
     return outcome
 
 
@@ -197,12 +214,13 @@ class ModelError:
     peak: float = 0.0
     seen: int = 0  # predictions checked against a compile
 
-    def saw(self, solution, row, budget: int) -> None:
+    def saw(self, cost: float, peak: float, row, budget: int) -> None:
+        """The model said `cost` and `peak` of what `row` compiled to."""
         self.seen += 1
         if not row.fits or row.measure_failed or row.cost[0] <= 0:
             return  # no numbers to compare: it did not compile within the device
-        self.cost = max(self.cost, (solution.cost - row.cost[0]) / row.cost[0])
-        self.peak = max(self.peak, (solution.peak - row.weighed_bytes) / max(budget, 1))
+        self.cost = max(self.cost, (cost - row.cost[0]) / row.cost[0])
+        self.peak = max(self.peak, (peak - row.weighed_bytes) / max(budget, 1))
 
     def worth_checking(self, model, budget: int, rows_of: dict, best):
         """The model's best assignment not yet evaluated, within the budget
@@ -219,11 +237,43 @@ class ModelError:
             return None
         return candidate
 
-    def words(self) -> str:
+    def words(self, proven: bool) -> str:
         if not self.seen:
             return ""
-        return (f"the model's error where a compile checked it: at most {self.cost:.1%} over "
-                f"the cost, {self.peak:.1%} of the budget over the peak")  # fmt: skip
+        said = (
+            f"where nothing was compiled, the model assumed to err no more than it did where "
+            f"{count(self.seen, 'compile')} checked it: at most {self.cost:.1%} over the cost, "
+            f"{self.peak:.1%} of the budget over the peak"
+        )
+        if proven:
+            said += "; every assignment that an error that large could make better was compiled"
+        return said
+
+
+def greedy_chains(space: Space, empty, alone: dict) -> list[frozenset]:
+    """The assignments of two or more names that the list suggest searched
+    before this search tried (one chain per state: names added by the
+    recompute they remove alone per byte they add alone, device bytes for a
+    save, host bytes for an offload; the same state of a name at every
+    place), longest last; the rows of each decision `alone` and of
+    everything recomputed (`empty`) measured."""
+    chains = []
+    for state in space.states:
+        gains: dict = {}  # name -> [recompute removed, bytes added], over its places
+        for i, row in alone.items():
+            decision = space.decisions[i]
+            if decision.state != state or not row.fits or row.measure_failed:
+                continue
+            added = row.weighed_bytes - empty.weighed_bytes if state == SAVE else row.host_bytes
+            gain = gains.setdefault(decision.name, [0, 0])
+            gain[0] += max(empty.recompute_flops - row.recompute_flops, 0)
+            gain[1] += added
+        order = sorted(gains, key=lambda n: (gains[n][0] / max(gains[n][1], 1), n), reverse=True)
+        for k in range(2, len(order) + 1):
+            chosen = set(order[:k])
+            chains.append(frozenset(i for i, d in enumerate(space.decisions)
+                                    if d.state == state and d.name in chosen))  # fmt: skip
+    return list(dict.fromkeys(chains))
 
 
 def _record(model: Model, assignment, row, outcome: NameOutcome, space: Space) -> None:
