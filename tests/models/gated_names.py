@@ -111,7 +111,8 @@ def scanned_args(layers=LAYERS):
 
 def batch_args(batch=32):
     """scanned_args at any batch, for 4 layers (fit --optimize's tests: a
-    shorter scan has fewer structures to compile at each batch)."""
+    shorter scan has fewer structures to compile at each batch, and its two
+    names, PAIR, few assignments)."""
     ws = jax.ShapeDtypeStruct((4, WIDTH, WIDTH), jnp.float32)
     return ws, jax.ShapeDtypeStruct((batch, WIDTH), jnp.float32)
 
@@ -121,4 +122,4 @@ eight = remat_tui.target(args=scanned_args, name="eight")(make_scanned(spec=EIGH
 twelve = remat_tui.target(args=scanned_args, name="twelve")(make_scanned(spec=TWELVE))
 two_sites = remat_tui.target(args=scanned_args, name="two_sites")(make_two_sites())
 unrolled = remat_tui.target(args=scanned_args, name="unrolled")(make_unrolled())
-batches = remat_tui.target(args=batch_args, name="batches")(make_scanned())
+batches = remat_tui.target(args=batch_args, name="batches")(make_scanned(spec=PAIR))

@@ -102,16 +102,24 @@ def test_suggest_finds_the_optimum_compiling_every_assignment_finds(targets, ora
     c = got.search
     assert got.fits and got.exact and c.method == "model" and c.proven
     assert c.gap == 0.0 and c.bound == pytest.approx(got.best.cost[0])
-    assert c.compiles <= 40 and c.decisions == 6
+    assert c.decisions == 6
+    # The search's rows are the hand-compiled programs: the same peaks.
+    by_saved = {p.saved: p for p in oracle}
+    tried = {names_row(r): r for r in got.rows if names_row(r) is not None and r.compiled}
+    assert {saved: r.weighed_bytes for saved, r in tried.items()} == {
+        saved: by_saved[(saved,)].peak for saved in tried
+    }
+    assert len(tried) >= 7  # nothing saved, and each name alone
+    # Fewer than compiling every assignment: the model's checks stop where no
+    # error as large as it showed could hide a better one (at most 2 rounds
+    # per decision, 24 at least, beyond its first points).
+    assert len(tried) < len(oracle)
     # Among the name assignments, the best the search verified is the oracle's.
-    tried = {names_row(r): r for r in got.rows if names_row(r) is not None}
     fitting = [r for saved, r in tried.items() if r.weighed_bytes <= budget]
     found = min(fitting, key=lambda r: r.cost)
     # The oracle's optimum, or one that ties with it (within a millionth: the
     # estimate of two assignments whose difference is a few nanoseconds).
     assert found.cost[0] == pytest.approx(want.seconds, rel=1e-6)
-    assert found.weighed_bytes == next(p.peak for p in oracle
-                                       if p.saved == (names_row(found),))  # fmt: skip
     # The answer over the whole space is no worse (a structure or built-in may beat it).
     assert got.best.cost[0] <= want.seconds * (1 + 1e-6) and got.best.weighed_bytes <= budget
     if which == "trap":
@@ -120,21 +128,9 @@ def test_suggest_finds_the_optimum_compiling_every_assignment_finds(targets, ora
     assert d["exact"] is True and d["search"]["gap"] == 0.0
     assert {"method", "bound_seconds", "gap", "compiles", "assumptions"} <= set(d["search"])
     text = render_suggest(got, "text")
-    assert "gap 0.0%, proven optimal within the model" in text
+    assert "proof: bound" in text and "gap 0.0%, proven optimal within the model" in text
+    assert "greedy chains suggest searched before" in text  # no worse than that list
     assert "assumes: each of the 6 name decisions measured alone" in text
-
-
-def test_every_compiled_peak_is_what_jax_compiles_by_hand(targets, oracle):
-    """The search's rows are the hand-compiled programs: same peaks."""
-    got = suggest(targets["knapsack"], sorted(p.peak for p in oracle)[30], compiled=True)
-    by_saved = {p.saved: p for p in oracle}
-    checked = 0
-    for row in got.rows:
-        saved = names_row(row)
-        if saved is not None and row.compiled:
-            assert row.weighed_bytes == by_saved[(saved,)].peak
-            checked += 1
-    assert checked >= 7  # nothing saved, and each name alone
 
 
 def test_a_stop_keeps_the_best_verified_answer(targets, oracle):
@@ -244,11 +240,6 @@ def test_cli_suggest_json_carries_the_certificate(remat_tui_cmd):
     assert search["cost"] == "flops" and search["bound_seconds"] is None
     assert search["bound"] == d["best"]["recompute_flops"]
     assert any("measured alone" in a for a in search["assumptions"])
-    text = subprocess.run(
-        [remat_tui_cmd, "suggest", f"{MODELS}:knapsack", "--budget", "1.2MiB"],
-        capture_output=True, text=True, timeout=300,
-    ).stdout  # fmt: skip
-    assert "proof: bound" in text and "proven optimal within the model" in text
 
 
 def test_fit_optimize_gives_each_batch_its_best_decisions(targets):
@@ -259,7 +250,7 @@ def test_fit_optimize_gives_each_batch_its_best_decisions(targets):
 
     from remat_tui.core.search.fit import fit
 
-    at_64, _ = hand_peak_and_counts(g.make_scanned(), g.batch_args(64))
+    at_64, _ = hand_peak_and_counts(g.make_scanned(spec=g.PAIR), g.batch_args(64))
     budget = int(at_64 * 1.1)  # 64 fits with everything recomputed, and a little more
     f = fit(targets["batches"], budget, multiple=32, max_batch=64, optimize=True)
     assert f.optimized and sorted(r.batch for r in f.rows) == [32, 64]
@@ -269,7 +260,7 @@ def test_fit_optimize_gives_each_batch_its_best_decisions(targets):
         assert row.peak_bytes <= budget and row.search["gap"] is not None
         saved = names_row(row)
         if saved is not None:
-            pasted = g.make_scanned(CP.save_only_these_names(*saved))
+            pasted = g.make_scanned(CP.save_only_these_names(*saved), g.PAIR)
             assert hand_peak_and_counts(pasted, g.batch_args(row.batch))[0] == row.peak_bytes
     d = f.to_dict()
     assert d["optimized"] is True and all(r["search"] for r in d["rows"])
