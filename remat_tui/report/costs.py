@@ -8,7 +8,7 @@ from html import escape
 
 from remat_tui.registry import target_label
 from remat_tui.report.compiled import arguments_words, rates_words
-from remat_tui.report.labels import config_label, short_spec  # noqa: F401 (also the app's)
+from remat_tui.report.labels import config_label
 from remat_tui.report.memory import largest_category, peak_make_up, summary
 from remat_tui.report.pareto import pareto_svg  # noqa: F401 (also the notebook's)
 from remat_tui.report.tables import md_cell, text_table

@@ -215,7 +215,7 @@ class FitScreen(Screen[Config | None]):
         self.rows = list(f.rows)
         best = f.best
         found = (
-            f"★ {row_label(best.policy, best.config)}: batch {best.batch}"
+            f"★ {row_label(best.config)}: batch {best.batch}"
             if best
             else "nothing fits, not even the smallest batch"
         )
@@ -237,8 +237,8 @@ class FitScreen(Screen[Config | None]):
         cursor = table.cursor_row
         table.clear(columns=True)
         rows = [cells(row) for row in self.rows]
-        configs = [(row.policy, row.config) for row in self.rows]
-        whole = [whole_label(*c) for c in configs]
+        configs = [row.config for row in self.rows]
+        whole = [whole_label(c) for c in configs]
         layout = lay_out(COLUMNS, rows, whole, self.app.size.width, trailing=("notes",))
         self.query_one("#fit-body").set_class(not layout.beside, "-stacked")
         table.styles.width = layout.table_width if layout.beside else "100%"
@@ -262,11 +262,11 @@ class FitScreen(Screen[Config | None]):
         plt = plot.plt
         plt.clear_data()
         drawn = [(r, curve(r)) for r in self.rows if curve(r)][:LINES]
-        self.chart_lines = [row_label(r.policy, r.config) for r, _ in drawn]
+        self.chart_lines = [row_label(r.config) for r, _ in drawn]
         largest = max((rate for _, points in drawn for _, rate in points), default=1.0)
         unit, size = axis_unit(largest, RATE_UNITS)
         # Fitted as the table's are: the site names cut, the policies kept whole.
-        names = fitted_labels([(r.policy, r.config) for r, _ in drawn], LEGEND - 2)
+        names = fitted_labels([r.config for r, _ in drawn], LEGEND - 2)
         marks = ["★ " if r.best else "" for r, _ in drawn]
         self.chart_legend = [mark + name for mark, name in zip(marks, names, strict=True)]
         for (_row, points), label in zip(drawn, self.chart_legend, strict=True):

@@ -274,9 +274,9 @@ class SuggestScreen(Screen[Config | None]):
         cells = [
             (name, *row_cells(r)) for name, r in zip(("suggested", "as written"), rows, strict=True)
         ]
-        whole = [whole_label(r.config.policy, r.config) for r in rows]
+        whole = [whole_label(r.config) for r in rows]
         layout = lay_out(heads, cells, whole, self.app.size.width, lead=2)
-        labels = fitted_labels([(r.config.policy, r.config) for r in rows], layout.label_width)
+        labels = fitted_labels([r.config for r in rows], layout.label_width)
         label = heads.index("configuration")
         table = self.query_one(DataTable)
         table.clear(columns=True)
