@@ -11,11 +11,11 @@ import remat_tui
 import remat_tui.core.search.suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.trace.configured import as_target
+from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import compiled as compiled_lib
 from remat_tui.core.xla import step_time
 from remat_tui.errors import RematError
 from remat_tui.report import costs as cost_reports
-from remat_tui.report.units import human_bytes
 
 OOM = "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (9.00G) exceeds available HBM (8.00G)."  # noqa: E501
 SPECS = policies.builtin_specs()
