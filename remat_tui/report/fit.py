@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from html import escape
 
+from remat_tui.core.units import count, human_bytes, human_seconds
 from remat_tui.registry import target_label
 from remat_tui.report.compiled import rates_words
 from remat_tui.report.tables import md_cell, text_table
-from remat_tui.report.units import count, human_bytes, human_seconds
 
 COLUMNS = ("", "batch", "peak", "step", "examples/s", "configuration", "notes")
 COLOURS = ("#d33", "#268bd2", "#2aa198", "#b58900", "#6c71c4", "#cb4b16", "#859900", "#d33682")

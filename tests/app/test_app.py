@@ -396,7 +396,7 @@ async def test_palette_explains_a_malformed_spec():
 
 async def test_the_residual_title_keeps_device_and_host_bytes_apart():
     from remat_tui.app.widgets.residual_table import ResidualTable
-    from remat_tui.report.units import human_bytes
+    from remat_tui.core.units import human_bytes
 
     offload = (
         "save_and_offload_only_these_names(names_which_can_be_saved=['layer0'], "

@@ -26,7 +26,7 @@ from remat_tui.app.screens.table_layout import (
 )
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.report.costs import COLUMNS
+from remat_tui.report.comparisons import COLUMNS
 
 VIT = "tests/models/vit_deep_linen.py"
 SIZES = [(120, 35), (180, 45)]

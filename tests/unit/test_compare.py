@@ -18,7 +18,7 @@ from remat_tui.core.search.notes import SPARES_LITTLE
 from remat_tui.core.search.suggest import STATES, suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.report.costs import render_diff
+from remat_tui.report.comparisons import render_diff
 
 
 def block(W, x):

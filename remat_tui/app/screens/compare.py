@@ -45,8 +45,7 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.structures import without_helper
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
-from remat_tui.report.compiled import estimate_words, measured_words, rates_words
-from remat_tui.report.costs import (
+from remat_tui.report.comparisons import (
     COLUMNS,
     any_measured,
     columns,
@@ -55,6 +54,7 @@ from remat_tui.report.costs import (
     notes_cell,
     row_cells,
 )
+from remat_tui.report.compiled import estimate_words, measured_words, rates_words
 
 SORTS = {
     "memory": lambda r: (r.weighed_bytes, r.recompute_flops),

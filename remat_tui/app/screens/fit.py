@@ -36,10 +36,9 @@ from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_lab
 from remat_tui.app.screens.table_rows import highlighted_config
 from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.config import Config
-from remat_tui.core.units import count
+from remat_tui.core.units import axis_unit, count, human_bytes
 from remat_tui.errors import RematError
 from remat_tui.report.fit import COLUMNS, cells, curve, progress_line, row_label
-from remat_tui.report.units import axis_unit, human_bytes
 
 LINES = 8  # configurations the chart draws: the best ones (more is a tangle)
 LEGEND = 34  # cells a line's name has in the chart's legend

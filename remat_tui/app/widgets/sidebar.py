@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from remat_tui.report.units import human_bytes, human_flops
+from remat_tui.core.units import human_bytes, human_flops
 
 NAME_MARKS = {"recompute": "R", "save": "S", "offload": "O"}
 
