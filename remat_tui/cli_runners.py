@@ -54,7 +54,7 @@ def _report(target, opts, fmt, checks):
 
 def _compare(target, opts, fmt, checks):
     from remat_tui.core.search.compare import compare
-    from remat_tui.report.costs import render_compare
+    from remat_tui.report.comparisons import render_compare
 
     rows = []
     try:
@@ -125,7 +125,7 @@ def _search_options(opts: argparse.Namespace) -> dict:
 def _diff(target, opts, fmt, checks):
     from remat_tui.core.search.diff import diff
     from remat_tui.core.setup.config import Config
-    from remat_tui.report.costs import render_diff
+    from remat_tui.report.comparisons import render_diff
 
     sides = (
         Config.make(opts.policy, site_overrides(opts.site), opts.device, target.policies),
@@ -190,8 +190,8 @@ class Progress:
 
 def _gates(analysis, limits: dict[str, int]) -> int:
     """Exit status 1, with a message per excess, when a gate is exceeded."""
+    from remat_tui.core.units import human_bytes
     from remat_tui.report.compiled import residual_bytes
-    from remat_tui.report.units import human_bytes
 
     measured = {"--max-residual-bytes": ("residual bytes on a device", residual_bytes(analysis))}
     if analysis.compiled is not None:

@@ -5,13 +5,14 @@ schedule beside the buffers live at the peak. Inline-styled HTML, charts as
 
 from __future__ import annotations
 
+from remat_tui.core.units import human_bytes, human_flops
 from remat_tui.notebook import compare_html, style, words
 from remat_tui.notebook.style import tag, text
 from remat_tui.report import compiled as compiled_words
 from remat_tui.report import memory as memory_view
-from remat_tui.report.costs import config_label
+from remat_tui.report.comparisons import config_label
+from remat_tui.report.phrases import signed
 from remat_tui.report.suggest import render_suggest
-from remat_tui.report.units import human_bytes, human_flops, signed
 
 
 def _root(title: str, body: str) -> str:

@@ -13,12 +13,13 @@ from rich.table import Table
 from rich.text import Text
 
 from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.core.units import count, human_bytes
 from remat_tui.notebook import words
 from remat_tui.notebook.analysis_html import MAX_PANE_LINES, origin_says_more
 from remat_tui.registry import target_label
 from remat_tui.report import compiled as compiled_words
 from remat_tui.report import memory as memory_view
-from remat_tui.report.costs import (
+from remat_tui.report.comparisons import (
     any_measured,
     columns,
     comparison_legend,
@@ -27,8 +28,8 @@ from remat_tui.report.costs import (
     row_cells,
 )
 from remat_tui.report.fit import render_fit
+from remat_tui.report.phrases import line_marks, origin, summary
 from remat_tui.report.suggest import render_suggest
-from remat_tui.report.units import count, human_bytes, line_marks, origin, summary
 
 RESIDUAL = "on #5a4500"  # a dark amber behind residual lines (the app's colour, dimmed)
 RECOMPUTE = "on #1f2f5a"

@@ -5,8 +5,8 @@ the compiled program, in the reports' words."""
 
 from __future__ import annotations
 
+from remat_tui.core.units import human_bytes, human_flops
 from remat_tui.report import compiled as words
-from remat_tui.report.units import human_bytes, human_flops
 
 
 def headline(c) -> str:

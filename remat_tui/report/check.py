@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from html import escape
 
+from remat_tui.core.units import human_bytes, human_seconds
 from remat_tui.report.tables import md_cell
-from remat_tui.report.units import human_bytes, human_seconds
 
 
 def lines(c) -> list[str]:

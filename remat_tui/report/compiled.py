@@ -8,17 +8,9 @@ from __future__ import annotations
 import os
 
 from remat_tui.core.model import Analysis
+from remat_tui.core.units import human_bytes, human_flops, human_seconds
 from remat_tui.core.xla.flop_note import flop_note
-from remat_tui.report.units import (
-    GLOBAL,
-    PER_DEVICE_UNKNOWN,
-    SHARDED,
-    all_devices,
-    byte_scope,
-    human_bytes,
-    human_flops,
-    human_seconds,
-)
+from remat_tui.report.phrases import GLOBAL, PER_DEVICE_UNKNOWN, SHARDED, all_devices, byte_scope
 
 EXPLAINED = (
     "The compiled peak is what XLA's program for the step needs at once in one device's "

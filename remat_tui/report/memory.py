@@ -10,7 +10,7 @@ import os
 from html import escape
 
 from remat_tui.core.model import MEMORY_CATEGORIES as CATEGORIES
-from remat_tui.report.units import human_bytes
+from remat_tui.core.units import human_bytes
 
 TOP = 12  # buffers at the peak a report lists (the JSON has every one)
 BUFFER_COLUMNS = ("bytes", "category", "line", "shape", "residual", "instruction")

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from html import escape
 
+from remat_tui.core.units import human_bytes, human_flops
 from remat_tui.report.labels import config_label
-from remat_tui.report.units import human_bytes, human_flops
 
 
 def pareto_svg(rows, width: int = 640, height: int = 360, numbered: bool = False) -> str:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 
-from remat_tui.report.costs import differentiated_legend, structure_words
+from remat_tui.core.units import count, human_bytes, human_flops, human_seconds
+from remat_tui.report.comparisons import differentiated_legend, structure_words
 from remat_tui.report.labels import config_label
 from remat_tui.report.memory import peak_make_up, summary
-from remat_tui.report.units import count, human_bytes, human_flops, human_seconds
 
 
 def render_suggest(s, fmt: str) -> str:

@@ -11,12 +11,12 @@ import remat_tui
 import remat_tui.core.search.suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.trace.configured import as_target
+from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import compiled as compiled_lib
 from remat_tui.core.xla import step_time
 from remat_tui.errors import RematError
-from remat_tui.report import costs as cost_reports
+from remat_tui.report import comparisons as comparison_reports
 from remat_tui.report import suggest as suggest_reports
-from remat_tui.report.units import human_bytes
 
 OOM = "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (9.00G) exceeds available HBM (8.00G)."  # noqa: E501
 SPECS = policies.builtin_specs()
@@ -54,10 +54,12 @@ def test_compare_goes_on_past_rows_that_do_not_fit_or_fail(failing_for):
     assert any(r.pareto for r in c.rows)
     others = [r for r in c.rows if r not in (oom, broken)]
     assert all(r.fits and r.compiled["peak_bytes"] > 0 for r in others)
-    cells = {r.config.policy: cost_reports.row_cells(r) for r in c.rows}
+    cells = {r.config.policy: comparison_reports.row_cells(r) for r in c.rows}
     assert cells["nothing_saveable"][5] == f"✗ needs {human_bytes(9 * 2**30)}"
     assert cells["dots_saveable"][5] == "compile failed"
-    assert "does not fit cpu:0" in cells["nothing_saveable"][cost_reports.COLUMNS.index("notes")]
+    assert (
+        "does not fit cpu:0" in cells["nothing_saveable"][comparison_reports.COLUMNS.index("notes")]
+    )
     d = c.to_dict()["rows"]
     assert d[2]["compiled"]["fits"] is False and d[3]["error"].endswith("a bug")
 

@@ -24,10 +24,10 @@ from dataclasses import dataclass, replace
 from textual.app import App
 from textual.message import Message
 
+from remat_tui.core.units import human_bytes, human_seconds
 from remat_tui.core.xla.compile_process import CompileProcess
 from remat_tui.errors import RematError
 from remat_tui.report.memory import peak_make_up
-from remat_tui.report.units import human_bytes, human_seconds
 
 MEASURE_RUNS = 5  # `x`: timed runs of each step shown, after a warm-up
 

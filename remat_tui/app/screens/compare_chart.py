@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from textual_plotext import PlotextPlot
 
+from remat_tui.core.units import BYTE_UNITS, FLOP_UNITS, axis_unit, parse_size
 from remat_tui.errors import RematError
-from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit, parse_size
 
 SECOND_UNITS = (("µs", 1e-6), ("ms", 1e-3), ("s", 1.0))
 

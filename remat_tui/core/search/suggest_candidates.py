@@ -70,7 +70,7 @@ def enumerated(target, base: Config, sites, places: list[Place], names: list[str
 def listed(target, base: Config, sites) -> list[Config]:
     """The candidates that are not name decisions (the module doc), the code
     as written first."""
-    specs = [*policies.builtin_specs(), *target.policies]
+    specs = policies.candidate_specs(target.policies)
     functions = list(dict.fromkeys(s.function for s in sites))
     out = [base]
     if not functions:
@@ -85,24 +85,25 @@ def listed(target, base: Config, sites) -> list[Config]:
     return [*out, *structure_candidates(target, base, FINE)]
 
 
-def choices(target, names: list[str]) -> list[str]:
+def choices(target, names: list[str]) -> list[policies.PolicySpec]:
     """Every policy one place can have: built-ins, the target's own, and each
     save/offload/recompute assignment of the names."""
-    out = [*policies.builtin_specs(), *target.policies]
+    out = policies.candidate_specs(target.policies)
     for states in itertools.product(STATES, repeat=len(names)):
         saved = [n for n, s in zip(names, states, strict=True) if s == "save"]
         offloaded = [n for n, s in zip(names, states, strict=True) if s == "offload"]
-        out.append(policies.names_policy(saved, offloaded).canonical)
+        out.append(policies.names_policy(saved, offloaded))
     # Spellings of the same decisions once: the first (save_only_these_names()
     # is nothing_saveable).
     once: dict = {}
-    for text in out:
-        spec = policies.parse(text, target.policies)
-        once.setdefault(policies.same_decisions(spec), spec.canonical)
+    for spec in out:
+        once.setdefault(policies.same_decisions(spec), spec)
     return list(dict.fromkeys(once.values()))
 
 
-def configure(base: Config, sites, places: list[Place], specs) -> Config:
+def configure(
+    base: Config, sites, places: list[Place], specs: tuple[policies.PolicySpec, ...]
+) -> Config:
     """`base` with `specs[i]` at `places[i]`: a function (every call), one
     call (its site id), or the outer policy."""
     if places[0].key is None:

@@ -25,7 +25,7 @@ from remat_tui.core.costs.flops import count_dots
 from remat_tui.core.model import Analysis, Deferred, JaxprView
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
+from remat_tui.core.setup.devices import describe_device, device_set
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace import applied, linemap, recomputation, story, structure_code
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
@@ -72,7 +72,7 @@ def resolve(target: Target, policy, sites, device, config: Config | None = None)
     names, resolved once: (Config, jax.Device or a topology's device)."""
     if config is None:
         config = Config.make(policy, sites, device, target.policies)
-    return config, resolve_device(config.device)
+    return config, config.jax_device
 
 
 def full_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysis:
