@@ -131,7 +131,7 @@ def search_names(
     # compile (its own answers are where it is most optimistic).
     chains = greedy_chains(space, rows_of[empty], {i: rows_of[s] for i, s in enumerate(singles)})
     chains = [c for c in chains if c not in rows_of and not c & model.forbidden]
-    outcome.chains = [sorted(space.decisions[i].name for i in c) for c in chains]
+    outcome.chains = [sorted({space.decisions[i].name for i in c}) for c in chains]
     if chains and not stop():
         predicted = [model.predict(c) for c in chains]
         for chain, guess, row in zip(chains, predicted, evaluate(chains), strict=True):
