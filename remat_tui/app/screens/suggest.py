@@ -7,7 +7,7 @@ The search analyses and compiles many configurations, so it runs in this
 screen's worker (a thread) and says how far it is: for the exact search, the
 model's bound, the best answer verified and the gap between them, as they
 narrow. Escape stops it after the compile under way and shows the best
-answer verified so far (a second escape goes back). A newer budget (f)
+answer verified so far (a second escape goes back). A newer budget (b)
 supersedes it: threads cannot be killed, so each search carries its request
 number, stops at the next configuration once it is no longer current, and a
 late answer is dropped. Leaving the screen stops it the same way. Enter
@@ -119,7 +119,7 @@ class SuggestScreen(Screen[Config | None]):
     BINDINGS = [
         Binding("escape", "stop_or_leave", "stop / back"),
         Binding("enter", "open", "open in main screen"),
-        Binding("f", "budget", "another budget"),
+        Binding("b", "budget", "another budget"),
     ]
 
     def __init__(
@@ -240,7 +240,7 @@ class SuggestScreen(Screen[Config | None]):
         keys = (
             "stopping after the compile under way… (escape again goes back)"
             if self.stopping
-            else "f another budget (stops this search) · escape stops, keeping the best so far"
+            else "b another budget (stops this search) · escape stops, keeping the best so far"
         )
         self.query_one("#suggest-status", Static).update(
             Content(
@@ -273,7 +273,7 @@ class SuggestScreen(Screen[Config | None]):
         if message.request == self.request:
             self.query_one("#suggest-status", Static).update(
                 Content.styled(
-                    f"suggest failed: {message.message}\nf tries another budget · escape goes back",
+                    f"suggest failed: {message.message}\nb tries another budget · escape goes back",
                     "$text-error",
                 )
             )
@@ -306,7 +306,7 @@ class SuggestScreen(Screen[Config | None]):
             Content.assemble(
                 head,
                 f"{outcome} · {how} searched{took}\n{proof_words(s.search, s.cancelled)}\n"
-                "enter opens it in the main screen · f another budget · escape goes back",
+                "enter opens it in the main screen · b another budget · escape goes back",
             )
         )
         self.show_rows(s)
