@@ -97,6 +97,7 @@ def model_assumptions(outcome, space, compiled: bool, cost_words: str) -> list[s
             f"the {count(len(outcome.chains), 'assignment')} of the greedy chains suggest "
             "searched before this search (names by recompute removed per byte) compiled "
             "first: the answer is no worse than that list's"
+            + (" (its order here from each call's effect alone)" if space.per_call else "")
         )
     if outcome.checked:
         out.append(

@@ -251,12 +251,12 @@ class ModelError:
 
 
 def greedy_chains(space: Space, empty, alone: dict) -> list[frozenset]:
-    """The assignments of two or more names that the list suggest searched
-    before this search tried (one chain per state: names added by the
-    recompute they remove alone per byte they add alone, device bytes for a
-    save, host bytes for an offload; the same state of a name at every
-    place), longest last; the rows of each decision `alone` and of
-    everything recomputed (`empty`) measured."""
+    """The assignments that the list suggest searched before this search
+    tried (one chain per state: names added by the recompute they remove
+    alone per byte they add alone, device bytes for a save, host bytes for
+    an offload; the same state of a name at every place, each place's
+    effect measured alone and summed), longest last; the rows of each
+    decision `alone` and of everything recomputed (`empty`) measured."""
     chains = []
     for state in space.states:
         gains: dict = {}  # name -> [recompute removed, bytes added], over its places
@@ -269,7 +269,7 @@ def greedy_chains(space: Space, empty, alone: dict) -> list[frozenset]:
             gain[0] += max(empty.recompute_flops - row.recompute_flops, 0)
             gain[1] += added
         order = sorted(gains, key=lambda n: (gains[n][0] / max(gains[n][1], 1), n), reverse=True)
-        for k in range(2, len(order) + 1):
+        for k in range(1, len(order) + 1):  # one name: a single decision where it has one place
             chosen = set(order[:k])
             chains.append(frozenset(i for i, d in enumerate(space.decisions)
                                     if d.state == state and d.name in chosen))  # fmt: skip
