@@ -18,14 +18,14 @@ class LRU:
         self._entries: OrderedDict[Hashable, Any] = OrderedDict()
         self.lock = threading.RLock()  # held by callers that build on a miss
 
-    def get(self, key: Hashable, default=None):
+    def get(self, key: Hashable, default: Any = None) -> Any:
         with self.lock:
             if key not in self._entries:
                 return default
             self._entries.move_to_end(key)
             return self._entries[key]
 
-    def put(self, key: Hashable, value, keep: Iterable = ()) -> list:
+    def put(self, key: Hashable, value: Any, keep: Iterable = ()) -> list:
         """Store `value`, then evict the least recently used entries beyond the
         limit, never a value in `keep`; returns the evicted values."""
         with self.lock:
@@ -58,7 +58,12 @@ class LRU:
             dropped = [k for k, v in self._entries.items() if not keep(k, v)]
             return [self._entries.pop(k) for k in dropped]
 
-    def get_or_build(self, key: Hashable, build: Callable[[], Any], valid=lambda v: True):
+    def get_or_build(
+        self,
+        key: Hashable,
+        build: Callable[[], Any],
+        valid: Callable[[Any], bool] = lambda v: True,
+    ) -> Any:
         """The entry for `key`, or `build()` stored under it (once, even when
         two threads ask at once); an entry `valid` rejects is built again."""
         with self.lock:

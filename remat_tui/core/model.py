@@ -33,10 +33,10 @@ class _StoryField:
     `__init__` and `dataclasses.replace` store through it and every reader
     (equality, `to_dict`, the reports) sees the Story itself."""
 
-    def __set_name__(self, owner, name: str) -> None:
+    def __set_name__(self, owner: type, name: str) -> None:
         self.slot = f"_{name}"
 
-    def __get__(self, obj, owner=None):
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
         if obj is None:
             return None  # the field's default
         value = obj.__dict__[self.slot]
@@ -44,7 +44,7 @@ class _StoryField:
             value = obj.__dict__[self.slot] = value.resolve()
         return value
 
-    def __set__(self, obj, value) -> None:
+    def __set__(self, obj: object, value: object) -> None:
         obj.__dict__[self.slot] = value
 
 
@@ -56,7 +56,7 @@ class Deferred:
     stories: Any
     index: int
 
-    def resolve(self):
+    def resolve(self) -> Any:
         return self.stories.at(self.index)
 
 

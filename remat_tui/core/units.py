@@ -5,6 +5,7 @@ formatting that the core's own sentences (notes) and every view share.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from remat_tui.errors import RematError
 
@@ -61,7 +62,7 @@ FLOP_UNITS = (("FLOP", 1), ("kFLOP", 1e3), ("MFLOP", 1e6), ("GFLOP", 1e9), ("TFL
               ("PFLOP", 1e15))  # fmt: skip
 
 
-def axis_unit(largest: float, units) -> tuple[str, float]:
+def axis_unit(largest: float, units: Sequence[tuple[str, float]]) -> tuple[str, float]:
     """(unit, its size) that shows `largest` as a number below 1024 (bytes) or
     1000 (FLOPs): a chart's axis in GiB or TFLOP, never 144971.3 MiB."""
     chosen = units[0]

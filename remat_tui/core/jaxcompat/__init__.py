@@ -31,8 +31,10 @@ from remat_tui.core.jaxcompat.bodies import (
     scan_layout,
 )
 from remat_tui.core.jaxcompat.objects import (
+    Atom,
     DropVar,
     Jaxpr,
+    JaxprEqn,
     Literal,
     Var,
     consts_of,
@@ -68,7 +70,8 @@ from remat_tui.core.jaxcompat.sources import (
 from remat_tui.core.jaxcompat.version import JaxChanged, expects, untested_message, version_tuple
 
 __all__ = [
-    "HI_BODY", "Body", "DropVar", "EqnRef", "JaxChanged", "Jaxpr", "Literal", "Region", "Var",
+    "HI_BODY", "Atom", "Body", "DropVar", "EqnRef", "JaxChanged", "Jaxpr", "JaxprEqn", "Literal",
+    "Region", "Var",
     "bodies", "calling_file", "checkpoint_name", "consts_of", "differentiates_bodies",
     "eval_jaxpr", "expects", "format_jaxpr", "frames_key", "fresh_var", "is_host", "is_jit",
     "is_remat",

@@ -7,6 +7,7 @@ them functions and closures again, with other closure variable names."""
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import jax
 
@@ -20,7 +21,7 @@ _NAME_LIST_VARS = {
 
 
 @expects("a checkpoint policy built by jax.checkpoint_policies")
-def describe(policy) -> tuple[str, dict] | None:
+def describe(policy: Any) -> tuple[str, dict] | None:
     """(the jax.checkpoint_policies name that built `policy`, its arguments), or
     None for a policy of the user's own. `None` is JAX's default,
     nothing_saveable."""
