@@ -11,7 +11,9 @@ analysed and compiled is the program the printed code makes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 
@@ -51,6 +53,7 @@ class FoundScan:
         if not divisors:
             return []
         best = sqrt_groups(self.length)
+        assert best is not None  # N has divisors
         at = divisors.index(best)
         return sorted({divisors[0], *divisors[max(at - 1, 0) : at + 2]})
 
@@ -78,14 +81,14 @@ def sqrt_groups(length: int) -> int | None:
     return min(divisors, key=lambda g: (g + length // g, g)) if divisors else None
 
 
-def find_scans(jaxpr, found_sites: list, prefer_dir: str | None) -> list[FoundScan]:
+def find_scans(jaxpr: jc.Jaxpr, found_sites: list, prefer_dir: str | None) -> list[FoundScan]:
     """Every scan of at least MIN_LENGTH layers in the primal program, in
     program order, reached through calls (jit, checkpoints); those inside
     another loop or a branch are listed with why they are not offered."""
     out: list[FoundScan] = []
     site_at = {(f.steps, f.index): f for f in found_sites}
 
-    def walk(j, steps: tuple, enclosed: str | None, outer_source):
+    def walk(j: jc.Jaxpr, steps: tuple, enclosed: str | None, outer_source: Source | None) -> None:
         for i, eqn in enumerate(j.eqns):
             held = jc.bodies(eqn)
             if not held:
@@ -104,13 +107,22 @@ def find_scans(jaxpr, found_sites: list, prefer_dir: str | None) -> list[FoundSc
     return out
 
 
-def _enclosing_words(eqn, loop) -> str:
+def _enclosing_words(eqn: jc.JaxprEqn, loop: jc.scans.ScanLoop | None) -> str:
     if loop is not None:
         return "it runs inside another scan"
     return f"it runs inside a {jc.primitive_name(eqn)} (a loop or a branch)"
 
 
-def _found(id_, steps, index, eqn, loop, own, enclosed, site_at) -> FoundScan:
+def _found(
+    id_: int,
+    steps: tuple,
+    index: int,
+    eqn: jc.JaxprEqn,
+    loop: jc.scans.ScanLoop,
+    own: Source | None,
+    enclosed: str | None,
+    site_at: dict[tuple, site_lib.FoundSite],
+) -> FoundScan:
     body_steps = (*steps, (index, jc.bodies(eqn)[0].slot))
     top = [site_at[(body_steps, k)] for k, e in enumerate(loop.open_body.eqns) if jc.is_remat(e)]
     site = top[0].site if top else None
@@ -130,7 +142,7 @@ def _found(id_, steps, index, eqn, loop, own, enclosed, site_at) -> FoundScan:
     )
 
 
-def _why_not(loop, enclosed: str | None, checkpoints: int) -> str | None:
+def _why_not(loop: jc.scans.ScanLoop, enclosed: str | None, checkpoints: int) -> str | None:
     if enclosed:
         return f"{enclosed}: only a scan the function runs once can be rebuilt"
     if loop.effects:
@@ -165,13 +177,14 @@ def scan_of(scans: list[FoundScan], structure: Structure) -> FoundScan:
     return scan
 
 
-def splice_for(scan: FoundScan, structure: Structure, declared: dict | None):
+def splice_for(scan: FoundScan, structure: Structure, declared: dict | None) -> site_lib.Splice:
     """The rewrite action (sites.Splice) that replaces the scan's equation by
     `structure` built around its body (its body already rewritten by the
     site overrides under it)."""
 
-    def replace(eqn):
+    def replace(eqn: jc.JaxprEqn) -> jc.Jaxpr:
         loop = jc.scans.scan_loop(eqn)
+        assert loop is not None  # the splice replaces a scan
         rebuilt = _rebuilt(loop, structure, declared)
         with jc.scans.traced_at(eqn):
             jaxpr, why = jc.scans.trace_abstract(rebuilt, list(eqn.invars))
@@ -182,11 +195,13 @@ def splice_for(scan: FoundScan, structure: Structure, declared: dict | None):
     return site_lib.Splice(replace)
 
 
-def _rebuilt(loop, structure: Structure, declared):
+def _rebuilt(
+    loop: jc.scans.ScanLoop, structure: Structure, declared: dict[str, Callable] | None
+) -> Callable[..., list]:
     """The function of the scan's inputs (consts, carry, xs) computing what
     the scan does, as `structure` rebuilds it."""
 
-    def rebuilt(*ins):
+    def rebuilt(*ins: Any) -> list:
         consts, carry, xs = loop.split_inputs(list(ins))
         if structure.kind == NESTED:
             step = jc.scans.body_step(loop, loop.body, consts)
@@ -200,7 +215,12 @@ def _rebuilt(loop, structure: Structure, declared):
     return rebuilt
 
 
-def _step_under(loop, spec: policies.PolicySpec, consts, declared):
+def _step_under(
+    loop: jc.scans.ScanLoop,
+    spec: policies.PolicySpec,
+    consts: list,
+    declared: dict[str, Callable] | None,
+) -> Callable:
     """The scan's step with its checkpoint under `spec` (or, where the body
     applies none, a checkpoint with `spec` around it); as_written: as is."""
     if spec.kind == policies.AS_WRITTEN:
