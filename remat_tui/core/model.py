@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypedDict
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.places import Origin, Site, SiteFlops, Source, Wrapper, source_dict
@@ -58,6 +58,16 @@ class Deferred:
 
     def resolve(self) -> Any:
         return self.stories.at(self.index)
+
+
+class Flops(TypedDict):
+    """`Analysis.flops`: the forward jaxpr's, the whole backward jaxpr's (None
+    when the view read the linear program instead: a compare or suggest row)
+    and the forward work the backward pass does again."""
+
+    forward: int
+    backward: int | None
+    recompute: int
 
 
 @dataclass(frozen=True)
@@ -270,9 +280,7 @@ class Analysis(Displayable):
     sites: list[Site] = field(default_factory=list)
     config: Any = None  # the Config asked for (core.setup.config), the app's cache key
     dots: tuple[int, int] = (0, 0)  # dot_generals in the forward pass, and those unbatched
-    flops: dict[str, int] = field(
-        default_factory=lambda: {"forward": 0, "backward": 0, "recompute": 0}
-    )
+    flops: Flops = field(default_factory=lambda: Flops(forward=0, backward=0, recompute=0))
     flops_exact: bool = True
     compiled: Any = None  # a Compiled (core/xla/compiled.py), on request
     time: dict | None = None  # core/xla/step_time.py's estimate, as its JSON

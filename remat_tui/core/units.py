@@ -47,7 +47,7 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _SIZE_UNITS[unit])
 
 
-def human_flops(n: int) -> str:
+def human_flops(n: float) -> str:
     """950 FLOP, 1.2 kFLOP, 3.4 GFLOP, ... (decimal units, as FLOP rates are quoted)."""
     size = float(n)
     for unit in ("FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP"):

@@ -71,7 +71,8 @@ class Live:
             if hit is None:
                 self._settled.clear()
         if hit is not None:
-            shown = Shown(config, *hit, seconds=0.0, cached=True)
+            analysis, html = hit
+            shown = Shown(config, analysis, html, seconds=0.0, cached=True)
             self._answer(number, lambda: self.on_answer(shown))
             return shown
         thread = threading.Thread(

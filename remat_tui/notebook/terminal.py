@@ -8,7 +8,7 @@ text reports' tables."""
 from __future__ import annotations
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -48,7 +48,11 @@ def analysis(a: Analysis) -> Group:
     panes.add_column("forward computation (vjp):", ratio=1)
     panes.add_column("backward computation:", ratio=1)
     panes.add_row(pane(a.forward), pane(a.backward))
-    parts = [title, Text(summary(a)), *(Text(f"warning: {w}", "red") for w in a.warnings)]
+    parts: list[RenderableType] = [
+        title,
+        Text(summary(a)),
+        *(Text(f"warning: {w}", "red") for w in a.warnings),
+    ]
     head = compiled_words.headline(a)
     if head is not None:
         parts.append(Text("compiled: " + head, "bold"))

@@ -153,8 +153,9 @@ def details(a: Analysis) -> list[tuple[str, str]]:
         rows.append(("FLOPs (XLA's count, a loop body once)", human_flops(int(c.flops))))
     if c.transcendentals:
         rows.append(("transcendentals (XLA's count)", human_flops(int(c.transcendentals))))
-    note = flop_note(
-        (a.flops["forward"] + a.flops["backward"]) / c.devices, a.flops["recompute"] / c.devices, c
+    backward = a.flops["backward"]  # counted in every view that compiles
+    note = backward is not None and flop_note(
+        (a.flops["forward"] + backward) / c.devices, a.flops["recompute"] / c.devices, c
     )
     if note:
         rows.append(("FLOPs, XLA's and remat-tui's", note))

@@ -36,7 +36,7 @@ def columns(rows) -> tuple[str, ...]:
     several devices: XLA's peak and temp are one device's, and the residual
     bytes (a row has no per-device split of them) all devices'."""
     n = spanned_devices(rows)
-    heads = COLUMNS
+    heads: tuple[str, ...] = COLUMNS
     if any_measured(rows):
         at = COLUMNS.index("est. step") + 1
         heads = (*COLUMNS[:at], "measured", *COLUMNS[at:])

@@ -22,7 +22,7 @@ import jax
 from remat_tui.core import collector
 from remat_tui.core.costs import flops, site_flops
 from remat_tui.core.costs.flops import count_dots
-from remat_tui.core.model import Analysis, Deferred, JaxprView
+from remat_tui.core.model import Analysis, Deferred, Flops, JaxprView, Residual
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
@@ -129,7 +129,9 @@ def _recompute_in(t: Trace, bwd):
     )
 
 
-def _without_panes(t: Trace, recompute) -> tuple:
+def _without_panes(
+    t: Trace, recompute: recomputation.Recomputation
+) -> tuple[list[Residual], JaxprView, JaxprView]:
     """(residuals, forward pane, backward pane) for a view with no panes."""
     return (
         [fr.residual for fr in t.found],
@@ -174,11 +176,11 @@ def _analysis(t: Trace, bwd, recompute, residuals, forward, backward, begun: tup
         sites=shown_sites,
         config=t.config,
         dots=count_dots(t.forward),
-        flops={
-            "forward": fwd_flops.flops,
-            "backward": bwd_flops.flops if bwd_flops is not None else None,
-            "recompute": recompute.flops,
-        },
+        flops=Flops(
+            forward=fwd_flops.flops,
+            backward=bwd_flops.flops if bwd_flops is not None else None,
+            recompute=recompute.flops,
+        ),
         flops_exact=fwd_flops.exact
         and (bwd_flops is None or bwd_flops.exact)
         and recompute.flops_exact,
@@ -191,6 +193,7 @@ def _structure_code(t: Trace) -> tuple[str, str] | None:
     structure = t.config.structure
     if structure is None:
         return None
+    assert t.primal is not None  # a structure is built from the primal program
     return structure_code.code_for(scan_of(t.primal.scans, structure), structure)
 
 

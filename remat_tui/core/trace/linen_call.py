@@ -57,15 +57,15 @@ def read_scan_call(source) -> ScanCall | None:
     remat = None
     if isinstance(block, ast.Call) and _called_name(block) in _REMATS and block.args:
         remat = (
-            ast.get_source_segment(text, block.func),
-            ast.get_source_segment(text, block.args[0]),
+            _segment(text, block.func),
+            _segment(text, block.args[0]),
             _keywords(text, block),
         )
     name = next((k.value for k in called.keywords if k.arg == "name"), None)
     return ScanCall(
         line=made.lineno,
         assigned=assigned,
-        block=ast.get_source_segment(text, block),
+        block=_segment(text, block),
         remat=remat,
         kwargs=_keywords(text, made),
         name=name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None,
@@ -111,5 +111,10 @@ def _called_name(call: ast.Call) -> str | None:
     return func.id if isinstance(func, ast.Name) else None
 
 
+def _segment(text: str, node: ast.AST) -> str:
+    """`node`'s source; a node parsed from `text` always has its place there."""
+    return ast.get_source_segment(text, node) or ""
+
+
 def _keywords(text: str, call: ast.Call) -> dict[str, str]:
-    return {k.arg: ast.get_source_segment(text, k.value) for k in call.keywords if k.arg}
+    return {k.arg: _segment(text, k.value) for k in call.keywords if k.arg}

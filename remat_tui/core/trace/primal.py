@@ -55,8 +55,8 @@ class Primal:
         """A function of the flattened arguments computing the target with the
         planned sites changed and, with a `structure`, its scan rebuilt; its
         equations keep the user's source lines."""
-        key = tuple(sorted((i, spec.canonical) for i, spec in plan.items()))
-        key = (key, structure.canonical if structure is not None else None)
+        overrides = tuple(sorted((i, spec.canonical) for i, spec in plan.items()))
+        key = (overrides, structure.canonical if structure is not None else None)
         run = self.evaluators.get(key)
         if run is None:
             splices = {}

@@ -43,7 +43,7 @@ class Stories:
     def __init__(self, t, bwd, readers: linemap.Readers, recompute):
         # Governors and Origins read the Trace's config and sites: made now.
         drawn = linemap.PrintedJaxpr(lines=[], regions=[], by_eqn=readers.lay.by_eqn)
-        self._inputs = (
+        self._inputs: tuple | None = (
             t.forward, t.found, t.backward_positions, Governors(t),
             Origins(target_dir(t.target), t.sites), bwd, drawn, recompute,
         )  # fmt: skip
@@ -60,8 +60,10 @@ class Stories:
         if told is None:
             with self._lock:
                 if self._told is None:
+                    inputs = self._inputs
+                    assert inputs is not None  # dropped only once told
                     with collector.paused():  # as while the analysis traced
-                        self._told = _tell(*self._inputs)
+                        self._told = _tell(*inputs)
                     self._inputs = None  # the jaxprs may go
                 told = self._told
         return told
@@ -128,8 +130,9 @@ def _made(fr, forward, origins: Origins, first: dict, index: int, computed: dict
     if eqn is None:
         return Made(None), None
     same_as = first.setdefault(id(eqn), index)
+    assert jaxpr is not None  # found with its equation
     relaid = []
-    behind = eqn
+    behind: jc.JaxprEqn | None = eqn
     while jc.primitive_name(behind) in _LAYOUTS and behind.invars:
         behind = origins.producer(jaxpr, behind.invars[0])
         if behind is None:

@@ -78,7 +78,7 @@ def default_jobs() -> int:
     per MEMORY_PER_JOB of available memory, whichever is fewer."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     available = available_ram()
-    by_memory = available // MEMORY_PER_JOB if available else cores
+    by_memory = available // MEMORY_PER_JOB if available else (cores or 1)
     return max(1, min((cores or 1) // CORES_PER_JOB, by_memory))
 
 

@@ -232,7 +232,8 @@ def _compile(
         # stop every thread, the app's UI too) do not walk it for the compile's
         # whole duration.
         step_lowered = lower(target, config, leaves, in_tree, here, abstract, what)
-        wrt = step_lowered.differentiated and step_lowered.differentiated.to_dict()
+        held = step_lowered.differentiated
+        wrt = held.to_dict() if held is not None else None
         check_cancelled(cancelled)
         answer = compile_service.compile_program(
             step_lowered.lowered, dev, label, spanned, what,

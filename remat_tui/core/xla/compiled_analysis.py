@@ -99,9 +99,10 @@ def estimated(a: Analysis, c) -> dict | None:
     """The step-time estimate (core/xla/step_time.py) of `a`'s configuration
     compiled as `c` (a Compiled), on a chip the table knows; None otherwise."""
     chip = step_time.chip_of(c.device) if c is not None and c.fits else None
-    if chip is None:
+    backward = a.flops["backward"]  # counted in the full view, which compiles
+    if chip is None or backward is None:
         return None
-    flops = (a.flops["forward"] + a.flops["backward"]) / c.devices
+    flops = (a.flops["forward"] + backward) / c.devices
     host = host_memory.moved_bytes(c.device, a.totals.host_bytes) / c.devices
     return step_time.estimate(chip, flops, host, step_time.StepCounts.of(c)).to_dict()
 

@@ -72,17 +72,18 @@ class Linked:
         self.unnamed: dict[str, str] = {}  # value key -> why its buffer names no residual
         self.inputs: dict[str, int] = {}  # value key -> the residual whose input it holds
         self._peak_bytes = bytes_by_key(at_peak)
-        forward, elsewhere = defaultdict(list), defaultdict(list)
+        forward: defaultdict[tuple, list[int]] = defaultdict(list)
+        elsewhere: defaultdict[tuple, list[int]] = defaultdict(list)
         arguments: dict[int, mk.Made] = {}
         for m in made:
             if m.where == mk.ARGUMENT:
                 if m.number is not None:
                     arguments[m.number] = m
                 continue
-            for key in keys(m):
-                (forward if m.where == mk.FORWARD else elsewhere)[key].append(m)
+            for value_key in keys(m):
+                (forward if m.where == mk.FORWARD else elsewhere)[value_key].append(m)
         self._arguments(arguments)
-        groups = defaultdict(list)
+        groups: defaultdict[tuple | None, list[int]] = defaultdict(list)
         for i, r in enumerate(residuals):
             made_r = r.story.made if r.story is not None else None
             if made_r is None or made_r.argument is not None or made_r.same_as is not None:

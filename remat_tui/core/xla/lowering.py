@@ -136,7 +136,10 @@ def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
         want = jax.tree.structure((params, opt_state))
         # A third element (the loss, or metrics) is returned as a loop logs it.
         if not (
-            isinstance(out, tuple) and len(out) in (2, 3) and jax.tree.structure(out[:2]) == want
+            isinstance(out, tuple)
+            and len(out) in (2, 3)
+            # PyTreeDef's stub declares no __eq__ (it has one)
+            and jax.tree.structure(out[:2]) == want  # type: ignore[operator]
         ):
             raise RematError(
                 f"{what}: train_step must return (params, opt_state), or (params, opt_state, "
@@ -166,7 +169,7 @@ def _mesh_of(abstract):
     its state inside the step, and an explicitly sharded mesh wants to be the
     current one for that. No mesh: nothing to enter."""
     meshes = {getattr(x.sharding, "mesh", None) for x in abstract} - {None}
-    meshes = {m for m in meshes if m.size > 1}
+    meshes = {m for m in meshes if m is not None and m.size > 1}
     if len(meshes) != 1:
         return contextlib.nullcontext()
     return jax.set_mesh(meshes.pop())

@@ -53,7 +53,7 @@ def compile_with_memory(lowered, compiler_options: dict | None = None):
         executable = lowered.compile(compiler_options=options)
         try:
             # The directory is this compile's alone: its one module is ours.
-            record = xla.read_dump(directory)
+            record: xla.Dump | str = xla.read_dump(directory)
         except (DumpUnreadable, OSError) as exc:
             record = f"XLA's dump could not be read: {exc}"
             if not os.listdir(directory) and _persistent_cache():
@@ -96,9 +96,6 @@ def memory_and_reason(executable, platform: str | None = None) -> tuple[Memory |
 
 
 def _persistent_cache() -> str | None:
-    try:
-        import jax
+    import jax
 
-        return jax.config.jax_compilation_cache_dir or None
-    except AttributeError:
-        return None
+    return getattr(jax.config, "jax_compilation_cache_dir", None) or None

@@ -19,8 +19,8 @@ SAME_WORK = 0.01  # XLA's FLOPs of two programs this close: the same work
 
 
 def peak_note(
-    before: dict,
-    after: dict,
+    before: dict | None,
+    after: dict | None,
     residuals_before: int,
     residuals_after: int,
     versus: str,
