@@ -137,8 +137,17 @@ def _dtype_facts(dtype: Any) -> tuple[str, int]:
     return facts
 
 
-def _residual(aval: Any, text_tail: str, kind: str, primitive: str | None=None, name: str | None=None, argument: str | None=None, source: Source | None=None,
-              origin: Origin | None=None, bytes_per_device: int | None=None) -> Residual:  # fmt: skip
+def _residual(
+    aval: Any,
+    text_tail: str,
+    kind: str,
+    primitive: str | None = None,
+    name: str | None = None,
+    argument: str | None = None,
+    source: Source | None = None,
+    origin: Origin | None = None,
+    bytes_per_device: int | None = None,
+) -> Residual:
     short = jc.short(aval)
     return Residual(
         text=f"{short} {text_tail}",

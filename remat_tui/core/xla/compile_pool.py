@@ -37,6 +37,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from remat_tui.core.machine import available_ram
 from remat_tui.core.xla import compile_service
@@ -100,7 +101,7 @@ def run_all(items: Iterable, work: Callable) -> Iterator:
                 yield work(item)
         return
 
-    def run(item):
+    def run(item: Any) -> Any:
         with _dispatching(executor):
             return work(item)
 
@@ -131,18 +132,18 @@ def _slow() -> bool:
 class _dispatching:
     """Within it, this thread's compiles go to `executor` (None: here)."""
 
-    def __init__(self, executor):
+    def __init__(self, executor: Any) -> None:
         self.executor = executor
 
-    def __enter__(self):
+    def __enter__(self) -> Any:
         send = self.executor.compile if self.executor is not None else None
         self.token = compile_service.dispatch.set(send)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         compile_service.dispatch.reset(self.token)
 
 
-def _chosen():
+def _chosen() -> Any:
     if cluster() == "ray":
         return _executor(("ray",), _Ray)
     jobs = _jobs()
@@ -165,18 +166,18 @@ def _adaptive() -> bool:
     return cluster() is None and _jobs() is None and default_jobs() > 1
 
 
-def _local(jobs: int):
+def _local(jobs: int) -> Any:
     return _executor(("local", jobs), lambda: _Local(jobs))
 
 
-def _executor(key, make):
+def _executor(key: tuple, make: Callable) -> Any:
     with _lock:
         if key not in _executors:
             _executors[key] = make()
         return _executors[key]
 
 
-def _request(program, memory: bool, source) -> CompileRequest:
+def _request(program: Any, memory: bool, source: Any) -> CompileRequest:
     file = source.file
     relative = os.path.relpath(file)
     if not relative.startswith(os.pardir):  # under the current folder: a cluster's working dir
@@ -188,7 +189,7 @@ def _request(program, memory: bool, source) -> CompileRequest:
     )  # fmt: skip
 
 
-def _answered(reply, program) -> dict | None:
+def _answered(reply: Any, program: Any) -> dict | None:
     """A worker's reply: the Compiled's dict, or None where it lowered another
     program (noted, and compiled here)."""
     kind, payload = reply
@@ -213,7 +214,9 @@ class _Local:
         self._lock = threading.Lock()
         atexit.register(self.close)
 
-    def compile(self, program, memory, source, cancelled):
+    def compile(
+        self, program: Any, memory: bool, source: Any, cancelled: Callable[[], bool] | None
+    ) -> dict | None:
         request = _request(program, memory, source)
         for attempt in range(2):  # a worker lost is replaced, and asked once more
             process = self._take()
@@ -250,7 +253,7 @@ class _Local:
 class _Ray:
     """Ray tasks, on the cluster RAY_ADDRESS names or a local Ray."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         try:
             import ray
         except ImportError:
@@ -264,7 +267,9 @@ class _Ray:
         self.task = ray.remote(max_retries=MAX_RETRIES, num_cpus=1)(_ray_compile)
         self.width = max(1, int(ray.cluster_resources().get("CPU", 1)))
 
-    def compile(self, program, memory, source, cancelled):
+    def compile(
+        self, program: Any, memory: bool, source: Any, cancelled: Callable[[], bool] | None
+    ) -> dict | None:
         from remat_tui.core.trace.configured import Cancelled
 
         ray = self.ray
@@ -285,7 +290,7 @@ class _Ray:
         return None
 
 
-def _ray_compile(request: CompileRequest):
+def _ray_compile(request: CompileRequest) -> tuple[str, object]:
     """The Ray task: compile_process's answer, in a worker of the cluster."""
     from remat_tui.core.xla.compile_process import answer
 

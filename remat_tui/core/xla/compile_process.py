@@ -27,7 +27,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from remat_tui.errors import RematError
 
@@ -95,7 +95,7 @@ class CompileProcess:
         child's message, or Cancelled (the child killed) once `cancelled()`."""
         return self.ask((file, name, config, token, runs), cancelled)
 
-    def ask(self, message, cancelled: Callable[[], bool]):
+    def ask(self, message: object, cancelled: Callable[[], bool]) -> Any:
         """Send `message` (the app's request tuple, or a CompileRequest of a
         parallel search) and return the child's answer; raises as `compile`."""
         from remat_tui.core.trace.configured import Cancelled
@@ -190,13 +190,13 @@ def _exit_code(process: subprocess.Popen) -> int | None:
         return None
 
 
-def _write(stream, message) -> None:
+def _write(stream: IO[bytes], message: object) -> None:
     data = pickle.dumps(message)
     stream.write(_LENGTH.pack(len(data)) + data)
     stream.flush()
 
 
-def _read(stream):
+def _read(stream: IO[bytes]) -> Any:
     head = stream.read(_LENGTH.size)
     if len(head) < _LENGTH.size:
         raise EOFError("the other side closed the pipe")

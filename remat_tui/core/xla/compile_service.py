@@ -43,6 +43,7 @@ import os
 import platform
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -93,7 +94,7 @@ class OtherProgram(Exception):
 
 
 @contextlib.contextmanager
-def expecting(key: str):
+def expecting(key: str) -> Iterator[None]:
     """In a worker: compile only the program whose key is `key`; any other
     raises OtherProgram before compiling."""
     token = _expected.set(key)
@@ -170,7 +171,7 @@ def clear_memo() -> None:
     _memo.clear()
 
 
-def program_of(lowered, dev, label: str, memory: bool, sources: str = "") -> Program:
+def program_of(lowered: Any, dev: Any, label: str, memory: bool, sources: str = "") -> Program:
     """The key of `lowered` compiled for `dev` (labelled `label`), with XLA's
     breakdown of the peak read (`memory`; `sources`: the user's files it
     names, as on disk) or not."""
@@ -195,17 +196,17 @@ def _program(module: str, platform_name: str, label: str, memory: bool, sources:
 
 
 def compile_program(
-    lowered,
-    dev,
+    lowered: Any,
+    dev: Any,
     label: str,
     spanned: int,
     what: str,
     *,
     memory: bool = False,
     keep_executable: bool = False,
-    source=None,
+    source: Any = None,
     sources: str = "",
-    cancelled=None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> Answer:
     """XLA's numbers for `lowered` compiled for `dev`: known, or compiled now
     (module doc). `memory`: with where the peak goes; `keep_executable`:
@@ -278,7 +279,9 @@ def _known(program: Program) -> tuple[Compiled, str] | None:
     return result, STORED
 
 
-def _compile_here(lowered, dev, label, spanned, what, memory, program) -> Answer:
+def _compile_here(
+    lowered: Any, dev: Any, label: str, spanned: int, what: str, memory: bool, program: Program
+) -> Answer:
     # TPU's peak is read from XLA's dump, so a TPU compile always keeps it.
     dumped = memory or dev.platform == "tpu"
     start = time.perf_counter()

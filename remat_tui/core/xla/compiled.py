@@ -111,7 +111,7 @@ def compile_costs(
     config: Config,
     cancelled: Callable[[], bool] | None = None,
     *,
-    device=None,
+    device: Any = None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
     source: Source | None = None,
@@ -152,7 +152,7 @@ def compile_answer(
     config: Config,
     cancelled: Callable[[], bool] | None = None,
     *,
-    device=None,
+    device: Any = None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
     source: Source | None = None,
@@ -181,7 +181,7 @@ def compile_step(
     config: Config,
     cancelled: Callable[[], bool] | None = None,
     *,
-    device=None,
+    device: Any = None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
 ) -> CompiledStep:
@@ -199,7 +199,17 @@ def clear_cache() -> None:
     compile_service.clear_memo()
 
 
-def _compile_kept(target, config, cancelled, dev, label, arguments, memory, source, keep):
+def _compile_kept(
+    target: Target,
+    config: Config,
+    cancelled: Callable[[], bool] | None,
+    dev: Any,
+    label: str,
+    arguments: tuple[tuple, dict] | None,
+    memory: bool,
+    source: Source | None,
+    keep: bool,
+) -> CompiledStep:
     key = (id(target), config, label, memory)
     try:
         step = _compile(target, config, dev, label, cancelled, arguments, memory, source, keep)
@@ -211,7 +221,15 @@ def _compile_kept(target, config, cancelled, dev, label, arguments, memory, sour
 
 
 def _compile(
-    target, config, dev, label, cancelled, arguments, memory=False, source=None, keep=False
+    target: Target,
+    config: Config,
+    dev: Any,
+    label: str,
+    cancelled: Callable[[], bool] | None,
+    arguments: tuple[tuple, dict] | None,
+    memory: bool = False,
+    source: Source | None = None,
+    keep: bool = False,
 ) -> CompiledStep:
     devices = device_set(dev)
     args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
@@ -269,7 +287,7 @@ def _sources(target: Target) -> str:
     return digest.hexdigest()[:16]
 
 
-def _abstract(leaf, dev, devices: list, what: str) -> jax.ShapeDtypeStruct:
+def _abstract(leaf: Any, dev: Any, devices: list, what: str) -> jax.ShapeDtypeStruct:
     """The leaf's shape and dtype, placed on `dev`; a leaf sharded over several
     devices keeps its sharding (they must be among `devices`)."""
     aval = jax.typeof(leaf)

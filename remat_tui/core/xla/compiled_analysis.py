@@ -12,7 +12,9 @@ compiles one program, its own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from remat_tui.core.model import Analysis
 from remat_tui.core.setup import policies
@@ -30,15 +32,16 @@ from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.core.xla.peak_notes import kept_by_xla, peak_note
 from remat_tui.errors import RematError
+from remat_tui.registry import Target
 
 
 def analyze_compiled(
-    fn,
+    fn: Any,
     args: tuple | None = None,
     kwargs: dict | None = None,
     policy: str = policies.AS_WRITTEN,
-    device=None,
-    cancelled=None,
+    device: Any = None,
+    cancelled: Callable[[], bool] | None = None,
     sites: dict | None = None,
     config: Config | None = None,
     measure: bool = False,
@@ -95,7 +98,7 @@ def merged_recompute(memory: dict | None) -> list[Applied]:
     )]  # fmt: skip
 
 
-def estimated(a: Analysis, c) -> dict | None:
+def estimated(a: Analysis, c: Any) -> dict | None:
     """The step-time estimate (core/xla/step_time.py) of `a`'s configuration
     compiled as `c` (a Compiled), on a chip the table knows; None otherwise."""
     chip = step_time.chip_of(c.device) if c is not None and c.fits else None
@@ -107,7 +110,13 @@ def estimated(a: Analysis, c) -> dict | None:
     return step_time.estimate(chip, flops, host, step_time.StepCounts.of(c)).to_dict()
 
 
-def linked(target, a: Analysis, dev, cancelled, vs_written: bool = False):
+def linked(
+    target: Target,
+    a: Analysis,
+    dev: Any,
+    cancelled: Callable[[], bool] | None,
+    vs_written: bool = False,
+) -> Any:
     """`a.compiled` (its buffers at the peak already naming their residuals:
     core/xla/fates.py) with (`explanation`) what its `residual` bytes at the
     peak are when autodiff saves fewer, and, with `vs_written`, why its peak

@@ -29,7 +29,7 @@ from remat_tui.core.units import human_flops
 TOLERANCE = 0.10
 
 
-def flop_note(flops: float, recompute: float, compiled) -> str | None:
+def flop_note(flops: float, recompute: float, compiled: Any) -> str | None:
     """The sentence, or None when the counts agree within 10%, the program
     loops, or XLA gave no count. `flops`: remat-tui's count of the whole step
     per device; `recompute`: the part of it that is recomputation;

@@ -24,6 +24,7 @@ import os
 import shutil
 import tempfile
 import weakref
+from typing import Any
 
 from remat_tui.core.jaxcompat import buffers as xla
 from remat_tui.core.jaxcompat.hlo_text import DumpUnreadable
@@ -42,7 +43,7 @@ from remat_tui.core.xla.occupancy import MAX_CURVE_POINTS  # noqa: F401 (re-expo
 _records: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def compile_with_memory(lowered, compiler_options: dict | None = None):
+def compile_with_memory(lowered: Any, compiler_options: dict | None = None) -> Any:
     """`lowered.compile(...)` with XLA's dump written to a temporary directory
     for this compile alone, read, and removed; `memory_of` on the executable
     it returns then has something to read. Compile errors propagate as from
@@ -67,7 +68,7 @@ def compile_with_memory(lowered, compiler_options: dict | None = None):
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def memory_of(executable, platform: str | None = None) -> Memory | None:
+def memory_of(executable: Any, platform: str | None = None) -> Memory | None:
     """Where the compiled memory of `executable` goes; None when there is
     nothing to read (`memory_and_reason` says why). `executable` is one
     `compile_with_memory` returned, or a `jax.stages.Lowered`, compiled here
@@ -75,7 +76,9 @@ def memory_of(executable, platform: str | None = None) -> Memory | None:
     return memory_and_reason(executable, platform)[0]
 
 
-def memory_and_reason(executable, platform: str | None = None) -> tuple[Memory | None, str | None]:
+def memory_and_reason(
+    executable: Any, platform: str | None = None
+) -> tuple[Memory | None, str | None]:
     if not hasattr(executable, "memory_analysis") and hasattr(executable, "compile"):
         executable = compile_with_memory(executable)
     try:

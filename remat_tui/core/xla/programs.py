@@ -15,7 +15,7 @@ a GPT on a deviceless TPU, about 0.35 s against 20-70 s.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla import compile_service
@@ -37,7 +37,7 @@ class Shared(NamedTuple):
 def compile_shared(
     target: Target,
     config: Config,
-    device,
+    device: Any,
     cancelled: Callable[[], bool] | None = None,
     source: Source | None = None,
 ) -> Shared:

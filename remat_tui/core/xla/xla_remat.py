@@ -26,18 +26,21 @@ local GPU's limit is the device's memory, scaled by
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from remat_tui.core.jaxcompat import hlo_text, xla_remat_pass
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label, resolve_device
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import step_time
-from remat_tui.core.xla.compiled_numbers import does_not_fit, out_of_memory, read
+from remat_tui.core.xla.compiled_numbers import Compiled, does_not_fit, out_of_memory, read
 from remat_tui.core.xla.made import clones
 from remat_tui.core.xla.memory import compile_with_memory
 from remat_tui.core.xla.same_program import lowered_step
 from remat_tui.errors import RematError
+from remat_tui.registry import Target
 
 TPU_LIMIT_FLAG = xla_remat_pass.TPU_LIMIT_OPTION
 JAX_FLAG = xla_remat_pass.JAX_OPTION
@@ -86,7 +89,9 @@ class RematPass:
         }
 
 
-def remat_pass(target, config: Config, limit_bytes: int, cancelled=None) -> RematPass:
+def remat_pass(
+    target: Target, config: Config, limit_bytes: int, cancelled: Callable[[], bool] | None = None
+) -> RematPass:
     """Compile `config`'s step under a memory limit of `limit_bytes` and with
     the device's own memory, and say what XLA's rematerialization pass did."""
     dev = resolve_device(config.device)
@@ -117,7 +122,7 @@ def remat_pass(target, config: Config, limit_bytes: int, cancelled=None) -> Rema
     )
 
 
-def _compile(lowered, dev, options: dict):
+def _compile(lowered: Any, dev: Any, options: dict) -> tuple[Compiled, Any]:
     """(the Compiled, the clones XLA's pass made), for `lowered` compiled with `options`."""
     start = time.perf_counter()
     label = device_label(dev)
@@ -134,7 +139,7 @@ def _compile(lowered, dev, options: dict):
     return result, clones(module)
 
 
-def _figures(c) -> dict:
+def _figures(c: Compiled) -> dict:
     chip = step_time.chip_of(c.device) if c.fits else None
     seconds = None
     if chip is not None and c.flops:
