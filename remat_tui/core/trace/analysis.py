@@ -20,6 +20,7 @@ from typing import Any
 import jax
 
 from remat_tui.core import collector
+from remat_tui.core import jaxcompat as jc
 from remat_tui.core.costs import flops, site_flops
 from remat_tui.core.costs.flops import count_dots
 from remat_tui.core.model import Analysis, Deferred, Flops, JaxprView, Residual
@@ -30,6 +31,7 @@ from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace import applied, linemap, recomputation, story, structure_code
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
 from remat_tui.core.trace.names import named_values
+from remat_tui.core.trace.residuals import FoundResidual
 from remat_tui.core.trace.structures import scan_of
 from remat_tui.core.trace.traced import Trace, trace
 from remat_tui.core.trace.wrappers import site_code
@@ -67,7 +69,13 @@ def analyze(
         return full_view(trace(target, config, dev, arguments, cancelled), cancelled)
 
 
-def resolve(target: Target, policy, sites, device, config: Config | None = None):
+def resolve(
+    target: Target,
+    policy: str | policies.PolicySpec,
+    sites: dict | None,
+    device: str | Any | None,
+    config: Config | None = None,
+) -> tuple[Config, Any]:
     """The Config asked for (canonical; `config` as given) and the device it
     names, resolved once: (Config, jax.Device or a topology's device)."""
     if config is None:
@@ -122,7 +130,7 @@ def _clock(t: Trace) -> tuple[float, float]:
     return t.seconds, time.perf_counter()
 
 
-def _recompute_in(t: Trace, bwd):
+def _recompute_in(t: Trace, bwd: jc.Jaxpr) -> recomputation.Recomputation:
     """The forward work the backward pass does again (inside remat equations)."""
     return recomputation.recomputation(
         bwd, set(bwd.invars[: t.backward_residuals]), set(bwd.invars[t.backward_residuals :])
@@ -140,7 +148,15 @@ def _without_panes(
     )
 
 
-def _analysis(t: Trace, bwd, recompute, residuals, forward, backward, begun: tuple):
+def _analysis(
+    t: Trace,
+    bwd: jc.Jaxpr | None,
+    recompute: recomputation.Recomputation,
+    residuals: list[Residual],
+    forward: JaxprView,
+    backward: JaxprView,
+    begun: tuple,
+) -> Analysis:
     """The Analysis of `t` with the backward pass `bwd` (None when the view
     did without it) and the panes given."""
     fwd_flops = flops.count(t.forward)
@@ -197,7 +213,9 @@ def _structure_code(t: Trace) -> tuple[str, str] | None:
     return structure_code.code_for(scan_of(t.primal.scans, structure), structure)
 
 
-def _snippet(target: Target, spec, sites: list, plan: dict, structure: tuple | None) -> str:
+def _snippet(
+    target: Target, spec: policies.PolicySpec, sites: list, plan: dict, structure: tuple | None
+) -> str:
     """What to paste: the structure's call, if any; at each overridden
     site's line, its new checkpoint (core/trace/wrappers.py: for a library's
     wrapper, its policy or the config string it reads); the outer wrap only
@@ -221,7 +239,15 @@ def _snippet(target: Target, spec, sites: list, plan: dict, structure: tuple | N
     return "\n".join(lines)
 
 
-def _place_residuals(found, fwd, bwd, fwd_lay, readers, positions: list[int | None], stories):
+def _place_residuals(
+    found: list[FoundResidual],
+    fwd: jc.Jaxpr,
+    bwd: jc.Jaxpr,
+    fwd_lay: linemap.PrintedJaxpr,
+    readers: linemap.Readers,
+    positions: list[int | None],
+    stories: story.Stories,
+) -> tuple[list[Residual], dict[int, list[int]], dict[int, list[int]]]:
     """Attach to each residual its lines and variable names in both panes
     (`positions`: forward residual output -> backward input, Trace.backward_positions),
     and its story (`stories`, told when first read: `Deferred`): the lines that make it

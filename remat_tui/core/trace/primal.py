@@ -5,15 +5,17 @@ source of its checkpoint sites and of site-overridden functions to analyse.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 import jax
 import numpy as np
-from jax.tree_util import tree_structure, tree_unflatten
+from jax.tree_util import PyTreeDef, tree_structure, tree_unflatten
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.lru import LRU
+from remat_tui.core.setup.structures import Structure
 from remat_tui.core.setup.usererrors import describe, user_traceback
 from remat_tui.core.trace import sites as site_lib
 from remat_tui.core.trace import structures
@@ -51,7 +53,9 @@ class Primal:
             self._scans = structures.find_scans(program, self.sites, self.prefer_dir)
         return self._scans
 
-    def evaluator(self, plan: dict, declared: dict | None, structure=None) -> Callable:
+    def evaluator(
+        self, plan: dict, declared: dict | None, structure: Structure | None = None
+    ) -> Callable:
         """A function of the flattened arguments computing the target with the
         planned sites changed and, with a `structure`, its scan rebuilt; its
         equations keep the user's source lines."""
@@ -68,14 +72,16 @@ class Primal:
             )
             consts, out_tree = jc.consts_of(self.closed), self.out_tree
 
-            def run(*flat):
+            def run(*flat: Any) -> Any:
                 return tree_unflatten(out_tree, jc.eval_jaxpr(jaxpr, consts, *flat))
 
             self.evaluators.put(key, run)
         return run
 
 
-def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) -> Primal:
+def primal_program(
+    target: Target, leaves: list, in_tree: PyTreeDef, device: Any, prefer_dir: str | None
+) -> Primal:
     # The sharding (its mesh included) is part of the key: a topology traces on the
     # same local device as cpu:0, with the same shapes, over another mesh.
     avals = tuple(
@@ -87,7 +93,7 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
     if hit is not None and hit.fn() is target.fn:
         return hit
 
-    def flat_fn(*flat):
+    def flat_fn(*flat: Any) -> Any:
         a, kw = tree_unflatten(in_tree, flat)
         out = target.fn(*a, **kw)
         require_array_output(target, out)
@@ -113,7 +119,7 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
     return primal
 
 
-def _held(fn: Callable, key) -> Callable[[], Callable | None]:
+def _held(fn: Callable, key: Hashable) -> Callable[[], Callable | None]:
     """A weak reference to `fn` that drops its cache entry when `fn` goes,
     or, for a callable that takes no weak reference, a strong one."""
     try:
@@ -122,7 +128,7 @@ def _held(fn: Callable, key) -> Callable[[], Callable | None]:
         return lambda: fn
 
 
-def require_array_output(target: Target, out) -> None:
+def require_array_output(target: Target, out: Any) -> None:
     for leaf in jax.tree_util.tree_leaves(out):
         # Python and NumPy scalars are outputs JAX accepts (an aux batch count, say).
         if isinstance(leaf, (bool, int, float, complex, np.generic)):

@@ -64,7 +64,7 @@ class Trace:
     _backward_inputs: BackwardInputs | None = field(default=None, repr=False)
     _backward: Any = field(default=None, repr=False)
 
-    def backward(self, cancelled: Callable[[], bool] | None = None):
+    def backward(self, cancelled: Callable[[], bool] | None = None) -> jc.Jaxpr:
         """The backward jaxpr (opened), traced the first time it is asked for."""
         if self._backward is None:
             check_cancelled(cancelled)
@@ -117,7 +117,7 @@ def trace_config(
 def trace(
     target: Target,
     config: Config,
-    dev,
+    dev: Any,
     arguments: tuple[tuple, dict],
     cancelled: Callable[[], bool] | None = None,
 ) -> Trace:
@@ -159,7 +159,9 @@ def trace(
     return result
 
 
-def _vjp(target: Target, config: Config, flat_fn: Callable, leaves: list, here):
+def _vjp(
+    target: Target, config: Config, flat_fn: Callable, leaves: list, here: Any
+) -> tuple[jc.Jaxpr, jc.Linear | None, int, Callable[[], BackwardInputs]]:
     """The forward jaxpr of `jax.vjp(flat_fn)` (opened), its linear program (or
     None) and a function giving what the backward pass is traced from, the
     first time a view asks for it (core/trace/as_called.py)."""
@@ -181,7 +183,7 @@ def _vjp(target: Target, config: Config, flat_fn: Callable, leaves: list, here):
     return forward, linear, num_res, inputs
 
 
-def _residuals(t: Trace, args, kwargs, prefer_dir) -> list[FoundResidual]:
+def _residuals(t: Trace, args: tuple, kwargs: dict, prefer_dir: str | None) -> list[FoundResidual]:
     """JAX's residual list of `t`, each with its origin and per-device bytes."""
     arg_names = jc.residual_words.arg_names(t.target.fn, args, kwargs)
     origins = Origins(prefer_dir, t.sites)
@@ -235,7 +237,7 @@ def _require_differentiable(target: Target, leaves: list) -> None:
         )
 
 
-def _dtype_of(leaf):
+def _dtype_of(leaf: Any) -> Any:
     """An argument's dtype; Python scalars count (JAX differentiates 1.0)."""
     dtype = getattr(leaf, "dtype", None)
     if dtype is not None:
