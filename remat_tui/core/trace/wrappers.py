@@ -16,7 +16,6 @@ import ast
 import os
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from remat_tui.core.model import Site, Source, Wrapper
 from remat_tui.core.setup import policies
