@@ -67,7 +67,7 @@ def tag(name: str, content: str = "", style: str = "", **attrs: str) -> str:
     return f"<{' '.join(parts)}>{content}</{name}>"
 
 
-def text(value) -> str:
+def text(value: object) -> str:
     """Plain text made safe to put in HTML."""
     return escape(str(value))
 

@@ -6,8 +6,9 @@ differ. Also the device's name, a TPU topology's included."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from remat_tui.core.model import Analysis
+from remat_tui.core.model import Analysis, Totals
 from remat_tui.core.xla.flop_note import flop_note
 from remat_tui.report.units import (
     GLOBAL,
@@ -19,6 +20,9 @@ from remat_tui.report.units import (
     human_flops,
     human_seconds,
 )
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 EXPLAINED = (
     "The compiled peak is what XLA's program for the step needs at once in one device's "
@@ -75,7 +79,7 @@ def saved(a: Analysis) -> str:
     return f"{human_bytes(t.device_bytes)} per device" + _and_host(t)
 
 
-def _and_host(t) -> str:
+def _and_host(t: Totals) -> str:
     return f" + {human_bytes(t.host_bytes)} offloaded to host" if t.host_bytes else ""
 
 
@@ -110,7 +114,7 @@ def headline(a: Analysis) -> str | None:
     )
 
 
-def needs(c) -> str:
+def needs(c: Compiled) -> str:
     """What XLA said a compile that ran out of memory needed, in words."""
     if c.needed_bytes and c.available_bytes:
         return (
@@ -176,7 +180,7 @@ def details(a: Analysis) -> list[tuple[str, str]]:
     return rows
 
 
-def peak_words(c) -> str:
+def peak_words(c: Compiled) -> str:
     """What the peak figure is: the sum of the main memory's allocations, or
     on TPU (`peak_source` "live") the most HBM holds at one step of XLA's
     schedule, which the allocations' sizes below do not add up to."""
@@ -189,7 +193,7 @@ def peak_words(c) -> str:
     return f"device memory: arguments + outputs + temporaries{aliased}"
 
 
-def other_spaces(c) -> list[tuple[str, str]]:
+def other_spaces(c: Compiled) -> list[tuple[str, str]]:
     """A row per memory space besides the device's main memory (TPU VMEM, host
     memory of offloaded values), each at its own peak, and XLA's own peak of
     them all with why the two differ, where they do."""
@@ -247,7 +251,7 @@ def measured_words(m: dict) -> str:
     return text + f"; no peak figure: {m.get('peak_note')}"
 
 
-def step_words(c) -> str:
+def step_words(c: Compiled) -> str:
     """What a compiled figure measures (Contract 8, "step"): every view says it."""
     if c.step == "train":
         return (
@@ -260,7 +264,7 @@ def step_words(c) -> str:
     )
 
 
-def output_words(c) -> str:
+def output_words(c: Compiled) -> str:
     """What the step returns, as it is: a training step's new parameters and
     optimizer state, or the loss and the differentiated arguments' gradients."""
     if c.step == "train":
@@ -281,7 +285,7 @@ def arguments_words(d: dict | None) -> str:
     return " and ".join(named) or "no argument (none is floating-point)"
 
 
-def differs(c) -> list[tuple[str, str]]:
+def differs(c: Compiled) -> list[tuple[str, str]]:
     """The one row saying that the step differentiates other arguments than
     the residual list does (print_saved_residuals differentiates every
     argument), where they differ."""

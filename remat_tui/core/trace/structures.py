@@ -21,7 +21,10 @@ from remat_tui.core.model import Source
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.structures import NESTED, Structure
 from remat_tui.core.trace import sites as site_lib
-from remat_tui.core.trace.found_scan import FoundScan
+from remat_tui.core.trace.found_scan import (  # noqa: F401 (sqrt_groups re-exported)
+    FoundScan,
+    sqrt_groups,
+)
 from remat_tui.core.trace.structure_code import nested_scan, split_scan
 from remat_tui.errors import RematError
 
