@@ -194,9 +194,16 @@ def compare(
 
 
 def suggest(
-    fn: Target | Callable, budget: int | str, args: tuple | None=None, kwargs: dict | None=None, compiled: bool=False, device: str | None=None, sites: dict[int | str, str] | None=None, measure: bool=False,
-    runs: int=5,
-) -> Suggestion:  # fmt: skip
+    fn: Target | Callable,
+    budget: int | str,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
+    compiled: bool = False,
+    device: str | None = None,
+    sites: dict[int | str, str] | None = None,
+    measure: bool = False,
+    runs: int = 5,
+) -> Suggestion:
     """The least-cost configuration whose memory fits a budget.
 
     Searches the built-in policies and the target's own, and every
@@ -325,9 +332,18 @@ def widget(f: Target | Callable, *args: Any, **kwargs: Any) -> RematWidget:
 
 
 def fit(
-    fn: Target | Callable, budget: int | str, args: tuple | None=None, kwargs: dict | None=None, policies: list[str] | None=None, sites: dict[int | str, str] | None=None, device: str | None=None, multiple: int=1,
-    max_batch: int | None=None, measure: bool=False, runs: int=5,
-) -> Fit:  # fmt: skip
+    fn: Target | Callable,
+    budget: int | str,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
+    policies: list[str] | None = None,
+    sites: dict[int | str, str] | None = None,
+    device: str | None = None,
+    multiple: int = 1,
+    max_batch: int | None = None,
+    measure: bool = False,
+    runs: int = 5,
+) -> Fit:
     """How big a batch fits: per configuration, the largest batch whose
     compiled step fits a budget, and its examples per second.
 
