@@ -163,7 +163,11 @@ def _analysis(
     bwd_flops = flops.count(bwd) if bwd is not None else None
     # Without a backward pass, a name only recomputed is found in the linear
     # program, where the recomputation comes from; sites get no FLOPs.
-    names = named_values(t.forward, bwd if bwd is not None else t.linear.jaxpr)
+    read_from = bwd
+    if read_from is None:
+        assert t.linear is not None  # a view without the backward pass reads the linear program
+        read_from = t.linear.jaxpr
+    names = named_values(t.forward, read_from)
     target = t.target
     shown_sites = [
         replace(f.site, override=t.plan[f.site.id].canonical, effective_spec=t.plan[f.site.id])

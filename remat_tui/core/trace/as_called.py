@@ -45,7 +45,12 @@ class BackwardInputs:
 
 
 def backward_inputs(
-    flat_fn: Callable, leaves: list, traced_vjp: Any, out_shape: Any, forward: jc.Jaxpr, device: Any
+    flat_fn: Callable,
+    leaves: list,
+    traced_vjp: Any,
+    out_shape: Any,
+    forward: jc.Jaxpr,
+    device: jax.Device,
 ) -> BackwardInputs:
     """The backward pass's inputs for `jax.vjp(flat_fn, *leaves)`: `traced_vjp`
     is the vjp's shape as traced (its residual leaves are the last outputs of
@@ -112,7 +117,7 @@ def _positions(traced: Any, called: Any) -> list[int | None]:
     return [paths.get(path) for path, _ in tree_flatten_with_path(traced)[0]]
 
 
-def _keep_memory_space(shapes: list, avals: list, device: Any) -> list:
+def _keep_memory_space(shapes: list, avals: list, device: jax.Device) -> list:
     """`return_shape` drops where a residual lives; an offloaded one must reach the
     backward trace in host memory, or the backward pane would show it on device."""
     if not any(jc.is_host(a) for a in avals):

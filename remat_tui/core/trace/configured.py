@@ -43,7 +43,7 @@ def check_cancelled(cancelled: Callable[[], bool] | None) -> None:
 
 
 def configured_function(
-    target: Target, config: Config, leaves: list, in_tree: PyTreeDef, device: Any
+    target: Target, config: Config, leaves: list, in_tree: PyTreeDef, device: jax.Device
 ) -> tuple[Callable, Primal | None, dict]:
     """The target as `config` asks for it, as a function of the flattened
     (args, kwargs) leaves: its checkpoint sites overridden and its structure

@@ -80,7 +80,7 @@ class Primal:
 
 
 def primal_program(
-    target: Target, leaves: list, in_tree: PyTreeDef, device: Any, prefer_dir: str | None
+    target: Target, leaves: list, in_tree: PyTreeDef, device: jax.Device, prefer_dir: str | None
 ) -> Primal:
     # The sharding (its mesh included) is part of the key: a topology traces on the
     # same local device as cpu:0, with the same shapes, over another mesh.

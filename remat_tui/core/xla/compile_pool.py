@@ -37,12 +37,16 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remat_tui.core.machine import available_ram
 from remat_tui.core.xla import compile_service
 from remat_tui.core.xla.compile_process import CompileProcess, CompileRequest, WorkerLost
+from remat_tui.core.xla.compile_service import Program
 from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled import Source
 
 MEMORY_PER_JOB = 3 * 2**30  # available memory a default worker wants (a large compile's)
 CORES_PER_JOB = 2  # a default worker per two cores: one compile already uses more than one
@@ -54,7 +58,9 @@ JOBS_ENV = "REMAT_TUI_JOBS"  # the default for --jobs
 CLUSTERS = ("ray",)
 
 _settings: dict = {"jobs": None, "cluster": None}
-_executors: dict = {}  # ("local", jobs) or ("ray",) -> its executor, kept for the process
+_executors: dict[
+    tuple, Executor
+] = {}  # ("local", jobs) or ("ray",) -> its executor, kept for the process
 _lock = threading.Lock()
 notices: set[str] = set()  # what a user should know about where compiles ran
 
@@ -132,10 +138,10 @@ def _slow() -> bool:
 class _dispatching:
     """Within it, this thread's compiles go to `executor` (None: here)."""
 
-    def __init__(self, executor: Any) -> None:
+    def __init__(self, executor: Executor | None) -> None:
         self.executor = executor
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> None:
         send = self.executor.compile if self.executor is not None else None
         self.token = compile_service.dispatch.set(send)
 
@@ -143,7 +149,7 @@ class _dispatching:
         compile_service.dispatch.reset(self.token)
 
 
-def _chosen() -> Any:
+def _chosen() -> Executor | None:
     if cluster() == "ray":
         return _executor(("ray",), _Ray)
     jobs = _jobs()
@@ -166,18 +172,19 @@ def _adaptive() -> bool:
     return cluster() is None and _jobs() is None and default_jobs() > 1
 
 
-def _local(jobs: int) -> Any:
+def _local(jobs: int) -> Executor:
     return _executor(("local", jobs), lambda: _Local(jobs))
 
 
-def _executor(key: tuple, make: Callable) -> Any:
+def _executor(key: tuple, make: Callable[[], Executor]) -> Executor:
     with _lock:
         if key not in _executors:
             _executors[key] = make()
         return _executors[key]
 
 
-def _request(program: Any, memory: bool, source: Any) -> CompileRequest:
+def _request(program: Program, memory: bool, source: Source) -> CompileRequest:
+    assert source.config is not None  # the compile sets it before asking a worker
     file = source.file
     relative = os.path.relpath(file)
     if not relative.startswith(os.pardir):  # under the current folder: a cluster's working dir
@@ -189,7 +196,7 @@ def _request(program: Any, memory: bool, source: Any) -> CompileRequest:
     )  # fmt: skip
 
 
-def _answered(reply: Any, program: Any) -> dict | None:
+def _answered(reply: tuple[str, Any], program: Program) -> dict | None:
     """A worker's reply: the Compiled's dict, or None where it lowered another
     program (noted, and compiled here)."""
     kind, payload = reply
@@ -215,7 +222,7 @@ class _Local:
         atexit.register(self.close)
 
     def compile(
-        self, program: Any, memory: bool, source: Any, cancelled: Callable[[], bool] | None
+        self, program: Program, memory: bool, source: Source, cancelled: Callable[[], bool] | None
     ) -> dict | None:
         request = _request(program, memory, source)
         for attempt in range(2):  # a worker lost is replaced, and asked once more
@@ -268,7 +275,7 @@ class _Ray:
         self.width = max(1, int(ray.cluster_resources().get("CPU", 1)))
 
     def compile(
-        self, program: Any, memory: bool, source: Any, cancelled: Callable[[], bool] | None
+        self, program: Program, memory: bool, source: Source, cancelled: Callable[[], bool] | None
     ) -> dict | None:
         from remat_tui.core.trace.configured import Cancelled
 
@@ -288,6 +295,9 @@ class _Ray:
         except ray.exceptions.RayError as exc:  # the worker lost after every retry
             notices.add(f"a Ray task was lost ({type(exc).__name__}): compiled here")
         return None
+
+
+Executor = _Local | _Ray  # where a search's compiles run, when not here
 
 
 def _ray_compile(request: CompileRequest) -> tuple[str, object]:

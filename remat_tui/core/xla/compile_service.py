@@ -143,7 +143,8 @@ class Program(NamedTuple):
 class Answer(NamedTuple):
     result: Compiled
     how: str  # COMPILED, IN_WORKER, SAME_PROGRAM or STORED
-    executable: Any = None  # kept only where asked for (a run needs it) and compiled here
+    # kept only where asked for (a run needs it) and compiled here
+    executable: jax.stages.Compiled | None = None
     program: Program | None = None
 
 
@@ -171,7 +172,9 @@ def clear_memo() -> None:
     _memo.clear()
 
 
-def program_of(lowered: Any, dev: Any, label: str, memory: bool, sources: str = "") -> Program:
+def program_of(
+    lowered: jax.stages.Lowered, dev: jax.Device, label: str, memory: bool, sources: str = ""
+) -> Program:
     """The key of `lowered` compiled for `dev` (labelled `label`), with XLA's
     breakdown of the peak read (`memory`; `sources`: the user's files it
     names, as on disk) or not."""
@@ -196,8 +199,8 @@ def _program(module: str, platform_name: str, label: str, memory: bool, sources:
 
 
 def compile_program(
-    lowered: Any,
-    dev: Any,
+    lowered: jax.stages.Lowered,
+    dev: jax.Device,
     label: str,
     spanned: int,
     what: str,
@@ -280,7 +283,13 @@ def _known(program: Program) -> tuple[Compiled, str] | None:
 
 
 def _compile_here(
-    lowered: Any, dev: Any, label: str, spanned: int, what: str, memory: bool, program: Program
+    lowered: jax.stages.Lowered,
+    dev: jax.Device,
+    label: str,
+    spanned: int,
+    what: str,
+    memory: bool,
+    program: Program,
 ) -> Answer:
     # TPU's peak is read from XLA's dump, so a TPU compile always keeps it.
     dumped = memory or dev.platform == "tpu"

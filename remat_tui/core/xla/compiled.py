@@ -111,7 +111,7 @@ def compile_costs(
     config: Config,
     cancelled: Callable[[], bool] | None = None,
     *,
-    device: Any = None,
+    device: jax.Device | None = None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
     source: Source | None = None,
@@ -152,7 +152,7 @@ def compile_answer(
     config: Config,
     cancelled: Callable[[], bool] | None = None,
     *,
-    device: Any = None,
+    device: jax.Device | None = None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
     source: Source | None = None,
@@ -181,7 +181,7 @@ def compile_step(
     config: Config,
     cancelled: Callable[[], bool] | None = None,
     *,
-    device: Any = None,
+    device: jax.Device | None = None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
 ) -> CompiledStep:
@@ -203,7 +203,7 @@ def _compile_kept(
     target: Target,
     config: Config,
     cancelled: Callable[[], bool] | None,
-    dev: Any,
+    dev: jax.Device,
     label: str,
     arguments: tuple[tuple, dict] | None,
     memory: bool,
@@ -223,7 +223,7 @@ def _compile_kept(
 def _compile(
     target: Target,
     config: Config,
-    dev: Any,
+    dev: jax.Device,
     label: str,
     cancelled: Callable[[], bool] | None,
     arguments: tuple[tuple, dict] | None,
@@ -287,7 +287,7 @@ def _sources(target: Target) -> str:
     return digest.hexdigest()[:16]
 
 
-def _abstract(leaf: Any, dev: Any, devices: list, what: str) -> jax.ShapeDtypeStruct:
+def _abstract(leaf: Any, dev: jax.Device, devices: list, what: str) -> jax.ShapeDtypeStruct:
     """The leaf's shape and dtype, placed on `dev`; a leaf sharded over several
     devices keeps its sharding (they must be among `devices`)."""
     aval = jax.typeof(leaf)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remat_tui.core.model import Analysis
 from remat_tui.core.setup import policies
@@ -34,13 +34,16 @@ from remat_tui.core.xla.peak_notes import kept_by_xla, peak_note
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
+if TYPE_CHECKING:
+    import jax
+
 
 def analyze_compiled(
     fn: Any,
     args: tuple | None = None,
     kwargs: dict | None = None,
     policy: str = policies.AS_WRITTEN,
-    device: Any = None,
+    device: str | jax.Device | None = None,
     cancelled: Callable[[], bool] | None = None,
     sites: dict | None = None,
     config: Config | None = None,
@@ -113,7 +116,7 @@ def estimated(a: Analysis, c: Any) -> dict | None:
 def linked(
     target: Target,
     a: Analysis,
-    dev: Any,
+    dev: jax.Device,
     cancelled: Callable[[], bool] | None,
     vs_written: bool = False,
 ) -> Any:

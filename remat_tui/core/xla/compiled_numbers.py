@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.jaxcompat.hlo_text import has_loops
 from remat_tui.core.xla.made import Made
 from remat_tui.core.xla.memory import memory_and_reason
 from remat_tui.core.xla.peak_notes import spaces_note
+
+if TYPE_CHECKING:
+    import jax
 
 ERROR_LINES = 4  # lines of XLA's message a failed compile shows
 
@@ -137,7 +140,7 @@ def _tuples(value: Any) -> Any:
 
 
 def read(
-    executable: Any,
+    executable: jax.stages.Compiled,
     platform: str | None,
     label: str,
     spanned: int,
@@ -148,7 +151,8 @@ def read(
     """XLA's numbers for a compiled executable; on TPU the peak HBM holds over
     the schedule (from the dump); with `memory`, where the peak goes."""
     result = _numbers(executable.memory_analysis(), _costs(executable), label, spanned, seconds)
-    result = replace(result, loops=has_loops(executable.as_text()))
+    text = executable.as_text()  # None where the backend gives none: no loops seen
+    result = replace(result, loops=text is not None and has_loops(text))
     if not dumped:
         return result
     breakdown, why = memory_and_reason(executable, platform)
@@ -167,7 +171,7 @@ def read(
     )
 
 
-def _costs(executable: Any) -> dict:
+def _costs(executable: jax.stages.Compiled) -> dict:
     """XLA's cost analysis: {"flops", "bytes accessed", ...}, or {} where the
     backend has none."""
     try:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -41,6 +41,9 @@ from remat_tui.core.trace.configured import Cancelled, configured_function
 from remat_tui.core.xla.differentiated import Differentiated, differentiated, parameter_positions
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from jax.tree_util import PyTreeDef
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,13 @@ class Lowered:
 
 
 def lower(
-    target: Target, config: Config, leaves: list, in_tree: Any, here: Any, abstract: list, what: str
+    target: Target,
+    config: Config,
+    leaves: list,
+    in_tree: PyTreeDef,
+    here: jax.Device,
+    abstract: list,
+    what: str,
 ) -> Lowered:
     """The gradient, or one training step for a target that says what it
     trains, lowered for `abstract`."""

@@ -90,7 +90,7 @@ class Measured:
         return asdict(self)
 
 
-def check_measurable(device: Any, runs: int) -> None:
+def check_measurable(device: str | jax.Device, runs: int) -> None:
     """Raise RematError when `device` (a label or jax.Device) cannot be run on,
     or `runs` is not a positive count: before anything is compiled."""
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
@@ -113,7 +113,7 @@ def measure(
     runs: int = RUNS,
     cancelled: Callable[[], bool] | None = None,
     *,
-    device: Any = None,
+    device: jax.Device | None = None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = True,
     run_if: Callable[[Compiled], bool] | None = None,
@@ -144,7 +144,7 @@ def measure(
         del step  # the executable and the arguments go now, before the next candidate
 
 
-def device_memory(dev: Any) -> int | None:
+def device_memory(dev: jax.Device) -> int | None:
     """Bytes the device can hold: the backend's limit where it reports one, the
     machine's available memory for the CPU, else None."""
     stats = _memory_stats(dev)
@@ -155,14 +155,16 @@ def device_memory(dev: Any) -> int | None:
     return None
 
 
-def _memory_stats(dev: Any) -> dict | None:
+def _memory_stats(dev: jax.Device) -> dict | None:
     try:
         return dev.memory_stats()
     except Exception:  # a backend without them
         return None
 
 
-def _run(step: CompiledStep, dev: Any, runs: int, cancelled: Callable[[], bool] | None) -> Measured:
+def _run(
+    step: CompiledStep, dev: jax.Device, runs: int, cancelled: Callable[[], bool] | None
+) -> Measured:
     lowered = step.lowered
     assert lowered is not None  # compile_step keeps how to call what it compiled
     before = _memory_stats(dev)
@@ -209,7 +211,9 @@ def _cause(exc: Exception) -> str:
     return f"{type(exc).__name__}: {_first_line(message)}"
 
 
-def _peak(before: dict | None, after: dict | None, dev: Any) -> tuple[int | None, str | None]:
+def _peak(
+    before: dict | None, after: dict | None, dev: jax.Device
+) -> tuple[int | None, str | None]:
     if not after or "peak_bytes_in_use" not in after:
         return None, f"the {dev.platform} backend reports no memory statistics"
     earlier = int((before or {}).get("peak_bytes_in_use", 0))

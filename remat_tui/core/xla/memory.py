@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING
 
 from remat_tui.core.jaxcompat import buffers as xla
 from remat_tui.core.jaxcompat.hlo_text import DumpUnreadable
@@ -36,6 +36,9 @@ from remat_tui.core.xla.memory_accounting import (  # noqa: F401 (re-exported: t
 )
 from remat_tui.core.xla.occupancy import MAX_CURVE_POINTS  # noqa: F401 (re-exported)
 
+if TYPE_CHECKING:
+    import jax
+
 # --- compiling with XLA's record, and reading it ------------------------------
 
 # Executables compiled here, each with what was read from its dump (a Dump, or
@@ -43,7 +46,9 @@ from remat_tui.core.xla.occupancy import MAX_CURVE_POINTS  # noqa: F401 (re-expo
 _records: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def compile_with_memory(lowered: Any, compiler_options: dict | None = None) -> Any:
+def compile_with_memory(
+    lowered: jax.stages.Lowered, compiler_options: dict | None = None
+) -> jax.stages.Compiled:
     """`lowered.compile(...)` with XLA's dump written to a temporary directory
     for this compile alone, read, and removed; `memory_of` on the executable
     it returns then has something to read. Compile errors propagate as from
@@ -68,7 +73,9 @@ def compile_with_memory(lowered: Any, compiler_options: dict | None = None) -> A
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def memory_of(executable: Any, platform: str | None = None) -> Memory | None:
+def memory_of(
+    executable: jax.stages.Compiled | jax.stages.Lowered, platform: str | None = None
+) -> Memory | None:
     """Where the compiled memory of `executable` goes; None when there is
     nothing to read (`memory_and_reason` says why). `executable` is one
     `compile_with_memory` returned, or a `jax.stages.Lowered`, compiled here
@@ -77,7 +84,7 @@ def memory_of(executable: Any, platform: str | None = None) -> Memory | None:
 
 
 def memory_and_reason(
-    executable: Any, platform: str | None = None
+    executable: jax.stages.Compiled | jax.stages.Lowered, platform: str | None = None
 ) -> tuple[Memory | None, str | None]:
     if not hasattr(executable, "memory_analysis") and hasattr(executable, "compile"):
         executable = compile_with_memory(executable)

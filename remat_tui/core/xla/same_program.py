@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
 
 import jax
 from jax.tree_util import tree_flatten
@@ -37,7 +36,7 @@ NAMES_CHECKED = 8  # names of the outer policy checked, at most (one lowering ea
 def program_key(
     target: Target,
     config: Config,
-    device: Any = None,
+    device: jax.Device | None = None,
     arguments: tuple[tuple, dict] | None = None,
     cancelled: Callable | None = None,
 ) -> str:
@@ -51,7 +50,7 @@ def program_key(
 def lowered_step(
     target: Target,
     config: Config,
-    dev: Any,
+    dev: jax.Device,
     arguments: tuple[tuple, dict] | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> jax.stages.Lowered:
@@ -71,7 +70,7 @@ def lowered_step(
 def verdicts(
     target: Target,
     config: Config,
-    dev: Any,
+    dev: jax.Device,
     arguments: tuple[tuple, dict],
     flagged: list[Applied],
     cancelled: Callable[[], bool] | None = None,

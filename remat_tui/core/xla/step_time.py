@@ -44,10 +44,13 @@ where no later candidate can beat the best that fits.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remat_tui.core.setup.devices import resolve_device
 from remat_tui.core.xla import chips
+
+if TYPE_CHECKING:
+    import jax
 
 MODEL = "roofline"
 
@@ -114,7 +117,7 @@ class StepCounts:
         return cls(get("flops"), get("transcendentals"), get("bytes_accessed"), bool(get("loops")))
 
 
-def chip_of(device: Any) -> chips.Chip | None:
+def chip_of(device: str | jax.Device) -> chips.Chip | None:
     """The chip a device label (`tpu:v5e:2x2`, `cpu:0`) or jax.Device is, if
     the table knows it."""
     try:

@@ -26,9 +26,9 @@ local GPU's limit is the device's memory, scaled by
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from remat_tui.core.jaxcompat import hlo_text, xla_remat_pass
 from remat_tui.core.setup.config import Config
@@ -41,6 +41,9 @@ from remat_tui.core.xla.memory import compile_with_memory
 from remat_tui.core.xla.same_program import lowered_step
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    import jax
 
 TPU_LIMIT_FLAG = xla_remat_pass.TPU_LIMIT_OPTION
 JAX_FLAG = xla_remat_pass.JAX_OPTION
@@ -122,7 +125,7 @@ def remat_pass(
     )
 
 
-def _compile(lowered: Any, dev: Any, options: dict) -> tuple[Compiled, Any]:
+def _compile(lowered: jax.stages.Lowered, dev: jax.Device, options: dict) -> tuple[Compiled, Any]:
     """(the Compiled, the clones XLA's pass made), for `lowered` compiled with `options`."""
     start = time.perf_counter()
     label = device_label(dev)
@@ -135,7 +138,9 @@ def _compile(lowered: Any, dev: Any, options: dict) -> tuple[Compiled, Any]:
         return does_not_fit(str(exc), label, 1, time.perf_counter() - start), []
     seconds = time.perf_counter() - start
     result = read(executable, dev.platform, label, 1, seconds, True, True)
-    module = hlo_text.parse_hlo(executable.as_text())
+    text = executable.as_text()
+    assert text is not None  # a TPU executable compiled here has its HLO text
+    module = hlo_text.parse_hlo(text)
     return result, clones(module)
 
 
@@ -148,7 +153,9 @@ def _figures(c: Compiled) -> dict:
             "seconds": seconds}  # fmt: skip
 
 
-def _words(acted, fits, found, under, free, flag) -> str:
+def _words(
+    acted: bool, fits: bool, found: Sequence[str], under: dict, free: dict, flag: str
+) -> str:
     if not fits:
         return (f"the step does not fit {flag} even with XLA's rematerialization: it needs "
                 f"{human_bytes(under['peak_bytes'] or 0)}")  # fmt: skip
