@@ -9,9 +9,9 @@ JAX's private structure too. core/trace/rules.py puts the answer in words.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from remat_tui.core.jaxcompat.objects import JaxprEqn, Var
+from remat_tui.core.jaxcompat.policies import Policy
 from remat_tui.core.jaxcompat.remat import policy_question
 from remat_tui.core.jaxcompat.version import expects
 
@@ -27,7 +27,7 @@ class Decision:
     dst: str | None = None
 
 
-def decide(policy: Any, eqn: JaxprEqn) -> Decision:
+def decide(policy: Policy, eqn: JaxprEqn) -> Decision:
     """`policy`'s decision at `eqn`, called exactly as JAX's partial evaluation
     calls it on the equations under a checkpoint (it ran on this very
     equation while JAX traced, so it does not raise now): `policy_question`

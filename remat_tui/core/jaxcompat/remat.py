@@ -10,6 +10,7 @@ from typing import Any
 import jax
 
 from remat_tui.core.jaxcompat.objects import Jaxpr, JaxprEqn
+from remat_tui.core.jaxcompat.policies import Policy
 from remat_tui.core.jaxcompat.private import ad_checkpoint as _ac
 from remat_tui.core.jaxcompat.sources import in_library, outermost_own_function
 from remat_tui.core.jaxcompat.version import expects
@@ -50,7 +51,7 @@ def remat_body(eqn: JaxprEqn) -> Jaxpr:
 
 
 @expects("a checkpoint equation to hold its policy")
-def remat_policy(eqn: JaxprEqn) -> Any:
+def remat_policy(eqn: JaxprEqn) -> Policy | None:
     """The policy a checkpoint equation was bound with (None: JAX's default,
     nothing_saveable; remat3 also stores nothing_saveable as None)."""
     hi = _hi(eqn)
@@ -58,7 +59,7 @@ def remat_policy(eqn: JaxprEqn) -> Any:
 
 
 @expects("a checkpoint equation whose policy can be replaced")
-def with_policy(eqn: JaxprEqn, policy: Any) -> JaxprEqn:
+def with_policy(eqn: JaxprEqn, policy: Policy | None) -> JaxprEqn:
     """The checkpoint equation bound with `policy` instead, all else kept."""
     hi = _hi(eqn)
     if hi is None:

@@ -23,6 +23,7 @@ from remat_tui.core.jaxcompat.objects import (
     like,
     open_jaxpr,
 )
+from remat_tui.core.jaxcompat.policies import Policy
 from remat_tui.core.jaxcompat.private import source_info_util
 from remat_tui.core.jaxcompat.remat import is_remat, with_policy
 from remat_tui.core.jaxcompat.sources import calling_file, outermost_own_function
@@ -71,7 +72,7 @@ def scan_loop(eqn: JaxprEqn) -> ScanLoop | None:
     )
 
 
-def body_with_policies(loop: ScanLoop, policy: Any) -> Any:
+def body_with_policies(loop: ScanLoop, policy: Policy) -> Any:
     """The loop's closed body with every checkpoint at its top level bound
     with `policy` instead."""
     body = loop.open_body

@@ -92,7 +92,7 @@ def flat_function(target: Target, fn: Callable, in_tree: PyTreeDef) -> Callable:
     return flat_fn
 
 
-def _checkpointed(flat_fn: Callable, jax_policy: Any) -> Callable:
+def _checkpointed(flat_fn: Callable, jax_policy: jc.Policy) -> Callable:
     return jax.checkpoint(flat_fn, policy=jax_policy)
 
 

@@ -51,7 +51,7 @@ class InEffect:
 
     spec: policies.PolicySpec | None
     label: str
-    policy: object
+    policy: jc.Policy
     site: int | None
     function: str | None = None
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.model import Site, Source, Wrapper
@@ -46,7 +45,7 @@ class FoundSite:
     index: int  # the remat equation's index in that jaxpr
     lines: frozenset[tuple[str, int]] = field(default_factory=frozenset)  # its body's lines
     body: jc.Jaxpr | None = None  # the remat equation's body jaxpr
-    policy: Any = None  # the policy the code binds there (a JAX policy callable)
+    policy: jc.Policy | None = None  # the policy the code binds there
     _frames: dict | None = field(default=None, repr=False)
 
     def frames(self) -> dict:
