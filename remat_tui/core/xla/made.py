@@ -243,7 +243,7 @@ class _Readers:
 _PASSING = frozenset({"get-tuple-element", "broadcast", "copy-start"})
 
 
-def _made(key: str, instruction: hlo_text.Instruction, shape: str, where: str, **more) -> Made:
+def _made(key: str, instruction: hlo_text.Instruction, shape: str, where: str, **more: Any) -> Made:
     more.setdefault("aliases", _aliases([instruction]))
     return Made(
         key=key,
