@@ -149,6 +149,7 @@ def _recalibrate() -> None:
     from remat_tui.core.xla.chips import recalibrate_cpu
 
     calibration = recalibrate_cpu().calibration
+    assert calibration is not None  # measured just now
     print(
         f"remat-tui: calibrated this CPU's rates in {calibration.measuring_seconds:.1f} s; "
         + (f"kept in {calibration.file}" if calibration.file else calibration.not_kept),

@@ -66,8 +66,8 @@ def run(target, opts: argparse.Namespace, fmt: str, checks: dict):
         from remat_tui.core.xla.compiled_analysis import analyze_compiled
         from remat_tui.report.write import write_atomic
 
-        config = Config.make(opts.policy or "as_written", sites, opts.device, target.policies)
-        a = analyze_compiled(target, config=config)
+        written = Config.make(opts.policy or "as_written", sites, opts.device, target.policies)
+        a = analyze_compiled(target, config=written)
         path = write_atomic(opts.write, json.dumps(checking.baseline(a, target), indent=2) + "\n")
         peak = (
             f"compiled peak {human_bytes(a.compiled.peak_bytes)} on {a.compiled.device}"
@@ -77,7 +77,7 @@ def run(target, opts: argparse.Namespace, fmt: str, checks: dict):
         said = f"baseline: {len(a.residuals)} residuals, {peak}; written to {path}\n"
         return said, a.warnings, lambda: 0
     saved = checks["baseline"]
-    config = None
+    config: Config | None = None
     if opts.policy is not None or sites or opts.device is not None:
         base = checking.config_of(saved, target.policies)
         config = Config.make(

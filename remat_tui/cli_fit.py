@@ -104,13 +104,14 @@ def run(target, opts, fmt, checks):
             f"remat-tui: cancelled: {count(len(result.rows), 'row')} found so far, below",
             file=sys.stderr,
         )
-    failed = [r for r in result.rows if (r.measured or {}).get("error") and r.measured["fits"]]
+    failed = [r for r in result.rows if (m := r.measured or {}).get("error") and m["fits"]]
 
     def status() -> int:
         if failed:
+            first = (failed[0].measured or {})["error"].splitlines()[0]
             print(
                 f"remat-tui: error: {len(failed)} configuration(s) raised when run on the "
-                f"device: {failed[0].measured['error'].splitlines()[0]} The rows are in the "
+                f"device: {first} The rows are in the "
                 "report; fix the step, or drop --measure to rank by the estimate.",
                 file=sys.stderr,
             )

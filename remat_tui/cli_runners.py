@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from remat_tui import cli_check, cli_fit
 from remat_tui.core.units import count
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.compare import Row
 
 
 def _analysis(target, opts, compiled: bool, vs_written: bool = False):
@@ -56,7 +60,7 @@ def _compare(target, opts, fmt, checks):
     from remat_tui.core.search.compare import compare
     from remat_tui.report.costs import render_compare
 
-    rows = []
+    rows: list[Row] = []
     try:
         result = compare(target, policies=opts.policy, on_row=rows.append, **_search_options(opts))
     except KeyboardInterrupt:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
@@ -24,6 +25,10 @@ from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
 
 SITES_OFFERED = 8  # sites whose policies are offered one by one
+
+
+class _Offering(Protocol):
+    def palette_choices(self) -> PaletteChoices: ...
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,11 @@ class RematCommands(Provider):
         help is offered, as only help and quit keys work there."""
         return self.screen is self.app.screen_stack[0]
 
+    def _choices(self) -> PaletteChoices:
+        """RematApp's choices (the palette runs in it; this module cannot name
+        the App class: app/main.py imports this one)."""
+        return cast(_Offering, self.app).palette_choices()
+
     def _run(self, action: str) -> Callable:
         return partial(self.app.run_action, action, self.screen)
 
@@ -68,7 +78,7 @@ class RematCommands(Provider):
     def _commands(self) -> list[tuple[str, Callable, str]]:
         if not self.over_main_screen:
             return [("Help: keys", self._run("app.help"), "every key")]
-        c = self.app.palette_choices()
+        c = self._choices()
         out = [
             (f"Policy: {s}", self._post(PolicyWanted(spec)), f"analyse under {s}")
             for s, spec in c.policies.items()
@@ -109,7 +119,7 @@ class RematCommands(Provider):
                 yield Hit(score, matcher.highlight(title), callback, help=help_text)
         if not self.over_main_screen:
             return
-        c = self.app.palette_choices()
+        c = self._choices()
         if c.declared is None:
             return
         if query.startswith("site ") and ":" in query:

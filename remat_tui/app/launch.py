@@ -51,7 +51,9 @@ def _stdout_off_the_screen():
     saved = os.dup(1)
     # Textual measures the screen with shutil.get_terminal_size(), which asks
     # sys.__stdout__: it must still be the terminal, or every size reads 80x24.
-    real_stdout, sys.__stdout__ = sys.__stdout__, os.fdopen(os.dup(saved), "w")
+    # (typeshed marks sys.__stdout__ Final: replacing it here is the point)
+    real_stdout = sys.__stdout__
+    sys.__stdout__ = os.fdopen(os.dup(saved), "w")  # type: ignore[misc]
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.close(devnull)
@@ -61,4 +63,4 @@ def _stdout_off_the_screen():
         os.dup2(saved, 1)
         os.close(saved)
         sys.__stdout__.close()
-        sys.__stdout__ = real_stdout
+        sys.__stdout__ = real_stdout  # type: ignore[misc]  # as above

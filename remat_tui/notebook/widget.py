@@ -34,6 +34,7 @@ import pathlib
 import anywidget
 import traitlets
 
+from remat_tui.core.model import Analysis
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import available_devices
@@ -84,7 +85,7 @@ class RematWidget(anywidget.AnyWidget):
 
     def __init__(self, target: Target):
         self.target = target
-        self.analysis = None  # the Analysis shown
+        self.analysis: Analysis | None = None  # the Analysis shown
         self._composing = False  # set while a change of one control sets another
         # the controls (policy, name_states, device) of the latest request made,
         # and of each config asked for: what bad input or a failed trace restores

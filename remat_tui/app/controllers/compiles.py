@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from textual.app import App
 from textual.message import Message
@@ -29,14 +30,18 @@ from remat_tui.errors import RematError
 from remat_tui.report.memory import peak_make_up
 from remat_tui.report.units import human_bytes, human_seconds
 
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled_numbers import Compiled
+    from remat_tui.core.xla.measure import Measured
+
 MEASURE_RUNS = 5  # `x`: timed runs of each step shown, after a warm-up
 
 
 @dataclass
 class CompileReady(Message):
     key: tuple
-    compiled: object
-    measured: object = None  # a Measured, when the step was run too
+    compiled: Compiled
+    measured: Measured | None = None  # when the step was run too
 
 
 @dataclass
@@ -50,8 +55,8 @@ class Compiles:
 
     def __init__(self, app: App):
         self.app = app  # Textual's: run_worker, post_message, log
-        self.known: dict[tuple, object] = {}  # compiled numbers per request key
-        self.measured: dict[tuple, object] = {}  # what running it took, per request key
+        self.known: dict[tuple, Compiled] = {}  # compiled numbers per request key
+        self.measured: dict[tuple, Measured] = {}  # what running it took, per request key
         self.runs: int | None = None  # `x`: run each step this many times (None: don't)
         self.compiling: tuple | None = None  # the key being compiled
         self.started = 0.0
@@ -171,23 +176,28 @@ class Compiles:
         if self.process is not None:
             self.process.close()
 
+    def known_of(self, key: tuple | None) -> Compiled | None:
+        """The compiled numbers for `key`, when known (None: no request)."""
+        return self.known.get(key) if key is not None else None
+
     def measured_words(self, key: tuple | None, estimate: dict | None) -> str | None:
         """`measured 1.21 ms (est. ~1.10 ms)` while `x` is on and it was run;
         why not, where it could not be; None otherwise."""
         if self.runs is None:
             return None
-        m = self.measured.get(key)
+        m = self.measured.get(key) if key is not None else None
         est = f"est. ~{human_seconds(estimate['seconds'])}" if estimate else None
         if m is None:
             return est and f"measuring… ({est})"
         if m.error:
             return f"not measured: {m.error.splitlines()[0]}"
+        assert m.min_seconds is not None  # run, and no error
         return f"measured {human_seconds(m.min_seconds)}" + (f" ({est})" if est else "")
 
     def headline(self, key: tuple | None, show_timings: bool) -> str | None:
         """`peak 1.2 GiB/device (compiled, ...)` when known, `compiling 3.1 s`
         while it runs, else None."""
-        known = self.known.get(key)
+        known = self.known_of(key)
         if known is not None and not known.fits:
             needed = (
                 f": needs {human_bytes(known.needed_bytes)}/device" if known.needed_bytes else ""

@@ -10,8 +10,13 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
 
-_before: dict[int, object] = {}  # id(app) -> the SIGHUP handler it replaced
+# what signal.getsignal answers
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+_before: dict[int, Handler] = {}  # id(app) -> the SIGHUP handler it replaced
 
 
 def _settable() -> bool:

@@ -195,7 +195,6 @@ class Opening:
         """Where the compiled peak of the shown configuration goes (once p
         compiled it)."""
         shown, known, compiling = scene.shown, self.shown_compile(scene), scene.wanted.compiled
-        headline = self.headline(scene) if shown is not None else None
         if known is None:
             hint = (
                 "compiling it: w again once the peak shows"
@@ -218,6 +217,8 @@ class Opening:
         # The compile child knows no residuals: the buffers get their R# here,
         # from the analysis shown (the one whose configuration was compiled).
         _, memory = link(shown.residuals, known)
+        assert memory is not None  # known.memory is: a breakdown to name the buffers of
+        headline = self.headline(scene)
         await self.app.push_screen(MemoryScreen(memory, headline), self.open_line)
 
     async def pick_target(self, scene: Scene) -> None:

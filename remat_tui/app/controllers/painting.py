@@ -67,12 +67,12 @@ class Painter:
         compile's headline while `p` is on)."""
         self.view().show_snippet(a.python)
         self.view().set_status(self.status_text(s, a))
-        known = self.compiles.known.get(s.key_of(a)) if s.wanted.compiled else None
+        known = self.compiles.known_of(s.key_of(a)) if s.wanted.compiled else None
         self.view().show_compiled(known)  # the story's XLA part (y)
 
     def status_text(self, s: Scene, a) -> str:
         base = self.analyses.cache.get(s.baseline_key())
-        known = self.compiles.known.get(s.key_of(a)) if s.wanted.compiled else None
+        known = self.compiles.known_of(s.key_of(a)) if s.wanted.compiled else None
         devices = known.devices if known is not None else None
         return summary(a, base, self.show_timings, self.headline(s, a), devices=devices)
 
@@ -83,7 +83,7 @@ class Painter:
             return None
         key = s.key_of(a)
         headline = self.compiles.headline(key, self.show_timings)
-        known = self.compiles.known.get(key)
+        known = self.compiles.known_of(key)
         if headline is None or known is None:
             return headline
         from remat_tui.core.xla.compiled_analysis import estimated

@@ -102,6 +102,7 @@ class Reloader:
         if error is not None:
             self.app.post_message(ReloadFailed(generation, error, watched))
         else:
+            assert targets is not None  # import_targets gives targets or an error
             self.app.post_message(Reloaded(generation, targets, watched))
 
     def answers(self, message: Reloaded | ReloadFailed) -> bool:

@@ -98,7 +98,9 @@ class Showing:
         """Compile what is shown, unless compiling is off or it is known already."""
         scene = self.holder.scene()
         if scene.wanted.compiled and scene.shown is not None and scene.target is not None:
-            self.compiles.compile(scene.key_of(scene.shown), scene.target)
+            key = scene.key_of(scene.shown)
+            assert key is not None  # there is a target
+            self.compiles.compile(key, scene.target)
 
     # ---- an analysis shown --------------------------------------------------------------
 

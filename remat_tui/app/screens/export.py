@@ -37,6 +37,11 @@ def format_for(path: str, pressed: str) -> tuple[str | None, str | None]:
     )
 
 
+def _format_of(button: RadioButton) -> str:
+    assert button.name is not None  # each format's button is named by its format
+    return button.name
+
+
 class ExportScreen(ModalScreen[tuple[str, str] | None]):
     """Path and format for an export; returns (path, format). `error` says why the
     last attempt failed (the dialog reopens on its path)."""
@@ -74,10 +79,11 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
     @on(RadioSet.Changed)
     def format_changed(self, event: RadioSet.Changed) -> None:
         path_input = self.query_one("#path", Input)
-        fmt, _ = format_for(path_input.value.strip(), event.pressed.name)
-        if fmt != event.pressed.name:
+        pressed = _format_of(event.pressed)
+        fmt, _ = format_for(path_input.value.strip(), pressed)
+        if fmt != pressed:
             stem, _ = os.path.splitext(path_input.value.strip())
-            path_input.value = f"{stem}.{event.pressed.name}"
+            path_input.value = f"{stem}.{pressed}"
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#export")
@@ -89,10 +95,11 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
         if not path:
             self.say("give a file path")
             return
-        fmt, error = format_for(path, pressed.name if pressed else EXPORT_FORMATS[0])
+        fmt, error = format_for(path, _format_of(pressed) if pressed else EXPORT_FORMATS[0])
         if error:
             self.say(error)
             return
+        assert fmt is not None  # format_for gives a format or why not
         self.dismiss((path, fmt))
 
     @on(Button.Pressed, "#cancel")

@@ -4,6 +4,7 @@ fit), each row keyed by its index in the screen's rows."""
 
 from __future__ import annotations
 
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 
@@ -12,5 +13,6 @@ def highlighted_config(table: DataTable, rows: list):
     none (no rows yet, or no cursor)."""
     if not rows or table.cursor_row is None or not table.row_count:
         return None
-    key = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+    key = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
+    assert key is not None  # each row is keyed by its index
     return rows[int(key)].config

@@ -59,7 +59,7 @@ def _pane(view: JaxprView, var_of: list[str | None]) -> PaneDrawing:
 
 
 def draw(a: Analysis) -> Drawing:
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (f"R{i}", r.aval, _size(r), r.kind, *_computed(r)) for i, r in enumerate(a.residuals, 1)
     ]
     widths = [max([len(c)] + [len(row[i]) for row in rows]) for i, c in enumerate(TABLE_COLUMNS)]

@@ -162,8 +162,8 @@ class CodeView(LineView, can_focus=True):
             base = self.frame_styles["base"]
             strip = strip.apply_style(base)
             if background:  # over every cell, the gutter's included: the whole row is marked
-                mark = Style(bgcolor=(base + self.frame_styles[background]).bgcolor)
-                strip = Strip(Segment.apply_style(strip, post_style=mark), width)
+                marked = Style(bgcolor=(base + self.frame_styles[background]).bgcolor)
+                strip = Strip(Segment.apply_style(strip, post_style=marked), width)
             self._strips[key] = strip
         return strip
 

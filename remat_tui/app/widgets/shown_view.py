@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.content import Content
 from textual.markup import escape
@@ -24,6 +25,11 @@ from remat_tui.app.widgets.residual_table import ResidualTable
 from remat_tui.app.widgets.sidebar import Sidebar
 from remat_tui.app.widgets.story_panel import StoryPanel
 from remat_tui.report.units import human_bytes
+
+if TYPE_CHECKING:
+    from remat_tui.app.state.drawing import Drawing
+    from remat_tui.core.model import Analysis
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 NO_LINES: frozenset[int] = frozenset()
 PANES = ("#forward", "#backward", "#residuals", "#source")
@@ -66,10 +72,10 @@ class ShownView:
         self.screen = screen
         self.sources: dict[str, list[str]] = {}  # the files the source pane has shown
         self.source_file: str | None = None
-        self.analysis = None  # the analysis drawn last, with its Drawing
-        self.drawing = None
+        self.analysis: Analysis | None = None  # the analysis drawn last, with its Drawing
+        self.drawing: Drawing | None = None
         self.target_file: str | None = None  # shown for a residual with no line of its own
-        self.compiled = None  # the shown analysis's compile, once known: the story's XLA part
+        self.compiled: Compiled | None = None  # the shown analysis's compile, once known
         self.view: View | None = None  # remembered before a reload (`remember_view`)
 
     def query_one(self, selector, expect_type=None):
@@ -154,7 +160,8 @@ class ShownView:
         """Show `path` in the source pane, its residual-producing lines marked, and
         select `line` (0-based) if given."""
         pane = self.query_one("#source", CodeView)
-        marked = self.drawing.source_lines.get(path, NO_LINES) if path else NO_LINES
+        drawn = self.drawing  # None before the first analysis is drawn: nothing marked
+        marked = drawn.source_lines.get(path, NO_LINES) if path and drawn is not None else NO_LINES
         if path and path != self.source_file:
             if path not in self.sources:
                 try:

@@ -41,7 +41,7 @@ class StoryPanel(Static):
         if r.story is not None and r.story.xla is None:
             missing = NOT_COMPILED if compiled is None else "no breakdown of the compile"
             rows.append(("XLA", missing))
-        parts = [Content.styled(head, "bold")]
+        parts: list[Content | str] = [Content.styled(head, "bold")]
         for label, words in rows:
             parts += ["\n", Content.styled(f"{label:<8} ", "dim"), _words(words)]
         text = Content.assemble(*parts)

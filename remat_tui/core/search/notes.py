@@ -39,7 +39,7 @@ def notes_for(a: Analysis, baseline: Baseline | None = None) -> list[str]:
         and tuple(r.text for r in a.residuals) == baseline.residuals
         and a.flops["recompute"] == baseline.recompute_flops
     )
-    if same:
+    if same and baseline is not None:  # `same` says it is
         out.insert(0, f"changes nothing: the same residuals and recomputation as {baseline.label}")
     return out
 
