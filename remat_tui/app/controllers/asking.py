@@ -88,6 +88,7 @@ class Asking:
         if s.scope is None:
             self.policy(composed)
         else:  # an id set earlier for one of the function's sites would win: it goes
+            assert s.shown is not None  # the scope is one of its sites
             config = s.wanted.config.at_function(s.shown.sites, s.scope.function, composed)
             self.want(s.wanted.with_sites(dict(config.site_specs)))
 
@@ -122,4 +123,5 @@ def _spec(s: Scene, policy: Policy) -> policies.PolicySpec:
     if isinstance(policy, policies.PolicySpec):
         return policy
     listed = s.listed.get(policy)
-    return listed if listed is not None else policies.parse(policy, s.target.policies)
+    declared = s.target.policies if s.target is not None else None  # asked with a target
+    return listed if listed is not None else policies.parse(policy, declared)

@@ -216,6 +216,7 @@ class Opening:
 
         # The compile child knows no residuals: the buffers get their R# here,
         # from the analysis shown (the one whose configuration was compiled).
+        assert shown is not None  # its compile is known
         _, memory = link(shown.residuals, known)
         assert memory is not None  # known.memory is: a breakdown to name the buffers of
         headline = self.headline(scene)

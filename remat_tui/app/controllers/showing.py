@@ -110,7 +110,8 @@ class Showing:
         loaded = replace(self.holder.loaded, shown=a)
         self.holder.loaded = loaded
         view = self.view()
-        view.draw(a, self.analyses.drawing(a), loaded.target.file)
+        target_file = loaded.target.file if loaded.target is not None else None  # it is there
+        view.draw(a, self.analyses.drawing(a), target_file)
         self.paint_title()
         self.paint_status(a)
         # What the command line asked for and could not have is said with the

@@ -5,12 +5,17 @@ last suggest budget as a vertical line."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual_plotext import PlotextPlot
 
 from remat_tui.errors import RematError
 from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit, parse_size
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.compare import Row
 
 SECOND_UNITS = (("µs", 1e-6), ("ms", 1e-3), ("s", 1.0))
 
@@ -36,7 +41,9 @@ class Drawn:
 LEGEND_ROOM = 1.3  # the y axis reaches 30% above the highest point
 
 
-def draw_compare_chart(plot: PlotextPlot, rows: list, budget: str | None, compiled: bool):
+def draw_compare_chart(
+    plot: PlotextPlot, rows: Sequence[Row], budget: str | None, compiled: bool
+) -> Drawn | None:
     """Draw `rows` (compare's) on `plot`: each axis in the unit its values read
     best in; memory on a log scale when one row needs 20x another (an outlier
     would squash the rest); `budget` (the last suggest's text) as a vertical

@@ -9,6 +9,7 @@ is pressed); the buttons are a shortcut that rewrites the extension.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from textual import on
 from textual.app import ComposeResult
@@ -17,6 +18,8 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
+
+from remat_tui.core.model import Analysis
 
 EXPORT_FORMATS = ("html", "md", "json", "svg")
 EXTENSIONS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
@@ -108,7 +111,7 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
             self.dismiss(None)
 
 
-def write_export(path: str, fmt: str, analysis, screenshot) -> str:
+def write_export(path: str, fmt: str, analysis: Analysis, screenshot: Callable[[], str]) -> str:
     """Write `analysis` as `fmt` (html, md, json, as `remat-tui report` writes
     them), or for svg what `screenshot()` returns, to `path` atomically;
     the path written. A failure raises RematError saying why."""

@@ -4,11 +4,16 @@ fit), each row keyed by its index in the screen's rows."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
+if TYPE_CHECKING:
+    from remat_tui.core.setup.config import Config
 
-def highlighted_config(table: DataTable, rows: list):
+
+def highlighted_config(table: DataTable, rows: list) -> Config | None:
     """The `config` of the row under `table`'s cursor, or None when there is
     none (no rows yet, or no cursor)."""
     if not rows or table.cursor_row is None or not table.row_count:

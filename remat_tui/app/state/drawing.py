@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.core.model import Analysis, JaxprView, Residual
 from remat_tui.report.units import human_bytes, what, where
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
@@ -74,17 +74,17 @@ def draw(a: Analysis) -> Drawing:
     )
 
 
-def _computed(r) -> tuple[str, str, str]:
+def _computed(r: Residual) -> tuple[str, str, str]:
     """(what, ×trip count, source) from the residual's origin, else JAX's own."""
     o = r.origin
     if o is None or (o.primitive is None and o.name is None):
         return what(r), "", where(r)
-    label = f"name '{o.name}'" if o.name else o.primitive
+    label = f"name '{o.name}'" if o.name else o.primitive or ""
     times = f"×{o.trip_count}" if o.trip_count else ""
     return label, times, o.source.short() if o.source else where(r)
 
 
-def _size(r) -> str:
+def _size(r: Residual) -> str:
     """Bytes, and a device's share when the residual is sharded."""
     if r.bytes_per_device is None:
         return human_bytes(r.bytes)
