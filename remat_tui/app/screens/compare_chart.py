@@ -65,7 +65,10 @@ def draw_compare_chart(
         y_unit, y_size = axis_unit(max(r.cost[0] for r in rows), SECOND_UNITS)
         ys = [r.cost[0] / y_size for r in rows]
         kind = "measured step" if measured else "est. step"
-        y_label, y_what = f"{kind} ({y_unit}, {rows[0].time['chip']})", "step time"
+        # the chip the estimates are for; none on a chip the table does not know
+        chip = next((r.time["chip"] for r in rows if r.time), None)
+        y_label = f"{kind} ({y_unit}, {chip})" if chip else f"{kind} ({y_unit})"
+        y_what = "step time"
     else:
         y_unit, y_size = axis_unit(max(r.recompute_flops for r in rows), FLOP_UNITS)
         ys = [r.recompute_flops / y_size for r in rows]
