@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from remat_tui.core.jaxcompat import primitives
-from remat_tui.core.jaxcompat.objects import Jaxpr, JaxprEqn, Var
+from remat_tui.core.jaxcompat.objects import Atom, Jaxpr, JaxprEqn, Var
 from remat_tui.core.jaxcompat.private import api_util as _api_util
 from remat_tui.core.jaxcompat.remat import checkpoint_name
 from remat_tui.core.jaxcompat.version import version_tuple
@@ -25,13 +25,11 @@ def arg_names(fn: Callable, args: tuple, kwargs: dict) -> tuple[str, ...]:
     return tuple(info.arg_names or ())
 
 
-def looked_through(jaxpr: Jaxpr) -> dict[Var, Var]:
+def looked_through(jaxpr: Jaxpr) -> dict[Var, Atom]:
     """Residual variable -> the variable JAX names it by: the input of the
     reduce_precision that copied it (JAX does not count that as the producer)."""
-    subst: dict[Var, Var] = {
-        e.outvars[0]: e.invars[0]  # type: ignore[misc]  # a reduce_precision's input is a Var
-        for e in jaxpr.eqns
-        if primitives.is_reduce_precision(e)
+    subst: dict[Var, Atom] = {
+        e.outvars[0]: e.invars[0] for e in jaxpr.eqns if primitives.is_reduce_precision(e)
     }
     if not _CHAINS:
         return subst

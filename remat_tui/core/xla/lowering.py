@@ -153,7 +153,7 @@ def _lower_step(
         if not (
             isinstance(out, tuple)
             and len(out) in (2, 3)
-            # PyTreeDef's stub declares no __eq__ (it has one)
+            # jax's PyTreeDef aliases a compiled type mypy cannot read (it has __eq__)
             and jax.tree.structure(out[:2]) == want  # type: ignore[operator]
         ):
             raise RematError(
