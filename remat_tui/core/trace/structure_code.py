@@ -83,7 +83,8 @@ def code_for(scan: FoundScan, structure: Structure) -> tuple[str, str]:
     else:
         head = [
             f"# {where}: its scan of {n} layers, the first {k} under "
-            f"{structure.first.canonical}, the other {n - k} under {structure.rest.canonical}.",
+            f"{structure.parts[0].canonical}, the other {n - k} under "
+            f"{structure.parts[1].canonical}.",
             calls,
             f"#     carry, ys = split_scan(step_first, step_rest, init, xs, first={k})",
             *_split_steps(scan, structure),
@@ -106,8 +107,9 @@ def _split_steps(scan: FoundScan, structure: Structure) -> list[str]:
     where it applies none); `with NAME = EXPRESSION` where it can be
     written as one."""
     lines = []
-    for name, spec in (("step_first", structure.first), ("step_rest", structure.rest)):
-        written = spec.kind == policies.AS_WRITTEN
+    for name, part in zip(("step_first", "step_rest"), structure.parts, strict=True):
+        spec: policies.PolicySpec | None = part
+        written = part.kind == policies.AS_WRITTEN
         if written and not scan.checkpointed:
             lines.append(f"# with {name} = {scan.function}  (as written)")
             continue

@@ -57,7 +57,8 @@ def linen_code(scan: FoundScan, structure: Structure, call: ScanCall | None) -> 
     else:
         head = (
             f"# {where}: its nn.scan of {n} layers, the first {k} under "
-            f"{structure.first.canonical}, the other {n - k} under {structure.rest.canonical}."
+            f"{structure.parts[0].canonical}, the other {n - k} under "
+            f"{structure.parts[1].canonical}."
         )
     if call is None:
         return "\n".join([head, *_unread(scan, structure, where)]), linen_helper_source(structure)
@@ -76,7 +77,7 @@ def linen_code(scan: FoundScan, structure: Structure, call: ScanCall | None) -> 
             "*p.shape[1:]), scanned)}",
         ]
     else:
-        blocks = [_block_under(call, spec) for spec in (structure.first, structure.rest)]
+        blocks = [_block_under(call, spec) for spec in structure.parts]
         made = _call("split_nn_scan", [*blocks, f"first={k}"], {"length": length, **kwargs})
         moved = [
             f"# Its parameters split in two, one level down: [:{k}] under 'first', [{k}:] under",
@@ -121,7 +122,7 @@ def _unread(scan: FoundScan, structure: Structure, where: str) -> list[str]:
         made = f"nested_nn_scan(BLOCK, groups={k}, length={n}, **SCAN_KWARGS)"
         move = f"# Its parameters go from [{n}, ...] to [{k}, {n // k}, ...], under 'layers'."
     else:
-        policy_first, policy_rest = structure.first.canonical, structure.rest.canonical
+        policy_first, policy_rest = (part.canonical for part in structure.parts)
         made = f"split_nn_scan(BLOCK_FIRST, BLOCK_REST, first={k}, length={n}, **SCAN_KWARGS)"
         move = (
             f"# BLOCK_FIRST, BLOCK_REST: BLOCK under nn.remat(..., policy=) {policy_first}, "

@@ -157,8 +157,7 @@ def _rebuilt(
             step = jc.scans.body_step(loop, loop.body, consts)
             out, ys = nested_scan(step, tuple(carry), tuple(xs), structure.count, loop.length)
         else:
-            first = _step_under(loop, structure.first, consts, declared)
-            rest = _step_under(loop, structure.rest, consts, declared)
+            first, rest = (_step_under(loop, part, consts, declared) for part in structure.parts)
             out, ys = split_scan(first, rest, tuple(carry), tuple(xs), structure.count, loop.length)
         return [*out, *ys]
 
