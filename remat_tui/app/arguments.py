@@ -17,10 +17,11 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from remat_tui.core.lru import LRU
+from remat_tui.registry import Target
 
 LIMIT = 16  # builds kept (they may hold real arrays): targets of old reloads, devices left
 # (id(target), device set or None) -> (target, prepared target)
-_built = LRU(LIMIT)
+_built: LRU[tuple[Target, Target]] = LRU(LIMIT)  # (the target, it built)
 
 
 def prepared(target, device: str | None = None, on_stage: Callable[[str], None] | None = None):

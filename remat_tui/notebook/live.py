@@ -54,7 +54,7 @@ class Live:
         self.render = render
         self.on_answer = on_answer
         self.on_error = on_error
-        self.cache = LRU(LIMIT)  # Config -> (Analysis, html)
+        self.cache: LRU[tuple[Analysis, str]] = LRU(LIMIT)  # Config -> (Analysis, html)
         self._lock = threading.RLock()
         self._latest = 0  # the latest request's number
         self._settled = threading.Event()  # set while the latest request is answered

@@ -25,6 +25,7 @@ from remat_tui.app.arguments import prepared
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
 from remat_tui.app.state.drawing import Drawing, draw
 from remat_tui.core.lru import LRU
+from remat_tui.core.model import Analysis
 from remat_tui.core.setup.caches import clear_jax_caches
 from remat_tui.errors import RematError
 
@@ -46,7 +47,7 @@ class Analyses:
 
     def __init__(self, app: App):
         self.app = app  # Textual's: run_worker, set_timer, post_message, call_after_refresh
-        self.cache = LRU(LIMIT)  # analyses by request key
+        self.cache: LRU[Analysis] = LRU(LIMIT)  # analyses by request key
         self.drawings: dict[int, Drawing] = {}  # by id() of a cached Analysis, dropped with it
         self.request = 0  # the latest request's number; older answers are not shown
         self.pending: tuple | None = None  # the key being traced for the latest request

@@ -30,7 +30,7 @@ class NamesJudged(Message):
 class NameJudge:
     def __init__(self, app: App):
         self.app = app  # Textual's: run_worker, post_message
-        self.known = LRU(LIMIT)
+        self.known: LRU[dict[str, str]] = LRU(LIMIT)
         # The place last asked about: work for any other stops at its next
         # analysis (not a Textual cancel, which fails every waiter on the worker).
         self.wanted: tuple | None = None

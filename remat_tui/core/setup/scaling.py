@@ -29,7 +29,7 @@ from remat_tui.registry import Target
 BATCH = "batch"  # the factory parameter that makes a target scale
 LIMIT = 64  # built batches kept: a search visits a few per configuration, all alike
 # (id(target), devices, batch) -> (target, the target built at that batch)
-_built = LRU(LIMIT)
+_built: LRU[tuple[Target, Target]] = LRU(LIMIT)  # (the target, it at a batch)
 
 
 def scales(t: Target) -> bool:

@@ -24,7 +24,7 @@ from remat_tui.registry import Target
 
 CACHE_SIZE = 8  # primal programs kept (one per target, argument shapes and device)
 EVALUATORS = 16  # rewritten programs kept per primal program (one per override plan)
-_cache = LRU(CACHE_SIZE)
+_cache: LRU[Primal] = LRU(CACHE_SIZE)
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Primal:
     # One function object per plan, kept: jax.checkpoint caches the trace (and
     # its JVP) of the function it wraps by identity, so the next outer policy
     # over the same plan re-uses them instead of tracing the program again.
-    evaluators: LRU = field(default_factory=lambda: LRU(EVALUATORS))
+    evaluators: LRU[Callable] = field(default_factory=lambda: LRU(EVALUATORS))
 
     _scans: list | None = field(default=None, repr=False)
 

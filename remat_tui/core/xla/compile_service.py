@@ -69,7 +69,7 @@ MEMO_SIZE = 1024  # programs' numbers kept in this process (a few KiB each)
 # it is a new key.
 _READING_CODE = ("core/xla", "core/jaxcompat")
 
-_memo = LRU(MEMO_SIZE)  # key -> Compiled
+_memo: LRU[Compiled] = LRU(MEMO_SIZE)  # by program key
 _in_flight: dict[str, threading.Event] = {}
 _lock = threading.Lock()
 _store_setting: bool | None = None  # None: the environment decides

@@ -89,7 +89,7 @@ CACHE_SIZE = 256  # results kept (numbers only: no executable is held)
 
 # (id(target), Config, device, with the memory breakdown)
 #   -> (target, its Compiled or the RematError it raised)
-_cache = LRU(CACHE_SIZE)
+_cache: LRU[tuple[Target, Compiled | RematError]] = LRU(CACHE_SIZE)
 CACHED = "cached"  # this very target and configuration, compiled before in this process
 
 
