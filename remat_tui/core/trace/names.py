@@ -3,8 +3,6 @@ in the forward or backward jaxpr, with its shapes, bytes and source."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.model import NamedValue
 from remat_tui.core.trace.residuals import aval_bytes
@@ -34,7 +32,7 @@ def named_values(fwd: jc.Jaxpr, bwd: jc.Jaxpr) -> list[NamedValue]:
     return out
 
 
-def name_eqns(jaxpr: jc.Jaxpr) -> dict[str, list[tuple[Any, int]]]:
+def name_eqns(jaxpr: jc.Jaxpr) -> dict[str, list[tuple[jc.JaxprEqn, int]]]:
     """name -> [(equation, how many times it runs: the product of enclosing scan
     lengths)]. A body shared by several equations is walked once per use."""
     found: dict[str, list] = {}

@@ -37,6 +37,8 @@ from remat_tui.registry import Target
 if TYPE_CHECKING:
     import jax
 
+    from remat_tui.core.xla.compiled_numbers import Compiled
+
 
 def analyze_compiled(
     fn: Any,
@@ -101,10 +103,12 @@ def merged_recompute(memory: dict | None) -> list[Applied]:
     )]  # fmt: skip
 
 
-def estimated(a: Analysis, c: Any) -> dict | None:
+def estimated(a: Analysis, c: Compiled | None) -> dict | None:
     """The step-time estimate (core/xla/step_time.py) of `a`'s configuration
     compiled as `c` (a Compiled), on a chip the table knows; None otherwise."""
-    chip = step_time.chip_of(c.device) if c is not None and c.fits else None
+    if c is None or not c.fits:
+        return None
+    chip = step_time.chip_of(c.device)
     backward = a.flops["backward"]  # counted in the full view, which compiles
     if chip is None or backward is None:
         return None

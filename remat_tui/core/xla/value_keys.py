@@ -16,15 +16,16 @@ from __future__ import annotations
 import functools
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from remat_tui.core.jaxcompat.hlo_values import hlo_dtype, hlo_primitives
 
 if TYPE_CHECKING:
+    from remat_tui.core import stories
     from remat_tui.core.xla.made import Made
 
 
-def signature(made: Any) -> tuple | None:
+def signature(made: stories.Made | None) -> tuple | None:
     """A residual's `Made` as the compiled side's key: (primitive, dtype,
     elements, frames); None where its equation is not known."""
     if made is None or made.primitive is None or made.shape is None:
@@ -32,12 +33,12 @@ def signature(made: Any) -> tuple | None:
     return sig(made.primitive, made.shape, made.frames)
 
 
-def signatures(made: Any) -> list[tuple]:
+def signatures(made: stories.Made | None) -> list[tuple]:
     """Every key a compiled value holding the residual may have: its own,
     those of the equations it only re-lays, each also as XLA names a
     composed primitive."""
     first = signature(made)
-    if first is None:
+    if first is None or made is None:  # (made is not: it has a signature)
         return []
     return as_xla_names([first, *(sig(*r) for r in made.relaid if r[1] is not None)])
 

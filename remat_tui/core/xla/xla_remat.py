@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from remat_tui.core.jaxcompat import hlo_text, xla_remat_pass
 from remat_tui.core.setup.config import Config
@@ -125,7 +125,9 @@ def remat_pass(
     )
 
 
-def _compile(lowered: jax.stages.Lowered, dev: jax.Device, options: dict) -> tuple[Compiled, Any]:
+def _compile(
+    lowered: jax.stages.Lowered, dev: jax.Device, options: dict
+) -> tuple[Compiled, list[str]]:
     """(the Compiled, the clones XLA's pass made), for `lowered` compiled with `options`."""
     start = time.perf_counter()
     label = device_label(dev)
