@@ -110,7 +110,7 @@ def simulated_fit(target: str, device: str | None, budget: str) -> None:
     sys.path.insert(0, ROOT)
     import remat_tui
     from remat_tui.core.search.fit import fit
-    from remat_tui.report.units import parse_size
+    from remat_tui.core.units import parse_size
 
     def chain(row) -> float:
         return sum(p.compiled.seconds for p in row.probes if p.how == "compiled")

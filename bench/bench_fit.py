@@ -174,8 +174,8 @@ def main() -> None:
     from remat_tui.core.search.fit import fit
     from remat_tui.core.setup.config import Config
     from remat_tui.core.setup.devices import resolve_device
+    from remat_tui.core.units import human_bytes, parse_size
     from remat_tui.core.xla import compiled, programs
-    from remat_tui.report.units import human_bytes, parse_size
 
     budget = parse_size(opts.budget or ("1GiB" if opts.quick else "16GiB"))
     target = remat_tui.load_targets(os.path.join(HERE, "gpt_v5e.py"))[name]

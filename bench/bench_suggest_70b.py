@@ -39,7 +39,7 @@ def child(budget: str, device: str) -> None:
               f"{config.with_device(None).label()}", file=sys.stderr, flush=True)  # fmt: skip
 
     from remat_tui.core.search.suggest import suggest
-    from remat_tui.report.units import parse_size
+    from remat_tui.core.units import parse_size
 
     start = time.perf_counter()
     s = suggest(target, parse_size(budget), compiled=True, device=device, progress=progress)

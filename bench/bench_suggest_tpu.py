@@ -167,7 +167,7 @@ def main() -> None:
 
     start = time.perf_counter()
     import remat_tui
-    from remat_tui.report.units import parse_size
+    from remat_tui.core.units import parse_size
 
     budget = parse_size(opts.budget or default_budget)
     target = remat_tui.load_targets(os.path.join(HERE, "gpt_v5e.py"))[name]

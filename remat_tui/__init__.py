@@ -231,7 +231,7 @@ def suggest(
         fits), `best.python` the code to paste.
     """
     from remat_tui.core.search.suggest import suggest as _suggest
-    from remat_tui.report.units import parse_size
+    from remat_tui.core.units import parse_size
 
     budget = parse_size(budget) if isinstance(budget, str) else budget
     _displays()
@@ -372,7 +372,7 @@ def fit(
         `examples_per_second`), `best`, `to_dict()` for the JSON.
     """
     from remat_tui.core.search.fit import fit as _fit
-    from remat_tui.report.units import parse_size
+    from remat_tui.core.units import parse_size
 
     budget = parse_size(budget) if isinstance(budget, str) else budget
     _displays()

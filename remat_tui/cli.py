@@ -160,7 +160,7 @@ def _recalibrate() -> None:
 def _check_before(opts: argparse.Namespace) -> dict:
     """What the options say that can be checked before JAX loads: the gate
     sizes and suggest's budget, in bytes."""
-    from remat_tui.report.units import parse_size
+    from remat_tui.core.units import parse_size
 
     checks: dict = {}
     if getattr(opts, "vs_written", False) and not opts.compiled and not opts.measure:
@@ -195,7 +195,7 @@ def _check_before(opts: argparse.Namespace) -> dict:
 
 def _limits(opts: argparse.Namespace) -> dict[str, int]:
     """The CI gates asked for: {option: bytes}."""
-    from remat_tui.report.units import parse_size
+    from remat_tui.core.units import parse_size
 
     if opts.max_peak_bytes is not None and not opts.compiled:
         raise RematError(

@@ -60,7 +60,7 @@ def add_parser(
 
 def check(opts: argparse.Namespace) -> dict:
     """The budget in bytes, and the batch options' sense, before JAX loads."""
-    from remat_tui.report.units import parse_size
+    from remat_tui.core.units import parse_size
 
     if opts.multiple < 1:
         raise RematError(

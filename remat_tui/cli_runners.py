@@ -58,7 +58,7 @@ def _report(target, opts, fmt, checks):
 
 def _compare(target, opts, fmt, checks):
     from remat_tui.core.search.compare import compare
-    from remat_tui.report.costs import render_compare
+    from remat_tui.report.comparisons import render_compare
 
     rows: list[Row] = []
     try:
@@ -110,7 +110,7 @@ def _failed_runs(labels: list[str], measured: dict | None) -> int:
 
 def _suggest(target, opts, fmt, checks):
     from remat_tui.core.search.suggest import suggest
-    from remat_tui.report.costs import render_suggest
+    from remat_tui.report.comparisons import render_suggest
 
     result = suggest(target, checks["budget"], **_search_options(opts))
     failed = [r for r in result.rows if r.measure_failed]
@@ -138,7 +138,7 @@ def _search_options(opts: argparse.Namespace) -> dict:
 def _diff(target, opts, fmt, checks):
     from remat_tui.core.search.diff import diff
     from remat_tui.core.setup.config import Config
-    from remat_tui.report.costs import render_diff
+    from remat_tui.report.comparisons import render_diff
 
     sides = (
         Config.make(opts.policy, site_overrides(opts.site), opts.device, target.policies),
@@ -203,8 +203,8 @@ class Progress:
 
 def _gates(analysis, limits: dict[str, int]) -> int:
     """Exit status 1, with a message per excess, when a gate is exceeded."""
+    from remat_tui.core.units import human_bytes
     from remat_tui.report.compiled import residual_bytes
-    from remat_tui.report.units import human_bytes
 
     measured = {"--max-residual-bytes": ("residual bytes on a device", residual_bytes(analysis))}
     if analysis.compiled is not None:

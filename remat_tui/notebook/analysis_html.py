@@ -8,14 +8,14 @@ marked `◀ Rn`, recomputed work marked `↻`. Self-contained inline-styled HTML
 from __future__ import annotations
 
 from remat_tui.core.model import Analysis, JaxprView, Residual
+from remat_tui.core.units import human_bytes
 from remat_tui.notebook import style
 from remat_tui.notebook.style import tag, text
 from remat_tui.registry import target_label
 from remat_tui.report import compiled
-from remat_tui.report.units import (
+from remat_tui.report.phrases import (
     FROM_HOST_MARK,
     RECOMPUTE_MARK,
-    human_bytes,
     origin,
     residual_bytes_heading,
     summary,

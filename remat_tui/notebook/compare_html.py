@@ -7,7 +7,7 @@ The table reads without a script, in compare's order. A small script makes
 its headers sort on click where the notebook runs scripts (a live, trusted
 notebook); where it does not (a saved notebook reopened untrusted, GitHub,
 nbconvert's sanitiser) the script is dropped and the table stays as it is.
-Columns come from report/costs.py (`columns`, `row_cells`), so a column the
+Columns come from report/comparisons.py (`columns`, `row_cells`), so a column the
 reports gain shows here too; a column empty in every row is left out.
 """
 
@@ -18,10 +18,11 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from remat_tui.core.units import count
 from remat_tui.notebook import style
 from remat_tui.notebook.style import tag, text
 from remat_tui.registry import target_label
-from remat_tui.report.costs import (
+from remat_tui.report.comparisons import (
     any_measured,
     columns,
     comparison_legend,
@@ -29,7 +30,6 @@ from remat_tui.report.costs import (
     pareto_svg,
     row_cells,
 )
-from remat_tui.report.units import count
 
 if TYPE_CHECKING:
     from remat_tui.core.search.compare import Comparison, Row

@@ -18,7 +18,7 @@ from remat_tui.core.search.fit_rows import Fit
 from remat_tui.core.search.suggest import Suggestion
 from remat_tui.core.xla.compiled import Compiled
 from remat_tui.notebook import analysis_html, compare_html, fit_html, results_html, terminal, words
-from remat_tui.report import costs, memory, text
+from remat_tui.report import comparisons, memory, text
 from remat_tui.report.fit import render_fit
 
 
@@ -32,19 +32,19 @@ register(Analysis, html=analysis_html.render, text=text.render, rich=terminal.an
 register(
     Comparison,
     html=compare_html.render,
-    text=partial(costs.render_compare, fmt="text"),
+    text=partial(comparisons.render_compare, fmt="text"),
     rich=terminal.comparison,
 )
 register(
     Suggestion,
     html=results_html.suggestion,
-    text=partial(costs.render_suggest, fmt="text"),
+    text=partial(comparisons.render_suggest, fmt="text"),
     rich=terminal.suggestion,
 )
 register(
     Diff,
     html=results_html.diff,
-    text=partial(costs.render_diff, fmt="text"),
+    text=partial(comparisons.render_diff, fmt="text"),
     rich=terminal.diff,
 )
 register(Compiled, html=results_html.compiled, text=compiled_text, rich=terminal.compiled)

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from remat_tui.core.units import human_bytes, human_flops
 from remat_tui.notebook import compare_html, style, words
 from remat_tui.notebook.style import tag, text
 from remat_tui.report import compiled as compiled_words
 from remat_tui.report import memory as memory_view
-from remat_tui.report.costs import config_label, render_suggest
-from remat_tui.report.units import human_bytes, human_flops, signed
+from remat_tui.report.comparisons import config_label, render_suggest
+from remat_tui.report.phrases import signed
 
 if TYPE_CHECKING:
     from remat_tui.core.search.diff import Diff

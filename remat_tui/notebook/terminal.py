@@ -15,12 +15,13 @@ from rich.table import Table
 from rich.text import Text
 
 from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.core.units import count, human_bytes
 from remat_tui.notebook import words
 from remat_tui.notebook.analysis_html import MAX_PANE_LINES, origin_says_more
 from remat_tui.registry import target_label
 from remat_tui.report import compiled as compiled_words
 from remat_tui.report import memory as memory_view
-from remat_tui.report.costs import (
+from remat_tui.report.comparisons import (
     any_measured,
     columns,
     comparison_legend,
@@ -30,7 +31,7 @@ from remat_tui.report.costs import (
     row_cells,
 )
 from remat_tui.report.fit import render_fit
-from remat_tui.report.units import count, human_bytes, line_marks, origin, summary
+from remat_tui.report.phrases import line_marks, origin, summary
 
 if TYPE_CHECKING:
     from remat_tui.core.search.compare import Comparison

@@ -90,6 +90,8 @@ class RematWidget(anywidget.AnyWidget):
         # the controls (policy, name_states, device) of the latest request made,
         # and of each config asked for: what bad input or a failed trace restores
         self._accepted: tuple | None = None
+        # `policy` (text, synced with the page) parsed once per spelling
+        self._parsed: tuple[str | None, policies.PolicySpec | None] = (None, None)
         self._controls: dict[Config, tuple] = {}
         self.live = Live(target, analysis_html.render, self._show, self._fail)
         devices = available_devices()
@@ -116,7 +118,7 @@ class RematWidget(anywidget.AnyWidget):
         if self._composing:
             return
         try:
-            spec = policies.parse(change["new"], self.target.policies)
+            spec = self._policy_spec()
         except RematError as exc:
             self._refuse(exc.message)
             return
@@ -140,13 +142,23 @@ class RematWidget(anywidget.AnyWidget):
             return
         saved = [n for n, s in states.items() if s == "save"]
         offloaded = [n for n, s in states.items() if s == "offload"]
-        self._set_quietly(policy=policies.names_policy(saved, offloaded).canonical)
+        spec = policies.names_policy(saved, offloaded)
+        self._parsed = (spec.canonical, spec)
+        self._set_quietly(policy=spec.canonical)
         self._request()
 
     @traitlets.observe("device")
     def _device_changed(self, change) -> None:
         if not self._composing:
             self._request()
+
+    def _policy_spec(self) -> policies.PolicySpec:
+        """The policy the user gave (`policy`), parsed once per spelling."""
+        text, spec = self._parsed
+        if text != self.policy or spec is None:
+            spec = policies.parse(self.policy, self.target.policies)
+            self._parsed = (self.policy, spec)
+        return spec
 
     def _set_quietly(self, **values) -> None:
         """Set traits without their observers asking for another analysis."""
@@ -175,7 +187,7 @@ class RematWidget(anywidget.AnyWidget):
 
     def _request(self) -> None:
         try:
-            config = Config.make(self.policy, None, self.device or None, self.target.policies)
+            config = Config.make(self._policy_spec(), None, self.device or None)
         except RematError as exc:
             self._refuse(exc.message)
             return

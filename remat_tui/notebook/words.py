@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from remat_tui.core.units import human_bytes, human_flops
 from remat_tui.report import compiled as words
-from remat_tui.report.units import human_bytes, human_flops
 
 if TYPE_CHECKING:
     from remat_tui.core.xla.compiled_numbers import Compiled

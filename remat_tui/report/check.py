@@ -7,8 +7,8 @@ import json
 from html import escape
 from typing import TYPE_CHECKING
 
+from remat_tui.core.units import human_bytes, human_seconds
 from remat_tui.report.tables import md_cell
-from remat_tui.report.units import human_bytes, human_seconds
 
 if TYPE_CHECKING:
     from remat_tui.core.search.check import Check

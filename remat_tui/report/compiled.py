@@ -9,17 +9,9 @@ import os
 from typing import TYPE_CHECKING
 
 from remat_tui.core.model import Analysis, Totals
+from remat_tui.core.units import human_bytes, human_flops, human_seconds
 from remat_tui.core.xla.flop_note import flop_note
-from remat_tui.report.units import (
-    GLOBAL,
-    PER_DEVICE_UNKNOWN,
-    SHARDED,
-    all_devices,
-    byte_scope,
-    human_bytes,
-    human_flops,
-    human_seconds,
-)
+from remat_tui.report.phrases import GLOBAL, PER_DEVICE_UNKNOWN, SHARDED, all_devices, byte_scope
 
 if TYPE_CHECKING:
     from remat_tui.core.xla.compiled_numbers import Compiled

@@ -7,25 +7,24 @@ from __future__ import annotations
 import json
 from html import escape
 
+from remat_tui.core.units import count, human_bytes, human_seconds
 from remat_tui.registry import target_label
 from remat_tui.report.compiled import rates_words
-from remat_tui.report.costs import short_spec
 from remat_tui.report.tables import md_cell, text_table
-from remat_tui.report.units import count, human_bytes, human_seconds
 
 COLUMNS = ("", "batch", "peak", "step", "examples/s", "configuration", "notes")
 COLOURS = ("#d33", "#268bd2", "#2aa198", "#b58900", "#6c71c4", "#cb4b16", "#859900", "#d33682")
 
 
-def row_label(policy: str, config) -> str:
-    """A row's configuration, short: the policy as written (a names policy as
-    the names it saves and offloads), its site overrides and its structure."""
-    sites = [f"site {k}: {short_spec(v)}" for k, v in config.sites]
+def row_label(config) -> str:
+    """A row's configuration, short: its outer policy (a names policy as the
+    names it saves and offloads), its site overrides and its structure."""
+    sites = [f"site {k}: {spec.short()}" for k, spec in config.site_specs]
     if config.structure is not None:
         sites.append(str(config.structure))
     if sites and config.policy == "as_written":
         return "; ".join(sites)
-    return "; ".join([short_spec(policy), *sites])
+    return "; ".join([config.spec.short(), *sites])
 
 
 def progress_line(p) -> str:
@@ -34,7 +33,7 @@ def progress_line(p) -> str:
     if p.not_fit is not None:
         known.append(f"not {p.not_fit}")
     where = ", ".join(known)
-    label = row_label(p.policy, p.config)
+    label = row_label(p.config)
     if p.trying is None:
         found = f"largest batch {p.fits}" if p.fits else "nothing fits"
         return f"fit {label}: {found}" + (f" ({where})" if where else "")
@@ -102,7 +101,7 @@ def cells(row) -> tuple[str, ...]:
         peak_cell(row),
         step_cell(row),
         examples_rate(row.examples_per_second),
-        row_label(row.policy, row.config),
+        row_label(row.config),
         "; ".join(notes(row)),
     )
 
@@ -138,7 +137,7 @@ def verdict(f) -> list[str]:
     how = "measured" if best.cost_source == "measured" else "estimated"
     rate = examples_rate(best.examples_per_second)
     lines = [
-        f"best: {row_label(best.policy, best.config)} at batch {best.batch}"
+        f"best: {row_label(best.config)} at batch {best.batch}"
         + (f", {rate} examples/s ({how})" if rate else "")
     ]
     return [*lines, "", "paste:", best.python] if best.python else lines
@@ -224,7 +223,7 @@ def chart_svg(rows, width: int = 720, height: int = 380) -> str:
     parts = []
     for i, (row, points) in enumerate(lines):
         colour = COLOURS[i % len(COLOURS)]
-        label = escape(row_label(row.policy, row.config))
+        label = escape(row_label(row.config))
         path = " ".join(f"{px(b):.1f},{py(e):.1f}" for b, e in points)
         parts.append(
             f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.5">'

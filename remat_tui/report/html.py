@@ -6,12 +6,12 @@ from __future__ import annotations
 from html import escape
 
 from remat_tui.core.model import Analysis, JaxprView, Residual
+from remat_tui.core.units import human_bytes
 from remat_tui.registry import target_label
 from remat_tui.report import compiled, story
 from remat_tui.report import memory as memory_view
-from remat_tui.report.units import (
+from remat_tui.report.phrases import (
     SITE_HEADERS,
-    human_bytes,
     line_marks,
     origin,
     residual_bytes_heading,

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.core.units import human_bytes
 from remat_tui.registry import target_label
 from remat_tui.report import compiled, story
 from remat_tui.report import memory as memory_view
-from remat_tui.report.tables import md_cell
-from remat_tui.report.units import (
+from remat_tui.report.phrases import (
     SITE_HEADERS,
-    human_bytes,
     line_marks,
     origin,
     residual_bytes_heading,
@@ -19,6 +18,7 @@ from remat_tui.report.units import (
     what,
     where,
 )
+from remat_tui.report.tables import md_cell
 
 MARK_RESIDUAL, MARK_RECOMPUTE = "◀ R", "↻"
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from remat_tui.core.model import MEMORY_CATEGORIES as CATEGORIES
 from remat_tui.core.model import Analysis
-from remat_tui.report.units import human_bytes
+from remat_tui.core.units import human_bytes
 
 if TYPE_CHECKING:
     from remat_tui.core.xla.compiled_numbers import Compiled

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
+from remat_tui.core.units import human_bytes, human_flops
 from remat_tui.report.labels import config_label
-from remat_tui.report.units import human_bytes, human_flops
 
 if TYPE_CHECKING:
     from remat_tui.core.search.compare import Row

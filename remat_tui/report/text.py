@@ -5,19 +5,19 @@ from __future__ import annotations
 import textwrap
 
 from remat_tui.core.model import Analysis, Residual
+from remat_tui.core.units import human_bytes
 from remat_tui.registry import target_label
 from remat_tui.report import compiled, story
 from remat_tui.report import memory as memory_view
-from remat_tui.report.tables import text_table
-from remat_tui.report.units import (
+from remat_tui.report.phrases import (
     SITE_HEADERS,
-    human_bytes,
     origin,
     residual_bytes_heading,
     site_row,
     structure_of,
     summary,
 )
+from remat_tui.report.tables import text_table
 
 
 def render(a: Analysis) -> str:

@@ -9,6 +9,7 @@ from conftest import ROOT, example, jax_saved_residuals, local_devices_only, wai
 from remat_tui.app.main import RematApp
 from remat_tui.app.messages import AnalysisReady
 from remat_tui.app.widgets.codeview import CodeView
+from remat_tui.core.setup import policies
 from remat_tui.core.setup.devices import available_devices
 from remat_tui.core.setup.loading import resolve_arguments
 
@@ -151,8 +152,12 @@ async def test_change_device():
         await settle(app, pilot)
         assert marked_device(app) == "cpu:2" and app.loaded.shown.device["id"] == 2
         assert (
-            app.wanted.with_policy("as_written").key(app.loaded.reloads) in app.analyses.cache
-            and app.wanted.with_policy("as_written").key(app.loaded.reloads)[1].device == "cpu:2"
+            app.wanted.with_policy(policies.parse("as_written")).key(app.loaded.reloads)
+            in app.analyses.cache
+            and app.wanted.with_policy(policies.parse("as_written"))
+            .key(app.loaded.reloads)[1]
+            .device
+            == "cpu:2"
         )
 
 
@@ -208,7 +213,8 @@ async def test_superseded_result_is_dropped(monkeypatch):
         assert late and late[0].request < app.analyses.request  # the stale answer did arrive...
         assert app.loaded.shown.policy == "dots_saveable"  # ...and was not shown
         assert (
-            app.wanted.with_policy("nothing_saveable").key(app.loaded.reloads) in app.analyses.cache
+            app.wanted.with_policy(policies.parse("nothing_saveable")).key(app.loaded.reloads)
+            in app.analyses.cache
         )  # but kept for later
         await pilot.press("2")  # nothing_saveable again: instant, from the cache
         assert app.loaded.shown.policy == "nothing_saveable" and app.analyses.pending is None
@@ -390,7 +396,7 @@ async def test_palette_explains_a_malformed_spec():
 
 async def test_the_residual_title_keeps_device_and_host_bytes_apart():
     from remat_tui.app.widgets.residual_table import ResidualTable
-    from remat_tui.report.units import human_bytes
+    from remat_tui.core.units import human_bytes
 
     offload = (
         "save_and_offload_only_these_names(names_which_can_be_saved=['layer0'], "

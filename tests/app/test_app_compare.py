@@ -98,8 +98,8 @@ def test_compare_screen_snapshot(snap_compare):
 
 
 async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
+    from remat_tui.core.units import human_bytes
     from remat_tui.core.xla.compiled import compile_costs
-    from remat_tui.report.units import human_bytes
 
     app = RematApp(example("mlp.py"), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -133,7 +133,7 @@ async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
     ],
 )
 def test_chart_axes_use_the_unit_their_values_read_best_in(largest, units, want):
-    from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit
+    from remat_tui.core.units import BYTE_UNITS, FLOP_UNITS, axis_unit
 
     unit, size = axis_unit(largest, BYTE_UNITS if units == "bytes" else FLOP_UNITS)
     assert unit == want
@@ -247,8 +247,8 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
     temp columns are filled (they stayed empty: the screen never asked for
     compiled numbers), and the shown configuration's peak is the status line's.
     With `p` off those columns are not drawn at all."""
+    from remat_tui.core.units import human_bytes
     from remat_tui.core.xla.compiled import compile_costs
-    from remat_tui.report.units import human_bytes
 
     app = RematApp(write_target(SMALL), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:

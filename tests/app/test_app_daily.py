@@ -468,3 +468,27 @@ async def test_an_unknown_target_keeps_its_error_on_screen_with_the_picker_open(
         await pilot.press("enter")  # the only target, picked by the user
         await settle(app, pilot)
         assert app.loaded.shown is not None and app.loaded.shown.target_name == "loss"
+
+
+async def test_a_reload_that_drops_the_declared_policy_in_use_says_so_and_goes_on(tmp_path):
+    """The policy shown is carried parsed across a reload, not parsed again:
+    a declaration the code no longer makes is named in a warning, and the
+    app shows the code as written."""
+    path = tmp_path / "mine.py"
+    source = (
+        "import jax, jax.numpy as jnp, remat_tui\n"
+        "mine = jax.checkpoint_policies.nothing_saveable\n"
+        "@remat_tui.target(args=lambda: (jnp.ones(3),), policies={'mine': mine})\n"
+        "def f(x):\n    return jnp.sum(jnp.sin(jnp.sin(x)))\n"
+    )
+    path.write_text(source)
+    app = RematApp(str(path), "f", policy="mine")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.loaded.shown.policy == "mine"
+        before = app.loaded.shown
+        path.write_text(source.replace(", policies={'mine': mine}", ""))
+        await wait_until(pilot, lambda: app.loaded.shown is not before, "the reload")
+        await settle(app, pilot)
+        assert app.loaded.shown.policy == "as_written"
+        assert "no longer declares 'mine'" in str(app.query_one("#error").render())

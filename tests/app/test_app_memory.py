@@ -5,6 +5,7 @@ import gc
 import weakref
 
 from remat_tui.app.controllers.analyses import settle_memory
+from remat_tui.core.setup import policies
 
 
 class Node:
@@ -257,7 +258,7 @@ async def test_an_analysis_evicted_from_the_app_cache_is_freed(monkeypatch):
         await pilot.pause()
         assert app.loaded.shown.policy == "dots_with_no_batch_dims_saveable"
         assert (
-            app.wanted.with_policy("nothing_saveable").key(app.loaded.reloads)
+            app.wanted.with_policy(policies.parse("nothing_saveable")).key(app.loaded.reloads)
             not in app.analyses.cache
         )
         assert evicted() is None, gc.get_referrers(evicted())

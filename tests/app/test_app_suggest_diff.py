@@ -15,8 +15,9 @@ from remat_tui.app.screens.diff import DiffScreen, short
 from remat_tui.app.screens.suggest import BudgetScreen, SuggestDone, SuggestScreen
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.loading import resolve_arguments
-from remat_tui.report.costs import config_label
-from remat_tui.report.units import human_bytes, human_flops, signed
+from remat_tui.core.units import human_bytes, human_flops
+from remat_tui.report.comparisons import config_label
+from remat_tui.report.phrases import signed
 
 TRANSFORMER = "scanned_checkpointed"
 

@@ -16,8 +16,8 @@ from textual.widgets import OptionList
 from remat_tui.app.main import RematApp
 from remat_tui.core.setup import devices as devices_lib
 from remat_tui.core.setup.loading import resolve_arguments
+from remat_tui.core.units import human_bytes
 from remat_tui.errors import RematError
-from remat_tui.report.units import human_bytes
 
 TOPOLOGY = "tpu:v5e:2x2"
 

@@ -26,7 +26,7 @@ from remat_tui.app.screens.table_layout import (
 )
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.report.costs import COLUMNS, short_spec
+from remat_tui.report.comparisons import COLUMNS
 
 VIT = "tests/models/vit_deep_linen.py"
 SIZES = [(120, 35), (180, 45)]
@@ -106,17 +106,17 @@ def configs_of_a_site(key: str) -> list[Config]:
 @pytest.mark.parametrize("width", [LABEL_MIN, 30, 40, 50, 70, 200])
 def test_labels_keep_the_spec_and_spell_a_site_alike(width):
     configs = configs_of_a_site(SITE)
-    labels = fitted_labels([(c.policy, c) for c in configs], width)
+    labels = fitted_labels(configs, width)
     assert all(len(text) <= width for text in labels)
     assert len(set(labels)) == len(configs)  # distinct configurations read apart
     site_rows = [t for t, c in zip(labels, configs, strict=True) if c.sites]
     spelt = {t.split(": ")[0] for t in site_rows}
     assert len(spelt) == 1  # the same site, the same words in every row
     for text, config in zip(labels, configs, strict=True):
-        spec = short_spec(dict(config.sites).get(SITE, config.policy))
+        spec = dict(config.site_specs).get(SITE, config.spec).short()
         if len(spec) + KEY_MIN + len(": ") <= width:  # room for it: the spec whole
             assert text.endswith(spec), (text, spec)
-    if width >= len(f"site {SITE}: ") + max(len(short_spec(s)) for s in policies.builtin_specs()):
+    if width >= len(f"site {SITE}: ") + max(len(s.short()) for s in policies.BUILTINS):
         assert all(SITE in t for t in site_rows)  # and where all fits, nothing is cut
 
 
@@ -140,7 +140,7 @@ def compiled_cells(label: str) -> tuple[str, ...]:
 
 @pytest.mark.parametrize("width", [120, 150, 180, 240])
 def test_a_compiled_table_keeps_every_figure_on_screen_from_120_columns(width):
-    labels = [f"site {SITE}: {short_spec(s)}" for s in policies.builtin_specs()]
+    labels = [f"site {SITE}: {s.short()}" for s in policies.BUILTINS]
     cells = [compiled_cells(label) for label in labels]
     layout = lay_out(COLUMNS, cells, labels, width, trailing=("notes",), cap=NOTES_MAX)
     heads = [COLUMNS[i] for i in layout.order]
@@ -203,4 +203,4 @@ async def test_the_fit_charts_legend_tells_long_names_apart(monkeypatch):
         assert len(screen.chart_legend) == len(rows)
         assert len(set(screen.chart_legend)) == len(rows), screen.chart_legend
         for text, spec in zip(screen.chart_legend, specs, strict=True):
-            assert short_spec(spec)[:8] in text
+            assert policies.parse(spec).short()[:8] in text

@@ -12,7 +12,7 @@ import pytest
 from conftest import example, jax_saved_residuals
 
 from remat_tui.cli import main
-from remat_tui.report.units import human_bytes, parse_size
+from remat_tui.core.units import human_bytes, parse_size
 
 MLP = example("mlp.py")
 

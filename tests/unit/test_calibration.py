@@ -175,7 +175,7 @@ def test_the_reports_say_where_the_rates_came_from():
     the notebook's), for the CPU's calibration and for a chip of the table."""
     from types import SimpleNamespace
 
-    from remat_tui.report.costs import time_legend
+    from remat_tui.report.comparisons import time_legend
     from remat_tui.report.fit import legend
 
     source = "calibrated on this machine 2026-01-02 03:04 UTC (kept in /c/cpu-rates.json)"

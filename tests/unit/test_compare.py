@@ -18,7 +18,7 @@ from remat_tui.core.search.notes import SPARES_LITTLE
 from remat_tui.core.search.suggest import STATES, suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.report.costs import render_diff
+from remat_tui.report.comparisons import render_diff
 
 
 def block(W, x):
@@ -60,12 +60,12 @@ def test_every_row_is_its_full_analysis(comparison):
 
 def test_rows_cover_builtins_names_and_sites(comparison):
     configs = {r.config for r in comparison.rows}
-    for spec in policies.builtin_specs():
+    for spec in policies.BUILTINS:
         assert Config(spec) in configs
-    assert Config(sites=(("block", "save_only_these_names('h')"),)) in configs
+    assert Config.make(sites={"block": "save_only_these_names('h')"}) in configs
     offload_all = policies.names_policy([], ["g", "h"]).canonical
-    assert Config(sites=(("block", offload_all),)) in configs
-    assert Config(sites=(("block", "as_written"),)) in configs  # "what if I drop it"
+    assert Config.make(sites={"block": offload_all}) in configs
+    assert Config.make(sites={"block": "as_written"}) in configs  # "what if I drop it"
     assert len(configs) == len(comparison.rows)  # no configuration twice
 
 
@@ -110,15 +110,15 @@ def test_a_site_at_its_own_policy_is_the_code_as_written(comparison):
     """nothing_saveable is what the code already says at the site: that
     configuration decides what the code as written decides, and is merged
     with it before anything is traced (issue 31: one program, one row)."""
-    same = Config(sites=(("block", "nothing_saveable"),))
+    same = Config.make(sites={"block": "nothing_saveable"})
     assert all(r.config != same for r in comparison.rows)
     (written,) = [r for r in comparison.rows if r.config == Config()]
     assert full(same).residuals == full(Config()).residuals  # the premise, by the analysis
 
 
 def test_diff_matches_the_two_analyses():
-    a = Config(sites=(("block", "nothing_saveable"),))
-    b = Config(sites=(("block", "save_only_these_names('h')"),))
+    a = Config.make(sites={"block": "nothing_saveable"})
+    b = Config.make(sites={"block": "save_only_these_names('h')"})
     d = diff(LOSS, a, b, args=ARGS)
     texts_a = [r.text for r in full(a).residuals]
     texts_b = [r.text for r in full(b).residuals]
@@ -139,11 +139,11 @@ def brute_force(budget: int):
         saved = [n for n, s in zip(("g", "h"), states, strict=True) if s == "save"]
         off = [n for n, s in zip(("g", "h"), states, strict=True) if s == "offload"]
         specs.append(policies.names_policy(saved, off).canonical)
-    analysed = {s: full(Config(sites=(("block", s),))) for s in specs}
+    analysed = {s: full(Config.make(sites={"block": s})) for s in specs}
 
     # The CPU's compile has no host memory (tests/unit/test_offload_without_host.py):
     # no offload is ever the answer there.
-    rows = [(Config(sites=(("block", s),)), analysed[s]) for s in specs
+    rows = [(Config.make(sites={"block": s}), analysed[s]) for s in specs
             if not analysed[s].totals.host_bytes]  # fmt: skip
     rows.append((Config(), full(Config())))
     fitting = [(c, a) for c, a in rows if a.totals.device_bytes <= budget]
@@ -157,7 +157,7 @@ def brute_force(budget: int):
 
 @pytest.mark.parametrize("budget_share", [0.5, 0.8, 1.0])
 def test_suggest_equals_brute_force(budget_share):
-    most = full(Config(sites=(("block", "everything_saveable"),))).totals.device_bytes
+    most = full(Config.make(sites={"block": "everything_saveable"})).totals.device_bytes
     budget = int(most * budget_share)
     got = suggest(LOSS, budget, args=ARGS)
     assert got.exact and got.fits
@@ -168,14 +168,14 @@ def test_suggest_equals_brute_force(budget_share):
 
 
 def test_suggest_heuristic_fits_and_says_so():
-    most = full(Config(sites=(("block", "everything_saveable"),))).totals.device_bytes
+    most = full(Config.make(sites={"block": "everything_saveable"})).totals.device_bytes
     got = suggest(LOSS, int(most * 0.8), args=ARGS, exact_limit=1)
     assert not got.exact and got.fits and got.best.weighed_bytes <= int(most * 0.8)
     assert got.searched < 15  # fewer than the exact space (6 built-ins + 9 name sets)
     # Saving several names is tried even though offloading each adds no device
     # bytes (one greedy chain per state: offloads used to crowd saves out).
-    both_saved = Config(sites=(("block", policies.names_policy(["g", "h"], []).canonical),))
-    both_offloaded = Config(sites=(("block", policies.names_policy([], ["g", "h"]).canonical),))
+    both_saved = Config.make(sites={"block": policies.names_policy(["g", "h"], []).canonical})
+    both_offloaded = Config.make(sites={"block": policies.names_policy([], ["g", "h"]).canonical})
     tried = {r.config for r in got.rows}
     assert both_saved in tried and both_offloaded in tried
 
@@ -246,7 +246,7 @@ def test_rows_at_a_function_replace_a_site_set_by_id():
     for the function's sites must not be overruled by the id."""
     c = compare(LOSS, args=ARGS, sites={1: "everything_saveable"})
     rows = {r.config: r for r in c.rows}
-    want = Config(sites=(("block", "nothing_saveable"),))
+    want = Config.make(sites={"block": "nothing_saveable"})
     assert want in rows  # the id override was replaced, not kept beside it
     assert rows[want].recompute_flops == full(want).flops["recompute"] > 0
 

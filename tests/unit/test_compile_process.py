@@ -40,7 +40,7 @@ def alive(pid: int) -> bool:
 @pytest.mark.parametrize("policy", ["nothing_saveable", "dots_saveable"])
 def test_the_child_gives_the_numbers_compiling_here_gives(child, policy):
     path = example("mlp.py")
-    config = Config(policy)
+    config = Config.make(policy)
     there, measured = child.compile(path, "loss", config, 0, never)
     here = compile_costs(load_targets(path)["loss"], config)
     assert measured is None  # not asked to run it
@@ -50,9 +50,9 @@ def test_the_child_gives_the_numbers_compiling_here_gives(child, policy):
 
 def test_one_child_answers_request_after_request(child):
     path = example("mlp.py")
-    first, _ = child.compile(path, "loss", Config("nothing_saveable"), 0, never)
+    first, _ = child.compile(path, "loss", Config.make("nothing_saveable"), 0, never)
     pid = child.pid
-    second, _ = child.compile(path, "loss", Config("everything_saveable"), 0, never)
+    second, _ = child.compile(path, "loss", Config.make("everything_saveable"), 0, never)
     assert child.pid == pid
     assert first.temp_bytes != second.temp_bytes  # each its own configuration
 

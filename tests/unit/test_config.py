@@ -4,7 +4,7 @@ canonical label, so equal devices make equal configs (one cache entry)."""
 
 import pytest
 
-from remat_tui.core.setup import policies
+from remat_tui.core.setup import devices, policies
 from remat_tui.core.setup.config import Config
 from remat_tui.errors import RematError
 
@@ -59,8 +59,35 @@ def test_a_config_carries_its_policies_parsed():
     assert made.sites == ((2, "nothing_saveable"), ("block", "save_only_these_names('a', 'b')"))
     assert dict(made.site_specs)["block"] == policies.parse("save_only_these_names('a', 'b')")
     # text already canonical (a report's, another Config's) reads back the same Config
-    assert Config(made.policy, made.sites) == made.with_device(None)
+    assert Config.make(made.policy, dict(made.sites)) == made.with_device(None)
     assert Config(made.spec, made.site_specs) == made
+
+
+def test_a_config_takes_parsed_specs_only():
+    """Text is parsed where it enters (Config.make); a Config given text
+    says so rather than parse it again."""
+    with pytest.raises(TypeError, match="Config.make"):
+        Config("nothing_saveable")
+    with pytest.raises(TypeError, match="Config.make"):
+        Config(sites=(("block", "nothing_saveable"),))
+    with pytest.raises(TypeError, match="Config.make"):
+        Config.make().with_policy("nothing_saveable")
+    with pytest.raises(TypeError, match="Config.make"):
+        Config(structure="nested(2)")
+
+
+def test_a_config_resolves_its_device_once(monkeypatch):
+    import pickle
+
+    config = Config.make(device="cpu:1")
+    calls = []
+    real = devices.resolve_device
+    monkeypatch.setattr(devices, "resolve_device", lambda d=None: calls.append(d) or real(d))
+    assert config.jax_device is config.jax_device
+    assert config.jax_device.id == 1 and calls == ["cpu:1"]
+    copy = pickle.loads(pickle.dumps(config))  # to a worker: the label travels, not the Device
+    assert copy == config and "jax_device" not in copy.__dict__
+    assert copy.jax_device == config.jax_device
 
 
 def test_a_bad_site_spec_names_the_site():

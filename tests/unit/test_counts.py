@@ -9,7 +9,7 @@ import remat_tui
 from remat_tui.core.units import count
 from remat_tui.report import fit as fit_report
 from remat_tui.report import render
-from remat_tui.report.costs import render_compare
+from remat_tui.report.comparisons import render_compare
 
 
 def test_count_agrees_with_its_noun():

@@ -11,11 +11,11 @@ import remat_tui
 import remat_tui.core.search.suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.trace.configured import as_target
+from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import compiled as compiled_lib
 from remat_tui.core.xla import step_time
 from remat_tui.errors import RematError
-from remat_tui.report import costs as cost_reports
-from remat_tui.report.units import human_bytes
+from remat_tui.report import comparisons as comparison_reports
 
 OOM = "RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries (9.00G) exceeds available HBM (8.00G)."  # noqa: E501
 SPECS = policies.builtin_specs()
@@ -52,10 +52,12 @@ def test_compare_goes_on_past_rows_that_do_not_fit_or_fail(failing_for):
     assert any(r.pareto for r in c.rows)
     others = [r for r in c.rows if r not in (oom, broken)]
     assert all(r.fits and r.compiled["peak_bytes"] > 0 for r in others)
-    cells = {r.config.policy: cost_reports.row_cells(r) for r in c.rows}
+    cells = {r.config.policy: comparison_reports.row_cells(r) for r in c.rows}
     assert cells["nothing_saveable"][5] == f"✗ needs {human_bytes(9 * 2**30)}"
     assert cells["dots_saveable"][5] == "compile failed"
-    assert "does not fit cpu:0" in cells["nothing_saveable"][cost_reports.COLUMNS.index("notes")]
+    assert (
+        "does not fit cpu:0" in cells["nothing_saveable"][comparison_reports.COLUMNS.index("notes")]
+    )
     d = c.to_dict()["rows"]
     assert d[2]["compiled"]["fits"] is False and d[3]["error"].endswith("a bug")
 
@@ -145,7 +147,7 @@ def test_suggest_skips_compiles_that_cannot_beat_the_answer(compute_bound_cpu, m
     assert got.best.time["seconds"] == min(
         r.time["seconds"] for r in got.rows if r.time and not r.offload_slower
     )
-    text = cost_reports.render_suggest(got, "text")
+    text = comparison_reports.render_suggest(got, "text")
     assert f"{got.compiled_count} compiled, {got.skipped} not compiled" in text
 
 
@@ -176,7 +178,7 @@ def test_suggest_when_nothing_fits_the_device(failing_for):
     homeless = sum(1 for r in got.rows if r.offload_without_host)
     assert got.compiled_count == got.searched - got.skipped and homeless == 0
     assert got.skipped and "which cpu:0's compile does not have" in got.skipped_why
-    text = cost_reports.render_suggest(got, "text")
+    text = comparison_reports.render_suggest(got, "text")
     assert "nothing fits" in text and "does not fit the device either" in text
 
 
@@ -206,7 +208,7 @@ def test_a_budget_above_the_device_is_said_to_be(failing_for):
                                          compile_all=True)  # fmt: skip
     assert got.device_memory == 8 * 2**30 and got.budget_above_device
     assert got.to_dict()["budget_above_device"] is True
-    text = cost_reports.render_suggest(got, "text")
+    text = comparison_reports.render_suggest(got, "text")
     assert "above the 8.0 GiB" in text
     fits = remat_tui.core.search.suggest.suggest(as_target(LOSS, ARGS, None), 2**20, compiled=True,
                                           compile_all=True)  # fmt: skip

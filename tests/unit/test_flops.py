@@ -9,7 +9,8 @@ from jax import lax
 import remat_tui
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.costs import flops
-from remat_tui.report.units import human_flops, percent, recompute_summary, summary
+from remat_tui.core.units import human_flops
+from remat_tui.report.phrases import percent, recompute_summary, summary
 
 
 def count(f, *args) -> flops.Count:

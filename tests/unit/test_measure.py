@@ -13,6 +13,7 @@ import pytest
 import remat_tui
 from remat_tui.core.search.compare import Row, mark_pareto
 from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.policies import PolicySpec
 from remat_tui.core.xla import measure as measure_lib
 from remat_tui.core.xla.compiled import CompiledStep
 from remat_tui.errors import RematError
@@ -83,7 +84,7 @@ def test_measured_times_decide_the_front_over_the_estimate():
     """Two rows of equal memory: the estimate calls A faster, the runs B."""
 
     def row(policy, estimate, measured):
-        r = Row(Config(policy), "", 100, 0, 0, 1, ())
+        r = Row(Config(PolicySpec(policy, declared=True)), "", 100, 0, 0, 1, ())
         r.time = {"seconds": estimate}
         r.measured = {"min_seconds": measured, "fits": True, "error": None}
         return r

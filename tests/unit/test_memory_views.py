@@ -13,7 +13,7 @@ import pytest
 import remat_tui
 from remat_tui.core.xla import unsaved
 from remat_tui.core.xla.memory import CATEGORIES
-from remat_tui.report import costs as cost_reports
+from remat_tui.report import comparisons as comparison_reports
 from remat_tui.report import render
 
 LAYERS, WIDTH, BATCH = 8, 128, 512
@@ -128,18 +128,18 @@ def test_the_memory_subcommand(tmp_path, capsys, write_target):
 
 def test_compare_and_suggest_say_what_fills_the_peak():
     c = remat_tui.compare(layers, ARGS, compiled=True, policies=["as_written", "nothing_saveable"])
-    column = cost_reports.COLUMNS.index("most at peak")
+    column = comparison_reports.COLUMNS.index("most at peak")
     for row in c.rows:
         memory = row.compiled["memory"]
         top = max(CATEGORIES, key=lambda k: memory["by_category"][k])
-        assert cost_reports.row_cells(row)[column].startswith(top)
+        assert comparison_reports.row_cells(row)[column].startswith(top)
     (nothing,) = [r for r in c.rows if r.config.policy == "nothing_saveable"]
     assert any(n.startswith("peak unchanged against the code as written") for n in nothing.notes)
     s = remat_tui.suggest(layers, "1GiB", args=ARGS, compiled=True)
     memory = s.best.compiled["memory"]
     top = max(CATEGORIES, key=lambda k: memory["by_category"][k])
     share = memory["by_category"][top] / memory["peak_bytes"]
-    said = cost_reports.render_suggest(s, "text")
+    said = comparison_reports.render_suggest(s, "text")
     # "mostly" only past half the peak (issue 30: "mostly recomputed (30%)")
     assert f"its peak: {'mostly' if share > 0.5 else 'largest part:'} {top} ({share:.0%})" in said
 

@@ -14,7 +14,7 @@ from remat_tui.core.trace import recomputation
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.trace.traced import trace_config
 from remat_tui.notebook import analysis_html, terminal
-from remat_tui.report.units import line_marks
+from remat_tui.report.phrases import line_marks
 
 POLICY = (
     "save_and_offload_only_these_names(names_which_can_be_saved=[], "

@@ -14,10 +14,10 @@ import remat_tui
 from remat_tui.core.search.compare import compare
 from remat_tui.core.search.suggest import suggest
 from remat_tui.core.setup import policies
+from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import host_memory
 from remat_tui.report import render
-from remat_tui.report.costs import render_suggest
-from remat_tui.report.units import human_bytes
+from remat_tui.report.comparisons import render_suggest
 
 WIDTH, ROWS = 64, 32
 

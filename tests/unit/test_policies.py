@@ -142,3 +142,38 @@ def test_no_proposal_where_nothing_close_parses():
     with pytest.raises(RematError) as err:
         policies.parse("sometimes_saveable_at_random")
     assert "Did you mean" not in err.value.message
+
+
+def test_the_builtins_are_the_specs_their_spellings_parse_to():
+    """policies.BUILTINS, the specs every search weighs, are what parsing
+    their spellings gives: a search built from them parses nothing."""
+    assert [policies.parse(s.canonical) for s in policies.BUILTINS] == list(policies.BUILTINS)
+    assert policies.builtin_specs() == [s.canonical for s in policies.BUILTINS]
+    declared = {"mine": lambda *_, **__: True}
+    assert policies.candidate_specs(declared)[-1] == policies.parse("mine", declared)
+
+
+@pytest.mark.parametrize(
+    ("text", "short"),
+    [
+        ("save_only_these_names('b', 'a')", "save a, b"),
+        ("save_only_these_names()", "save no names"),
+        (
+            "save_and_offload_only_these_names(names_which_can_be_saved=['q'], "
+            "names_which_can_be_offloaded=['h'], offload_src='device', offload_dst='pinned_host')",
+            "save q · offload h",
+        ),
+        ("checkpoint_dots", "dots_saveable"),
+        ("save_any_names_but_these('a')", "save_any_names_but_these('a')"),
+    ],
+)
+def test_a_short_spelling_names_what_a_names_policy_saves_and_offloads(text, short):
+    assert policies.parse(text).short() == short
+
+
+def test_a_spec_names_the_declared_policies_it_uses():
+    declared = {"mine": lambda *_, **__: True, "yours": lambda *_, **__: False}
+    both = policies.parse("save_from_both_policies(mine, dots_saveable)", declared)
+    assert both.declared_policies() == {"mine"}
+    assert policies.parse("yours", declared).declared_policies() == {"yours"}
+    assert policies.parse("nothing_saveable").declared_policies() == set()

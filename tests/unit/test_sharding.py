@@ -11,8 +11,8 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 import remat_tui
+from remat_tui.core.units import human_bytes
 from remat_tui.report import render
-from remat_tui.report.units import human_bytes
 
 
 def loss(W, x):
@@ -281,7 +281,7 @@ def test_reports_give_per_device_bytes_once_an_argument_is_sharded(write_target)
 
 def test_compare_report_says_whose_bytes_each_column_counts(write_target):
     from remat_tui.core.search.compare import compare
-    from remat_tui.report.costs import render_compare
+    from remat_tui.report.comparisons import render_compare
 
     c = compare(
         mesh_target(write_target, "Auto"),

@@ -28,7 +28,7 @@ import remat_tui
 from remat_tui.app.widgets.sidebar import site_label
 from remat_tui.core.costs import flops
 from remat_tui.core.model import SiteFlops
-from remat_tui.report import html, markdown, text, units
+from remat_tui.report import html, markdown, phrases, text
 
 L, B, D = 4, 2, 4  # ARGS: 4 layers of f32[4,4] weights, x f32[2,4]
 DOT = 2 * B * D * D  # x @ W: 2 x multiply-adds
@@ -218,5 +218,5 @@ def test_reports_and_sidebar_show_site_flops():
     assert site_label(small).splitlines()[1] == f"   ↻{BLOCK} FLOP nothing_saveable"
     assert site_label(big).splitlines()[1] == "   ↻0 FLOP everything_saveable"
     unknown = replace(big, flops=SiteFlops(WIDE, None))
-    assert units.site_row(unknown)[-2:] == (f"{WIDE} FLOP", "unknown")
+    assert phrases.site_row(unknown)[-2:] == (f"{WIDE} FLOP", "unknown")
     assert "↻" not in site_label(unknown)

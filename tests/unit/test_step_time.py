@@ -171,8 +171,8 @@ def test_the_counterpart_of_an_offload_recomputes_what_it_offloaded():
 
 
 def test_suggest_and_compare_report_the_estimate_as_an_estimate():
-    from remat_tui.report import costs as cost_reports
+    from remat_tui.report import comparisons as comparison_reports
 
     c = remat_tui.compare(LOSS, args=ARGS, compiled=True, policies=["nothing_saveable"])
-    text = cost_reports.render_compare(c, "text")
+    text = comparison_reports.render_compare(c, "text")
     assert "est. step" in text and "roofline" in text

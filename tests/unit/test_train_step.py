@@ -144,7 +144,7 @@ def test_the_train_step_differentiates_the_configured_loss():
         return clipped_step(params, opt_state, x, loss=loss)
 
     spied = Target(**{**vars(target), "train_step": spying_step})
-    compile_costs(spied, Config(policy="nothing_saveable"))
+    compile_costs(spied, Config.make("nothing_saveable"))
     assert "checkpoint" in str(seen[-1]) or "remat" in str(seen[-1])
     compile_costs(spied, Config())
     assert "checkpoint" not in str(seen[-1]) and "remat" not in str(seen[-1])

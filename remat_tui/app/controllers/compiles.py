@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING
 from textual.app import App
 from textual.message import Message
 
+from remat_tui.core.units import human_bytes, human_seconds
 from remat_tui.core.xla.compile_process import CompileProcess
 from remat_tui.errors import RematError
 from remat_tui.report.memory import peak_make_up
-from remat_tui.report.units import human_bytes, human_seconds
 
 if TYPE_CHECKING:
     from remat_tui.core.xla.compiled_numbers import Compiled

@@ -24,9 +24,8 @@ from remat_tui.app.screens.export import write_export
 from remat_tui.app.state.scene import Scene
 from remat_tui.app.state.wanted import request_key
 from remat_tui.core.setup.config import AS_WRITTEN
-from remat_tui.core.units import count
+from remat_tui.core.units import count, human_bytes
 from remat_tui.errors import RematError
-from remat_tui.report.units import human_bytes
 
 
 class Opening:

@@ -91,18 +91,19 @@ class Startup:
 
     @staticmethod
     def listed(target) -> dict[str, policies.PolicySpec]:
-        """The Policies list of `target`: the built-ins, then its own, each parsed once."""
-        texts = policies.builtin_specs() + list(target.policies)
-        return {text: policies.parse(text, target.policies) for text in texts}
+        """The Policies list of `target`: the built-ins, then its own, by spelling."""
+        return {spec.canonical: spec for spec in policies.candidate_specs(target.policies)}
 
     def request(self, target, wanted, keep_policy: bool, first: bool) -> tuple[Config, list[str]]:
         """The Config to start `target` under: the command line's policy (with
         `keep_policy`, what is wanted now), the site overrides wanted (the
         first start: --site's), the device wanted; and what could not be had."""
         warnings = []
-        requested = wanted.spec.canonical if keep_policy else self.policy
-        try:  # the policy checked against this target's declared ones (a reload may drop one)
-            spec = policies.parse(requested, target.policies)
+        try:  # the command line's text parsed once, against this target's policies
+            spec = wanted.spec if keep_policy else policies.parse(self.policy, target.policies)
+            gone = gone_policies(spec, target)  # a reload may drop a policy the code declared
+            if gone:
+                raise RematError(f"the code no longer declares {gone}.")
         except RematError as exc:  # e.g. a name the target does not declare: say so, go on
             warnings.append(f"{exc.message} Showing {policies.AS_WRITTEN} instead.")
             spec = AS_WRITTEN
@@ -118,12 +119,10 @@ class Startup:
     def still_parsing(specs, target, listed: dict) -> list[policies.PolicySpec]:
         """Of the specs typed before a target (re)started, those not listed now
         that still parse for it (a policy the old code declared may be gone)."""
-        out = []
-        for spec in specs:
-            if spec.canonical in listed:
-                continue
-            try:
-                out.append(policies.parse(spec.canonical, target.policies))
-            except RematError:
-                continue
-        return out
+        return [s for s in specs if s.canonical not in listed and not gone_policies(s, target)]
+
+
+def gone_policies(spec: policies.PolicySpec, target) -> str:
+    """The policies `spec` names that the target no longer declares, quoted
+    and joined; empty when none is gone."""
+    return ", ".join(map(repr, sorted(spec.declared_policies() - set(target.policies))))

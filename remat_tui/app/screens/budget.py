@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from remat_tui.core.units import parse_size
 from remat_tui.errors import RematError
-from remat_tui.report.units import parse_size
 
 
 def parse_budget(text: str) -> tuple[int | None, str | None]:

@@ -45,8 +45,7 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.structures import without_helper
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
-from remat_tui.report.compiled import estimate_words, measured_words, rates_words
-from remat_tui.report.costs import (
+from remat_tui.report.comparisons import (
     COLUMNS,
     any_measured,
     columns,
@@ -55,6 +54,7 @@ from remat_tui.report.costs import (
     notes_cell,
     row_cells,
 )
+from remat_tui.report.compiled import estimate_words, measured_words, rates_words
 
 SORTS = {
     "memory": lambda r: (r.weighed_bytes, r.recompute_flops),
@@ -315,7 +315,7 @@ class CompareScreen(Screen[Config | None]):
         each counts."""
         cells = self.cells()
         heads = columns(self.rows)
-        labels = [whole_label(r.config.policy, r.config) for r in self.rows]
+        labels = [whole_label(r.config) for r in self.rows]
         layout = lay_out(
             heads, cells, labels, self.app.size.width, trailing=("notes",), cap=NOTES_MAX
         )
@@ -354,7 +354,7 @@ class CompareScreen(Screen[Config | None]):
         cells = self.cells()
         layout = self.table_layout
         label, notes = self.heads.index("configuration"), self.heads.index("notes")
-        labels = fitted_labels([(r.config.policy, r.config) for r in self.rows], layout.label_width)
+        labels = fitted_labels([r.config for r in self.rows], layout.label_width)
         for index, _row in sorted(enumerate(self.rows), key=lambda ir: SORTS[self.sort_key](ir[1])):
             shown = {i: cells[index][i] for i in layout.order}
             shown[label] = labels[index]

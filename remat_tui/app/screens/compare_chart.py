@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from textual_plotext import PlotextPlot
 
+from remat_tui.core.units import BYTE_UNITS, FLOP_UNITS, axis_unit, parse_size
 from remat_tui.errors import RematError
-from remat_tui.report.units import BYTE_UNITS, FLOP_UNITS, axis_unit, parse_size
 
 if TYPE_CHECKING:
     from remat_tui.core.search.compare import Row

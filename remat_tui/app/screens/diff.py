@@ -22,7 +22,8 @@ from textual.widgets import DataTable, Static
 from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.model import Analysis
 from remat_tui.core.setup.config import Config
-from remat_tui.report.units import human_bytes, human_flops, signed
+from remat_tui.core.units import human_bytes, human_flops
+from remat_tui.report.phrases import signed
 
 # "both" is dim, not $text-muted: that is an `auto` colour, which has no
 # background to contrast with inside a table cell and came out near-black.
@@ -68,7 +69,7 @@ class DiffScreen(Screen[Config | None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        from remat_tui.report.costs import config_label
+        from remat_tui.report.comparisons import config_label
 
         d = self.diff
         before = " (before the file was loaded again)" if self.a_reloaded else ""

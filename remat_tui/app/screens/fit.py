@@ -36,10 +36,9 @@ from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_lab
 from remat_tui.app.screens.table_rows import highlighted_config
 from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.config import Config
-from remat_tui.core.units import count
+from remat_tui.core.units import axis_unit, count, human_bytes
 from remat_tui.errors import RematError
 from remat_tui.report.fit import COLUMNS, cells, curve, progress_line, row_label
-from remat_tui.report.units import axis_unit, human_bytes
 
 LINES = 8  # configurations the chart draws: the best ones (more is a tangle)
 LEGEND = 34  # cells a line's name has in the chart's legend
@@ -215,7 +214,7 @@ class FitScreen(Screen[Config | None]):
         self.rows = list(f.rows)
         best = f.best
         found = (
-            f"★ {row_label(best.policy, best.config)}: batch {best.batch}"
+            f"★ {row_label(best.config)}: batch {best.batch}"
             if best
             else "nothing fits, not even the smallest batch"
         )
@@ -237,8 +236,8 @@ class FitScreen(Screen[Config | None]):
         cursor = table.cursor_row
         table.clear(columns=True)
         rows = [cells(row) for row in self.rows]
-        configs = [(row.policy, row.config) for row in self.rows]
-        whole = [whole_label(*c) for c in configs]
+        configs = [row.config for row in self.rows]
+        whole = [whole_label(c) for c in configs]
         layout = lay_out(COLUMNS, rows, whole, self.app.size.width, trailing=("notes",))
         self.query_one("#fit-body").set_class(not layout.beside, "-stacked")
         table.styles.width = layout.table_width if layout.beside else "100%"
@@ -262,11 +261,11 @@ class FitScreen(Screen[Config | None]):
         plt = plot.plt
         plt.clear_data()
         drawn = [(r, curve(r)) for r in self.rows if curve(r)][:LINES]
-        self.chart_lines = [row_label(r.policy, r.config) for r, _ in drawn]
+        self.chart_lines = [row_label(r.config) for r, _ in drawn]
         largest = max((rate for _, points in drawn for _, rate in points), default=1.0)
         unit, size = axis_unit(largest, RATE_UNITS)
         # Fitted as the table's are: the site names cut, the policies kept whole.
-        names = fitted_labels([(r.policy, r.config) for r, _ in drawn], LEGEND - 2)
+        names = fitted_labels([r.config for r, _ in drawn], LEGEND - 2)
         marks = ["★ " if r.best else "" for r, _ in drawn]
         self.chart_legend = [mark + name for mark, name in zip(marks, names, strict=True)]
         for (_row, points), label in zip(drawn, self.chart_legend, strict=True):

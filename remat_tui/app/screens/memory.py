@@ -21,9 +21,9 @@ from textual.widgets import OptionList, Static
 from textual_plotext import PlotextPlot
 
 from remat_tui.app.widgets.footer import Footer
+from remat_tui.core.units import BYTE_UNITS, axis_unit, human_bytes
 from remat_tui.report import memory as memory_view
 from remat_tui.report.tables import text_table
-from remat_tui.report.units import BYTE_UNITS, axis_unit, human_bytes
 
 SCREEN_COLUMNS = ("bytes", "category", "residual", "line", "shape", "instruction")
 SHAPE_WIDTH = 28  # a loop's tuple buffer lists every member: cut, the rest in the reports

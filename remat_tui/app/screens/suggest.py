@@ -30,9 +30,9 @@ from remat_tui.app.screens.budget import BudgetTyped, parse_budget
 from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_label
 from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.config import Config
-from remat_tui.core.units import count
+from remat_tui.core.units import count, human_bytes, human_flops
 from remat_tui.errors import RematError
-from remat_tui.report.units import human_bytes, human_flops, signed
+from remat_tui.report.phrases import signed
 
 RESIDUAL = "residual bytes on device"
 COMPILED = "compiled peak per device"
@@ -267,16 +267,16 @@ class SuggestScreen(Screen[Config | None]):
     def show_rows(self, s) -> None:
         """The suggestion beside the code as written, in the compare table's
         columns (those with a value), the configuration fitted to the width."""
-        from remat_tui.report.costs import COLUMNS, row_cells
+        from remat_tui.report.comparisons import COLUMNS, row_cells
 
         rows = (s.best, s.baseline)
         heads = ("", *COLUMNS)
         cells = [
             (name, *row_cells(r)) for name, r in zip(("suggested", "as written"), rows, strict=True)
         ]
-        whole = [whole_label(r.config.policy, r.config) for r in rows]
+        whole = [whole_label(r.config) for r in rows]
         layout = lay_out(heads, cells, whole, self.app.size.width, lead=2)
-        labels = fitted_labels([(r.config.policy, r.config) for r in rows], layout.label_width)
+        labels = fitted_labels([r.config for r in rows], layout.label_width)
         label = heads.index("configuration")
         table = self.query_one(DataTable)
         table.clear(columns=True)
@@ -288,9 +288,9 @@ class SuggestScreen(Screen[Config | None]):
 
     @staticmethod
     def text(s) -> str:
-        """The CLI's report (report/costs.py), the recompute it costs beside the
+        """The CLI's report (report/comparisons.py), the recompute it costs beside the
         bytes it saves."""
-        from remat_tui.report.costs import render_suggest
+        from remat_tui.report.comparisons import render_suggest
 
         delta = s.best.recompute_flops - s.baseline.recompute_flops
         recompute = f"recompute against as written: {signed(delta, human_flops)}"

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from rich.cells import cell_len
 
+from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.policies import AS_WRITTEN
-from remat_tui.report.costs import short_spec
 
 CHART_MIN = 56  # the chart beside the table: y labels, a readable plot, the legend
 CHART_GAP = 1  # between the table and the chart beside it
@@ -29,15 +29,15 @@ PADDING = 2  # a DataTable column's cell padding, both sides
 SCROLLBAR = 1  # the table's vertical scrollbar (app.tcss sets its size)
 
 
-def label_parts(policy: str, config) -> tuple[str | None, list[tuple[str, str]], str | None]:
+def label_parts(config: Config) -> tuple[str | None, list[tuple[str, str]], str | None]:
     """The configuration as a table row says it: the outer policy (None when
     the code runs as written and sites or a structure are set), a names
-    policy as its names (report/costs.py short_spec), each site override
-    (key, spec), and its structure (`nested(4)`) or None."""
-    structure = getattr(config, "structure", None)
-    changed = config.sites or structure is not None
-    outer = None if config.policy == AS_WRITTEN and changed else short_spec(policy)
-    sites = [(str(key), short_spec(spec)) for key, spec in config.sites]
+    policy as its names (PolicySpec.short), each site override (key, spec),
+    and its structure (`nested(4)`) or None."""
+    structure = config.structure
+    changed = config.site_specs or structure is not None
+    outer = None if config.spec.kind == AS_WRITTEN and changed else config.spec.short()
+    sites = [(str(key), spec.short()) for key, spec in config.site_specs]
     return outer, sites, None if structure is None else str(structure)
 
 
@@ -51,14 +51,14 @@ def _shortened(key: str, cells: int) -> str:
     return key if cell_len(key) <= cells else key[: cells - 1] + "…"
 
 
-def fitted_labels(rows: list[tuple[str, object]], width: int) -> list[str]:
-    """Each row's configuration, `rows` (policy, Config) pairs, in at most
+def fitted_labels(configs: list[Config], width: int) -> list[str]:
+    """Each row's configuration, `configs`, in at most
     `width` cells: whole where every one fits; else the site names cut at
     their ends, to one length in every row (the same site spelt the same:
     `site EncoderBlo…: dots_saveable`), the longest with which every label
     fits, down to KEY_MIN cells; then without the word `site`; a label still
     too long loses its end."""
-    parts = [label_parts(policy, config) for policy, config in rows]
+    parts = [label_parts(config) for config in configs]
 
     def joined(cells: int, word: str = "site ") -> list[str]:
         return [
@@ -75,9 +75,9 @@ def fitted_labels(rows: list[tuple[str, object]], width: int) -> list[str]:
     return [text if cell_len(text) <= width else text[: width - 1] + "…" for text in texts]
 
 
-def whole_label(policy: str, config) -> str:
+def whole_label(config: Config) -> str:
     """The row's configuration as the table says it, uncut."""
-    return _joined(*label_parts(policy, config))
+    return _joined(*label_parts(config))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ import re
 from dataclasses import dataclass
 
 from remat_tui.core.model import Analysis, JaxprView, Residual
-from remat_tui.report.units import human_bytes, what, where
+from remat_tui.core.units import human_bytes
+from remat_tui.report.phrases import what, where
 
 _WORD = re.compile(r"[A-Za-z_]\w*")
 # `what`, `×` and `source` say where the value was computed (its origin: inside

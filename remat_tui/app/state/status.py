@@ -2,12 +2,12 @@
 (importing JAX, importing the target, building example arguments, tracing),
 with a spinner and an honest clock per stage, and the summary of an analysis.
 
-The summary uses the reports' own figures (report/units.py): the change from
+The summary uses the reports' own figures (report/phrases.py): the change from
 `as_written` is of the bytes excluding arguments, which are in memory anyway.
 Beside a per-device figure (the compiled peak, or a sharded residual's share)
 every byte figure says whose it is: `/device` when one device's bytes are
 known, `across all devices` when only the global ones are (arguments sharded
-automatically: the avals carry no sharding, report/units.py byte_scope).
+automatically: the avals carry no sharding, report/phrases.py byte_scope).
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ import functools
 import time
 
 from remat_tui.core.model import Analysis
-from remat_tui.core.units import count
-from remat_tui.report.units import (
+from remat_tui.core.units import count, human_bytes
+from remat_tui.report.phrases import (
     GLOBAL,
     SHARDED,
     all_devices,
-    human_bytes,
     per_device_totals,
     recompute_summary,
 )

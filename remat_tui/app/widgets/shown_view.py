@@ -24,7 +24,7 @@ from remat_tui.app.widgets.codeview import CodeView
 from remat_tui.app.widgets.residual_table import ResidualTable
 from remat_tui.app.widgets.sidebar import Sidebar
 from remat_tui.app.widgets.story_panel import StoryPanel
-from remat_tui.report.units import human_bytes
+from remat_tui.core.units import human_bytes
 
 if TYPE_CHECKING:
     from remat_tui.app.state.drawing import Drawing

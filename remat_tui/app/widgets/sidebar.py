@@ -21,8 +21,7 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from remat_tui.report.costs import short_spec
-from remat_tui.report.units import human_bytes, human_flops
+from remat_tui.core.units import human_bytes, human_flops
 
 NAME_MARKS = {"recompute": "R", "save": "S", "offload": "O"}
 
@@ -63,7 +62,9 @@ def site_label(site) -> str:
     where = f" {site.source.where()}" if site.source else ""
     again = site.flops.recompute if site.flops is not None else None
     cost = f"↻{human_flops(again)} " if again is not None else ""
-    return f"{mark}{site.id}{times} {site.function}{where}\n   {cost}{short_spec(site.effective)}"
+    spec = site.effective_spec  # None for a policy read off the code as custom:<name>
+    policy = spec.short() if spec is not None else site.effective
+    return f"{mark}{site.id}{times} {site.function}{where}\n   {cost}{policy}"
 
 
 def focus_now(widget) -> None:

@@ -15,8 +15,9 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widgets import Static
 
+from remat_tui.core.units import human_bytes
 from remat_tui.report import story
-from remat_tui.report.units import human_bytes, what, where
+from remat_tui.report.phrases import what, where
 
 NOT_COMPILED = "p compiles this configuration: then what XLA made of it"
 

@@ -33,10 +33,10 @@ def looked_through(jaxpr: Jaxpr) -> dict[Var, Atom]:
     }
     if not _CHAINS:
         return subst
-    out = {}
+    out: dict[Var, Atom] = {}
     for v in subst:
-        w = v
-        while w in subst:
+        w: Atom = v
+        while isinstance(w, Var) and w in subst:  # a literal is no key
             w = subst[w]
         out[v] = w
     return out

@@ -14,7 +14,7 @@ from jax.extend import source_info_util as public_siu
 
 from remat_tui.core.jaxcompat.objects import Jaxpr
 from remat_tui.core.jaxcompat.private import source_info_util as _siu
-from remat_tui.core.model import Source
+from remat_tui.core.places import Source
 from remat_tui.core.usercode import in_library, is_users
 
 # Our own frames must never be taken for the user's: JAX attributes each

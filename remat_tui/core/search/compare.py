@@ -243,7 +243,7 @@ def compare(
     if policies is None:
         configs = candidates(target, baseline_analysis, base)
     else:
-        configs = [base.with_policy(canonical_spec(p, target)) for p in policies]
+        configs = [base.with_policy(policy_spec(p, target)) for p in policies]
     rows = evaluate(
         target,
         configs,
@@ -284,9 +284,10 @@ def measure_baseline(target, base: Config, compiled: bool, cancelled=None):
     return row, transpose_flops(trace, cancelled) if compiled else None
 
 
-def canonical_spec(text: str, target) -> str:
-    """A policy spec in its one spelling, the target's own policies known."""
-    return policies.parse(text, target.policies).canonical
+def policy_spec(spec: str | policies.PolicySpec, target) -> policies.PolicySpec:
+    """A policy the API was given (text as a user types it, or a PolicySpec),
+    parsed once, against the target's own policies."""
+    return spec if isinstance(spec, policies.PolicySpec) else policies.parse(spec, target.policies)
 
 
 def evaluate(
@@ -408,20 +409,19 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
     with sites, each built-in policy at each checkpointed function; and the
     structures of its scans (core/search/structures.py); those that decide
     alike once."""
-    outer = [*policies.builtin_specs(), *target.policies]
+    outer = policies.candidate_specs(target.policies)
     names = [n.name for n in baseline.names]
     name_specs = []
     if names:
-        name_specs += [policies.names_policy([n], []).canonical for n in names]
-        name_specs.append(policies.names_policy(names, []).canonical)
-        name_specs += [policies.names_policy([], [n]).canonical for n in names]
-        name_specs.append(policies.names_policy([], names).canonical)
+        name_specs += [policies.names_policy([n], []) for n in names]
+        name_specs.append(policies.names_policy(names, []))
+        name_specs += [policies.names_policy([], [n]) for n in names]
+        name_specs.append(policies.names_policy([], names))
     functions = list(dict.fromkeys(s.function for s in baseline.sites))
-    configs = [base.with_policy(canonical_spec(p, target)) for p in outer]
+    configs = [base.with_policy(p) for p in outer]
     if functions:
         for function in functions:
             for spec in [*outer, *name_specs]:
-                spec = canonical_spec(spec, target)
                 configs.append(base.at_function(baseline.sites, function, spec))
     else:
         configs += [base.with_policy(spec) for spec in name_specs]

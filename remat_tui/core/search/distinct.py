@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.errors import RematError
 
 
 def merge_key(config: Config, sites) -> tuple:
@@ -42,11 +41,7 @@ def distinct(configs: list[Config], sites) -> list[Config]:
 
 
 def _written_policy(site) -> policies.PolicySpec | None:
-    """The decisions of the policy written at `site`; None for one remat-tui
-    cannot name (a custom policy equals nothing)."""
-    if site.policy.startswith("custom:"):
-        return None
-    try:
-        return policies.same_decisions(policies.parse(site.policy, policies.AnyName()))
-    except RematError:
-        return None
+    """The decisions of the policy written at `site` (its spec, read off the
+    code once); None for one remat-tui cannot name (a custom policy equals
+    nothing)."""
+    return None if site.spec is None else policies.same_decisions(site.spec)

@@ -39,10 +39,10 @@ import time
 from collections.abc import Callable
 
 from remat_tui.core.search import bracket
-from remat_tui.core.search.compare import candidates, canonical_spec
+from remat_tui.core.search.compare import candidates, policy_spec
 from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow, Probe, rank
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
+from remat_tui.core.setup.devices import describe_device, device_set
 from remat_tui.core.setup.loading import takes_devices
 from remat_tui.core.setup.scaling import (
     argument_bytes,
@@ -97,7 +97,7 @@ def fit(
     base = Config.make(sites=sites, device=device, declared=target.policies)
     if measure:
         check_measurable(base.device, runs)
-    dev = resolve_device(base.device)
+    dev = base.jax_device
     devices = device_set(dev) if takes_devices(target) else None
     cap = MAX_BATCH if max_batch is None else max_batch
     example = example_batch(target)
@@ -200,7 +200,9 @@ def _configs(target, example, base: Config, policies, cancelled) -> list[tuple[C
         baseline = row_view(trace_config(example, base, cancelled), cancelled)
         pairs = [(c, c.policy) for c in candidates(example, baseline, base)]
     else:
-        pairs = [(base.with_policy(canonical_spec(p, target)), p) for p in policies]
+        specs = [policy_spec(p, target) for p in policies]
+        labels = [p if isinstance(p, str) else p.canonical for p in policies]
+        pairs = [(base.with_policy(s), label) for s, label in zip(specs, labels, strict=True)]
     return _unique(pairs)
 
 

@@ -17,7 +17,7 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.structures import nested, split
 from remat_tui.core.trace.configured import program_scans
 
-EVERYTHING, NOTHING = "everything_saveable", "nothing_saveable"
+AS_WRITTEN, EVERYTHING, NOTHING = policies.BUILTINS[0], policies.EVERYTHING, policies.NOTHING
 COARSE, FINE = 4, 8  # the K grid: quarters of N (compare, fit), eighths (suggest)
 
 
@@ -38,18 +38,18 @@ def structure_candidates(target, base: Config, fractions: int = COARSE) -> list[
     return out
 
 
-def pairs(scan) -> list[tuple[str, str]]:
+def pairs(scan) -> list[tuple[policies.PolicySpec, policies.PolicySpec]]:
     """The (saving, cheap) policy pairs split tries on `scan`: the layer as
     written between everything saved and nothing saved, where it is neither;
     a layer with no checkpoint saves everything as written."""
     if not scan.checkpointed:
-        return [(policies.AS_WRITTEN, NOTHING)]
+        return [(AS_WRITTEN, NOTHING)]
     written = scan.checkpoint_policy
-    if written == NOTHING:
-        return [(EVERYTHING, policies.AS_WRITTEN)]
-    if written == EVERYTHING:
-        return [(policies.AS_WRITTEN, NOTHING)]
-    return [(EVERYTHING, policies.AS_WRITTEN), (policies.AS_WRITTEN, NOTHING)]
+    if written == NOTHING.canonical:
+        return [(EVERYTHING, AS_WRITTEN)]
+    if written == EVERYTHING.canonical:
+        return [(AS_WRITTEN, NOTHING)]
+    return [(EVERYTHING, AS_WRITTEN), (AS_WRITTEN, NOTHING)]
 
 
 def k_grid(length: int, fractions: int) -> list[int]:

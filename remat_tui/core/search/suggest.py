@@ -424,24 +424,25 @@ def _answers(row: Row, budget: int) -> bool:
     return row.fits and row.weighed_bytes <= budget and not row.offload_slower
 
 
-def _choices(target, names: list[str]) -> list[str]:
+def _choices(target, names: list[str]) -> list[policies.PolicySpec]:
     """Every policy one place can have: built-ins, the target's own, and each
     save/offload/recompute assignment of the names."""
-    out = [*policies.builtin_specs(), *target.policies]
+    out = policies.candidate_specs(target.policies)
     for states in itertools.product(STATES, repeat=len(names)):
         saved = [n for n, s in zip(names, states, strict=True) if s == "save"]
         offloaded = [n for n, s in zip(names, states, strict=True) if s == "offload"]
-        out.append(policies.names_policy(saved, offloaded).canonical)
+        out.append(policies.names_policy(saved, offloaded))
     # Spellings of the same decisions once: the first (save_only_these_names()
     # is nothing_saveable).
     once: dict = {}
-    for text in out:
-        spec = policies.parse(text, target.policies)
-        once.setdefault(policies.same_decisions(spec), spec.canonical)
+    for spec in out:
+        once.setdefault(policies.same_decisions(spec), spec)
     return list(dict.fromkeys(once.values()))
 
 
-def _config(base: Config, sites: list, places: list, combo) -> Config:
+def _config(
+    base: Config, sites: list, places: list, combo: tuple[policies.PolicySpec, ...]
+) -> Config:
     if places == [None]:
         return base.with_policy(combo[0])
     config = base
@@ -455,11 +456,11 @@ def _heuristic(base, sites, places, names, choices, run) -> None:
     the same policy at every place."""
     builtins = [c for c in choices if not _is_names_policy(c)]
     run([_config(base, sites, places, [b] * len(places)) for b in builtins])
-    nothing = policies.names_policy([], []).canonical
+    nothing = policies.names_policy([], [])
     singles = []
     for name in names:
-        singles.append(("save", name, policies.names_policy([name], []).canonical))
-        singles.append(("offload", name, policies.names_policy([], [name]).canonical))
+        singles.append(("save", name, policies.names_policy([name], [])))
+        singles.append(("offload", name, policies.names_policy([], [name])))
     configs = [_config(base, sites, places, [nothing] * len(places))]
     configs += [_config(base, sites, places, [spec] * len(places)) for _, _, spec in singles]
     measured = run(configs)
@@ -480,10 +481,10 @@ def _heuristic(base, sites, places, names, choices, run) -> None:
         for _, name in sorted(gains, reverse=True):
             chosen.append(name)
             saved, offloaded = (chosen, []) if state == "save" else ([], chosen)
-            spec = policies.names_policy(list(saved), list(offloaded)).canonical
+            spec = policies.names_policy(list(saved), list(offloaded))
             chains.append(_config(base, sites, places, [spec] * len(places)))
     run(chains)
 
 
-def _is_names_policy(spec: str) -> bool:
-    return spec.startswith(("save_only_these_names(", policies.OFFLOAD_NAMES + "("))
+def _is_names_policy(spec: policies.PolicySpec) -> bool:
+    return spec.kind in (policies.NAMES_ONLY, policies.OFFLOAD_NAMES) and not spec.declared

@@ -1,22 +1,28 @@
 """Provides Config: what one analysis is asked for, as one immutable value.
 
 The outer policy, the per-site overrides, the device and, where asked, a
-structure (a scan rebuilt as nested or split scans, core/setup/structures.py). Policies are carried
-parsed (`PolicySpec`): a spec is parsed once, where it enters (the command
-line, a key, the palette, the API), and its canonical spelling is derived from
-it. Name toggles are not a field of their own: they compose into a policy
+structure (a scan rebuilt as nested or split scans, core/setup/structures.py).
+
+Policies are carried parsed (`PolicySpec`): text is parsed once, where it
+enters (the command line, the app's inputs, the API's entry points, the
+notebook widget: through `Config.make` or `policies.parse`), and a Config is
+built only from PolicySpecs; its canonical spelling is derived from them.
+Name toggles are not a field of their own: they compose into a policy
 (`save_only_these_names` or `save_and_offload_only_these_names`), outer or at
-a site, so every configuration has one canonical spelling. The device is a
-canonical label (`cpu:0`, `tpu:v5e:2x2`; `Config.make` resolves what the user
-typed), so equal devices make equal configs. A Config is hashable (the app's
-cache key), printable (a report's title) and cheap to enumerate (what
-compare, suggest and diff produce lists of).
+a site, so every configuration has one canonical spelling.
+
+The device is a canonical label (`cpu:0`, `tpu:v5e:2x2`; `Config.make`
+resolves what the user typed), so equal devices make equal configs;
+`jax_device` is the label resolved, once per Config. A Config is hashable
+(the app's cache key), printable (a report's title) and cheap to enumerate
+(what compare, suggest and diff produce lists of).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from remat_tui.core.setup import policies
@@ -25,7 +31,7 @@ from remat_tui.core.setup.structures import Structure
 from remat_tui.errors import RematError
 
 SiteKey = int | str  # a site id, or a checkpointed function's name (every site of it)
-Spec = str | policies.PolicySpec  # a PolicySpec, or the canonical text of one
+Spec = str | policies.PolicySpec  # what a user typed, or a spec parsed already
 AS_WRITTEN = policies.PolicySpec(policies.AS_WRITTEN)
 
 
@@ -38,19 +44,25 @@ class Config:
 
     def __init__(
         self,
-        policy: Spec = AS_WRITTEN,
-        sites: tuple[tuple[SiteKey, Spec], ...] = (),
+        policy: policies.PolicySpec = AS_WRITTEN,
+        sites: tuple[tuple[SiteKey, policies.PolicySpec], ...] = (),
         device: str | None = None,
-        structure: Structure | str | None = None,
+        structure: Structure | None = None,
     ) -> None:
-        """A Config of values already checked: PolicySpecs, or the canonical
-        text of specs (as a report or another Config spells them; a name a
-        target declared is taken as one). `make` checks what a user typed."""
-        object.__setattr__(self, "spec", _spec(policy))
-        object.__setattr__(self, "site_specs", _sorted({k: _spec(v) for k, v in sites}))
+        """A Config of values already parsed and checked. Text (what a user
+        typed, or a report's canonical spelling) goes through `make`."""
+        for spec in (policy, *(v for _, v in sites)):
+            if not isinstance(spec, policies.PolicySpec):
+                raise TypeError(
+                    f"Config takes PolicySpecs, not {spec!r}: parse text with Config.make"
+                )
+        if structure is not None and not isinstance(structure, Structure):
+            raise TypeError(
+                f"Config takes a Structure, not {structure!r}: parse text with Config.make"
+            )
+        object.__setattr__(self, "spec", policy)
+        object.__setattr__(self, "site_specs", _sorted(dict(sites)))
         object.__setattr__(self, "device", device)
-        if isinstance(structure, str):
-            structure = structure_specs.parse(structure, policies.AnyName())
         object.__setattr__(self, "structure", structure)
 
     @classmethod
@@ -78,6 +90,21 @@ class Config:
             structure = structure_specs.parse(structure, declared)
         return cls(outer, tuple(overrides.items()), device_label_of(device), structure)
 
+    @cached_property
+    def jax_device(self) -> Any:
+        """The device this config is analysed on (JAX's default for None):
+        resolved once per Config, whatever asks."""
+        from remat_tui.core.setup.devices import resolve_device
+
+        return resolve_device(self.device)
+
+    def __getstate__(self) -> dict:
+        # A jax.Device does not travel to a worker process: the label does.
+        return {k: v for k, v in self.__dict__.items() if k != "jax_device"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
     @property
     def policy(self) -> str:
         """The outer policy's canonical spelling."""
@@ -92,22 +119,22 @@ class Config:
     def site_overrides(self) -> dict[SiteKey, str]:
         return dict(self.sites)
 
-    def with_policy(self, policy: Spec) -> Config:
+    def with_policy(self, policy: policies.PolicySpec) -> Config:
         return Config(policy, self.site_specs, self.device, self.structure)
 
     def with_structure(self, structure: Structure | None) -> Config:
         return Config(self.spec, self.site_specs, self.device, structure)
 
-    def at_function(self, sites, function: str, spec: Spec) -> Config:
+    def at_function(self, sites, function: str, spec: policies.PolicySpec) -> Config:
         """This config with `spec` at every site of `function` (`sites`: the
         analysis's Site list). An id set for one of them would win over the
         function's name, so those go."""
         ids = {s.id for s in sites if s.function == function}
         overrides = {k: v for k, v in self.site_specs if k not in ids}
-        overrides[function] = _spec(spec)
+        overrides[function] = spec
         return Config(self.spec, tuple(overrides.items()), self.device, self.structure)
 
-    def with_sites(self, overrides: Mapping[SiteKey, Spec]) -> Config:
+    def with_sites(self, overrides: Mapping[SiteKey, policies.PolicySpec]) -> Config:
         """This config with exactly these (already checked) site overrides."""
         return Config(self.spec, tuple(overrides.items()), self.device, self.structure)
 
@@ -174,13 +201,6 @@ def _site_key(key: SiteKey) -> SiteKey:
 def _parsed(spec: Spec, declared) -> policies.PolicySpec:
     """A spec a user typed, checked against the target's declared policies."""
     return spec if isinstance(spec, policies.PolicySpec) else policies.parse(spec, declared)
-
-
-def _spec(spec: Spec) -> policies.PolicySpec:
-    """A spec already checked; its canonical text read back when given as text."""
-    if isinstance(spec, policies.PolicySpec):
-        return spec
-    return policies.parse(spec, policies.AnyName())
 
 
 def _sorted(overrides: dict) -> tuple:

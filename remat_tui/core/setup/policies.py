@@ -16,6 +16,7 @@ from collections.abc import Callable
 from remat_tui.core.setup.policy_spec import (
     AS_WRITTEN,
     BOTH,
+    BUILTINS,
     CALLABLE_FACTORIES,
     EVERYTHING,
     EXAMPLES,
@@ -30,6 +31,8 @@ from remat_tui.core.setup.policy_spec import (
     SIMPLE,
     PolicySpec,
     builtin_specs,
+    candidate_specs,
+    declared_specs,
     names_policy,
     same_decisions,
     sorted_unique,
@@ -37,11 +40,11 @@ from remat_tui.core.setup.policy_spec import (
 from remat_tui.errors import RematError
 
 __all__ = [
-    "AS_WRITTEN", "BOTH", "CALLABLE_FACTORIES", "EVERYTHING", "EXAMPLES", "NAME_LISTS",
+    "AS_WRITTEN", "BOTH", "BUILTINS", "CALLABLE_FACTORIES", "EVERYTHING", "EXAMPLES", "NAME_LISTS",
     "NAMES_ONLY", "NOTHING", "OFFLOAD_DOTS", "OFFLOAD_DST", "OFFLOAD_KEYWORDS", "OFFLOAD_NAMES",
     "OFFLOAD_SRC", "SIMPLE", "AnyName", "PolicySpec", "build", "builtin_specs",
-    "check_syntax", "describe", "describe_jax", "did_you_mean", "from_jax", "names_policy",
-    "parse", "same_decisions",
+    "candidate_specs", "check_syntax", "declared_specs", "describe", "describe_jax",
+    "did_you_mean", "from_jax", "names_policy", "parse", "same_decisions",
 ]  # fmt: skip
 
 

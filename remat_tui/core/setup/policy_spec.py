@@ -73,6 +73,19 @@ class PolicySpec:
             return f"{BOTH}({', '.join(p.canonical for p in self.parts)})"
         return self.kind
 
+    def short(self) -> str:
+        """A names policy as the names it saves and offloads (`save qkv ·
+        offload h`); any other as its canonical spelling. For tables: reports
+        and JSON keep the canonical spelling."""
+        if self.declared or self.kind not in (NAMES_ONLY, OFFLOAD_NAMES):
+            return self.canonical
+        parts = []
+        if self.names:
+            parts.append("save " + ", ".join(self.names))
+        if self.offloaded:
+            parts.append("offload " + ", ".join(self.offloaded))
+        return " · ".join(parts) or "save no names"
+
     def python(self, fn_name: str = "f") -> str:
         """The line a user pastes to get this policy in their own code."""
         if self.kind == AS_WRITTEN:
@@ -116,6 +129,13 @@ class PolicySpec:
                 )
         return notes
 
+    def declared_policies(self) -> set[str]:
+        """The target's own policies this spec refers to (by name)."""
+        out = {self.kind} if self.declared else set()
+        for p in self.parts:
+            out |= p.declared_policies()
+        return out
+
     def uses(self, kind: str) -> bool:
         """Whether this policy is, or combines, the policy `kind`."""
         return self.kind == kind or any(p.uses(kind) for p in self.parts)
@@ -139,20 +159,33 @@ class PolicySpec:
         return self
 
 
-def builtin_specs() -> list[str]:
-    """The built-in policies that need no arguments, in the order the app lists them."""
-    return [
-        AS_WRITTEN,
-        "everything_saveable",
-        "nothing_saveable",
-        "dots_saveable",
-        "dots_with_no_batch_dims_saveable",
-        f"{OFFLOAD_DOTS}('device', 'pinned_host')",
-    ]
-
-
-EVERYTHING, NOTHING = PolicySpec("everything_saveable"), PolicySpec("nothing_saveable")
 NAMES_ONLY = "save_only_these_names"
+EVERYTHING, NOTHING = PolicySpec("everything_saveable"), PolicySpec("nothing_saveable")
+# The built-in policies that need no arguments, in the order the app lists them.
+BUILTINS = (
+    PolicySpec(AS_WRITTEN),
+    EVERYTHING,
+    NOTHING,
+    PolicySpec("dots_saveable"),
+    PolicySpec("dots_with_no_batch_dims_saveable"),
+    PolicySpec(OFFLOAD_DOTS, src="device", dst="pinned_host"),
+)
+
+
+def builtin_specs() -> list[str]:
+    """The built-in policies' spellings, as the app and the notebook list them."""
+    return [spec.canonical for spec in BUILTINS]
+
+
+def declared_specs(declared: dict) -> list[PolicySpec]:
+    """The policies a target declares (its module's own policy functions)."""
+    return [PolicySpec(name, declared=True) for name in declared]
+
+
+def candidate_specs(declared: dict) -> list[PolicySpec]:
+    """Every whole policy a search weighs at one place: the built-ins, then
+    the target's own."""
+    return [*BUILTINS, *declared_specs(declared)]
 
 
 def same_decisions(spec: PolicySpec) -> PolicySpec:

@@ -76,8 +76,10 @@ def nested(groups: int, scan: int = 1) -> Structure:
     return Structure(NESTED, groups, scan=scan)
 
 
-def split(first: int, policy_first, policy_rest, scan: int = 1) -> Structure:
-    return Structure(SPLIT, first, _spec(policy_first), _spec(policy_rest), scan)
+def split(
+    first: int, policy_first: policies.PolicySpec, policy_rest: policies.PolicySpec, scan: int = 1
+) -> Structure:
+    return Structure(SPLIT, first, policy_first, policy_rest, scan)
 
 
 def parse(text: str | Structure, declared: dict[str, Callable] | None = None) -> Structure:
@@ -132,9 +134,3 @@ def _positive(node: ast.AST, text: str, what: str) -> int:
     if isinstance(node, ast.Constant) and type(node.value) is int and node.value > 0:
         return node.value
     raise RematError(f"structure {text!r}: {what} must be a positive whole number.")
-
-
-def _spec(spec) -> policies.PolicySpec:
-    if isinstance(spec, policies.PolicySpec):
-        return spec
-    return policies.parse(spec, policies.AnyName())

@@ -26,7 +26,7 @@ from remat_tui.core.costs.flops import count_dots
 from remat_tui.core.model import Analysis, Deferred, Flops, JaxprView, Residual
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
+from remat_tui.core.setup.devices import describe_device, device_set
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace import applied, linemap, recomputation, story, structure_code
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
@@ -80,7 +80,7 @@ def resolve(
     names, resolved once: (Config, jax.Device or a topology's device)."""
     if config is None:
         config = Config.make(policy, sites, device, target.policies)
-    return config, resolve_device(config.device)
+    return config, config.jax_device
 
 
 def full_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysis:

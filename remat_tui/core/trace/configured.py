@@ -16,7 +16,7 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import device_set, resolve_device, trace_device
+from remat_tui.core.setup.devices import device_set, trace_device
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace import sites as site_lib
 from remat_tui.core.trace.primal import Primal, primal_program, require_array_output
@@ -73,7 +73,7 @@ def program_scans(target: Target, config: Config) -> list:
     """The scans of the target's program a structure may rebuild (its primal
     program's, core/trace/structures.py FoundScan), traced for the config's
     device (cached with the primal program)."""
-    dev = resolve_device(config.device)
+    dev = config.jax_device
     leaves, in_tree = tree_flatten(resolve_arguments(target, device_set(dev)))
     here = trace_device(dev)
     with jax.default_device(here):

@@ -27,7 +27,7 @@ from jax.tree_util import tree_flatten
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import device_set, resolve_device, trace_device
+from remat_tui.core.setup.devices import device_set, trace_device
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.setup.usererrors import describe, user_traceback
 from remat_tui.core.trace.as_called import BackwardInputs, backward_inputs
@@ -113,7 +113,7 @@ def trace_config(
 ) -> Trace:
     """`config` traced, its device resolved and the example arguments built
     for that device's set."""
-    dev = resolve_device(config.device)
+    dev = config.jax_device
     return trace(target, config, dev, resolve_arguments(target, device_set(dev)), cancelled)
 
 

@@ -68,7 +68,6 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import (
     device_label,
     device_set,
-    resolve_device,
     trace_device,
 )
 from remat_tui.core.setup.loading import resolve_arguments
@@ -160,7 +159,7 @@ def compile_answer(
     """`compile_costs`, saying how the numbers were had (`CompiledStep.how`;
     CACHED where this very target and configuration were
     compiled before in this process: nothing was lowered)."""
-    dev = resolve_device(config.device) if device is None else device
+    dev = config.jax_device if device is None else device
     label = device_label(dev)
     # A result with the breakdown answers a request without it too.
     for wanted in (True,) if memory else (False, True):
@@ -188,7 +187,7 @@ def compile_step(
     """`compile_costs` without its cache, compiled here and keeping the
     executable: for a caller that runs it (core/xla/measure.py). Its numbers
     are kept for `compile_costs` all the same."""
-    dev = resolve_device(config.device) if device is None else device
+    dev = config.jax_device if device is None else device
     label = device_label(dev)
     return _compile_kept(target, config, cancelled, dev, label, arguments, memory, None, keep=True)
 

@@ -123,7 +123,7 @@ def measure(
     need not run: suggest runs only what fits its budget). A compile that
     fails raises RematError (as compile_costs does); a run that fails is the
     Measured's `error`."""
-    dev = resolve_device(config.device) if device is None else device
+    dev = config.jax_device if device is None else device
     check_measurable(dev, runs)
     step = compile_step(target, config, cancelled, device=dev, arguments=arguments, memory=memory)
     compiled = step.result

@@ -22,7 +22,7 @@ from jax.tree_util import tree_flatten
 
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import device_label, device_set, resolve_device, trace_device
+from remat_tui.core.setup.devices import device_label, device_set, trace_device
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace.applied import Applied
 from remat_tui.core.trace.configured import check_cancelled
@@ -42,7 +42,7 @@ def program_key(
 ) -> str:
     """The hash of `config`'s lowered step on its device (or `device`):
     equal keys, one compiled program."""
-    dev = resolve_device(config.device) if device is None else device
+    dev = config.jax_device if device is None else device
     text = lowered_step(target, config, dev, arguments, cancelled).as_text()
     return hashlib.sha256(f"{device_label(dev)}\n{text}".encode()).hexdigest()
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from remat_tui.core.jaxcompat import hlo_text, xla_remat_pass
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import device_label, resolve_device
+from remat_tui.core.setup.devices import device_label
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import step_time
 from remat_tui.core.xla.compiled_numbers import Compiled, does_not_fit, out_of_memory, read
@@ -97,7 +97,7 @@ def remat_pass(
 ) -> RematPass:
     """Compile `config`'s step under a memory limit of `limit_bytes` and with
     the device's own memory, and say what XLA's rematerialization pass did."""
-    dev = resolve_device(config.device)
+    dev = config.jax_device
     if dev.platform != "tpu":
         raise RematError(
             f"--memory-limit compiles for a TPU's memory size (XLA's {TPU_LIMIT_FLAG}); "

@@ -8,13 +8,14 @@ from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
+from remat_tui.core.units import count, human_bytes, human_flops, human_seconds
 from remat_tui.registry import target_label
 from remat_tui.report.compiled import arguments_words, rates_words
-from remat_tui.report.labels import config_label, short_spec  # noqa: F401 (also the app's)
+from remat_tui.report.labels import config_label
 from remat_tui.report.memory import largest_category, peak_make_up, summary
 from remat_tui.report.pareto import pareto_svg  # noqa: F401 (also the notebook's)
+from remat_tui.report.phrases import signed
 from remat_tui.report.tables import md_cell, text_table
-from remat_tui.report.units import count, human_bytes, human_flops, human_seconds, signed
 
 if TYPE_CHECKING:
     from remat_tui.core.search.compare import Comparison, Row

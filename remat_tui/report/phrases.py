@@ -1,4 +1,7 @@
-"""Provides human-readable sizes and FLOPs, and the one-line residual summary."""
+"""Provides the phrases a report says an analysis in: a residual's what,
+where and origin, a site's row, the marks beside a line, whose bytes the
+totals are, the one-line summary, a change with its sign and a share. The
+formats of sizes, FLOPs and times are core/units.py's."""
 
 from __future__ import annotations
 
@@ -6,16 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from remat_tui.core.model import Analysis, JaxprView, Residual, Site
-from remat_tui.core.units import (  # noqa: F401 (the formats' one home is core; re-exported)
-    BYTE_UNITS,
-    FLOP_UNITS,
-    axis_unit,
-    count,
-    human_bytes,
-    human_flops,
-    human_seconds,
-    parse_size,
-)
+from remat_tui.core.units import count, human_bytes, human_flops
 
 if TYPE_CHECKING:
     from remat_tui.core.setup.structures import Structure
