@@ -117,7 +117,9 @@ def parse(text: str | Structure, declared: dict[str, Callable] | None = None) ->
     specs = []
     for arg in node.args[1:]:
         try:
-            specs.append(policies.parse(ast.get_source_segment(source, arg), declared))
+            written = ast.get_source_segment(source, arg)
+            assert written is not None  # `arg` was parsed from `source`
+            specs.append(policies.parse(written, declared))
         except RematError as exc:
             raise RematError(f"structure {text!r}: {exc.message}") from None
     return Structure(SPLIT, count, specs[0], specs[1], scan)

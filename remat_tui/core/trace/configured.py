@@ -65,7 +65,7 @@ def configured_function(
     else:
         flat_fn = flat_function(target, target.fn, in_tree)
     if spec.kind != policies.AS_WRITTEN:
-        flat_fn = _checkpointed(flat_fn, policies.build(spec, target.policies))
+        flat_fn = _checkpointed(flat_fn, policies.checkpoint_policy(spec, target.policies))
     return flat_fn, primal, plan
 
 

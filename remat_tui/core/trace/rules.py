@@ -69,7 +69,9 @@ class Governors:
         spec = t.config.spec
         self.outer = None
         if spec.kind != policies.AS_WRITTEN:
-            self.outer = InEffect(spec, spec.canonical, policies.build(spec, declared), None)
+            self.outer = InEffect(
+                spec, spec.canonical, policies.checkpoint_policy(spec, declared), None
+            )
         self.by_site: dict[int, InEffect] = {}
         self.found = []
         for f in t.sites:
@@ -80,7 +82,7 @@ class Governors:
                 own = InEffect(
                     planned,
                     planned.canonical,
-                    policies.build(planned, declared),
+                    policies.checkpoint_policy(planned, declared),
                     f.site.id,
                     f.site.function,
                 )
@@ -104,7 +106,7 @@ class Governors:
 
 def jax_default() -> Callable:
     """What a checkpoint without a policy applies: nothing_saveable."""
-    return policies.build(policies.PolicySpec("nothing_saveable"))
+    return policies.checkpoint_policy(policies.PolicySpec("nothing_saveable"))
 
 
 def rule_of(fr: FoundResidual, origins: Origins, forward: jc.Jaxpr, governors: Governors) -> Rule:
@@ -181,7 +183,7 @@ def _because(
     moved = f"moves it to {decision.dst or 'host memory'}"
     if kind == policies.BOTH and spec is not None:
         for which, part in zip(("first", "second"), spec.parts, strict=False):
-            part_decision = decide(policies.build(part), eqn)
+            part_decision = decide(policies.checkpoint_policy(part), eqn)
             if part_decision.what != RECOMPUTE:
                 matched, words = _because(part, part.canonical, eqn, part_decision)
                 return matched, f"{words}, the {which} of the two policies {policies.BOTH} joins"

@@ -205,7 +205,11 @@ def rewrite(jaxpr: jc.Jaxpr, found: list[FoundSite], plan: dict, declared: dict 
         spec = plan.get(f.site.id)
         if spec is None:
             continue
-        action = INLINE if spec.kind == policies.AS_WRITTEN else policies.build(spec, declared)
+        action = (
+            INLINE
+            if spec.kind == policies.AS_WRITTEN
+            else policies.checkpoint_policy(spec, declared)
+        )
         actions[(f.steps, f.index)] = action
     return _rewrite(jaxpr, (), actions)
 

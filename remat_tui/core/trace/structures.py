@@ -174,7 +174,7 @@ def _step_under(
     applies none, a checkpoint with `spec` around it); as_written: as is."""
     if spec.kind == policies.AS_WRITTEN:
         return jc.scans.body_step(loop, loop.body, consts)
-    policy = policies.build(spec, declared)
+    policy = policies.checkpoint_policy(spec, declared)
     if jc.scans.holds_checkpoint(loop):
         return jc.scans.body_step(loop, jc.scans.body_with_policies(loop, policy), consts)
     return jax.checkpoint(jc.scans.body_step(loop, loop.body, consts), policy=policy)
