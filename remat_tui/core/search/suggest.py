@@ -37,9 +37,12 @@ kept.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from remat_tui.core.display import Displayable
+from remat_tui.core.model import Analysis
 from remat_tui.core.search.compare import (
     Row,
     analysed_row,
@@ -58,6 +61,13 @@ from remat_tui.core.trace.configured import as_target
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import compile_pool, compile_service, host_memory, step_time
 from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.places import Site
+    from remat_tui.core.setup.policy_spec import PolicySpec
+    from remat_tui.core.xla.chips import Chip
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic
 STATES = ("recompute", "save", "offload")
@@ -127,17 +137,24 @@ class Suggestion(Displayable):
         }
 
 
+class Progress(Protocol):
+    """What suggest says as it goes: (done, total, the configuration), and the
+    stage ("compiling") where it compiles; analysing gives none."""
+
+    def __call__(self, done: int, total: int, config: Config, stage: str = ..., /) -> object: ...
+
+
 def suggest(
-    fn,
+    fn: Target | Callable,
     budget: int,
-    args=None,
-    kwargs=None,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
     compiled: bool = False,
     device: str | None = None,
     sites: dict | None = None,
     exact_limit: int = EXACT_LIMIT,
-    cancelled=None,
-    progress=None,
+    cancelled: Callable[[], bool] | None = None,
+    progress: Progress | None = None,
     compile_all: bool = False,
     measure: bool = False,
     runs: int = RUNS,
@@ -194,11 +211,18 @@ def suggest(
     )
 
 
-def candidates(target, base: Config, first, exact_limit: int, cancelled, progress):
+def candidates(
+    target: Target,
+    base: Config,
+    first: Analysis,
+    exact_limit: int,
+    cancelled: Callable[[], bool] | None,
+    progress: Progress | None,
+) -> tuple[list[Row], bool]:
     """(the rows of every candidate analysed, not compiled; whether that is
     the whole space): every configuration while the space is at most
     `exact_limit`, else the heuristic's (see the module doc)."""
-    places = list(dict.fromkeys(s.function for s in first.sites)) or [None]
+    places: list[str | None] = [*dict.fromkeys(s.function for s in first.sites)] or [None]
     names = [n.name for n in first.names]
     choices = _choices(target, names)
     space = len(choices) ** len(places)
@@ -227,14 +251,23 @@ def candidates(target, base: Config, first, exact_limit: int, cancelled, progres
     return list(measured.values()), exact
 
 
-def compile_candidates(target, rows, baseline, budget, cancelled, progress, run, every: bool):
+def compile_candidates(
+    target: Target,
+    rows: list[Row],
+    baseline: Row,
+    budget: int,
+    cancelled: Callable[[], bool] | None,
+    progress: Progress | None,
+    run: Runner,
+    every: bool,
+) -> tuple[list[Row], str]:
     """(the rows compiled, why the rest were not): every row (`every`, to
     check the ordered search), else only those that can change the answer
     (`compile_in_order`)."""
     if not every:
         return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
 
-    def one(numbered):
+    def one(numbered: tuple[int, Row]) -> None:
         i, row = numbered
         if progress is not None:
             progress(i, len(rows), row.config, "compiling")
@@ -272,7 +305,9 @@ def _device_memory(rows: list[Row]) -> int | None:
     """The device's memory for a program: what XLA said it has when a compile
     did not fit, else the chip table's figure."""
     said = [
-        r.compiled["available_bytes"] for r in rows if (r.compiled or {}).get("available_bytes")
+        (r.compiled or {})["available_bytes"]
+        for r in rows
+        if (r.compiled or {}).get("available_bytes")
     ]
     if said:
         return max(said)
@@ -290,17 +325,23 @@ class Runner:
     """How suggest compiles a row: compile_row, and with `runs`, a run of each
     compile `worth_running` accepts (those that fit the budget)."""
 
-    def __init__(self, runs: int | None, worth_running):
+    def __init__(self, runs: int | None, worth_running: Callable[[Compiled], bool] | None) -> None:
         self.runs, self.worth_running = runs, worth_running
 
-    def __call__(self, target, row: Row, cancelled) -> None:
+    def __call__(self, target: Target, row: Row, cancelled: Callable[[], bool] | None) -> None:
         run_if = self.worth_running if self.runs is not None else None
         compile_row(target, row, cancelled, self.runs, run_if)
 
 
 def compile_in_order(
-    target, rows: list[Row], baseline: Row, budget: int, cancelled, progress, run=None
-):
+    target: Target,
+    rows: list[Row],
+    baseline: Row,
+    budget: int,
+    cancelled: Callable[[], bool] | None,
+    progress: Progress | None,
+    run: Runner | None = None,
+) -> tuple[list[Row], str]:
     """Compile rows from the least cost they can have, and stop at the first
     whose least cost exceeds the cost of the best row found to fit the budget:
     no later row can be the answer. The baseline (the code as written) comes
@@ -330,7 +371,9 @@ def compile_in_order(
     # measured search: a run must have the device to itself).
     width = compile_pool.width() if run.runs is None else 1
 
-    def compile_from_cheapest(candidates: list[Row], best, answers) -> None:
+    def compile_from_cheapest(
+        candidates: list[Row], best: tuple | None, answers: Callable[[Row], bool]
+    ) -> None:
         """Compile `candidates` (least bound first) until one's bound exceeds
         the best cost found among those `answers` accepts. In waves of
         `width`: a wave's rows past where one at a time would have stopped
@@ -346,7 +389,7 @@ def compile_in_order(
             if not wave:
                 return
 
-            def one(numbered):
+            def one(numbered: tuple[int, Row]) -> None:
                 i, row = numbered
                 if progress is not None:
                     progress(len(done) + i, len(rows), row.config, "compiling")
@@ -382,7 +425,7 @@ def compile_in_order(
     return done, _why_skipped(chip, fits and bool(slower))
 
 
-def _least_cost(chip, devices: int):
+def _least_cost(chip: Chip | None, devices: int) -> Callable[[Row], tuple]:
     """A row's least cost before compiling (`compile_in_order`): its step
     time's lower bound on a chip the table knows, else its recompute FLOPs;
     host bytes break ties."""
@@ -397,7 +440,7 @@ def _least_cost(chip, devices: int):
     return least
 
 
-def _why_skipped(chip, slower_offloads_left: bool) -> str:
+def _why_skipped(chip: Chip | None, slower_offloads_left: bool) -> str:
     """Why the rows `compile_in_order` left out could not be the answer."""
     if chip is not None:
         why = f"each is estimated slower on {chip.name} than the answer, even before compiling"
@@ -424,7 +467,7 @@ def _answers(row: Row, budget: int) -> bool:
     return row.fits and row.weighed_bytes <= budget and not row.offload_slower
 
 
-def _choices(target, names: list[str]) -> list[policies.PolicySpec]:
+def _choices(target: Target, names: list[str]) -> list[policies.PolicySpec]:
     """Every policy one place can have: built-ins, the target's own, and each
     save/offload/recompute assignment of the names."""
     out = policies.candidate_specs(target.policies)
@@ -441,17 +484,28 @@ def _choices(target, names: list[str]) -> list[policies.PolicySpec]:
 
 
 def _config(
-    base: Config, sites: list, places: list, combo: tuple[policies.PolicySpec, ...]
+    base: Config,
+    sites: Sequence[Site],
+    places: Sequence[str | None],
+    combo: Sequence[policies.PolicySpec],
 ) -> Config:
     if places == [None]:
         return base.with_policy(combo[0])
     config = base
     for place, spec in zip(places, combo, strict=True):
+        assert place is not None  # places are functions, but for [None]: outer
         config = config.at_function(sites, place, spec)
     return config
 
 
-def _heuristic(base, sites, places, names, choices, run) -> None:
+def _heuristic(
+    base: Config,
+    sites: Sequence[Site],
+    places: list[str | None],
+    names: list[str],
+    choices: list[PolicySpec],
+    run: Callable[[list[Config]], list[Row]],
+) -> None:
     """Built-ins everywhere, then the greedy name chains (see the module doc),
     the same policy at every place."""
     builtins = [c for c in choices if not _is_names_policy(c)]
