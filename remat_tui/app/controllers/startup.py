@@ -53,6 +53,7 @@ class Startup:
             if error is not None:
                 app.post_message(LoadFailed(error, watched))
                 return
+            assert targets is not None  # import_targets gives targets or an error
             devices = available_devices()  # local devices, then TPU topologies
             try:
                 device = device_label_of(self.device) or devices[0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -33,6 +34,9 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.units import count, human_bytes, human_flops
 from remat_tui.errors import RematError
 from remat_tui.report.phrases import signed
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.suggest import Suggestion
 
 RESIDUAL = "residual bytes on device"
 COMPILED = "compiled peak per device"
@@ -71,6 +75,7 @@ class BudgetScreen(ModalScreen[tuple[int, str] | None]):
         if error is not None:
             self.query_one("#budget-error", Static).update(Content.styled(error, "$text-error"))
             return
+        assert budget is not None  # it parsed
         self.dismiss((budget, event.value.strip()))
 
 
@@ -87,7 +92,7 @@ class SuggestProgress(Message):
 @dataclass
 class SuggestDone(Message):
     request: int
-    suggestion: object
+    suggestion: Suggestion
 
 
 @dataclass
@@ -125,14 +130,14 @@ class SuggestScreen(Screen[Config | None]):
         self.compiled = compiled
         self.budget = budget
         self.request = 0
-        self.suggestion = None  # the answer to the current request, once it is in
+        self.suggestion: Suggestion | None = None  # the answer to the current request, once in
         self.started = 0.0
         self.analysed = 0  # configurations analysed so far by the current search
         self.current_label = ""  # the configuration it is analysing
 
     def compose(self) -> ComposeResult:
         yield Static("", id="suggest-status")
-        table = DataTable(id="suggest-rows", cursor_type="none", zebra_stripes=True)
+        table: DataTable = DataTable(id="suggest-rows", cursor_type="none", zebra_stripes=True)
         table.can_focus = False  # enter belongs to the screen: it opens the suggestion
         table.display = False  # until there is an answer to show
         yield table

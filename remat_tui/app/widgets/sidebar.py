@@ -26,6 +26,13 @@ from remat_tui.core.units import human_bytes, human_flops
 NAME_MARKS = {"recompute": "R", "save": "S", "offload": "O"}
 
 
+def _id(option: Option) -> str:
+    """An option's id: each the lists hold is given one (a spec, a device, a
+    site's id, a name)."""
+    assert option.id is not None
+    return option.id
+
+
 def policy_label(index: int, spec: str, current: bool) -> str:
     key = str(index) if index < 10 else " "
     short = spec if len(spec) <= 26 else spec[:25] + "…"
@@ -169,7 +176,7 @@ class Sidebar(Vertical):
         sites = self.query_one("#sites", OptionList)
         if not sites.display or sites.highlighted is None:
             return None
-        return int(sites.get_option_at_index(sites.highlighted).id)
+        return int(_id(sites.get_option_at_index(sites.highlighted)))
 
     def focus_sites(self) -> bool:
         """Focus the Sites list; False when the function has no sites."""
@@ -230,17 +237,17 @@ class Sidebar(Vertical):
     @on(OptionList.OptionSelected, "#policies")
     def _policy_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.post_message(self.PolicyChosen(event.option.id))
+        self.post_message(self.PolicyChosen(_id(event.option)))
 
     @on(OptionList.OptionSelected, "#devices")
     def _device_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.post_message(self.DeviceChosen(event.option.id))
+        self.post_message(self.DeviceChosen(_id(event.option)))
 
     @on(OptionList.OptionSelected, "#sites")
     def _site_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.post_message(self.SiteChosen(int(event.option.id)))
+        self.post_message(self.SiteChosen(int(_id(event.option))))
 
     @on(OptionList.OptionHighlighted, "#sites")
     def _site_highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -253,4 +260,4 @@ class Sidebar(Vertical):
     @on(OptionList.OptionSelected, "#names")
     def _name_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.post_message(self.NameChosen(event.option.id))
+        self.post_message(self.NameChosen(_id(event.option)))

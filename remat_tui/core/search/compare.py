@@ -76,7 +76,7 @@ def compare(
     fn: Target | Callable,
     args: tuple | None = None,
     kwargs: dict | None = None,
-    policies: list[str | policies.PolicySpec] | None = None,
+    policies: Sequence[str | policies.PolicySpec] | None = None,
     sites: dict | None = None,
     compiled: bool = False,
     device: str | None = None,
