@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
 from remat_tui import cli_check, cli_fit
 from remat_tui.cli_parser import app_parser, cache_parser, headless_parser
@@ -216,7 +217,7 @@ def _limits(opts: argparse.Namespace) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def _user_output_to_stderr():
+def _user_output_to_stderr() -> Iterator[None]:
     """While the target's code runs (its import, its arguments, its trace),
     what it prints goes to stderr, print() and raw writes to file descriptor 1
     alike: stdout carries the report alone, so `--format json | jq` parses."""

@@ -11,8 +11,18 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    from remat_tui.registry import Target
+
+# What a subcommand's runner gives back: (the report, its warnings, the exit
+# status once it is written). cli_runners.py holds the runners; this module
+# and cli_fit.py hold two of them.
+Rendered = tuple[str, list[str], Callable[[], int]]
 
 
 def check(opts: argparse.Namespace) -> dict:
@@ -56,7 +66,7 @@ def read_baseline(path: str) -> dict:
     return saved
 
 
-def run(target, opts: argparse.Namespace, fmt: str, checks: dict):
+def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui.core.search import check as checking
     from remat_tui.core.setup.config import Config, parse_site_option
 

@@ -17,13 +17,27 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
 
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from remat_tui.cli_check import Rendered
+    from remat_tui.core.search.fit_rows import FitProgress
+    from remat_tui.registry import Target
+
 
 def add_parser(
-    commands, target_options, policy_option, output_options, measure_options, compile_options
+    commands: argparse._SubParsersAction,
+    target_options: Callable[[argparse.ArgumentParser], None],
+    policy_option: Callable[..., None],
+    output_options: Callable[[argparse.ArgumentParser, str | None], None],
+    measure_options: Callable[[argparse.ArgumentParser], None],
+    compile_options: Callable[..., None],  # (parser, search=)
 ) -> None:
     fit = commands.add_parser(
         "fit",
@@ -78,7 +92,7 @@ def check(opts: argparse.Namespace) -> dict:
         raise RematError(f"--budget: {exc.message}") from None
 
 
-def run(target, opts, fmt, checks):
+def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     """fit, rendered: (text, warnings, status)."""
     from remat_tui.core.search.fit import fit
     from remat_tui.core.setup.config import parse_site_option
@@ -122,13 +136,13 @@ def run(target, opts, fmt, checks):
 
 
 @contextlib.contextmanager
-def _first_interrupt_stops(stop: threading.Event):
+def _first_interrupt_stops(stop: threading.Event) -> Iterator[None]:
     """While fit runs: the first Ctrl-C sets `stop`, the next quits."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def interrupted(signum, frame):
+    def interrupted(signum: int, frame: FrameType | None) -> None:
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
@@ -152,7 +166,7 @@ class Progress:
     def __init__(self) -> None:
         self.start = time.perf_counter()
 
-    def __call__(self, p) -> None:
+    def __call__(self, p: FitProgress) -> None:
         from remat_tui.report.fit import progress_line
 
         seconds = time.perf_counter() - self.start

@@ -10,10 +10,10 @@ What it offers comes from the App in one value (`PaletteChoices`, from
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
@@ -23,6 +23,11 @@ from remat_tui.app.keys import ACTIONS
 from remat_tui.app.messages import ErrorShown, NameCycled, PolicyWanted, SiteWanted, TargetWanted
 from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    from textual.message import Message
+
+    from remat_tui.app.state.loaded import Loaded
 
 SITES_OFFERED = 8  # sites whose policies are offered one by one
 
@@ -43,7 +48,7 @@ class PaletteChoices:
     declared: dict | None  # its own policies (None: nothing loaded)
 
     @classmethod
-    def of(cls, loaded, names_seen) -> PaletteChoices:
+    def of(cls, loaded: Loaded, names_seen: Iterable[str]) -> PaletteChoices:
         """What is offered with `loaded` (app/state/loaded.py) and the names seen."""
         target = loaded.target
         return cls(
@@ -72,7 +77,7 @@ class RematCommands(Provider):
     def _run(self, action: str) -> Callable:
         return partial(self.app.run_action, action, self.screen)
 
-    def _post(self, message) -> Callable:
+    def _post(self, message: Message) -> Callable:
         return partial(self.app.post_message, message)
 
     def _commands(self) -> list[tuple[str, Callable, str]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 
 from remat_tui.app.main import RematApp
 
@@ -38,7 +39,7 @@ def run(
 
 
 @contextlib.contextmanager
-def _stdout_off_the_screen():
+def _stdout_off_the_screen() -> Iterator[None]:
     """Textual draws on stderr; a target that writes to file descriptor 1 (a C
     library, os.write; print() is captured by Textual) would draw over the app
     when both are the terminal. Such writes are dropped while the app runs."""

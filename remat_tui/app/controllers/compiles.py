@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -31,8 +32,10 @@ from remat_tui.errors import RematError
 from remat_tui.report.memory import peak_make_up
 
 if TYPE_CHECKING:
+    from remat_tui.app.state.wanted import Wanted
     from remat_tui.core.xla.compiled_numbers import Compiled
     from remat_tui.core.xla.measure import Measured
+    from remat_tui.registry import Target
 
 MEASURE_RUNS = 5  # `x`: timed runs of each step shown, after a warm-up
 
@@ -62,7 +65,7 @@ class Compiles:
         self.started = 0.0
         self.process: CompileProcess | None = None  # started by the first `p`
 
-    def switch(self, old, new, show_error):
+    def switch(self, old: Wanted, new: Wanted, show_error: Callable[[str], object]) -> Wanted:
         """`p` or `x` turned on or off (`old` and `new`: what was and is
         wanted): say so, and start or stop compiling. Returns what is wanted
         now: `new`, or `new` without `x` where the device cannot run steps
@@ -89,7 +92,7 @@ class Compiles:
         return new
 
     @staticmethod
-    def measurable(device: str | None, show_error) -> bool:
+    def measurable(device: str | None, show_error: Callable[[str], object]) -> bool:
         """Whether `device` can run steps; if not, `show_error` says why."""
         from remat_tui.core.xla.measure import check_measurable
 
@@ -100,7 +103,7 @@ class Compiles:
             return False
         return True
 
-    def compile(self, key: tuple, target) -> None:
+    def compile(self, key: tuple, target: Target) -> None:
         """Compile `key` (and run it, while `x` is on) unless that is known
         already or under way."""
         done = self.known if self.runs is None else self.measured
@@ -115,7 +118,7 @@ class Compiles:
             exit_on_error=False,
         )
 
-    def _compile(self, key: tuple, target) -> None:
+    def _compile(self, key: tuple, target: Target) -> None:
         from remat_tui.app.arguments import prepared
         from remat_tui.core.trace.configured import Cancelled
         from remat_tui.core.xla.compiled import compile_costs

@@ -16,6 +16,7 @@ opened it go to it, not to a screen not there yet.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textual.app import App
 
@@ -26,6 +27,9 @@ from remat_tui.app.state.wanted import request_key
 from remat_tui.core.setup.config import AS_WRITTEN
 from remat_tui.core.units import count, human_bytes
 from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 
 class Opening:
@@ -67,7 +71,7 @@ class Opening:
         self.shown = shown_now
         await OPENERS[what](self, scene)
 
-    def shown_compile(self, scene: Scene):
+    def shown_compile(self, scene: Scene) -> Compiled | None:
         """The compiled numbers of the analysis shown, when known."""
         return self.known().get(scene.key_of(scene.shown)) if scene.shown else None
 

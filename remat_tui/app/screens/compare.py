@@ -62,6 +62,7 @@ from remat_tui.report.compiled import estimate_words, measured_words, rates_word
 if TYPE_CHECKING:
     from remat_tui.core.search.compare import Comparison
     from remat_tui.core.search.rows import Row
+    from remat_tui.registry import Target
 
 SORTS = {
     "memory": lambda r: (r.weighed_bytes, r.recompute_flops),
@@ -117,7 +118,7 @@ DETAIL_FIELDS = ("configuration", "paste", "estimate", "rates", "measured", "not
 DETAIL_LABELS = {"estimate": "est. step"}  # the others are labelled as named
 
 
-def detail(row) -> dict[str, str]:
+def detail(row: Row) -> dict[str, str]:
     """What the panel beneath the table says of the highlighted row, by
     DETAIL_FIELDS: its whole configuration, the code to paste, the estimate in
     its parts and where its rates came from, what running it measured and its
@@ -146,7 +147,7 @@ class CompareScreen(Screen[Config | None]):
 
     def __init__(
         self,
-        target,
+        target: Target,
         base: Config,
         compiled: bool = False,
         budget: str | None = None,

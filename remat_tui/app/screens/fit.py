@@ -43,6 +43,7 @@ from remat_tui.report.fit import COLUMNS, cells, curve, progress_line, row_label
 
 if TYPE_CHECKING:
     from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow
+    from remat_tui.registry import Target
 
 LINES = 8  # configurations the chart draws: the best ones (more is a tangle)
 LEGEND = 34  # cells a line's name has in the chart's legend
@@ -86,7 +87,12 @@ class FitScreen(Screen[Config | None]):
     ]
 
     def __init__(
-        self, target, base: Config, shown: Config, budget: str = "", show_timings: bool = True
+        self,
+        target: Target,
+        base: Config,
+        shown: Config,
+        budget: str = "",
+        show_timings: bool = True,
     ):
         """`base`: the sites and device every configuration shares; `shown`:
         the main screen's configuration, searched first; `budget`: the one

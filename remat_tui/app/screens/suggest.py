@@ -37,6 +37,7 @@ from remat_tui.report.phrases import signed
 
 if TYPE_CHECKING:
     from remat_tui.core.search.suggest import Suggestion
+    from remat_tui.registry import Target
 
 RESIDUAL = "residual bytes on device"
 COMPILED = "compiled peak per device"
@@ -112,7 +113,7 @@ class SuggestScreen(Screen[Config | None]):
 
     def __init__(
         self,
-        target,
+        target: Target,
         budget: tuple[int, str],
         device: str | None,
         compiled: bool,
@@ -174,7 +175,7 @@ class SuggestScreen(Screen[Config | None]):
 
         analysed = 0
 
-        def progress(_i: int, _n: int, config, _stage: str = "") -> None:
+        def progress(_i: int, _n: int, config: Config, _stage: str = "") -> None:
             nonlocal analysed
             analysed += 1  # suggest analyses in batches: count across them
             self.post_message(SuggestProgress(request, analysed, config.label()))
@@ -269,7 +270,7 @@ class SuggestScreen(Screen[Config | None]):
         self.show_rows(s)
         self.query_one("#suggest-text", Static).update(self.text(s))
 
-    def show_rows(self, s) -> None:
+    def show_rows(self, s: Suggestion) -> None:
         """The suggestion beside the code as written, in the compare table's
         columns (those with a value), the configuration fitted to the width."""
         from remat_tui.report.comparisons import COLUMNS, row_cells
@@ -292,7 +293,7 @@ class SuggestScreen(Screen[Config | None]):
             table.add_row(*(text if i == label else row[i] for i in layout.order))
 
     @staticmethod
-    def text(s) -> str:
+    def text(s: Suggestion) -> str:
         """The CLI's report (report/comparisons.py), the recompute it costs beside the
         bytes it saves."""
         from remat_tui.report.comparisons import render_suggest

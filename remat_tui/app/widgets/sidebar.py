@@ -10,8 +10,9 @@ per item, an id and a label each) is one more OptionList in `compose`, a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import ComposeResult
@@ -22,6 +23,14 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from remat_tui.core.units import human_bytes, human_flops
+
+if TYPE_CHECKING:
+    from collections.abc import Set as AbstractSet
+
+    from textual.widget import Widget
+
+    from remat_tui.core.model import NamedValue
+    from remat_tui.core.places import Site
 
 NAME_MARKS = {"recompute": "R", "save": "S", "offload": "O"}
 
@@ -42,7 +51,9 @@ def policy_label(index: int, spec: str, current: bool) -> str:
 SPARES_NONE = "⊘"  # marks a name whose saving spares (almost) no recompute
 
 
-def name_label(name: str, states: dict[str, str], info, in_vain: bool = False) -> str:
+def name_label(
+    name: str, states: dict[str, str], info: NamedValue | None, in_vain: bool = False
+) -> str:
     """`info` is the shown analysis's NameInfo for `name`, or None; `in_vain`:
     saving it alone spares (almost) no recompute (core/search/name_verdicts.py)."""
     mark = NAME_MARKS[states.get(name, "recompute")] if states else "·"
@@ -56,7 +67,7 @@ def name_label(name: str, states: dict[str, str], info, in_vain: bool = False) -
     return f"{mark} {name}{f' {SPARES_NONE}' if in_vain else ''}{size}"
 
 
-def site_label(site) -> str:
+def site_label(site: Site) -> str:
     """Two lines: `*1 ×24 block model.py:93` (`*` when the analysis overrides
     the code's policy; the trip count before the name, so that a long name,
     `Encoder1DBlock.__call__`, is what the list's ellipsis cuts, never `×12`),
@@ -74,7 +85,7 @@ def site_label(site) -> str:
     return f"{mark}{site.id}{times} {site.function}{where}\n   {cost}{policy}"
 
 
-def focus_now(widget) -> None:
+def focus_now(widget: Widget) -> None:
     """Focus `widget` before the next key is handled. Widget.focus() defers it, so
     keys typed ahead (`d` `down` `enter`) went to the widget focused before."""
     widget.screen.set_focus(widget)
@@ -161,7 +172,7 @@ class Sidebar(Vertical):
             listed.append((current, policy_label(10, current, True)))
         relabel(options, listed, current)
 
-    def show_sites(self, sites) -> None:
+    def show_sites(self, sites: Sequence[Site]) -> None:
         """List the shown analysis's checkpoint sites; the list hides when there are none."""
         options = self.query_one("#sites", OptionList)
         options.display = bool(sites)
@@ -191,7 +202,11 @@ class Sidebar(Vertical):
         names.border_title = f"Names at {scope}" if scope else "Names"
 
     def show_names(
-        self, names: Sequence[str], states: dict[str, str], infos, in_vain=frozenset()
+        self,
+        names: Sequence[str],
+        states: dict[str, str],
+        infos: Iterable[NamedValue],
+        in_vain: AbstractSet[str] = frozenset(),
     ) -> None:
         """List `names` with their state (R S O, or · when `states` is empty),
         for those in `infos` (the shown analysis's NameInfos) their sizes, and

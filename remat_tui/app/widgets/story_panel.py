@@ -12,6 +12,8 @@ keeps the result for the next selection.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from textual.content import Content
 from textual.widgets import Static
 
@@ -19,17 +21,21 @@ from remat_tui.core.units import human_bytes
 from remat_tui.report import story
 from remat_tui.report.phrases import what, where
 
+if TYPE_CHECKING:
+    from remat_tui.core.model import Analysis
+    from remat_tui.core.xla.compiled_numbers import Compiled
+
 NOT_COMPILED = "p compiles this configuration: then what XLA made of it"
 
 
 class StoryPanel(Static):
     """The story of one residual, in a few lines."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("", markup=False, **kwargs)
         self._linked: tuple | None = None  # (id of analysis, id of compile, residuals told)
 
-    def tell(self, a, index: int, compiled) -> None:
+    def tell(self, a: Analysis, index: int, compiled: Compiled | None) -> None:
         """Say residual `index` of the analysis `a`; `compiled` is its compile
         (a Compiled), or None while there is none."""
         if a is None or not 0 <= index < len(a.residuals):
@@ -49,7 +55,7 @@ class StoryPanel(Static):
         self.border_title = "Why it is saved (y)"
         self.update(text)
 
-    def _told(self, a, compiled) -> list:
+    def _told(self, a: Analysis, compiled: Compiled | None) -> list:
         """`a`'s residuals, each with what XLA made of it where `compiled` says."""
         if compiled is None or getattr(compiled, "memory", None) is None:
             return a.residuals
