@@ -120,7 +120,7 @@ async def compare_screen() -> None:
 
 async def suggest_screen() -> None:
     async def budget(pilot) -> None:
-        await pilot.press("f")
+        await pilot.press("b")
         await until(pilot, lambda: type(pilot.app.screen).__name__ == "BudgetScreen", "budget")
         await pilot.press(*"300MiB", "enter")
 
@@ -131,7 +131,7 @@ async def suggest_screen() -> None:
 async def fit_screen() -> None:
     # How big a batch fits 1 MiB, every configuration compare weighs: rows and chart.
     async def budget(pilot) -> None:
-        await pilot.press("h")
+        await pilot.press("f")
         await until(pilot, lambda: type(pilot.app.screen).__name__ == "FitScreen", "fit")
         await pilot.press(*"1MiB", "enter")
         await until(pilot, lambda: pilot.app.screen.result is not None, "the fit search")

@@ -31,6 +31,10 @@ class Key:
         return self.display or self.key
 
 
+# Letters a user can guess: b a memory budget (suggest answers it), f how big
+# a batch fits, l the lists, c compare, d device, e export, t target, w where
+# the peak goes, y why a value is saved; the sidebar's focus keys are their
+# lists' initials (n names, s sites, r residuals).
 KEYS = (
     Key(
         "0",
@@ -57,12 +61,12 @@ KEYS = (
         show=True,
     ),
     Key(
-        "b",
+        "l",
         "toggle_sidebar",
         "lists",
         "hide or show the sidebar's lists (hidden below 100 columns)",
         "Hide or show the sidebar",
-        "b",
+        "l",
         show=True,
     ),
     Key(
@@ -96,14 +100,14 @@ KEYS = (
     Key("q", "quit", "quit", "quit", show=True),
     # After quit, so that at 80-100 columns the footer still shows ? and q.
     Key(
-        "f",
+        "b",
         "opening('suggest')",
         "suggest",
         "suggest: type a memory budget (2GiB, 512MiB, 1.5e9); the configuration "
         "with the least recompute that fits, and the code to paste (residual bytes, or "
         "the compiled peak while p is on)",
         "Suggest: fit a memory budget",
-        "f: the least recompute that fits a budget you type (2GiB, 512MiB)",
+        "b: the least recompute that fits a budget you type (2GiB, 512MiB)",
         show=True,
     ),
     Key(
@@ -159,14 +163,14 @@ KEYS = (
         "t: pick one of the file's targets",
     ),
     Key(
-        "h",
+        "f",
         "opening('fit')",
         "how big a batch fits",
         "how big a batch fits a budget you type, for the shown configuration and every one "
         "compare weighs (args=lambda batch=32: ... makes a target scale): batch, peak, "
         "examples/s, a chart against batch",
         "How big a batch fits",
-        "h: the largest batch per configuration under a budget, and its examples/s",
+        "f: the largest batch per configuration under a budget, and its examples/s",
     ),
     Key(
         "o",

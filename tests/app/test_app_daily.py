@@ -321,10 +321,10 @@ async def test_narrow_terminals_keep_readable_panes():
         sidebar = app.query_one("#sidebar")
         assert not sidebar.display  # hidden, so the jaxpr panes keep their width
         assert app.query_one("#forward").size.width >= 35
-        await pilot.press("b")
+        await pilot.press("l")
         await pilot.pause()
         assert sidebar.display
-        await pilot.press("b", "n")  # hidden again; n shows it to focus the names
+        await pilot.press("l", "n")  # hidden again; n shows it to focus the names
         await pilot.pause()
         assert sidebar.display and app.focused.id == "names"
 

@@ -32,7 +32,7 @@ SEARCH_SECONDS = 120
 
 async def open_fit(app, pilot, budget: str) -> FitScreen:
     await settle(app, pilot)
-    await pilot.press("h")
+    await pilot.press("f")
     screen = app.screen
     assert isinstance(screen, FitScreen)
     assert screen.query_one(Input).has_focus  # no budget typed yet: it asks for one
@@ -131,16 +131,16 @@ async def test_h_after_a_suggest_asks_with_the_last_budget_as_its_default(write_
     app = RematApp(write_target(SCALES), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        await pilot.press("f", *"700MiB", "enter")
+        await pilot.press("b", *"700MiB", "enter")
         await wait_for(pilot, lambda: isinstance(app.screen, SuggestScreen), "the suggest screen")
-        await pilot.press("escape", "h")
+        await pilot.press("escape", "f")
         asked = app.screen
         assert isinstance(asked, FitScreen)
         field = asked.query_one(Input)
         assert field.has_focus and field.value == "700MiB"  # asked, the last budget offered
         assert asked.request == 0 and not asked.running  # nothing searched yet
         await pilot.press("escape")
-        type_ahead(app, ["h", *"64KiB", "enter"])
+        type_ahead(app, ["f", *"64KiB", "enter"])
         await wait_for(
             pilot,
             lambda: isinstance(app.screen, FitScreen) and app.screen.result is not None,
@@ -149,7 +149,7 @@ async def test_h_after_a_suggest_asks_with_the_last_budget_as_its_default(write_
         )
         assert app.screen.result.budget == 64 * 2**10  # what was typed, not 700MiB
         assert app.opening.last_budget == "64KiB"
-        await pilot.press("escape", "h", "enter")  # enter alone takes the default
+        await pilot.press("escape", "f", "enter")  # enter alone takes the default
         again = app.screen
         assert isinstance(again, FitScreen)
         await wait_for(pilot, lambda: again.request == 1, "the search under the default")

@@ -41,8 +41,8 @@ def texts(entries) -> Counter:
 
 
 async def ask_budget(app, pilot, budget: str) -> None:
-    """f in the main screen, then `budget` typed into the prompt, then enter."""
-    await pilot.press("f")
+    """b in the main screen, then `budget` typed into the prompt, then enter."""
+    await pilot.press("b")
     await pilot.pause()
     assert isinstance(app.screen, BudgetScreen)
     await pilot.press(*budget, "enter")
@@ -116,7 +116,7 @@ async def test_a_newer_budget_stops_the_running_search(monkeypatch):
         screen = app.screen
         first = screen.request
         assert any(w.is_running and w.group == "suggest" for w in app.workers)
-        await pilot.press("f")  # another budget, from the suggest screen
+        await pilot.press("b")  # another budget, from the suggest screen
         await pilot.pause()
         field = app.screen.query_one("#budget")
         assert isinstance(app.screen, BudgetScreen) and field.value == "1GiB"  # offered again
@@ -256,13 +256,13 @@ async def test_a_search_builds_the_example_arguments_once_and_f_offers_its_budge
         screen = await answer(app, pilot)
         assert screen.analysed > 5  # many configurations searched...
         assert len(calls) == built  # ...over the arguments the app built already
-        await pilot.press("f")  # a second budget, typed on the suggest screen
+        await pilot.press("b")  # a second budget, typed on the suggest screen
         await pilot.pause()
         await pilot.press(*"2MiB", "enter")
         await answer(app, pilot)
         await pilot.press("escape")
         await pilot.pause()
-        await pilot.press("f")  # back on the main screen: the budget typed last
+        await pilot.press("b")  # back on the main screen: the budget typed last
         await pilot.pause()
         assert isinstance(app.screen, BudgetScreen)
         assert app.screen.query_one("Input").value == "2MiB"
@@ -278,7 +278,7 @@ async def test_a_budget_typed_straight_after_f_is_the_one_searched():
     app.opening.last_budget = "700MiB"
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        type_ahead(app, ["f", *"2MiB", "enter"])
+        type_ahead(app, ["b", *"2MiB", "enter"])
         await wait_for(pilot, lambda: isinstance(app.screen, SuggestScreen), "the search")
         screen = await answer(app, pilot)
         assert screen.suggestion.budget == 2 * 2**20

@@ -4,8 +4,8 @@ Three widths (classes on the App, styled in app.tcss):
 - 120 columns and more: sidebar, both jaxpr panes, residuals and source.
 - `-narrow` (100-119): a narrower sidebar; every pane stays.
 - `-compact` (under 100): the sidebar is hidden so the jaxpr panes keep a
-  readable width; `b` shows it (and `n`/`s` show it to focus its lists).
-`b` hides or shows the sidebar at any width; that choice then sticks.
+  readable width; `l` shows it (and `n`/`s` show it to focus its lists).
+`l` hides or shows the sidebar at any width; that choice then sticks.
 """
 
 from __future__ import annotations

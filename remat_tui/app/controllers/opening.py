@@ -59,7 +59,7 @@ class Opening:
         self.headline = headline
         self.start = start
         self.show_timings = show_timings
-        self.last_budget = ""  # the budget last typed for suggest (f), offered again
+        self.last_budget = ""  # the budget last typed for suggest (b) or fit (f), offered again
         self.marked: tuple | None = None  # (analysis, reloads) marked as A by m, for v
         self.last_export: str | None = None  # the export dialog offers it again
         self.shown: Callable = lambda: None  # the analysis shown now, for export

@@ -3,7 +3,7 @@ and the SuggestScreen: the configuration with the least recompute whose memory
 fits that budget (core/search/suggest.py), with the code to paste at each site.
 
 The search analyses many configurations, so it runs in this screen's worker
-(a thread) and says how far it is. A newer budget (f) supersedes it: threads
+(a thread) and says how far it is. A newer budget (b) supersedes it: threads
 cannot be killed, so each search carries its request number, stops at the
 next configuration once it is no longer current, and a late answer is
 dropped. Leaving the screen stops it the same way. Enter closes the screen
@@ -108,7 +108,7 @@ class SuggestScreen(Screen[Config | None]):
     BINDINGS = [
         Binding("escape", "dismiss(None)", "back"),
         Binding("enter", "open", "open in main screen"),
-        Binding("f", "budget", "another budget"),
+        Binding("b", "budget", "another budget"),
     ]
 
     def __init__(
@@ -218,7 +218,7 @@ class SuggestScreen(Screen[Config | None]):
             Content(
                 f"searching for the least recompute within {human_bytes(self.budget[0])} "
                 f"({self.measure()}): {self.analysed} analysed{what}{self.clock()}\n"
-                "f another budget (stops this search) · escape goes back"
+                "b another budget (stops this search) · escape goes back"
             )
         )
 
@@ -237,7 +237,7 @@ class SuggestScreen(Screen[Config | None]):
         if message.request == self.request:
             self.query_one("#suggest-status", Static).update(
                 Content.styled(
-                    f"suggest failed: {message.message}\nf tries another budget · escape goes back",
+                    f"suggest failed: {message.message}\nb tries another budget · escape goes back",
                     "$text-error",
                 )
             )
@@ -264,7 +264,7 @@ class SuggestScreen(Screen[Config | None]):
             Content.assemble(
                 head,
                 f"{outcome} · {how} searched{took}\n"
-                "enter opens it in the main screen · f another budget · escape goes back",
+                "enter opens it in the main screen · b another budget · escape goes back",
             )
         )
         self.show_rows(s)
