@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
@@ -31,8 +31,15 @@ if TYPE_CHECKING:
     from remat_tui.registry import Target
 
 
+class Commands(Protocol):
+    """What `ArgumentParser.add_subparsers` returns, as the parsers use it
+    (argparse keeps its class private)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
+
+
 def add_parser(
-    commands: argparse._SubParsersAction,
+    commands: Commands,
     target_options: Callable[[argparse.ArgumentParser], None],
     policy_option: Callable[..., None],
     output_options: Callable[[argparse.ArgumentParser, str | None], None],

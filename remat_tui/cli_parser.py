@@ -184,7 +184,7 @@ def cache_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _report(commands: argparse._SubParsersAction) -> None:
+def _report(commands: cli_fit.Commands) -> None:
     """report: one configuration in full."""
     report = commands.add_parser(
         "report",
@@ -222,7 +222,7 @@ def _report(commands: argparse._SubParsersAction) -> None:
     )
 
 
-def _compare(commands: argparse._SubParsersAction) -> None:
+def _compare(commands: cli_fit.Commands) -> None:
     """compare: every configuration worth comparing."""
     compare = commands.add_parser(
         "compare",
@@ -243,7 +243,7 @@ def _compare(commands: argparse._SubParsersAction) -> None:
     compile_options(compare, search=True)
 
 
-def _suggest(commands: argparse._SubParsersAction) -> None:
+def _suggest(commands: cli_fit.Commands) -> None:
     """suggest: the least recompute that fits a budget."""
     suggest = commands.add_parser(
         "suggest",
@@ -258,7 +258,7 @@ def _suggest(commands: argparse._SubParsersAction) -> None:
     suggest.add_argument("--budget", required=True, metavar="SIZE", help="e.g. 2GiB, 1.5e9")
 
 
-def _memory(commands: argparse._SubParsersAction) -> None:
+def _memory(commands: cli_fit.Commands) -> None:
     """memory: where the compiled peak goes."""
     memory = commands.add_parser(
         "memory",
@@ -282,7 +282,7 @@ def _memory(commands: argparse._SubParsersAction) -> None:
     )
 
 
-def _diff(commands: argparse._SubParsersAction) -> None:
+def _diff(commands: cli_fit.Commands) -> None:
     """diff: what two configurations save differently."""
     diff = commands.add_parser(
         "diff",
@@ -303,7 +303,7 @@ def _diff(commands: argparse._SubParsersAction) -> None:
     )
 
 
-def _check(commands: argparse._SubParsersAction) -> None:
+def _check(commands: cli_fit.Commands) -> None:
     """check: a guard for upgrades and refactors."""
     check = commands.add_parser(
         "check",
