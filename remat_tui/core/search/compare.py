@@ -12,14 +12,16 @@ Configs, so a row opens in the app as it is.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.model import Analysis
 from remat_tui.core.search.distinct import distinct
 from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
 from remat_tui.core.search.offload import judge_offloads
+from remat_tui.core.search.rows import Row, row_of
 from remat_tui.core.search.structures import structure_candidates, structure_notes
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
@@ -33,137 +35,10 @@ from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.core.xla.peak_notes import peak_note
 from remat_tui.errors import RematError
+from remat_tui.registry import Target
 
-
-@dataclass
-class Row:
-    """One configuration's costs: a row of compare, and suggest's answer.
-
-    Attributes:
-        config: the configuration (outer policy, site overrides, device).
-        python: the code to paste.
-        device_bytes: residual bytes on the device.
-        host_bytes: residual bytes offloaded to the host.
-        recompute_flops: forward work the backward pass does again.
-        forward_flops: the forward pass's FLOPs.
-        saved_bytes: residual bytes beyond the arguments.
-        compiled: XLA's numbers when compiled (`Compiled.to_dict()`), else None.
-        time: the step-time estimate when compiled (`StepTime.to_dict()`).
-        measured: the step run on the device (`Measured.to_dict()`).
-        pareto: on the Pareto front (★): no other row needs no more memory at
-            no more cost, and less of one.
-        notes: sentences on what the row changes, or why it is not worth it.
-        error: why its compile failed (other than running out of memory).
-        offload_slower: its offload is slower than recomputing instead.
-        offload_without_host: it offloads where the device's compile has no
-            host memory: the offloaded bytes stay in device memory.
-    """
-
-    config: Config
-    python: str
-    device_bytes: int
-    host_bytes: int
-    recompute_flops: int
-    forward_flops: int
-    residuals: tuple[str, ...]  # JAX's texts, for diff
-    saved_bytes: int = 0  # residual bytes beyond the arguments (those are held anyway)
-    # The backward pass's work besides recomputation: the same for every
-    # configuration of a target, so counted once (`step_flops`); None until
-    # a step time is wanted.
-    transpose_flops: int | None = None
-    compiled: dict | None = None
-    time: dict | None = None  # the step-time estimate (core/xla/step_time.py), once compiled
-    measured: dict | None = None  # its step run on the device (core/xla/measure.py), on request
-    pareto: bool = False
-    notes: list[str] = field(default_factory=list)
-    error: str | None = None  # its compile failed (other than running out of memory)
-    offload_slower: bool = False  # its offload costs more time than the recompute it saves
-    offload_without_host: bool = False  # no host memory to offload to: the bytes stay on device
-
-    @property
-    def weighed_bytes(self) -> int:
-        """The bytes the Pareto front and suggest weigh: the compiled peak per
-        device when known (for a compile that did not fit, what XLA said it
-        needed), else the residual bytes on device (the offloaded ones too
-        where the device has no host memory for them)."""
-        if self.compiled and self.compiled.get("peak_bytes"):
-            return self.compiled["peak_bytes"]
-        return self.device_bytes + (self.host_bytes if self.offload_without_host else 0)
-
-    @property
-    def cost_source(self) -> str:
-        """What `cost` is: "measured" (the step run on the device), "estimate"
-        (the roofline, once compiled on a chip the table knows) or "flops"
-        (the recompute FLOPs)."""
-        if self.measured and self.measured.get("min_seconds") is not None:
-            return "measured"
-        return "estimate" if self.time else "flops"
-
-    @property
-    def cost(self) -> tuple:
-        """What ranks rows: the measured step time, else the estimated one,
-        else the recompute FLOPs (`cost_source`); host bytes break ties."""
-        source = self.cost_source
-        if source == "measured":
-            return (self.measured["min_seconds"], self.host_bytes)
-        if source == "estimate":
-            return (self.time["seconds"], self.host_bytes)
-        return (self.recompute_flops, self.host_bytes)
-
-    @property
-    def estimated_cost(self) -> tuple:
-        """`cost` before any run: the estimated step time, else the recompute
-        FLOPs. What suggest's ordered search prunes with (its bounds are the
-        estimate's)."""
-        return (self.time["seconds"] if self.time else self.recompute_flops, self.host_bytes)
-
-    @property
-    def measure_failed(self) -> bool:
-        """Its step raised when run (not for want of memory): bad input."""
-        return bool(self.measured and self.measured.get("error") and self.measured.get("fits"))
-
-    @property
-    def step_flops(self) -> int | None:
-        """The whole step's FLOPs: forward, transposition and recompute."""
-        if self.transpose_flops is None:
-            return None
-        return self.forward_flops + self.transpose_flops + self.recompute_flops
-
-    @property
-    def fits(self) -> bool:
-        """Whether it fits the device: compiled and XLA took it (and, when run,
-        it did not run out of memory), or not compiled."""
-        return (
-            self.error is None
-            and (self.compiled or {}).get("fits", True)
-            and (self.measured or {}).get("fits", True)
-        )
-
-    @property
-    def recompute_share(self) -> float | None:
-        return self.recompute_flops / self.forward_flops if self.forward_flops else None
-
-    def to_dict(self) -> dict:
-        return {
-            "policy": self.config.policy,
-            "sites": {str(k): v for k, v in self.config.sites},
-            "python": self.python,
-            "device_bytes": self.device_bytes,
-            "host_bytes": self.host_bytes,
-            "recompute_flops": self.recompute_flops,
-            "forward_flops": self.forward_flops,
-            "compiled": self.compiled,
-            "time": self.time,
-            "measured": self.measured,
-            "cost_source": self.cost_source,
-            "pareto": self.pareto,
-            "notes": list(self.notes),
-            "error": self.error,
-            "offload_slower": self.offload_slower,
-            "offload_without_host": self.offload_without_host,
-            "saved_bytes": self.saved_bytes,
-            "structure": _structure_dict(self.config),
-        }
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 
 @dataclass
@@ -197,32 +72,17 @@ class Comparison(Displayable):
         }
 
 
-def row_of(a: Analysis, compiled: dict | None = None) -> Row:
-    flops = a.flops
-    return Row(
-        config=a.config,
-        python=a.python,
-        device_bytes=a.totals.device_bytes,
-        host_bytes=a.totals.host_bytes,
-        recompute_flops=flops["recompute"],
-        forward_flops=flops["forward"],
-        residuals=tuple(r.text for r in a.residuals),
-        saved_bytes=a.totals.bytes_excluding_arguments,
-        compiled=compiled,
-    )
-
-
 def compare(
-    fn,
+    fn: Target | Callable,
     args: tuple | None = None,
     kwargs: dict | None = None,
-    policies: list | None = None,
+    policies: Sequence[str | policies.PolicySpec] | None = None,
     sites: dict | None = None,
     compiled: bool = False,
     device: str | None = None,
     cancelled: Callable[[], bool] | None = None,
-    progress: Callable[[int, int, Config], None] | None = None,
-    on_row: Callable[[Row], None] | None = None,
+    progress: Callable[[int, int, Config], object] | None = None,
+    on_row: Callable[[Row], object] | None = None,
     measure: bool = False,
     runs: int = RUNS,
 ) -> Comparison:
@@ -258,8 +118,8 @@ def compare(
     return conclude(target, rows, baseline_analysis, base, time.perf_counter() - start)
 
 
-def conclude(target, rows: list[Row], baseline: Analysis, base: Config, seconds: float,
-             cancelled=None) -> Comparison:  # fmt: skip
+def conclude(target: Target, rows: list[Row], baseline: Analysis, base: Config, seconds: float,
+             cancelled: Callable[[], bool] | None=None) -> Comparison:  # fmt: skip
     """The Comparison of `rows` (all of them, or those made before a cancel):
     the notes that weigh rows against each other, and the Pareto marks."""
     judge_offloads(target, rows, baseline, analysed_row(target, cancelled))
@@ -270,12 +130,16 @@ def conclude(target, rows: list[Row], baseline: Analysis, base: Config, seconds:
                       structure_notes(target, base))  # fmt: skip
 
 
-def analysed_row(target, cancelled=None) -> Callable[[Config], Row]:
+def analysed_row(
+    target: Target, cancelled: Callable[[], bool] | None = None
+) -> Callable[[Config], Row]:
     """The row of any configuration of `target`, analysed (not compiled)."""
     return lambda config: row_of(row_view(trace_config(target, config, cancelled), cancelled))
 
 
-def measure_baseline(target, base: Config, compiled: bool, cancelled=None):
+def measure_baseline(
+    target: Target, base: Config, compiled: bool, cancelled: Callable[[], bool] | None = None
+) -> tuple[Analysis, int | None]:
     """The row of `base`, the configuration every other is measured against,
     and (`compiled`) the transposition FLOPs every compiled row shares
     (`transpose_flops`): both views of one trace of it."""
@@ -284,20 +148,20 @@ def measure_baseline(target, base: Config, compiled: bool, cancelled=None):
     return row, transpose_flops(trace, cancelled) if compiled else None
 
 
-def policy_spec(spec: str | policies.PolicySpec, target) -> policies.PolicySpec:
+def policy_spec(spec: str | policies.PolicySpec, target: Target) -> policies.PolicySpec:
     """A policy the API was given (text as a user types it, or a PolicySpec),
     parsed once, against the target's own policies."""
     return spec if isinstance(spec, policies.PolicySpec) else policies.parse(spec, target.policies)
 
 
 def evaluate(
-    target,
-    configs,
+    target: Target,
+    configs: Sequence[Config],
     baseline: Analysis,
-    compiled,
-    cancelled,
-    progress,
-    on_row=None,
+    compiled: bool,
+    cancelled: Callable[[], bool] | None,
+    progress: Callable[[int, int, Config], object] | None,
+    on_row: Callable[[Row], object] | None = None,
     transpose: int | None = None,
     runs: int | None = None,
 ) -> list[Row]:
@@ -307,7 +171,7 @@ def evaluate(
     each compiled row that many times (compile_row)."""
     reference = Baseline.of(baseline)
 
-    def one(numbered) -> Row:
+    def one(numbered: tuple[int, Config]) -> Row:
         i, config = numbered
         if cancelled is not None and cancelled():
             raise Cancelled()
@@ -335,7 +199,13 @@ def evaluate(
     return rows
 
 
-def compile_row(target, row: Row, cancelled=None, runs: int | None = None, run_if=None) -> None:
+def compile_row(
+    target: Target,
+    row: Row,
+    cancelled: Callable[[], bool] | None = None,
+    runs: int | None = None,
+    run_if: Callable[[Compiled], bool] | None = None,
+) -> None:
     """Compile a row's configuration and, with `runs`, run it that many times
     on its device (after a warm-up). A compile that does not fit is the row's
     answer (`fits` False), and so is a run out of memory; any other compile
@@ -370,26 +240,30 @@ def compile_row(target, row: Row, cancelled=None, runs: int | None = None, run_i
         row.notes.append(note)
 
 
-def transpose_flops(baseline: Trace, cancelled=None) -> int:
+def transpose_flops(baseline: Trace, cancelled: Callable[[], bool] | None = None) -> int:
     """The backward pass's FLOPs besides recomputation (the same under every
     configuration), read from the baseline's trace: its backward pass is
     traced now if its row did without it."""
     full = costs_view(baseline, cancelled)
-    return full.flops["backward"] - full.flops["recompute"]
+    backward = full.flops["backward"]
+    assert backward is not None  # the costs view traces the backward pass
+    return backward - full.flops["recompute"]
 
 
 def peak_notes(rows: list[Row], base: Config) -> None:
     """Note on each compiled row why its peak moved so much less than its
     residual bytes against the code as written, when it did (core/search/notes.py)."""
     written = next((r for r in rows if r.config == base), None)
-    before = ((written.compiled or {}).get("memory")) if written else None
+    if written is None:
+        return
+    before = (written.compiled or {}).get("memory")
     if before is None:
         return
     for row in rows:
         after = (row.compiled or {}).get("memory")
         if row is written or after is None:
             continue
-        flops = (written.compiled.get("flops"), row.compiled.get("flops"))
+        flops = ((written.compiled or {}).get("flops"), (row.compiled or {}).get("flops"))
         note = peak_note(
             before, after, written.saved_bytes, row.saved_bytes, base_label(base), flops=flops
         )
@@ -402,7 +276,7 @@ def base_label(base: Config) -> str:
     return "the code as written" if not base.sites else base.with_device(None).label()
 
 
-def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
+def candidates(target: Target, baseline: Analysis, base: Config) -> list[Config]:
     """Every built-in policy and the target's own (outer); the name sets (each
     name saved alone, all names, each offloaded alone, all offloaded), at the
     checkpointed functions when the code has sites, else outer; for code
@@ -428,10 +302,6 @@ def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
     configs += structure_candidates(target, base)
     # Spellings of the same decisions are one row, the first (core/search/distinct.py).
     return distinct(configs, baseline.sites)
-
-
-def _structure_dict(config: Config) -> dict | None:
-    return config.structure.to_dict() if config.structure is not None else None
 
 
 def mark_pareto(rows: list[Row]) -> None:

@@ -20,7 +20,7 @@ candidate is first analysed without compiling (its recompute FLOPs and host
 bytes need no compile, and give a lower bound of its step time), then
 compiled from the least bound up, and the search stops at the first
 candidate whose bound exceeds the cost of the best one found to fit: it and
-every later one cost more (`compile_in_order`). Compiles that run out
+every later one cost more (core/search/ordered.py, `compile_in_order`). Compiles that run out
 of memory are fast and are rows that do not fit; other compile failures are
 rows with an error. Either way the search goes on.
 
@@ -37,13 +37,15 @@ kept.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
+from remat_tui.core.model import Analysis
 from remat_tui.core.search.compare import (
     Row,
     analysed_row,
-    compile_row,
     evaluate,
     mark_pareto,
     measure_baseline,
@@ -51,13 +53,18 @@ from remat_tui.core.search.compare import (
 )
 from remat_tui.core.search.distinct import merge_key
 from remat_tui.core.search.offload import judge_offloads
+from remat_tui.core.search.ordered import Progress, Runner, compile_in_order
 from remat_tui.core.search.structures import FINE, structure_candidates, structure_notes
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import as_target
-from remat_tui.core.units import human_bytes
-from remat_tui.core.xla import compile_pool, compile_service, host_memory, step_time
+from remat_tui.core.xla import compile_pool, host_memory, step_time
 from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.places import Site
+    from remat_tui.core.setup.policy_spec import PolicySpec
 
 EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic
 STATES = ("recompute", "save", "offload")
@@ -128,16 +135,16 @@ class Suggestion(Displayable):
 
 
 def suggest(
-    fn,
+    fn: Target | Callable,
     budget: int,
-    args=None,
-    kwargs=None,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
     compiled: bool = False,
     device: str | None = None,
     sites: dict | None = None,
     exact_limit: int = EXACT_LIMIT,
-    cancelled=None,
-    progress=None,
+    cancelled: Callable[[], bool] | None = None,
+    progress: Progress | None = None,
     compile_all: bool = False,
     measure: bool = False,
     runs: int = RUNS,
@@ -194,11 +201,18 @@ def suggest(
     )
 
 
-def candidates(target, base: Config, first, exact_limit: int, cancelled, progress):
+def candidates(
+    target: Target,
+    base: Config,
+    first: Analysis,
+    exact_limit: int,
+    cancelled: Callable[[], bool] | None,
+    progress: Progress | None,
+) -> tuple[list[Row], bool]:
     """(the rows of every candidate analysed, not compiled; whether that is
     the whole space): every configuration while the space is at most
     `exact_limit`, else the heuristic's (see the module doc)."""
-    places = list(dict.fromkeys(s.function for s in first.sites)) or [None]
+    places: list[str | None] = [*dict.fromkeys(s.function for s in first.sites)] or [None]
     names = [n.name for n in first.names]
     choices = _choices(target, names)
     space = len(choices) ** len(places)
@@ -227,14 +241,23 @@ def candidates(target, base: Config, first, exact_limit: int, cancelled, progres
     return list(measured.values()), exact
 
 
-def compile_candidates(target, rows, baseline, budget, cancelled, progress, run, every: bool):
+def compile_candidates(
+    target: Target,
+    rows: list[Row],
+    baseline: Row,
+    budget: int,
+    cancelled: Callable[[], bool] | None,
+    progress: Progress | None,
+    run: Runner,
+    every: bool,
+) -> tuple[list[Row], str]:
     """(the rows compiled, why the rest were not): every row (`every`, to
     check the ordered search), else only those that can change the answer
     (`compile_in_order`)."""
     if not every:
         return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
 
-    def one(numbered):
+    def one(numbered: tuple[int, Row]) -> None:
         i, row = numbered
         if progress is not None:
             progress(i, len(rows), row.config, "compiling")
@@ -272,7 +295,9 @@ def _device_memory(rows: list[Row]) -> int | None:
     """The device's memory for a program: what XLA said it has when a compile
     did not fit, else the chip table's figure."""
     said = [
-        r.compiled["available_bytes"] for r in rows if (r.compiled or {}).get("available_bytes")
+        (r.compiled or {})["available_bytes"]
+        for r in rows
+        if (r.compiled or {}).get("available_bytes")
     ]
     if said:
         return max(said)
@@ -286,145 +311,7 @@ def _eligible(rows: list[Row]) -> list[Row]:
     return [r for r in rows if not r.offload_slower] or rows
 
 
-class Runner:
-    """How suggest compiles a row: compile_row, and with `runs`, a run of each
-    compile `worth_running` accepts (those that fit the budget)."""
-
-    def __init__(self, runs: int | None, worth_running):
-        self.runs, self.worth_running = runs, worth_running
-
-    def __call__(self, target, row: Row, cancelled) -> None:
-        run_if = self.worth_running if self.runs is not None else None
-        compile_row(target, row, cancelled, self.runs, run_if)
-
-
-def compile_in_order(
-    target, rows: list[Row], baseline: Row, budget: int, cancelled, progress, run=None
-):
-    """Compile rows from the least cost they can have, and stop at the first
-    whose least cost exceeds the cost of the best row found to fit the budget:
-    no later row can be the answer. The baseline (the code as written) comes
-    first: the answer is measured against it, and its compile says the chip
-    and how many devices share the step.
-
-    A row's least cost before compiling is exact in its recompute FLOPs and
-    host bytes; on a chip the table knows, it is the step time's lower bound
-    (core/xla/step_time.py), which its compile can only raise; so rows are
-    weighed by their estimated cost here, measured or not. `run` compiles a
-    row (Runner). Returns the rows compiled and why the rest were not."""
-    run = run or Runner(None, None)
-    if progress is not None:
-        progress(0, len(rows), baseline.config, "compiling")
-    run(target, baseline, cancelled)
-    done = [baseline]
-    floor = _floor(baseline)
-    if floor is not None and floor > budget:
-        return [baseline], (
-            f"none can fit: the arguments and what the step returns alone need "
-            f"{human_bytes(floor)} per device under every configuration"
-        )
-    chip = step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
-    least = _least_cost(chip, baseline.compiled.get("devices", 1) if baseline.compiled else 1)
-
-    # Side by side where compiles can run elsewhere, `width` at a time (never a
-    # measured search: a run must have the device to itself).
-    width = compile_pool.width() if run.runs is None else 1
-
-    def compile_from_cheapest(candidates: list[Row], best, answers) -> None:
-        """Compile `candidates` (least bound first) until one's bound exceeds
-        the best cost found among those `answers` accepts. In waves of
-        `width`: a wave's rows past where one at a time would have stopped
-        were compiled ahead for nothing, and are left out, so the rows and
-        the answer are those of one compile at a time."""
-        position = 0
-        while position < len(candidates):
-            wave = []
-            for row in candidates[position : position + width]:
-                if best is not None and least(row) > best:
-                    break  # this row and every later one cost more than one that fits
-                wave.append(row)
-            if not wave:
-                return
-
-            def one(numbered):
-                i, row = numbered
-                if progress is not None:
-                    progress(len(done) + i, len(rows), row.config, "compiling")
-                run(target, row, cancelled)
-
-            for _ in compile_pool.run_all(list(enumerate(wave)), one):
-                pass
-            for i, row in enumerate(wave):
-                if best is not None and least(row) > best:
-                    compile_service.counts.add("ahead", len(wave) - i)
-                    return
-                done.append(row)
-                if answers(row) and (best is None or row.estimated_cost < best):
-                    best = row.estimated_cost
-            position += len(wave)
-
-    # An offload slower than recomputing is the answer only if nothing else
-    # fits: those are compiled last, and only then.
-    ordered = sorted((r for r in rows if r is not baseline), key=least)
-    compile_from_cheapest(
-        [r for r in ordered if not r.offload_slower],
-        baseline.estimated_cost if _answers(baseline, budget) else None,
-        lambda r: _answers(r, budget),
-    )
-    slower = [r for r in ordered if r.offload_slower]
-    fits = any(_answers(r, budget) for r in done)
-    if not fits:
-
-        def within(r: Row) -> bool:
-            return r.fits and r.weighed_bytes <= budget
-
-        compile_from_cheapest(slower, baseline.estimated_cost if within(baseline) else None, within)
-    return done, _why_skipped(chip, fits and bool(slower))
-
-
-def _least_cost(chip, devices: int):
-    """A row's least cost before compiling (`compile_in_order`): its step
-    time's lower bound on a chip the table knows, else its recompute FLOPs;
-    host bytes break ties."""
-
-    def least(row: Row) -> tuple:
-        if chip is None or row.step_flops is None:
-            return (row.recompute_flops, row.host_bytes)
-        moved = 0 if row.offload_without_host else row.host_bytes  # what crosses to host
-        bound = step_time.lower_bound(chip, row.step_flops / devices, moved / devices)
-        return (bound, row.host_bytes)
-
-    return least
-
-
-def _why_skipped(chip, slower_offloads_left: bool) -> str:
-    """Why the rows `compile_in_order` left out could not be the answer."""
-    if chip is not None:
-        why = f"each is estimated slower on {chip.name} than the answer, even before compiling"
-    else:
-        why = "each recomputes more than the answer, so none of them could be it"
-    if slower_offloads_left:
-        why += "; or it offloads what is faster to recompute, and another configuration fits"
-    return why
-
-
-def _floor(baseline: Row) -> int | None:
-    """Bytes every configuration's compiled program holds at once: its
-    arguments and its outputs (the same under every policy), which live from
-    its start to its end; None without a compile that fit."""
-    c = baseline.compiled
-    if not c or not c.get("fits", True):
-        return None
-    return c["argument_bytes"] + c["output_bytes"] - c["alias_bytes"]
-
-
-def _answers(row: Row, budget: int) -> bool:
-    """Whether a compiled row could be the answer: it fits the budget, and
-    its offload is not slower than recomputing."""
-    return row.fits and row.weighed_bytes <= budget and not row.offload_slower
-
-
-def _choices(target, names: list[str]) -> list[policies.PolicySpec]:
+def _choices(target: Target, names: list[str]) -> list[policies.PolicySpec]:
     """Every policy one place can have: built-ins, the target's own, and each
     save/offload/recompute assignment of the names."""
     out = policies.candidate_specs(target.policies)
@@ -441,17 +328,28 @@ def _choices(target, names: list[str]) -> list[policies.PolicySpec]:
 
 
 def _config(
-    base: Config, sites: list, places: list, combo: tuple[policies.PolicySpec, ...]
+    base: Config,
+    sites: Sequence[Site],
+    places: Sequence[str | None],
+    combo: Sequence[policies.PolicySpec],
 ) -> Config:
     if places == [None]:
         return base.with_policy(combo[0])
     config = base
     for place, spec in zip(places, combo, strict=True):
+        assert place is not None  # places are functions, but for [None]: outer
         config = config.at_function(sites, place, spec)
     return config
 
 
-def _heuristic(base, sites, places, names, choices, run) -> None:
+def _heuristic(
+    base: Config,
+    sites: Sequence[Site],
+    places: list[str | None],
+    names: list[str],
+    choices: list[PolicySpec],
+    run: Callable[[list[Config]], list[Row]],
+) -> None:
     """Built-ins everywhere, then the greedy name chains (see the module doc),
     the same policy at every place."""
     builtins = [c for c in choices if not _is_names_policy(c)]

@@ -1,0 +1,173 @@
+"""Provides suggest's ordered search (core/search/suggest.py, its module doc):
+compile candidates from the least cost they can have, and stop at the first
+whose least cost exceeds the cost of the best found to fit the budget.
+`Runner` compiles (and, measuring, runs) one row; `Progress` is what the
+search says as it goes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from remat_tui.core.search.compare import Row, compile_row
+from remat_tui.core.setup.config import Config
+from remat_tui.core.units import human_bytes
+from remat_tui.core.xla import compile_pool, compile_service, step_time
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.chips import Chip
+    from remat_tui.core.xla.compiled_numbers import Compiled
+
+
+class Progress(Protocol):
+    """What suggest says as it goes: (done, total, the configuration), and the
+    stage ("compiling") where it compiles; analysing gives none."""
+
+    def __call__(self, done: int, total: int, config: Config, stage: str = ..., /) -> object: ...
+
+
+class Runner:
+    """How suggest compiles a row: compile_row, and with `runs`, a run of each
+    compile `worth_running` accepts (those that fit the budget)."""
+
+    def __init__(self, runs: int | None, worth_running: Callable[[Compiled], bool] | None) -> None:
+        self.runs, self.worth_running = runs, worth_running
+
+    def __call__(self, target: Target, row: Row, cancelled: Callable[[], bool] | None) -> None:
+        run_if = self.worth_running if self.runs is not None else None
+        compile_row(target, row, cancelled, self.runs, run_if)
+
+
+def compile_in_order(
+    target: Target,
+    rows: list[Row],
+    baseline: Row,
+    budget: int,
+    cancelled: Callable[[], bool] | None,
+    progress: Progress | None,
+    run: Runner | None = None,
+) -> tuple[list[Row], str]:
+    """Compile rows from the least cost they can have, and stop at the first
+    whose least cost exceeds the cost of the best row found to fit the budget:
+    no later row can be the answer. The baseline (the code as written) comes
+    first: the answer is measured against it, and its compile says the chip
+    and how many devices share the step.
+
+    A row's least cost before compiling is exact in its recompute FLOPs and
+    host bytes; on a chip the table knows, it is the step time's lower bound
+    (core/xla/step_time.py), which its compile can only raise; so rows are
+    weighed by their estimated cost here, measured or not. `run` compiles a
+    row (Runner). Returns the rows compiled and why the rest were not."""
+    run = run or Runner(None, None)
+    if progress is not None:
+        progress(0, len(rows), baseline.config, "compiling")
+    run(target, baseline, cancelled)
+    done = [baseline]
+    floor = _floor(baseline)
+    if floor is not None and floor > budget:
+        return [baseline], (
+            f"none can fit: the arguments and what the step returns alone need "
+            f"{human_bytes(floor)} per device under every configuration"
+        )
+    chip = step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
+    least = _least_cost(chip, baseline.compiled.get("devices", 1) if baseline.compiled else 1)
+
+    # Side by side where compiles can run elsewhere, `width` at a time (never a
+    # measured search: a run must have the device to itself).
+    width = compile_pool.width() if run.runs is None else 1
+
+    def compile_from_cheapest(
+        candidates: list[Row], best: tuple | None, answers: Callable[[Row], bool]
+    ) -> None:
+        """Compile `candidates` (least bound first) until one's bound exceeds
+        the best cost found among those `answers` accepts. In waves of
+        `width`: a wave's rows past where one at a time would have stopped
+        were compiled ahead for nothing, and are left out, so the rows and
+        the answer are those of one compile at a time."""
+        position = 0
+        while position < len(candidates):
+            wave = []
+            for row in candidates[position : position + width]:
+                if best is not None and least(row) > best:
+                    break  # this row and every later one cost more than one that fits
+                wave.append(row)
+            if not wave:
+                return
+
+            def one(numbered: tuple[int, Row]) -> None:
+                i, row = numbered
+                if progress is not None:
+                    progress(len(done) + i, len(rows), row.config, "compiling")
+                run(target, row, cancelled)
+
+            for _ in compile_pool.run_all(list(enumerate(wave)), one):
+                pass
+            for i, row in enumerate(wave):
+                if best is not None and least(row) > best:
+                    compile_service.counts.add("ahead", len(wave) - i)
+                    return
+                done.append(row)
+                if answers(row) and (best is None or row.estimated_cost < best):
+                    best = row.estimated_cost
+            position += len(wave)
+
+    # An offload slower than recomputing is the answer only if nothing else
+    # fits: those are compiled last, and only then.
+    ordered = sorted((r for r in rows if r is not baseline), key=least)
+    compile_from_cheapest(
+        [r for r in ordered if not r.offload_slower],
+        baseline.estimated_cost if _answers(baseline, budget) else None,
+        lambda r: _answers(r, budget),
+    )
+    slower = [r for r in ordered if r.offload_slower]
+    fits = any(_answers(r, budget) for r in done)
+    if not fits:
+
+        def within(r: Row) -> bool:
+            return r.fits and r.weighed_bytes <= budget
+
+        compile_from_cheapest(slower, baseline.estimated_cost if within(baseline) else None, within)
+    return done, _why_skipped(chip, fits and bool(slower))
+
+
+def _least_cost(chip: Chip | None, devices: int) -> Callable[[Row], tuple]:
+    """A row's least cost before compiling (`compile_in_order`): its step
+    time's lower bound on a chip the table knows, else its recompute FLOPs;
+    host bytes break ties."""
+
+    def least(row: Row) -> tuple:
+        if chip is None or row.step_flops is None:
+            return (row.recompute_flops, row.host_bytes)
+        moved = 0 if row.offload_without_host else row.host_bytes  # what crosses to host
+        bound = step_time.lower_bound(chip, row.step_flops / devices, moved / devices)
+        return (bound, row.host_bytes)
+
+    return least
+
+
+def _why_skipped(chip: Chip | None, slower_offloads_left: bool) -> str:
+    """Why the rows `compile_in_order` left out could not be the answer."""
+    if chip is not None:
+        why = f"each is estimated slower on {chip.name} than the answer, even before compiling"
+    else:
+        why = "each recomputes more than the answer, so none of them could be it"
+    if slower_offloads_left:
+        why += "; or it offloads what is faster to recompute, and another configuration fits"
+    return why
+
+
+def _floor(baseline: Row) -> int | None:
+    """Bytes every configuration's compiled program holds at once: its
+    arguments and its outputs (the same under every policy), which live from
+    its start to its end; None without a compile that fit."""
+    c = baseline.compiled
+    if not c or not c.get("fits", True):
+        return None
+    return c["argument_bytes"] + c["output_bytes"] - c["alias_bytes"]
+
+
+def _answers(row: Row, budget: int) -> bool:
+    """Whether a compiled row could be the answer: it fits the budget, and
+    its offload is not slower than recomputing."""
+    return row.fits and row.weighed_bytes <= budget and not row.offload_slower

@@ -1,0 +1,161 @@
+"""Provides Row: one configuration's costs, a row of compare and suggest's
+answer (core/search/compare.py makes them; notes.py and offload.py judge them,
+so it lives apart from the search that makes it), and `row_of` an analysis."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from remat_tui.core.model import Analysis
+from remat_tui.core.setup.config import Config
+
+
+@dataclass
+class Row:
+    """One configuration's costs: a row of compare, and suggest's answer.
+
+    Attributes:
+        config: the configuration (outer policy, site overrides, device).
+        python: the code to paste.
+        device_bytes: residual bytes on the device.
+        host_bytes: residual bytes offloaded to the host.
+        recompute_flops: forward work the backward pass does again.
+        forward_flops: the forward pass's FLOPs.
+        saved_bytes: residual bytes beyond the arguments.
+        compiled: XLA's numbers when compiled (`Compiled.to_dict()`), else None.
+        time: the step-time estimate when compiled (`StepTime.to_dict()`).
+        measured: the step run on the device (`Measured.to_dict()`).
+        pareto: on the Pareto front (★): no other row needs no more memory at
+            no more cost, and less of one.
+        notes: sentences on what the row changes, or why it is not worth it.
+        error: why its compile failed (other than running out of memory).
+        offload_slower: its offload is slower than recomputing instead.
+        offload_without_host: it offloads where the device's compile has no
+            host memory: the offloaded bytes stay in device memory.
+    """
+
+    config: Config
+    python: str
+    device_bytes: int
+    host_bytes: int
+    recompute_flops: int
+    forward_flops: int
+    residuals: tuple[str, ...]  # JAX's texts, for diff
+    saved_bytes: int = 0  # residual bytes beyond the arguments (those are held anyway)
+    # The backward pass's work besides recomputation: the same for every
+    # configuration of a target, so counted once (`step_flops`); None until
+    # a step time is wanted.
+    transpose_flops: int | None = None
+    compiled: dict | None = None
+    time: dict | None = None  # the step-time estimate (core/xla/step_time.py), once compiled
+    measured: dict | None = None  # its step run on the device (core/xla/measure.py), on request
+    pareto: bool = False
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None  # its compile failed (other than running out of memory)
+    offload_slower: bool = False  # its offload costs more time than the recompute it saves
+    offload_without_host: bool = False  # no host memory to offload to: the bytes stay on device
+
+    @property
+    def weighed_bytes(self) -> int:
+        """The bytes the Pareto front and suggest weigh: the compiled peak per
+        device when known (for a compile that did not fit, what XLA said it
+        needed), else the residual bytes on device (the offloaded ones too
+        where the device has no host memory for them)."""
+        if self.compiled and self.compiled.get("peak_bytes"):
+            return self.compiled["peak_bytes"]
+        return self.device_bytes + (self.host_bytes if self.offload_without_host else 0)
+
+    @property
+    def cost_source(self) -> str:
+        """What `cost` is: "measured" (the step run on the device), "estimate"
+        (the roofline, once compiled on a chip the table knows) or "flops"
+        (the recompute FLOPs)."""
+        if self.measured and self.measured.get("min_seconds") is not None:
+            return "measured"
+        return "estimate" if self.time else "flops"
+
+    @property
+    def cost(self) -> tuple:
+        """What ranks rows: the measured step time, else the estimated one,
+        else the recompute FLOPs (`cost_source`); host bytes break ties."""
+        measured, time = self.measured or {}, self.time or {}
+        source = self.cost_source  # names one that is there
+        if source == "measured":
+            return (measured["min_seconds"], self.host_bytes)
+        if source == "estimate":
+            return (time["seconds"], self.host_bytes)
+        return (self.recompute_flops, self.host_bytes)
+
+    @property
+    def estimated_cost(self) -> tuple:
+        """`cost` before any run: the estimated step time, else the recompute
+        FLOPs. What suggest's ordered search prunes with (its bounds are the
+        estimate's)."""
+        return (self.time["seconds"] if self.time else self.recompute_flops, self.host_bytes)
+
+    @property
+    def measure_failed(self) -> bool:
+        """Its step raised when run (not for want of memory): bad input."""
+        return bool(self.measured and self.measured.get("error") and self.measured.get("fits"))
+
+    @property
+    def step_flops(self) -> int | None:
+        """The whole step's FLOPs: forward, transposition and recompute."""
+        if self.transpose_flops is None:
+            return None
+        return self.forward_flops + self.transpose_flops + self.recompute_flops
+
+    @property
+    def fits(self) -> bool:
+        """Whether it fits the device: compiled and XLA took it (and, when run,
+        it did not run out of memory), or not compiled."""
+        return (
+            self.error is None
+            and (self.compiled or {}).get("fits", True)
+            and (self.measured or {}).get("fits", True)
+        )
+
+    @property
+    def recompute_share(self) -> float | None:
+        return self.recompute_flops / self.forward_flops if self.forward_flops else None
+
+    def to_dict(self) -> dict:
+        return {
+            "policy": self.config.policy,
+            "sites": {str(k): v for k, v in self.config.sites},
+            "python": self.python,
+            "device_bytes": self.device_bytes,
+            "host_bytes": self.host_bytes,
+            "recompute_flops": self.recompute_flops,
+            "forward_flops": self.forward_flops,
+            "compiled": self.compiled,
+            "time": self.time,
+            "measured": self.measured,
+            "cost_source": self.cost_source,
+            "pareto": self.pareto,
+            "notes": list(self.notes),
+            "error": self.error,
+            "offload_slower": self.offload_slower,
+            "offload_without_host": self.offload_without_host,
+            "saved_bytes": self.saved_bytes,
+            "structure": _structure_dict(self.config),
+        }
+
+
+def row_of(a: Analysis, compiled: dict | None = None) -> Row:
+    flops = a.flops
+    return Row(
+        config=a.config,
+        python=a.python,
+        device_bytes=a.totals.device_bytes,
+        host_bytes=a.totals.host_bytes,
+        recompute_flops=flops["recompute"],
+        forward_flops=flops["forward"],
+        residuals=tuple(r.text for r in a.residuals),
+        saved_bytes=a.totals.bytes_excluding_arguments,
+        compiled=compiled,
+    )
+
+
+def _structure_dict(config: Config) -> dict | None:
+    return config.structure.to_dict() if config.structure is not None else None
