@@ -19,7 +19,7 @@ proven against):
 - a small space (suggest_candidates.ENUMERATE_LIMIT) is listed whole: every
   configuration analysed, then compiled from the least cost it can have up,
   stopping where none left can beat the best that fits
-  (suggest_compiles.py);
+  (ordered.py);
 - a larger one by the exact search (exact.py): a model of the name
   decisions solved exactly and corrected by compiling until its optimum is
   verified, and the other candidates compiled from their least cost up.
@@ -39,6 +39,13 @@ from remat_tui.core.search.exact import search_names, within
 from remat_tui.core.search.exact_code import per_call_code
 from remat_tui.core.search.exact_space import Space
 from remat_tui.core.search.offload import judge_offloads
+from remat_tui.core.search.ordered import (
+    Runner,
+    compile_baseline,
+    compile_candidates,
+    compile_in_order,
+    least_cost,
+)
 from remat_tui.core.search.structures import structure_notes
 from remat_tui.core.search.suggest_candidates import (  # noqa: F401 (STATES: where tests look)
     ENUMERATE_LIMIT,
@@ -47,13 +54,6 @@ from remat_tui.core.search.suggest_candidates import (  # noqa: F401 (STATES: wh
     enumerated,
     listed,
     space_size,
-)
-from remat_tui.core.search.suggest_compiles import (
-    Runner,
-    compile_baseline,
-    compile_candidates,
-    compile_in_order,
-    least_cost,
 )
 from remat_tui.core.search.suggest_rows import (  # noqa: F401 (choose: where callers look)
     choose,

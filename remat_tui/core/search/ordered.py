@@ -1,6 +1,7 @@
 """Provides how suggest compiles its candidates (Contract 8): `Runner` (a
-row's compile, and its run on the device when measuring), and
-`compile_in_order`, which compiles only what can change the answer.
+row's compile, and its run on the device when measuring), and the ordered
+search, `compile_in_order`, which compiles only what can change the answer;
+`Progress` is what the search says as it goes.
 
 Every candidate is first analysed without compiling: its recompute FLOPs and
 host bytes need no compile, and give a lower bound of its step time
@@ -14,19 +15,58 @@ goes on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
 from remat_tui.core.search.compare import Row, compile_row
+from remat_tui.core.setup.config import Config
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import compile_pool, compile_service, step_time
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.chips import Chip
+    from remat_tui.core.xla.compiled_numbers import Compiled
+
+LeastCost = Callable[[Row], tuple]  # a row's least cost before compiling (`least_cost`)
 
 
-def compile_candidates(target, rows, baseline, budget, cancelled, progress, run, every: bool):
+class Progress(Protocol):
+    """What suggest says as it goes: (done, total, the configuration), and the
+    stage ("compiling") where it compiles; analysing gives none."""
+
+    def __call__(self, done: int, total: int, config: Config, stage: str = ..., /) -> object: ...
+
+
+class Runner:
+    """How suggest compiles a row: compile_row, and with `runs`, a run of each
+    compile `worth_running` accepts (those that fit the budget)."""
+
+    def __init__(self, runs: int | None, worth_running: Callable[[Compiled], bool] | None) -> None:
+        self.runs, self.worth_running = runs, worth_running
+
+    def __call__(self, target: Target, row: Row, cancelled: Callable[[], bool] | None) -> None:
+        run_if = self.worth_running if self.runs is not None else None
+        compile_row(target, row, cancelled, self.runs, run_if)
+
+
+def compile_candidates(
+    target: Target,
+    rows: list[Row],
+    baseline: Row,
+    budget: int,
+    cancelled: Callable[[], bool] | None,
+    progress: Progress | None,
+    run: Runner,
+    every: bool,
+) -> tuple[list[Row], str]:
     """(the rows compiled, why the rest were not): every row (`every`, to
     check the ordered search), else only those that can change the answer
     (`compile_in_order`)."""
     if not every:
         return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
 
-    def one(numbered):
+    def one(numbered: tuple[int, Row]) -> None:
         i, row = numbered
         if progress is not None:
             progress(i, len(rows), row.config, "compiling")
@@ -38,20 +78,15 @@ def compile_candidates(target, rows, baseline, budget, cancelled, progress, run,
     return rows, ""
 
 
-class Runner:
-    """How suggest compiles a row: compile_row, and with `runs`, a run of each
-    compile `worth_running` accepts (those that fit the budget)."""
-
-    def __init__(self, runs: int | None, worth_running):
-        self.runs, self.worth_running = runs, worth_running
-
-    def __call__(self, target, row: Row, cancelled) -> None:
-        run_if = self.worth_running if self.runs is not None else None
-        compile_row(target, row, cancelled, self.runs, run_if)
-
-
-def compile_baseline(target, baseline: Row, budget: int, cancelled, progress, run,
-                     total: int = 1) -> str:  # fmt: skip
+def compile_baseline(
+    target: Target,
+    baseline: Row,
+    budget: int,
+    cancelled: Callable[[], bool] | None,
+    progress: Progress | None,
+    run: Runner,
+    total: int = 1,
+) -> str:
     """Compile the code as written, first: the answer is measured against it,
     and its compile says the chip and how many devices share the step.
     Returns why no configuration can fit, or ''."""
@@ -69,9 +104,15 @@ def compile_baseline(target, baseline: Row, budget: int, cancelled, progress, ru
 
 
 def compile_in_order(
-    target, rows: list[Row], baseline: Row, budget: int, cancelled, progress, run=None,
-    known: tuple = (),
-):  # fmt: skip
+    target: Target,
+    rows: list[Row],
+    baseline: Row,
+    budget: int,
+    cancelled: Callable[[], bool] | None,
+    progress: Progress | None,
+    run: Runner | None = None,
+    known: tuple[Row, ...] = (),
+) -> tuple[list[Row], str]:
     """Compile rows from the least cost they can have, and stop at the first
     whose least cost exceeds the cost of the best row found to fit the budget:
     no later row can be the answer. The baseline comes first
@@ -84,19 +125,22 @@ def compile_in_order(
     weighed by their estimated cost here, measured or not. `run` compiles a
     row (Runner). Returns the rows compiled (the baseline first, `known`
     not among them) and why the rest were not."""
-    run = run or Runner(None, None)
-    none_can_fit = compile_baseline(target, baseline, budget, cancelled, progress, run, len(rows))
+    runner = run or Runner(None, None)
+    none_can_fit = compile_baseline(target, baseline, budget, cancelled, progress, runner,
+                                    len(rows))  # fmt: skip
     done = [baseline]
     if none_can_fit:
         return done, none_can_fit
-    chip = step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
+    chip = _chip(baseline)
     least = least_cost(baseline)
 
     # Side by side where compiles can run elsewhere, `width` at a time (never a
     # measured search: a run must have the device to itself).
-    width = compile_pool.width() if run.runs is None else 1
+    width = compile_pool.width() if runner.runs is None else 1
 
-    def compile_from_cheapest(candidates: list[Row], best, answers) -> None:
+    def compile_from_cheapest(
+        candidates: list[Row], best: tuple | None, answers: Callable[[Row], bool]
+    ) -> None:
         """Compile `candidates` (least bound first) until one's bound exceeds
         the best cost found among those `answers` accepts. In waves of
         `width`: a wave's rows past where one at a time would have stopped
@@ -112,11 +156,11 @@ def compile_in_order(
             if not wave:
                 return
 
-            def one(numbered):
+            def one(numbered: tuple[int, Row]) -> None:
                 i, row = numbered
                 if progress is not None:
                     progress(len(done) + i, len(rows), row.config, "compiling")
-                run(target, row, cancelled)
+                runner(target, row, cancelled)
 
             for _ in compile_pool.run_all(list(enumerate(wave)), one):
                 pass
@@ -129,7 +173,7 @@ def compile_in_order(
                     best = row.estimated_cost
             position += len(wave)
 
-    def best_of(answers) -> tuple | None:
+    def best_of(answers: Callable[[Row], bool]) -> tuple | None:
         costs = [r.estimated_cost for r in (baseline, *known) if answers(r)]
         return min(costs, default=None)
 
@@ -153,18 +197,12 @@ def compile_in_order(
     return done, _why_skipped(chip, fits and bool(slower))
 
 
-def least_cost(baseline: Row):
+def least_cost(baseline: Row) -> LeastCost:
     """A row's least cost before compiling, as a function of the row (the
-    baseline compiled: its chip and devices)."""
-    compiled = baseline.compiled
-    chip = step_time.chip_of(compiled["device"]) if compiled else None
-    return _least_cost(chip, compiled.get("devices", 1) if compiled else 1)
-
-
-def _least_cost(chip, devices: int):
-    """A row's least cost before compiling (`compile_in_order`): its step
-    time's lower bound on a chip the table knows, else its recompute FLOPs;
-    host bytes break ties."""
+    baseline compiled: its chip and devices): its step time's lower bound on
+    a chip the table knows, else its recompute FLOPs; host bytes break ties."""
+    chip = _chip(baseline)
+    devices = (baseline.compiled or {}).get("devices", 1)
 
     def least(row: Row) -> tuple:
         if chip is None or row.step_flops is None:
@@ -176,7 +214,12 @@ def _least_cost(chip, devices: int):
     return least
 
 
-def _why_skipped(chip, slower_offloads_left: bool) -> str:
+def _chip(baseline: Row) -> Chip | None:
+    """The chip the baseline compiled for, where the table knows it."""
+    return step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
+
+
+def _why_skipped(chip: Chip | None, slower_offloads_left: bool) -> str:
     """Why the rows `compile_in_order` left out could not be the answer."""
     if chip is not None:
         why = f"each is estimated slower on {chip.name} than the answer, even before compiling"
