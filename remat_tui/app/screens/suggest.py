@@ -41,6 +41,7 @@ from remat_tui.errors import RematError
 from remat_tui.report.phrases import signed
 
 if TYPE_CHECKING:
+    from remat_tui.core.search.exact import Narrowing
     from remat_tui.core.search.suggest import Suggestion
     from remat_tui.registry import Target
 
@@ -100,7 +101,7 @@ class SuggestNarrowing(Message):
     """The exact search's bound, best and gap, as they narrow."""
 
     request: int
-    narrowing: object  # core/search/exact.py's Narrowing
+    narrowing: Narrowing
     unit: str
 
     def can_replace(self, message: Message) -> bool:
@@ -201,7 +202,7 @@ class SuggestScreen(Screen[Config | None]):
             analysed += 1  # suggest analyses in batches: count across them
             self.post_message(SuggestProgress(request, analysed, config.label()))
 
-        def narrowing(n) -> None:
+        def narrowing(n: Narrowing) -> None:
             unit = "seconds" if self.compiled else "flops"
             self.post_message(SuggestNarrowing(request, n, unit))
 
@@ -293,8 +294,8 @@ class SuggestScreen(Screen[Config | None]):
 
         budget = human_bytes(s.budget)
         searched = count(s.searched, "configuration")
-        how = f"exact: all {searched}" if s.search.method == "enumeration" else (
-            f"exact search: {searched}")  # fmt: skip
+        how = f"exact search: {searched}" if s.search.method == "model" else (
+            f"exact: all {searched}")  # fmt: skip
         if s.measure == "compiled":
             how += f" ({s.compiled_count} compiled, {s.skipped} could not change the answer"
             how += f", {s.measured_count} run on the device)" if self.run_on_device else ")"

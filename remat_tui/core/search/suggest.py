@@ -30,16 +30,20 @@ best answer compiled so far, with the gap left.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
+from remat_tui.core.model import Analysis
 from remat_tui.core.search import certificate as cert
 from remat_tui.core.search.compare import Row, analysed_row, measure_baseline
-from remat_tui.core.search.exact import search_names, within
+from remat_tui.core.search.exact import NameOutcome, Narrowing, search_names, within
 from remat_tui.core.search.exact_code import per_call_code
 from remat_tui.core.search.exact_space import Space
 from remat_tui.core.search.offload import judge_offloads
 from remat_tui.core.search.ordered import (
+    Progress,
     Runner,
     compile_baseline,
     compile_candidates,
@@ -64,6 +68,10 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.xla import compile_pool, host_memory
 from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.places import Site
 
 
 @dataclass
@@ -101,6 +109,7 @@ class Suggestion(Displayable):
     exact: bool
     searched: int
     rows: list[Row]
+    search: cert.Certificate
     compiled_count: int = 0  # configurations compiled (compiled measure only)
     measured_count: int = 0  # configurations run on the device (measure=True)
     skipped: int = 0  # left out uncompiled: no better, or offloading with no host memory
@@ -109,7 +118,6 @@ class Suggestion(Displayable):
     # from a compile that did not fit, else the chip table's memory per chip.
     device_memory: int | None = None
     structure_notes: tuple[str, ...] = ()  # why a scan gets no structure (or no nested one)
-    search: cert.Certificate | None = None
     cancelled: bool = False
 
     @property
@@ -126,7 +134,7 @@ class Suggestion(Displayable):
             "best": self.best.to_dict(),
             "as_written": self.baseline.to_dict(),
             "exact": self.exact,
-            "search": self.search.to_dict() if self.search else None,
+            "search": self.search.to_dict(),
             "cancelled": self.cancelled,
             "searched": self.searched,
             "compiled_count": self.compiled_count,
@@ -139,19 +147,19 @@ class Suggestion(Displayable):
 
 
 def suggest(
-    fn,
+    fn: Target | Callable,
     budget: int,
-    args=None,
-    kwargs=None,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
     compiled: bool = False,
     device: str | None = None,
     sites: dict | None = None,
-    cancelled=None,
-    progress=None,
+    cancelled: Callable[[], bool] | None = None,
+    progress: Progress | None = None,
     compile_all: bool = False,
     measure: bool = False,
     runs: int = RUNS,
-    narrowing=None,
+    narrowing: Callable[[Narrowing], object] | None = None,
     max_rounds: int | None = None,
 ) -> Suggestion:
     """The least-cost configuration whose memory fits `budget` (see the module
@@ -170,8 +178,8 @@ def suggest(
     names = [n.name for n in first.names]
     offload = bool(names) and host_memory.offloads_to_host(base.device)
     space = Space(base, first.sites, names, offload)
-    search = _Search(target, base, first, budget, compiled, cancelled, progress, transpose)
-    search.run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
+    run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
+    search = _Search(target, base, first, budget, compiled, cancelled, progress, transpose, run)
     if compile_all or space_size(target, names, space.places) <= ENUMERATE_LIMIT:
         search.enumerate(space, compile_all)
     else:
@@ -183,26 +191,41 @@ class _Search:
     """One suggest: the candidates analysed once (`Analysed`), compiled
     (`run`), and what each way of searching found."""
 
-    def __init__(self, target, base, first, budget, compiled, cancelled, progress, transpose):
+    def __init__(
+        self,
+        target: Target,
+        base: Config,
+        first: Analysis,
+        budget: int,
+        compiled: bool,
+        cancelled: Callable[[], bool] | None,
+        progress: Progress | None,
+        transpose: int | None,
+        run: Runner,
+    ) -> None:
         self.target, self.base, self.first = target, base, first
         self.budget, self.compiled = budget, compiled
         self.cancelled, self.progress, self.transpose = cancelled, progress, transpose
         self.analysed = Analysed(target, first, cancelled, progress)
-        self.run: Runner | None = None
+        self.run = run
         self.rows: list[Row] = []  # what the answer is chosen from
         self.reasons: list[str] = []  # why candidates were not compiled
         self.skipped = 0
         self.stopped = False
         self.method = cert.ENUMERATION
-        self.outcome = None  # the exact search's (exact.py), on the model path
+        self.outcome: NameOutcome | None = None  # the exact search's, on the model path
         self.unpriced: list[Row] = []  # candidates not compiled, weighed by their least cost
-        self.baseline: Row | None = None  # the code as written
+
+    @property
+    def baseline(self) -> Row:
+        """The code as written: analysed first, either way of searching."""
+        return self.analysed.row(self.base)
 
     def enumerate(self, space: Space, every: bool) -> None:
         """List the whole space, and compile what can change the answer (or `every`)."""
         configs = enumerated(self.target, self.base, self.first.sites, space.places, space.names)
-        rows = self.analysed(configs)  # one batch: its progress counts to what is searched
-        baseline = self.baseline = rows[0]
+        self.analysed(configs)  # one batch: its progress counts to what is searched
+        baseline = self.baseline
         everything = self.analysed.all()
         judge_offloads(self.target, everything, self.first, analysed_row(self.target))
         homeless = [r for r in everything if r.offload_without_host]
@@ -229,12 +252,17 @@ class _Search:
         self.unpriced = [r for r in wanted if r not in done]
         self.rows = done
 
-    def exact(self, space: Space, narrowing, max_rounds) -> None:
+    def exact(
+        self,
+        space: Space,
+        narrowing: Callable[[Narrowing], object] | None,
+        max_rounds: int | None,
+    ) -> None:
         """The name decisions by the exact search's model, the rest listed
         and compiled from their least cost up."""
         self.method = cert.MODEL
         others = self.analysed(listed(self.target, self.base, self.first.sites))
-        baseline = self.baseline = others[0]
+        baseline = self.baseline
         judge_offloads(self.target, others, self.first, analysed_row(self.target))
         homeless = [r for r in others if r.offload_without_host]
         if homeless:
@@ -357,7 +385,7 @@ class _Search:
         )  # fmt: skip
 
 
-def _per_call_python(target, row: Row, sites) -> None:
+def _per_call_python(target: Target, row: Row, sites: Sequence[Site]) -> None:
     """Where the answer gives the calls of one function different policies,
     its code to paste chooses a policy by the call's index (exact_code.py)."""
     code = per_call_code(target.name, row.config, sites)
