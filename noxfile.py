@@ -78,14 +78,17 @@ def docs(session: nox.Session) -> None:
 # The formatter's output changes between ruff releases: the check pins the one
 # the tree was formatted with (bump both together: `ruff format .` after).
 RUFF = "ruff==0.17.6"
+# The type checker, pinned for the same reason: a new mypy finds new things.
+MYPY = "mypy==2.4.1"
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """The code's form, as CI checks it: ruff's formatting and rules, and the
+    """The code's form, as CI checks it: ruff's formatting and rules, the
     import-linter contracts (the one-way layers, the app's rooms), which
-    import the package."""
-    session.install("-e", ".", RUFF, "import-linter>=2.1")
+    import the package, and the types (mypy, configured in pyproject.toml)."""
+    session.install("-e", ".", RUFF, "import-linter>=2.1", MYPY)
     session.run("ruff", "format", "--check", ".")
     session.run("ruff", "check", ".")
     session.run("lint-imports")
+    session.run("mypy")

@@ -7,9 +7,22 @@ the core on first call, and the displays of their results (notebook/hooks.py:
 HTML in notebooks, rich in terminals).
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from remat_tui.errors import RematError
 from remat_tui.registry import Target, target
 from remat_tui.version import __version__
+
+if TYPE_CHECKING:  # the package root imports none of them (see above)
+    from remat_tui.core.model import Analysis
+    from remat_tui.core.search.compare import Comparison
+    from remat_tui.core.search.diff import Diff
+    from remat_tui.core.search.fit_rows import Fit
+    from remat_tui.core.search.suggest import Suggestion
+    from remat_tui.notebook.widget import RematWidget
 
 __all__ = [
     "RematError",
@@ -33,7 +46,7 @@ def _displays() -> None:
     from remat_tui.notebook import hooks  # noqa: F401
 
 
-def load_targets(path):
+def load_targets(path: str) -> dict[str, Target]:
     """Import the target file at `path` and return its targets by name.
 
     The file is imported as a module from its path, its folder on `sys.path`
@@ -56,18 +69,18 @@ def load_targets(path):
 
 
 def analyze(
-    fn,
-    args=None,
-    kwargs=None,
-    policy="as_written",
-    device=None,
-    sites=None,
-    compiled=False,
-    measure=False,
-    runs=5,
-    vs_written=False,
-    structure=None,
-):
+    fn: Target | Callable,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
+    policy: str = "as_written",
+    device: str | None = None,
+    sites: dict[int | str, str] | None = None,
+    compiled: bool = False,
+    measure: bool = False,
+    runs: int = 5,
+    vs_written: bool = False,
+    structure: str | None = None,
+) -> Analysis:
     """Analyse what `fn` saves for the backward pass under one configuration.
 
     Traces the forward and backward passes of `jax.vjp` and lists the saved
@@ -131,16 +144,16 @@ def analyze(
 
 
 def compare(
-    fn,
-    args=None,
-    kwargs=None,
-    policies=None,
-    sites=None,
-    compiled=False,
-    device=None,
-    measure=False,
-    runs=5,
-):
+    fn: Target | Callable,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
+    policies: list[str] | None = None,
+    sites: dict[int | str, str] | None = None,
+    compiled: bool = False,
+    device: str | None = None,
+    measure: bool = False,
+    runs: int = 5,
+) -> Comparison:
     """Rows of costs, one per configuration, Pareto-optimal ones marked.
 
     Args:
@@ -181,9 +194,18 @@ def compare(
 
 
 def suggest(
-    fn, budget, args=None, kwargs=None, compiled=False, device=None, sites=None, measure=False,
-    runs=5, narrowing=None, cancelled=None,
-):  # fmt: skip
+    fn: Target | Callable,
+    budget: int | str,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
+    compiled: bool = False,
+    device: str | None = None,
+    sites: dict[int | str, str] | None = None,
+    measure: bool = False,
+    runs: int = 5,
+    narrowing: Callable | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Suggestion:
     """The least-cost configuration whose memory fits a budget, with what it
     is proven against.
 
@@ -233,7 +255,15 @@ def suggest(
     )  # fmt: skip
 
 
-def diff(fn, a="as_written", b="as_written", args=None, kwargs=None, sites_a=None, sites_b=None):
+def diff(
+    fn: Target | Callable,
+    a: str = "as_written",
+    b: str = "as_written",
+    args: tuple | None = None,
+    kwargs: dict | None = None,
+    sites_a: dict[int | str, str] | None = None,
+    sites_b: dict[int | str, str] | None = None,
+) -> Diff:
     """What configuration A saves that configuration B does not, and back.
 
     Args:
@@ -283,7 +313,7 @@ def calibrate_cpu() -> dict:
     return recalibrate_cpu().rates_source()
 
 
-def show(f, *args, **kwargs) -> None:
+def show(f: Target | Callable, *args: Any, **kwargs: Any) -> None:
     """Display what `f(*args, **kwargs)` saves for the backward pass.
 
     The saved residuals as `print_saved_residuals` words them, with their
@@ -298,7 +328,7 @@ def show(f, *args, **kwargs) -> None:
     _show(f, *args, **kwargs)
 
 
-def widget(f, *args, **kwargs):
+def widget(f: Target | Callable, *args: Any, **kwargs: Any) -> RematWidget:
     """A live notebook view of `f(*args, **kwargs)`.
 
     Pick a policy (or type any spec), save, recompute or offload each
@@ -316,9 +346,19 @@ def widget(f, *args, **kwargs):
 
 
 def fit(
-    fn, budget, args=None, kwargs=None, policies=None, sites=None, device=None, multiple=1,
-    max_batch=None, measure=False, runs=5, optimize=False,
-):  # fmt: skip
+    fn: Target | Callable,
+    budget: int | str,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
+    policies: list[str] | None = None,
+    sites: dict[int | str, str] | None = None,
+    device: str | None = None,
+    multiple: int = 1,
+    max_batch: int | None = None,
+    measure: bool = False,
+    runs: int = 5,
+    optimize: bool = False,
+) -> Fit:
     """How big a batch fits: per configuration, the largest batch whose
     compiled step fits a budget, and its examples per second.
 

@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Iterator
 
 from remat_tui import cli_check, cli_fit
 from remat_tui.cli_parser import app_parser, cache_parser, headless_parser
@@ -149,6 +150,7 @@ def _recalibrate() -> None:
     from remat_tui.core.xla.chips import recalibrate_cpu
 
     calibration = recalibrate_cpu().calibration
+    assert calibration is not None  # measured just now
     print(
         f"remat-tui: calibrated this CPU's rates in {calibration.measuring_seconds:.1f} s; "
         + (f"kept in {calibration.file}" if calibration.file else calibration.not_kept),
@@ -215,7 +217,7 @@ def _limits(opts: argparse.Namespace) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def _user_output_to_stderr():
+def _user_output_to_stderr() -> Iterator[None]:
     """While the target's code runs (its import, its arguments, its trace),
     what it prints goes to stderr, print() and raw writes to file descriptor 1
     alike: stdout carries the report alone, so `--format json | jq` parses."""

@@ -11,8 +11,18 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    from remat_tui.registry import Target
+
+# What a subcommand's runner gives back: (the report, its warnings, the exit
+# status once it is written). cli_runners.py holds the runners; this module
+# and cli_fit.py hold two of them.
+Rendered = tuple[str, list[str], Callable[[], int]]
 
 
 def check(opts: argparse.Namespace) -> dict:
@@ -56,7 +66,7 @@ def read_baseline(path: str) -> dict:
     return saved
 
 
-def run(target, opts: argparse.Namespace, fmt: str, checks: dict):
+def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui.core.search import check as checking
     from remat_tui.core.setup.config import Config, parse_site_option
 
@@ -66,8 +76,8 @@ def run(target, opts: argparse.Namespace, fmt: str, checks: dict):
         from remat_tui.core.xla.compiled_analysis import analyze_compiled
         from remat_tui.report.write import write_atomic
 
-        config = Config.make(opts.policy or "as_written", sites, opts.device, target.policies)
-        a = analyze_compiled(target, config=config)
+        written = Config.make(opts.policy or "as_written", sites, opts.device, target.policies)
+        a = analyze_compiled(target, config=written)
         path = write_atomic(opts.write, json.dumps(checking.baseline(a, target), indent=2) + "\n")
         peak = (
             f"compiled peak {human_bytes(a.compiled.peak_bytes)} on {a.compiled.device}"
@@ -77,7 +87,7 @@ def run(target, opts: argparse.Namespace, fmt: str, checks: dict):
         said = f"baseline: {len(a.residuals)} residuals, {peak}; written to {path}\n"
         return said, a.warnings, lambda: 0
     saved = checks["baseline"]
-    config = None
+    config: Config | None = None
     if opts.policy is not None or sites or opts.device is not None:
         base = checking.config_of(saved, target.policies)
         config = Config.make(

@@ -17,13 +17,34 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
 
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from remat_tui.cli_check import Rendered
+    from remat_tui.core.search.fit_rows import FitProgress
+    from remat_tui.registry import Target
+
+
+class Commands(Protocol):
+    """What `ArgumentParser.add_subparsers` returns, as the parsers use it
+    (argparse keeps its class private)."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
+
 
 def add_parser(
-    commands, target_options, policy_option, output_options, measure_options, compile_options
+    commands: Commands,
+    target_options: Callable[[argparse.ArgumentParser], None],
+    policy_option: Callable[..., None],
+    output_options: Callable[[argparse.ArgumentParser, str | None], None],
+    measure_options: Callable[[argparse.ArgumentParser], None],
+    compile_options: Callable[..., None],  # (parser, search=)
 ) -> None:
     fit = commands.add_parser(
         "fit",
@@ -89,7 +110,7 @@ def check(opts: argparse.Namespace) -> dict:
         raise RematError(f"--budget: {exc.message}") from None
 
 
-def run(target, opts, fmt, checks):
+def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     """fit, rendered: (text, warnings, status)."""
     from remat_tui.core.search.fit import fit
     from remat_tui.core.setup.config import parse_site_option
@@ -116,13 +137,14 @@ def run(target, opts, fmt, checks):
             f"remat-tui: cancelled: {count(len(result.rows), 'row')} found so far, below",
             file=sys.stderr,
         )
-    failed = [r for r in result.rows if (r.measured or {}).get("error") and r.measured["fits"]]
+    failed = [r for r in result.rows if (m := r.measured or {}).get("error") and m["fits"]]
 
     def status() -> int:
         if failed:
+            first = (failed[0].measured or {})["error"].splitlines()[0]
             print(
                 f"remat-tui: error: {len(failed)} configuration(s) raised when run on the "
-                f"device: {failed[0].measured['error'].splitlines()[0]} The rows are in the "
+                f"device: {first} The rows are in the "
                 "report; fix the step, or drop --measure to rank by the estimate.",
                 file=sys.stderr,
             )
@@ -133,14 +155,14 @@ def run(target, opts, fmt, checks):
 
 
 @contextlib.contextmanager
-def first_interrupt_stops(stop: threading.Event):
+def first_interrupt_stops(stop: threading.Event) -> Iterator[None]:
     """While a search runs (fit, suggest): the first Ctrl-C sets `stop`, the
     next quits."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def interrupted(signum, frame):
+    def interrupted(signum: int, frame: FrameType | None) -> None:
         if stop.is_set():
             raise KeyboardInterrupt
         stop.set()
@@ -164,7 +186,7 @@ class Progress:
     def __init__(self) -> None:
         self.start = time.perf_counter()
 
-    def __call__(self, p) -> None:
+    def __call__(self, p: FitProgress) -> None:
         from remat_tui.report.fit import progress_line
 
         seconds = time.perf_counter() - self.start

@@ -9,6 +9,7 @@ Imports only the standard library and light modules, so `--help` is instant.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from remat_tui import __version__, cli_fit
 from remat_tui.report import FORMATS  # light: the report modules import no jax
@@ -47,7 +48,7 @@ def target_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def policy_option(parser: argparse.ArgumentParser, **kwargs) -> None:
+def policy_option(parser: argparse.ArgumentParser, **kwargs: Any) -> None:
     kwargs.setdefault("default", "as_written")
     kwargs.setdefault(
         "help",
@@ -183,7 +184,7 @@ def cache_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _report(commands) -> None:
+def _report(commands: cli_fit.Commands) -> None:
     """report: one configuration in full."""
     report = commands.add_parser(
         "report",
@@ -221,7 +222,7 @@ def _report(commands) -> None:
     )
 
 
-def _compare(commands) -> None:
+def _compare(commands: cli_fit.Commands) -> None:
     """compare: every configuration worth comparing."""
     compare = commands.add_parser(
         "compare",
@@ -242,7 +243,7 @@ def _compare(commands) -> None:
     compile_options(compare, search=True)
 
 
-def _suggest(commands) -> None:
+def _suggest(commands: cli_fit.Commands) -> None:
     """suggest: the least recompute that fits a budget."""
     suggest = commands.add_parser(
         "suggest",
@@ -257,7 +258,7 @@ def _suggest(commands) -> None:
     suggest.add_argument("--budget", required=True, metavar="SIZE", help="e.g. 2GiB, 1.5e9")
 
 
-def _memory(commands) -> None:
+def _memory(commands: cli_fit.Commands) -> None:
     """memory: where the compiled peak goes."""
     memory = commands.add_parser(
         "memory",
@@ -281,7 +282,7 @@ def _memory(commands) -> None:
     )
 
 
-def _diff(commands) -> None:
+def _diff(commands: cli_fit.Commands) -> None:
     """diff: what two configurations save differently."""
     diff = commands.add_parser(
         "diff",
@@ -302,7 +303,7 @@ def _diff(commands) -> None:
     )
 
 
-def _check(commands) -> None:
+def _check(commands: cli_fit.Commands) -> None:
     """check: a guard for upgrades and refactors."""
     check = commands.add_parser(
         "check",

@@ -14,12 +14,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from remat_tui import cli_check, cli_fit
 from remat_tui.core.units import count
 
+if TYPE_CHECKING:
+    from remat_tui.cli_check import Rendered
+    from remat_tui.core.model import Analysis
+    from remat_tui.core.search.compare import Comparison, Row
+    from remat_tui.core.setup.config import Config
+    from remat_tui.registry import Target
 
-def _analysis(target, opts, compiled: bool, vs_written: bool = False):
+
+def _analysis(
+    target: Target, opts: argparse.Namespace, compiled: bool, vs_written: bool = False
+) -> Analysis:
     """The one configuration report and memory are about, analysed; with
     `vs_written`, its compiled peak weighed against the code as written's
     (one more compile)."""
@@ -39,7 +49,7 @@ def _analysis(target, opts, compiled: bool, vs_written: bool = False):
     return analyze_compiled(target, **options, vs_written=vs_written)
 
 
-def _report(target, opts, fmt, checks):
+def _report(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui.report import render
 
     analysis = _analysis(target, opts, opts.compiled, opts.vs_written)
@@ -52,11 +62,11 @@ def _report(target, opts, fmt, checks):
     return render(analysis, fmt), analysis.warnings, status
 
 
-def _compare(target, opts, fmt, checks):
+def _compare(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui.core.search.compare import compare
     from remat_tui.report.comparisons import render_compare
 
-    rows = []
+    rows: list[Row] = []
     try:
         result = compare(target, policies=opts.policy, on_row=rows.append, **_search_options(opts))
     except KeyboardInterrupt:
@@ -78,7 +88,7 @@ def _compare(target, opts, fmt, checks):
     )
 
 
-def _cancelled_comparison(target, opts, rows):
+def _cancelled_comparison(target: Target, opts: argparse.Namespace, rows: list[Row]) -> Comparison:
     """The rows made before Ctrl-C, concluded as a comparison of their own."""
     from remat_tui.core.search.compare import conclude, measure_baseline
     from remat_tui.core.setup.config import Config
@@ -104,7 +114,7 @@ def _failed_runs(labels: list[str], measured: dict | None) -> int:
     return 2
 
 
-def _suggest(target, opts, fmt, checks):
+def _suggest(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui import cli_suggest
 
     return cli_suggest.run(target, opts, fmt, checks, _search_options(opts), _failed_runs)
@@ -122,7 +132,7 @@ def _search_options(opts: argparse.Namespace) -> dict:
     }
 
 
-def _diff(target, opts, fmt, checks):
+def _diff(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui.core.search.diff import diff
     from remat_tui.core.setup.config import Config
     from remat_tui.report.comparisons import render_diff
@@ -134,7 +144,7 @@ def _diff(target, opts, fmt, checks):
     return render_diff(diff(target, *sides), fmt), [], lambda: 0
 
 
-def _memory(target, opts, fmt, checks):
+def _memory(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui.report.memory import render
 
     # Why the peak did or did not move against the code as written is what
@@ -170,7 +180,7 @@ class Progress:
     def __init__(self) -> None:
         self.start: float | None = None
 
-    def __call__(self, i: int, total: int, config, stage: str = "") -> None:
+    def __call__(self, i: int, total: int, config: Config, stage: str = "") -> None:
         import time
 
         now = time.perf_counter()
@@ -188,7 +198,7 @@ class Progress:
         )
 
 
-def _gates(analysis, limits: dict[str, int]) -> int:
+def _gates(analysis: Analysis, limits: dict[str, int]) -> int:
     """Exit status 1, with a message per excess, when a gate is exceeded."""
     from remat_tui.core.units import human_bytes
     from remat_tui.report.compiled import residual_bytes

@@ -153,7 +153,12 @@ def target(
     return register
 
 
-def _check_training(params, optimizer, train_step, opt_state) -> None:
+def _check_training(
+    params: tuple[int, ...] | int | None,
+    optimizer: Any,
+    train_step: Callable | None,
+    opt_state: Any,
+) -> None:
     """What a training step needs, said at decoration time."""
     if train_step is not None:
         if params is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 
 from remat_tui.errors import RematError
 
@@ -20,7 +21,7 @@ DEFAULT_PORT = 8000
 
 
 def app_command(
-    path: str, name: str | None, policy: str, device: str | None, sites: list[str] = ()
+    path: str, name: str | None, policy: str, device: str | None, sites: Sequence[str] = ()
 ) -> str:
     """The shell command textual-serve runs for each browser tab: this Python,
     `-m remat_tui` and the same target, policy and device, each quoted."""
@@ -40,7 +41,7 @@ def serve(
     device: str | None = None,
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
-    sites: list[str] = (),
+    sites: Sequence[str] = (),
 ) -> int:
     """Serve the app at http://host:port/ until interrupted (Ctrl+C or SIGTERM)."""
     if not 0 < port < 65536:

@@ -17,13 +17,16 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from remat_tui.core.lru import LRU
+from remat_tui.registry import Target
 
 LIMIT = 16  # builds kept (they may hold real arrays): targets of old reloads, devices left
 # (id(target), device set or None) -> (target, prepared target)
-_built = LRU(LIMIT)
+_built: LRU[tuple[Target, Target]] = LRU(LIMIT)  # (the target, it built)
 
 
-def prepared(target, device: str | None = None, on_stage: Callable[[str], None] | None = None):
+def prepared(
+    target: Target, device: str | None = None, on_stage: Callable[[str], None] | None = None
+) -> Target:
     """`target` with `args`/`kwargs` resolved for `device` (a label such as
     `cpu:0` or `tpu:v5e:2x2`; None: JAX's default), raising RematError as
     analyze would (a factory that fails, a topology libtpu cannot load).
@@ -36,7 +39,7 @@ def prepared(target, device: str | None = None, on_stage: Callable[[str], None] 
     devices = device_set(resolve_device(device)) if takes_devices(target) else None
     key = (id(target), tuple(devices) if devices is not None else None)
 
-    def build():
+    def build() -> tuple[Target, Target]:
         if on_stage is not None and (callable(target.args) or callable(target.kwargs)):
             on_stage("building example arguments")
         args, kwargs = resolve_arguments(target, devices)

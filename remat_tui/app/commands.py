@@ -10,9 +10,10 @@ What it offers comes from the App in one value (`PaletteChoices`, from
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING, Protocol, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.content import Content
@@ -23,7 +24,16 @@ from remat_tui.app.messages import ErrorShown, NameCycled, PolicyWanted, SiteWan
 from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
 
+if TYPE_CHECKING:
+    from textual.message import Message
+
+    from remat_tui.app.state.loaded import Loaded
+
 SITES_OFFERED = 8  # sites whose policies are offered one by one
+
+
+class _Offering(Protocol):
+    def palette_choices(self) -> PaletteChoices: ...
 
 
 @dataclass(frozen=True)
@@ -38,7 +48,7 @@ class PaletteChoices:
     declared: dict | None  # its own policies (None: nothing loaded)
 
     @classmethod
-    def of(cls, loaded, names_seen) -> PaletteChoices:
+    def of(cls, loaded: Loaded, names_seen: Iterable[str]) -> PaletteChoices:
         """What is offered with `loaded` (app/state/loaded.py) and the names seen."""
         target = loaded.target
         return cls(
@@ -59,16 +69,21 @@ class RematCommands(Provider):
         help is offered, as only help and quit keys work there."""
         return self.screen is self.app.screen_stack[0]
 
+    def _choices(self) -> PaletteChoices:
+        """RematApp's choices (the palette runs in it; this module cannot name
+        the App class: app/main.py imports this one)."""
+        return cast(_Offering, self.app).palette_choices()
+
     def _run(self, action: str) -> Callable:
         return partial(self.app.run_action, action, self.screen)
 
-    def _post(self, message) -> Callable:
+    def _post(self, message: Message) -> Callable:
         return partial(self.app.post_message, message)
 
     def _commands(self) -> list[tuple[str, Callable, str]]:
         if not self.over_main_screen:
             return [("Help: keys", self._run("app.help"), "every key")]
-        c = self.app.palette_choices()
+        c = self._choices()
         out = [
             (f"Policy: {s}", self._post(PolicyWanted(spec)), f"analyse under {s}")
             for s, spec in c.policies.items()
@@ -109,7 +124,7 @@ class RematCommands(Provider):
                 yield Hit(score, matcher.highlight(title), callback, help=help_text)
         if not self.over_main_screen:
             return
-        c = self.app.palette_choices()
+        c = self._choices()
         if c.declared is None:
             return
         if query.startswith("site ") and ":" in query:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 
 @dataclass(frozen=True)
@@ -269,8 +269,9 @@ def _bindings() -> list[Binding]:
 
 
 BINDINGS = _bindings()
-APP_KEYS = [b for b in BINDINGS if b.action in ("help", "quit")]
-MAIN_KEYS = [
+# BindingType: what a Screen's or the App's BINDINGS holds
+APP_KEYS: list[BindingType] = [b for b in BINDINGS if b.action in ("help", "quit")]
+MAIN_KEYS: list[BindingType] = [
     b
     if b.action in SCREEN_ACTIONS
     else replace(b, action=f"app.{b.action}", priority=b.action in OPENS_A_SCREEN)

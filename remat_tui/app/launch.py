@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 
 from remat_tui.app.main import RematApp
 
@@ -38,7 +39,7 @@ def run(
 
 
 @contextlib.contextmanager
-def _stdout_off_the_screen():
+def _stdout_off_the_screen() -> Iterator[None]:
     """Textual draws on stderr; a target that writes to file descriptor 1 (a C
     library, os.write; print() is captured by Textual) would draw over the app
     when both are the terminal. Such writes are dropped while the app runs."""
@@ -51,7 +52,9 @@ def _stdout_off_the_screen():
     saved = os.dup(1)
     # Textual measures the screen with shutil.get_terminal_size(), which asks
     # sys.__stdout__: it must still be the terminal, or every size reads 80x24.
-    real_stdout, sys.__stdout__ = sys.__stdout__, os.fdopen(os.dup(saved), "w")
+    # (typeshed marks sys.__stdout__ Final: replacing it here is the point)
+    real_stdout = sys.__stdout__
+    sys.__stdout__ = os.fdopen(os.dup(saved), "w")  # type: ignore[misc]
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.close(devnull)
@@ -61,4 +64,4 @@ def _stdout_off_the_screen():
         os.dup2(saved, 1)
         os.close(saved)
         sys.__stdout__.close()
-        sys.__stdout__ = real_stdout
+        sys.__stdout__ = real_stdout  # type: ignore[misc]  # as above

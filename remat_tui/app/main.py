@@ -17,6 +17,7 @@ and the screens the keys open get what they show as arguments.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import App
@@ -60,6 +61,11 @@ from remat_tui.app.state.scene import Scene
 from remat_tui.app.state.status import Activity
 from remat_tui.app.state.wanted import Wanted
 from remat_tui.app.widgets.sidebar import Sidebar
+
+if TYPE_CHECKING:
+    from textual import events
+
+    from remat_tui.app.widgets.shown_view import ShownView
 
 
 class RematApp(App):
@@ -147,11 +153,11 @@ class RematApp(App):
         return self.main_screen
 
     @property
-    def view(self):
+    def view(self) -> ShownView:
         """What paints the main screen's widgets (app/widgets/shown_view.py)."""
         return self.main_screen.view
 
-    def on_resize(self, event) -> None:
+    def on_resize(self, event: events.Resize) -> None:
         self.widths.resize(event.size.width)
 
     def on_mount(self) -> None:

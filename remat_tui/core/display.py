@@ -59,7 +59,7 @@ class Displayable:
         render = renderer(type(self), "html")
         return None if render is None else render(self)
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
         """HTML for notebooks and, beside it, the plain-text report (not the
         dataclass repr, which holds every jaxpr line) for text-only viewers."""
         bundle = {}
@@ -69,6 +69,6 @@ class Displayable:
                 bundle[mime] = render(self)
         return bundle
 
-    def __rich__(self):
+    def __rich__(self) -> object:
         render = renderer(type(self), "rich")
         return _PlainText(repr(self)) if render is None else render(self)

@@ -7,25 +7,27 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Generic, TypeVar
+
+V = TypeVar("V")  # what the cache holds
 
 
-class LRU:
+class LRU(Generic[V]):
     """At most `limit` entries; a hit makes its entry the most recently used."""
 
     def __init__(self, limit: int):
         self.limit = limit
-        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
+        self._entries: OrderedDict[Hashable, V] = OrderedDict()
         self.lock = threading.RLock()  # held by callers that build on a miss
 
-    def get(self, key: Hashable, default=None):
+    def get(self, key: Hashable, default: V | None = None) -> V | None:
         with self.lock:
             if key not in self._entries:
                 return default
             self._entries.move_to_end(key)
             return self._entries[key]
 
-    def put(self, key: Hashable, value, keep: Iterable = ()) -> list:
+    def put(self, key: Hashable, value: V, keep: Iterable[object] = ()) -> list[V]:
         """Store `value`, then evict the least recently used entries beyond the
         limit, never a value in `keep`; returns the evicted values."""
         with self.lock:
@@ -47,18 +49,23 @@ class LRU:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def values(self) -> list:
+    def values(self) -> list[V]:
         """The values, least recently used first."""
         with self.lock:
             return list(self._entries.values())
 
-    def retain(self, keep: Callable[[Hashable, Any], bool]) -> list:
+    def retain(self, keep: Callable[[Hashable, V], bool]) -> list[V]:
         """Drop every entry `keep(key, value)` rejects; returns the dropped values."""
         with self.lock:
             dropped = [k for k, v in self._entries.items() if not keep(k, v)]
             return [self._entries.pop(k) for k in dropped]
 
-    def get_or_build(self, key: Hashable, build: Callable[[], Any], valid=lambda v: True):
+    def get_or_build(
+        self,
+        key: Hashable,
+        build: Callable[[], V],
+        valid: Callable[[V], bool] = lambda v: True,
+    ) -> V:
         """The entry for `key`, or `build()` stored under it (once, even when
         two threads ask at once); an entry `valid` rejects is built again."""
         with self.lock:

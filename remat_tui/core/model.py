@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypedDict
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.places import Origin, Site, SiteFlops, Source, Wrapper, source_dict
@@ -33,10 +33,10 @@ class _StoryField:
     `__init__` and `dataclasses.replace` store through it and every reader
     (equality, `to_dict`, the reports) sees the Story itself."""
 
-    def __set_name__(self, owner, name: str) -> None:
+    def __set_name__(self, owner: type, name: str) -> None:
         self.slot = f"_{name}"
 
-    def __get__(self, obj, owner=None):
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
         if obj is None:
             return None  # the field's default
         value = obj.__dict__[self.slot]
@@ -44,7 +44,7 @@ class _StoryField:
             value = obj.__dict__[self.slot] = value.resolve()
         return value
 
-    def __set__(self, obj, value) -> None:
+    def __set__(self, obj: object, value: object) -> None:
         obj.__dict__[self.slot] = value
 
 
@@ -56,8 +56,18 @@ class Deferred:
     stories: Any
     index: int
 
-    def resolve(self):
+    def resolve(self) -> Any:
         return self.stories.at(self.index)
+
+
+class Flops(TypedDict):
+    """`Analysis.flops`: the forward jaxpr's, the whole backward jaxpr's (None
+    when the view read the linear program instead: a compare or suggest row)
+    and the forward work the backward pass does again."""
+
+    forward: int
+    backward: int | None
+    recompute: int
 
 
 @dataclass(frozen=True)
@@ -270,9 +280,7 @@ class Analysis(Displayable):
     sites: list[Site] = field(default_factory=list)
     config: Any = None  # the Config asked for (core.setup.config), the app's cache key
     dots: tuple[int, int] = (0, 0)  # dot_generals in the forward pass, and those unbatched
-    flops: dict[str, int] = field(
-        default_factory=lambda: {"forward": 0, "backward": 0, "recompute": 0}
-    )
+    flops: Flops = field(default_factory=lambda: Flops(forward=0, backward=0, recompute=0))
     flops_exact: bool = True
     compiled: Any = None  # a Compiled (core/xla/compiled.py), on request
     time: dict | None = None  # core/xla/step_time.py's estimate, as its JSON

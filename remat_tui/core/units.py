@@ -5,6 +5,7 @@ formatting that the core's own sentences (notes) and every view share.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from remat_tui.errors import RematError
 
@@ -46,7 +47,7 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _SIZE_UNITS[unit])
 
 
-def human_flops(n: int) -> str:
+def human_flops(n: float) -> str:
     """950 FLOP, 1.2 kFLOP, 3.4 GFLOP, ... (decimal units, as FLOP rates are quoted)."""
     size = float(n)
     for unit in ("FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP"):
@@ -61,7 +62,7 @@ FLOP_UNITS = (("FLOP", 1), ("kFLOP", 1e3), ("MFLOP", 1e6), ("GFLOP", 1e9), ("TFL
               ("PFLOP", 1e15))  # fmt: skip
 
 
-def axis_unit(largest: float, units) -> tuple[str, float]:
+def axis_unit(largest: float, units: Sequence[tuple[str, float]]) -> tuple[str, float]:
     """(unit, its size) that shows `largest` as a number below 1024 (bytes) or
     1000 (FLOPs): a chart's axis in GiB or TFLOP, never 144971.3 MiB."""
     chosen = units[0]

@@ -7,7 +7,7 @@ marked `◀ Rn`, recomputed work marked `↻`. Self-contained inline-styled HTML
 
 from __future__ import annotations
 
-from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.core.model import Analysis, JaxprView, Residual
 from remat_tui.core.units import human_bytes
 from remat_tui.notebook import style
 from remat_tui.notebook.style import tag, text
@@ -91,7 +91,7 @@ def _residuals(a: Analysis) -> str:
     return tag("div", text(heading), style.HEADING) + style.table(headers, rows, numeric) + total
 
 
-def origin_says_more(r) -> bool:
+def origin_says_more(r: Residual) -> bool:
     """Whether the origin adds to JAX's words: a scan's stacked value, or a
     line other than the one JAX names (as the text report decides)."""
     return bool(r.origin and (r.origin.trip_count or r.origin.source != r.source))

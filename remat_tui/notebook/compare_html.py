@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from remat_tui.core.units import count
 from remat_tui.notebook import style
@@ -28,6 +30,9 @@ from remat_tui.report.comparisons import (
     pareto_svg,
     row_cells,
 )
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.compare import Comparison, Row
 
 # What each column sorts by, by its base name (`base_name`); any other column
 # sorts by its text.
@@ -50,7 +55,7 @@ MONO_COLUMNS = {"configuration"}
 SMALL_COLUMNS = {"notes"}
 
 
-def render(c) -> str:
+def render(c: Comparison) -> str:
     title = tag(
         "div",
         "remat-tui compare · "
@@ -68,7 +73,7 @@ def render(c) -> str:
     return tag("div", body, style.ROOT, class_="remat-tui")
 
 
-def structure_code(rows) -> str:
+def structure_code(rows: Sequence[Row]) -> str:
     """The code to write for each structure row (numbered as the table), folded."""
     out = []
     for k, row in enumerate(rows, 1):
@@ -79,7 +84,7 @@ def structure_code(rows) -> str:
     return "".join(out)
 
 
-def table(rows, numbers: list[str] | None = None) -> str:
+def table(rows: Sequence[Row], numbers: list[str] | None = None) -> str:
     """The rows as a table whose headers sort it where scripts run; `numbers`
     names the rows in the first column (default 1, 2, ...: the chart's)."""
     heads = columns(rows)
@@ -113,7 +118,7 @@ def base_name(head: str) -> str:
     return re.sub(r" \(all \d+\)$|/device$", "", head)
 
 
-def _cell(name: str, row, shown: str) -> str:
+def _cell(name: str, row: Row, shown: str) -> str:
     key = SORT_KEYS.get(name)
     value = key(row) if key is not None else None
     sort = "" if value is None else repr(float(value))

@@ -5,14 +5,19 @@ Inline-styled HTML, as every display (notebook/style.py says why)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from remat_tui.notebook import style
 from remat_tui.notebook.style import tag, text
 from remat_tui.report.fit import COLUMNS, cells, chart_svg, headline, legend, searched, verdict
 
+if TYPE_CHECKING:
+    from remat_tui.core.search.fit_rows import Fit
+
 NUMERIC = {1, 2, 3, 4}  # batch, peak, step, examples/s
 
 
-def render(f) -> str:
+def render(f: Fit) -> str:
     best = verdict(f)[0]
     paste = ""
     if f.best is not None and f.best.python:

@@ -54,7 +54,7 @@ class Live:
         self.render = render
         self.on_answer = on_answer
         self.on_error = on_error
-        self.cache = LRU(LIMIT)  # Config -> (Analysis, html)
+        self.cache: LRU[tuple[Analysis, str]] = LRU(LIMIT)  # Config -> (Analysis, html)
         self._lock = threading.RLock()
         self._latest = 0  # the latest request's number
         self._settled = threading.Event()  # set while the latest request is answered
@@ -71,7 +71,8 @@ class Live:
             if hit is None:
                 self._settled.clear()
         if hit is not None:
-            shown = Shown(config, *hit, seconds=0.0, cached=True)
+            analysis, html = hit
+            shown = Shown(config, analysis, html, seconds=0.0, cached=True)
             self._answer(number, lambda: self.on_answer(shown))
             return shown
         thread = threading.Thread(

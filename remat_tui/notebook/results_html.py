@@ -5,6 +5,8 @@ schedule beside the buffers live at the peak. Inline-styled HTML, charts as
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from remat_tui.core.units import human_bytes, human_flops
 from remat_tui.notebook import compare_html, style, words
 from remat_tui.notebook.style import tag, text
@@ -14,6 +16,11 @@ from remat_tui.report.comparisons import config_label
 from remat_tui.report.phrases import signed
 from remat_tui.report.suggest import render_suggest
 
+if TYPE_CHECKING:
+    from remat_tui.core.search.diff import Diff
+    from remat_tui.core.search.suggest import Suggestion
+    from remat_tui.core.xla.compiled_numbers import Compiled
+
 
 def _root(title: str, body: str) -> str:
     return tag("div", tag("div", title, style.TITLE) + body, style.ROOT, class_="remat-tui")
@@ -22,7 +29,7 @@ def _root(title: str, body: str) -> str:
 # ---- suggest ---------------------------------------------------------------------------
 
 
-def suggestion(s) -> str:
+def suggestion(s: Suggestion) -> str:
     """The answer in the text report's words, the code to paste, and the
     suggested row beside the code as written."""
     head, _, rest = render_suggest(s, "text").partition("\n")
@@ -44,7 +51,7 @@ def suggestion(s) -> str:
 # ---- diff ------------------------------------------------------------------------------
 
 
-def diff(d) -> str:
+def diff(d: Diff) -> str:
     """What A saves that B does not, and back, and what both save; B − A deltas."""
     deltas = (
         f"device bytes B − A: {signed(d.bytes_delta, human_bytes)} · host bytes B − A: "
@@ -77,7 +84,7 @@ def _entries(entries: list[dict]) -> str:
 # ---- compiled, and where its peak goes ---------------------------------------------------
 
 
-def compiled(c) -> str:
+def compiled(c: Compiled) -> str:
     """A Compiled alone: XLA's numbers and where the peak goes."""
     rows = [[text(label), text(value)] for label, value in words.compiled_rows(c)]
     body = (

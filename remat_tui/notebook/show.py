@@ -7,12 +7,14 @@ it displays at once and returns None, as `print_fwd_bwd` does."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 
-def show(f, *args, **kwargs) -> None:
+def show(f: Target | Callable, *args: Any, **kwargs: Any) -> None:
     """Analyse `f(*args, **kwargs)` as written (so a function already wrapped in
     `jax.checkpoint(..., policy=...)` shows that policy) and display it. `f`
     may also be a `remat_tui.Target`, with no arguments: its own are used."""
@@ -27,7 +29,7 @@ def show(f, *args, **kwargs) -> None:
     display(analysis)
 
 
-def require_function(f, entry: str) -> None:
+def require_function(f: object, entry: str) -> None:
     """`f` must be what `entry` analyses: a function (or a Target); else a
     RematError that says so, before any tracing turns it into JAX's words."""
     if isinstance(f, Target) or callable(f):
@@ -41,7 +43,7 @@ def require_function(f, entry: str) -> None:
     )
 
 
-def display(result) -> None:
+def display(result: object) -> None:
     """Show a result: through IPython's display in a notebook, printed with
     rich anywhere else."""
     if in_notebook():

@@ -14,6 +14,7 @@ own light background.
 from __future__ import annotations
 
 import base64
+from collections.abc import Set as AbstractSet
 from html import escape
 
 FONT = "font-family: system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif"
@@ -66,7 +67,7 @@ def tag(name: str, content: str = "", style: str = "", **attrs: str) -> str:
     return f"<{' '.join(parts)}>{content}</{name}>"
 
 
-def text(value) -> str:
+def text(value: object) -> str:
     """Plain text made safe to put in HTML."""
     return escape(str(value))
 
@@ -83,7 +84,7 @@ def svg_image(svg: str, label: str) -> str:
     )
 
 
-def table(headers: list[str], rows: list[list[str]], numeric: set[int] = frozenset(),
+def table(headers: list[str], rows: list[list[str]], numeric: AbstractSet[int] = frozenset(),
           row_styles: list[str] | None = None, **attrs: str) -> str:  # fmt: skip
     """A table of HTML cells (already escaped); columns in `numeric` right-aligned."""
     head = "".join(tag("th", h, NUM if i in numeric else HEAD) for i, h in enumerate(headers))

@@ -7,8 +7,10 @@ text reports' tables."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -31,6 +33,13 @@ from remat_tui.report.fit import render_fit
 from remat_tui.report.phrases import line_marks, origin, summary
 from remat_tui.report.suggest import render_suggest
 
+if TYPE_CHECKING:
+    from remat_tui.core.search.compare import Comparison
+    from remat_tui.core.search.diff import Diff
+    from remat_tui.core.search.fit_rows import Fit
+    from remat_tui.core.search.suggest import Suggestion
+    from remat_tui.core.xla.compiled_numbers import Compiled
+
 RESIDUAL = "on #5a4500"  # a dark amber behind residual lines (the app's colour, dimmed)
 RECOMPUTE = "on #1f2f5a"
 MARK = "bold yellow"
@@ -49,7 +58,11 @@ def analysis(a: Analysis) -> Group:
     panes.add_column("forward computation (vjp):", ratio=1)
     panes.add_column("backward computation:", ratio=1)
     panes.add_row(pane(a.forward), pane(a.backward))
-    parts = [title, Text(summary(a)), *(Text(f"warning: {w}", "red") for w in a.warnings)]
+    parts: list[RenderableType] = [
+        title,
+        Text(summary(a)),
+        *(Text(f"warning: {w}", "red") for w in a.warnings),
+    ]
     head = compiled_words.headline(a)
     if head is not None:
         parts.append(Text("compiled: " + head, "bold"))
@@ -101,7 +114,7 @@ def residuals(a: Analysis) -> Group:
     return Group(table, total)
 
 
-def comparison(c) -> Group:
+def comparison(c: Comparison) -> Group:
     title = Text(
         f"compare  {target_label(c.target_file, c.target_name)}  "
         f"({count(len(c.rows), 'configuration')}, {c.seconds:.1f} s)"
@@ -119,19 +132,19 @@ def comparison(c) -> Group:
     return Group(table, Text(comparison_legend(c), "dim"))
 
 
-def suggestion(s) -> Text:
+def suggestion(s: Suggestion) -> Text:
     return Text(render_suggest(s, "text").rstrip("\n"))
 
 
-def diff(d) -> Text:
+def diff(d: Diff) -> Text:
     return Text(render_diff(d, "text").rstrip("\n"))
 
 
-def fit(f) -> Text:
+def fit(f: Fit) -> Text:
     return Text(render_fit(f, "text").rstrip("\n"))
 
 
-def compiled(c) -> Group:
+def compiled(c: Compiled) -> Group:
     table = Table(box=box.SIMPLE_HEAD, show_header=False, title=Text(words.headline(c)),
                   title_justify="left", title_style="bold")  # fmt: skip
     table.add_column("")

@@ -30,10 +30,13 @@ displayed stands beside it (`_ipython_display_`).
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Callable
+from typing import Any
 
 import anywidget
 import traitlets
 
+from remat_tui.core.model import Analysis
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import available_devices
@@ -47,7 +50,7 @@ from remat_tui.registry import Target
 STATES = ("recompute", "save", "offload")
 
 
-def widget(f, *args, **kwargs) -> RematWidget:
+def widget(f: Target | Callable, *args: Any, **kwargs: Any) -> RematWidget:
     """The live view of `f(*args, **kwargs)` (or of a Target, given alone)."""
     require_function(f, "widget")
     if isinstance(f, Target) and not args and not kwargs:
@@ -84,7 +87,7 @@ class RematWidget(anywidget.AnyWidget):
 
     def __init__(self, target: Target):
         self.target = target
-        self.analysis = None  # the Analysis shown
+        self.analysis: Analysis | None = None  # the Analysis shown
         self._composing = False  # set while a change of one control sets another
         # the controls (policy, name_states, device) of the latest request made,
         # and of each config asked for: what bad input or a failed trace restores
@@ -113,7 +116,7 @@ class RematWidget(anywidget.AnyWidget):
     # ---- what the user changes ------------------------------------------------------------
 
     @traitlets.observe("policy")
-    def _policy_changed(self, change) -> None:
+    def _policy_changed(self, change: dict) -> None:
         if self._composing:
             return
         try:
@@ -125,7 +128,7 @@ class RematWidget(anywidget.AnyWidget):
         self._request()
 
     @traitlets.observe("name_states")
-    def _names_changed(self, change) -> None:
+    def _names_changed(self, change: dict) -> None:
         if self._composing:
             return
         states = change["new"]
@@ -147,7 +150,7 @@ class RematWidget(anywidget.AnyWidget):
         self._request()
 
     @traitlets.observe("device")
-    def _device_changed(self, change) -> None:
+    def _device_changed(self, change: dict) -> None:
         if not self._composing:
             self._request()
 
@@ -159,7 +162,7 @@ class RematWidget(anywidget.AnyWidget):
             self._parsed = (self.policy, spec)
         return spec
 
-    def _set_quietly(self, **values) -> None:
+    def _set_quietly(self, **values: Any) -> None:
         """Set traits without their observers asking for another analysis."""
         self._composing = True
         try:
@@ -237,15 +240,17 @@ class RematWidget(anywidget.AnyWidget):
     # stylesheet (widget.css, which the page loads with the view) hides that
     # static copy.
 
-    def _ipython_display_(self, **kwargs) -> None:
+    def _ipython_display_(self, **kwargs: Any) -> None:
         from IPython.display import display
 
-        data, metadata = self._view_bundle(**kwargs)
+        bundle = self._view_bundle(**kwargs)
+        assert bundle is not None  # an anywidget has a view to show
+        data, metadata = bundle
         display(data, metadata=metadata, raw=True)
         if self.html:
             display({"text/html": static_copy(self.html)}, raw=True)
 
-    def _repr_mimebundle_(self, **kwargs):
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict] | None:
         """One output, for frontends that ask for a bundle instead of IPython's
         display: the view, with `show`'s display as its `text/html`."""
         bundle = self._view_bundle(**kwargs)
@@ -256,7 +261,7 @@ class RematWidget(anywidget.AnyWidget):
             data = {**data, "text/html": self.html}
         return data, metadata
 
-    def _view_bundle(self, **kwargs):
+    def _view_bundle(self, **kwargs: Any) -> tuple[dict, dict] | None:
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is None:
             return None

@@ -5,18 +5,23 @@ the compiled program, in the reports' words."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from remat_tui.core.units import human_bytes, human_flops
 from remat_tui.report import compiled as words
 
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
-def headline(c) -> str:
+
+def headline(c: Compiled) -> str:
     where = c.device if c.devices == 1 else f"{c.device}, over {c.devices} devices"
     if not c.fits:
         return f"does not fit {where}: {words.needs(c)}"
     return f"peak {human_bytes(c.peak_bytes)} per device (compiled for {where})"
 
 
-def compiled_rows(c) -> list[tuple[str, str]]:
+def compiled_rows(c: Compiled) -> list[tuple[str, str]]:
     """(label, value) rows of XLA's numbers for one compiled program."""
     if not c.fits:
         return [

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import json
 from html import escape
+from typing import TYPE_CHECKING
 
 from remat_tui.core.units import human_bytes, human_seconds
 from remat_tui.report.tables import md_cell
 
+if TYPE_CHECKING:
+    from remat_tui.core.search.check import Check
 
-def lines(c) -> list[str]:
+
+def lines(c: Check) -> list[str]:
     """The comparison, one finding a line."""
     out = [
         f"check  {c.target}  ({c.config})",
@@ -36,7 +40,7 @@ def lines(c) -> list[str]:
     return out
 
 
-def render(c, fmt: str) -> str:
+def render(c: Check, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(c.to_dict(), indent=2) + "\n"
     if fmt == "text":

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from html import escape
+from typing import TYPE_CHECKING
 
 from remat_tui.core.units import count, human_bytes, human_flops, human_seconds
 from remat_tui.registry import target_label
@@ -15,29 +17,33 @@ from remat_tui.report.pareto import pareto_svg  # noqa: F401 (also the notebook'
 from remat_tui.report.phrases import signed
 from remat_tui.report.tables import md_cell, text_table
 
+if TYPE_CHECKING:
+    from remat_tui.core.search.compare import Comparison, Row
+    from remat_tui.core.search.diff import Diff
+
 COLUMNS = (
     "", "device", "host", "recompute", "% fwd", "peak", "temp", "most at peak", "est. step",
     "configuration", "notes",
 )  # fmt: skip
 
 
-def spanned_devices(rows) -> int:
+def spanned_devices(rows: Sequence[Row]) -> int:
     """The most devices any row's compiled program spans (1 when none was
     compiled, or none over several devices)."""
     return max(((r.compiled or {}).get("devices") or 1 for r in rows), default=1)
 
 
-def any_measured(rows) -> bool:
+def any_measured(rows: Sequence[Row]) -> bool:
     return any(r.measured for r in rows)
 
 
-def columns(rows) -> tuple[str, ...]:
+def columns(rows: Sequence[Row]) -> tuple[str, ...]:
     """COLUMNS (with `measured` after the estimate when a row was run),
     saying whose bytes each counts once the arguments are sharded over
     several devices: XLA's peak and temp are one device's, and the residual
     bytes (a row has no per-device split of them) all devices'."""
     n = spanned_devices(rows)
-    heads = COLUMNS
+    heads: tuple[str, ...] = COLUMNS
     if any_measured(rows):
         at = COLUMNS.index("est. step") + 1
         heads = (*COLUMNS[:at], "measured", *COLUMNS[at:])
@@ -52,7 +58,7 @@ def columns(rows) -> tuple[str, ...]:
     return tuple(names.get(c, c) for c in heads)
 
 
-def legend_devices(rows) -> str:
+def legend_devices(rows: Sequence[Row]) -> str:
     """The legend's sentence on whose bytes the columns count, or ''."""
     n = spanned_devices(rows)
     if n <= 1:
@@ -63,7 +69,7 @@ def legend_devices(rows) -> str:
     )
 
 
-def peak_cell(row) -> str:
+def peak_cell(row: Row) -> str:
     """The compiled peak; for a compile that ran out of memory, what XLA said
     it needed; for one that failed otherwise, that it failed."""
     compiled = row.compiled or {}
@@ -77,26 +83,27 @@ def peak_cell(row) -> str:
     return human_bytes(compiled["peak_bytes"]) if compiled.get("peak_bytes") is not None else ""
 
 
-def row_notes(row) -> list[str]:
+def row_notes(row: Row) -> list[str]:
     """The row's notes, with why it has no compiled peak when it has none."""
     compiled = row.compiled or {}
+    measured = row.measured or {}
     out = list(row.notes)
     if row.error is not None:
         out.insert(0, "compile failed: " + row.error.splitlines()[-1].strip())
     elif compiled and not compiled.get("fits", True):
         out.insert(0, f"does not fit {compiled.get('device')}: {compiled.get('error')}")
-    elif (row.measured or {}).get("error"):
-        out.insert(0, row.measured["error"].replace("\n", " ").strip())
+    elif measured.get("error"):
+        out.insert(0, measured["error"].replace("\n", " ").strip())
     return out
 
 
-def notes_cell(row) -> str:
+def notes_cell(row: Row) -> str:
     """The row's notes in one cell: sentences joined by semicolons, each
     without its own full stop."""
     return "; ".join(note.rstrip().rstrip(".") for note in row_notes(row))
 
 
-def most_at_peak(row) -> str:
+def most_at_peak(row: Row) -> str:
     """The category holding the most of the compiled peak (`residual 48%`), or ''."""
     memory = (row.compiled or {}).get("memory")
     if not memory or not memory["peak_bytes"]:
@@ -105,12 +112,12 @@ def most_at_peak(row) -> str:
     return f"{category} {memory['by_category'][category] / memory['peak_bytes']:.0%}"
 
 
-def time_cell(row) -> str:
+def time_cell(row: Row) -> str:
     """The step-time estimate (`~12.3 ms`: an estimate, and it says so), or ''."""
     return f"~{human_seconds(row.time['seconds'])}" if row.time else ""
 
 
-def measured_cell(row, rank: dict | None = None) -> str:
+def measured_cell(row: Row, rank: dict | None = None) -> str:
     """`#1 1.23 ms (median 1.25 ms)`: the measured minimum, its rank among the
     measured rows, and the median; `✗ did not fit when run`; `run failed`; or ''."""
     m = row.measured
@@ -127,14 +134,18 @@ def measured_cell(row, rank: dict | None = None) -> str:
     return "✗ did not fit when run" if not m.get("fits", True) else "run failed"
 
 
-def measured_ranks(rows) -> dict[int, int]:
+def measured_ranks(rows: Sequence[Row]) -> dict[int, int]:
     """1 for the fastest measured row, 2 for the next, ... (by id)."""
-    timed = [r for r in rows if r.measured and r.measured.get("min_seconds") is not None]
-    timed.sort(key=lambda r: r.measured["min_seconds"])
-    return {id(r): i + 1 for i, r in enumerate(timed)}
+    timed = [
+        (m["min_seconds"], r)
+        for r in rows
+        if (m := r.measured) and m.get("min_seconds") is not None
+    ]
+    timed.sort(key=lambda seconds_row: seconds_row[0])
+    return {id(r): i + 1 for i, (_, r) in enumerate(timed)}
 
 
-def time_legend(rows) -> str:
+def time_legend(rows: Sequence[Row]) -> str:
     """The legend's sentences on the step-time estimate and the measured time,
     naming the chip, or ''."""
     timed = next((r.time for r in rows if r.time), None)
@@ -167,7 +178,7 @@ def time_legend(rows) -> str:
     return text
 
 
-def row_cells(row, rank: dict | None = None) -> tuple[str, ...]:
+def row_cells(row: Row, rank: dict | None = None) -> tuple[str, ...]:
     """One row of the table, COLUMNS' cells (with the `measured` cell when
     `rank` is given: the rows were run)."""
     share = row.recompute_share
@@ -194,7 +205,7 @@ def row_cells(row, rank: dict | None = None) -> tuple[str, ...]:
 # ---- compare --------------------------------------------------------------------------
 
 
-def compare_legend(rows) -> str:
+def compare_legend(rows: Sequence[Row]) -> str:
     """What the compare table's marks and columns mean (every format prints it)."""
     return (
         (
@@ -213,7 +224,7 @@ def compare_legend(rows) -> str:
     )
 
 
-def differentiated_legend(rows) -> str:
+def differentiated_legend(rows: Sequence[Row]) -> str:
     """The legend's sentence on what the compiled step differentiates, where
     that is not every argument as in the residual bytes; or ''."""
     d = next((r.compiled.get("differentiated") for r in rows if r.compiled), None)
@@ -225,12 +236,12 @@ def differentiated_legend(rows) -> str:
     )
 
 
-def comparison_legend(c) -> str:
+def comparison_legend(c: Comparison) -> str:
     """A Comparison's legend: its marks and columns, its structures."""
     return compare_legend(c.rows) + structure_words(c.rows, c.structure_notes)
 
 
-def structure_words(rows, notes: list[str]) -> str:
+def structure_words(rows: Sequence[Row], notes: Sequence[str]) -> str:
     """After a legend: what a structure row is, where there is one, and why
     some scans get no structure."""
     words = ""
@@ -243,7 +254,7 @@ def structure_words(rows, notes: list[str]) -> str:
     return words + "".join(f" Structures: {n}" for n in notes)
 
 
-def render_compare(c, fmt: str) -> str:
+def render_compare(c: Comparison, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(c.to_dict(), indent=2) + "\n"
     rank = measured_ranks(c.rows) if any_measured(c.rows) else None
@@ -284,11 +295,11 @@ def render_compare(c, fmt: str) -> str:
 # ---- diff -----------------------------------------------------------------------------
 
 
-def render_diff(d, fmt: str) -> str:
+def render_diff(d: Diff, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(d.to_dict(), indent=2) + "\n"
 
-    def listing(entries):
+    def listing(entries: list[dict]) -> list[str]:
         return [
             f"  {human_bytes(e['bytes']):>10}  {e['text']}"
             + (f"  ← {e['origin']}" if e.get("origin") else "")

@@ -6,11 +6,15 @@ differ. Also the device's name, a TPU topology's included."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from remat_tui.core.model import Analysis
+from remat_tui.core.model import Analysis, Totals
 from remat_tui.core.units import human_bytes, human_flops, human_seconds
 from remat_tui.core.xla.flop_note import flop_note
 from remat_tui.report.phrases import GLOBAL, PER_DEVICE_UNKNOWN, SHARDED, all_devices, byte_scope
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 EXPLAINED = (
     "The compiled peak is what XLA's program for the step needs at once in one device's "
@@ -67,7 +71,7 @@ def saved(a: Analysis) -> str:
     return f"{human_bytes(t.device_bytes)} per device" + _and_host(t)
 
 
-def _and_host(t) -> str:
+def _and_host(t: Totals) -> str:
     return f" + {human_bytes(t.host_bytes)} offloaded to host" if t.host_bytes else ""
 
 
@@ -102,7 +106,7 @@ def headline(a: Analysis) -> str | None:
     )
 
 
-def needs(c) -> str:
+def needs(c: Compiled) -> str:
     """What XLA said a compile that ran out of memory needed, in words."""
     if c.needed_bytes and c.available_bytes:
         return (
@@ -145,8 +149,9 @@ def details(a: Analysis) -> list[tuple[str, str]]:
         rows.append(("FLOPs (XLA's count, a loop body once)", human_flops(int(c.flops))))
     if c.transcendentals:
         rows.append(("transcendentals (XLA's count)", human_flops(int(c.transcendentals))))
-    note = flop_note(
-        (a.flops["forward"] + a.flops["backward"]) / c.devices, a.flops["recompute"] / c.devices, c
+    backward = a.flops["backward"]  # counted in every view that compiles
+    note = backward is not None and flop_note(
+        (a.flops["forward"] + backward) / c.devices, a.flops["recompute"] / c.devices, c
     )
     if note:
         rows.append(("FLOPs, XLA's and remat-tui's", note))
@@ -167,7 +172,7 @@ def details(a: Analysis) -> list[tuple[str, str]]:
     return rows
 
 
-def peak_words(c) -> str:
+def peak_words(c: Compiled) -> str:
     """What the peak figure is: the sum of the main memory's allocations, or
     on TPU (`peak_source` "live") the most HBM holds at one step of XLA's
     schedule, which the allocations' sizes below do not add up to."""
@@ -180,7 +185,7 @@ def peak_words(c) -> str:
     return f"device memory: arguments + outputs + temporaries{aliased}"
 
 
-def other_spaces(c) -> list[tuple[str, str]]:
+def other_spaces(c: Compiled) -> list[tuple[str, str]]:
     """A row per memory space besides the device's main memory (TPU VMEM, host
     memory of offloaded values), each at its own peak, and XLA's own peak of
     them all with why the two differ, where they do."""
@@ -238,7 +243,7 @@ def measured_words(m: dict) -> str:
     return text + f"; no peak figure: {m.get('peak_note')}"
 
 
-def step_words(c) -> str:
+def step_words(c: Compiled) -> str:
     """What a compiled figure measures (Contract 8, "step"): every view says it."""
     if c.step == "train":
         return (
@@ -251,7 +256,7 @@ def step_words(c) -> str:
     )
 
 
-def output_words(c) -> str:
+def output_words(c: Compiled) -> str:
     """What the step returns, as it is: a training step's new parameters and
     optimizer state, or the loss and the differentiated arguments' gradients."""
     if c.step == "train":
@@ -272,7 +277,7 @@ def arguments_words(d: dict | None) -> str:
     return " and ".join(named) or "no argument (none is floating-point)"
 
 
-def differs(c) -> list[tuple[str, str]]:
+def differs(c: Compiled) -> list[tuple[str, str]]:
     """The one row saying that the step differentiates other arguments than
     the residual list does (print_saved_residuals differentiates every
     argument), where they differ."""

@@ -5,18 +5,24 @@ per second against batch as inline SVG: no script, no network) and JSON; and
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from html import escape
+from typing import TYPE_CHECKING
 
 from remat_tui.core.units import count, human_bytes, human_seconds
 from remat_tui.registry import target_label
 from remat_tui.report.compiled import rates_words
 from remat_tui.report.tables import md_cell, text_table
 
+if TYPE_CHECKING:
+    from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow
+    from remat_tui.core.setup.config import Config
+
 COLUMNS = ("", "batch", "peak", "step", "examples/s", "configuration", "notes")
 COLOURS = ("#d33", "#268bd2", "#2aa198", "#b58900", "#6c71c4", "#cb4b16", "#859900", "#d33682")
 
 
-def row_label(config) -> str:
+def row_label(config: Config) -> str:
     """A row's configuration, short: its outer policy (a names policy as the
     names it saves and offloads), its site overrides and its structure."""
     sites = [f"site {k}: {spec.short()}" for k, spec in config.site_specs]
@@ -27,7 +33,7 @@ def row_label(config) -> str:
     return "; ".join([config.spec.short(), *sites])
 
 
-def progress_line(p) -> str:
+def progress_line(p: FitProgress) -> str:
     """`fit nothing_saveable: fits 64, not 128 -> trying 96` (a FitProgress)."""
     known = [f"fits {p.fits}"] if p.fits else []
     if p.not_fit is not None:
@@ -50,7 +56,7 @@ def examples_rate(value: float | None) -> str:
     return f"{value:.1f}" if value < 100 else f"{value:.0f}"
 
 
-def batch_cell(row) -> str:
+def batch_cell(row: FitRow) -> str:
     if row.error and not row.batch:
         return "compile failed"
     if not row.batch:
@@ -59,20 +65,22 @@ def batch_cell(row) -> str:
     return f"{row.batch}{more}"
 
 
-def peak_cell(row) -> str:
-    if row.batch:
-        return human_bytes(row.peak_bytes)
+def peak_cell(row: FitRow) -> str:
+    peak = row.peak_bytes  # known at a batch that fits
+    if row.batch and peak is not None:
+        return human_bytes(peak)
     needed = row.needed_bytes
     return f"needs {human_bytes(needed)}" if needed else ""
 
 
-def step_cell(row) -> str:
-    if row.cost_source == "measured":
-        return human_seconds(row.step_seconds)
-    return f"~{human_seconds(row.step_seconds)}" if row.step_seconds else ""
+def step_cell(row: FitRow) -> str:
+    seconds = row.step_seconds
+    if row.cost_source == "measured" and seconds is not None:  # a measured row has it
+        return human_seconds(seconds)
+    return f"~{human_seconds(seconds)}" if seconds else ""
 
 
-def notes(row) -> list[str]:
+def notes(row: FitRow) -> list[str]:
     out = []
     if row.error:
         out.append("compile failed: " + row.error.splitlines()[-1].strip())
@@ -94,7 +102,7 @@ def notes(row) -> list[str]:
     return out + list(row.notes)
 
 
-def cells(row) -> tuple[str, ...]:
+def cells(row: FitRow) -> tuple[str, ...]:
     return (
         "★" if row.best else "",
         batch_cell(row),
@@ -106,7 +114,7 @@ def cells(row) -> tuple[str, ...]:
     )
 
 
-def headline(f) -> str:
+def headline(f: Fit) -> str:
     title = target_label(f.target_file, f.target_name)
     topology = f.device.get("topology")
     device = f"tpu:{topology}" if topology else f"{f.device['platform']}:{f.device['id']}"
@@ -123,7 +131,7 @@ def headline(f) -> str:
     )
 
 
-def searched(f) -> str:
+def searched(f: Fit) -> str:
     probes = sum(len(r.probes) for r in f.rows)
     same = f", {f.reused} answered by the same program compiled for another" if f.reused else ""
     stopped = " (cancelled: the rows found so far)" if f.cancelled else ""
@@ -139,7 +147,7 @@ def searched(f) -> str:
     )
 
 
-def verdict(f) -> list[str]:
+def verdict(f: Fit) -> list[str]:
     """What the best row buys, and the code to paste."""
     best = f.best
     if best is None:
@@ -170,7 +178,7 @@ OPTIMIZED_LEGEND = (
 )
 
 
-def legend(f) -> str:
+def legend(f: Fit) -> str:
     """LEGEND, and where the estimate's rates came from when a row has one."""
     timed = next((r.time for r in f.rows if r.time), None)
     rates = rates_words(timed) if timed else ""
@@ -178,7 +186,7 @@ def legend(f) -> str:
     return lead + LEGEND + (f" The estimate's rates: {rates}." if rates else "")
 
 
-def render_fit(f, fmt: str) -> str:
+def render_fit(f: Fit, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(f.to_dict(), indent=2) + "\n"
     rows = [cells(r) for r in f.rows]
@@ -217,12 +225,12 @@ def render_fit(f, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def curve(row) -> list[tuple[int, float]]:
+def curve(row: FitRow) -> list[tuple[int, float]]:
     """(batch, estimated examples per second) at each batch that fits, by batch."""
     return sorted((p.batch, p.examples_per_second) for p in row.probes if p.examples_per_second)
 
 
-def chart_svg(rows, width: int = 720, height: int = 380) -> str:
+def chart_svg(rows: Sequence[FitRow], width: int = 720, height: int = 380) -> str:
     """Estimated examples per second against batch, a line per configuration
     with a point per batch tried that fits; every label escaped."""
     lines = [(r, curve(r)) for r in rows if curve(r)]
@@ -233,10 +241,10 @@ def chart_svg(rows, width: int = 720, height: int = 380) -> str:
     ys = [e for _, c in lines for _, e in c]
     x1, y1 = max(xs) or 1, max(ys) or 1
 
-    def px(b):
+    def px(b: float) -> float:
         return pad + b / x1 * (width - right - pad)
 
-    def py(e):
+    def py(e: float) -> float:
         return height - pad - e / y1 * (height - 2 * pad)
 
     parts = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from html import escape
 
-from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.core.model import Analysis, JaxprView, Residual
 from remat_tui.core.units import human_bytes
 from remat_tui.registry import target_label
 from remat_tui.report import compiled, story
@@ -96,7 +96,7 @@ def _stories(a: Analysis) -> str:
     return f"<h2>Each residual's story</h2>\n<p>{how}</p>\n<ul>\n{items}\n</ul>"
 
 
-def _share(r, sharded: bool) -> str:
+def _share(r: Residual, sharded: bool) -> str:
     """The per-device cell, when the residuals' per-device bytes are known."""
     return f'<td class="num">{human_bytes(r.device_share)}</td>' if sharded else ""
 

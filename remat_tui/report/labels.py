@@ -5,8 +5,13 @@ the canonical spec."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def config_label(row) -> str:
+if TYPE_CHECKING:
+    from remat_tui.core.search.rows import Row
+
+
+def config_label(row: Row) -> str:
     """A row's configuration in a table: its outer policy (left out where
     only its sites or its structure change the code as written), its site
     overrides and its structure (`nested(4)`)."""

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import os
 from html import escape
+from typing import TYPE_CHECKING
 
 from remat_tui.core.model import MEMORY_CATEGORIES as CATEGORIES
+from remat_tui.core.model import Analysis
 from remat_tui.core.units import human_bytes
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 TOP = 12  # buffers at the peak a report lists (the JSON has every one)
 BUFFER_COLUMNS = ("bytes", "category", "line", "shape", "residual", "instruction")
@@ -178,10 +183,10 @@ def curve_svg(memory: dict, width: int = 720, height: int = 240) -> str:
     last = max(memory["steps"] - 1, 1)
     top = max(size for _, size in curve) or 1
 
-    def x(step):
+    def x(step: float) -> float:
         return pad + step / last * (width - 2 * pad)
 
-    def y(size):
+    def y(size: float) -> float:
         return height - pad - size / top * (height - 2 * pad)
 
     points = " ".join(f"{x(s):.1f},{y(b):.1f}" for s, b in curve)
@@ -215,7 +220,7 @@ def curve_svg(memory: dict, width: int = 720, height: int = 240) -> str:
 # ---- the memory subcommand: this view alone ---------------------------------------------
 
 
-def render(a, fmt: str) -> str:
+def render(a: Analysis, fmt: str) -> str:
     """`remat-tui memory`: the compiled figure and where its peak goes, alone."""
     import json
 
@@ -263,7 +268,7 @@ def render(a, fmt: str) -> str:
     raise ValueError(f"unknown format {fmt!r}")
 
 
-def _not_fit(c) -> str | None:
+def _not_fit(c: Compiled) -> str | None:
     """Why a compile that did not fit has no breakdown: XLA reports none."""
     if c.fits:
         return None

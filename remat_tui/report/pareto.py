@@ -4,13 +4,20 @@ script, no network): for the HTML report and the notebook's display."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
+from typing import TYPE_CHECKING
 
 from remat_tui.core.units import human_bytes, human_flops
 from remat_tui.report.labels import config_label
 
+if TYPE_CHECKING:
+    from remat_tui.core.search.compare import Row
 
-def pareto_svg(rows, width: int = 640, height: int = 360, numbered: bool = False) -> str:
+
+def pareto_svg(
+    rows: Sequence[Row], width: int = 640, height: int = 360, numbered: bool = False
+) -> str:
     """Memory (x) against recompute FLOPs (y), one dot per row, the Pareto
     front joined by a line; every label escaped. `numbered`: each dot also
     carries its row's number (1-based), for a view where the <title>
@@ -23,7 +30,7 @@ def pareto_svg(rows, width: int = 640, height: int = 360, numbered: bool = False
     x0, x1 = min(xs), max(xs) or 1
     y0, y1 = min(ys), max(ys) or 1
 
-    def px(v, lo, hi, size, flip=False):
+    def px(v: float, lo: float, hi: float, size: float, flip: bool = False) -> float:
         t = 0.5 if hi == lo else (v - lo) / (hi - lo)
         return pad + (1 - t if flip else t) * (size - 2 * pad)
 

@@ -5,11 +5,17 @@ formats of sizes, FLOPs and times are core/units.py's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from remat_tui.core.model import Analysis, JaxprView, Residual, Site
 from remat_tui.core.units import count, human_bytes, human_flops
 
+if TYPE_CHECKING:
+    from remat_tui.core.setup.structures import Structure
 
-def signed(n: int, human) -> str:
+
+def signed(n: int, human: Callable[[int], str]) -> str:
     """A change with its sign: `+24.0 MiB`, `-12.9 GFLOP` (`human` formats the size)."""
     return f"{'+' if n >= 0 else '-'}{human(abs(n))}"
 
@@ -205,7 +211,7 @@ def summary(a: Analysis) -> str:
     )
 
 
-def structure_of(a):
+def structure_of(a: Analysis) -> Structure | None:
     """The structure an analysis's configuration rebuilds a scan with
     (`nested(4)`), or None."""
     return getattr(a.config, "structure", None)

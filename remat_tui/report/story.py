@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 
+from remat_tui.core.model import Analysis, Residual, Source
+
 READERS_SHOWN = 4  # readers named in a line, then "and N more"
 DISAGREES = "jaxpr ≠ XLA"  # the mark where the jaxpr saves what the compile does not keep
 
 
-def made_words(r) -> str | None:
+def made_words(r: Residual) -> str | None:
     """`tanh at mlp.py:34 (layer) ← mlp.py:40 (loss)`: the equation that made
     it and the calls that led there; None for an argument or a constant."""
     made = r.story.made if r.story is not None else None
@@ -26,7 +28,7 @@ def made_words(r) -> str | None:
     return f"{made.primitive} at {_where(first)} ({first.function}){chain}"
 
 
-def reader_words(r) -> str:
+def reader_words(r: Residual) -> str:
     """`mul at line 51 (mlp.py:34), ↻ sin at line 7`: the backward equations
     reading it, `↻` where one re-runs forward work."""
     readers = r.story.readers if r.story is not None else ()
@@ -41,7 +43,7 @@ def reader_words(r) -> str:
     return ", ".join(shown) + (f", and {more} more" if more > 0 else "")
 
 
-def fate_words(r) -> str | None:
+def fate_words(r: Residual) -> str | None:
     """What XLA made of it, marked where the jaxpr and the compile disagree;
     None before a compile."""
     fate = r.story.xla if r.story is not None else None
@@ -51,7 +53,7 @@ def fate_words(r) -> str | None:
     return f"{fate.what}: {fate.words}{mark}"
 
 
-def lines(r, index: int) -> list[tuple[str, str]]:
+def lines(r: Residual, index: int) -> list[tuple[str, str]]:
     """(label, words) rows of residual `index`'s story."""
     if r.story is None:
         return []
@@ -66,7 +68,7 @@ def lines(r, index: int) -> list[tuple[str, str]]:
     return rows
 
 
-def applied_lines(a) -> list[str]:
+def applied_lines(a: Analysis) -> list[str]:
     """`name 'typo' in the outer policy: no checkpoint_name('typo') runs ...`:
     each part of the configuration that changes nothing, and why."""
     return [f"{v.what}: {v.why}" for v in getattr(a, "applied", ())]
@@ -75,7 +77,7 @@ def applied_lines(a) -> list[str]:
 APPLIED_HEADING = "changes nothing (did it apply?)"
 
 
-def disagreements(residuals) -> int:
+def disagreements(residuals: list[Residual]) -> int:
     return sum(
         1 for r in residuals if r.story is not None and r.story.xla and r.story.xla.disagrees
     )
@@ -91,5 +93,5 @@ HOW_TO_READ = (
 )
 
 
-def _where(source) -> str:
+def _where(source: Source) -> str:
     return f"{os.path.basename(source.file)}:{source.line}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
-from remat_tui.core.model import Analysis
+from remat_tui.core.model import Analysis, Residual
 from remat_tui.core.units import human_bytes
 from remat_tui.registry import target_label
 from remat_tui.report import compiled, story
@@ -82,7 +82,7 @@ def _stories(a: Analysis) -> list[str]:
                                  subsequent_indent="  ")]  # fmt: skip
 
 
-def _bytes(r, sharded: bool) -> str:
+def _bytes(r: Residual, sharded: bool) -> str:
     """A residual's bytes; with per-device bytes known, its share beside them."""
     if not sharded:
         return human_bytes(r.bytes)

@@ -150,6 +150,28 @@ async def test_the_chart_labels_its_axes_and_marks_the_budget():
         assert screen.chart_budget == 400 * 2**20  # drawn as a vertical line
 
 
+def test_the_chart_plots_steps_measured_on_a_chip_the_table_does_not_know():
+    # A step run on a device whose chip has no row in the table has no estimate
+    # (`time` None) but its measured time: the chart plots that, its axis
+    # naming no chip (it read the estimate's chip, and raised).
+    from textual_plotext import PlotextPlot
+
+    from remat_tui.app.screens.compare_chart import draw_compare_chart
+    from remat_tui.core.search.compare import Row
+    from remat_tui.core.setup.config import Config
+
+    rows = [
+        Row(Config.make(spec), "", device_bytes=nbytes, host_bytes=0, recompute_flops=flops,
+            forward_flops=1, residuals=(), measured={"min_seconds": seconds}, pareto=True)
+        for spec, nbytes, flops, seconds in [
+            ("nothing_saveable", 2**20, 10**9, 0.004),
+            ("everything_saveable", 2**24, 0, 0.002),
+        ]
+    ]  # fmt: skip
+    drawn = draw_compare_chart(PlotextPlot(), rows, None, compiled=True)
+    assert drawn is not None and drawn.axes[1] == "measured step (ms)"
+
+
 # ---- the configuration in full, and compiled rows (issues found in use) -----------------
 
 SMALL = """

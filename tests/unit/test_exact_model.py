@@ -89,7 +89,7 @@ def test_the_solver_gives_the_brute_force_optimum_of_the_model(seed):
 
 @dataclass
 class FakeRow:
-    """What search_names reads of a row (core/search/row.py's Row)."""
+    """What search_names reads of a row (core/search/rows.py's Row)."""
 
     weighed_bytes: float
     seconds: float

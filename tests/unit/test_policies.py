@@ -56,6 +56,12 @@ def test_built_name_policies_behave_like_jax():
     assert built(name_p, name="a") and not built(name_p, name="b")
 
 
+def test_checkpoint_policy_is_the_policy_a_spec_sets_and_as_written_sets_none():
+    assert policies.checkpoint_policy(policies.parse("dots_saveable")) is CP.dots_saveable
+    with pytest.raises(ValueError, match="as_written sets no policy"):
+        policies.checkpoint_policy(policies.parse("as_written"))
+
+
 def test_python_snippet_is_the_code_a_user_pastes(mlp_target):
     spec = policies.parse("save_only_these_names('layer1')")
     snippet = spec.python("loss")

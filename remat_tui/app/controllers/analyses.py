@@ -18,6 +18,8 @@ import threading
 import time
 import traceback
 from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from textual.app import App
 
@@ -25,8 +27,12 @@ from remat_tui.app.arguments import prepared
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
 from remat_tui.app.state.drawing import Drawing, draw
 from remat_tui.core.lru import LRU
+from remat_tui.core.model import Analysis
 from remat_tui.core.setup.caches import clear_jax_caches
 from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    from remat_tui.registry import Target
 
 LIMIT = 32  # analyses kept, each with its drawing
 
@@ -46,7 +52,7 @@ class Analyses:
 
     def __init__(self, app: App):
         self.app = app  # Textual's: run_worker, set_timer, post_message, call_after_refresh
-        self.cache = LRU(LIMIT)  # analyses by request key
+        self.cache: LRU[Analysis] = LRU(LIMIT)  # analyses by request key
         self.drawings: dict[int, Drawing] = {}  # by id() of a cached Analysis, dropped with it
         self.request = 0  # the latest request's number; older answers are not shown
         self.pending: tuple | None = None  # the key being traced for the latest request
@@ -54,7 +60,7 @@ class Analyses:
         self.since_jax_caches = 0  # analyses received since JAX's caches were cleared
         self.closed = False  # the app is closing (close)
 
-    def ask(self, target, key: tuple, baseline: tuple):
+    def ask(self, target: Target, key: tuple, baseline: tuple) -> Analysis | None:
         """Request `key` (of `target`): the cached analysis (now the most
         recently used) to show at once, or None while it is traced in the
         background."""
@@ -75,17 +81,17 @@ class Analyses:
             self.trace(target, self.request, key, baseline)
         return None
 
-    def trace_if_latest(self, target, request: int, key: tuple, baseline: tuple) -> None:
+    def trace_if_latest(self, target: Target, request: int, key: tuple, baseline: tuple) -> None:
         """The end of a burst: trace its last request (an earlier one has nothing to do)."""
         if request == self.request:
             self.trace(target, request, key, baseline)
 
-    def ensure(self, target, key: tuple) -> None:
+    def ensure(self, target: Target, key: tuple) -> None:
         """Trace `key` (the as_written baseline) unless cached or another trace is due."""
         if key not in self.cache and self.pending is None:
             self.trace(target, -1, key, key)
 
-    def trace(self, target, request: int, key: tuple, baseline: tuple) -> None:
+    def trace(self, target: Target, request: int, key: tuple, baseline: tuple) -> None:
         self.app.run_worker(
             lambda: self._trace(target, request, key, baseline),
             thread=True,
@@ -93,7 +99,7 @@ class Analyses:
             exit_on_error=False,
         )
 
-    def _trace(self, target, request: int, key: tuple, baseline: tuple) -> None:
+    def _trace(self, target: Target, request: int, key: tuple, baseline: tuple) -> None:
         from remat_tui.core.trace.analysis import analyze
         from remat_tui.core.trace.configured import Cancelled
 
@@ -160,7 +166,7 @@ class Analyses:
         settle_memory(freed)
         collector.resume(self)
 
-    def drawing(self, a) -> Drawing:
+    def drawing(self, a: Analysis) -> Drawing:
         """What the widgets need from `a`, made once per cached analysis."""
         found = self.drawings.get(id(a))
         if found is None:
@@ -174,7 +180,7 @@ class Analyses:
             self.pending = None
         return latest
 
-    def forget_all_but(self, *kept) -> None:
+    def forget_all_but(self, *kept: Iterable[Analysis]) -> None:
         """Every analysis goes, with its drawing, but those `kept` (after a
         reload: the one shown, until the new code's arrives)."""
         self._drop_drawings(self.cache.retain(lambda _, a: any(a is k for k in kept)))
@@ -216,17 +222,17 @@ class PausedCollection:
     owner (an app's Analyses), so an app that closes releases its own pauses
     and a trace of its that ends later never resumes another app's."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._paused: Counter = Counter()  # pauses held, by owner
 
-    def pause(self, owner) -> None:
+    def pause(self, owner: object) -> None:
         with self._lock:
             if not self._paused:
                 gc.disable()
             self._paused[owner] += 1
 
-    def resume(self, owner) -> None:
+    def resume(self, owner: object) -> None:
         """One of `owner`'s pauses ends (none held, e.g. released: nothing to do)."""
         with self._lock:
             held = self._paused.pop(owner, 0)
@@ -235,7 +241,7 @@ class PausedCollection:
             if held and not self._paused:
                 gc.enable()
 
-    def release(self, owner) -> None:
+    def release(self, owner: object) -> None:
         """Every pause `owner` holds ends (its app is closing)."""
         with self._lock:
             self._paused.pop(owner, None)

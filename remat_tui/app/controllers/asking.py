@@ -11,6 +11,7 @@ from a Scene (app/state/scene.py) and hands the new Wanted back through `want`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from remat_tui.app.state.scene import Scene
 from remat_tui.app.state.site_state import next_site_policy, next_state
@@ -18,6 +19,9 @@ from remat_tui.app.state.wanted import Wanted
 from remat_tui.app.widgets.shown_view import ShownView
 from remat_tui.core.setup import policies
 from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    from remat_tui.core.setup.config import Config
 
 Policy = str | policies.PolicySpec  # a listed or typed spec, or one parsed already
 
@@ -88,10 +92,11 @@ class Asking:
         if s.scope is None:
             self.policy(composed)
         else:  # an id set earlier for one of the function's sites would win: it goes
+            assert s.shown is not None  # the scope is one of its sites
             config = s.wanted.config.at_function(s.shown.sites, s.scope.function, composed)
             self.want(s.wanted.with_sites(dict(config.site_specs)))
 
-    def config(self, config) -> None:
+    def config(self, config: Config | None) -> None:
         """A whole Config (outer policy, site overrides, device): a row of
         compare, suggest's answer, a side of the diff; None: nothing."""
         if config is not None:
@@ -122,4 +127,5 @@ def _spec(s: Scene, policy: Policy) -> policies.PolicySpec:
     if isinstance(policy, policies.PolicySpec):
         return policy
     listed = s.listed.get(policy)
-    return listed if listed is not None else policies.parse(policy, s.target.policies)
+    declared = s.target.policies if s.target is not None else None  # asked with a target
+    return listed if listed is not None else policies.parse(policy, declared)

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from textual.app import App
 from textual.message import Message
@@ -29,14 +31,20 @@ from remat_tui.core.xla.compile_process import CompileProcess
 from remat_tui.errors import RematError
 from remat_tui.report.memory import peak_make_up
 
+if TYPE_CHECKING:
+    from remat_tui.app.state.wanted import Wanted
+    from remat_tui.core.xla.compiled_numbers import Compiled
+    from remat_tui.core.xla.measure import Measured
+    from remat_tui.registry import Target
+
 MEASURE_RUNS = 5  # `x`: timed runs of each step shown, after a warm-up
 
 
 @dataclass
 class CompileReady(Message):
     key: tuple
-    compiled: object
-    measured: object = None  # a Measured, when the step was run too
+    compiled: Compiled
+    measured: Measured | None = None  # when the step was run too
 
 
 @dataclass
@@ -50,14 +58,14 @@ class Compiles:
 
     def __init__(self, app: App):
         self.app = app  # Textual's: run_worker, post_message, log
-        self.known: dict[tuple, object] = {}  # compiled numbers per request key
-        self.measured: dict[tuple, object] = {}  # what running it took, per request key
+        self.known: dict[tuple, Compiled] = {}  # compiled numbers per request key
+        self.measured: dict[tuple, Measured] = {}  # what running it took, per request key
         self.runs: int | None = None  # `x`: run each step this many times (None: don't)
         self.compiling: tuple | None = None  # the key being compiled
         self.started = 0.0
         self.process: CompileProcess | None = None  # started by the first `p`
 
-    def switch(self, old, new, show_error):
+    def switch(self, old: Wanted, new: Wanted, show_error: Callable[[str], object]) -> Wanted:
         """`p` or `x` turned on or off (`old` and `new`: what was and is
         wanted): say so, and start or stop compiling. Returns what is wanted
         now: `new`, or `new` without `x` where the device cannot run steps
@@ -84,7 +92,7 @@ class Compiles:
         return new
 
     @staticmethod
-    def measurable(device: str | None, show_error) -> bool:
+    def measurable(device: str | None, show_error: Callable[[str], object]) -> bool:
         """Whether `device` can run steps; if not, `show_error` says why."""
         from remat_tui.core.xla.measure import check_measurable
 
@@ -95,7 +103,7 @@ class Compiles:
             return False
         return True
 
-    def compile(self, key: tuple, target) -> None:
+    def compile(self, key: tuple, target: Target) -> None:
         """Compile `key` (and run it, while `x` is on) unless that is known
         already or under way."""
         done = self.known if self.runs is None else self.measured
@@ -110,7 +118,7 @@ class Compiles:
             exit_on_error=False,
         )
 
-    def _compile(self, key: tuple, target) -> None:
+    def _compile(self, key: tuple, target: Target) -> None:
         from remat_tui.app.arguments import prepared
         from remat_tui.core.trace.configured import Cancelled
         from remat_tui.core.xla.compiled import compile_costs
@@ -171,23 +179,28 @@ class Compiles:
         if self.process is not None:
             self.process.close()
 
+    def known_of(self, key: tuple | None) -> Compiled | None:
+        """The compiled numbers for `key`, when known (None: no request)."""
+        return self.known.get(key) if key is not None else None
+
     def measured_words(self, key: tuple | None, estimate: dict | None) -> str | None:
         """`measured 1.21 ms (est. ~1.10 ms)` while `x` is on and it was run;
         why not, where it could not be; None otherwise."""
         if self.runs is None:
             return None
-        m = self.measured.get(key)
+        m = self.measured.get(key) if key is not None else None
         est = f"est. ~{human_seconds(estimate['seconds'])}" if estimate else None
         if m is None:
             return est and f"measuring… ({est})"
         if m.error:
             return f"not measured: {m.error.splitlines()[0]}"
+        assert m.min_seconds is not None  # run, and no error
         return f"measured {human_seconds(m.min_seconds)}" + (f" ({est})" if est else "")
 
     def headline(self, key: tuple | None, show_timings: bool) -> str | None:
         """`peak 1.2 GiB/device (compiled, ...)` when known, `compiling 3.1 s`
         while it runs, else None."""
-        known = self.known.get(key)
+        known = self.known_of(key)
         if known is not None and not known.fits:
             needed = (
                 f": needs {human_bytes(known.needed_bytes)}/device" if known.needed_bytes else ""

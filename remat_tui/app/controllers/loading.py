@@ -10,7 +10,9 @@ Reloader, the Analyses cache and Showing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from textual.markup import escape
 
@@ -19,9 +21,24 @@ from remat_tui.app.messages import LoadFailed, Reloaded, ReloadFailed, TargetsLo
 from remat_tui.app.screens import PickScreen
 from remat_tui.app.state.loaded import frozen
 
+if TYPE_CHECKING:
+    from remat_tui.app.controllers.analyses import Analyses
+    from remat_tui.app.controllers.reload import Reloader
+    from remat_tui.app.controllers.showing import Showing
+    from remat_tui.app.controllers.startup import Startup
+    from remat_tui.app.state.status import Activity
+
 
 class Loading:
-    def __init__(self, app, startup, reloader, analyses, showing, activity) -> None:
+    def __init__(
+        self,
+        app: Any,  # the RematApp: app/main.py imports this module, which cannot name it
+        startup: Startup,
+        reloader: Reloader,
+        analyses: Analyses,
+        showing: Showing,
+        activity: Activity,
+    ) -> None:
         """`app`: the RematApp (push_screen, notify, exit; `loaded`, `wanted`,
         `view`, `main_screen`)."""
         self.app = app
@@ -98,7 +115,7 @@ class Loading:
 
     # ---- hot reload (app/controllers/reload.py) -------------------------------------------
 
-    def files_changed(self, paths) -> None:
+    def files_changed(self, paths: Iterable[str]) -> None:
         loaded = self.app.loaded
         if loaded.target is None and not loaded.targets:  # never loaded: load as at start
             self.startup.load()

@@ -11,12 +11,18 @@ App handles `NamesJudged` by redrawing the Names list and its notes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual.app import App
 from textual.message import Message
 
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup import policies
+
+if TYPE_CHECKING:
+    from remat_tui.core.model import Analysis
+    from remat_tui.core.places import Site
+    from remat_tui.registry import Target
 
 LIMIT = 32
 
@@ -30,13 +36,13 @@ class NamesJudged(Message):
 class NameJudge:
     def __init__(self, app: App):
         self.app = app  # Textual's: run_worker, post_message
-        self.known = LRU(LIMIT)
+        self.known: LRU[dict[str, str]] = LRU(LIMIT)
         # The place last asked about: work for any other stops at its next
         # analysis (not a Textual cancel, which fails every waiter on the worker).
         self.wanted: tuple | None = None
         self.running: set[tuple] = set()
 
-    def key(self, target, analysis, scope) -> tuple:
+    def key(self, target: Target, analysis: Analysis, scope: Site | None) -> tuple:
         """The configuration with no name saved where toggles apply: what
         every verdict there is measured against, whatever is toggled now."""
         function = scope.function if scope is not None else None
@@ -47,12 +53,14 @@ class NameJudge:
             config = analysis.config.at_function(analysis.sites, function, nothing)
         return (id(target), function, config)
 
-    def verdicts(self, target, analysis, scope) -> dict[str, str]:
+    def verdicts(
+        self, target: Target | None, analysis: Analysis | None, scope: Site | None
+    ) -> dict[str, str]:
         if target is None or analysis is None or not analysis.names:
             return {}
         return self.known.get(self.key(target, analysis, scope)) or {}
 
-    def judge(self, target, analysis, scope) -> None:
+    def judge(self, target: Target | None, analysis: Analysis | None, scope: Site | None) -> None:
         """Measure the names of `analysis` at `scope`, in the background, unless known."""
         if target is None or analysis is None or not analysis.names:
             return

@@ -16,6 +16,7 @@ opened it go to it, not to a screen not there yet.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textual.app import App
 
@@ -26,6 +27,9 @@ from remat_tui.app.state.wanted import request_key
 from remat_tui.core.setup.config import AS_WRITTEN
 from remat_tui.core.units import count, human_bytes
 from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 
 class Opening:
@@ -67,7 +71,7 @@ class Opening:
         self.shown = shown_now
         await OPENERS[what](self, scene)
 
-    def shown_compile(self, scene: Scene):
+    def shown_compile(self, scene: Scene) -> Compiled | None:
         """The compiled numbers of the analysis shown, when known."""
         return self.known().get(scene.key_of(scene.shown)) if scene.shown else None
 
@@ -194,7 +198,6 @@ class Opening:
         """Where the compiled peak of the shown configuration goes (once p
         compiled it)."""
         shown, known, compiling = scene.shown, self.shown_compile(scene), scene.wanted.compiled
-        headline = self.headline(scene) if shown is not None else None
         if known is None:
             hint = (
                 "compiling it: w again once the peak shows"
@@ -216,7 +219,10 @@ class Opening:
 
         # The compile child knows no residuals: the buffers get their R# here,
         # from the analysis shown (the one whose configuration was compiled).
+        assert shown is not None  # its compile is known
         _, memory = link(shown.residuals, known)
+        assert memory is not None  # known.memory is: a breakdown to name the buffers of
+        headline = self.headline(scene)
         await self.app.push_screen(MemoryScreen(memory, headline), self.open_line)
 
     async def pick_target(self, scene: Scene) -> None:

@@ -13,6 +13,7 @@ paints.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from textual.markup import escape
 
@@ -23,6 +24,9 @@ from remat_tui.app.state.scene import Scene
 from remat_tui.app.state.site_state import scope_states
 from remat_tui.app.state.status import Activity, summary
 from remat_tui.app.widgets.shown_view import Lists, ShownView
+
+if TYPE_CHECKING:
+    from remat_tui.core.model import Analysis
 
 
 class Painter:
@@ -62,28 +66,28 @@ class Painter:
         )
         self.view().show_devices(s.devices, device)
 
-    def status(self, s: Scene, a) -> None:
+    def status(self, s: Scene, a: Analysis) -> None:
         """The snippet and the summary of `a` (against the baseline, led by its
         compile's headline while `p` is on)."""
         self.view().show_snippet(a.python)
         self.view().set_status(self.status_text(s, a))
-        known = self.compiles.known.get(s.key_of(a)) if s.wanted.compiled else None
+        known = self.compiles.known_of(s.key_of(a)) if s.wanted.compiled else None
         self.view().show_compiled(known)  # the story's XLA part (y)
 
-    def status_text(self, s: Scene, a) -> str:
+    def status_text(self, s: Scene, a: Analysis) -> str:
         base = self.analyses.cache.get(s.baseline_key())
-        known = self.compiles.known.get(s.key_of(a)) if s.wanted.compiled else None
+        known = self.compiles.known_of(s.key_of(a)) if s.wanted.compiled else None
         devices = known.devices if known is not None else None
         return summary(a, base, self.show_timings, self.headline(s, a), devices=devices)
 
-    def headline(self, s: Scene, a) -> str | None:
+    def headline(self, s: Scene, a: Analysis) -> str | None:
         """The compiled peak (or the compile's clock) for `a`, and with `x` on
         its measured time beside the estimate; None with `p` off."""
         if not s.wanted.compiled:
             return None
         key = s.key_of(a)
         headline = self.compiles.headline(key, self.show_timings)
-        known = self.compiles.known.get(key)
+        known = self.compiles.known_of(key)
         if headline is None or known is None:
             return headline
         from remat_tui.core.xla.compiled_analysis import estimated
@@ -91,7 +95,7 @@ class Painter:
         timed = self.compiles.measured_words(key, estimated(a, known))
         return headline if timed is None else f"{headline} · {timed}"
 
-    def cautions(self, s: Scene, a) -> None:
+    def cautions(self, s: Scene, a: Analysis) -> None:
         """What to know about `a`, above the panes: the command line's warnings,
         the policy's, why the configuration may change nothing
         (core/search/notes.py, against as_written when at hand) and the names

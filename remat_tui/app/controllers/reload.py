@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Iterable
 from functools import partial
 
 from textual.app import App
@@ -27,7 +28,7 @@ from remat_tui.app.messages import FilesChanged, Progress, Reloaded, ReloadFaile
 from remat_tui.core.setup.loading import import_targets
 
 
-def watch(app, files: frozenset[str], stop: threading.Event) -> None:
+def watch(app: App, files: frozenset[str], stop: threading.Event) -> None:
     """Post FilesChanged whenever one of `files` is saved, until `stop` is set. The
     folders are watched, not the files: editors often save by writing a new file
     and renaming it over the old one."""
@@ -64,7 +65,7 @@ class Reloader:
         self._lock = threading.Lock()  # one import at a time: they share sys.modules
         self._stop = threading.Event()
 
-    def watch(self, files) -> None:
+    def watch(self, files: Iterable[str]) -> None:
         """Watch `files` (the watcher restarts only when the set changes)."""
         files = frozenset(os.path.realpath(f) for f in files)
         if files and files != self.watched:
@@ -79,7 +80,7 @@ class Reloader:
         """Stop watching (the app is closing)."""
         self._stop.set()
 
-    def saved(self, paths) -> None:
+    def saved(self, paths: Iterable[str]) -> None:
         """A watched file was saved: import again, in a thread."""
         self.generation += 1
         self.app.run_worker(
@@ -102,6 +103,7 @@ class Reloader:
         if error is not None:
             self.app.post_message(ReloadFailed(generation, error, watched))
         else:
+            assert targets is not None  # import_targets gives targets or an error
             self.app.post_message(Reloaded(generation, targets, watched))
 
     def answers(self, message: Reloaded | ReloadFailed) -> bool:

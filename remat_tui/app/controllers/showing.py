@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from textual.css.query import NoMatches
 
@@ -29,6 +29,9 @@ from remat_tui.app.state.loaded import Loaded
 from remat_tui.app.state.scene import Scene
 from remat_tui.app.state.status import Activity, nothing_shown
 from remat_tui.app.state.wanted import Wanted
+
+if TYPE_CHECKING:
+    from remat_tui.core.model import Analysis
 
 
 class Holder(Protocol):
@@ -98,17 +101,20 @@ class Showing:
         """Compile what is shown, unless compiling is off or it is known already."""
         scene = self.holder.scene()
         if scene.wanted.compiled and scene.shown is not None and scene.target is not None:
-            self.compiles.compile(scene.key_of(scene.shown), scene.target)
+            key = scene.key_of(scene.shown)
+            assert key is not None  # there is a target
+            self.compiles.compile(key, scene.target)
 
     # ---- an analysis shown --------------------------------------------------------------
 
-    def show(self, a) -> None:
+    def show(self, a: Analysis) -> None:
         """Show `a`: drawn, then what follows from it (the view the user had
         before a reload, the baseline for the status line's %, its compile)."""
         loaded = replace(self.holder.loaded, shown=a)
         self.holder.loaded = loaded
         view = self.view()
-        view.draw(a, self.analyses.drawing(a), loaded.target.file)
+        target_file = loaded.target.file if loaded.target is not None else None  # it is there
+        view.draw(a, self.analyses.drawing(a), target_file)
         self.paint_title()
         self.paint_status(a)
         # What the command line asked for and could not have is said with the
@@ -119,13 +125,14 @@ class Showing:
         self.painter.cautions(self.holder.scene(), a)
         self.paint_sidebar()
         view.restore_view(a)
-        self.analyses.ensure(loaded.target, self.holder.scene().baseline_key())
+        if loaded.target is not None:  # (it is: `a` is its analysis)
+            self.analyses.ensure(loaded.target, self.holder.scene().baseline_key())
         self.compile_shown()
 
     def paint_title(self) -> None:
         self.painter.title(self.holder.scene())
 
-    def paint_status(self, a) -> None:
+    def paint_status(self, a: Analysis) -> None:
         self.painter.status(self.holder.scene(), a)
 
     def paint_sidebar(self) -> None:

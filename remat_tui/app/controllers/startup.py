@@ -13,6 +13,8 @@ which also serves the target picker and hot reload).
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from textual.app import App
 
@@ -21,11 +23,23 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import AS_WRITTEN, Config, parse_site_option
 from remat_tui.errors import RematError
 
+if TYPE_CHECKING:
+    from remat_tui.app.state.wanted import Wanted
+    from remat_tui.registry import Target
+
 
 class Startup:
     """What the command line asked for, and loading the file, for one App."""
 
-    def __init__(self, app: App, path: str, name, policy: str, device: str | None, sites) -> None:
+    def __init__(
+        self,
+        app: App,
+        path: str,
+        name: str | None,
+        policy: str,
+        device: str | None,
+        sites: Iterable[str],
+    ) -> None:
         self.app = app  # Textual's: run_worker, post_message, log
         self.path = path
         # What the command line asked for, read when the first target starts.
@@ -53,6 +67,7 @@ class Startup:
             if error is not None:
                 app.post_message(LoadFailed(error, watched))
                 return
+            assert targets is not None  # import_targets gives targets or an error
             devices = available_devices()  # local devices, then TPU topologies
             try:
                 device = device_label_of(self.device) or devices[0]
@@ -90,11 +105,13 @@ class Startup:
         return self.name or next(iter(targets)), None
 
     @staticmethod
-    def listed(target) -> dict[str, policies.PolicySpec]:
+    def listed(target: Target) -> dict[str, policies.PolicySpec]:
         """The Policies list of `target`: the built-ins, then its own, by spelling."""
         return {spec.canonical: spec for spec in policies.candidate_specs(target.policies)}
 
-    def request(self, target, wanted, keep_policy: bool, first: bool) -> tuple[Config, list[str]]:
+    def request(
+        self, target: Target, wanted: Wanted, keep_policy: bool, first: bool
+    ) -> tuple[Config, list[str]]:
         """The Config to start `target` under: the command line's policy (with
         `keep_policy`, what is wanted now), the site overrides wanted (the
         first start: --site's), the device wanted; and what could not be had."""
@@ -116,13 +133,15 @@ class Startup:
         return Config(spec, sites, wanted.device), warnings
 
     @staticmethod
-    def still_parsing(specs, target, listed: dict) -> list[policies.PolicySpec]:
+    def still_parsing(
+        specs: Iterable[policies.PolicySpec], target: Target, listed: dict
+    ) -> list[policies.PolicySpec]:
         """Of the specs typed before a target (re)started, those not listed now
         that still parse for it (a policy the old code declared may be gone)."""
         return [s for s in specs if s.canonical not in listed and not gone_policies(s, target)]
 
 
-def gone_policies(spec: policies.PolicySpec, target) -> str:
+def gone_policies(spec: policies.PolicySpec, target: Target) -> str:
     """The policies `spec` names that the target no longer declares, quoted
     and joined; empty when none is gone."""
     return ", ".join(map(repr, sorted(spec.declared_policies() - set(target.policies))))

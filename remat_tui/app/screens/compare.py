@@ -1,4 +1,5 @@
 """Provides the CompareScreen: every configuration's costs in a sortable table,
+
 the Pareto front marked, memory against recompute FLOPs as a chart, and the
 highlighted row's whole configuration, snippet and notes beneath, wrapped (a
 configuration can be longer than its column has room for).
@@ -18,11 +19,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.coordinate import Coordinate
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
@@ -38,7 +41,7 @@ from remat_tui.app.screens.table_layout import (
     lay_out,
     whole_label,
 )
-from remat_tui.app.screens.table_rows import highlighted_config
+from remat_tui.app.screens.table_rows import highlighted_config, keyed_index
 from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
@@ -55,6 +58,11 @@ from remat_tui.report.comparisons import (
     row_cells,
 )
 from remat_tui.report.compiled import estimate_words, measured_words, rates_words
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.compare import Comparison
+    from remat_tui.core.search.rows import Row
+    from remat_tui.registry import Target
 
 SORTS = {
     "memory": lambda r: (r.weighed_bytes, r.recompute_flops),
@@ -78,12 +86,12 @@ class CompareProgress(Message):
 
 @dataclass
 class CompareRow(Message):
-    row: object
+    row: Row
 
 
 @dataclass
 class CompareDone(Message):
-    comparison: object
+    comparison: Comparison
 
 
 @dataclass
@@ -110,7 +118,7 @@ DETAIL_FIELDS = ("configuration", "paste", "estimate", "rates", "measured", "not
 DETAIL_LABELS = {"estimate": "est. step"}  # the others are labelled as named
 
 
-def detail(row) -> dict[str, str]:
+def detail(row: Row) -> dict[str, str]:
     """What the panel beneath the table says of the highlighted row, by
     DETAIL_FIELDS: its whole configuration, the code to paste, the estimate in
     its parts and where its rates came from, what running it measured and its
@@ -139,7 +147,7 @@ class CompareScreen(Screen[Config | None]):
 
     def __init__(
         self,
-        target,
+        target: Target,
         base: Config,
         compiled: bool = False,
         budget: str | None = None,
@@ -344,7 +352,7 @@ class CompareScreen(Screen[Config | None]):
         table = self.query_one(DataTable)
         if not table.row_count or table.cursor_row is None:
             return None
-        return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        return table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
 
     def show_rows(self, selected: str | None = None) -> None:
         """The rows in the chosen order, the cursor on the row keyed `selected`
@@ -353,6 +361,7 @@ class CompareScreen(Screen[Config | None]):
         table.clear()
         cells = self.cells()
         layout = self.table_layout
+        assert layout is not None  # show_columns laid the table out first
         label, notes = self.heads.index("configuration"), self.heads.index("notes")
         labels = fitted_labels([r.config for r in self.rows], layout.label_width)
         for index, _row in sorted(enumerate(self.rows), key=lambda ir: SORTS[self.sort_key](ir[1])):
@@ -410,4 +419,4 @@ class CompareScreen(Screen[Config | None]):
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:
-        self.dismiss(self.rows[int(event.row_key.value)].config)
+        self.dismiss(self.rows[keyed_index(event.row_key)].config)

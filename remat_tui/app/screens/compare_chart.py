@@ -5,12 +5,17 @@ last suggest budget as a vertical line."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual_plotext import PlotextPlot
 
 from remat_tui.core.units import BYTE_UNITS, FLOP_UNITS, axis_unit, parse_size
 from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.compare import Row
 
 SECOND_UNITS = (("µs", 1e-6), ("ms", 1e-3), ("s", 1.0))
 
@@ -36,7 +41,9 @@ class Drawn:
 LEGEND_ROOM = 1.3  # the y axis reaches 30% above the highest point
 
 
-def draw_compare_chart(plot: PlotextPlot, rows: list, budget: str | None, compiled: bool):
+def draw_compare_chart(
+    plot: PlotextPlot, rows: Sequence[Row], budget: str | None, compiled: bool
+) -> Drawn | None:
     """Draw `rows` (compare's) on `plot`: each axis in the unit its values read
     best in; memory on a log scale when one row needs 20x another (an outlier
     would squash the rest); `budget` (the last suggest's text) as a vertical
@@ -58,7 +65,10 @@ def draw_compare_chart(plot: PlotextPlot, rows: list, budget: str | None, compil
         y_unit, y_size = axis_unit(max(r.cost[0] for r in rows), SECOND_UNITS)
         ys = [r.cost[0] / y_size for r in rows]
         kind = "measured step" if measured else "est. step"
-        y_label, y_what = f"{kind} ({y_unit}, {rows[0].time['chip']})", "step time"
+        # the chip the estimates are for; none on a chip the table does not know
+        chip = next((r.time["chip"] for r in rows if r.time), None)
+        y_label = f"{kind} ({y_unit}, {chip})" if chip else f"{kind} ({y_unit})"
+        y_what = "step time"
     else:
         y_unit, y_size = axis_unit(max(r.recompute_flops for r in rows), FLOP_UNITS)
         ys = [r.recompute_flops / y_size for r in rows]

@@ -10,6 +10,7 @@ screen with A's Config, which the App opens in the main screen.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,6 +20,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
 from remat_tui.app.widgets.footer import Footer
+from remat_tui.core.model import Analysis
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import human_bytes, human_flops
 from remat_tui.report.phrases import signed
@@ -45,7 +47,13 @@ class DiffScreen(Screen[Config | None]):
         Binding("a", "open_a", "open A in main screen"),
     ]
 
-    def __init__(self, a, b, a_reloaded: bool = False, memories=(None, None)):
+    def __init__(
+        self,
+        a: Analysis,
+        b: Analysis,
+        a_reloaded: bool = False,
+        memories: Sequence[dict | None] = (None, None),
+    ) -> None:
         super().__init__()
         from remat_tui.core.search.diff import diff_analyses
 

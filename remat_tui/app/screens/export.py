@@ -9,6 +9,7 @@ is pressed); the buttons are a shortcut that rewrites the extension.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 from textual import on
 from textual.app import ComposeResult
@@ -17,6 +18,8 @@ from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
+
+from remat_tui.core.model import Analysis
 
 EXPORT_FORMATS = ("html", "md", "json", "svg")
 EXTENSIONS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
@@ -35,6 +38,11 @@ def format_for(path: str, pressed: str) -> tuple[str | None, str | None]:
         f"{os.path.basename(path)}: the extension picks the format, and {ext} is none of "
         ".html, .md, .json, .svg"
     )
+
+
+def _format_of(button: RadioButton) -> str:
+    assert button.name is not None  # each format's button is named by its format
+    return button.name
 
 
 class ExportScreen(ModalScreen[tuple[str, str] | None]):
@@ -74,10 +82,11 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
     @on(RadioSet.Changed)
     def format_changed(self, event: RadioSet.Changed) -> None:
         path_input = self.query_one("#path", Input)
-        fmt, _ = format_for(path_input.value.strip(), event.pressed.name)
-        if fmt != event.pressed.name:
+        pressed = _format_of(event.pressed)
+        fmt, _ = format_for(path_input.value.strip(), pressed)
+        if fmt != pressed:
             stem, _ = os.path.splitext(path_input.value.strip())
-            path_input.value = f"{stem}.{event.pressed.name}"
+            path_input.value = f"{stem}.{pressed}"
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#export")
@@ -89,10 +98,11 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
         if not path:
             self.say("give a file path")
             return
-        fmt, error = format_for(path, pressed.name if pressed else EXPORT_FORMATS[0])
+        fmt, error = format_for(path, _format_of(pressed) if pressed else EXPORT_FORMATS[0])
         if error:
             self.say(error)
             return
+        assert fmt is not None  # format_for gives a format or why not
         self.dismiss((path, fmt))
 
     @on(Button.Pressed, "#cancel")
@@ -101,7 +111,7 @@ class ExportScreen(ModalScreen[tuple[str, str] | None]):
             self.dismiss(None)
 
 
-def write_export(path: str, fmt: str, analysis, screenshot) -> str:
+def write_export(path: str, fmt: str, analysis: Analysis, screenshot: Callable[[], str]) -> str:
     """Write `analysis` as `fmt` (html, md, json, as `remat-tui report` writes
     them), or for svg what `screenshot()` returns, to `path` atomically;
     the path written. A failure raises RematError saying why."""

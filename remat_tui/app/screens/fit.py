@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -33,12 +34,16 @@ from textual_plotext import PlotextPlot
 
 from remat_tui.app.screens.budget import BudgetTyped, parse_budget
 from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_label
-from remat_tui.app.screens.table_rows import highlighted_config
+from remat_tui.app.screens.table_rows import highlighted_config, keyed_index
 from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import axis_unit, count, human_bytes
 from remat_tui.errors import RematError
 from remat_tui.report.fit import COLUMNS, cells, curve, progress_line, row_label
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow
+    from remat_tui.registry import Target
 
 LINES = 8  # configurations the chart draws: the best ones (more is a tangle)
 LEGEND = 34  # cells a line's name has in the chart's legend
@@ -48,7 +53,7 @@ RATE_UNITS = (("", 1.0), ("thousands", 1e3), ("millions", 1e6))
 @dataclass
 class FitProgressed(Message):
     request: int
-    progress: object  # a FitProgress
+    progress: FitProgress
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, FitProgressed) and message.request == self.request
@@ -57,13 +62,13 @@ class FitProgressed(Message):
 @dataclass
 class FitRowFound(Message):
     request: int
-    row: object  # a FitRow
+    row: FitRow
 
 
 @dataclass
 class FitDone(Message):
     request: int
-    result: object  # a Fit
+    result: Fit
 
 
 @dataclass
@@ -82,7 +87,12 @@ class FitScreen(Screen[Config | None]):
     ]
 
     def __init__(
-        self, target, base: Config, shown: Config, budget: str = "", show_timings: bool = True
+        self,
+        target: Target,
+        base: Config,
+        shown: Config,
+        budget: str = "",
+        show_timings: bool = True,
     ):
         """`base`: the sites and device every configuration shares; `shown`:
         the main screen's configuration, searched first; `budget`: the one
@@ -96,7 +106,7 @@ class FitScreen(Screen[Config | None]):
         self.request = 0  # the search under way; an answer for an older one is dropped
         self.running = False
         self.rows: list = []
-        self.result = None  # the Fit, once the search ended
+        self.result: Fit | None = None  # once the search ended
         self.started = time.monotonic()
         self.chart_lines: list[str] = []  # the configurations the chart draws
         self.chart_legend: list[str] = []  # their names in its legend
@@ -138,6 +148,7 @@ class FitScreen(Screen[Config | None]):
     def start(self, text: str) -> None:
         """Search under the budget `text` (already known to parse)."""
         budget, _ = parse_budget(text)
+        assert budget is not None  # known to parse
         self.budget_text = text
         self.request += 1
         self.rows, self.result, self.running = [], None, True
@@ -294,4 +305,4 @@ class FitScreen(Screen[Config | None]):
 
     @on(DataTable.RowSelected)
     def row_selected(self, event: DataTable.RowSelected) -> None:
-        self.dismiss(self.rows[int(event.row_key.value)].config)
+        self.dismiss(self.rows[keyed_index(event.row_key)].config)

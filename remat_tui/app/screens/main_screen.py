@@ -20,7 +20,7 @@ typed most.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from pygments.lexers import PythonLexer
 from textual import on
@@ -58,7 +58,7 @@ class MainScreen(Screen):
     BINDINGS = MAIN_KEYS
     focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 
-    def __init__(self, path: str, widths: SidebarWidths, **kwargs) -> None:
+    def __init__(self, path: str, widths: SidebarWidths, **kwargs: Any) -> None:
         """`path`: the target file, named in the title until it is loaded;
         `widths`: the App's layout for the terminal's width (the sidebar)."""
         super().__init__(**kwargs)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -38,6 +39,10 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.units import count, human_bytes, human_flops
 from remat_tui.errors import RematError
 from remat_tui.report.phrases import signed
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.suggest import Suggestion
+    from remat_tui.registry import Target
 
 RESIDUAL = "residual bytes on device"
 COMPILED = "compiled peak per device"
@@ -76,6 +81,7 @@ class BudgetScreen(ModalScreen[tuple[int, str] | None]):
         if error is not None:
             self.query_one("#budget-error", Static).update(Content.styled(error, "$text-error"))
             return
+        assert budget is not None  # it parsed
         self.dismiss((budget, event.value.strip()))
 
 
@@ -104,7 +110,7 @@ class SuggestNarrowing(Message):
 @dataclass
 class SuggestDone(Message):
     request: int
-    suggestion: object
+    suggestion: Suggestion
 
 
 @dataclass
@@ -124,7 +130,7 @@ class SuggestScreen(Screen[Config | None]):
 
     def __init__(
         self,
-        target,
+        target: Target,
         budget: tuple[int, str],
         device: str | None,
         compiled: bool,
@@ -142,7 +148,7 @@ class SuggestScreen(Screen[Config | None]):
         self.compiled = compiled
         self.budget = budget
         self.request = 0
-        self.suggestion = None  # the answer to the current request, once it is in
+        self.suggestion: Suggestion | None = None  # the answer to the current request, once in
         self.started = 0.0
         self.analysed = 0  # configurations analysed so far by the current search
         self.current_label = ""  # the configuration it is analysing
@@ -151,7 +157,7 @@ class SuggestScreen(Screen[Config | None]):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="suggest-status")
-        table = DataTable(id="suggest-rows", cursor_type="none", zebra_stripes=True)
+        table: DataTable = DataTable(id="suggest-rows", cursor_type="none", zebra_stripes=True)
         table.can_focus = False  # enter belongs to the screen: it opens the suggestion
         table.display = False  # until there is an answer to show
         yield table
@@ -190,7 +196,7 @@ class SuggestScreen(Screen[Config | None]):
 
         analysed = 0
 
-        def progress(_i: int, _n: int, config, _stage: str = "") -> None:
+        def progress(_i: int, _n: int, config: Config, _stage: str = "") -> None:
             nonlocal analysed
             analysed += 1  # suggest analyses in batches: count across them
             self.post_message(SuggestProgress(request, analysed, config.label()))
@@ -312,7 +318,7 @@ class SuggestScreen(Screen[Config | None]):
         self.show_rows(s)
         self.query_one("#suggest-text", Static).update(self.text(s))
 
-    def show_rows(self, s) -> None:
+    def show_rows(self, s: Suggestion) -> None:
         """The suggestion beside the code as written, in the compare table's
         columns (those with a value), the configuration fitted to the width."""
         from remat_tui.report.comparisons import COLUMNS, row_cells
@@ -335,7 +341,7 @@ class SuggestScreen(Screen[Config | None]):
             table.add_row(*(text if i == label else row[i] for i in layout.order))
 
     @staticmethod
-    def text(s) -> str:
+    def text(s: Suggestion) -> str:
         """The CLI's report (report/comparisons.py), the recompute it costs beside the
         bytes it saves."""
         from remat_tui.report.suggest import render_suggest

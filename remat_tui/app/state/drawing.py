@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from remat_tui.core.model import Analysis, JaxprView
+from remat_tui.core.model import Analysis, JaxprView, Residual
 from remat_tui.core.units import human_bytes
 from remat_tui.report.phrases import what, where
 
@@ -60,7 +60,7 @@ def _pane(view: JaxprView, var_of: list[str | None]) -> PaneDrawing:
 
 
 def draw(a: Analysis) -> Drawing:
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (f"R{i}", r.aval, _size(r), r.kind, *_computed(r)) for i, r in enumerate(a.residuals, 1)
     ]
     widths = [max([len(c)] + [len(row[i]) for row in rows]) for i, c in enumerate(TABLE_COLUMNS)]
@@ -75,17 +75,17 @@ def draw(a: Analysis) -> Drawing:
     )
 
 
-def _computed(r) -> tuple[str, str, str]:
+def _computed(r: Residual) -> tuple[str, str, str]:
     """(what, ×trip count, source) from the residual's origin, else JAX's own."""
     o = r.origin
     if o is None or (o.primitive is None and o.name is None):
         return what(r), "", where(r)
-    label = f"name '{o.name}'" if o.name else o.primitive
+    label = f"name '{o.name}'" if o.name else o.primitive or ""
     times = f"×{o.trip_count}" if o.trip_count else ""
     return label, times, o.source.short() if o.source else where(r)
 
 
-def _size(r) -> str:
+def _size(r: Residual) -> str:
     """Bytes, and a device's share when the residual is sharded."""
     if r.bytes_per_device is None:
         return human_bytes(r.bytes)

@@ -11,25 +11,26 @@ Scene (app/state/scene.py). Compared by identity: a new value is a change.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
 
+from remat_tui.core.model import Analysis
 from remat_tui.core.setup import policies
+from remat_tui.registry import Target
 
 _NOTHING: Mapping = MappingProxyType({})
 
 
 @dataclass(frozen=True, eq=False)
 class Loaded:
-    target: Any = None  # the Target started (None before one is)
+    target: Target | None = None  # the Target started (None before one is)
     # every target of the file, by name
-    targets: Mapping[str, Any] = field(default_factory=lambda: _NOTHING)
+    targets: Mapping[str, Target] = field(default_factory=lambda: _NOTHING)
     devices: tuple[str, ...] = ()  # the Device list
     # the Policies list: the built-ins, the target's own, the specs typed
     listed: Mapping[str, policies.PolicySpec] = field(default_factory=lambda: _NOTHING)
-    shown: Any = None  # the Analysis shown (None before the first)
+    shown: Analysis | None = None  # the Analysis shown (None before the first)
     reloads: int = 0  # the file's imports since the first: part of every request key
     load_error: str | None = None  # why the file could not be loaded, while it cannot
     # What the command line asked for and could not have (an unknown policy or
@@ -43,7 +44,7 @@ class Loaded:
         fresh = {s.canonical: s for s in specs if s.canonical not in self.listed}
         return replace(self, listed=frozen({**self.listed, **fresh})) if fresh else self
 
-    def warned(self, warnings) -> Loaded:
+    def warned(self, warnings: Iterable[str]) -> Loaded:
         """The same, with more to say with the next analysis shown."""
         return replace(self, start_warnings=(*self.start_warnings, *warnings))
 

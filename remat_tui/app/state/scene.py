@@ -9,11 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from remat_tui.app.state.loaded import Loaded
 from remat_tui.app.state.site_state import site_scope
 from remat_tui.app.state.wanted import Wanted, request_key
+from remat_tui.core.model import Analysis
 from remat_tui.core.setup import policies
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.model import Site
 
 
 @dataclass(frozen=True)
@@ -24,11 +30,11 @@ class Scene:
     highlighted_site: int | None  # the Sites list's highlight: where name toggles apply
 
     @property
-    def target(self):
+    def target(self) -> Target | None:
         return self.loaded.target
 
     @property
-    def shown(self):
+    def shown(self) -> Analysis | None:
         return self.loaded.shown
 
     @property
@@ -53,12 +59,12 @@ class Scene:
         return self.wanted.spec if self.target is not None else None
 
     @property
-    def scope(self):
+    def scope(self) -> Site | None:
         """Where name toggles apply: every site of the highlighted site's
         function, or the outer policy (None) when the function has no sites."""
         return site_scope(self.shown, self.highlighted_site)
 
-    def key_of(self, a) -> tuple | None:
+    def key_of(self, a: Analysis) -> tuple | None:
         """The request key the analysis `a` was made for."""
         return request_key(self.target.name, a.config, self.reloads) if self.target else None
 

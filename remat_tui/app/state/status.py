@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import time
 
+from remat_tui.core.model import Analysis
 from remat_tui.core.units import count, human_bytes
 from remat_tui.report.phrases import (
     GLOBAL,
@@ -53,7 +54,7 @@ class Activity:
         return f"{spinner} {self.what}{clock}{last}"
 
 
-def change(a, base) -> float | None:
+def change(a: Analysis, base: Analysis | None) -> float | None:
     """The change in bytes excluding arguments from `base` (as_written), or None."""
     if base is None or a is base or not base.totals.bytes_excluding_arguments:
         return None
@@ -65,7 +66,11 @@ PLAIN, ONE_DEVICE = "plain", "one device"
 
 
 def summary(
-    a, base, show_timings: bool, compiled: str | None = None, devices: int | None = None
+    a: Analysis,
+    base: Analysis | None,
+    show_timings: bool,
+    compiled: str | None = None,
+    devices: int | None = None,
 ) -> str:
     """`15 residuals · 318.2 KiB device · 145.2 KiB excluding arguments (-60% vs
     as_written) · recompute 2.7 MFLOP (100% of forward) · traced in 0.03 s`; with
@@ -105,7 +110,7 @@ def summary(
     return " · ".join(parts)
 
 
-def residual_scope(a, compiled: str | None, devices: int | None) -> str:
+def residual_scope(a: Analysis, compiled: str | None, devices: int | None) -> str:
     """SHARDED: the avals say what each device holds; PLAIN: no per-device
     figure is shown, so bytes need no label; ONE_DEVICE: beside the compiled
     peak, on one device (its bytes are the global ones); GLOBAL: beside the

@@ -7,6 +7,8 @@ with Pygments on first display and cached.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from pygments.lexer import Lexer
 from rich.cells import cell_len
 from rich.segment import Segment
@@ -61,7 +63,7 @@ class CodeView(LineView, can_focus=True):
         self.lexer = lexer
         self.lines: list[str] = []
         self.marks: dict[int, str] = {}  # line -> short gutter mark (R3, ↻)
-        self.marked: set[int] = set()  # residual lines
+        self.marked: AbstractSet[int] = set()  # residual lines
         self.recompute: set[int] = set()  # recomputation lines
         # Highlighted segments by line *text*: jaxprs repeat many lines, and
         # switching back to a policy redraws lines seen before.
@@ -76,7 +78,7 @@ class CodeView(LineView, can_focus=True):
         self,
         lines: list[str],
         marks: dict[int, str] | None = None,
-        marked: set[int] | None = None,
+        marked: AbstractSet[int] | None = None,
         recompute: set[int] | None = None,
         longest: int | None = None,
     ) -> None:
@@ -95,7 +97,7 @@ class CodeView(LineView, can_focus=True):
         self.resize_virtual(Size(width, len(lines)))
         self.refresh()
 
-    def set_marks(self, marks: dict[int, str], marked: set[int]) -> None:
+    def set_marks(self, marks: dict[int, str], marked: AbstractSet[int]) -> None:
         """New gutter marks and residual lines for the same content."""
         self.marks, self.marked = marks, marked
         self.refresh()
@@ -162,8 +164,8 @@ class CodeView(LineView, can_focus=True):
             base = self.frame_styles["base"]
             strip = strip.apply_style(base)
             if background:  # over every cell, the gutter's included: the whole row is marked
-                mark = Style(bgcolor=(base + self.frame_styles[background]).bgcolor)
-                strip = Strip(Segment.apply_style(strip, post_style=mark), width)
+                marked = Style(bgcolor=(base + self.frame_styles[background]).bgcolor)
+                strip = Strip(Segment.apply_style(strip, post_style=marked), width)
             self._strips[key] = strip
         return strip
 

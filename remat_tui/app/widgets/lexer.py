@@ -22,7 +22,7 @@ class JaxprLexer(RegexLexer):
 
     name = "Jaxpr"
     aliases = ["jaxpr"]
-    filenames = []
+    filenames: list[str] = []
 
     tokens = {
         "root": [

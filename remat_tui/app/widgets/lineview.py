@@ -5,10 +5,16 @@ scrollable size without a layout pass of the whole screen.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.style import Style
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.widget import Widget
+
+if TYPE_CHECKING:
+    from textual.geometry import Region
+    from textual.strip import Strip
 
 
 class LineView(ScrollView):
@@ -19,7 +25,7 @@ class LineView(ScrollView):
         super().__init__(id=id)
         self.frame_styles: dict[str, Style] = {}
 
-    def render_lines(self, crop):
+    def render_lines(self, crop: Region) -> list[Strip]:
         # Once per frame, not once per line: each style lookup walks the CSS.
         self.frame_styles = {
             name: self.get_component_rich_style(name) for name in self.COMPONENT_CLASSES

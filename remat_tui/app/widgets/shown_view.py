@@ -13,10 +13,13 @@ back to after a reload).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from textual.content import Content
 from textual.markup import escape
+from textual.widget import Widget
 from textual.widgets import Static
 
 from remat_tui.app.widgets.codeview import CodeView
@@ -24,6 +27,13 @@ from remat_tui.app.widgets.residual_table import ResidualTable
 from remat_tui.app.widgets.sidebar import Sidebar
 from remat_tui.app.widgets.story_panel import StoryPanel
 from remat_tui.core.units import human_bytes
+
+if TYPE_CHECKING:
+    from textual.screen import Screen
+
+    from remat_tui.app.state.drawing import Drawing
+    from remat_tui.core.model import Analysis, Residual
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 NO_LINES: frozenset[int] = frozenset()
 PANES = ("#forward", "#backward", "#residuals", "#source")
@@ -33,12 +43,12 @@ PANES = ("#forward", "#backward", "#residuals", "#source")
 class View:
     """Where the user was, to come back to after a reload."""
 
-    offsets: dict[str, tuple[int, int]]  # pane id -> scroll offset
+    offsets: dict[str, tuple[int, ...]]  # pane id -> scroll offset (x, y)
     cursor: int
     residual: tuple | None  # what the selected residual was (see `_identity`)
 
 
-def _identity(r) -> tuple:
+def _identity(r: Residual) -> tuple:
     return (r.aval, r.kind, r.primitive, r.name, r.argument)
 
 
@@ -59,23 +69,36 @@ class Lists:
     in_vain: frozenset = frozenset()
 
 
+W = TypeVar("W", bound=Widget)  # a widget class queried for
+
+
 class ShownView:
     """Paints the main screen (`screen`)'s widgets with what it is given."""
 
-    def __init__(self, screen) -> None:
+    def __init__(self, screen: Screen) -> None:
         self.screen = screen
         self.sources: dict[str, list[str]] = {}  # the files the source pane has shown
         self.source_file: str | None = None
-        self.analysis = None  # the analysis drawn last, with its Drawing
-        self.drawing = None
+        self.analysis: Analysis | None = None  # the analysis drawn last, with its Drawing
+        self.drawing: Drawing | None = None
         self.target_file: str | None = None  # shown for a residual with no line of its own
-        self.compiled = None  # the shown analysis's compile, once known: the story's XLA part
+        self.compiled: Compiled | None = None  # the shown analysis's compile, once known
         self.view: View | None = None  # remembered before a reload (`remember_view`)
 
-    def query_one(self, selector, expect_type=None):
-        return self.screen.query_one(selector, expect_type)
+    @overload
+    def query_one(self, selector: type[W]) -> W: ...
+    @overload
+    def query_one(self, selector: str, expect_type: type[W]) -> W: ...
+    @overload
+    def query_one(self, selector: str) -> Widget: ...
+    def query_one(
+        self, selector: str | type[Widget], expect_type: type[Widget] | None = None
+    ) -> Widget:
+        if isinstance(selector, str) and expect_type is not None:
+            return self.screen.query_one(selector, expect_type)
+        return self.screen.query_one(selector)
 
-    def draw(self, a, drawing, target_file: str | None) -> None:
+    def draw(self, a: Analysis, drawing: Drawing, target_file: str | None) -> None:
         """The panes and the residual table for the analysis `a` (its Drawing
         `drawing`, made once per analysis); the error line cleared."""
         self.analysis, self.drawing, self.target_file = a, drawing, target_file
@@ -104,12 +127,12 @@ class ShownView:
         table.border_title = f"Residuals  {len(a.residuals)} · {device}{host}"
         self.select_residual(table.selected if a.residuals else -1)
 
-    def select_residual(self, index: int) -> None:
+    def select_residual(self, index: int | None) -> None:
         self._tell(index)
         a = self.analysis
         fwd = self.query_one("#forward", CodeView)
         bwd = self.query_one("#backward", CodeView)
-        if a is None or not 0 <= index < len(a.residuals):
+        if a is None or index is None or not 0 <= index < len(a.residuals):
             fwd.selected = bwd.selected = frozenset()
             return
         r = a.residuals[index]
@@ -139,13 +162,13 @@ class ShownView:
         panel.display = not panel.display
         self._tell(self.query_one(ResidualTable).selected)
 
-    def show_compiled(self, compiled) -> None:
+    def show_compiled(self, compiled: Compiled | None) -> None:
         """The compile of the analysis shown (None: none yet, or p is off)."""
         if compiled is not self.compiled:
             self.compiled = compiled
             self._tell(self.query_one(ResidualTable).selected)
 
-    def _tell(self, index) -> None:
+    def _tell(self, index: int | None) -> None:
         panel = self.query_one(StoryPanel)
         if panel.display and self.analysis is not None:
             panel.tell(self.analysis, -1 if index is None else index, self.compiled)
@@ -154,7 +177,8 @@ class ShownView:
         """Show `path` in the source pane, its residual-producing lines marked, and
         select `line` (0-based) if given."""
         pane = self.query_one("#source", CodeView)
-        marked = self.drawing.source_lines.get(path, NO_LINES) if path else NO_LINES
+        drawn = self.drawing  # None before the first analysis is drawn: nothing marked
+        marked = drawn.source_lines.get(path, NO_LINES) if path and drawn is not None else NO_LINES
         if path and path != self.source_file:
             if path not in self.sources:
                 try:
@@ -189,7 +213,7 @@ class ShownView:
             self.query_one(ResidualTable).select(index)
         self.show_source(path, line - 1)
 
-    def forget_sources(self, saved) -> None:
+    def forget_sources(self, saved: Iterable[str]) -> None:
         """The files `saved` (paths, real paths alike) changed on disk: read
         them again when next shown."""
         for path in list(self.sources):
@@ -214,7 +238,7 @@ class ShownView:
             lines = len(Content(python).wrap(width))
             snippet.update(python, layout=lines != len(Content(old).wrap(width)))
 
-    def set_status(self, text) -> None:
+    def set_status(self, text: str | Content) -> None:
         self.query_one("#status", Static).update(text, layout=False)
 
     # ---- the error line ---------------------------------------------------------------
@@ -265,7 +289,7 @@ class ShownView:
         sidebar.names_scope(lists.scope)
         sidebar.show_names(lists.names, lists.states, lists.infos, lists.in_vain)
 
-    def show_devices(self, devices, current: str | None) -> None:
+    def show_devices(self, devices: Sequence[str], current: str | None) -> None:
         self.query_one(Sidebar).show_device(devices, current)
 
     # ---- where the user was, across a reload --------------------------------------------
@@ -279,7 +303,7 @@ class ShownView:
         offsets = {pane: tuple(self.query_one(pane).scroll_offset) for pane in PANES}
         self.view = View(offsets, table.selected or 0, residual)
 
-    def restore_view(self, a) -> None:
+    def restore_view(self, a: Analysis) -> None:
         """After the reloaded analysis `a` is drawn: the same residual selected
         (the nearest of the same kind, else the same row) and every pane
         scrolled back. Nothing when no view was remembered."""

@@ -10,8 +10,9 @@ per item, an id and a label each) is one more OptionList in `compose`, a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import ComposeResult
@@ -23,7 +24,22 @@ from textual.widgets.option_list import Option
 
 from remat_tui.core.units import human_bytes, human_flops
 
+if TYPE_CHECKING:
+    from collections.abc import Set as AbstractSet
+
+    from textual.widget import Widget
+
+    from remat_tui.core.model import NamedValue
+    from remat_tui.core.places import Site
+
 NAME_MARKS = {"recompute": "R", "save": "S", "offload": "O"}
+
+
+def _id(option: Option) -> str:
+    """An option's id: each the lists hold is given one (a spec, a device, a
+    site's id, a name)."""
+    assert option.id is not None
+    return option.id
 
 
 def policy_label(index: int, spec: str, current: bool) -> str:
@@ -35,7 +51,9 @@ def policy_label(index: int, spec: str, current: bool) -> str:
 SPARES_NONE = "⊘"  # marks a name whose saving spares (almost) no recompute
 
 
-def name_label(name: str, states: dict[str, str], info, in_vain: bool = False) -> str:
+def name_label(
+    name: str, states: dict[str, str], info: NamedValue | None, in_vain: bool = False
+) -> str:
     """`info` is the shown analysis's NameInfo for `name`, or None; `in_vain`:
     saving it alone spares (almost) no recompute (core/search/name_verdicts.py)."""
     mark = NAME_MARKS[states.get(name, "recompute")] if states else "·"
@@ -49,7 +67,7 @@ def name_label(name: str, states: dict[str, str], info, in_vain: bool = False) -
     return f"{mark} {name}{f' {SPARES_NONE}' if in_vain else ''}{size}"
 
 
-def site_label(site) -> str:
+def site_label(site: Site) -> str:
     """Two lines: `*1 ×24 block model.py:93` (`*` when the analysis overrides
     the code's policy; the trip count before the name, so that a long name,
     `Encoder1DBlock.__call__`, is what the list's ellipsis cuts, never `×12`),
@@ -67,7 +85,7 @@ def site_label(site) -> str:
     return f"{mark}{site.id}{times} {site.function}{where}\n   {cost}{policy}"
 
 
-def focus_now(widget) -> None:
+def focus_now(widget: Widget) -> None:
     """Focus `widget` before the next key is handled. Widget.focus() defers it, so
     keys typed ahead (`d` `down` `enter`) went to the widget focused before."""
     widget.screen.set_focus(widget)
@@ -154,7 +172,7 @@ class Sidebar(Vertical):
             listed.append((current, policy_label(10, current, True)))
         relabel(options, listed, current)
 
-    def show_sites(self, sites) -> None:
+    def show_sites(self, sites: Sequence[Site]) -> None:
         """List the shown analysis's checkpoint sites; the list hides when there are none."""
         options = self.query_one("#sites", OptionList)
         options.display = bool(sites)
@@ -169,7 +187,7 @@ class Sidebar(Vertical):
         sites = self.query_one("#sites", OptionList)
         if not sites.display or sites.highlighted is None:
             return None
-        return int(sites.get_option_at_index(sites.highlighted).id)
+        return int(_id(sites.get_option_at_index(sites.highlighted)))
 
     def focus_sites(self) -> bool:
         """Focus the Sites list; False when the function has no sites."""
@@ -184,7 +202,11 @@ class Sidebar(Vertical):
         names.border_title = f"Names at {scope}" if scope else "Names"
 
     def show_names(
-        self, names: Sequence[str], states: dict[str, str], infos, in_vain=frozenset()
+        self,
+        names: Sequence[str],
+        states: dict[str, str],
+        infos: Iterable[NamedValue],
+        in_vain: AbstractSet[str] = frozenset(),
     ) -> None:
         """List `names` with their state (R S O, or · when `states` is empty),
         for those in `infos` (the shown analysis's NameInfos) their sizes, and
@@ -230,17 +252,17 @@ class Sidebar(Vertical):
     @on(OptionList.OptionSelected, "#policies")
     def _policy_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.post_message(self.PolicyChosen(event.option.id))
+        self.post_message(self.PolicyChosen(_id(event.option)))
 
     @on(OptionList.OptionSelected, "#devices")
     def _device_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.post_message(self.DeviceChosen(event.option.id))
+        self.post_message(self.DeviceChosen(_id(event.option)))
 
     @on(OptionList.OptionSelected, "#sites")
     def _site_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.post_message(self.SiteChosen(int(event.option.id)))
+        self.post_message(self.SiteChosen(int(_id(event.option))))
 
     @on(OptionList.OptionHighlighted, "#sites")
     def _site_highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -253,4 +275,4 @@ class Sidebar(Vertical):
     @on(OptionList.OptionSelected, "#names")
     def _name_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.post_message(self.NameChosen(event.option.id))
+        self.post_message(self.NameChosen(_id(event.option)))

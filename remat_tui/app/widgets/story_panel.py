@@ -12,6 +12,8 @@ keeps the result for the next selection.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from textual.content import Content
 from textual.widgets import Static
 
@@ -19,17 +21,21 @@ from remat_tui.core.units import human_bytes
 from remat_tui.report import story
 from remat_tui.report.phrases import what, where
 
+if TYPE_CHECKING:
+    from remat_tui.core.model import Analysis
+    from remat_tui.core.xla.compiled_numbers import Compiled
+
 NOT_COMPILED = "p compiles this configuration: then what XLA made of it"
 
 
 class StoryPanel(Static):
     """The story of one residual, in a few lines."""
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__("", markup=False, **kwargs)
         self._linked: tuple | None = None  # (id of analysis, id of compile, residuals told)
 
-    def tell(self, a, index: int, compiled) -> None:
+    def tell(self, a: Analysis, index: int, compiled: Compiled | None) -> None:
         """Say residual `index` of the analysis `a`; `compiled` is its compile
         (a Compiled), or None while there is none."""
         if a is None or not 0 <= index < len(a.residuals):
@@ -42,14 +48,14 @@ class StoryPanel(Static):
         if r.story is not None and r.story.xla is None:
             missing = NOT_COMPILED if compiled is None else "no breakdown of the compile"
             rows.append(("XLA", missing))
-        parts = [Content.styled(head, "bold")]
+        parts: list[Content | str] = [Content.styled(head, "bold")]
         for label, words in rows:
             parts += ["\n", Content.styled(f"{label:<8} ", "dim"), _words(words)]
         text = Content.assemble(*parts)
         self.border_title = "Why it is saved (y)"
         self.update(text)
 
-    def _told(self, a, compiled) -> list:
+    def _told(self, a: Analysis, compiled: Compiled | None) -> list:
         """`a`'s residuals, each with what XLA made of it where `compiled` says."""
         if compiled is None or getattr(compiled, "memory", None) is None:
             return a.residuals

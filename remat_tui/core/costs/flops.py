@@ -59,17 +59,17 @@ class Count:
         return Count(self.flops + other.flops, self.exact and other.exact)
 
 
-def count(jaxpr) -> Count:
+def count(jaxpr: jc.Jaxpr) -> Count:
     """FLOPs of running `jaxpr` (a Jaxpr or ClosedJaxpr) once."""
     jaxpr = jc.open_jaxpr(jaxpr)
     return _Counter().jaxpr(jaxpr)
 
 
 class _Counter:
-    def __init__(self):
+    def __init__(self) -> None:
         self.memo: dict[int, Count] = {}
 
-    def jaxpr(self, jaxpr) -> Count:
+    def jaxpr(self, jaxpr: jc.Jaxpr) -> Count:
         key = id(jaxpr)
         found = self.memo.get(key)
         if found is None:
@@ -85,13 +85,13 @@ class _Counter:
         return found
 
 
-def is_leaf(eqn) -> bool:
+def is_leaf(eqn: jc.JaxprEqn) -> bool:
     """Whether the equation is counted by its own rule (eqn_flops), not by its
     bodies (combine)."""
     return has_own_rule(eqn) or not jc.bodies(eqn)
 
 
-def combine(eqn, subs: Iterable[tuple]) -> Count:
+def combine(eqn: jc.JaxprEqn, subs: Iterable[tuple]) -> Count:
     """The count of an equation holding jaxprs, given (jaxcompat.Body, its
     Count) for each body it runs (a caller may pass only part of a body's
     work, as linemap does for recomputation)."""
@@ -111,7 +111,7 @@ def combine(eqn, subs: Iterable[tuple]) -> Count:
     return Count(flops, exact)
 
 
-def count_dots(jaxpr) -> tuple[int, int]:
+def count_dots(jaxpr: jc.Jaxpr) -> tuple[int, int]:
     """(dot_general equations, those without batch dimensions), bodies included:
     what tells whether a dots-without-batch-dims policy can save anything."""
     total = unbatched = 0

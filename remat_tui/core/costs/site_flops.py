@@ -19,16 +19,25 @@ backward pass runs them last first.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.costs import flops
 from remat_tui.core.jaxcompat.primitives import eqn_flops, has_own_rule
-from remat_tui.core.model import Site, SiteFlops
+from remat_tui.core.model import Site, SiteFlops, Source
 from remat_tui.core.setup import policies
 
 
-def attach(sites: list[Site], primal, bwd, recompute, prefer_dir, declared) -> list[Site]:
+def attach(
+    sites: list[Site],
+    primal: Any,
+    bwd: jc.Jaxpr,
+    recompute: Any,
+    prefer_dir: str | None,
+    declared: dict[str, Callable] | None,
+) -> list[Site]:
     """`sites` (as shown, overrides set) with their `flops`; `primal` is the
     program they were found in (core/trace/primal.py), `bwd` the backward jaxpr and
     `recompute` its Recomputation (core/trace/recomputation.py)."""
@@ -52,14 +61,16 @@ def attach(sites: list[Site], primal, bwd, recompute, prefer_dir, declared) -> l
     return out
 
 
-def _site_eqn(jaxpr, found):
+def _site_eqn(jaxpr: jc.Jaxpr, found: Any) -> jc.JaxprEqn:
     """The site's remat equation in the primal program, by its recorded path."""
     for i, slot in found.steps:
         jaxpr = next(b.jaxpr for b in jc.bodies(jaxpr.eqns[i]) if b.slot == slot)
     return jaxpr.eqns[found.index]
 
 
-def _owners(bwd, sites: list[Site], prefer_dir, declared) -> dict[int, int]:
+def _owners(
+    bwd: jc.Jaxpr, sites: list[Site], prefer_dir: str | None, declared: dict[str, Callable] | None
+) -> dict[int, int]:
     """id(backward remat equation) -> the id of the site it re-runs."""
     by_call: dict[tuple, list[Site]] = {}
     for s in sites:
@@ -85,14 +96,16 @@ def _owners(bwd, sites: list[Site], prefer_dir, declared) -> dict[int, int]:
     return owners
 
 
-def _remats(jaxpr, prefer_dir):
+def _remats(
+    jaxpr: jc.Jaxpr, prefer_dir: str | None
+) -> list[tuple[jc.JaxprEqn, Source | None, int | None]]:
     """(remat equation, its user source, trip count) in program order, the
     source found as core/trace/sites.py finds a site's `called_at`: inside a
     scan body the line that entered the scan stands in for frames a library's
     scan leaves."""
     found = []
 
-    def walk(j, trip, outer_source):
+    def walk(j: jc.Jaxpr, trip: int | None, outer_source: Source | None) -> None:
         for eqn in j.eqns:
             held = jc.bodies(eqn)
             if not held:
@@ -118,7 +131,7 @@ class _Attributor:
         # A body's split depends only on the site around it: memoised per use.
         self.memo: dict[tuple[int, int | None], dict] = {}
 
-    def jaxpr(self, jaxpr, current: int | None) -> dict[int | None, flops.Count]:
+    def jaxpr(self, jaxpr: jc.Jaxpr, current: int | None) -> dict[int | None, flops.Count]:
         key = (id(jaxpr), current)
         if key in self.memo:
             return self.memo[key]

@@ -31,8 +31,10 @@ from remat_tui.core.jaxcompat.bodies import (
     scan_layout,
 )
 from remat_tui.core.jaxcompat.objects import (
+    Atom,
     DropVar,
     Jaxpr,
+    JaxprEqn,
     Literal,
     Var,
     consts_of,
@@ -42,6 +44,7 @@ from remat_tui.core.jaxcompat.objects import (
     open_jaxpr,
     short,
 )
+from remat_tui.core.jaxcompat.policies import Policy
 from remat_tui.core.jaxcompat.printing import EqnRef, Region, format_jaxpr
 from remat_tui.core.jaxcompat.program import Linear, linear_program, primitive_name, tpu_chips_here
 from remat_tui.core.jaxcompat.remat import (
@@ -68,7 +71,8 @@ from remat_tui.core.jaxcompat.sources import (
 from remat_tui.core.jaxcompat.version import JaxChanged, expects, untested_message, version_tuple
 
 __all__ = [
-    "HI_BODY", "Body", "DropVar", "EqnRef", "JaxChanged", "Jaxpr", "Literal", "Region", "Var",
+    "HI_BODY", "Atom", "Body", "DropVar", "EqnRef", "JaxChanged", "Jaxpr", "JaxprEqn", "Literal",
+    "Policy", "Region", "Var",
     "bodies", "calling_file", "checkpoint_name", "consts_of", "differentiates_bodies",
     "eval_jaxpr", "expects", "format_jaxpr", "frames_key", "fresh_var", "is_host", "is_jit",
     "is_remat",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from remat_tui.core.jaxcompat import remat
-from remat_tui.core.jaxcompat.objects import is_jaxpr, like, open_jaxpr
+from remat_tui.core.jaxcompat.objects import Jaxpr, JaxprEqn, is_jaxpr, like, open_jaxpr
 from remat_tui.core.jaxcompat.version import JaxChanged, expects
 
 Slot = tuple[str, Any]  # (param name, index within a tuple param or None)
@@ -36,7 +36,7 @@ class Body:
     iterations: int | None = None  # a scan's length: each value it stacks is one per iteration
 
 
-def bodies(eqn) -> tuple[Body, ...]:
+def bodies(eqn: JaxprEqn) -> tuple[Body, ...]:
     """The jaxprs `eqn` runs, in the order JAX lists them in its params."""
     name = eqn.primitive.name
     if name in _LEAVES:
@@ -59,14 +59,14 @@ _HI = frozenset({"call_hi_primitive", "call_hi_primitive_linearized"})  # it dep
 
 
 @expects("a scan equation with jaxpr and length")
-def _scan(eqn) -> tuple[Body, ...]:
+def _scan(eqn: JaxprEqn) -> tuple[Body, ...]:
     body = open_jaxpr(eqn.params["jaxpr"])
     length = eqn.params["length"]
     return (Body(body, ("jaxpr", None), tuple(eqn.invars), True, runs=length, iterations=length),)
 
 
 @expects("a while equation with cond_jaxpr, body_jaxpr and their const counts")
-def _while(eqn) -> tuple[Body, ...]:
+def _while(eqn: JaxprEqn) -> tuple[Body, ...]:
     p, ins = eqn.params, list(eqn.invars)
     cond_n, body_n = p["cond_nconsts"], p["body_nconsts"]
     carry = ins[cond_n + body_n :]
@@ -79,7 +79,7 @@ def _while(eqn) -> tuple[Body, ...]:
 
 
 @expects("a cond equation with branches")
-def _cond(eqn) -> tuple[Body, ...]:
+def _cond(eqn: JaxprEqn) -> tuple[Body, ...]:
     ins = tuple(eqn.invars[1:])  # the first input picks the branch
     return tuple(
         Body(open_jaxpr(b), ("branches", i), ins, True, alternative=True)
@@ -88,7 +88,7 @@ def _cond(eqn) -> tuple[Body, ...]:
 
 
 @expects("a shard_map equation with jaxpr and mesh")
-def _shard_map(eqn) -> tuple[Body, ...]:
+def _shard_map(eqn: JaxprEqn) -> tuple[Body, ...]:
     p = eqn.params
     shape = getattr(p.get("mesh"), "shape", None) or {}
     axes = p.get("newly_manual_axes", p.get("manual_axes", shape.keys()))
@@ -98,7 +98,7 @@ def _shard_map(eqn) -> tuple[Body, ...]:
 
 
 @expects("a custom_linear_solve equation with jaxprs (matvec, vecmat, solve, transpose_solve)")
-def _linear_solve(eqn) -> tuple[Body, ...]:
+def _linear_solve(eqn: JaxprEqn) -> tuple[Body, ...]:
     held = eqn.params["jaxprs"]
     out = []
     for field in held._fields:
@@ -110,7 +110,7 @@ def _linear_solve(eqn) -> tuple[Body, ...]:
     return tuple(out)
 
 
-def _jit(eqn) -> tuple[Body, ...]:
+def _jit(eqn: JaxprEqn) -> tuple[Body, ...]:
     """A jit's one body, read straight from its `jaxpr` param (what _generic
     finds there, without looking through every other param: a jit's tuples of
     shardings and donations are as long as its inputs, and analyses ask a
@@ -124,7 +124,7 @@ def _jit(eqn) -> tuple[Body, ...]:
     return (Body(body, ("jaxpr", None), ins, len(body.outvars) == len(eqn.outvars)),)
 
 
-def _generic(eqn) -> tuple[Body, ...]:
+def _generic(eqn: JaxprEqn) -> tuple[Body, ...]:
     """Any other primitive holding jaxprs: each read as a call when its inputs
     and outputs line up with the equation's, else with its wiring unknown."""
     out = []
@@ -142,7 +142,7 @@ def _generic(eqn) -> tuple[Body, ...]:
     return tuple(out)
 
 
-def _param_slots(eqn) -> Iterator[tuple[Slot, Any]]:
+def _param_slots(eqn: JaxprEqn) -> Iterator[tuple[Slot, Any]]:
     for key, value in eqn.params.items():
         if isinstance(value, tuple):
             for i, v in enumerate(value):
@@ -168,7 +168,7 @@ _RULES = {
 }
 
 
-def is_jit(eqn) -> bool:
+def is_jit(eqn: JaxprEqn) -> bool:
     """A jit; in the linear program `jax.vjp` returns, JAX 0.12 binds a jit's
     linear part as `vjp_node[jit]` (adapter "vjp nodes")."""
     return eqn.primitive.name in ("jit", "pjit", "vjp_node[jit]")
@@ -181,12 +181,12 @@ _NOT_DIFFERENTIATED = frozenset(
 )
 
 
-def differentiates_bodies(eqn) -> bool:
+def differentiates_bodies(eqn: JaxprEqn) -> bool:
     return eqn.primitive.name not in _NOT_DIFFERENTIATED
 
 
 @expects("a scan equation with num_consts and num_carry, or ft_in (JAX 0.12)")
-def scan_layout(eqn) -> tuple[int, int] | None:
+def scan_layout(eqn: JaxprEqn) -> tuple[int, int] | None:
     """(num_consts, num_carry) of a scan equation; None for anything else."""
     if eqn.primitive.name != "scan":
         return None
@@ -199,14 +199,14 @@ def scan_layout(eqn) -> tuple[int, int] | None:
     return len(list(consts)), len(list(carry))
 
 
-def replace_body(eqn, slot: Slot, new, wrapped: dict | None = None):
+def replace_body(eqn: JaxprEqn, slot: Slot, new: Jaxpr, wrapped: dict | None = None) -> JaxprEqn:
     """`eqn` with the body at `slot` replaced by the open jaxpr `new`. With
     `wrapped` (id of an old closed jaxpr -> its replacement), a closed jaxpr
     shared by several equations is replaced by one shared object, as JAX's
     printer needs to print it once."""
     key, index = slot
 
-    def like_once(old_value):
+    def like_once(old_value: Any) -> Any:
         if wrapped is None:
             return like(old_value, new)
         if id(old_value) not in wrapped:
@@ -230,7 +230,7 @@ def replace_body(eqn, slot: Slot, new, wrapped: dict | None = None):
     return eqn.replace(params={**eqn.params, key: value})
 
 
-def nested_eqns(jaxpr, trip: int = 1) -> Iterator[tuple[Any, int]]:
+def nested_eqns(jaxpr: Jaxpr, trip: int = 1) -> Iterator[tuple[JaxprEqn, int]]:
     """Every equation in `jaxpr` and the bodies it holds, with how many times it
     runs per run of `jaxpr` (enclosing scan lengths multiplied; a loop's
     unknown count taken as 1). A body shared by several equations is walked

@@ -215,7 +215,7 @@ def parse_buffer_assignment(text: str) -> tuple[Allocation, ...]:
     head: re.Match | None = None
     values: list[Value] = []
 
-    def close():
+    def close() -> None:
         if head is not None:
             out.append(_allocation(head, values))
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from remat_tui.core.jaxcompat.objects import Var
+from remat_tui.core.jaxcompat.objects import JaxprEqn, Var
+from remat_tui.core.jaxcompat.policies import Policy
 from remat_tui.core.jaxcompat.remat import policy_question
 from remat_tui.core.jaxcompat.version import expects
 
@@ -26,7 +27,7 @@ class Decision:
     dst: str | None = None
 
 
-def decide(policy, eqn) -> Decision:
+def decide(policy: Policy, eqn: JaxprEqn) -> Decision:
     """`policy`'s decision at `eqn`, called exactly as JAX's partial evaluation
     calls it on the equations under a checkpoint (it ran on this very
     equation while JAX traced, so it does not raise now): `policy_question`
@@ -36,7 +37,7 @@ def decide(policy, eqn) -> Decision:
 
 
 @expects("a checkpoint policy answering a bool, Saveable, Recompute or Offloadable")
-def read(answer) -> Decision:
+def read(answer: object) -> Decision:
     """A policy's answer in one word."""
     if isinstance(answer, bool):
         return Decision(SAVE if answer else RECOMPUTE)
@@ -50,14 +51,14 @@ def read(answer) -> Decision:
     raise KeyError(f"a policy answer of type {kind}")
 
 
-def is_dot(eqn) -> bool:
+def is_dot(eqn: JaxprEqn) -> bool:
     return eqn.primitive.name == "dot_general"
 
 
-def is_conv(eqn) -> bool:
+def is_conv(eqn: JaxprEqn) -> bool:
     return eqn.primitive.name == "conv_general_dilated"
 
 
-def reads(eqn, var) -> bool:
+def reads(eqn: JaxprEqn, var: object) -> bool:
     """Whether `eqn` takes `var` among its inputs."""
     return any(v is var for v in eqn.invars if isinstance(v, Var))

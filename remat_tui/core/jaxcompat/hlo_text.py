@@ -198,7 +198,9 @@ def strip_layout(shape: str) -> str:
     return re.sub(r"\s+", " ", "".join(out)).strip()
 
 
-def _metadata(line: str, frames: dict[int, tuple[Frame, ...]]):
+def _metadata(
+    line: str, frames: dict[int, tuple[Frame, ...]]
+) -> tuple[str | None, tuple[Frame, ...]]:
     m = _META.search(line)
     if not m:
         return None, ()
@@ -314,7 +316,9 @@ def recomputes(op_name: str | None) -> bool:
     rematted computation (remat2 puts it after the transpose, as
     '.../checkpoint/rematted_computation/...'; remat3 inside it, as
     'transpose(jvp(rematted_computation))/...')."""
-    return phase(op_name) == "backward" and "rematted_computation" in op_name
+    return (
+        phase(op_name) == "backward" and op_name is not None and "rematted_computation" in op_name
+    )
 
 
 _WHILE = re.compile(r"\swhile\(")

@@ -7,10 +7,16 @@ them functions and closures again, with other closure variable names."""
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
 from remat_tui.core.jaxcompat.version import expects
+
+# A checkpoint policy, as jax.checkpoint takes it: called with (primitive,
+# *input avals, **params), answering a bool or one of JAX's saveable objects.
+Policy = Callable[..., Any]
 
 # The closure variables of each factory's policy, by release: (saved, not saved)
 _NAME_LIST_VARS = {
@@ -20,7 +26,7 @@ _NAME_LIST_VARS = {
 
 
 @expects("a checkpoint policy built by jax.checkpoint_policies")
-def describe(policy) -> tuple[str, dict] | None:
+def describe(policy: Any) -> tuple[str, dict] | None:  # what JAX built, read by its class
     """(the jax.checkpoint_policies name that built `policy`, its arguments), or
     None for a policy of the user's own. `None` is JAX's default,
     nothing_saveable."""

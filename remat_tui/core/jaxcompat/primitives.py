@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+from remat_tui.core.jaxcompat.objects import Atom, JaxprEqn
+
 ZERO = frozenset(
     {
         # shapes and layouts
@@ -117,18 +119,18 @@ TRANSPOSED_WITHOUT_WORK = frozenset(
 )
 
 
-def has_own_rule(eqn) -> bool:
+def has_own_rule(eqn: JaxprEqn) -> bool:
     """An equation holding a jaxpr that is counted by its own rule all the same
     (the jaxpr is a combining function, such as a scatter-add's `add`)."""
     return eqn.primitive.name in OWN_RULE
 
 
-def is_copy(eqn) -> bool:
+def is_copy(eqn: JaxprEqn) -> bool:
     """A copy JAX inserts around a value (reduce_precision, device_put, ...)."""
     return eqn.primitive.name in COPIES
 
 
-def is_scalar_promotion(eqn) -> bool:
+def is_scalar_promotion(eqn: JaxprEqn) -> bool:
     """A broadcast of a scalar to shape (1,): how shard_map's partial
     evaluation carries a scalar residual out of its body
     (`_promote_scalar_residuals`). Ask also that no frame outside JAX is
@@ -139,20 +141,20 @@ def is_scalar_promotion(eqn) -> bool:
     return getattr(source, "shape", None) == () and tuple(getattr(result, "shape", ())) == (1,)
 
 
-def is_barrier(eqn) -> bool:
+def is_barrier(eqn: JaxprEqn) -> bool:
     """An optimization_barrier: each output is its input, held in place."""
     return eqn.primitive.name == "optimization_barrier"
 
 
-def is_reduce_precision(eqn) -> bool:
+def is_reduce_precision(eqn: JaxprEqn) -> bool:
     return eqn.primitive.name == "reduce_precision"
 
 
-def is_device_put(eqn) -> bool:
+def is_device_put(eqn: JaxprEqn) -> bool:
     return eqn.primitive.name == "device_put"
 
 
-def brings_from_host(eqn) -> bool:
+def brings_from_host(eqn: JaxprEqn) -> bool:
     """A device_put that brings a value offloaded to host memory back to the
     device: a transfer, not forward work done again."""
     return (
@@ -162,22 +164,24 @@ def brings_from_host(eqn) -> bool:
     )
 
 
-def _on_host(var) -> bool:
+def _on_host(var: Atom) -> bool:
     return "host" in str(getattr(var.aval, "memory_space", "")).lower()
 
 
-def transposes_without_work(eqn) -> bool:
+def transposes_without_work(eqn: JaxprEqn) -> bool:
     """Whether transposing this linear equation adds no forward work."""
     return eqn.primitive.name in TRANSPOSED_WITHOUT_WORK and not compares_cases(eqn)
 
 
-def compares_cases(eqn) -> bool:
+def compares_cases(eqn: JaxprEqn) -> bool:
     """A select_n whose selector is not boolean: its transpose compares the
     selector with each case (`eq`), forward work the linear program lacks."""
-    return eqn.primitive.name == "select_n" and eqn.invars[0].aval.dtype != bool
+    if eqn.primitive.name != "select_n":
+        return False
+    return eqn.invars[0].aval.dtype != bool  # type: ignore[attr-defined]  # as in _shape
 
 
-def dot_batch_dims(eqn) -> tuple[tuple, tuple] | None:
+def dot_batch_dims(eqn: JaxprEqn) -> tuple[tuple, tuple] | None:
     """(lhs batch dims, rhs batch dims) of a dot_general; None for anything else."""
     if eqn.primitive.name != "dot_general":
         return None
@@ -185,12 +189,17 @@ def dot_batch_dims(eqn) -> tuple[tuple, tuple] | None:
     return tuple(lhs_batch), tuple(rhs_batch)
 
 
-def _elements(var) -> int:
+def _shape(atom: Atom) -> tuple[int, ...]:
+    # JAX types `aval` as AbstractValue; an array's is a ShapedArray, with a shape
+    return atom.aval.shape  # type: ignore[attr-defined]
+
+
+def _elements(var: Atom) -> int:
     shape = getattr(var.aval, "shape", None)
     return math.prod(shape) if shape is not None else 0
 
 
-def eqn_flops(eqn) -> int:
+def eqn_flops(eqn: JaxprEqn) -> int:
     """FLOPs of one equation by its own rule (its bodies, if any, not counted)."""
     name = eqn.primitive.name
     if name in ZERO:
@@ -213,28 +222,28 @@ def eqn_flops(eqn) -> int:
     return sum(_elements(v) for v in eqn.outvars)
 
 
-def _dot(eqn) -> int:
+def _dot(eqn: JaxprEqn) -> int:
     (_, rhs_contract), (_, rhs_batch) = eqn.params["dimension_numbers"]
-    lhs, rhs = eqn.invars[0].aval.shape, eqn.invars[1].aval.shape
+    lhs, rhs = _shape(eqn.invars[0]), _shape(eqn.invars[1])
     skip = set(rhs_contract) | set(rhs_batch)
     rhs_free = math.prod(d for i, d in enumerate(rhs) if i not in skip)
     return 2 * math.prod(lhs) * rhs_free
 
 
-def _ragged_dot(eqn) -> int:
+def _ragged_dot(eqn: JaxprEqn) -> int:
     numbers = eqn.params["ragged_dot_dimension_numbers"]
     (_, rhs_contract), (_, rhs_batch) = numbers.dot_dimension_numbers
-    lhs, rhs = eqn.invars[0].aval.shape, eqn.invars[1].aval.shape
+    lhs, rhs = _shape(eqn.invars[0]), _shape(eqn.invars[1])
     skip = set(rhs_contract) | set(rhs_batch) | set(numbers.rhs_group_dimensions)
     rhs_free = math.prod(d for i, d in enumerate(rhs) if i not in skip)
     return 2 * math.prod(lhs) * rhs_free
 
 
-def _conv(eqn) -> int:
+def _conv(eqn: JaxprEqn) -> int:
     p = eqn.params
     lhs_spec, rhs_spec, out_spec = p["dimension_numbers"]
-    lhs, rhs = eqn.invars[0].aval.shape, eqn.invars[1].aval.shape
-    out = eqn.outvars[0].aval.shape
+    lhs, rhs = _shape(eqn.invars[0]), _shape(eqn.invars[1])
+    out = _shape(eqn.outvars[0])
     lhs_dil = p.get("lhs_dilation") or (1,) * (len(lhs) - 2)
     rhs_dil = p.get("rhs_dilation") or (1,) * (len(lhs) - 2)
     # per output element and real tap: rhs input features multiply-adds

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from remat_tui.core.jaxcompat.bodies import bodies, replace_body
+from remat_tui.core.jaxcompat.objects import Jaxpr
 from remat_tui.core.jaxcompat.private import core as _core
 
 
@@ -24,7 +25,7 @@ class EqnRef:
 Region = tuple[int, int, EqnRef]  # start column, end column, equation
 
 
-def format_jaxpr(jaxpr) -> tuple[str, list[list[Region]]]:
+def format_jaxpr(jaxpr: Jaxpr) -> tuple[str, list[list[Region]]]:
     """`str(jaxpr)` plus, for every output line, the regions of it that each
     equation drew. The text is identical to `str(jaxpr)`: tracebacks are not
     printed, so swapping them for references changes only the source map."""
@@ -45,11 +46,11 @@ class _Tagger:
     printer still pulls them out as `let` bindings exactly as for the original.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.done: dict[int, Any] = {}
         self.wrapped: dict[int, Any] = {}  # closed jaxprs, shared as in the original
 
-    def jaxpr(self, jaxpr, path: tuple[int, ...]):
+    def jaxpr(self, jaxpr: Jaxpr, path: tuple[int, ...]) -> Jaxpr:
         key = id(jaxpr)
         if key in self.done:
             return self.done[key]

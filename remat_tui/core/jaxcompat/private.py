@@ -4,6 +4,8 @@ private modules a JAX release must still have are listed in one place."""
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from jax._src import ad_checkpoint, api_util, source_info_util
 from jax._src import core as core
 
@@ -12,14 +14,14 @@ from jax._src import core as core
 CALLBACK_LOGGER = "jax._src.callback"
 
 
-def dispatch():
+def dispatch() -> ModuleType:
     """JAX's dispatch module (its runtime effect tokens), imported on first use."""
     from jax._src import dispatch as module
 
     return module
 
 
-def hardware_utils():
+def hardware_utils() -> ModuleType:
     """JAX's TPU chip probe, imported on first use (only when libtpu is installed)."""
     from jax._src import hardware_utils as module
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from remat_tui.core.jaxcompat.objects import Jaxpr
+from remat_tui.core.jaxcompat.objects import Jaxpr, JaxprEqn
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class Linear:
     tangents: tuple  # its inputs that hold the tangents of the primal arguments
 
 
-def linear_program(vjp, num_args: int) -> Linear | None:
+def linear_program(vjp: object, num_args: int) -> Linear | None:
     """The linear program behind the function `jax.vjp` returned for `num_args`
     flattened arguments (also on the shape-only copy `return_shape=True`
     gives), or None if this JAX's vjp does not expose it. Adapter "linear
@@ -47,12 +48,12 @@ def tpu_chips_here() -> int:
     return hardware_utils().num_available_tpu_chips_and_device_id()[0]
 
 
-def primitive_name(eqn) -> str:
+def primitive_name(eqn: JaxprEqn) -> str:
     return eqn.primitive.name
 
 
 @contextlib.contextmanager
-def callback_errors_unlogged():
+def callback_errors_unlogged() -> Iterator[None]:
     """While a compiled step runs for measuring: a host callback that raises
     is not also logged by JAX (with a traceback of the caller's frames); the
     error reaches the caller, which says it once."""

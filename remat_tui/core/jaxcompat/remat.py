@@ -5,8 +5,12 @@ with `JAX_REMAT3=1` on JAX 0.11+, remat3 (`call_hi_primitive` equations whose
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 
+from remat_tui.core.jaxcompat.objects import Jaxpr, JaxprEqn
+from remat_tui.core.jaxcompat.policies import Policy
 from remat_tui.core.jaxcompat.private import ad_checkpoint as _ac
 from remat_tui.core.jaxcompat.sources import in_library, outermost_own_function
 from remat_tui.core.jaxcompat.version import expects
@@ -14,7 +18,7 @@ from remat_tui.core.jaxcompat.version import expects
 remat_p = _ac.remat_p
 name_p = _ac.name_p
 # Adapter "remat3" (JAX 0.11+): the hi-primitive classes; None before them.
-RematTraced = getattr(_ac, "RematTraced", None)
+RematTraced: Any = getattr(_ac, "RematTraced", None)
 _NAME_CLASSES = tuple(
     c for c in (getattr(_ac, "CheckpointName", None), getattr(_ac, "CheckpointNameFwd", None)) if c
 )
@@ -26,13 +30,13 @@ def remat3_enabled() -> bool:
     return bool(state)
 
 
-def _hi(eqn):
+def _hi(eqn: JaxprEqn) -> Any:
     """The hi-primitive object of a `call_hi_primitive` equation, else None
     (a linearized one, in the linear program, is not a checkpoint)."""
     return eqn.params.get("_prim") if eqn.primitive.name == "call_hi_primitive" else None
 
 
-def is_remat(eqn) -> bool:
+def is_remat(eqn: JaxprEqn) -> bool:
     """A jax.checkpoint equation: in the backward pass, it re-runs forward work."""
     if eqn.primitive is remat_p:
         return True
@@ -40,14 +44,14 @@ def is_remat(eqn) -> bool:
 
 
 @expects("a checkpoint equation to hold its body jaxpr")
-def remat_body(eqn):
+def remat_body(eqn: JaxprEqn) -> Jaxpr:
     """The open jaxpr a checkpoint equation runs."""
     hi = _hi(eqn)
     return hi.jaxpr if hi is not None else eqn.params["jaxpr"]
 
 
 @expects("a checkpoint equation to hold its policy")
-def remat_policy(eqn):
+def remat_policy(eqn: JaxprEqn) -> Policy | None:
     """The policy a checkpoint equation was bound with (None: JAX's default,
     nothing_saveable; remat3 also stores nothing_saveable as None)."""
     hi = _hi(eqn)
@@ -55,7 +59,7 @@ def remat_policy(eqn):
 
 
 @expects("a checkpoint equation whose policy can be replaced")
-def with_policy(eqn, policy):
+def with_policy(eqn: JaxprEqn, policy: Policy | None) -> JaxprEqn:
     """The checkpoint equation bound with `policy` instead, all else kept."""
     hi = _hi(eqn)
     if hi is None:
@@ -66,7 +70,7 @@ def with_policy(eqn, policy):
     return eqn.replace(params={**eqn.params, "_prim": rebound})
 
 
-def checkpoint_name(eqn) -> str | None:
+def checkpoint_name(eqn: JaxprEqn) -> str | None:
     """The `checkpoint_name` an equation applies, if it is one."""
     if eqn.primitive is name_p:
         return eqn.params["name"]
@@ -76,7 +80,7 @@ def checkpoint_name(eqn) -> str | None:
     return None
 
 
-def policy_question(eqn) -> tuple:
+def policy_question(eqn: JaxprEqn) -> tuple:
     """(primitive, input avals, params): what JAX asks a checkpoint policy
     about an equation. remat2 asks about the equation itself; remat3 asks
     about a checkpoint_name as `name_p` with its name (its equation is a
@@ -87,7 +91,7 @@ def policy_question(eqn) -> tuple:
     return eqn.primitive, [v.aval for v in eqn.invars], dict(eqn.params)
 
 
-def remat_function(eqn) -> str:
+def remat_function(eqn: JaxprEqn) -> str:
     """The name of the function a checkpoint equation checkpoints: as JAX
     recorded it, unless that is a library's wrapper (Linen's `core_fn`,
     Equinox's `fun_checkpoint`): then the user's function the body was

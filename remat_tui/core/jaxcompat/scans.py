@@ -8,14 +8,22 @@ user's line."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import jax
 
 from remat_tui.core.jaxcompat.bodies import scan_layout
-from remat_tui.core.jaxcompat.objects import consts_of, eval_jaxpr, like, open_jaxpr
+from remat_tui.core.jaxcompat.objects import (
+    Jaxpr,
+    JaxprEqn,
+    consts_of,
+    eval_jaxpr,
+    like,
+    open_jaxpr,
+)
+from remat_tui.core.jaxcompat.policies import Policy
 from remat_tui.core.jaxcompat.private import source_info_util
 from remat_tui.core.jaxcompat.remat import is_remat, with_policy
 from remat_tui.core.jaxcompat.sources import calling_file, outermost_own_function
@@ -36,7 +44,7 @@ class ScanLoop:
     effects: tuple[str, ...]  # the body's side effects, by name ("Debug", ...)
 
     @property
-    def open_body(self):
+    def open_body(self) -> Jaxpr:
         return open_jaxpr(self.body)
 
     def split_inputs(self, ins: list) -> tuple[list, list, list]:
@@ -46,7 +54,7 @@ class ScanLoop:
 
 
 @expects("a scan equation with length, reverse, unroll and jaxpr")
-def scan_loop(eqn) -> ScanLoop | None:
+def scan_loop(eqn: JaxprEqn) -> ScanLoop | None:
     """The loop of a scan equation; None for anything else."""
     layout = scan_layout(eqn)
     if layout is None:
@@ -64,7 +72,7 @@ def scan_loop(eqn) -> ScanLoop | None:
     )
 
 
-def body_with_policies(loop: ScanLoop, policy) -> Any:
+def body_with_policies(loop: ScanLoop, policy: Policy) -> Any:
     """The loop's closed body with every checkpoint at its top level bound
     with `policy` instead."""
     body = loop.open_body
@@ -72,14 +80,14 @@ def body_with_policies(loop: ScanLoop, policy) -> Any:
     return like(loop.body, body.replace(eqns=eqns))
 
 
-def body_step(loop: ScanLoop, body, consts: list) -> Callable:
+def body_step(loop: ScanLoop, body: Any, consts: list) -> Callable:
     """`body` (a closed body jaxpr of `loop`'s shape) as the step function a
     `jax.lax.scan` takes, `(carry, x) -> (carry, y)` with tuples of leaves,
     closing over the loop's `consts`. Its equations are bound again with
     their own source lines."""
     inner, inner_consts = open_jaxpr(body), consts_of(body)
 
-    def step(carry, x):
+    def step(carry: tuple, x: tuple) -> tuple[tuple, tuple]:
         outs = eval_jaxpr(inner, inner_consts, *consts, *carry, *x)
         return tuple(outs[: loop.num_carry]), tuple(outs[loop.num_carry :])
 
@@ -103,7 +111,7 @@ def step_name(loop: ScanLoop) -> str | None:
     return outermost_own_function(loop.open_body)
 
 
-def library_of(eqn) -> str | None:
+def library_of(eqn: JaxprEqn) -> str | None:
     """`flax.linen` or `flax.nnx` when one of Flax's lifted scans bound this
     scan (nn.scan, nnx.scan), else None: the user called jax.lax.scan."""
     path = (calling_file(eqn.source_info) or "").replace("\\", "/")
@@ -115,7 +123,7 @@ def library_of(eqn) -> str | None:
 
 
 @contextlib.contextmanager
-def traced_at(eqn):
+def traced_at(eqn: JaxprEqn) -> Iterator[None]:
     """Equations bound inside are recorded as written where `eqn` was: its
     traceback and name stack (what `jax.core.eval_jaxpr` does per equation)."""
     info = eqn.source_info

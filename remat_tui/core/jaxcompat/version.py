@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import jax
 
@@ -49,18 +51,21 @@ class JaxChanged(RematError):
         )
 
 
-def expects(what: str):
+_Adapter = TypeVar("_Adapter", bound=Callable[..., Any])
+
+
+def expects(what: str) -> Callable[[_Adapter], _Adapter]:
     """Decorator for an adapter: a lookup that fails because JAX's structure
     moved raises JaxChanged naming `what` it expected, not a raw traceback."""
 
-    def wrap(fn):
+    def wrap(fn: _Adapter) -> _Adapter:
         @functools.wraps(fn)
-        def adapter(*args, **kwargs):
+        def adapter(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
             except (KeyError, AttributeError, IndexError, TypeError) as exc:
                 raise JaxChanged(what, f"{type(exc).__name__}: {exc}") from None
 
-        return adapter
+        return adapter  # type: ignore[return-value]  # functools.wraps keeps fn's signature
 
     return wrap

@@ -16,20 +16,23 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import jax
 
+from remat_tui.core.model import Analysis
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.compiled_analysis import analyze_compiled
 from remat_tui.core.xla.same_program import program_key
 from remat_tui.errors import RematError
+from remat_tui.registry import Target
 
 BASELINE_KEY = "check"  # the baseline's own key in the JSON report: what it was made of
 DEFAULT_TOLERANCE = 0.01  # the peak may move by this share before it is a change
 
 
-def baseline(a, target, cancelled=None) -> dict:
+def baseline(a: Analysis, target: Target, cancelled: Callable[[], bool] | None = None) -> dict:
     """The JSON report of the analysis `a` of `target` (compiled), with the
     configuration it was made of and its program's hash, as `--write` saves it."""
     out = a.to_dict()
@@ -42,7 +45,7 @@ def baseline(a, target, cancelled=None) -> dict:
     return out
 
 
-def config_of(saved: dict, declared) -> Config:
+def config_of(saved: dict, declared: dict[str, Callable] | None) -> Config:
     """The configuration a baseline was made of."""
     made = saved.get(BASELINE_KEY) or {}
     sites = {int(k) if k.isdigit() else k: v for k, v in (made.get("sites") or {}).items()}
@@ -151,11 +154,11 @@ class Check:
 
 
 def check(
-    target,
+    target: Target,
     saved: dict,
     tolerance: float = DEFAULT_TOLERANCE,
     config: Config | None = None,
-    cancelled=None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> Check:
     """Analyse and compile `target` under `config` (by default the baseline's
     own) and compare it with the baseline `saved` (a JSON report)."""
@@ -208,7 +211,7 @@ def _peak(compiled: dict) -> int | None:
     return compiled.get("peak_bytes") if compiled and compiled.get("fits", True) else None
 
 
-def _require_report(saved) -> None:
+def _require_report(saved: object) -> None:
     if not isinstance(saved, dict) or saved.get("schema") != 1 or "residuals" not in saved:
         raise RematError(
             "the baseline is not a remat-tui JSON report (schema 1, with residuals): "

@@ -12,15 +12,16 @@ Configs, so a row opens in the app as it is (`Row`: core/search/row.py).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.model import Analysis
 from remat_tui.core.search.distinct import distinct
 from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
 from remat_tui.core.search.offload import judge_offloads
-from remat_tui.core.search.row import Row, row_of
+from remat_tui.core.search.rows import Row, row_of
 from remat_tui.core.search.structures import structure_candidates, structure_notes
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
@@ -34,6 +35,10 @@ from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.core.xla.peak_notes import peak_note
 from remat_tui.errors import RematError
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 
 @dataclass
@@ -68,16 +73,16 @@ class Comparison(Displayable):
 
 
 def compare(
-    fn,
+    fn: Target | Callable,
     args: tuple | None = None,
     kwargs: dict | None = None,
-    policies: list | None = None,
+    policies: Sequence[str | policies.PolicySpec] | None = None,
     sites: dict | None = None,
     compiled: bool = False,
     device: str | None = None,
     cancelled: Callable[[], bool] | None = None,
-    progress: Callable[[int, int, Config], None] | None = None,
-    on_row: Callable[[Row], None] | None = None,
+    progress: Callable[[int, int, Config], object] | None = None,
+    on_row: Callable[[Row], object] | None = None,
     measure: bool = False,
     runs: int = RUNS,
 ) -> Comparison:
@@ -113,8 +118,8 @@ def compare(
     return conclude(target, rows, baseline_analysis, base, time.perf_counter() - start)
 
 
-def conclude(target, rows: list[Row], baseline: Analysis, base: Config, seconds: float,
-             cancelled=None) -> Comparison:  # fmt: skip
+def conclude(target: Target, rows: list[Row], baseline: Analysis, base: Config, seconds: float,
+             cancelled: Callable[[], bool] | None=None) -> Comparison:  # fmt: skip
     """The Comparison of `rows` (all of them, or those made before a cancel):
     the notes that weigh rows against each other, and the Pareto marks."""
     judge_offloads(target, rows, baseline, analysed_row(target, cancelled))
@@ -125,12 +130,16 @@ def conclude(target, rows: list[Row], baseline: Analysis, base: Config, seconds:
                       structure_notes(target, base))  # fmt: skip
 
 
-def analysed_row(target, cancelled=None) -> Callable[[Config], Row]:
+def analysed_row(
+    target: Target, cancelled: Callable[[], bool] | None = None
+) -> Callable[[Config], Row]:
     """The row of any configuration of `target`, analysed (not compiled)."""
     return lambda config: row_of(row_view(trace_config(target, config, cancelled), cancelled))
 
 
-def measure_baseline(target, base: Config, compiled: bool, cancelled=None):
+def measure_baseline(
+    target: Target, base: Config, compiled: bool, cancelled: Callable[[], bool] | None = None
+) -> tuple[Analysis, int | None]:
     """The row of `base`, the configuration every other is measured against,
     and (`compiled`) the transposition FLOPs every compiled row shares
     (`transpose_flops`): both views of one trace of it."""
@@ -139,20 +148,20 @@ def measure_baseline(target, base: Config, compiled: bool, cancelled=None):
     return row, transpose_flops(trace, cancelled) if compiled else None
 
 
-def policy_spec(spec: str | policies.PolicySpec, target) -> policies.PolicySpec:
+def policy_spec(spec: str | policies.PolicySpec, target: Target) -> policies.PolicySpec:
     """A policy the API was given (text as a user types it, or a PolicySpec),
     parsed once, against the target's own policies."""
     return spec if isinstance(spec, policies.PolicySpec) else policies.parse(spec, target.policies)
 
 
 def evaluate(
-    target,
-    configs,
+    target: Target,
+    configs: Sequence[Config],
     baseline: Analysis,
-    compiled,
-    cancelled,
-    progress,
-    on_row=None,
+    compiled: bool,
+    cancelled: Callable[[], bool] | None,
+    progress: Callable[[int, int, Config], object] | None,
+    on_row: Callable[[Row], object] | None = None,
     transpose: int | None = None,
     runs: int | None = None,
 ) -> list[Row]:
@@ -162,7 +171,7 @@ def evaluate(
     each compiled row that many times (compile_row)."""
     reference = Baseline.of(baseline)
 
-    def one(numbered) -> Row:
+    def one(numbered: tuple[int, Config]) -> Row:
         i, config = numbered
         if cancelled is not None and cancelled():
             raise Cancelled()
@@ -190,7 +199,13 @@ def evaluate(
     return rows
 
 
-def compile_row(target, row: Row, cancelled=None, runs: int | None = None, run_if=None) -> None:
+def compile_row(
+    target: Target,
+    row: Row,
+    cancelled: Callable[[], bool] | None = None,
+    runs: int | None = None,
+    run_if: Callable[[Compiled], bool] | None = None,
+) -> None:
     """Compile a row's configuration and, with `runs`, run it that many times
     on its device (after a warm-up). A compile that does not fit is the row's
     answer (`fits` False), and so is a run out of memory; any other compile
@@ -224,26 +239,30 @@ def compile_row(target, row: Row, cancelled=None, runs: int | None = None, run_i
         row.notes.append(note)
 
 
-def transpose_flops(baseline: Trace, cancelled=None) -> int:
+def transpose_flops(baseline: Trace, cancelled: Callable[[], bool] | None = None) -> int:
     """The backward pass's FLOPs besides recomputation (the same under every
     configuration), read from the baseline's trace: its backward pass is
     traced now if its row did without it."""
     full = costs_view(baseline, cancelled)
-    return full.flops["backward"] - full.flops["recompute"]
+    backward = full.flops["backward"]
+    assert backward is not None  # the costs view traces the backward pass
+    return backward - full.flops["recompute"]
 
 
 def peak_notes(rows: list[Row], base: Config) -> None:
     """Note on each compiled row why its peak moved so much less than its
     residual bytes against the code as written, when it did (core/search/notes.py)."""
     written = next((r for r in rows if r.config == base), None)
-    before = ((written.compiled or {}).get("memory")) if written else None
+    if written is None:
+        return
+    before = (written.compiled or {}).get("memory")
     if before is None:
         return
     for row in rows:
         after = (row.compiled or {}).get("memory")
         if row is written or after is None:
             continue
-        flops = (written.compiled.get("flops"), row.compiled.get("flops"))
+        flops = ((written.compiled or {}).get("flops"), (row.compiled or {}).get("flops"))
         note = peak_note(
             before, after, written.saved_bytes, row.saved_bytes, base_label(base), flops=flops
         )
@@ -256,7 +275,7 @@ def base_label(base: Config) -> str:
     return "the code as written" if not base.sites else base.with_device(None).label()
 
 
-def candidates(target, baseline: Analysis, base: Config) -> list[Config]:
+def candidates(target: Target, baseline: Analysis, base: Config) -> list[Config]:
     """Every built-in policy and the target's own (outer); the name sets (each
     name saved alone, all names, each offloaded alone, all offloaded), at the
     checkpointed functions when the code has sites, else outer; for code

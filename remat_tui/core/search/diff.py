@@ -10,14 +10,17 @@ its position in either list. JAX words every stacked output of a scan alike
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from remat_tui.core.display import Displayable
+from remat_tui.core.model import Analysis, Residual
 from remat_tui.core.search.compare import Row, row_of
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import costs_view
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.trace.traced import trace_config
+from remat_tui.registry import Target
 
 
 @dataclass
@@ -66,7 +69,14 @@ class Diff(Displayable):
         }
 
 
-def diff(fn, a: Config, b: Config, args=None, kwargs=None, cancelled=None) -> Diff:
+def diff(
+    fn: Target | Callable,
+    a: Config,
+    b: Config,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> Diff:
     """Analyse both configurations (lean: no jaxpr text) and match their residuals."""
     target = as_target(fn, args, kwargs)
     first = costs_view(trace_config(target, a, cancelled), cancelled)
@@ -74,7 +84,7 @@ def diff(fn, a: Config, b: Config, args=None, kwargs=None, cancelled=None) -> Di
     return diff_analyses(first, second)
 
 
-def diff_analyses(first, second) -> Diff:
+def diff_analyses(first: Analysis, second: Analysis) -> Diff:
     """The diff of two analyses already made (the app's marked and current ones)."""
     left = {_key(r): r for r in first.residuals}
     right = {_key(r): r for r in second.residuals}
@@ -86,7 +96,7 @@ def diff_analyses(first, second) -> Diff:
     return Diff(row_of(first), row_of(second), only_a, only_b, both)
 
 
-def _key(r) -> tuple:
+def _key(r: Residual) -> tuple:
     o = r.origin
     if o is None:
         return (r.text, None, None, None)

@@ -13,11 +13,17 @@ batched dots) is compiled once by core/xla/compile_service.py's key.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 
+if TYPE_CHECKING:
+    from remat_tui.core.places import Site
 
-def merge_key(config: Config, sites) -> tuple:
+
+def merge_key(config: Config, sites: Sequence[Site]) -> tuple:
     """What `config` decides, as a value: equal for configurations that
     save, recompute and offload alike. `sites`: the analysis's Site list."""
     overrides = []
@@ -31,7 +37,7 @@ def merge_key(config: Config, sites) -> tuple:
     return (policies.same_decisions(config.spec), tuple(overrides), config.structure, config.device)
 
 
-def distinct(configs: list[Config], sites) -> list[Config]:
+def distinct(configs: list[Config], sites: Sequence[Site]) -> list[Config]:
     """`configs` with each set of configurations that decide alike kept once,
     where it first comes."""
     kept: dict = {}
@@ -40,7 +46,7 @@ def distinct(configs: list[Config], sites) -> list[Config]:
     return list(kept.values())
 
 
-def _written_policy(site) -> policies.PolicySpec | None:
+def _written_policy(site: Site) -> policies.PolicySpec | None:
     """The decisions of the policy written at `site` (its spec, read off the
     code once); None for one remat-tui cannot name (a custom policy equals
     nothing)."""

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING
 
 from remat_tui.core.search import bracket
 from remat_tui.core.search.compare import candidates, policy_spec
@@ -61,15 +62,22 @@ from remat_tui.core.xla.compiled import Source
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.errors import RematError
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    import jax
+
+    from remat_tui.core.setup.policy_spec import PolicySpec
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 MAX_BATCH = 1 << 20  # the largest batch tried when no max_batch is given
 
 
 def fit(
-    fn,
+    fn: Target | Callable,
     budget: int,
-    args=None,
-    kwargs=None,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
     policies: list[str] | None = None,
     sites: dict | None = None,
     device: str | None = None,
@@ -80,8 +88,8 @@ def fit(
     configs: list[tuple[Config, str]] | None = None,
     first: Config | None = None,
     cancelled: Callable[[], bool] | None = None,
-    progress: Callable[[FitProgress], None] | None = None,
-    on_row: Callable[[FitRow], None] | None = None,
+    progress: Callable[[FitProgress], object] | None = None,
+    on_row: Callable[[FitRow], object] | None = None,
     optimize: bool = False,
 ) -> Fit:
     """The largest batch that fits `budget` bytes (per device) for each of
@@ -108,7 +116,7 @@ def fit(
     largest = bracket.largest_allowed(multiple, cap)
     start = min(max((example or multiple) // multiple * multiple, multiple), largest)
 
-    def built(batch: int):
+    def built(batch: int) -> Target:
         return at_batch(target, batch, devices)
 
     _check_scaling(target, built, budget, multiple)
@@ -128,10 +136,11 @@ def fit(
         configs, stopped = [], True
     if first is not None and not stopped:
         configs = _unique([(first, first.policy), *configs])
-    source = (lambda batch: Source(target.file, target.name, batch)) if target.file else None
+    file = target.file
+    source = (lambda batch: Source(file, target.name, batch)) if file else None
     search = _Search(built, dev, budget, multiple, cap, start, cancelled, progress, source)
 
-    def one(numbered) -> tuple[FitRow, bool]:
+    def one(numbered: tuple[int, tuple[Config, str]]) -> tuple[FitRow, bool]:
         """A configuration's search: its row, and whether it was cancelled."""
         index, (config, label) = numbered
         row = FitRow(config=config, policy=label)
@@ -170,7 +179,7 @@ def fit(
     )
 
 
-def _check_numbers(budget, multiple, max_batch) -> None:
+def _check_numbers(budget: object, multiple: object, max_batch: object) -> None:
     if not isinstance(multiple, int) or isinstance(multiple, bool) or multiple < 1:
         raise RematError(
             f"multiple {multiple!r}: the batch grows in steps of this many examples; give a "
@@ -185,7 +194,9 @@ def _check_numbers(budget, multiple, max_batch) -> None:
         raise RematError(f"budget {budget!r}: give a positive size in bytes (or '16GiB').")
 
 
-def _check_scaling(target, built, budget: int, multiple: int) -> None:
+def _check_scaling(
+    target: Target, built: Callable[[int], Target], budget: int, multiple: int
+) -> None:
     """Bad input said before anything compiles: a `batch` the factory ignores,
     and a budget the arguments alone exceed at the smallest batch."""
     smallest = built(multiple)
@@ -204,7 +215,13 @@ def _check_scaling(target, built, budget: int, multiple: int) -> None:
         )
 
 
-def _configs(target, example, base: Config, policies, cancelled) -> list[tuple[Config, str]]:
+def _configs(
+    target: Target,
+    example: Target,
+    base: Config,
+    policies: Sequence[str | PolicySpec] | None,
+    cancelled: Callable[[], bool] | None,
+) -> list[tuple[Config, str]]:
     """(Config, label) per configuration asked for: `policies` as written, or
     compare's candidates (read off a trace at the first batch), duplicates
     (two spellings of one policy) searched once."""
@@ -229,7 +246,18 @@ def _unique(pairs: list[tuple[Config, str]]) -> list[tuple[Config, str]]:
 class _Search:
     """One configuration's bracket after another, sharing compiles."""
 
-    def __init__(self, built, dev, budget, multiple, cap, start, cancelled, progress, source):
+    def __init__(
+        self,
+        built: Callable[[int], Target],
+        dev: jax.Device,
+        budget: int,
+        multiple: int,
+        cap: int,
+        start: int,
+        cancelled: Callable[[], bool] | None,
+        progress: Callable[[FitProgress], object] | None,
+        source: Callable[[int], Source] | None,
+    ) -> None:
         self.built, self.dev, self.budget = built, dev, budget
         self.multiple, self.cap, self.start = multiple, cap, start
         self.cancelled, self.progress = cancelled, progress
@@ -277,7 +305,9 @@ class _Search:
             row.python = python or row.python
         return probe
 
-    def _estimate(self, key, scaled, config: Config, compiled) -> tuple[dict | None, str]:
+    def _estimate(
+        self, key: Hashable, scaled: Target, config: Config, compiled: Compiled
+    ) -> tuple[dict | None, str]:
         """The step-time estimate at this batch, once per program (`key`: the
         same program takes the same time), and the snippet to paste when traced."""
         if self.chip is None:
@@ -286,7 +316,9 @@ class _Search:
             return self.times[key], ""
         a = costs_view(trace_config(scaled, config, self.cancelled), self.cancelled)
         devices = compiled.devices
-        step_flops = a.flops["forward"] + a.flops["backward"]
+        backward = a.flops["backward"]
+        assert backward is not None  # the costs view traces the backward pass
+        step_flops = a.flops["forward"] + backward
         estimate = step_time.estimate(
             self.chip,
             step_flops / devices,
@@ -306,7 +338,7 @@ class _Search:
         row.batch, row.not_fit = low, high
         row.capped = high is None and low + self.multiple > self.cap
 
-    def _say(self, row: FitRow, index: int, total: int, tried: list, batch) -> None:
+    def _say(self, row: FitRow, index: int, total: int, tried: list, batch: int | None) -> None:
         if self.progress is None:
             return
         low, high = bracket.bracket(tried)
@@ -316,7 +348,13 @@ class _Search:
         )  # fmt: skip
 
 
-def _measure_rows(rows: list[FitRow], built, dev, runs: int, cancelled) -> bool:
+def _measure_rows(
+    rows: list[FitRow],
+    built: Callable[[int], Target],
+    dev: jax.Device,
+    runs: int,
+    cancelled: Callable[[], bool] | None,
+) -> bool:
     """Run each row's step at its batch on the device; True when cancelled."""
     for row in rows:
         if not row.batch:

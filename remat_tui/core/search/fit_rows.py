@@ -119,10 +119,11 @@ class FitRow:
 
     @property
     def step_seconds(self) -> float | None:
-        source = self.cost_source
+        measured, time = self.measured or {}, self.time or {}
+        source = self.cost_source  # names one that is there
         if source == "measured":
-            return self.measured["min_seconds"]
-        return self.time["seconds"] if source == "estimate" else None
+            return measured["min_seconds"]
+        return time["seconds"] if source == "estimate" else None
 
     @property
     def examples_per_second(self) -> float | None:

@@ -17,6 +17,7 @@ derivative (sin's `cos`), which says what reads the re-run work.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from remat_tui.core import jaxcompat as jc
@@ -67,13 +68,15 @@ def rerun_beneath(t: Trace, name: str) -> Beneath | None:
     )
 
 
-def _key(eqn) -> tuple[int, str]:
+def _key(eqn: jc.JaxprEqn) -> tuple[int, str]:
     """An equation as its re-run in the backward pass is known: its traceback
     (kept through partial evaluation) and its primitive."""
     return id(eqn.source_info.traceback), jc.primitive_name(eqn)
 
 
-def _named_value_maker(jaxpr, name: str):
+def _named_value_maker(
+    jaxpr: jc.Jaxpr, name: str
+) -> tuple[jc.JaxprEqn, dict[jc.Var, jc.JaxprEqn]] | None:
     """(the equation making the value first tagged `name`, its jaxpr's
     {var: the equation making it}), searching bodies too; None if not found."""
     makers = {v: e for e in jaxpr.eqns for v in e.outvars}
@@ -89,7 +92,7 @@ def _named_value_maker(jaxpr, name: str):
     return None
 
 
-def _nearest(start, makers: dict, rerun) -> list:
+def _nearest(start: jc.JaxprEqn, makers: dict, rerun: Callable[[jc.JaxprEqn], bool]) -> list:
     """The equations nearest `start` (itself included) that `rerun` accepts,
     walking back through what each reads, not past an accepted one (names and
     copies are looked through: they do no work)."""
@@ -107,13 +110,13 @@ def _nearest(start, makers: dict, rerun) -> list:
     return nearest
 
 
-def _passes_through(eqn) -> bool:
+def _passes_through(eqn: jc.JaxprEqn) -> bool:
     """A checkpoint_name or a copy JAX inserts: no work of its own, so the walk
     looks through it to the work that made its input."""
     return jc.checkpoint_name(eqn) is not None or jc.primitives.is_copy(eqn)
 
 
-def _words(eqn) -> str:
+def _words(eqn: jc.JaxprEqn) -> str:
     source = jc.user_source(eqn.source_info)
     where = f" ({source.where()})" if source is not None else ""
     return f"{jc.primitive_name(eqn)}{where}"

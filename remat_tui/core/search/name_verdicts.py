@@ -10,7 +10,8 @@ one per name saved alone (compare's rows, without the jaxpr text).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from remat_tui.core.search.name_reruns import rerun_beneath
 from remat_tui.core.search.notes import spare_verdict
@@ -18,14 +19,19 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import row_view
 from remat_tui.core.trace.traced import trace_config
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.model import Site
+    from remat_tui.core.trace.traced import Trace
 
 
 def name_verdicts(
-    target,
+    target: Target,
     config: Config,
     names: list[str],
     function: str | None = None,
-    sites=(),
+    sites: Sequence[Site] = (),
     cancelled: Callable[[], bool] | None = None,
 ) -> dict[str, str]:
     """{name: why saving it alone is not worth it} for the names where it is
@@ -37,7 +43,7 @@ def name_verdicts(
             return config.with_policy(spec)
         return config.at_function(sites, function, spec)
 
-    def measure(spec: policies.PolicySpec):
+    def measure(spec: policies.PolicySpec) -> tuple[int, int, Trace]:
         t = trace_config(target, at_place(spec), cancelled)
         a = row_view(t, cancelled)
         return a.flops["recompute"], a.totals.device_bytes, t

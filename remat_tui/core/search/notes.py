@@ -4,12 +4,20 @@ beside the numbers (compare's notes column, the status line, the reports).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from remat_tui.core.model import Analysis
 from remat_tui.core.search.distinct import merge_key
 from remat_tui.core.setup import policies
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.places import Site
+    from remat_tui.core.search.name_reruns import Beneath
+    from remat_tui.core.search.rows import Row
+    from remat_tui.core.setup.config import Config, SiteKey
 
 _DOT_POLICIES = ("dots_with_no_batch_dims_saveable", policies.OFFLOAD_DOTS)
 
@@ -39,7 +47,7 @@ def notes_for(a: Analysis, baseline: Baseline | None = None) -> list[str]:
         and tuple(r.text for r in a.residuals) == baseline.residuals
         and a.flops["recompute"] == baseline.recompute_flops
     )
-    if same:
+    if same and baseline is not None:  # `same` says it is
         out.insert(0, f"changes nothing: the same residuals and recomputation as {baseline.label}")
     return out
 
@@ -78,7 +86,9 @@ SPARES_LITTLE = 0.05
 SAVES_NO_NAME = (policies.names_policy([], []), policies.PolicySpec("nothing_saveable"))
 
 
-def saved_name_notes(rows, target=None, sites=()) -> None:
+def saved_name_notes(
+    rows: Sequence[Row], target: Target | None = None, sites: Sequence[Site] = ()
+) -> None:
     """Note on each row that saves one checkpoint_name alone (outer, or at one
     place) when that spares (almost) no recompute against saving no name
     there: the name's bytes buy nothing. Rows: compare's, whose configs hold
@@ -105,11 +115,11 @@ def saved_name_notes(rows, target=None, sites=()) -> None:
                 row.notes.append(verdict)
 
 
-def _beneath(target, config, name: str) -> Callable:
+def _beneath(target: Target, config: Config, name: str) -> Callable:
     """What the backward pass re-runs beneath `name` under `config`, traced
     when a note asks (core/search/name_reruns.py)."""
 
-    def read():
+    def read() -> Beneath | None:
         from remat_tui.core.search.name_reruns import rerun_beneath
         from remat_tui.core.trace.traced import trace_config
 
@@ -171,7 +181,7 @@ def _primitive(words: str) -> str:
     return words.split(" ", 1)[0]
 
 
-def _single_saved_names(config):
+def _single_saved_names(config: Config) -> Iterator[tuple[SiteKey | None, str]]:
     """(place, name) for each spec in `config` that saves exactly one name:
     place None for the outer policy, else the site key."""
     for place, spec in [(None, config.spec), *config.site_specs]:
@@ -179,7 +189,7 @@ def _single_saved_names(config):
             yield place, spec.names[0]
 
 
-def _with_spec(config, place, spec: policies.PolicySpec):
+def _with_spec(config: Config, place: SiteKey | None, spec: policies.PolicySpec) -> Config:
     if place is None:
         return config.with_policy(spec)
     return config.with_sites({**dict(config.site_specs), place: spec})

@@ -15,15 +15,21 @@ Two ways an offload is not worth it:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from remat_tui.core.model import Analysis
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import human_bytes, human_seconds
 from remat_tui.core.xla import host_memory, step_time
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.rows import Row
+    from remat_tui.core.xla.chips import Chip
 
 
 def judge_offloads(
-    target, rows: list, baseline: Analysis, analysed: Callable[[Config], object]
+    target: Target, rows: list, baseline: Analysis, analysed: Callable[[Config], Row]
 ) -> None:
     """Mark and note the rows (core/search/compare.py's `Row`) whose offload
     lowers no device memory, or costs more time on the chip than the
@@ -54,7 +60,7 @@ def judge_offloads(
             row.notes.append(_slower_offload_note(chip, row.host_bytes, moving, saved))
 
 
-def _slower_offload_note(chip, host_bytes: int, moving: float, saved: float) -> str:
+def _slower_offload_note(chip: Chip, host_bytes: int, moving: float, saved: float) -> str:
     trip = (
         f"moving {human_bytes(host_bytes)} to host and back takes about "
         f"{human_seconds(moving)} a step"

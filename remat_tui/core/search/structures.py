@@ -12,16 +12,22 @@ the layer as written, and the layer as written against nothing saved.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.structures import nested, split
 from remat_tui.core.trace.configured import program_scans
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.trace.found_scan import FoundScan
 
 AS_WRITTEN, EVERYTHING, NOTHING = policies.BUILTINS[0], policies.EVERYTHING, policies.NOTHING
 COARSE, FINE = 4, 8  # the K grid: quarters of N (compare, fit), eighths (suggest)
 
 
-def structure_candidates(target, base: Config, fractions: int = COARSE) -> list[Config]:
+def structure_candidates(target: Target, base: Config, fractions: int = COARSE) -> list[Config]:
     """`base` with each structure worth weighing on each scan that takes one:
     nested(G) for the scan's G (FoundScan.groups), split(K, a, b) for K at
     each 1/`fractions` of its layers and each pair of policies (`pairs`)."""
@@ -38,7 +44,7 @@ def structure_candidates(target, base: Config, fractions: int = COARSE) -> list[
     return out
 
 
-def pairs(scan) -> list[tuple[policies.PolicySpec, policies.PolicySpec]]:
+def pairs(scan: FoundScan) -> list[tuple[policies.PolicySpec, policies.PolicySpec]]:
     """The (saving, cheap) policy pairs split tries on `scan`: the layer as
     written between everything saved and nothing saved, where it is neither;
     a layer with no checkpoint saves everything as written."""
@@ -58,7 +64,7 @@ def k_grid(length: int, fractions: int) -> list[int]:
                    for i in range(1, fractions)})  # fmt: skip
 
 
-def structure_notes(target, base: Config) -> list[str]:
+def structure_notes(target: Target, base: Config) -> list[str]:
     """Why each scan of at least MIN_LENGTH layers gets no structure, or no
     nested one (its layers make no equal groups)."""
     notes = []

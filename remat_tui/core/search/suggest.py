@@ -30,12 +30,13 @@ best answer compiled so far, with the gap left.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.search import certificate as cert
 from remat_tui.core.search.compare import Row, analysed_row, measure_baseline
-from remat_tui.core.search.exact import search_names, within
+from remat_tui.core.search.exact import Narrowing, search_names, within
 from remat_tui.core.search.exact_code import per_call_code
 from remat_tui.core.search.exact_space import Space
 from remat_tui.core.search.offload import judge_offloads
@@ -49,6 +50,7 @@ from remat_tui.core.search.suggest_candidates import (  # noqa: F401 (STATES: wh
     space_size,
 )
 from remat_tui.core.search.suggest_compiles import (
+    Progress,
     Runner,
     compile_baseline,
     compile_candidates,
@@ -64,6 +66,7 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.xla import compile_pool, host_memory
 from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.registry import Target
 
 
 @dataclass
@@ -139,19 +142,19 @@ class Suggestion(Displayable):
 
 
 def suggest(
-    fn,
+    fn: Target | Callable,
     budget: int,
-    args=None,
-    kwargs=None,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
     compiled: bool = False,
     device: str | None = None,
     sites: dict | None = None,
-    cancelled=None,
-    progress=None,
+    cancelled: Callable[[], bool] | None = None,
+    progress: Progress | None = None,
     compile_all: bool = False,
     measure: bool = False,
     runs: int = RUNS,
-    narrowing=None,
+    narrowing: Callable[[Narrowing], object] | None = None,
     max_rounds: int | None = None,
 ) -> Suggestion:
     """The least-cost configuration whose memory fits `budget` (see the module

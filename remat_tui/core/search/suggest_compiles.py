@@ -14,9 +14,19 @@ goes on.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from remat_tui.core.search.compare import Row, compile_row
+from remat_tui.core.setup.config import Config
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import compile_pool, compile_service, step_time
+
+
+class Progress(Protocol):
+    """What suggest says as it goes: (done, total, the configuration), and the
+    stage ("compiling") where it compiles; analysing gives none."""
+
+    def __call__(self, done: int, total: int, config: Config, stage: str = ..., /) -> object: ...
 
 
 def compile_candidates(target, rows, baseline, budget, cancelled, progress, run, every: bool):

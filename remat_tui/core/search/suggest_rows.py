@@ -5,7 +5,7 @@ analysed): `choose`, and what it says of them (`finish_rows`,
 from __future__ import annotations
 
 from remat_tui.core.search.compare import mark_pareto, peak_notes
-from remat_tui.core.search.row import Row
+from remat_tui.core.search.rows import Row
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla import step_time
 

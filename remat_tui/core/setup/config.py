@@ -20,15 +20,20 @@ resolves what the user typed), so equal devices make equal configs;
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING
 
 from remat_tui.core.setup import policies
 from remat_tui.core.setup import structures as structure_specs
 from remat_tui.core.setup.structures import Structure
 from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    import jax
+
+    from remat_tui.core.places import Site
 
 SiteKey = int | str  # a site id, or a checkpointed function's name (every site of it)
 Spec = str | policies.PolicySpec  # what a user typed, or a spec parsed already
@@ -70,7 +75,7 @@ class Config:
         cls,
         policy: Spec = policies.AS_WRITTEN,
         sites: Mapping[SiteKey, Spec] | None = None,
-        device: str | Any | None = None,
+        device: str | jax.Device | None = None,
         declared: dict[str, Callable] | None = None,
         structure: str | Structure | None = None,
     ) -> Config:
@@ -91,7 +96,7 @@ class Config:
         return cls(outer, tuple(overrides.items()), device_label_of(device), structure)
 
     @cached_property
-    def jax_device(self) -> Any:
+    def jax_device(self) -> jax.Device:
         """The device this config is analysed on (JAX's default for None):
         resolved once per Config, whatever asks."""
         from remat_tui.core.setup.devices import resolve_device
@@ -125,7 +130,9 @@ class Config:
     def with_structure(self, structure: Structure | None) -> Config:
         return Config(self.spec, self.site_specs, self.device, structure)
 
-    def at_function(self, sites, function: str, spec: policies.PolicySpec) -> Config:
+    def at_function(
+        self, sites: Iterable[Site], function: str, spec: policies.PolicySpec
+    ) -> Config:
         """This config with `spec` at every site of `function` (`sites`: the
         analysis's Site list). An id set for one of them would win over the
         function's name, so those go."""
@@ -149,8 +156,9 @@ class Config:
             return spec if spec.declared else spec.recomputing_offloads()
 
         structure = self.structure
-        if structure is not None and structure.first is not None:
-            structure = replace(structure, first=swap(structure.first), rest=swap(structure.rest))
+        if structure is not None and structure.first is not None:  # a split
+            first, rest = structure.parts
+            structure = replace(structure, first=swap(first), rest=swap(rest))
         return Config(
             swap(self.spec),
             tuple((k, swap(v)) for k, v in self.site_specs),
@@ -169,7 +177,7 @@ class Config:
         return "; ".join(parts)
 
 
-def device_label_of(device: str | Any | None) -> str | None:
+def device_label_of(device: str | jax.Device | None) -> str | None:
     """The canonical label of the device the user named (`0`, `cpu`, `cpu:0`
     and the jax.Device itself are all `cpu:0`); None stays None, JAX's
     default. An unknown device raises RematError listing the available ones."""
@@ -198,7 +206,7 @@ def _site_key(key: SiteKey) -> SiteKey:
     return int(key) if key.isdigit() else key
 
 
-def _parsed(spec: Spec, declared) -> policies.PolicySpec:
+def _parsed(spec: Spec, declared: dict[str, Callable] | None) -> policies.PolicySpec:
     """A spec a user typed, checked against the target's declared policies."""
     return spec if isinstance(spec, policies.PolicySpec) else policies.parse(spec, declared)
 

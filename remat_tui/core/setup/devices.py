@@ -22,12 +22,12 @@ from remat_tui.errors import RematError
 TOPOLOGIES = ("v5e:2x2", "v5p:2x2x2", "v6e:2x2")
 TPU_EXTRA = "pip install 'remat-tui[tpu]'"
 
-_topologies: dict[str, list] = {}  # topology name -> its compile-only devices
-_topology_of: dict = {}  # compile-only device -> its topology's name
+_topologies: dict[str, list[jax.Device]] = {}  # topology name -> its compile-only devices
+_topology_of: dict[jax.Device, str] = {}  # compile-only device -> its topology's name
 _lock = threading.Lock()
 
 
-def resolve_device(spec=None):
+def resolve_device(spec: str | jax.Device | None = None) -> jax.Device:
     """JAX's default device for None; a Device as is; `tpu:TOPOLOGY` the first
     chip of that deviceless topology (`tpu:TOPOLOGY#N` its chip N, as
     `device_label` names it); else parse `platform[:id]` or `id`."""
@@ -60,7 +60,7 @@ def resolve_device(spec=None):
         ) from None
 
 
-def topology_devices(name: str) -> list:
+def topology_devices(name: str) -> list[jax.Device]:
     """The compile-only chips of TPU topology `name` (e.g. `v5e:2x2`), loaded once."""
     name = name.strip()
     if not libtpu_installed():
@@ -99,17 +99,17 @@ def libtpu_installed() -> bool:
     return True
 
 
-def topology_of(d) -> str | None:
+def topology_of(d: jax.Device) -> str | None:
     """The topology name of a deviceless TPU chip; None for a local device."""
     return _topology_of.get(d)
 
 
-def trace_device(d):
+def trace_device(d: jax.Device) -> jax.Device:
     """Where to trace for `d`: itself, or a local CPU device for a deviceless chip."""
     return jax.devices("cpu")[0] if topology_of(d) is not None else d
 
 
-def device_set(d) -> list:
+def device_set(d: jax.Device) -> list[jax.Device]:
     """The devices a sharded target spans when `d` is chosen: the topology's
     chips, or every local device of `d`'s platform. What an args factory's
     `devices` parameter receives."""
@@ -136,14 +136,14 @@ def available_devices() -> list[str]:
     return labels
 
 
-def device_label(d) -> str:
+def device_label(d: jax.Device) -> str:
     name = topology_of(d)
     if name is not None:
         return f"tpu:{name}" if d.id == 0 else f"tpu:{name}#{d.id}"
     return f"{d.platform}:{d.id}"
 
 
-def describe_device(d) -> dict:
+def describe_device(d: jax.Device) -> dict:
     out = {"platform": d.platform, "id": d.id, "description": str(d.device_kind)}
     name = topology_of(d)
     if name is not None:

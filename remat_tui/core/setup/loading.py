@@ -10,12 +10,16 @@ import importlib.util
 import itertools
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 from remat_tui import registry
 from remat_tui.core.setup.usererrors import describe, user_traceback
 from remat_tui.core.usercode import is_users
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    import inspect
 
 _module_ids = itertools.count()
 
@@ -166,11 +170,11 @@ def takes_devices(t: Target) -> bool:
     return any(_wants_devices(v) for v in (t.args, t.kwargs))
 
 
-def _wants_devices(factory) -> bool:
+def _wants_devices(factory: object) -> bool:
     return factory_parameter(factory, "devices") is not None
 
 
-def factory_parameter(factory, name: str):
+def factory_parameter(factory: object, name: str) -> inspect.Parameter | None:
     """The `inspect.Parameter` called `name` of an args/kwargs factory, or None
     (not a callable, no such parameter, or no signature to read)."""
     import inspect
@@ -183,11 +187,19 @@ def factory_parameter(factory, name: str):
         return None
 
 
-def _resolve(t: Target, value, what: str, kind: type, empty, devices=None, batch=None):
+def _resolve(
+    t: Target,
+    value: Any,
+    what: str,
+    kind: type,
+    empty: Any,
+    devices: list | None = None,
+    batch: int | None = None,
+) -> Any:
     if value is None:
         return empty
     if callable(value):
-        given = {}
+        given: dict[str, Any] = {}
         if _wants_devices(value):
             if devices is None:
                 import jax

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import ast
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, NoReturn
 
 from remat_tui.core.setup.policy_spec import (
     AS_WRITTEN,
@@ -38,6 +39,9 @@ from remat_tui.core.setup.policy_spec import (
     sorted_unique,
 )
 from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    from remat_tui.core.jaxcompat.policies import Policy
 
 __all__ = [
     "AS_WRITTEN", "BOTH", "BUILTINS", "CALLABLE_FACTORIES", "EVERYTHING", "EXAMPLES", "NAME_LISTS",
@@ -96,6 +100,7 @@ def _respelt(source: str, tree: ast.Expression, declared: dict) -> PolicySpec | 
     mean" alike."""
     known = [AS_WRITTEN, *SIMPLE, *CALLABLE_FACTORIES, *declared]
     edits = []  # (start, end, replacement) within `source`
+    candidates: Sequence[str]
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id not in known:
             word, candidates = node.id, known
@@ -119,7 +124,7 @@ def _respelt(source: str, tree: ast.Expression, declared: dict) -> PolicySpec | 
 class AnyName(dict):
     """Stands in for a target's declared policies before the target is loaded."""
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         return True
 
 
@@ -129,7 +134,7 @@ def check_syntax(text: str) -> None:
     parse(text, AnyName())
 
 
-def build(spec: PolicySpec, declared: dict[str, Callable] | None = None):
+def build(spec: PolicySpec, declared: dict[str, Callable] | None = None) -> Policy | None:
     """The JAX policy callable for `spec` (None for as_written)."""
     import jax
 
@@ -150,8 +155,17 @@ def build(spec: PolicySpec, declared: dict[str, Callable] | None = None):
     if spec.kind == OFFLOAD_DOTS:
         return cp.offload_dot_with_no_batch_dims(spec.src, spec.dst)
     if spec.kind == BOTH:
-        return cp.save_from_both_policies(*(build(p, declared) for p in spec.parts))
+        return cp.save_from_both_policies(*(checkpoint_policy(p, declared) for p in spec.parts))
     return getattr(cp, spec.kind)
+
+
+def checkpoint_policy(spec: PolicySpec, declared: dict[str, Callable] | None = None) -> Policy:
+    """`build` for a spec that sets a policy: every kind but as_written, which
+    sets none (it leaves the code's checkpoints as written, or removes one)."""
+    policy = build(spec, declared)
+    if policy is None:
+        raise ValueError(f"{spec.canonical} sets no policy")
+    return policy
 
 
 class _Parser:
@@ -159,7 +173,7 @@ class _Parser:
         self.source = source
         self.declared = declared
 
-    def fail(self, node: ast.AST, what: str):
+    def fail(self, node: ast.AST, what: str) -> NoReturn:
         col = getattr(node, "col_offset", 0) + 1
         raise RematError(f"policy spec {self.source!r}, column {col}: {what}")
 
@@ -184,7 +198,7 @@ class _Parser:
         return [AS_WRITTEN, *SIMPLE, *CALLABLE_FACTORIES, *self.declared]
 
     def call(self, node: ast.Call) -> PolicySpec:
-        name = node.func.id
+        name = _callee(node)
         if name in NAME_LISTS:
             self.no_keywords(node)
             return PolicySpec(name, names=sorted_unique([self.string(a) for a in node.args]))
@@ -267,12 +281,20 @@ class _Parser:
             return [self.string(e) for e in node.elts]
         self.fail(node, f"expected a list of quoted names, got {ast.unparse(node)}.")
 
-    def no_keywords(self, node: ast.Call):
+    def no_keywords(self, node: ast.Call) -> None:
         if node.keywords:
-            self.fail(node.keywords[0].value, f"{node.func.id} takes positional arguments only.")
+            self.fail(node.keywords[0].value, f"{_callee(node)} takes positional arguments only.")
 
 
-def from_jax(policy, declared: dict[str, Callable] | None = None) -> PolicySpec | None:
+def _callee(node: ast.Call) -> str:
+    """The name a policy call calls (`_Parser.policy` admits no other call)."""
+    assert isinstance(node.func, ast.Name)
+    return node.func.id
+
+
+def from_jax(
+    policy: Policy | None, declared: dict[str, Callable] | None = None
+) -> PolicySpec | None:
     """The spec of a policy object found in a traced program (a site's policy),
     or None when it is not one remat-tui can name (a user-written callable the
     target did not declare). `None` is JAX's default: nothing_saveable."""
@@ -287,7 +309,8 @@ def from_jax(policy, declared: dict[str, Callable] | None = None) -> PolicySpec 
     kind, args = described
     if kind == BOTH:
         parts = tuple(from_jax(p, declared) for p in args["parts"])
-        return None if None in parts else PolicySpec(BOTH, parts=parts)
+        named = tuple(p for p in parts if p is not None)
+        return PolicySpec(BOTH, parts=named) if len(named) == len(parts) else None
     return PolicySpec(
         kind,
         names=sorted_unique(list(args.get("names", ()))),
@@ -297,17 +320,17 @@ def from_jax(policy, declared: dict[str, Callable] | None = None) -> PolicySpec 
     )
 
 
-def describe_jax(policy, declared: dict[str, Callable] | None = None) -> str:
+def describe_jax(policy: Policy | None, declared: dict[str, Callable] | None = None) -> str:
     """A policy object's canonical spec, or `custom:<repr>` for one we cannot name."""
     return describe(from_jax(policy, declared), policy)
 
 
-def describe(spec: PolicySpec | None, policy) -> str:
+def describe(spec: PolicySpec | None, policy: Policy | None) -> str:
     """`spec` (from_jax of the policy object `policy`) as a site reports it:
     its canonical spelling, or `custom:<repr>` when it could not be named."""
     return spec.canonical if spec is not None else f"custom:{_short_repr(policy)}"
 
 
-def _short_repr(policy) -> str:
+def _short_repr(policy: object) -> str:
     name = getattr(policy, "__qualname__", None)
     return name if name else repr(policy)

@@ -15,6 +15,7 @@ factory that makes real arrays does not keep them alive for every batch tried.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import jax
 import numpy as np
@@ -28,7 +29,7 @@ from remat_tui.registry import Target
 BATCH = "batch"  # the factory parameter that makes a target scale
 LIMIT = 64  # built batches kept: a search visits a few per configuration, all alike
 # (id(target), devices, batch) -> (target, the target built at that batch)
-_built = LRU(LIMIT)
+_built: LRU[tuple[Target, Target]] = LRU(LIMIT)  # (the target, it at a batch)
 
 
 def scales(t: Target) -> bool:
@@ -81,7 +82,7 @@ def at_batch(t: Target, batch: int, devices: list | None = None) -> Target:
     the target (the compiled numbers') answer a batch seen before."""
     key = (id(t), tuple(devices) if devices is not None else None, batch)
 
-    def build():
+    def build() -> tuple[Target, Target]:
         args, kwargs = tree_map(_shape_of, resolve_arguments(t, devices, batch))
         return t, replace(t, args=args, kwargs=kwargs)
 
@@ -110,7 +111,7 @@ def shapes(t: Target) -> list[tuple]:
     return [tuple(getattr(leaf, "shape", ())) for leaf in leaves]
 
 
-def _shape_of(leaf):
+def _shape_of(leaf: Any) -> Any:
     """An array as its shape, dtype and placement; anything else as it is."""
     if isinstance(leaf, (jax.Array, np.ndarray)):
         sharding = getattr(leaf, "sharding", None)

@@ -42,11 +42,18 @@ class Structure:
     scan: int = 1  # which scan of the program: its id, in program order
 
     @property
+    def parts(self) -> tuple[policies.PolicySpec, policies.PolicySpec]:
+        """A split's two policies: (first, rest)."""
+        if self.first is None or self.rest is None:
+            raise ValueError(f"{self.kind}({self.count}) is no split: it has no policies")
+        return self.first, self.rest
+
+    @property
     def canonical(self) -> str:
         """The one spelling: what reports print and the cache key's part."""
         args = [str(self.count)]
         if self.kind == SPLIT:
-            args += [self.first.canonical, self.rest.canonical]
+            args += [part.canonical for part in self.parts]
         if self.scan != 1:
             args.append(f"scan={self.scan}")
         return f"{self.kind}({', '.join(args)})"
@@ -60,8 +67,8 @@ class Structure:
         if self.kind == NESTED:
             out["groups"] = self.count
         else:
-            out.update(first=self.count, policy_first=self.first.canonical,
-                       policy_rest=self.rest.canonical)  # fmt: skip
+            first, rest = self.parts
+            out.update(first=self.count, policy_first=first.canonical, policy_rest=rest.canonical)
         return out
 
 
@@ -110,7 +117,9 @@ def parse(text: str | Structure, declared: dict[str, Callable] | None = None) ->
     specs = []
     for arg in node.args[1:]:
         try:
-            specs.append(policies.parse(ast.get_source_segment(source, arg), declared))
+            written = ast.get_source_segment(source, arg)
+            assert written is not None  # `arg` was parsed from `source`
+            specs.append(policies.parse(written, declared))
         except RematError as exc:
             raise RematError(f"structure {text!r}: {exc.message}") from None
     return Structure(SPLIT, count, specs[0], specs[1], scan)

@@ -20,9 +20,10 @@ from typing import Any
 import jax
 
 from remat_tui.core import collector
+from remat_tui.core import jaxcompat as jc
 from remat_tui.core.costs import flops, site_flops
 from remat_tui.core.costs.flops import count_dots
-from remat_tui.core.model import Analysis, Deferred, JaxprView
+from remat_tui.core.model import Analysis, Deferred, Flops, JaxprView, Residual
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set
@@ -30,6 +31,7 @@ from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace import applied, linemap, recomputation, story, structure_code
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
 from remat_tui.core.trace.names import named_values
+from remat_tui.core.trace.residuals import FoundResidual
 from remat_tui.core.trace.structures import scan_of
 from remat_tui.core.trace.traced import Trace, trace
 from remat_tui.core.trace.wrappers import site_code
@@ -67,7 +69,13 @@ def analyze(
         return full_view(trace(target, config, dev, arguments, cancelled), cancelled)
 
 
-def resolve(target: Target, policy, sites, device, config: Config | None = None):
+def resolve(
+    target: Target,
+    policy: str | policies.PolicySpec,
+    sites: dict | None,
+    device: str | Any | None,
+    config: Config | None = None,
+) -> tuple[Config, Any]:
     """The Config asked for (canonical; `config` as given) and the device it
     names, resolved once: (Config, jax.Device or a topology's device)."""
     if config is None:
@@ -122,14 +130,16 @@ def _clock(t: Trace) -> tuple[float, float]:
     return t.seconds, time.perf_counter()
 
 
-def _recompute_in(t: Trace, bwd):
+def _recompute_in(t: Trace, bwd: jc.Jaxpr) -> recomputation.Recomputation:
     """The forward work the backward pass does again (inside remat equations)."""
     return recomputation.recomputation(
         bwd, set(bwd.invars[: t.backward_residuals]), set(bwd.invars[t.backward_residuals :])
     )
 
 
-def _without_panes(t: Trace, recompute) -> tuple:
+def _without_panes(
+    t: Trace, recompute: recomputation.Recomputation
+) -> tuple[list[Residual], JaxprView, JaxprView]:
     """(residuals, forward pane, backward pane) for a view with no panes."""
     return (
         [fr.residual for fr in t.found],
@@ -138,14 +148,26 @@ def _without_panes(t: Trace, recompute) -> tuple:
     )
 
 
-def _analysis(t: Trace, bwd, recompute, residuals, forward, backward, begun: tuple):
+def _analysis(
+    t: Trace,
+    bwd: jc.Jaxpr | None,
+    recompute: recomputation.Recomputation,
+    residuals: list[Residual],
+    forward: JaxprView,
+    backward: JaxprView,
+    begun: tuple,
+) -> Analysis:
     """The Analysis of `t` with the backward pass `bwd` (None when the view
     did without it) and the panes given."""
     fwd_flops = flops.count(t.forward)
     bwd_flops = flops.count(bwd) if bwd is not None else None
     # Without a backward pass, a name only recomputed is found in the linear
     # program, where the recomputation comes from; sites get no FLOPs.
-    names = named_values(t.forward, bwd if bwd is not None else t.linear.jaxpr)
+    read_from = bwd
+    if read_from is None:
+        assert t.linear is not None  # a view without the backward pass reads the linear program
+        read_from = t.linear.jaxpr
+    names = named_values(t.forward, read_from)
     target = t.target
     shown_sites = [
         replace(f.site, override=t.plan[f.site.id].canonical, effective_spec=t.plan[f.site.id])
@@ -174,11 +196,11 @@ def _analysis(t: Trace, bwd, recompute, residuals, forward, backward, begun: tup
         sites=shown_sites,
         config=t.config,
         dots=count_dots(t.forward),
-        flops={
-            "forward": fwd_flops.flops,
-            "backward": bwd_flops.flops if bwd_flops is not None else None,
-            "recompute": recompute.flops,
-        },
+        flops=Flops(
+            forward=fwd_flops.flops,
+            backward=bwd_flops.flops if bwd_flops is not None else None,
+            recompute=recompute.flops,
+        ),
         flops_exact=fwd_flops.exact
         and (bwd_flops is None or bwd_flops.exact)
         and recompute.flops_exact,
@@ -191,10 +213,13 @@ def _structure_code(t: Trace) -> tuple[str, str] | None:
     structure = t.config.structure
     if structure is None:
         return None
+    assert t.primal is not None  # a structure is built from the primal program
     return structure_code.code_for(scan_of(t.primal.scans, structure), structure)
 
 
-def _snippet(target: Target, spec, sites: list, plan: dict, structure: tuple | None) -> str:
+def _snippet(
+    target: Target, spec: policies.PolicySpec, sites: list, plan: dict, structure: tuple | None
+) -> str:
     """What to paste: the structure's call, if any; at each overridden
     site's line, its new checkpoint (core/trace/wrappers.py: for a library's
     wrapper, its policy or the config string it reads); the outer wrap only
@@ -218,7 +243,15 @@ def _snippet(target: Target, spec, sites: list, plan: dict, structure: tuple | N
     return "\n".join(lines)
 
 
-def _place_residuals(found, fwd, bwd, fwd_lay, readers, positions: list[int | None], stories):
+def _place_residuals(
+    found: list[FoundResidual],
+    fwd: jc.Jaxpr,
+    bwd: jc.Jaxpr,
+    fwd_lay: linemap.PrintedJaxpr,
+    readers: linemap.Readers,
+    positions: list[int | None],
+    stories: story.Stories,
+) -> tuple[list[Residual], dict[int, list[int]], dict[int, list[int]]]:
     """Attach to each residual its lines and variable names in both panes
     (`positions`: forward residual output -> backward input, Trace.backward_positions),
     and its story (`stories`, told when first read: `Deferred`): the lines that make it

@@ -14,10 +14,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from remat_tui.core import jaxcompat as jc
+from remat_tui.core.model import Source
 from remat_tui.core.setup import policies
 from remat_tui.core.trace.origins import encloses
+from remat_tui.core.trace.sites import FoundSite
+
+if TYPE_CHECKING:
+    from remat_tui.core.trace.traced import Trace
 
 # Policies whose rule looks at checkpoint_names.
 _LOOKS_AT_NAMES = ("save_only_these_names", "save_any_names_but_these", policies.OFFLOAD_NAMES)
@@ -42,7 +48,7 @@ class Applied:
         return {"what": self.what, "why": self.why, "kind": self.kind}
 
 
-def verdicts(t, names: set[str], host_bytes: int) -> list[Applied]:
+def verdicts(t: Trace, names: set[str], host_bytes: int) -> list[Applied]:
     """What changes nothing in the traced configuration `t` (core/trace/traced.py
     Trace): `names` are the checkpoint_names its program makes, `host_bytes`
     the residual bytes it offloads."""
@@ -82,7 +88,7 @@ def verdicts(t, names: set[str], host_bytes: int) -> list[Applied]:
     return out
 
 
-def _enclosing(t, inner):
+def _enclosing(t: Trace, inner: FoundSite) -> FoundSite | None:
     """The outermost site around `inner` whose checkpoint is kept, or None."""
     kept = [
         f
@@ -94,7 +100,9 @@ def _enclosing(t, inner):
     return min(kept, key=lambda f: len(f.steps)) if kept else None
 
 
-def _names(spec, where: str, names: set[str], region, t) -> list[Applied]:
+def _names(
+    spec: policies.PolicySpec, where: str, names: set[str], region: FoundSite | None, t: Trace
+) -> list[Applied]:
     """The names `spec` lists that change nothing where it applies (`region`:
     a FoundSite, or None for the whole function)."""
     out = []
@@ -118,14 +126,14 @@ def _names(spec, where: str, names: set[str], region, t) -> list[Applied]:
     return out
 
 
-def _offload(spec, where: str, host_bytes: int) -> list[Applied]:
+def _offload(spec: policies.PolicySpec, where: str, host_bytes: int) -> list[Applied]:
     if (spec.offloaded_names() or spec.uses(policies.OFFLOAD_DOTS)) and not host_bytes:
         return [Applied(f"the offload in {where}", "no residual it would offload is saved: "
                         "nothing moves to host memory", "offloads_nothing")]  # fmt: skip
     return []
 
 
-def _looks_at_names(spec) -> bool:
+def _looks_at_names(spec: policies.PolicySpec) -> bool:
     if spec.kind == policies.BOTH:
         return any(_looks_at_names(p) for p in spec.parts) and not any(
             p.kind == "everything_saveable" for p in spec.parts
@@ -133,7 +141,7 @@ def _looks_at_names(spec) -> bool:
     return spec.kind in _LOOKS_AT_NAMES
 
 
-def _ignores(spec) -> str:
+def _ignores(spec: policies.PolicySpec) -> str:
     if spec.uses("save_anything_except_these_names"):
         return "JAX's save_anything_except_these_names saves every value, whatever its names"
     if spec.kind == policies.BOTH and any(p.kind == "everything_saveable" for p in spec.parts):
@@ -141,13 +149,13 @@ def _ignores(spec) -> str:
     return "a name it lists saves nothing more"
 
 
-def _made_in(body, name: str) -> bool:
+def _made_in(body: jc.Jaxpr | None, name: str) -> bool:
     return body is not None and any(
         jc.checkpoint_name(eqn) == name for eqn, _ in jc.nested_eqns(body)
     )
 
 
-def _made_where(t, name: str) -> str:
+def _made_where(t: Trace, name: str) -> str:
     """`(it is made at model.py:12, inside the scan at model.py:30)`, from the
     primal program."""
     if t.primal is None:
@@ -164,7 +172,9 @@ def _made_where(t, name: str) -> str:
     return words + ")"
 
 
-def _find(jaxpr, name: str, around: tuple):
+def _find(
+    jaxpr: jc.Jaxpr, name: str, around: tuple
+) -> tuple[jc.JaxprEqn, tuple[jc.JaxprEqn, ...]] | None:
     for eqn in jaxpr.eqns:
         if jc.checkpoint_name(eqn) == name:
             return eqn, around
@@ -175,5 +185,5 @@ def _find(jaxpr, name: str, around: tuple):
     return None
 
 
-def _where(source) -> str:
+def _where(source: Source | None) -> str:
     return f"{os.path.basename(source.file)}:{source.line}" if source else "?"

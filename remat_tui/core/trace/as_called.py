@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import numpy as np
@@ -43,8 +44,14 @@ class BackwardInputs:
     positions: list[int | None]
 
 
-def backward_inputs(flat_fn: Callable, leaves: list, traced_vjp, out_shape, forward,
-                    device) -> BackwardInputs:  # fmt: skip
+def backward_inputs(
+    flat_fn: Callable,
+    leaves: list,
+    traced_vjp: Any,
+    out_shape: Any,
+    forward: jc.Jaxpr,
+    device: jax.Device,
+) -> BackwardInputs:
     """The backward pass's inputs for `jax.vjp(flat_fn, *leaves)`: `traced_vjp`
     is the vjp's shape as traced (its residual leaves are the last outputs of
     the `forward` jaxpr), `out_shape` the output's."""
@@ -61,7 +68,7 @@ def backward_inputs(flat_fn: Callable, leaves: list, traced_vjp, out_shape, forw
     res_shapes = _keep_memory_space(res_shapes, avals, device)
     ct_shapes, ct_tree = tree_flatten(out_shape)
 
-    def backward(*flat):
+    def backward(*flat: Any) -> Any:
         vjp_fn = tree_unflatten(res_tree, flat[: len(res_shapes)])
         return vjp_fn(tree_unflatten(ct_tree, flat[len(res_shapes) :]))
 
@@ -75,7 +82,7 @@ def called_differs(leaves: list) -> bool:
     return None in keys or len(set(keys)) < len(keys)
 
 
-def _vjp_as_called(flat_fn: Callable, leaves: list):
+def _vjp_as_called(flat_fn: Callable, leaves: list) -> Any:
     """The vjp's shape (its residuals') as jax.vjp makes it for the call
     itself: each distinct array one traced input, given at every position it
     was passed; constants passed as they are."""
@@ -83,7 +90,7 @@ def _vjp_as_called(flat_fn: Callable, leaves: list):
     inputs = {key: leaf for key, leaf in zip(keys, leaves, strict=True) if key is not None}
     index = {key: i for i, key in enumerate(inputs)}
 
-    def as_called(*traced):
+    def as_called(*traced: Any) -> Any:
         pairs = zip(keys, leaves, strict=True)
         args = [x if key is None else traced[index[key]] for key, x in pairs]
         return jax.vjp(flat_fn, *args)[1]
@@ -92,7 +99,7 @@ def _vjp_as_called(flat_fn: Callable, leaves: list):
     return called
 
 
-def _identity(leaf, position: int):
+def _identity(leaf: Any, position: int) -> tuple | None:
     """Which traced input a leaf is: an array is one value wherever it is
     passed (its id); an abstract stand-in describes a shape, not a value, so
     each is its own input (its position); a constant is none (None)."""
@@ -103,14 +110,14 @@ def _identity(leaf, position: int):
     return None
 
 
-def _positions(traced, called) -> list[int | None]:
+def _positions(traced: Any, called: Any) -> list[int | None]:
     """For each residual leaf of the traced vjp, the index of the leaf at the
     same path in the called vjp, or None where the call has none there."""
     paths = {path: j for j, (path, _) in enumerate(tree_flatten_with_path(called)[0])}
     return [paths.get(path) for path, _ in tree_flatten_with_path(traced)[0]]
 
 
-def _keep_memory_space(shapes: list, avals: list, device) -> list:
+def _keep_memory_space(shapes: list, avals: list, device: jax.Device) -> list:
     """`return_shape` drops where a residual lives; an offloaded one must reach the
     backward trace in host memory, or the backward pane would show it on device."""
     if not any(jc.is_host(a) for a in avals):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import jax
-from jax.tree_util import tree_flatten, tree_unflatten
+from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.setup import policies
@@ -36,13 +37,13 @@ class Cancelled(Exception):
     (core/trace/analysis.py) when the caller no longer wants the result."""
 
 
-def check_cancelled(cancelled) -> None:
+def check_cancelled(cancelled: Callable[[], bool] | None) -> None:
     if cancelled is not None and cancelled():
         raise Cancelled()
 
 
 def configured_function(
-    target: Target, config: Config, leaves: list, in_tree, device
+    target: Target, config: Config, leaves: list, in_tree: PyTreeDef, device: jax.Device
 ) -> tuple[Callable, Primal | None, dict]:
     """The target as `config` asks for it, as a function of the flattened
     (args, kwargs) leaves: its checkpoint sites overridden and its structure
@@ -64,7 +65,7 @@ def configured_function(
     else:
         flat_fn = flat_function(target, target.fn, in_tree)
     if spec.kind != policies.AS_WRITTEN:
-        flat_fn = _checkpointed(flat_fn, policies.build(spec, target.policies))
+        flat_fn = _checkpointed(flat_fn, policies.checkpoint_policy(spec, target.policies))
     return flat_fn, primal, plan
 
 
@@ -79,10 +80,10 @@ def program_scans(target: Target, config: Config) -> list:
         return primal_program(target, leaves, in_tree, here, target_dir(target)).scans
 
 
-def flat_function(target: Target, fn: Callable, in_tree) -> Callable:
+def flat_function(target: Target, fn: Callable, in_tree: PyTreeDef) -> Callable:
     """`fn` taking the flattened (args, kwargs) leaves, as JAX's own tools call it."""
 
-    def flat_fn(*flat):
+    def flat_fn(*flat: Any) -> Any:
         a, kw = tree_unflatten(in_tree, flat)
         out = fn(*a, **kw)
         require_array_output(target, out)
@@ -91,7 +92,7 @@ def flat_function(target: Target, fn: Callable, in_tree) -> Callable:
     return flat_fn
 
 
-def _checkpointed(flat_fn: Callable, jax_policy) -> Callable:
+def _checkpointed(flat_fn: Callable, jax_policy: jc.Policy) -> Callable:
     return jax.checkpoint(flat_fn, policy=jax_policy)
 
 

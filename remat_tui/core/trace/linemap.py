@@ -50,7 +50,7 @@ class PrintedJaxpr:
         return _BINDER.findall(lhs) if eq else []
 
 
-def layout(jaxpr) -> tuple[str, PrintedJaxpr]:
+def layout(jaxpr: jc.Jaxpr) -> tuple[str, PrintedJaxpr]:
     text, regions = jc.format_jaxpr(jaxpr)
     lay = PrintedJaxpr(text.split("\n"), regions)
     own, by_eqn, innermost = lay.own, lay.by_eqn, lay.innermost
@@ -80,7 +80,7 @@ def layout(jaxpr) -> tuple[str, PrintedJaxpr]:
 # binders, and its operands), and the search goes on inside its bodies.
 
 
-def making_lines(lay: PrintedJaxpr, eqn, var) -> set[int]:
+def making_lines(lay: PrintedJaxpr, eqn: jc.JaxprEqn, var: jc.Atom) -> set[int]:
     """The lines of `eqn` that make its output `var`: all of a leaf equation's;
     of a call, its binders and operands lines and, inside its bodies, the
     lines making the body output bound to `var`."""
@@ -113,19 +113,19 @@ class Readers:
         self._bound: dict[tuple, dict] = {}  # (id(eqn), slot) -> {operand: [body inputs]}
         self._found: dict[tuple, tuple] = {}  # (id(jaxpr), var) -> (lines, equations)
 
-    def lines(self, jaxpr, var) -> set[int]:
+    def lines(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> set[int]:
         """The lines reading `var` (an input or value of `jaxpr`): all of each
         leaf equation reading it; of a call, its binders and operands lines and,
         inside its bodies, the lines reading the input bound to `var`."""
         return self._walk(jaxpr, var)[0]
 
-    def equations(self, jaxpr, var) -> list:
+    def equations(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> list:
         """The equations reading `var`, followed into the bodies of calls as
         `lines` is: the leaf equations that use the value itself, in
         program order."""
         return self._walk(jaxpr, var)[1]
 
-    def _walk(self, jaxpr, var) -> tuple[set[int], list]:
+    def _walk(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> tuple[set[int], list]:
         key = (id(jaxpr), var)
         found = self._found.get(key)
         if found is not None:
@@ -147,7 +147,7 @@ class Readers:
         found = self._found[key] = (lines, eqns)
         return found
 
-    def _readers(self, jaxpr) -> dict:
+    def _readers(self, jaxpr: jc.Jaxpr) -> dict:
         index = self._index.get(id(jaxpr))
         if index is None:
             index = self._index[id(jaxpr)] = {}
@@ -157,7 +157,7 @@ class Readers:
                         index.setdefault(v, []).append(eqn)
         return index
 
-    def _inputs_bound(self, eqn, body) -> dict:
+    def _inputs_bound(self, eqn: jc.JaxprEqn, body: jc.Body) -> dict:
         """The equation's operand -> the inputs of `body` bound to it, in order."""
         key = (id(eqn), body.slot)
         bound = self._bound.get(key)
@@ -169,7 +169,7 @@ class Readers:
         return bound
 
 
-def _ends(lay: PrintedJaxpr, eqn) -> set[int]:
+def _ends(lay: PrintedJaxpr, eqn: jc.JaxprEqn) -> set[int]:
     """A call equation's first and last own lines: its binders and its operands."""
     own = lay.by_eqn.get(id(eqn), ())
     return {own[0], own[-1]} if own else set()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from remat_tui.core.model import Source
+
 _SCANS = ("scan",)
 _REMATS = ("remat", "checkpoint")
 
@@ -28,7 +30,7 @@ class ScanCall:
     name: str | None  # the scanned module's name= where it is a string literal
 
 
-def read_scan_call(source) -> ScanCall | None:
+def read_scan_call(source: Source | None) -> ScanCall | None:
     """The nn.scan call for a scan whose module is called at `source`
     (places.Source), or None where it cannot be read."""
     if source is None:
@@ -45,7 +47,8 @@ def read_scan_call(source) -> ScanCall | None:
     called = _module_call_at(function, source.line)
     if called is None:
         return None
-    made, assigned = called.func, None
+    made: ast.expr | None = called.func
+    assigned = None
     if isinstance(made, ast.Name):
         assigned = made.id
         made = _assigned_before(function, made.id, source.line)
@@ -57,22 +60,24 @@ def read_scan_call(source) -> ScanCall | None:
     remat = None
     if isinstance(block, ast.Call) and _called_name(block) in _REMATS and block.args:
         remat = (
-            ast.get_source_segment(text, block.func),
-            ast.get_source_segment(text, block.args[0]),
+            _segment(text, block.func),
+            _segment(text, block.args[0]),
             _keywords(text, block),
         )
     name = next((k.value for k in called.keywords if k.arg == "name"), None)
     return ScanCall(
         line=made.lineno,
         assigned=assigned,
-        block=ast.get_source_segment(text, block),
+        block=_segment(text, block),
         remat=remat,
         kwargs=_keywords(text, made),
         name=name.value if isinstance(name, ast.Constant) and isinstance(name.value, str) else None,
     )
 
 
-def _innermost_function(tree, line: int):
+def _innermost_function(
+    tree: ast.Module, line: int
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     found = None
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -82,7 +87,7 @@ def _innermost_function(tree, line: int):
     return found
 
 
-def _module_call_at(function, line: int):
+def _module_call_at(function: ast.FunctionDef | ast.AsyncFunctionDef, line: int) -> ast.Call | None:
     """The outermost `MAKE(...)` of a `MAKE(...)(args)` call starting at `line`."""
     calls = [
         n for n in ast.walk(function)
@@ -90,10 +95,13 @@ def _module_call_at(function, line: int):
     ]  # fmt: skip
     if not calls:
         return None
-    return min(calls, key=lambda n: n.col_offset).func
+    outermost = min(calls, key=lambda n: n.col_offset).func
+    return outermost if isinstance(outermost, ast.Call) else None  # it is: found so
 
 
-def _assigned_before(function, name: str, line: int):
+def _assigned_before(
+    function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, line: int
+) -> ast.expr | None:
     """The value last assigned to `name` above `line` in `function`."""
     value = None
     for node in ast.walk(function):
@@ -111,5 +119,10 @@ def _called_name(call: ast.Call) -> str | None:
     return func.id if isinstance(func, ast.Name) else None
 
 
+def _segment(text: str, node: ast.AST) -> str:
+    """`node`'s source; a node parsed from `text` always has its place there."""
+    return ast.get_source_segment(text, node) or ""
+
+
 def _keywords(text: str, call: ast.Call) -> dict[str, str]:
-    return {k.arg: ast.get_source_segment(text, k.value) for k in call.keywords if k.arg}
+    return {k.arg: _segment(text, k.value) for k in call.keywords if k.arg}

@@ -3,14 +3,12 @@ in the forward or backward jaxpr, with its shapes, bytes and source."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.model import NamedValue
 from remat_tui.core.trace.residuals import aval_bytes
 
 
-def named_values(fwd, bwd) -> list[NamedValue]:
+def named_values(fwd: jc.Jaxpr, bwd: jc.Jaxpr) -> list[NamedValue]:
     """Every checkpoint_name applied anywhere (sub-jaxprs included), first seen
     first. Counted in the forward pass; a name that survives only in the
     backward pass (recomputed under the policy) is counted there."""
@@ -34,7 +32,7 @@ def named_values(fwd, bwd) -> list[NamedValue]:
     return out
 
 
-def name_eqns(jaxpr) -> dict[str, list[tuple[Any, int]]]:
+def name_eqns(jaxpr: jc.Jaxpr) -> dict[str, list[tuple[jc.JaxprEqn, int]]]:
     """name -> [(equation, how many times it runs: the product of enclosing scan
     lengths)]. A body shared by several equations is walked once per use."""
     found: dict[str, list] = {}

@@ -19,8 +19,14 @@ in.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from typing import TYPE_CHECKING
+
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.model import Origin, Source
+
+if TYPE_CHECKING:
+    from remat_tui.core.trace.sites import FoundSite
 
 _MAX_STEPS = 64  # a guard against carry cycles: each step descends or looks through
 
@@ -28,13 +34,13 @@ _MAX_STEPS = 64  # a guard against carry cycles: each step descends or looks thr
 class Origins:
     """Finds origins in one forward jaxpr; producer maps are built once per body."""
 
-    def __init__(self, prefer_dir: str | None, sites: list):
+    def __init__(self, prefer_dir: str | None, sites: list[FoundSite]):
         self.prefer_dir = prefer_dir
         self.sites = sites  # FoundSite list, to tell which site computed a value
-        self._producers: dict[int, dict] = {}
+        self._producers: dict[int, dict[jc.Var, tuple[jc.JaxprEqn, int]]] = {}
         self._by_primitive: dict[tuple, dict] = {}  # (id(jaxpr), primitive) -> alike equations
 
-    def of(self, jaxpr, var) -> Origin:
+    def of(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> Origin:
         eqn, name, trip, per_iteration, outer, _ = self._follow(jaxpr, var)
         if eqn is None:
             return Origin(None, name, None, trip, per_iteration, None)
@@ -55,12 +61,12 @@ class Origins:
             site=site or self._site_told(eqn, jaxpr) or self._site_of(source, trip),
         )
 
-    def _site_told(self, eqn, forward) -> int | None:
+    def _site_told(self, eqn: jc.JaxprEqn, forward: jc.Jaxpr) -> int | None:
         """The site `site_by_frames` names, where it names one."""
         site = self.site_by_frames(eqn, forward)
         return site if type(site) is int else None
 
-    def _copied_from(self, eqn) -> tuple[Source, int | None] | None:
+    def _copied_from(self, eqn: jc.JaxprEqn) -> tuple[Source, int | None] | None:
         """(the line that runs the innermost site whose body has an equation
         with `eqn`'s frames, that site's id or None if several run from that
         line), or None: no site has one, or sites run from different lines
@@ -76,12 +82,12 @@ class Origins:
             # primitive (square's makes a mul), rarely the types.
             types = tuple(jc.short(v.aval) for v in eqn.outvars)
             held = [f for f in held if types in f.output_types(key)]
-        lines = {f.site.called_at for f in held}
+        lines = {f.site.called_at for f in held if f.site.called_at is not None}  # all of them
         if len(lines) != 1:
             return None
         return lines.pop(), held[0].site.id if len(held) == 1 else None
 
-    def judged(self, jaxpr, var):
+    def judged(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> jc.JaxprEqn | None:
         """The equation a checkpoint policy was asked about for this value:
         the first one making it, followed into the bodies of calls (and back
         out of one where the body only passes an input through) and through
@@ -111,7 +117,9 @@ class Origins:
             jaxpr, var = inner[0].jaxpr, inner[1]
         return None
 
-    def site_by_frames(self, eqn, forward=None) -> int | None | bool:
+    def site_by_frames(
+        self, eqn: jc.JaxprEqn, forward: jc.Jaxpr | None = None
+    ) -> int | None | bool:
         """The innermost checkpoint site whose body holds an equation with
         `eqn`'s frames (an equation JAX copied out of that body keeps them);
         None when no site's body does; False when the frames do not tell
@@ -131,7 +139,9 @@ class Origins:
                 return self._by_place(eqn, key, types, held, forward)
         return held[0].site.id if len(held) == 1 else False
 
-    def _by_place(self, eqn, key, types, held: list, forward) -> int | bool:
+    def _by_place(
+        self, eqn: jc.JaxprEqn, key: Hashable, types: tuple[str, ...], held: list, forward: jc.Jaxpr
+    ) -> int | bool:
         """Sites alike in frames share one traced body: JAX caches the trace
         of a function checkpointed at several places with the same argument
         types, so every site's body holds the first call's frames. The
@@ -144,7 +154,9 @@ class Origins:
             return False
         return held[at].site.id
 
-    def _of_primitive(self, forward, primitive, types, key) -> list:
+    def _of_primitive(
+        self, forward: jc.Jaxpr, primitive: object, types: tuple[str, ...], key: Hashable
+    ) -> list:
         """The equations of `forward` (nested, in order) with this primitive,
         output types and frames; indexed once per jaxpr and primitive."""
         index = self._by_primitive.get((id(forward), primitive))
@@ -157,18 +169,24 @@ class Origins:
             self._by_primitive[(id(forward), primitive)] = index
         return index.get((types, key), [])
 
-    def computing(self, jaxpr, var):
+    def computing(
+        self, jaxpr: jc.Jaxpr, var: jc.Atom
+    ) -> tuple[jc.JaxprEqn | None, jc.Jaxpr | None]:
         """(the equation that computed the value, the jaxpr holding it), as
         `of` follows it; (None, None) for an input."""
         eqn, *_, body = self._follow(jaxpr, var)
         return eqn, body
 
-    def producer(self, jaxpr, var):
+    def producer(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> jc.JaxprEqn | None:
         """The equation of `jaxpr` defining `var`, or None."""
         produced = self._producer(jaxpr, var) if isinstance(var, jc.Var) else None
         return produced[0] if produced else None
 
-    def _follow(self, jaxpr, var):
+    def _follow(
+        self, jaxpr: jc.Jaxpr, var: jc.Atom
+    ) -> tuple[
+        jc.JaxprEqn | None, str | None, int | None, str | None, Source | None, jc.Jaxpr | None
+    ]:
         """(computing equation or None, name, trip count, per-iteration aval,
         the user's line of the innermost body entered, the jaxpr holding the
         equation)."""
@@ -197,7 +215,7 @@ class Origins:
             jaxpr, var = body, inner_var
         return None, name, trip, per_iteration, outer, None
 
-    def _inner(self, eqn, k):
+    def _inner(self, eqn: jc.JaxprEqn, k: int) -> tuple[jc.Body, jc.Atom, int | None] | None:
         """(the Body, its variable for output k, scan length or None), or
         None when the equation computes the value itself."""
         held = jc.bodies(eqn)
@@ -220,7 +238,9 @@ class Origins:
             return held[0], held[0].jaxpr.outvars[k], None
         return None
 
-    def _through_carry(self, body, var, num_consts: int, num_carry: int):
+    def _through_carry(
+        self, body: jc.Jaxpr, var: jc.Atom, num_consts: int, num_carry: int
+    ) -> jc.Atom:
         """A stacked scan output that is a carry input is the carry's value each
         iteration: what the body computes for that carry."""
         if isinstance(var, jc.Var) and var in body.invars:
@@ -229,7 +249,7 @@ class Origins:
                 return body.outvars[j]
         return var
 
-    def _producer(self, jaxpr, var):
+    def _producer(self, jaxpr: jc.Jaxpr, var: jc.Var) -> tuple[jc.JaxprEqn, int] | None:
         table = self._producers.get(id(jaxpr))
         if table is None:
             table = {v: (e, k) for e in jaxpr.eqns for k, v in enumerate(e.outvars)}
@@ -249,13 +269,13 @@ class Origins:
         return (same_trip or holding)[-1].id
 
 
-def _jax_promotion(eqn) -> bool:
+def _jax_promotion(eqn: jc.JaxprEqn) -> bool:
     """JAX's own broadcast of a scalar residual out of a shard_map body (the
     scalar a debug print reads, say): it holds the scalar's value."""
     return jc.primitives.is_scalar_promotion(eqn) and jc.user_source(eqn.source_info) is None
 
 
-def encloses(outer, inner) -> bool:
+def encloses(outer: FoundSite, inner: FoundSite) -> bool:
     """Whether site `inner` (a FoundSite) is in the body of site `outer`."""
     depth = len(outer.steps)
     return (

@@ -5,15 +5,17 @@ source of its checkpoint sites and of site-overridden functions to analyse.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import Any
 
 import jax
 import numpy as np
-from jax.tree_util import tree_structure, tree_unflatten
+from jax.tree_util import PyTreeDef, tree_structure, tree_unflatten
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.lru import LRU
+from remat_tui.core.setup.structures import Structure
 from remat_tui.core.setup.usererrors import describe, user_traceback
 from remat_tui.core.trace import sites as site_lib
 from remat_tui.core.trace import structures
@@ -22,7 +24,7 @@ from remat_tui.registry import Target
 
 CACHE_SIZE = 8  # primal programs kept (one per target, argument shapes and device)
 EVALUATORS = 16  # rewritten programs kept per primal program (one per override plan)
-_cache = LRU(CACHE_SIZE)
+_cache: LRU[Primal] = LRU(CACHE_SIZE)
 
 
 @dataclass
@@ -38,7 +40,7 @@ class Primal:
     # One function object per plan, kept: jax.checkpoint caches the trace (and
     # its JVP) of the function it wraps by identity, so the next outer policy
     # over the same plan re-uses them instead of tracing the program again.
-    evaluators: LRU = field(default_factory=lambda: LRU(EVALUATORS))
+    evaluators: LRU[Callable] = field(default_factory=lambda: LRU(EVALUATORS))
 
     _scans: list | None = field(default=None, repr=False)
 
@@ -51,12 +53,14 @@ class Primal:
             self._scans = structures.find_scans(program, self.sites, self.prefer_dir)
         return self._scans
 
-    def evaluator(self, plan: dict, declared: dict | None, structure=None) -> Callable:
+    def evaluator(
+        self, plan: dict, declared: dict | None, structure: Structure | None = None
+    ) -> Callable:
         """A function of the flattened arguments computing the target with the
         planned sites changed and, with a `structure`, its scan rebuilt; its
         equations keep the user's source lines."""
-        key = tuple(sorted((i, spec.canonical) for i, spec in plan.items()))
-        key = (key, structure.canonical if structure is not None else None)
+        overrides = tuple(sorted((i, spec.canonical) for i, spec in plan.items()))
+        key = (overrides, structure.canonical if structure is not None else None)
         run = self.evaluators.get(key)
         if run is None:
             splices = {}
@@ -68,14 +72,16 @@ class Primal:
             )
             consts, out_tree = jc.consts_of(self.closed), self.out_tree
 
-            def run(*flat):
+            def run(*flat: Any) -> Any:
                 return tree_unflatten(out_tree, jc.eval_jaxpr(jaxpr, consts, *flat))
 
             self.evaluators.put(key, run)
         return run
 
 
-def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) -> Primal:
+def primal_program(
+    target: Target, leaves: list, in_tree: PyTreeDef, device: jax.Device, prefer_dir: str | None
+) -> Primal:
     # The sharding (its mesh included) is part of the key: a topology traces on the
     # same local device as cpu:0, with the same shapes, over another mesh.
     avals = tuple(
@@ -87,7 +93,7 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
     if hit is not None and hit.fn() is target.fn:
         return hit
 
-    def flat_fn(*flat):
+    def flat_fn(*flat: Any) -> Any:
         a, kw = tree_unflatten(in_tree, flat)
         out = target.fn(*a, **kw)
         require_array_output(target, out)
@@ -113,7 +119,7 @@ def primal_program(target: Target, leaves: list, in_tree, device, prefer_dir) ->
     return primal
 
 
-def _held(fn: Callable, key) -> Callable[[], Callable | None]:
+def _held(fn: Callable, key: Hashable) -> Callable[[], Callable | None]:
     """A weak reference to `fn` that drops its cache entry when `fn` goes,
     or, for a callable that takes no weak reference, a strong one."""
     try:
@@ -122,7 +128,7 @@ def _held(fn: Callable, key) -> Callable[[], Callable | None]:
         return lambda: fn
 
 
-def require_array_output(target: Target, out) -> None:
+def require_array_output(target: Target, out: Any) -> None:
     for leaf in jax.tree_util.tree_leaves(out):
         # Python and NumPy scalars are outputs JAX accepts (an aux batch count, say).
         if isinstance(leaf, (bool, int, float, complex, np.generic)):

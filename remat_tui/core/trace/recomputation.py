@@ -34,7 +34,9 @@ checks the reading against that trace.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.costs import flops
@@ -57,7 +59,7 @@ class Recomputation:
     flops_exact: bool = True
 
 
-def recomputation(jaxpr, residual_invars: set, cotangent_invars: set) -> Recomputation:
+def recomputation(jaxpr: jc.Jaxpr, residual_invars: set, cotangent_invars: set) -> Recomputation:
     """The recomputation in a backward jaxpr whose inputs are the residuals
     and the cotangents."""
     return _read(jaxpr, residual_invars, cotangent_invars, linear=False)
@@ -78,7 +80,9 @@ class _Unreadable(Exception):
     """The linear program holds something whose transposition is not modelled."""
 
 
-def _read(jaxpr, residuals, cotangents, linear: bool) -> Recomputation:
+def _read(
+    jaxpr: jc.Jaxpr, residuals: Iterable, cotangents: Iterable, linear: bool
+) -> Recomputation:
     found = Recomputation()
     cost = _Flow(found, linear).walk(jaxpr, set(residuals), set(cotangents), False)
     found.flops, found.flops_exact = cost.flops, cost.exact
@@ -101,7 +105,7 @@ class _Flow:
         self.found = found
         self.linear = linear
 
-    def walk(self, jaxpr, primal: set, ct: set, in_remat: bool) -> flops.Count:
+    def walk(self, jaxpr: jc.Jaxpr, primal: set, ct: set, in_remat: bool) -> flops.Count:
         """Marks the recomputing equations of `jaxpr`; returns their FLOPs (one run)."""
         total, exact = 0, True
         for eqn in jaxpr.eqns:
@@ -110,7 +114,7 @@ class _Flow:
             exact = exact and spent_exact
         return flops.Count(total, exact)
 
-    def _equation(self, eqn, primal: set, ct: set, in_remat: bool) -> tuple[int, bool]:
+    def _equation(self, eqn: jc.JaxprEqn, primal: set, ct: set, in_remat: bool) -> tuple[int, bool]:
         """(FLOPs, exact) the equation re-runs, its outputs' kinds recorded."""
         calls = jc.bodies(eqn)
         uses_ct = uses_primal = False
@@ -165,7 +169,7 @@ class _Flow:
         return spent + combined.flops, combined.exact
 
 
-def _check_linear(eqn, calls, uses_ct: bool, in_remat: bool) -> None:
+def _check_linear(eqn: jc.JaxprEqn, calls: Any, uses_ct: bool, in_remat: bool) -> None:
     """In the linear program: a call must be a jit or a top-level checkpoint
     with one body wired one to one, and an equation reading a tangent must
     transpose without work; else _Unreadable."""
@@ -178,7 +182,9 @@ def _check_linear(eqn, calls, uses_ct: bool, in_remat: bool) -> None:
         raise _Unreadable(jc.primitive_name(eqn))
 
 
-def _body_inputs(body, primal: set, ct: set, uses_primal: bool, uses_ct: bool):
+def _body_inputs(
+    body: jc.Body, primal: set, ct: set, uses_primal: bool, uses_ct: bool
+) -> tuple[set, set]:
     """(primal, ct) among the body's inputs: as the equation's inputs bound to
     them are; with its wiring unknown, every input of the kind the equation's
     inputs give (cotangent first)."""
@@ -191,7 +197,9 @@ def _body_inputs(body, primal: set, ct: set, uses_primal: bool, uses_ct: bool):
     return {s for s, o in pairs if o in primal}, {s for s, o in pairs if o in ct}
 
 
-def _body_outputs(body, eqn, sub_primal: set, sub_ct: set, primal: set, ct: set) -> None:
+def _body_outputs(
+    body: jc.Body, eqn: jc.JaxprEqn, sub_primal: set, sub_ct: set, primal: set, ct: set
+) -> None:
     """Each output of a call takes the kind of the body's output it is."""
     for inner, outer in zip(body.jaxpr.outvars, eqn.outvars, strict=True):
         if not isinstance(inner, jc.Var):

@@ -29,7 +29,7 @@ class FoundResidual:
 
 
 def find_residuals(
-    jaxpr,
+    jaxpr: jc.Jaxpr,
     num_res: int,
     arg_names: tuple[str, ...],
     origin_of: Callable[[Any], Origin | None] = lambda var: None,
@@ -52,7 +52,14 @@ def find_residuals(
 
     found: list[FoundResidual] = []
 
-    def add(var, text_tail, kind, eqn_index=None, pos=None, **extra):
+    def add(
+        var: jc.Atom,
+        text_tail: str,
+        kind: str,
+        eqn_index: int | None = None,
+        pos: list[int] | None = None,
+        **extra: Any,
+    ) -> None:
         aval = var.aval
         extra.update(origin=origin_of(var), bytes_per_device=device_bytes(aval))
         found.append(
@@ -83,20 +90,20 @@ def find_residuals(
     return found
 
 
-class _Producers(dict):
+class _Producers(dict[jc.Var, jc.JaxprEqn | None]):
     """Variable -> the equation defining it, built on first use (rarely needed)."""
 
-    def __init__(self, jaxpr):
+    def __init__(self, jaxpr: jc.Jaxpr) -> None:
         super().__init__()
         self._jaxpr = jaxpr
 
-    def __missing__(self, var):
+    def __missing__(self, var: jc.Var) -> jc.JaxprEqn | None:
         if not self:
             self.update({v: e for e in self._jaxpr.eqns for v in e.outvars})
         return self.get(var)
 
 
-def _source(eqn, producers: _Producers) -> Source | None:
+def _source(eqn: jc.JaxprEqn, producers: _Producers) -> Source | None:
     """The user's line behind an equation. JAX inserts the device_put of an
     offloaded value with no line of its own: it gets the line of the value's."""
     seen = 0
@@ -111,7 +118,7 @@ def _source(eqn, producers: _Producers) -> Source | None:
     return source
 
 
-def aval_bytes(aval) -> int:
+def aval_bytes(aval: Any) -> int:
     shape = tuple(getattr(aval, "shape", ()))
     return int(math.prod(shape)) * _dtype_facts(aval.dtype)[1]
 
@@ -119,7 +126,7 @@ def aval_bytes(aval) -> int:
 _dtypes: dict = {}  # dtype -> (its name, its item size): numpy's str() of a dtype is slow
 
 
-def _dtype_facts(dtype) -> tuple[str, int]:
+def _dtype_facts(dtype: Any) -> tuple[str, int]:
     facts = _dtypes.get(dtype)
     if facts is None:
         try:
@@ -130,8 +137,17 @@ def _dtype_facts(dtype) -> tuple[str, int]:
     return facts
 
 
-def _residual(aval, text_tail, kind, primitive=None, name=None, argument=None, source=None,
-              origin=None, bytes_per_device=None):  # fmt: skip
+def _residual(
+    aval: Any,
+    text_tail: str,
+    kind: str,
+    primitive: str | None = None,
+    name: str | None = None,
+    argument: str | None = None,
+    source: Source | None = None,
+    origin: Origin | None = None,
+    bytes_per_device: int | None = None,
+) -> Residual:
     short = jc.short(aval)
     return Residual(
         text=f"{short} {text_tail}",
@@ -150,11 +166,11 @@ def _residual(aval, text_tail, kind, primitive=None, name=None, argument=None, s
     )
 
 
-def per_device_bytes(aval) -> int | None:
+def per_device_bytes(aval: Any) -> int | None:
     """Bytes on each device for an aval sharded over a mesh (explicit sharding,
     `f32[8@data,4]`), or None when every device would hold all of it (no
     sharding, or a mesh whose sharded axes have one device each)."""
-    sharding = getattr(aval, "sharding", None)
+    sharding: Any = getattr(aval, "sharding", None)
     spec = getattr(sharding, "spec", None)
     if not spec or all(axis is None for axis in spec):
         return None

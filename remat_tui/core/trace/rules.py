@@ -19,10 +19,12 @@ dot itself for a dot's output.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core.jaxcompat.decisions import OFFLOAD, RECOMPUTE, SAVE, decide, is_conv
+from remat_tui.core.jaxcompat.decisions import OFFLOAD, RECOMPUTE, SAVE, Decision, decide, is_conv
 from remat_tui.core.setup import policies
 from remat_tui.core.stories import (
     ARGUMENT,
@@ -34,6 +36,10 @@ from remat_tui.core.stories import (
     Rule,
 )
 from remat_tui.core.trace.origins import Origins, encloses
+from remat_tui.core.trace.residuals import FoundResidual
+
+if TYPE_CHECKING:
+    from remat_tui.core.trace.traced import Trace
 
 NOT_UNDER_ANY = "under no checkpoint: autodiff saves every value the backward pass reads"
 
@@ -45,7 +51,7 @@ class InEffect:
 
     spec: policies.PolicySpec | None
     label: str
-    policy: object
+    policy: jc.Policy
     site: int | None
     function: str | None = None
 
@@ -58,12 +64,14 @@ class InEffect:
 class Governors:
     """The policy in effect at each place of one traced configuration."""
 
-    def __init__(self, t):
+    def __init__(self, t: Trace) -> None:
         declared = t.target.policies
         spec = t.config.spec
         self.outer = None
         if spec.kind != policies.AS_WRITTEN:
-            self.outer = InEffect(spec, spec.canonical, policies.build(spec, declared), None)
+            self.outer = InEffect(
+                spec, spec.canonical, policies.checkpoint_policy(spec, declared), None
+            )
         self.by_site: dict[int, InEffect] = {}
         self.found = []
         for f in t.sites:
@@ -74,7 +82,7 @@ class Governors:
                 own = InEffect(
                     planned,
                     planned.canonical,
-                    policies.build(planned, declared),
+                    policies.checkpoint_policy(planned, declared),
                     f.site.id,
                     f.site.function,
                 )
@@ -96,12 +104,12 @@ class Governors:
         return self.by_site[min(around, key=lambda f: len(f.steps)).site.id]
 
 
-def jax_default():
+def jax_default() -> Callable:
     """What a checkpoint without a policy applies: nothing_saveable."""
-    return policies.build(policies.PolicySpec("nothing_saveable"))
+    return policies.checkpoint_policy(policies.PolicySpec("nothing_saveable"))
 
 
-def rule_of(fr, origins: Origins, forward, governors: Governors) -> Rule:
+def rule_of(fr: FoundResidual, origins: Origins, forward: jc.Jaxpr, governors: Governors) -> Rule:
     """The rule that saved the residual `fr` (a FoundResidual) of the forward
     jaxpr `forward`."""
     r = fr.residual
@@ -152,7 +160,7 @@ def rule_of(fr, origins: Origins, forward, governors: Governors) -> Rule:
     return Rule(UNEXPLAINED, words, governing.label, None, RECOMPUTE, None, what)
 
 
-def equation_words(eqn) -> str:
+def equation_words(eqn: jc.JaxprEqn) -> str:
     """`checkpoint_name 'h'`, `dot_general with no batch dimensions`, `tanh`."""
     name = jc.checkpoint_name(eqn)
     if name is not None:
@@ -165,15 +173,17 @@ def equation_words(eqn) -> str:
     return jc.primitive_name(eqn)
 
 
-def _because(spec, label: str, eqn, decision) -> tuple[str, str]:
+def _because(
+    spec: policies.PolicySpec | None, label: str, eqn: jc.JaxprEqn, decision: Decision
+) -> tuple[str, str]:
     """(which rule of the policy matched, it in words) for a policy that
     saves or offloads at `eqn`."""
     kind = spec.kind if spec is not None and not spec.declared else None
     name = jc.checkpoint_name(eqn)
     moved = f"moves it to {decision.dst or 'host memory'}"
-    if kind == policies.BOTH:
+    if kind == policies.BOTH and spec is not None:
         for which, part in zip(("first", "second"), spec.parts, strict=False):
-            part_decision = decide(policies.build(part), eqn)
+            part_decision = decide(policies.checkpoint_policy(part), eqn)
             if part_decision.what != RECOMPUTE:
                 matched, words = _because(part, part.canonical, eqn, part_decision)
                 return matched, f"{words}, the {which} of the two policies {policies.BOTH} joins"

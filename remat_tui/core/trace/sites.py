@@ -13,11 +13,11 @@ checkpointed functions, so a cached body would keep the old policy.)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core.model import Site
+from remat_tui.core.model import Site, Source, Wrapper
 from remat_tui.core.setup import policies
 from remat_tui.core.trace import wrappers
 from remat_tui.errors import RematError
@@ -44,14 +44,16 @@ class FoundSite:
     steps: tuple[Step, ...]  # from the top jaxpr down to the jaxpr holding the equation
     index: int  # the remat equation's index in that jaxpr
     lines: frozenset[tuple[str, int]] = field(default_factory=frozenset)  # its body's lines
-    body: object = None  # the remat equation's body jaxpr
-    policy: object = None  # the policy the code binds there (a JAX policy callable)
+    body: jc.Jaxpr | None = None  # the remat equation's body jaxpr
+    policy: jc.Policy | None = None  # the policy the code binds there
     _frames: dict | None = field(default=None, repr=False)
 
     def frames(self) -> dict:
         """jaxcompat.frames_key -> the body's equations with those frames:
         how core/trace/origins.py tells what JAX copied out of this body.
         Read once per primal program, on first need."""
+        if self.body is None:
+            return {}  # no body, no equations (holds() asks the same)
         if self._frames is None:
             table: dict = {}
             for eqn, _ in jc.nested_eqns(self.body):
@@ -59,21 +61,23 @@ class FoundSite:
             self._frames = table
         return self._frames
 
-    def holds(self, key) -> bool:
+    def holds(self, key: Hashable) -> bool:
         """Whether the body has an equation with the frames `key`."""
         return self.body is not None and key in self.frames()
 
-    def output_types(self, key) -> set[tuple[str, ...]]:
+    def output_types(self, key: Hashable) -> set[tuple[str, ...]]:
         """The output types of the body's equations with the frames `key`
         (asked only where frames alone do not tell sites apart)."""
         return {tuple(jc.short(v.aval) for v in e.outvars) for e in self.frames().get(key, ())}
 
 
-def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[FoundSite]:
+def find_sites(jaxpr: jc.Jaxpr, declared: dict | None, prefer_dir: str | None) -> list[FoundSite]:
     """Every remat equation in `jaxpr`, in program order (outer before inner)."""
     found: list[FoundSite] = []
 
-    def walk(j, steps: tuple[Step, ...], trip: int | None, outer_source):
+    def walk(
+        j: jc.Jaxpr, steps: tuple[Step, ...], trip: int | None, outer_source: Source | None
+    ) -> None:
         for i, eqn in enumerate(j.eqns):
             held = jc.bodies(eqn)
             if not held:
@@ -99,9 +103,9 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
                     called_at=called_at,
                     wrapper=wrapper,
                 )
-                body = jc.remat_body(eqn)
-                lines = _body_lines(body, prefer_dir)
-                found.append(FoundSite(site, steps, i, lines, body, policy))
+                checkpointed = jc.remat_body(eqn)
+                lines = _body_lines(checkpointed, prefer_dir)
+                found.append(FoundSite(site, steps, i, lines, checkpointed, policy))
             if not jc.differentiates_bodies(eqn):
                 continue
             for body in held:
@@ -112,7 +116,9 @@ def find_sites(jaxpr, declared: dict | None, prefer_dir: str | None) -> list[Fou
     return found
 
 
-def _wrapper_call(eqn, called_at, function: str):
+def _wrapper_call(
+    eqn: jc.JaxprEqn, called_at: Source | None, function: str
+) -> tuple[Source, Wrapper] | None:
     """(the line of the library call that applies this checkpoint, the
     Wrapper), when a library's wrapper binds it (nn.remat, nnx.remat,
     eqx.filter_checkpoint: the innermost frame outside JAX is the library's)
@@ -123,7 +129,7 @@ def _wrapper_call(eqn, called_at, function: str):
     return wrappers.find_wrapper(names, called_at, function)
 
 
-def _body_lines(jaxpr, prefer_dir) -> frozenset[tuple[str, int]]:
+def _body_lines(jaxpr: jc.Jaxpr, prefer_dir: str | None) -> frozenset[tuple[str, int]]:
     lines = set()
     for eqn, _ in jc.nested_eqns(jaxpr):
         src = jc.own_source(eqn.source_info, prefer_dir)
@@ -133,7 +139,9 @@ def _body_lines(jaxpr, prefer_dir) -> frozenset[tuple[str, int]]:
 
 
 def resolve_overrides(
-    found: list[FoundSite], overrides: dict[int | str, policies.PolicySpec], jaxpr=None
+    found: list[FoundSite],
+    overrides: dict[int | str, policies.PolicySpec],
+    jaxpr: jc.Jaxpr | None = None,
 ) -> dict[int, policies.PolicySpec]:
     """Site id -> the spec to apply there. Keys are ids or function names (every
     site of that function); an id wins over a name for its own site."""
@@ -144,8 +152,9 @@ def resolve_overrides(
     plan: dict[int, policies.PolicySpec] = {}
     named = [(k, v) for k, v in overrides.items() if isinstance(k, str)]
     numbered = [(k, v) for k, v in overrides.items() if not isinstance(k, str)]
-    for key, spec in [*named, *numbered]:
-        ids = [key] if not isinstance(key, str) else by_name.get(key, [])
+    in_order: list[tuple[int | str, policies.PolicySpec]] = [*named, *numbered]
+    for key, spec in in_order:
+        ids: list[int] = by_name.get(key, []) if isinstance(key, str) else [key]
         if not ids or any(i not in by_id for i in ids):
             if isinstance(key, str) and jaxpr is not None and _runs_function(jaxpr, key):
                 raise RematError(
@@ -159,7 +168,7 @@ def resolve_overrides(
     return plan
 
 
-def _runs_function(jaxpr, name: str) -> bool:
+def _runs_function(jaxpr: jc.Jaxpr, name: str) -> bool:
     """Whether a function of that name (or a method ending in it) appears in the
     user's frames behind any equation: on the error path only."""
 
@@ -185,8 +194,8 @@ def _site_list(found: list[FoundSite]) -> str:
     return f"Sites: {listed}. Give a site id or a function name."
 
 
-def rewrite(jaxpr, found: list[FoundSite], plan: dict, declared: dict | None,
-            splices: dict | None = None):  # fmt: skip
+def rewrite(jaxpr: jc.Jaxpr, found: list[FoundSite], plan: dict, declared: dict | None,
+            splices: dict | None = None) -> jc.Jaxpr:  # fmt: skip
     """`jaxpr` with each planned site's policy replaced, or its checkpoint
     removed (as_written: the body runs inline, as if `jax.checkpoint` were
     deleted from the source); and `splices` ({(steps, index): Splice}) made,
@@ -196,12 +205,16 @@ def rewrite(jaxpr, found: list[FoundSite], plan: dict, declared: dict | None,
         spec = plan.get(f.site.id)
         if spec is None:
             continue
-        action = INLINE if spec.kind == policies.AS_WRITTEN else policies.build(spec, declared)
+        action = (
+            INLINE
+            if spec.kind == policies.AS_WRITTEN
+            else policies.checkpoint_policy(spec, declared)
+        )
         actions[(f.steps, f.index)] = action
     return _rewrite(jaxpr, (), actions)
 
 
-def _rewrite(jaxpr, steps: tuple[Step, ...], actions: dict):
+def _rewrite(jaxpr: jc.Jaxpr, steps: tuple[Step, ...], actions: dict) -> jc.Jaxpr:
     depth = len(steps)
     below = {
         addr[0][depth] for addr in actions if len(addr[0]) > depth and addr[0][:depth] == steps
@@ -230,7 +243,7 @@ def _rewrite(jaxpr, steps: tuple[Step, ...], actions: dict):
     return jaxpr.replace(eqns=eqns, outvars=[_sub(v, subst) for v in jaxpr.outvars])
 
 
-def _inline(eqn, body, subst: dict) -> list:
+def _inline(eqn: jc.JaxprEqn, body: jc.Jaxpr, subst: dict) -> list:
     """`body` (a remat equation's, or a Splice's jaxpr) in place of `eqn`,
     with fresh variables, wired to its inputs; its outputs are recorded in
     `subst` for the equations that follow."""
@@ -246,5 +259,5 @@ def _inline(eqn, body, subst: dict) -> list:
     return out
 
 
-def _sub(v, env: dict):
+def _sub(v: jc.Atom, env: dict) -> jc.Atom:
     return env.get(v, v) if isinstance(v, jc.Var) else v

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from remat_tui.core import collector
 from remat_tui.core import jaxcompat as jc
@@ -20,7 +21,11 @@ from remat_tui.core.stories import Made, Reader, Story
 from remat_tui.core.trace import linemap, recomputation
 from remat_tui.core.trace.configured import target_dir
 from remat_tui.core.trace.origins import Origins
+from remat_tui.core.trace.residuals import FoundResidual
 from remat_tui.core.trace.rules import Governors, rule_of
+
+if TYPE_CHECKING:
+    from remat_tui.core.trace.traced import Trace
 
 
 class Stories:
@@ -40,10 +45,16 @@ class Stories:
     once, under a lock: an analysis made in the app's worker thread is read
     on its UI thread."""
 
-    def __init__(self, t, bwd, readers: linemap.Readers, recompute):
+    def __init__(
+        self,
+        t: Trace,
+        bwd: jc.Jaxpr,
+        readers: linemap.Readers,
+        recompute: recomputation.Recomputation,
+    ) -> None:
         # Governors and Origins read the Trace's config and sites: made now.
         drawn = linemap.PrintedJaxpr(lines=[], regions=[], by_eqn=readers.lay.by_eqn)
-        self._inputs = (
+        self._inputs: tuple | None = (
             t.forward, t.found, t.backward_positions, Governors(t),
             Origins(target_dir(t.target), t.sites), bwd, drawn, recompute,
         )  # fmt: skip
@@ -60,14 +71,25 @@ class Stories:
         if told is None:
             with self._lock:
                 if self._told is None:
+                    inputs = self._inputs
+                    assert inputs is not None  # dropped only once told
                     with collector.paused():  # as while the analysis traced
-                        self._told = _tell(*self._inputs)
+                        self._told = _tell(*inputs)
                     self._inputs = None  # the jaxprs may go
                 told = self._told
         return told
 
 
-def _tell(forward, found, positions, governors, origins, bwd, bwd_lay, recompute) -> list[Story]:
+def _tell(
+    forward: jc.Jaxpr,
+    found: list[FoundResidual],
+    positions: list[int | None],
+    governors: Governors,
+    origins: Origins,
+    bwd: jc.Jaxpr,
+    bwd_lay: linemap.PrintedJaxpr,
+    recompute: recomputation.Recomputation,
+) -> list[Story]:
     readers = linemap.Readers(bwd_lay)  # the backward equations reading each value
     first: dict = {}  # id of the computing equation -> the first residual's index
     # Each value's computing equation, looked up once: alike residuals and
@@ -85,7 +107,7 @@ def _tell(forward, found, positions, governors, origins, bwd, bwd_lay, recompute
     return out
 
 
-def _placed_among_alike(forward, made: list) -> list:
+def _placed_among_alike(forward: jc.Jaxpr, made: list) -> list:
     """Each (Made, computing equation) with the Made's place among every
     equation of the forward jaxpr alike (the same primitive, aval and frames,
     saved or not: one layer's line for each layer), in program order: what
@@ -117,7 +139,9 @@ def _placed_among_alike(forward, made: list) -> list:
 _LAYOUTS = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "copy", "copy_p"})
 
 
-def _made(fr, forward, origins: Origins, first: dict, index: int, computed: dict) -> tuple:
+def _made(
+    fr: FoundResidual, forward: jc.Jaxpr, origins: Origins, first: dict, index: int, computed: dict
+) -> tuple:
     """(the Made of residual `index`, its computing equation or None): the
     equation that computed it (its origin's), the equations behind it that
     it only re-lays, and whether an earlier residual holds the same value;
@@ -128,12 +152,14 @@ def _made(fr, forward, origins: Origins, first: dict, index: int, computed: dict
     if eqn is None:
         return Made(None), None
     same_as = first.setdefault(id(eqn), index)
+    assert jaxpr is not None  # found with its equation
     relaid = []
     behind = eqn
     while jc.primitive_name(behind) in _LAYOUTS and behind.invars:
-        behind = origins.producer(jaxpr, behind.invars[0])
-        if behind is None:
+        producer = origins.producer(jaxpr, behind.invars[0])
+        if producer is None:
             break
+        behind = producer
         relaid.append(_what(behind))
     primitive, shape, frames = _what(eqn)
     inputs, from_one = _inputs(eqn, jaxpr, origins, computed)
@@ -152,13 +178,16 @@ def _made(fr, forward, origins: Origins, first: dict, index: int, computed: dict
 _INPUT_STEPS, _MAX_INPUTS = 5, 32
 
 
-def _inputs(eqn, jaxpr, origins: Origins, computed: dict) -> tuple[tuple, bool]:
+def _inputs(
+    eqn: jc.JaxprEqn, jaxpr: jc.Jaxpr, origins: Origins, computed: dict
+) -> tuple[tuple, bool]:
     """((primitive, aval, frames) of the equations `eqn` is computed from,
     breadth first, up to `_INPUT_STEPS` back, each followed into the bodies
     of calls to the equation computing it (jnp.where's select_n, inside a
     jitted `_where`); whether it reads one value only, besides literals and
     constants)."""
-    out, seen = [], {id(eqn)}
+    out: list[tuple] = []
+    seen = {id(eqn)}
     direct = [v for v in eqn.invars if isinstance(v, jc.Var)]
     layer = [_computing(origins, jaxpr, v, computed) for v in direct]
     from_one = len(direct) == 1 and layer[0][0] is not None
@@ -176,7 +205,7 @@ def _inputs(eqn, jaxpr, origins: Origins, computed: dict) -> tuple[tuple, bool]:
     return tuple(out), from_one
 
 
-def _computing(origins: Origins, jaxpr, var, computed: dict) -> tuple:
+def _computing(origins: Origins, jaxpr: jc.Jaxpr, var: jc.Atom, computed: dict) -> tuple:
     """(the equation computing `var`, the jaxpr holding it, its `_what`):
     inside a library's jitted body, which keeps no frame of the user's, the
     frames of the call that entered it, as XLA's metadata has them. Kept in
@@ -187,7 +216,7 @@ def _computing(origins: Origins, jaxpr, var, computed: dict) -> tuple:
     return known
 
 
-def _look_up(origins: Origins, jaxpr, var) -> tuple:
+def _look_up(origins: Origins, jaxpr: jc.Jaxpr, var: jc.Atom) -> tuple:
     eqn, body = origins.computing(jaxpr, var)
     if eqn is None:
         return None, None, None
@@ -197,13 +226,13 @@ def _look_up(origins: Origins, jaxpr, var) -> tuple:
     return eqn, body, (primitive, shape, frames)
 
 
-def _what(eqn) -> tuple:
+def _what(eqn: jc.JaxprEqn) -> tuple:
     """(primitive, output aval, the user's frames) of an equation."""
     shape = jc.short(eqn.outvars[0].aval) if eqn.outvars else None
     return jc.primitive_name(eqn), shape, jc.users_frames(eqn.source_info)
 
 
-def recomputed(t) -> list[tuple]:
+def recomputed(t: Trace) -> list[tuple]:
     """(primitive, output aval, the user's frames) of each equation the
     backward pass re-runs (forward work a checkpoint recomputes): what
     core/xla/fates.py looks for among the forward values XLA keeps, where
@@ -214,7 +243,7 @@ def recomputed(t) -> list[tuple]:
     return [_what(eqn) for eqn, _ in jc.nested_eqns(bwd) if id(eqn) in again.eqn_ids]
 
 
-def backward_inputs(fr, bwd, positions: list[int | None]) -> list:
+def backward_inputs(fr: FoundResidual, bwd: jc.Jaxpr, positions: list[int | None]) -> list:
     """The backward jaxpr's input variables holding the residual `fr` (none
     where JAX bakes it into the backward pass as a constant)."""
     out = []
@@ -225,7 +254,9 @@ def backward_inputs(fr, bwd, positions: list[int | None]) -> list:
     return out
 
 
-def _reader(eqn, lay, recompute) -> Reader:
+def _reader(
+    eqn: jc.JaxprEqn, lay: linemap.PrintedJaxpr, recompute: recomputation.Recomputation
+) -> Reader:
     lines = lay.by_eqn.get(id(eqn), ())
     return Reader(
         primitive=jc.primitive_name(eqn),

@@ -11,6 +11,7 @@ compiles to (tests/unit/test_structures_code.py runs the printed text).
 from __future__ import annotations
 
 import inspect
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
@@ -19,6 +20,9 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.structures import HELPER_MARK, NESTED, Structure
 from remat_tui.core.trace.linen_call import read_scan_call
 from remat_tui.core.trace.structure_code_flax import linen_code
+
+if TYPE_CHECKING:
+    from remat_tui.core.trace.found_scan import FoundScan
 
 
 def nested_scan(f, init, xs, groups, length=None):
@@ -58,7 +62,7 @@ def helper_source(structure: Structure) -> str:
     return f"{HELPER_MARK}\nimport jax\nimport jax.numpy as jnp\n\n\n{source}"
 
 
-def code_for(scan, structure: Structure) -> tuple[str, str]:
+def code_for(scan: FoundScan, structure: Structure) -> tuple[str, str]:
     """What to write for `structure` on `scan` (a structures.FoundScan):
     (where and the call that replaces the scan's, the helper it calls).
     `step` stands for what the code passes jax.lax.scan, said in words.
@@ -79,7 +83,8 @@ def code_for(scan, structure: Structure) -> tuple[str, str]:
     else:
         head = [
             f"# {where}: its scan of {n} layers, the first {k} under "
-            f"{structure.first.canonical}, the other {n - k} under {structure.rest.canonical}.",
+            f"{structure.parts[0].canonical}, the other {n - k} under "
+            f"{structure.parts[1].canonical}.",
             calls,
             f"#     carry, ys = split_scan(step_first, step_rest, init, xs, first={k})",
             *_split_steps(scan, structure),
@@ -87,7 +92,7 @@ def code_for(scan, structure: Structure) -> tuple[str, str]:
     return "\n".join([*head, *_library_note(scan)]), helper_source(structure)
 
 
-def _step(scan) -> str:
+def _step(scan: FoundScan) -> str:
     """The scan's step in words: the function, checkpointed or holding a checkpoint."""
     if scan.checkpointed and scan.checkpoint_function == scan.function:
         return f"jax.checkpoint({scan.function}, ...)"
@@ -96,14 +101,15 @@ def _step(scan) -> str:
     return scan.function
 
 
-def _split_steps(scan, structure: Structure) -> list[str]:
+def _split_steps(scan: FoundScan, structure: Structure) -> list[str]:
     """Lines saying what each of split_scan's two steps is: the scan's step
     with its checkpoint's policy changed (or a checkpoint put around it,
     where it applies none); `with NAME = EXPRESSION` where it can be
     written as one."""
     lines = []
-    for name, spec in (("step_first", structure.first), ("step_rest", structure.rest)):
-        written = spec.kind == policies.AS_WRITTEN
+    for name, part in zip(("step_first", "step_rest"), structure.parts, strict=True):
+        spec: policies.PolicySpec | None = part
+        written = part.kind == policies.AS_WRITTEN
         if written and not scan.checkpointed:
             lines.append(f"# with {name} = {scan.function}  (as written)")
             continue
@@ -125,7 +131,7 @@ def _split_steps(scan, structure: Structure) -> list[str]:
     return lines
 
 
-def _library_note(scan) -> list[str]:
+def _library_note(scan: FoundScan) -> list[str]:
     """Where nnx.scan made the loop: only the JAX form is printed. An nnx
     module holds its stacked state in place and nnx.scan's axes are often
     in a decorator away from the call, so there is no drop-in as for

@@ -16,9 +16,14 @@ from __future__ import annotations
 
 import ast
 import os
+from typing import TYPE_CHECKING
 
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.structures import HELPER_MARK, NESTED, Structure
+from remat_tui.core.trace.linen_call import ScanCall
+
+if TYPE_CHECKING:
+    from remat_tui.core.trace.found_scan import FoundScan
 
 HELPERS = os.path.join(os.path.dirname(__file__), "linen_helpers.py")
 
@@ -40,7 +45,7 @@ def linen_helper_source(structure: Structure) -> str:
     return f"{HELPER_MARK}\n{imports}\n\n\n{ast.get_source_segment(text, helper)}"
 
 
-def linen_code(scan, structure: Structure, call) -> tuple[str, str]:
+def linen_code(scan: FoundScan, structure: Structure, call: ScanCall | None) -> tuple[str, str]:
     """What to write for `structure` on `scan` (a FoundScan made by Linen's
     nn.scan), given the user's nn.scan call (linen_call.ScanCall, or None
     where the source does not say): (the lines that replace the nn.scan and
@@ -52,7 +57,8 @@ def linen_code(scan, structure: Structure, call) -> tuple[str, str]:
     else:
         head = (
             f"# {where}: its nn.scan of {n} layers, the first {k} under "
-            f"{structure.first.canonical}, the other {n - k} under {structure.rest.canonical}."
+            f"{structure.parts[0].canonical}, the other {n - k} under "
+            f"{structure.parts[1].canonical}."
         )
     if call is None:
         return "\n".join([head, *_unread(scan, structure, where)]), linen_helper_source(structure)
@@ -71,7 +77,7 @@ def linen_code(scan, structure: Structure, call) -> tuple[str, str]:
             "*p.shape[1:]), scanned)}",
         ]
     else:
-        blocks = [_block_under(call, spec) for spec in (structure.first, structure.rest)]
+        blocks = [_block_under(call, spec) for spec in structure.parts]
         made = _call("split_nn_scan", [*blocks, f"first={k}"], {"length": length, **kwargs})
         moved = [
             f"# Its parameters split in two, one level down: [:{k}] under 'first', [{k}:] under",
@@ -89,16 +95,17 @@ def _call(function: str, args: list[str], kwargs: dict[str, str]) -> str:
     return f"{function}({', '.join([*args, *(f'{k}={v}' for k, v in kwargs.items())])})"
 
 
-def _remat(call, policy: str | None) -> str:
+def _remat(call: ScanCall, policy: str | None) -> str:
     """The call's nn.remat(CLASS, ...) on one line, its policy= replaced
     by `policy` where one is given."""
+    assert call.remat is not None  # asked only of a call that has one
     function, block, kwargs = call.remat
     if policy is not None:
         kwargs = {**kwargs, "policy": policy}
     return _call(function, [block], kwargs)
 
 
-def _block_under(call, spec: policies.PolicySpec) -> str:
+def _block_under(call: ScanCall, spec: policies.PolicySpec) -> str:
     """The block the nn.scan scans, under `spec`'s policy."""
     if spec.kind == policies.AS_WRITTEN:
         return call.block if call.remat is None else _remat(call, None)
@@ -107,7 +114,7 @@ def _block_under(call, spec: policies.PolicySpec) -> str:
     return _remat(call, spec.expression())
 
 
-def _unread(scan, structure: Structure, where: str) -> list[str]:
+def _unread(scan: FoundScan, structure: Structure, where: str) -> list[str]:
     """The call to write where the user's nn.scan call could not be read:
     what to copy from it, named."""
     n, k = scan.length, structure.count
@@ -115,7 +122,7 @@ def _unread(scan, structure: Structure, where: str) -> list[str]:
         made = f"nested_nn_scan(BLOCK, groups={k}, length={n}, **SCAN_KWARGS)"
         move = f"# Its parameters go from [{n}, ...] to [{k}, {n // k}, ...], under 'layers'."
     else:
-        policy_first, policy_rest = structure.first.canonical, structure.rest.canonical
+        policy_first, policy_rest = (part.canonical for part in structure.parts)
         made = f"split_nn_scan(BLOCK_FIRST, BLOCK_REST, first={k}, length={n}, **SCAN_KWARGS)"
         move = (
             f"# BLOCK_FIRST, BLOCK_REST: BLOCK under nn.remat(..., policy=) {policy_first}, "

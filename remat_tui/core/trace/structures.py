@@ -11,7 +11,8 @@ analysed and compiled is the program the printed code makes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
@@ -20,72 +21,24 @@ from remat_tui.core.model import Source
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.structures import NESTED, Structure
 from remat_tui.core.trace import sites as site_lib
+from remat_tui.core.trace.found_scan import (  # noqa: F401 (sqrt_groups re-exported)
+    FoundScan,
+    sqrt_groups,
+)
 from remat_tui.core.trace.structure_code import nested_scan, split_scan
 from remat_tui.errors import RematError
 
 MIN_LENGTH = 4  # shorter loops have nothing to gain from a structure
 
 
-@dataclass(frozen=True)
-class FoundScan:
-    """A scan of the primal program, and what a structure may do with it."""
-
-    id: int  # in program order, from 1 (Structure.scan)
-    steps: tuple  # from the top jaxpr down to the jaxpr holding it (sites.Step)
-    index: int  # its equation's index there
-    length: int  # N: the layers it runs
-    function: str  # the step function it scans
-    source: Source | None  # the user's line that calls the scan
-    checkpointed: bool  # its body applies a jax.checkpoint (a site) at its top level
-    checkpoint_function: str | None  # the function that checkpoint checkpoints
-    checkpoint_policy: str | None  # that checkpoint's policy as written (canonical or custom:)
-    checkpoint_spec: policies.PolicySpec | None  # the same parsed; None for a custom policy
-    library: str | None  # "flax.linen" | "flax.nnx" when a Flax transform made the scan
-    why_not: str | None  # why no structure is offered for it; None: offered
-
-    def groups(self) -> list[int]:
-        """The G worth trying for nested(G): divisors of N that leave at least
-        two layers a group, near sqrt(N) (the one that keeps the fewest
-        carries, G + N/G, and its neighbours) and 2."""
-        divisors = [g for g in range(2, self.length // 2 + 1) if self.length % g == 0]
-        if not divisors:
-            return []
-        best = sqrt_groups(self.length)
-        at = divisors.index(best)
-        return sorted({divisors[0], *divisors[max(at - 1, 0) : at + 2]})
-
-    def why_not_structure(self, structure: Structure) -> str | None:
-        """Why `structure` cannot be built on this scan; None when it can."""
-        if self.why_not:
-            return self.why_not
-        n, k = self.length, structure.count
-        if structure.kind == NESTED:
-            if not 1 < k < n or n % k:
-                return (
-                    f"nested({k}): the {n} layers of scan {self.id} do not make {k} equal "
-                    f"groups; G must divide {n} and be between 2 and {n // 2}"
-                    + (f", e.g. nested({sqrt_groups(n)})" if sqrt_groups(n) else "")
-                )
-        elif not 0 < k < n:
-            return f"split({k}, ...): K must be between 1 and {n - 1} for {n} layers"
-        return None
-
-
-def sqrt_groups(length: int) -> int | None:
-    """The G of nested(G) that keeps the fewest carries (G + N/G) for N =
-    `length` layers, the smaller on a tie; None when N has no divisor."""
-    divisors = [g for g in range(2, length // 2 + 1) if length % g == 0]
-    return min(divisors, key=lambda g: (g + length // g, g)) if divisors else None
-
-
-def find_scans(jaxpr, found_sites: list, prefer_dir: str | None) -> list[FoundScan]:
+def find_scans(jaxpr: jc.Jaxpr, found_sites: list, prefer_dir: str | None) -> list[FoundScan]:
     """Every scan of at least MIN_LENGTH layers in the primal program, in
     program order, reached through calls (jit, checkpoints); those inside
     another loop or a branch are listed with why they are not offered."""
     out: list[FoundScan] = []
     site_at = {(f.steps, f.index): f for f in found_sites}
 
-    def walk(j, steps: tuple, enclosed: str | None, outer_source):
+    def walk(j: jc.Jaxpr, steps: tuple, enclosed: str | None, outer_source: Source | None) -> None:
         for i, eqn in enumerate(j.eqns):
             held = jc.bodies(eqn)
             if not held:
@@ -104,13 +57,22 @@ def find_scans(jaxpr, found_sites: list, prefer_dir: str | None) -> list[FoundSc
     return out
 
 
-def _enclosing_words(eqn, loop) -> str:
+def _enclosing_words(eqn: jc.JaxprEqn, loop: jc.scans.ScanLoop | None) -> str:
     if loop is not None:
         return "it runs inside another scan"
     return f"it runs inside a {jc.primitive_name(eqn)} (a loop or a branch)"
 
 
-def _found(id_, steps, index, eqn, loop, own, enclosed, site_at) -> FoundScan:
+def _found(
+    id_: int,
+    steps: tuple,
+    index: int,
+    eqn: jc.JaxprEqn,
+    loop: jc.scans.ScanLoop,
+    own: Source | None,
+    enclosed: str | None,
+    site_at: dict[tuple, site_lib.FoundSite],
+) -> FoundScan:
     body_steps = (*steps, (index, jc.bodies(eqn)[0].slot))
     top = [site_at[(body_steps, k)] for k, e in enumerate(loop.open_body.eqns) if jc.is_remat(e)]
     site = top[0].site if top else None
@@ -130,7 +92,7 @@ def _found(id_, steps, index, eqn, loop, own, enclosed, site_at) -> FoundScan:
     )
 
 
-def _why_not(loop, enclosed: str | None, checkpoints: int) -> str | None:
+def _why_not(loop: jc.scans.ScanLoop, enclosed: str | None, checkpoints: int) -> str | None:
     if enclosed:
         return f"{enclosed}: only a scan the function runs once can be rebuilt"
     if loop.effects:
@@ -165,13 +127,14 @@ def scan_of(scans: list[FoundScan], structure: Structure) -> FoundScan:
     return scan
 
 
-def splice_for(scan: FoundScan, structure: Structure, declared: dict | None):
+def splice_for(scan: FoundScan, structure: Structure, declared: dict | None) -> site_lib.Splice:
     """The rewrite action (sites.Splice) that replaces the scan's equation by
     `structure` built around its body (its body already rewritten by the
     site overrides under it)."""
 
-    def replace(eqn):
+    def replace(eqn: jc.JaxprEqn) -> jc.Jaxpr:
         loop = jc.scans.scan_loop(eqn)
+        assert loop is not None  # the splice replaces a scan
         rebuilt = _rebuilt(loop, structure, declared)
         with jc.scans.traced_at(eqn):
             jaxpr, why = jc.scans.trace_abstract(rebuilt, list(eqn.invars))
@@ -182,30 +145,36 @@ def splice_for(scan: FoundScan, structure: Structure, declared: dict | None):
     return site_lib.Splice(replace)
 
 
-def _rebuilt(loop, structure: Structure, declared):
+def _rebuilt(
+    loop: jc.scans.ScanLoop, structure: Structure, declared: dict[str, Callable] | None
+) -> Callable[..., list]:
     """The function of the scan's inputs (consts, carry, xs) computing what
     the scan does, as `structure` rebuilds it."""
 
-    def rebuilt(*ins):
+    def rebuilt(*ins: Any) -> list:
         consts, carry, xs = loop.split_inputs(list(ins))
         if structure.kind == NESTED:
             step = jc.scans.body_step(loop, loop.body, consts)
             out, ys = nested_scan(step, tuple(carry), tuple(xs), structure.count, loop.length)
         else:
-            first = _step_under(loop, structure.first, consts, declared)
-            rest = _step_under(loop, structure.rest, consts, declared)
+            first, rest = (_step_under(loop, part, consts, declared) for part in structure.parts)
             out, ys = split_scan(first, rest, tuple(carry), tuple(xs), structure.count, loop.length)
         return [*out, *ys]
 
     return rebuilt
 
 
-def _step_under(loop, spec: policies.PolicySpec, consts, declared):
+def _step_under(
+    loop: jc.scans.ScanLoop,
+    spec: policies.PolicySpec,
+    consts: list,
+    declared: dict[str, Callable] | None,
+) -> Callable:
     """The scan's step with its checkpoint under `spec` (or, where the body
     applies none, a checkpoint with `spec` around it); as_written: as is."""
     if spec.kind == policies.AS_WRITTEN:
         return jc.scans.body_step(loop, loop.body, consts)
-    policy = policies.build(spec, declared)
+    policy = policies.checkpoint_policy(spec, declared)
     if jc.scans.holds_checkpoint(loop):
         return jc.scans.body_step(loop, jc.scans.body_with_policies(loop, policy), consts)
     return jax.checkpoint(jc.scans.body_step(loop, loop.body, consts), policy=policy)

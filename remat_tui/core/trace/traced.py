@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -43,6 +43,9 @@ from remat_tui.core.trace.residuals import FoundResidual, find_residuals, per_de
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
+if TYPE_CHECKING:
+    from remat_tui.core.setup.policy_spec import PolicySpec
+
 
 @dataclass(eq=False)
 class Trace:
@@ -51,20 +54,20 @@ class Trace:
 
     target: Target
     config: Config
-    plan: dict  # {site id: PolicySpec}, the sites the config overrides
-    device: Any  # the device asked for (a jax.Device, or a topology's)
-    here: Any  # the local device it is traced on
-    forward: Any  # the forward (vjp) jaxpr, opened
-    linear: Any  # the linear program of the vjp, or None where JAX keeps none
+    plan: dict[int, PolicySpec]  # the sites the config overrides, by site id
+    device: jax.Device  # the device asked for (a local one, or a topology's)
+    here: jax.Device  # the local device it is traced on
+    forward: jc.Jaxpr  # the forward (vjp) jaxpr, opened
+    linear: jc.Linear | None  # the linear program of the vjp; None where JAX keeps none
     found: list[FoundResidual]  # each with its origin and per-device bytes
     primal: Primal | None
     num_residuals: int  # the forward jaxpr's residual outputs
     seconds: float  # spent tracing so far (the backward pass adds its share)
     _backward_source: Callable[[], BackwardInputs] = field(repr=False)
     _backward_inputs: BackwardInputs | None = field(default=None, repr=False)
-    _backward: Any = field(default=None, repr=False)
+    _backward: jc.Jaxpr | None = field(default=None, repr=False)
 
-    def backward(self, cancelled: Callable[[], bool] | None = None):
+    def backward(self, cancelled: Callable[[], bool] | None = None) -> jc.Jaxpr:
         """The backward jaxpr (opened), traced the first time it is asked for."""
         if self._backward is None:
             check_cancelled(cancelled)
@@ -117,7 +120,7 @@ def trace_config(
 def trace(
     target: Target,
     config: Config,
-    dev,
+    dev: jax.Device,
     arguments: tuple[tuple, dict],
     cancelled: Callable[[], bool] | None = None,
 ) -> Trace:
@@ -159,7 +162,9 @@ def trace(
     return result
 
 
-def _vjp(target: Target, config: Config, flat_fn: Callable, leaves: list, here):
+def _vjp(
+    target: Target, config: Config, flat_fn: Callable, leaves: list, here: jax.Device
+) -> tuple[jc.Jaxpr, jc.Linear | None, int, Callable[[], BackwardInputs]]:
     """The forward jaxpr of `jax.vjp(flat_fn)` (opened), its linear program (or
     None) and a function giving what the backward pass is traced from, the
     first time a view asks for it (core/trace/as_called.py)."""
@@ -181,7 +186,7 @@ def _vjp(target: Target, config: Config, flat_fn: Callable, leaves: list, here):
     return forward, linear, num_res, inputs
 
 
-def _residuals(t: Trace, args, kwargs, prefer_dir) -> list[FoundResidual]:
+def _residuals(t: Trace, args: tuple, kwargs: dict, prefer_dir: str | None) -> list[FoundResidual]:
     """JAX's residual list of `t`, each with its origin and per-device bytes."""
     arg_names = jc.residual_words.arg_names(t.target.fn, args, kwargs)
     origins = Origins(prefer_dir, t.sites)
@@ -235,7 +240,7 @@ def _require_differentiable(target: Target, leaves: list) -> None:
         )
 
 
-def _dtype_of(leaf):
+def _dtype_of(leaf: Any) -> Any:
     """An argument's dtype; Python scalars count (JAX differentiates 1.0)."""
     dtype = getattr(leaf, "dtype", None)
     if dtype is not None:

@@ -57,7 +57,9 @@ class _Call:
     wrapped_name: str | None  # the last name of what it wraps: `Block`, `lin` of `self.lin`
 
 
-def find_wrapper(names: tuple[str, ...], called_at: Source, function: str):
+def find_wrapper(
+    names: tuple[str, ...], called_at: Source, function: str
+) -> tuple[Source, Wrapper] | None:
     """(the wrapper call's line, the Wrapper) for a site of `function` run at
     `called_at`, applied by a wrapper of one of `names`; None when the source
     cannot be read or does not say which call it is."""
@@ -104,7 +106,7 @@ def _mtime(path: str) -> float | None:
 
 
 @lru_cache(maxsize=32)
-def _index(path: str, mtime: float | None, names: tuple[str, ...]):
+def _index(path: str, mtime: float | None, names: tuple[str, ...]) -> tuple[list, list, set] | None:
     """(the wrapper calls in the file, the line spans of its defs, the names it
     defines), or None when it cannot be read or parsed. Keyed on the file's
     modification time, so an edited file is read again."""
@@ -126,7 +128,7 @@ class _Finder(ast.NodeVisitor):
     """Collects the wrapper calls (plain, curried and as decorators), with the
     def each is in."""
 
-    def __init__(self, text: str, tree, names: tuple[str, ...]):
+    def __init__(self, text: str, tree: ast.Module, names: tuple[str, ...]):
         self.text, self.names = text, names
         self.calls: list[_Call] = []
         self.scopes: list[tuple[int, int]] = []
@@ -139,7 +141,7 @@ class _Finder(ast.NodeVisitor):
             n for n in ast.walk(tree) if isinstance(n, ast.Assign) and self._config(n.value)
         ]
 
-    def _def(self, node):
+    def _def(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         self.defined.add(node.name)
         if not isinstance(node, ast.ClassDef):
             self.scopes.append((node.lineno, node.end_lineno or node.lineno))
@@ -151,7 +153,7 @@ class _Finder(ast.NodeVisitor):
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _def
 
-    def visit_Call(self, node: ast.Call):
+    def visit_Call(self, node: ast.Call) -> None:
         if id(node) not in self._seen:
             if self._is_wrapper(node.func):
                 self._add(node, node, _first_arg(node))
@@ -167,7 +169,7 @@ class _Finder(ast.NodeVisitor):
                 self._add(node, node, node.args[1] if len(node.args) > 1 else None)
         self.generic_visit(node)
 
-    def _decorator(self, deco, def_name: str):
+    def _decorator(self, deco: ast.expr, def_name: str) -> None:
         target = ast.Name(def_name)
         if self._is_wrapper(deco):  # @eqx.filter_checkpoint
             self._add(deco, None, target)
@@ -178,12 +180,12 @@ class _Finder(ast.NodeVisitor):
             elif _text(deco.func) in _PARTIAL and deco.args and self._is_wrapper(deco.args[0]):
                 self._add(deco, deco, target)
 
-    def _is_wrapper(self, func) -> bool:
+    def _is_wrapper(self, func: ast.expr) -> bool:
         text = _text(func)
         head, _, last = text.rpartition(".")
         return last in self.names and not (head == "jax" or head.startswith("jax."))
 
-    def _add(self, node, holder: ast.Call | None, wrapped):
+    def _add(self, node: ast.expr, holder: ast.Call | None, wrapped: ast.expr | None) -> None:
         keyword = next((k for k in holder.keywords if k.arg == "policy"), None) if holder else None
         policy = self._segment(keyword.value) if keyword else None
         policy_line = keyword.value.lineno if keyword else node.lineno
@@ -205,7 +207,7 @@ class _Finder(ast.NodeVisitor):
         name = _last_name(wrapped)
         self.calls.append(_Call(node.lineno, node.col_offset + 1, function, wrapper, name))
 
-    def _assigned(self, name: str, before: int):
+    def _assigned(self, name: str, before: int) -> ast.expr | None:
         """The last getattr of jax.checkpoint_policies assigned to `name`
         before line `before`, in the def the call is in."""
         first, last = self._stack[-1][1:] if self._stack else (1, before)
@@ -217,7 +219,7 @@ class _Finder(ast.NodeVisitor):
         ]
         return max(found, key=lambda v: v.lineno) if found else None
 
-    def _config(self, value) -> str | None:
+    def _config(self, value: ast.expr) -> str | None:
         """X in `getattr(jax.checkpoint_policies, X[, default])`, as written."""
         if (
             isinstance(value, ast.Call)
@@ -228,17 +230,17 @@ class _Finder(ast.NodeVisitor):
             return ast.unparse(value.args[1])
         return None
 
-    def _segment(self, node) -> str:
+    def _segment(self, node: ast.AST) -> str:
         return ast.get_source_segment(self.text, node) or ast.unparse(node)
 
 
-def _first_arg(call: ast.Call):
+def _first_arg(call: ast.Call) -> ast.expr | None:
     if call.args:
         return call.args[0]
     return next((k.value for k in call.keywords if k.arg in ("target", "f", "fun")), None)
 
 
-def _last_name(node) -> str | None:
+def _last_name(node: ast.AST | None) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Attribute):
@@ -246,7 +248,7 @@ def _last_name(node) -> str | None:
     return None
 
 
-def _aliases(tree) -> tuple[str, ...]:
+def _aliases(tree: ast.Module) -> tuple[str, ...]:
     """Other names the file gives jax.checkpoint_policies at its top level
     (`CP = jax.checkpoint_policies`, `from jax import checkpoint_policies as cp`)."""
     names = []
@@ -258,7 +260,7 @@ def _aliases(tree) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _text(node) -> str:
+def _text(node: ast.AST) -> str:
     try:
         return ast.unparse(node)
     except Exception:  # a node ast.unparse cannot print: not a wrapper's name

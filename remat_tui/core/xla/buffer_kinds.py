@@ -29,7 +29,9 @@ the two op_names, and its buffer goes to that one's category.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from remat_tui.core.jaxcompat import hlo_text
 from remat_tui.core.jaxcompat.hlo_text import Frame
@@ -70,7 +72,7 @@ def own_phases(module: hlo_text.Module) -> dict[str, tuple[str | None, str | Non
     return {n: (hlo_text.phase(i.op_name), i.op_name) for n, i in module.instructions.items()}
 
 
-def backward_from(sequence: tuple[str, ...], phases) -> int | None:
+def backward_from(sequence: tuple[str, ...], phases: Any) -> int | None:
     """The first step of the backward part: the split of the schedule into a
     forward then a backward part that agrees with the most instructions'
     phases (so a backward op XLA hoists early, a weight's transpose, does not
@@ -121,7 +123,15 @@ class Chain:
 
 
 class Context:
-    def __init__(self, module, phases, backward_from, live_out, last, placed):
+    def __init__(
+        self,
+        module: hlo_text.Module,
+        phases: Any,
+        backward_from: int | None,
+        live_out: Any,
+        last: int,
+        placed: list[Placed],
+    ) -> None:
         self.module, self.phases, self.live_out, self.last = module, phases, live_out, last
         self.backward_from = backward_from
         self.chain_of: dict[tuple[int, int], Chain] = {}
@@ -146,7 +156,7 @@ class Context:
     def chain(self, p: Placed) -> Chain:
         return self.chain_of.get((p.allocation.index, p.value.id)) or Chain((p,))
 
-    def nearest(self, p: Placed, has) -> Placed | None:
+    def nearest(self, p: Placed, has: Callable[[Placed], bool]) -> Placed | None:
         """p itself if `has(p)`, else the closest earlier member of its chain
         that has it, else the closest later one."""
         if has(p):
@@ -163,7 +173,7 @@ class Context:
         return self.phases.get((q or p).value.instruction, (None, None))
 
     def stack(self, p: Placed) -> tuple[Frame, ...]:
-        def has(q):
+        def has(q: Placed) -> bool:
             instruction = self.module.instructions.get(q.value.instruction)
             return bool(instruction and instruction.stack)
 

@@ -37,11 +37,16 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 from remat_tui.core.machine import available_ram
 from remat_tui.core.xla import compile_service
 from remat_tui.core.xla.compile_process import CompileProcess, CompileRequest, WorkerLost
+from remat_tui.core.xla.compile_service import Program
 from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled import Source
 
 MEMORY_PER_JOB = 3 * 2**30  # available memory a default worker wants (a large compile's)
 CORES_PER_JOB = 2  # a default worker per two cores: one compile already uses more than one
@@ -53,7 +58,9 @@ JOBS_ENV = "REMAT_TUI_JOBS"  # the default for --jobs
 CLUSTERS = ("ray",)
 
 _settings: dict = {"jobs": None, "cluster": None}
-_executors: dict = {}  # ("local", jobs) or ("ray",) -> its executor, kept for the process
+_executors: dict[
+    tuple, Executor
+] = {}  # ("local", jobs) or ("ray",) -> its executor, kept for the process
 _lock = threading.Lock()
 notices: set[str] = set()  # what a user should know about where compiles ran
 
@@ -78,7 +85,7 @@ def default_jobs() -> int:
     per MEMORY_PER_JOB of available memory, whichever is fewer."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     available = available_ram()
-    by_memory = available // MEMORY_PER_JOB if available else cores
+    by_memory = available // MEMORY_PER_JOB if available else (cores or 1)
     return max(1, min((cores or 1) // CORES_PER_JOB, by_memory))
 
 
@@ -100,7 +107,7 @@ def run_all(items: Iterable, work: Callable) -> Iterator:
                 yield work(item)
         return
 
-    def run(item):
+    def run(item: Any) -> Any:
         with _dispatching(executor):
             return work(item)
 
@@ -131,18 +138,18 @@ def _slow() -> bool:
 class _dispatching:
     """Within it, this thread's compiles go to `executor` (None: here)."""
 
-    def __init__(self, executor):
+    def __init__(self, executor: Executor | None) -> None:
         self.executor = executor
 
-    def __enter__(self):
+    def __enter__(self) -> None:
         send = self.executor.compile if self.executor is not None else None
         self.token = compile_service.dispatch.set(send)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         compile_service.dispatch.reset(self.token)
 
 
-def _chosen():
+def _chosen() -> Executor | None:
     if cluster() == "ray":
         return _executor(("ray",), _Ray)
     jobs = _jobs()
@@ -165,18 +172,19 @@ def _adaptive() -> bool:
     return cluster() is None and _jobs() is None and default_jobs() > 1
 
 
-def _local(jobs: int):
+def _local(jobs: int) -> Executor:
     return _executor(("local", jobs), lambda: _Local(jobs))
 
 
-def _executor(key, make):
+def _executor(key: tuple, make: Callable[[], Executor]) -> Executor:
     with _lock:
         if key not in _executors:
             _executors[key] = make()
         return _executors[key]
 
 
-def _request(program, memory: bool, source) -> CompileRequest:
+def _request(program: Program, memory: bool, source: Source) -> CompileRequest:
+    assert source.config is not None  # the compile sets it before asking a worker
     file = source.file
     relative = os.path.relpath(file)
     if not relative.startswith(os.pardir):  # under the current folder: a cluster's working dir
@@ -188,7 +196,7 @@ def _request(program, memory: bool, source) -> CompileRequest:
     )  # fmt: skip
 
 
-def _answered(reply, program) -> dict | None:
+def _answered(reply: tuple[str, Any], program: Program) -> dict | None:
     """A worker's reply: the Compiled's dict, or None where it lowered another
     program (noted, and compiled here)."""
     kind, payload = reply
@@ -213,7 +221,9 @@ class _Local:
         self._lock = threading.Lock()
         atexit.register(self.close)
 
-    def compile(self, program, memory, source, cancelled):
+    def compile(
+        self, program: Program, memory: bool, source: Source, cancelled: Callable[[], bool] | None
+    ) -> dict | None:
         request = _request(program, memory, source)
         for attempt in range(2):  # a worker lost is replaced, and asked once more
             process = self._take()
@@ -250,7 +260,7 @@ class _Local:
 class _Ray:
     """Ray tasks, on the cluster RAY_ADDRESS names or a local Ray."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         try:
             import ray
         except ImportError:
@@ -264,7 +274,9 @@ class _Ray:
         self.task = ray.remote(max_retries=MAX_RETRIES, num_cpus=1)(_ray_compile)
         self.width = max(1, int(ray.cluster_resources().get("CPU", 1)))
 
-    def compile(self, program, memory, source, cancelled):
+    def compile(
+        self, program: Program, memory: bool, source: Source, cancelled: Callable[[], bool] | None
+    ) -> dict | None:
         from remat_tui.core.trace.configured import Cancelled
 
         ray = self.ray
@@ -285,7 +297,10 @@ class _Ray:
         return None
 
 
-def _ray_compile(request: CompileRequest):
+Executor = _Local | _Ray  # where a search's compiles run, when not here
+
+
+def _ray_compile(request: CompileRequest) -> tuple[str, object]:
     """The Ray task: compile_process's answer, in a worker of the cluster."""
     from remat_tui.core.xla.compile_process import answer
 

@@ -27,7 +27,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from remat_tui.errors import RematError
 
@@ -95,7 +95,7 @@ class CompileProcess:
         child's message, or Cancelled (the child killed) once `cancelled()`."""
         return self.ask((file, name, config, token, runs), cancelled)
 
-    def ask(self, message, cancelled: Callable[[], bool]):
+    def ask(self, message: object, cancelled: Callable[[], bool]) -> Any:
         """Send `message` (the app's request tuple, or a CompileRequest of a
         parallel search) and return the child's answer; raises as `compile`."""
         from remat_tui.core.trace.configured import Cancelled
@@ -108,6 +108,7 @@ class CompileProcess:
             if process is None:  # closed: the app is exiting
                 raise Cancelled()
             try:
+                assert process.stdin is not None and process.stdout is not None  # pipes
                 _write(process.stdin, message)
                 while not select.select([process.stdout], [], [], POLL_SECONDS)[0]:
                     if cancelled():
@@ -178,7 +179,8 @@ def _end(process: subprocess.Popen | None) -> None:
     process.kill()
     process.wait(timeout=5)
     for stream in (process.stdin, process.stdout):
-        stream.close()
+        if stream is not None:  # both are pipes: never None
+            stream.close()
 
 
 def _exit_code(process: subprocess.Popen) -> int | None:
@@ -188,13 +190,13 @@ def _exit_code(process: subprocess.Popen) -> int | None:
         return None
 
 
-def _write(stream, message) -> None:
+def _write(stream: IO[bytes], message: object) -> None:
     data = pickle.dumps(message)
     stream.write(_LENGTH.pack(len(data)) + data)
     stream.flush()
 
 
-def _read(stream):
+def _read(stream: IO[bytes]) -> Any:
     head = stream.read(_LENGTH.size)
     if len(head) < _LENGTH.size:
         raise EOFError("the other side closed the pipe")
@@ -242,10 +244,12 @@ def serve() -> None:
                 targets, error, _ = import_targets(file)
                 if error is not None:
                     raise RematError(error)
+                assert targets is not None  # import_targets gives targets or an error
                 loaded = ((file, token), targets)
             targets = loaded[1]
             if name not in targets:
                 raise RematError(f"{file}: no target named '{name}' any more")
+            reply: tuple
             if runs is None:
                 reply = (compile_costs(targets[name], config, memory=True), None)
             else:
@@ -276,6 +280,7 @@ def answer(request: CompileRequest) -> tuple[str, object]:
         targets, error, _ = import_targets(path)
         if error is not None:
             raise RematError(error)
+        assert targets is not None  # import_targets gives targets or an error
         _imported[path] = (mtime, targets)
     targets = _imported[path][1]
     if request.name not in targets:

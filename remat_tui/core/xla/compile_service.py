@@ -43,6 +43,7 @@ import os
 import platform
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -68,7 +69,7 @@ MEMO_SIZE = 1024  # programs' numbers kept in this process (a few KiB each)
 # it is a new key.
 _READING_CODE = ("core/xla", "core/jaxcompat")
 
-_memo = LRU(MEMO_SIZE)  # key -> Compiled
+_memo: LRU[Compiled] = LRU(MEMO_SIZE)  # by program key
 _in_flight: dict[str, threading.Event] = {}
 _lock = threading.Lock()
 _store_setting: bool | None = None  # None: the environment decides
@@ -93,7 +94,7 @@ class OtherProgram(Exception):
 
 
 @contextlib.contextmanager
-def expecting(key: str):
+def expecting(key: str) -> Iterator[None]:
     """In a worker: compile only the program whose key is `key`; any other
     raises OtherProgram before compiling."""
     token = _expected.set(key)
@@ -142,7 +143,8 @@ class Program(NamedTuple):
 class Answer(NamedTuple):
     result: Compiled
     how: str  # COMPILED, IN_WORKER, SAME_PROGRAM or STORED
-    executable: Any = None  # kept only where asked for (a run needs it) and compiled here
+    # kept only where asked for (a run needs it) and compiled here
+    executable: jax.stages.Compiled | None = None
     program: Program | None = None
 
 
@@ -170,7 +172,9 @@ def clear_memo() -> None:
     _memo.clear()
 
 
-def program_of(lowered, dev, label: str, memory: bool, sources: str = "") -> Program:
+def program_of(
+    lowered: jax.stages.Lowered, dev: jax.Device, label: str, memory: bool, sources: str = ""
+) -> Program:
     """The key of `lowered` compiled for `dev` (labelled `label`), with XLA's
     breakdown of the peak read (`memory`; `sources`: the user's files it
     names, as on disk) or not."""
@@ -195,17 +199,17 @@ def _program(module: str, platform_name: str, label: str, memory: bool, sources:
 
 
 def compile_program(
-    lowered,
-    dev,
+    lowered: jax.stages.Lowered,
+    dev: jax.Device,
     label: str,
     spanned: int,
     what: str,
     *,
     memory: bool = False,
     keep_executable: bool = False,
-    source=None,
+    source: Any = None,
     sources: str = "",
-    cancelled=None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> Answer:
     """XLA's numbers for `lowered` compiled for `dev`: known, or compiled now
     (module doc). `memory`: with where the peak goes; `keep_executable`:
@@ -278,7 +282,15 @@ def _known(program: Program) -> tuple[Compiled, str] | None:
     return result, STORED
 
 
-def _compile_here(lowered, dev, label, spanned, what, memory, program) -> Answer:
+def _compile_here(
+    lowered: jax.stages.Lowered,
+    dev: jax.Device,
+    label: str,
+    spanned: int,
+    what: str,
+    memory: bool,
+    program: Program,
+) -> Answer:
     # TPU's peak is read from XLA's dump, so a TPU compile always keeps it.
     dumped = memory or dev.platform == "tpu"
     start = time.perf_counter()

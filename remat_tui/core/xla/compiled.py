@@ -88,7 +88,7 @@ CACHE_SIZE = 256  # results kept (numbers only: no executable is held)
 
 # (id(target), Config, device, with the memory breakdown)
 #   -> (target, its Compiled or the RematError it raised)
-_cache = LRU(CACHE_SIZE)
+_cache: LRU[tuple[Target, Compiled | RematError]] = LRU(CACHE_SIZE)
 CACHED = "cached"  # this very target and configuration, compiled before in this process
 
 
@@ -110,7 +110,7 @@ def compile_costs(
     config: Config,
     cancelled: Callable[[], bool] | None = None,
     *,
-    device=None,
+    device: jax.Device | None = None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
     source: Source | None = None,
@@ -151,7 +151,7 @@ def compile_answer(
     config: Config,
     cancelled: Callable[[], bool] | None = None,
     *,
-    device=None,
+    device: jax.Device | None = None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
     source: Source | None = None,
@@ -180,7 +180,7 @@ def compile_step(
     config: Config,
     cancelled: Callable[[], bool] | None = None,
     *,
-    device=None,
+    device: jax.Device | None = None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
 ) -> CompiledStep:
@@ -198,7 +198,17 @@ def clear_cache() -> None:
     compile_service.clear_memo()
 
 
-def _compile_kept(target, config, cancelled, dev, label, arguments, memory, source, keep):
+def _compile_kept(
+    target: Target,
+    config: Config,
+    cancelled: Callable[[], bool] | None,
+    dev: jax.Device,
+    label: str,
+    arguments: tuple[tuple, dict] | None,
+    memory: bool,
+    source: Source | None,
+    keep: bool,
+) -> CompiledStep:
     key = (id(target), config, label, memory)
     try:
         step = _compile(target, config, dev, label, cancelled, arguments, memory, source, keep)
@@ -210,7 +220,15 @@ def _compile_kept(target, config, cancelled, dev, label, arguments, memory, sour
 
 
 def _compile(
-    target, config, dev, label, cancelled, arguments, memory=False, source=None, keep=False
+    target: Target,
+    config: Config,
+    dev: jax.Device,
+    label: str,
+    cancelled: Callable[[], bool] | None,
+    arguments: tuple[tuple, dict] | None,
+    memory: bool = False,
+    source: Source | None = None,
+    keep: bool = False,
 ) -> CompiledStep:
     devices = device_set(dev)
     args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
@@ -231,7 +249,8 @@ def _compile(
         # stop every thread, the app's UI too) do not walk it for the compile's
         # whole duration.
         step_lowered = lower(target, config, leaves, in_tree, here, abstract, what)
-        wrt = step_lowered.differentiated and step_lowered.differentiated.to_dict()
+        held = step_lowered.differentiated
+        wrt = held.to_dict() if held is not None else None
         check_cancelled(cancelled)
         answer = compile_service.compile_program(
             step_lowered.lowered, dev, label, spanned, what,
@@ -267,7 +286,7 @@ def _sources(target: Target) -> str:
     return digest.hexdigest()[:16]
 
 
-def _abstract(leaf, dev, devices: list, what: str) -> jax.ShapeDtypeStruct:
+def _abstract(leaf: Any, dev: jax.Device, devices: list, what: str) -> jax.ShapeDtypeStruct:
     """The leaf's shape and dtype, placed on `dev`; a leaf sharded over several
     devices keeps its sharding (they must be among `devices`)."""
     aval = jax.typeof(leaf)

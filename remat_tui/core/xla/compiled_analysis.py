@@ -12,7 +12,9 @@ compiles one program, its own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from remat_tui.core.model import Analysis
 from remat_tui.core.setup import policies
@@ -30,15 +32,21 @@ from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.core.xla.peak_notes import kept_by_xla, peak_note
 from remat_tui.errors import RematError
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    import jax
+
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 
 def analyze_compiled(
-    fn,
+    fn: Any,
     args: tuple | None = None,
     kwargs: dict | None = None,
     policy: str = policies.AS_WRITTEN,
-    device=None,
-    cancelled=None,
+    device: str | jax.Device | None = None,
+    cancelled: Callable[[], bool] | None = None,
     sites: dict | None = None,
     config: Config | None = None,
     measure: bool = False,
@@ -95,18 +103,27 @@ def merged_recompute(memory: dict | None) -> list[Applied]:
     )]  # fmt: skip
 
 
-def estimated(a: Analysis, c) -> dict | None:
+def estimated(a: Analysis, c: Compiled | None) -> dict | None:
     """The step-time estimate (core/xla/step_time.py) of `a`'s configuration
     compiled as `c` (a Compiled), on a chip the table knows; None otherwise."""
-    chip = step_time.chip_of(c.device) if c is not None and c.fits else None
-    if chip is None:
+    if c is None or not c.fits:
         return None
-    flops = (a.flops["forward"] + a.flops["backward"]) / c.devices
+    chip = step_time.chip_of(c.device)
+    backward = a.flops["backward"]  # counted in the full view, which compiles
+    if chip is None or backward is None:
+        return None
+    flops = (a.flops["forward"] + backward) / c.devices
     host = host_memory.moved_bytes(c.device, a.totals.host_bytes) / c.devices
     return step_time.estimate(chip, flops, host, step_time.StepCounts.of(c)).to_dict()
 
 
-def linked(target, a: Analysis, dev, cancelled, vs_written: bool = False):
+def linked(
+    target: Target,
+    a: Analysis,
+    dev: jax.Device,
+    cancelled: Callable[[], bool] | None,
+    vs_written: bool = False,
+) -> Any:
     """`a.compiled` (its buffers at the peak already naming their residuals:
     core/xla/fates.py) with (`explanation`) what its `residual` bytes at the
     peak are when autodiff saves fewer, and, with `vs_written`, why its peak

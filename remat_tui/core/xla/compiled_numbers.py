@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.jaxcompat.hlo_text import has_loops
 from remat_tui.core.xla.made import Made
 from remat_tui.core.xla.memory import memory_and_reason
 from remat_tui.core.xla.peak_notes import spaces_note
+
+if TYPE_CHECKING:
+    import jax
 
 ERROR_LINES = 4  # lines of XLA's message a failed compile shows
 
@@ -126,7 +130,7 @@ def _made_of(d: dict) -> Made:
     return Made(**_tuples(d))
 
 
-def _tuples(value):
+def _tuples(value: Any) -> Any:
     """JSON's lists as the tuples a Made record holds (frames, aliases, keys)."""
     if isinstance(value, dict):
         return {k: _tuples(v) for k, v in value.items()}
@@ -135,11 +139,20 @@ def _tuples(value):
     return value
 
 
-def read(executable, platform, label, spanned, seconds, dumped, memory) -> Compiled:
+def read(
+    executable: jax.stages.Compiled,
+    platform: str | None,
+    label: str,
+    spanned: int,
+    seconds: float,
+    dumped: bool,
+    memory: bool,
+) -> Compiled:
     """XLA's numbers for a compiled executable; on TPU the peak HBM holds over
     the schedule (from the dump); with `memory`, where the peak goes."""
     result = _numbers(executable.memory_analysis(), _costs(executable), label, spanned, seconds)
-    result = replace(result, loops=has_loops(executable.as_text()))
+    text = executable.as_text()  # None where the backend gives none: no loops seen
+    result = replace(result, loops=text is not None and has_loops(text))
     if not dumped:
         return result
     breakdown, why = memory_and_reason(executable, platform)
@@ -158,7 +171,7 @@ def read(executable, platform, label, spanned, seconds, dumped, memory) -> Compi
     )
 
 
-def _costs(executable) -> dict:
+def _costs(executable: jax.stages.Compiled) -> dict:
     """XLA's cost analysis: {"flops", "bytes accessed", ...}, or {} where the
     backend has none."""
     try:
@@ -170,7 +183,7 @@ def _costs(executable) -> dict:
     return dict(costs or {})
 
 
-def _numbers(stats, costs: dict, label: str, devices: int, seconds: float) -> Compiled:
+def _numbers(stats: Any, costs: dict, label: str, devices: int, seconds: float) -> Compiled:
     def get(name: str) -> int:
         return int(getattr(stats, name, 0) or 0)
 
@@ -200,7 +213,7 @@ def _numbers(stats, costs: dict, label: str, devices: int, seconds: float) -> Co
     )
 
 
-def _number(value) -> float | None:
+def _number(value: Any) -> float | None:
     return None if value is None else float(value)
 
 

@@ -33,7 +33,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import jax
 
 MATMUL_N = 1024
 COPY_BYTES = 64 * 2**20
@@ -83,7 +86,7 @@ def measure() -> Rates:
     # Values in (0.5, 1.5): every function's usual range, no special cases.
     y = jax.device_put(np.linspace(0.5, 1.5, TRANSCENDENTAL_ELEMENTS, dtype=np.float32), cpu)
 
-    def mix(y):
+    def mix(y: jax.Array) -> jax.Array:
         return jnp.exp(y) + jnp.log(y) + jnp.tanh(y) + jnp.sin(y)
 
     transcendental = jax.jit(mix)
@@ -112,7 +115,7 @@ def measure() -> Rates:
     )
 
 
-def _transcendentals(executable) -> float:
+def _transcendentals(executable: jax.stages.Compiled) -> float:
     """XLA's own count for the kernel (4 per element, where it says)."""
     costs = executable.cost_analysis()
     if isinstance(costs, (list, tuple)):

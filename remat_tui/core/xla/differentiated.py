@@ -19,11 +19,13 @@ agree.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
 from remat_tui.errors import RematError
+from remat_tui.registry import Target
 
 FIRST = "the first argument, as jax.value_and_grad does by default"
 NAMED = "the arguments the target names with params="
@@ -60,13 +62,13 @@ class Differentiated:
         }
 
 
-def differentiated(target, in_tree, abstract: list, what: str) -> Differentiated:
+def differentiated(target: Target, in_tree: Any, abstract: list, what: str) -> Differentiated:
     """The leaves the gradient step of `target` differentiates, for its flat
     (args, kwargs) leaves `abstract` (shapes and dtypes) of tree `in_tree`."""
     args, kwargs = jax.tree_util.tree_unflatten(in_tree, list(range(len(abstract))))
     floating = {i for i, x in enumerate(abstract) if jnp.issubdtype(x.dtype, jnp.inexact)}
 
-    def floating_leaves(tree) -> tuple[int, ...]:
+    def floating_leaves(tree: Any) -> tuple[int, ...]:
         return tuple(i for i in jax.tree.leaves(tree) if i in floating)
 
     by_position = {p: floating_leaves(a) for p, a in enumerate(args)}
@@ -94,13 +96,16 @@ def differentiated(target, in_tree, abstract: list, what: str) -> Differentiated
     )
 
 
-def parameter_positions(target, count: int, what: str) -> tuple[int, ...]:
+def parameter_positions(target: Target, count: int, what: str) -> tuple[int, ...]:
     """The positions `params=` names, checked against the `count` the
     function takes."""
-    wrong = [i for i in target.param_positions if not 0 <= i < count]
+    # asked only of a target with params= (remat_tui.target requires it for a training step)
+    positions = target.param_positions
+    assert positions is not None
+    wrong = [i for i in positions if not 0 <= i < count]
     if wrong:
         raise RematError(
             f"{what}: params={target.param_positions} names argument positions {wrong}, but the "
             f"function takes {count} positional argument(s). Give positions in args."
         )
-    return tuple(sorted(set(target.param_positions)))
+    return tuple(sorted(set(positions)))

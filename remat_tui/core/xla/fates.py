@@ -25,8 +25,11 @@ under no residual: core/xla/unsaved.py says what those values hold.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
+from remat_tui.core.model import Residual
 from remat_tui.core.stories import (
     FUSED,
     KEPT,
@@ -39,6 +42,10 @@ from remat_tui.core.stories import (
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import made as mk
 from remat_tui.core.xla import unsaved
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled_numbers import Compiled
+
 from remat_tui.core.xla.value_keys import (
     as_xla_names,
     bytes_by_key,
@@ -57,7 +64,13 @@ class Linked:
     """A residual list tied to one compile: `fates` (one `Fate` or None per
     residual) and `named` (value key -> the residual index its buffer holds)."""
 
-    def __init__(self, residuals, made: tuple, at_peak: list[dict], recomputed=()):
+    def __init__(
+        self,
+        residuals: list[Residual],
+        made: tuple,
+        at_peak: list[dict],
+        recomputed: Iterable[tuple] = (),
+    ) -> None:
         self.residuals = residuals
         # (primitive, aval, frames) of what the backward jaxpr re-runs (core/trace/story.py)
         self.recomputed = as_xla_names([sig(*w) for w in recomputed if w[1] is not None])
@@ -72,17 +85,18 @@ class Linked:
         self.unnamed: dict[str, str] = {}  # value key -> why its buffer names no residual
         self.inputs: dict[str, int] = {}  # value key -> the residual whose input it holds
         self._peak_bytes = bytes_by_key(at_peak)
-        forward, elsewhere = defaultdict(list), defaultdict(list)
+        forward: defaultdict[tuple, list[mk.Made]] = defaultdict(list)
+        elsewhere: defaultdict[tuple, list[mk.Made]] = defaultdict(list)
         arguments: dict[int, mk.Made] = {}
         for m in made:
             if m.where == mk.ARGUMENT:
                 if m.number is not None:
                     arguments[m.number] = m
                 continue
-            for key in keys(m):
-                (forward if m.where == mk.FORWARD else elsewhere)[key].append(m)
+            for made_key in keys(m):
+                (forward if m.where == mk.FORWARD else elsewhere)[made_key].append(m)
         self._arguments(arguments)
-        groups = defaultdict(list)
+        groups: defaultdict[tuple | None, list[int]] = defaultdict(list)
         for i, r in enumerate(residuals):
             made_r = r.story.made if r.story is not None else None
             if made_r is None or made_r.argument is not None or made_r.same_as is not None:
@@ -314,14 +328,16 @@ def _nth(records: list, j: int, n: int) -> list:
     return out
 
 
-def _per_device(r, elements: int) -> int:
+def _per_device(r: Residual, elements: int) -> int:
     """A sharded residual's elements on one device."""
     if not r.bytes or r.bytes_per_device is None:
         return elements
     return elements * r.bytes_per_device // r.bytes
 
 
-def link(residuals: list, compiled, recomputed=()) -> tuple[list, dict | None]:
+def link(
+    residuals: list[Residual], compiled: Compiled, recomputed: Iterable[tuple] = ()
+) -> tuple[list[Residual], dict | None]:
     """(`residuals` with what XLA made of each, `compiled`'s memory breakdown
     with each buffer at the peak naming the residual it holds): the jaxpr
     tied to one compile of its configuration (a `Compiled` with its memory

@@ -21,17 +21,25 @@ between them is what XLA changed:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 from remat_tui.core.units import human_flops
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.compiled_numbers import Compiled
 
 TOLERANCE = 0.10
 
 
-def flop_note(flops: float, recompute: float, compiled) -> str | None:
+def flop_note(flops: float, recompute: float, compiled: Compiled | dict) -> str | None:
     """The sentence, or None when the counts agree within 10%, the program
     loops, or XLA gave no count. `flops`: remat-tui's count of the whole step
     per device; `recompute`: the part of it that is recomputation;
     `compiled`: a Compiled or its to_dict()."""
-    get = compiled.get if isinstance(compiled, dict) else lambda k: getattr(compiled, k)
+    get: Callable[[str], Any] = (
+        compiled.get if isinstance(compiled, dict) else lambda k: getattr(compiled, k)
+    )
     if get("loops") or not get("flops") or flops <= 0:
         return None
     xla = get("flops") + (get("transcendentals") or 0.0)

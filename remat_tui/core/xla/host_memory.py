@@ -46,7 +46,7 @@ _OFFLOADING, _SAVING = _keeping([], [_NAME]), _keeping([_NAME], [])
 _known: dict[str, bool] = {}  # device label -> whether its compile offloads to host
 
 
-def _offloading(x):
+def _offloading(x: jax.Array) -> jax.Array:
     return jnp.sum(jnp.cos(checkpoint_name(jnp.sin(x), _NAME)))
 
 

@@ -26,19 +26,24 @@ optimizer state is sharded as XLA shards its initialisation.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
+from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.usererrors import describe, user_traceback
 from remat_tui.core.trace.configured import Cancelled, configured_function
 from remat_tui.core.xla.differentiated import Differentiated, differentiated, parameter_positions
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from jax.tree_util import PyTreeDef
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,15 @@ class Lowered:
     differentiated: Differentiated | None = None
 
 
-def lower(target, config, leaves, in_tree, here, abstract, what) -> Lowered:
+def lower(
+    target: Target,
+    config: Config,
+    leaves: list,
+    in_tree: PyTreeDef,
+    here: jax.Device,
+    abstract: list,
+    what: str,
+) -> Lowered:
     """The gradient, or one training step for a target that says what it
     trains, lowered for `abstract`."""
     flat_fn, _, _ = configured_function(target, config, leaves, in_tree, here)
@@ -70,12 +83,12 @@ def lower(target, config, leaves, in_tree, here, abstract, what) -> Lowered:
         return Lowered(lowered, lambda leaves, fill: tuple(leaves), differentiated=wrt)
 
 
-def _gradient_of(flat_fn, leaves: tuple[int, ...]):
+def _gradient_of(flat_fn: Callable, leaves: tuple[int, ...]) -> Callable:
     """The gradient step of `flat_fn` (taking every flat leaf), differentiating
     the leaves at `leaves` alone: the others are held as the inputs they are."""
 
-    def step(*flat):
-        def of(*chosen):
+    def step(*flat: Any) -> Any:
+        def of(*chosen: tuple) -> Any:
             given = dict(zip(leaves, chosen, strict=True))
             return flat_fn(*(given.get(i, x) for i, x in enumerate(flat)))
 
@@ -84,7 +97,7 @@ def _gradient_of(flat_fn, leaves: tuple[int, ...]):
     return step
 
 
-def _gradient(fn, primals):
+def _gradient(fn: Callable, primals: tuple) -> tuple:
     """(`fn`'s output, its vjp applied to a cotangent of ones): for a scalar
     loss, what `jax.value_and_grad` computes."""
     out, vjp_fn = jax.vjp(fn, *primals)
@@ -92,7 +105,7 @@ def _gradient(fn, primals):
 
 
 @contextlib.contextmanager
-def _lowering(what: str):
+def _lowering(what: str) -> Iterator[None]:
     """Tracing and lowering run the user's code: its errors are said as theirs."""
     try:
         yield
@@ -102,7 +115,9 @@ def _lowering(what: str):
         raise RematError(f"{what} failed: {describe(exc)}\n{user_traceback(exc)}") from None
 
 
-def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
+def _lower_step(
+    target: Target, flat_fn: Callable, in_tree: Any, abstract: list, what: str
+) -> Lowered:
     """One training step lowered for `abstract`, parameters and optimizer
     state donated, as a training loop runs it: the target's own `train_step`,
     or the loss and its gradient (`_gradient`) with its optax optimizer's
@@ -110,7 +125,7 @@ def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
     args, kwargs = jax.tree_util.tree_unflatten(in_tree, abstract)
     positions = parameter_positions(target, len(args), what)
 
-    def split(args):
+    def split(args: tuple) -> tuple[Any, tuple]:
         """(params, batch): the step's two kinds of argument."""
         params = tuple(args[i] for i in positions)
         params = params[0] if len(positions) == 1 else params
@@ -118,10 +133,10 @@ def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
 
     params, batch = split(args)
 
-    def loss_with(kw):
+    def loss_with(kw: dict) -> Callable:
         """The configured function of (params, *batch), as the step sees it."""
 
-        def loss(params, *batch):
+        def loss(params: Any, *batch: Any) -> Any:
             given = iter((params,) if len(positions) == 1 else params)
             rest = iter(batch)
             merged = tuple(next(given) if i in positions else next(rest) for i in range(len(args)))
@@ -131,12 +146,15 @@ def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
 
     user_step = target.train_step or _optax_step(target.optimizer, what)
 
-    def step(params, opt_state, batch, kw):
+    def step(params: Any, opt_state: Any, batch: tuple, kw: dict) -> Any:
         out = user_step(params, opt_state, *batch, loss=loss_with(kw))
         want = jax.tree.structure((params, opt_state))
         # A third element (the loss, or metrics) is returned as a loop logs it.
         if not (
-            isinstance(out, tuple) and len(out) in (2, 3) and jax.tree.structure(out[:2]) == want
+            isinstance(out, tuple)
+            and len(out) in (2, 3)
+            # jax's PyTreeDef aliases a compiled type mypy cannot read (it has __eq__)
+            and jax.tree.structure(out[:2]) == want  # type: ignore[operator]
         ):
             raise RematError(
                 f"{what}: train_step must return (params, opt_state), or (params, opt_state, "
@@ -149,7 +167,7 @@ def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
         opt_state = _state(target, params, what)
         lowered = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, batch, kwargs)
 
-    def inputs(leaves, fill):
+    def inputs(leaves: list, fill: Callable) -> tuple:
         real_args, real_kwargs = jax.tree_util.tree_unflatten(in_tree, leaves)
         real_params, real_batch = split(real_args)
         with _mesh_of(abstract):
@@ -161,18 +179,18 @@ def _lower_step(target: Target, flat_fn, in_tree, abstract, what: str):
     return Lowered(lowered, inputs, carried=2, differentiated=wrt)
 
 
-def _mesh_of(abstract):
+def _mesh_of(abstract: list) -> contextlib.AbstractContextManager:
     """The mesh the arguments are sharded over, entered: the optimizer builds
     its state inside the step, and an explicitly sharded mesh wants to be the
     current one for that. No mesh: nothing to enter."""
     meshes = {getattr(x.sharding, "mesh", None) for x in abstract} - {None}
-    meshes = {m for m in meshes if m.size > 1}
+    meshes = {m for m in meshes if m is not None and m.size > 1}
     if len(meshes) != 1:
         return contextlib.nullcontext()
     return jax.set_mesh(meshes.pop())
 
 
-def _optax_step(optimizer, what: str):
+def _optax_step(optimizer: Any, what: str) -> Callable:
     try:
         import optax
     except ImportError:
@@ -181,7 +199,7 @@ def _optax_step(optimizer, what: str):
             "pip install 'remat-tui[examples]' (or pip install optax)."
         ) from None
 
-    def step(params, opt_state, *batch, loss):
+    def step(params: Any, opt_state: Any, *batch: Any, loss: Callable) -> tuple:
         value, (grads,) = _gradient(lambda p: loss(p, *batch), (params,))
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, value
@@ -189,7 +207,7 @@ def _optax_step(optimizer, what: str):
     return step
 
 
-def _state(target, params, what: str):
+def _state(target: Target, params: Any, what: str) -> Any:
     """The optimizer state's shapes, placed as the parameters are: on their
     one device, or, for sharded parameters, as XLA shards the state's
     initialisation from them (a small compile)."""
@@ -215,7 +233,7 @@ def _state(target, params, what: str):
     )
 
 
-def _real_state(target, params, abstract_state, fill):
+def _real_state(target: Target, params: Any, abstract_state: Any, fill: Callable) -> Any:
     """The optimizer state a loop starts from: its init run on the real
     parameters (placed as the lowered step expects), or the target's example
     state where it gave one."""
@@ -226,7 +244,7 @@ def _real_state(target, params, abstract_state, fill):
     return jax.tree.map(fill, init, shardings)
 
 
-def _ones_like(out):
+def _ones_like(out: Any) -> Any:
     """The cotangent of one output: ones, or float0 zeros for an integer output."""
     dtype = jnp.result_type(out)
     if jnp.issubdtype(dtype, jnp.inexact):

@@ -26,7 +26,9 @@ A record's `where` says what the value is to the backward part:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from remat_tui.core import usercode
 from remat_tui.core.jaxcompat import hlo_text, xla_remat_pass
@@ -68,7 +70,7 @@ class Made:
     recomputes: tuple[tuple, ...] = ()
 
 
-def forward_values(module: hlo_text.Module, placed: list[Placed], context) -> tuple[Made, ...]:
+def forward_values(module: hlo_text.Module, placed: list[Placed], context: Any) -> tuple[Made, ...]:
     """The records of one compile: `placed` are its values in their
     allocations, `context` core/xla/buffer_kinds.py's Context (chains, where
     the backward part starts). Buffers of one forward computation (a loop's
@@ -203,7 +205,9 @@ class _Readers:
                     out.add((primitive(user.op_name), *(frames[0] if frames else (None, None))))
         return tuple(sorted(out, key=str))
 
-    def recomputed_from(self, names: set[str], in_backward) -> tuple[tuple, ...]:
+    def recomputed_from(
+        self, names: set[str], in_backward: Callable[[str], bool]
+    ) -> tuple[tuple, ...]:
         """(primitive, elements, frames) of the forward work the backward part
         computes from any of `names` (`in_backward`: whether a top-level
         instruction runs in the backward part): forward instructions reading
@@ -239,7 +243,7 @@ class _Readers:
 _PASSING = frozenset({"get-tuple-element", "broadcast", "copy-start"})
 
 
-def _made(key: str, instruction, shape: str, where: str, **more) -> Made:
+def _made(key: str, instruction: hlo_text.Instruction, shape: str, where: str, **more: Any) -> Made:
     more.setdefault("aliases", _aliases([instruction]))
     return Made(
         key=key,
@@ -253,7 +257,7 @@ def _made(key: str, instruction, shape: str, where: str, **more) -> Made:
     )
 
 
-def _aliases(instructions) -> tuple[tuple, ...]:
+def _aliases(instructions: list[hlo_text.Instruction]) -> tuple[tuple, ...]:
     return tuple(
         (primitive(i.op_name), hv.dtype(i.shape), _elements(i.shape), _frames(i))
         for i in instructions
@@ -264,7 +268,7 @@ def _elements(shape: str) -> int:
     return hv.elements(shape) if not shape.startswith("(") else 0
 
 
-def _frames(instruction) -> tuple[tuple[str, int], ...]:
+def _frames(instruction: hlo_text.Instruction) -> tuple[tuple[str, int], ...]:
     return tuple((f.file, f.line) for f in instruction.stack if usercode.is_users(f.file))
 
 

@@ -31,6 +31,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -42,7 +43,13 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label, resolve_device, topology_of
 from remat_tui.core.trace.configured import Cancelled, check_cancelled
 from remat_tui.core.units import human_bytes
-from remat_tui.core.xla.compiled import Compiled, compile_step, out_of_memory, trim_message
+from remat_tui.core.xla.compiled import (
+    Compiled,
+    CompiledStep,
+    compile_step,
+    out_of_memory,
+    trim_message,
+)
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -83,7 +90,7 @@ class Measured:
         return asdict(self)
 
 
-def check_measurable(device, runs: int) -> None:
+def check_measurable(device: str | jax.Device, runs: int) -> None:
     """Raise RematError when `device` (a label or jax.Device) cannot be run on,
     or `runs` is not a positive count: before anything is compiled."""
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
@@ -106,7 +113,7 @@ def measure(
     runs: int = RUNS,
     cancelled: Callable[[], bool] | None = None,
     *,
-    device=None,
+    device: jax.Device | None = None,
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = True,
     run_if: Callable[[Compiled], bool] | None = None,
@@ -137,7 +144,7 @@ def measure(
         del step  # the executable and the arguments go now, before the next candidate
 
 
-def device_memory(dev) -> int | None:
+def device_memory(dev: jax.Device) -> int | None:
     """Bytes the device can hold: the backend's limit where it reports one, the
     machine's available memory for the CPU, else None."""
     stats = _memory_stats(dev)
@@ -148,18 +155,22 @@ def device_memory(dev) -> int | None:
     return None
 
 
-def _memory_stats(dev) -> dict | None:
+def _memory_stats(dev: jax.Device) -> dict | None:
     try:
         return dev.memory_stats()
     except Exception:  # a backend without them
         return None
 
 
-def _run(step, dev, runs: int, cancelled) -> Measured:
+def _run(
+    step: CompiledStep, dev: jax.Device, runs: int, cancelled: Callable[[], bool] | None
+) -> Measured:
+    lowered = step.lowered
+    assert lowered is not None  # compile_step keeps how to call what it compiled
     before = _memory_stats(dev)
     try:
         real = [_real(x, placed) for x, placed in zip(step.leaves, step.abstract, strict=True)]
-        inputs = step.lowered.inputs(real, _fill)
+        inputs = lowered.inputs(real, _fill)
         times = []
         with callback_errors_unlogged():
             for i in range(runs + 1):  # the first is the warm-up
@@ -169,8 +180,8 @@ def _run(step, dev, runs: int, cancelled) -> Measured:
                 jax.block_until_ready(outputs)
                 if i:
                     times.append(time.perf_counter() - start)
-                if step.lowered.carried:  # donated: the next step takes what this one gave
-                    inputs = (*outputs[: step.lowered.carried], *inputs[step.lowered.carried :])
+                if lowered.carried:  # donated: the next step takes what this one gave
+                    inputs = (*outputs[: lowered.carried], *inputs[lowered.carried :])
                 del outputs
     except (RematError, Cancelled):
         raise
@@ -200,7 +211,9 @@ def _cause(exc: Exception) -> str:
     return f"{type(exc).__name__}: {_first_line(message)}"
 
 
-def _peak(before: dict | None, after: dict | None, dev) -> tuple[int | None, str | None]:
+def _peak(
+    before: dict | None, after: dict | None, dev: jax.Device
+) -> tuple[int | None, str | None]:
     if not after or "peak_bytes_in_use" not in after:
         return None, f"the {dev.platform} backend reports no memory statistics"
     earlier = int((before or {}).get("peak_bytes_in_use", 0))
@@ -213,7 +226,7 @@ def _peak(before: dict | None, after: dict | None, dev) -> tuple[int | None, str
     )
 
 
-def _real(leaf, placed: jax.ShapeDtypeStruct):
+def _real(leaf: Any, placed: jax.ShapeDtypeStruct) -> jax.Array:
     """The target's example array, placed as the step was compiled for; or,
     for a ShapeDtypeStruct, one made."""
     if isinstance(leaf, (jax.Array, np.ndarray, np.generic, int, float, bool, complex)):
@@ -221,7 +234,7 @@ def _real(leaf, placed: jax.ShapeDtypeStruct):
     return _fill(placed, placed.sharding)
 
 
-def _fill(example, sharding):
+def _fill(example: jax.ShapeDtypeStruct, sharding: Any) -> jax.Array:
     """An array of `example`'s shape and dtype, placed as `sharding` says:
     normal values for floats, zeros otherwise. Made by numpy on the host (a
     jitted random-number program would compile once per shape, which cost

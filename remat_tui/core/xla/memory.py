@@ -24,6 +24,7 @@ import os
 import shutil
 import tempfile
 import weakref
+from typing import TYPE_CHECKING
 
 from remat_tui.core.jaxcompat import buffers as xla
 from remat_tui.core.jaxcompat.hlo_text import DumpUnreadable
@@ -35,6 +36,9 @@ from remat_tui.core.xla.memory_accounting import (  # noqa: F401 (re-exported: t
 )
 from remat_tui.core.xla.occupancy import MAX_CURVE_POINTS  # noqa: F401 (re-exported)
 
+if TYPE_CHECKING:
+    import jax
+
 # --- compiling with XLA's record, and reading it ------------------------------
 
 # Executables compiled here, each with what was read from its dump (a Dump, or
@@ -42,7 +46,9 @@ from remat_tui.core.xla.occupancy import MAX_CURVE_POINTS  # noqa: F401 (re-expo
 _records: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def compile_with_memory(lowered, compiler_options: dict | None = None):
+def compile_with_memory(
+    lowered: jax.stages.Lowered, compiler_options: dict | None = None
+) -> jax.stages.Compiled:
     """`lowered.compile(...)` with XLA's dump written to a temporary directory
     for this compile alone, read, and removed; `memory_of` on the executable
     it returns then has something to read. Compile errors propagate as from
@@ -53,7 +59,7 @@ def compile_with_memory(lowered, compiler_options: dict | None = None):
         executable = lowered.compile(compiler_options=options)
         try:
             # The directory is this compile's alone: its one module is ours.
-            record = xla.read_dump(directory)
+            record: xla.Dump | str = xla.read_dump(directory)
         except (DumpUnreadable, OSError) as exc:
             record = f"XLA's dump could not be read: {exc}"
             if not os.listdir(directory) and _persistent_cache():
@@ -67,7 +73,9 @@ def compile_with_memory(lowered, compiler_options: dict | None = None):
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def memory_of(executable, platform: str | None = None) -> Memory | None:
+def memory_of(
+    executable: jax.stages.Compiled | jax.stages.Lowered, platform: str | None = None
+) -> Memory | None:
     """Where the compiled memory of `executable` goes; None when there is
     nothing to read (`memory_and_reason` says why). `executable` is one
     `compile_with_memory` returned, or a `jax.stages.Lowered`, compiled here
@@ -75,7 +83,9 @@ def memory_of(executable, platform: str | None = None) -> Memory | None:
     return memory_and_reason(executable, platform)[0]
 
 
-def memory_and_reason(executable, platform: str | None = None) -> tuple[Memory | None, str | None]:
+def memory_and_reason(
+    executable: jax.stages.Compiled | jax.stages.Lowered, platform: str | None = None
+) -> tuple[Memory | None, str | None]:
     if not hasattr(executable, "memory_analysis") and hasattr(executable, "compile"):
         executable = compile_with_memory(executable)
     try:
@@ -96,9 +106,6 @@ def memory_and_reason(executable, platform: str | None = None) -> tuple[Memory |
 
 
 def _persistent_cache() -> str | None:
-    try:
-        import jax
+    import jax
 
-        return jax.config.jax_compilation_cache_dir or None
-    except AttributeError:
-        return None
+    return getattr(jax.config, "jax_compilation_cache_dir", None) or None

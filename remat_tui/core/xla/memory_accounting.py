@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from remat_tui.core import usercode
 from remat_tui.core.jaxcompat import buffers as xla
@@ -161,7 +162,7 @@ def from_dump(dump: xla.Dump, platform: str | None = None) -> Memory:
         a for a in dump.allocations if a.color != 0 and not a.constant and not a.thread_local
     ]
 
-    def placed(allocations, whole: bool) -> list[Placed]:
+    def placed(allocations: list, whole: bool) -> list[Placed]:
         return _placed(dump, allocations, whole, last)
 
     held_values = placed(held, whole=True)
@@ -203,7 +204,7 @@ def from_dump(dump: xla.Dump, platform: str | None = None) -> Memory:
     )
 
 
-def _placed(dump: xla.Dump, allocations, whole: bool, last: int) -> list[Placed]:
+def _placed(dump: xla.Dump, allocations: list, whole: bool, last: int) -> list[Placed]:
     """The values of `allocations` with their live ranges in the schedule; an
     argument's or output's (`whole`) live throughout where XLA gives none."""
     out = []
@@ -221,7 +222,9 @@ def _placed(dump: xla.Dump, allocations, whole: bool, last: int) -> list[Placed]
     return out
 
 
-def _other_space(allocations, values, steps: int, context, platform) -> OtherSpace:
+def _other_space(
+    allocations: list, values: list, steps: int, context: Context, platform: str | None
+) -> OtherSpace:
     """One memory space besides the main one, at its own peak."""
     curve = occupancy(values, steps)
     step = _peak_step(curve)
@@ -247,7 +250,9 @@ def _counted(a: xla.Allocation) -> bool:
     return a.color == 0 and not a.constant and not a.thread_local
 
 
-def _at_peak(step: int, held, held_values, temp_values, context: Context) -> list[Buffer]:
+def _at_peak(
+    step: int, held: Any, held_values: Any, temp_values: Any, context: Context
+) -> list[Buffer]:
     last = context.last
 
     def buffer(p: Placed, nbytes: int, reserved: bool = False) -> Buffer:
@@ -309,7 +314,7 @@ def _owner(members: list[Placed], context: Context) -> Placed:
     """Whose an argument's or output's allocation is when no value is in it:
     the parameter's, else the returned value's, else the last one placed."""
 
-    def rank(p: Placed):
+    def rank(p: Placed) -> tuple:
         instruction = context.module.instructions.get(p.value.instruction)
         is_parameter = instruction is not None and instruction.opcode == "parameter"
         returned = p.value.instruction in context.live_out or p.end >= context.last

@@ -8,7 +8,12 @@ spaces_note: why one compile's memory spaces do not add up to XLA's own peak.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from remat_tui.core.units import human_bytes
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.memory_accounting import Memory
 
 # "Why did the peak not move": said when the residual bytes move by more than
 # this share and the compiled peak by less than a third of their move.
@@ -19,8 +24,8 @@ SAME_WORK = 0.01  # XLA's FLOPs of two programs this close: the same work
 
 
 def peak_note(
-    before: dict,
-    after: dict,
+    before: dict | None,
+    after: dict | None,
     residuals_before: int,
     residuals_after: int,
     versus: str,
@@ -79,7 +84,9 @@ def _what_changed(before: dict, after: dict) -> list[str]:
     return [f"{said} at the peak became {became}, live at once"]
 
 
-def _why_the_same(after: dict, versus: str, flops) -> list[str]:
+def _why_the_same(
+    after: dict, versus: str, flops: tuple[float | None, float | None] | None
+) -> list[str]:
     """Why the peak held when no category at it fell for another to rise,
     from what the data shows: XLA's program doing `versus`'s work (the
     recomputation merged into the forward work, whose values it keeps), a
@@ -147,7 +154,7 @@ def _largest_temporary(memory: dict) -> str:
     return f" (the largest made at {source['file'].rsplit('/', 1)[-1]}:{source['line']}{function})"
 
 
-def spaces_note(peak_bytes: int, backend_peak_bytes: int | None, breakdown) -> str | None:
+def spaces_note(peak_bytes: int, backend_peak_bytes: int | None, breakdown: Memory) -> str | None:
     """Why the main memory's peak and the other spaces' peaks do not add up
     to the backend's own peak within 1%, when they do not."""
     backend = backend_peak_bytes

@@ -15,12 +15,15 @@ a GPT on a deviceless TPU, about 0.35 s against 20-70 s.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla import compile_service
 from remat_tui.core.xla.compiled import CACHED, Compiled, Source, compile_answer
 from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    import jax
 
 COMPILED, SAME_PROGRAM = compile_service.COMPILED, compile_service.SAME_PROGRAM
 STORED, IN_WORKER = compile_service.STORED, compile_service.IN_WORKER
@@ -37,7 +40,7 @@ class Shared(NamedTuple):
 def compile_shared(
     target: Target,
     config: Config,
-    device,
+    device: jax.Device,
     cancelled: Callable[[], bool] | None = None,
     source: Source | None = None,
 ) -> Shared:

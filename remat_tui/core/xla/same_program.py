@@ -28,12 +28,17 @@ from remat_tui.core.trace.applied import Applied
 from remat_tui.core.trace.configured import check_cancelled
 from remat_tui.core.xla.compiled import _abstract
 from remat_tui.core.xla.lowering import lower
+from remat_tui.registry import Target
 
 NAMES_CHECKED = 8  # names of the outer policy checked, at most (one lowering each)
 
 
 def program_key(
-    target, config: Config, device=None, arguments=None, cancelled: Callable | None = None
+    target: Target,
+    config: Config,
+    device: jax.Device | None = None,
+    arguments: tuple[tuple, dict] | None = None,
+    cancelled: Callable | None = None,
 ) -> str:
     """The hash of `config`'s lowered step on its device (or `device`):
     equal keys, one compiled program."""
@@ -42,7 +47,13 @@ def program_key(
     return hashlib.sha256(f"{device_label(dev)}\n{text}".encode()).hexdigest()
 
 
-def lowered_step(target, config: Config, dev, arguments=None, cancelled=None):
+def lowered_step(
+    target: Target,
+    config: Config,
+    dev: jax.Device,
+    arguments: tuple[tuple, dict] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> jax.stages.Lowered:
     """`config`'s step lowered for the device `dev` (a jax.Stages.Lowered),
     as core/xla/compiled.py lowers it before compiling."""
     devices = device_set(dev)
@@ -56,7 +67,14 @@ def lowered_step(target, config: Config, dev, arguments=None, cancelled=None):
         return lower(target, config, leaves, in_tree, here, abstract, what).lowered
 
 
-def verdicts(target, config: Config, dev, arguments, flagged: list[Applied], cancelled=None):
+def verdicts(
+    target: Target,
+    config: Config,
+    dev: jax.Device,
+    arguments: tuple[tuple, dict],
+    flagged: list[Applied],
+    cancelled: Callable[[], bool] | None = None,
+) -> list[Applied]:
     """`flagged` (the structural verdicts, core/trace/applied.py) with what
     compiles to the same program: said as a verdict of its own, or added to
     the one already flagging that part."""

@@ -44,9 +44,13 @@ where no later candidate can beat the best that fits.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from remat_tui.core.setup.devices import resolve_device
 from remat_tui.core.xla import chips
+
+if TYPE_CHECKING:
+    import jax
 
 MODEL = "roofline"
 
@@ -107,13 +111,13 @@ class StepCounts:
     loops: bool  # the compiled program has a while loop (a scan)
 
     @classmethod
-    def of(cls, compiled) -> StepCounts:
+    def of(cls, compiled: Any) -> StepCounts:
         """From a Compiled (core/xla/compiled.py) or its to_dict()."""
         get = compiled.get if isinstance(compiled, dict) else lambda k: getattr(compiled, k)
         return cls(get("flops"), get("transcendentals"), get("bytes_accessed"), bool(get("loops")))
 
 
-def chip_of(device) -> chips.Chip | None:
+def chip_of(device: str | jax.Device) -> chips.Chip | None:
     """The chip a device label (`tpu:v5e:2x2`, `cpu:0`) or jax.Device is, if
     the table knows it."""
     try:

@@ -21,8 +21,20 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from typing import TYPE_CHECKING, Protocol
 
-from remat_tui.core.stories import FUSED, INPUT_KEPT, KEPT, MERGED, RECOMPUTED, REMOVED, Fate
+from remat_tui.core.model import Residual
+from remat_tui.core.stories import (
+    FUSED,
+    INPUT_KEPT,
+    KEPT,
+    MERGED,
+    RECOMPUTED,
+    REMOVED,
+    Fate,
+    Reader,
+    Story,
+)
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla.value_keys import (
     as_xla_names,
@@ -36,10 +48,29 @@ from remat_tui.core.xla.value_keys import (
     unique,
 )
 
+if TYPE_CHECKING:
+    from remat_tui.core.xla.made import Made
+
 ALIKE = "one of several alike values: which residual it holds, XLA does not say"
 
 
-def explain(linked, forward: dict) -> None:
+class Linking(Protocol):
+    """What this module reads and fills of a fates.Linked (which imports
+    this module, so it is named by its shape here)."""
+
+    residuals: list[Residual]
+    recomputed: list[tuple]
+    merged_recompute: list[dict]
+    fates: list[Fate | None]
+    exact: dict[str, int]
+    named: dict[str, int]
+    unnamed: dict[str, str]
+    inputs: dict[str, int]
+
+    def peak_bytes_of(self, m: Made) -> int: ...
+
+
+def explain(linked: Linking, forward: dict) -> None:
     """Why each kept forward value `linked` (a fates.Linked) names no
     residual's own value, or the residual whose input it holds."""
     told = linked.exact.keys() | linked.named.keys()
@@ -68,7 +99,7 @@ def explain(linked, forward: dict) -> None:
             _say(linked, m, tied.get(("alike", id(m))) or _no_residual(m))
 
 
-def _no_residual(m) -> str:
+def _no_residual(m: Made) -> str:
     return (
         f"no residual: XLA keeps this forward value ({_at(m)}) for the backward part, "
         "where autodiff saves none of it (XLA keeps it rather than recompute it from "
@@ -76,17 +107,17 @@ def _no_residual(m) -> str:
     )
 
 
-def _say(linked, m, why: str) -> None:
+def _say(linked: Linking, m: Made, why: str) -> None:
     for k in (m.key, *m.values):
         linked.unnamed[k] = why
 
 
-def _at(m) -> str:
+def _at(m: Made) -> str:
     where = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
     return f"{m.primitive}{where}"
 
 
-def _merged_recompute(linked, m) -> None:
+def _merged_recompute(linked: Linking, m: Made) -> None:
     """A kept forward value the backward jaxpr recomputes: XLA merged the
     recomputation with the forward computation (common subexpression
     elimination) and keeps the forward value instead."""
@@ -109,7 +140,7 @@ def _merged_recompute(linked, m) -> None:
 _NOT_KEPT = (FUSED, RECOMPUTED, REMOVED)
 
 
-def kept_inputs(linked, values: list) -> dict:
+def kept_inputs(linked: Linking, values: list) -> dict:
     """Tie kept values to the residuals whose input they hold (see the
     module's docstring): their buffers name the residual (`linked.inputs`)
     and the residuals' fates say so. Returns {id(value): True} for each value
@@ -169,7 +200,7 @@ def _index(sigs: list[tuple]) -> dict[tuple, list]:
     return out
 
 
-def _found(index: dict, p, n, frames) -> bool:
+def _found(index: dict, p: str, n: int, frames: tuple) -> bool:
     return any(same_frames(ours, frames) for ours in index.get((p, n), ()))
 
 
@@ -177,15 +208,16 @@ class _Keyed:
     """A residual with no buffer of its own, keyed once: the keys of the
     values it is computed from (its first operand's apart), and its own."""
 
-    def __init__(self, story, fate: Fate):
+    def __init__(self, story: Story, fate: Fate):
         made = story.made
+        assert made is not None  # kept_inputs keys only residuals with their Made
         self.story, self.fate = story, fate
         self.inputs = _index(as_xla_names([sig(*what) for what in made.inputs]))
         self.own = _index(signatures(made))
         alone = made.from_one and fate.what == REMOVED
         self.first = _index(as_xla_names([sig(*made.inputs[0])])) if alone else {}
 
-    def made_from(self, m) -> str | None:
+    def made_from(self, m: Made) -> str | None:
         """How the compiled step makes this residual from the kept value `m`
         (computed from it in the jaxpr): `recomputed` where the backward
         part computes the residual's equation from it, `folded` where the
@@ -201,7 +233,7 @@ class _Keyed:
         return None
 
 
-def _read_as(readers, m) -> bool:
+def _read_as(readers: tuple[Reader, ...], m: Made) -> bool:
     """Whether the backward part reads `m` where the backward jaxpr reads the
     residual (`readers`): on one of their lines, or, where XLA kept no line
     (a folded constant), with one of their primitives."""
@@ -213,12 +245,12 @@ def _read_as(readers, m) -> bool:
     )
 
 
-def _place(linked, i: int) -> tuple:
+def _place(linked: Linking, i: int) -> tuple:
     made = linked.residuals[i].story.made
     return (made.ordinal if made.ordinal is not None else i, i)
 
 
-def _name(linked, by_value: dict, tied: dict) -> None:
+def _name(linked: Linking, by_value: dict, tied: dict) -> None:
     """Each tied value's buffer names the first residual it is the input of;
     each of those residuals says which kept values it is computed from."""
     inputs_of: dict[int, list] = defaultdict(list)  # residual -> (value, how)

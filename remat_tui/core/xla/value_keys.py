@@ -15,11 +15,17 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from remat_tui.core.jaxcompat.hlo_values import hlo_dtype, hlo_primitives
 
+if TYPE_CHECKING:
+    from remat_tui.core import stories
+    from remat_tui.core.xla.made import Made
 
-def signature(made) -> tuple | None:
+
+def signature(made: stories.Made | None) -> tuple | None:
     """A residual's `Made` as the compiled side's key: (primitive, dtype,
     elements, frames); None where its equation is not known."""
     if made is None or made.primitive is None or made.shape is None:
@@ -27,12 +33,12 @@ def signature(made) -> tuple | None:
     return sig(made.primitive, made.shape, made.frames)
 
 
-def signatures(made) -> list[tuple]:
+def signatures(made: stories.Made | None) -> list[tuple]:
     """Every key a compiled value holding the residual may have: its own,
     those of the equations it only re-lays, each also as XLA names a
     composed primitive."""
     first = signature(made)
-    if first is None:
+    if first is None or made is None:  # (made is not: it has a signature)
         return []
     return as_xla_names([first, *(sig(*r) for r in made.relaid if r[1] is not None)])
 
@@ -44,7 +50,7 @@ def as_xla_names(sigs: list[tuple]) -> list[tuple]:
 
 
 @functools.lru_cache(maxsize=8192)
-def sig(primitive: str, shape: str, frames) -> tuple:
+def sig(primitive: str, shape: str, frames: tuple) -> tuple:
     """(primitive, dtype as XLA spells it, elements, ((file, line), ...)).
     Remembered: one layer's equations recur in every layer of a model."""
     dtype, _, dims = shape.partition("[")
@@ -57,7 +63,7 @@ def sig(primitive: str, shape: str, frames) -> tuple:
     return (primitive, hlo_dtype(dtype), count, where)
 
 
-def keys(m) -> set[tuple]:
+def keys(m: Made) -> set[tuple]:
     """The (primitive, elements) of each instruction computing the compiled
     value `m`. Not its dtype: XLA may keep a value narrower than the
     jaxpr's (TPU keeps an f32 dot's output in bf16 when what reads it
@@ -65,7 +71,7 @@ def keys(m) -> set[tuple]:
     return {(alias[0], alias[2]) for alias in m.aliases}
 
 
-def matches(sigs: list[tuple], m) -> bool:
+def matches(sigs: list[tuple], m: Made) -> bool:
     """Whether any of a residual's keys is any of the value's."""
     return any(
         (alias[0], alias[2]) == (s[0], s[2]) and same_frames(s[3], alias[3])
@@ -101,7 +107,7 @@ def bytes_by_key(at_peak: list[dict]) -> dict[str, int]:
     return out
 
 
-def unique(records) -> list:
+def unique(records: Iterable) -> list:
     """`records` without repeats (by identity), in order."""
     seen, out = set(), []
     for m in records:

@@ -26,18 +26,24 @@ local GPU's limit is the device's memory, scaled by
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from remat_tui.core.jaxcompat import hlo_text, xla_remat_pass
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import step_time
-from remat_tui.core.xla.compiled_numbers import does_not_fit, out_of_memory, read
+from remat_tui.core.xla.compiled_numbers import Compiled, does_not_fit, out_of_memory, read
 from remat_tui.core.xla.made import clones
 from remat_tui.core.xla.memory import compile_with_memory
 from remat_tui.core.xla.same_program import lowered_step
 from remat_tui.errors import RematError
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    import jax
 
 TPU_LIMIT_FLAG = xla_remat_pass.TPU_LIMIT_OPTION
 JAX_FLAG = xla_remat_pass.JAX_OPTION
@@ -86,7 +92,9 @@ class RematPass:
         }
 
 
-def remat_pass(target, config: Config, limit_bytes: int, cancelled=None) -> RematPass:
+def remat_pass(
+    target: Target, config: Config, limit_bytes: int, cancelled: Callable[[], bool] | None = None
+) -> RematPass:
     """Compile `config`'s step under a memory limit of `limit_bytes` and with
     the device's own memory, and say what XLA's rematerialization pass did."""
     dev = config.jax_device
@@ -117,7 +125,9 @@ def remat_pass(target, config: Config, limit_bytes: int, cancelled=None) -> Rema
     )
 
 
-def _compile(lowered, dev, options: dict):
+def _compile(
+    lowered: jax.stages.Lowered, dev: jax.Device, options: dict
+) -> tuple[Compiled, list[str]]:
     """(the Compiled, the clones XLA's pass made), for `lowered` compiled with `options`."""
     start = time.perf_counter()
     label = device_label(dev)
@@ -130,11 +140,13 @@ def _compile(lowered, dev, options: dict):
         return does_not_fit(str(exc), label, 1, time.perf_counter() - start), []
     seconds = time.perf_counter() - start
     result = read(executable, dev.platform, label, 1, seconds, True, True)
-    module = hlo_text.parse_hlo(executable.as_text())
+    text = executable.as_text()
+    assert text is not None  # a TPU executable compiled here has its HLO text
+    module = hlo_text.parse_hlo(text)
     return result, clones(module)
 
 
-def _figures(c) -> dict:
+def _figures(c: Compiled) -> dict:
     chip = step_time.chip_of(c.device) if c.fits else None
     seconds = None
     if chip is not None and c.flops:
@@ -143,7 +155,9 @@ def _figures(c) -> dict:
             "seconds": seconds}  # fmt: skip
 
 
-def _words(acted, fits, found, under, free, flag) -> str:
+def _words(
+    acted: bool, fits: bool, found: Sequence[str], under: dict, free: dict, flag: str
+) -> str:
     if not fits:
         return (f"the step does not fit {flag} even with XLA's rematerialization: it needs "
                 f"{human_bytes(under['peak_bytes'] or 0)}")  # fmt: skip

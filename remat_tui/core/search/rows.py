@@ -1,5 +1,6 @@
-"""Provides `Row`: one configuration's costs, the row of compare and of
-suggest, and `row_of`, a row from an analysis."""
+"""Provides Row: one configuration's costs, a row of compare and suggest's
+answer (core/search/compare.py makes them; notes.py and offload.py judge them,
+so it lives apart from the search that makes it), and `row_of` an analysis."""
 
 from __future__ import annotations
 
@@ -78,11 +79,12 @@ class Row:
     def cost(self) -> tuple:
         """What ranks rows: the measured step time, else the estimated one,
         else the recompute FLOPs (`cost_source`); host bytes break ties."""
-        source = self.cost_source
+        measured, time = self.measured or {}, self.time or {}
+        source = self.cost_source  # names one that is there
         if source == "measured":
-            return (self.measured["min_seconds"], self.host_bytes)
+            return (measured["min_seconds"], self.host_bytes)
         if source == "estimate":
-            return (self.time["seconds"], self.host_bytes)
+            return (time["seconds"], self.host_bytes)
         return (self.recompute_flops, self.host_bytes)
 
     @property
