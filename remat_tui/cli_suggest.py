@@ -11,13 +11,28 @@ Imports only the standard library at module level, as cli.py does.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from remat_tui.cli_fit import first_interrupt_stops
 
+if TYPE_CHECKING:
+    from remat_tui.cli_check import Rendered
+    from remat_tui.core.search.exact import Narrowing
+    from remat_tui.registry import Target
 
-def run(target, opts, fmt, checks, options: dict, failed_runs):
+
+def run(
+    target: Target,
+    opts: argparse.Namespace,
+    fmt: str,
+    checks: dict,
+    options: dict,
+    failed_runs: Callable[[list[str], dict | None], int],
+) -> Rendered:
     """suggest, rendered: (text, warnings, status). `options`: cli.py's
     search options; `failed_runs(labels, measured)`: the exit status and
     message for candidates whose step raised when run."""
@@ -50,7 +65,7 @@ def run(target, opts, fmt, checks, options: dict, failed_runs):
     return render_suggest(result, fmt), [], status
 
 
-def _narrowing(n, unit: str) -> None:
+def _narrowing(n: Narrowing, unit: str) -> None:
     from remat_tui.report.suggest import narrowing_line
 
     print(f"remat-tui: exact search: {narrowing_line(n, unit)}", file=sys.stderr, flush=True)

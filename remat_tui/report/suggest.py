@@ -6,14 +6,21 @@ says how the exact search narrows, for the CLI's and the app's progress."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from remat_tui.core.units import count, human_bytes, human_flops, human_seconds
 from remat_tui.report.comparisons import differentiated_legend, structure_words
 from remat_tui.report.labels import config_label
 from remat_tui.report.memory import peak_make_up, summary
 
+if TYPE_CHECKING:
+    from remat_tui.core.search.certificate import Certificate
+    from remat_tui.core.search.exact import Narrowing
+    from remat_tui.core.search.rows import Row
+    from remat_tui.core.search.suggest import Suggestion
 
-def render_suggest(s, fmt: str) -> str:
+
+def render_suggest(s: Suggestion, fmt: str) -> str:
     if fmt == "json":
         return json.dumps(s.to_dict(), indent=2) + "\n"
     best, base = s.best, s.baseline
@@ -35,7 +42,7 @@ def render_suggest(s, fmt: str) -> str:
     memory = (best.compiled or {}).get("memory")
     if memory and memory["peak_bytes"]:
         lines.insert(1, f"its peak: {peak_make_up(memory)}; {summary(memory)}")
-    if s.budget_above_device:
+    if s.budget_above_device and s.device_memory is not None:  # known when above it
         lines.insert(
             1,
             f"the budget is above the {human_bytes(s.device_memory)} the device has for the "
@@ -66,7 +73,7 @@ def render_suggest(s, fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def search_words(s) -> str:
+def search_words(s: Suggestion) -> str:
     """How suggest searched: every configuration listed, or the exact search's
     model; how many it analysed, compiled and ran, and why the rest were not
     compiled."""
@@ -94,7 +101,7 @@ def search_words(s) -> str:
     return how
 
 
-def proof_lines(s) -> list[str]:
+def proof_lines(s: Suggestion) -> list[str]:
     """What the answer is proven against: the bound, the answer's cost and
     the gap, then what the search assumed."""
     c = s.search
@@ -105,7 +112,7 @@ def proof_lines(s) -> list[str]:
     return lines
 
 
-def proof_words(c, cancelled: bool = False) -> str:
+def proof_words(c: Certificate, cancelled: bool = False) -> str:
     """`bound 5.08 ms, answer 5.08 ms: gap 0.0%, proven optimal within the model`."""
     if c.bound == float("inf") and c.best is None:
         return "nothing in the space can fit the budget (proven within the model)"
@@ -129,7 +136,7 @@ def cost_text(value: float | None, unit: str) -> str:
     return human_seconds(value) if unit == "seconds" else human_flops(value)
 
 
-def narrowing_line(n, unit: str = "seconds") -> str:
+def narrowing_line(n: Narrowing, unit: str = "seconds") -> str:
     """The exact search as it narrows: `bound 5.02 ms, best 5.30 ms, gap 5.3%
     (12 compiled, round 3)`."""
     gap = f"gap {n.gap:.1%}" if n.gap is not None else "nothing fits yet"
@@ -140,7 +147,7 @@ def narrowing_line(n, unit: str = "seconds") -> str:
     )
 
 
-def host_words(row) -> str:
+def host_words(row: Row) -> str:
     """` and sends 441.0 MiB to host`: the residual bytes a configuration
     offloads, beside the memory it is weighed by; '' when it offloads none."""
     if not row.host_bytes:
@@ -148,7 +155,7 @@ def host_words(row) -> str:
     return f" and sends {human_bytes(row.host_bytes)} to host"
 
 
-def suggest_headline(s) -> str:
+def suggest_headline(s: Suggestion) -> str:
     """What fits and what it costs (measured, estimated or in FLOPs), or the
     smallest when nothing fits."""
     best = s.best
@@ -165,7 +172,7 @@ def suggest_headline(s) -> str:
             head += f" (it does not fit the device either; {why})"
         return head
     time = ""
-    if best.cost_source == "measured":
+    if best.cost_source == "measured" and best.measured:
         guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
         time = (
             f", {human_seconds(best.measured['min_seconds'])} a step measured on the device{guess}"

@@ -41,6 +41,7 @@ from remat_tui.errors import RematError
 from remat_tui.report.phrases import signed
 
 if TYPE_CHECKING:
+    from remat_tui.core.search.exact import Narrowing
     from remat_tui.core.search.suggest import Suggestion
     from remat_tui.registry import Target
 
@@ -100,7 +101,7 @@ class SuggestNarrowing(Message):
     """The exact search's bound, best and gap, as they narrow."""
 
     request: int
-    narrowing: object  # core/search/exact.py's Narrowing
+    narrowing: Narrowing
     unit: str
 
     def can_replace(self, message: Message) -> bool:
@@ -201,7 +202,7 @@ class SuggestScreen(Screen[Config | None]):
             analysed += 1  # suggest analyses in batches: count across them
             self.post_message(SuggestProgress(request, analysed, config.label()))
 
-        def narrowing(n) -> None:
+        def narrowing(n: Narrowing) -> None:
             unit = "seconds" if self.compiled else "flops"
             self.post_message(SuggestNarrowing(request, n, unit))
 
@@ -293,8 +294,8 @@ class SuggestScreen(Screen[Config | None]):
 
         budget = human_bytes(s.budget)
         searched = count(s.searched, "configuration")
-        how = f"exact: all {searched}" if s.search.method == "enumeration" else (
-            f"exact search: {searched}")  # fmt: skip
+        listed = s.search is None or s.search.method == "enumeration"
+        how = f"exact: all {searched}" if listed else f"exact search: {searched}"
         if s.measure == "compiled":
             how += f" ({s.compiled_count} compiled, {s.skipped} could not change the answer"
             how += f", {s.measured_count} run on the device)" if self.run_on_device else ")"
@@ -308,10 +309,11 @@ class SuggestScreen(Screen[Config | None]):
             head = Content.styled(f"✗ nothing fits {budget}", "bold $text-warning")
             outcome = f" ({self.measure()}): the smallest is shown"
         took = f" in {time.monotonic() - self.started:.1f} s" if self.clock() else ""
+        proof = proof_words(s.search, s.cancelled) if s.search else ""
         self.query_one("#suggest-status", Static).update(
             Content.assemble(
                 head,
-                f"{outcome} · {how} searched{took}\n{proof_words(s.search, s.cancelled)}\n"
+                f"{outcome} · {how} searched{took}\n{proof}\n"
                 "enter opens it in the main screen · b another budget · escape goes back",
             )
         )

@@ -20,8 +20,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from remat_tui.core.units import count
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.exact import NameOutcome
+    from remat_tui.core.search.exact_space import Space
 
 ENUMERATION, MODEL = "enumeration", "model"
 
@@ -73,7 +78,9 @@ class Certificate:
         }
 
 
-def model_assumptions(outcome, space, compiled: bool, cost_words: str) -> list[str]:
+def model_assumptions(
+    outcome: NameOutcome, space: Space, compiled: bool, cost_words: str
+) -> list[str]:
     """What the model path assumed, in words (core/search/exact.py's outcome)."""
     made = "compiles" if compiled else "analyses"
     out = [

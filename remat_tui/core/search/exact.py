@@ -26,8 +26,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from remat_tui.core.search.exact_model import Model
+from remat_tui.core.search.exact_model import Assignment, Model, Solution
 from remat_tui.core.search.exact_space import SAVE, Space
+from remat_tui.core.search.rows import Row
 from remat_tui.core.units import count
 
 ROUNDS_PER_DECISION, ROUNDS_AT_LEAST = 2, 24  # the model's answers compiled before giving up
@@ -75,7 +76,7 @@ def gap(best: float | None, bound: float | None) -> float | None:
     return max(best - bound, 0.0) / best
 
 
-def within(row, budget: int) -> bool:
+def within(row: Row, budget: int) -> bool:
     """Whether a row is an answer: it fits the device and the budget, and its
     run (if any) did not fail."""
     return row.fits and row.weighed_bytes <= budget and not row.measure_failed
@@ -87,7 +88,7 @@ def search_names(
     analyse: Callable[[list], list],
     compile_rows: Callable[[list], None] | None,
     cancelled: Callable[[], bool] | None = None,
-    narrowing: Callable[[Narrowing], None] | None = None,
+    narrowing: Callable[[Narrowing], object] | None = None,
     incumbent: float | None = None,
     max_rounds: int | None = None,
 ) -> NameOutcome:
@@ -105,7 +106,7 @@ def search_names(
         rows_of.update(zip(assignments, rows, strict=True))
         return rows
 
-    empty = frozenset()
+    empty: Assignment = frozenset()
     singles = [frozenset([i]) for i in range(len(space.decisions))]
     analysed = analyse([space.config(a) for a in (empty, *singles)])
     left_out = _changing_nothing(space, analysed)
@@ -141,7 +142,7 @@ def search_names(
     if rounds_left is None:
         rounds_left = max(ROUNDS_PER_DECISION * len(space.decisions), ROUNDS_AT_LEAST)
 
-    def compile_answer(solution) -> None:
+    def compile_answer(solution: Solution) -> None:
         (row,) = evaluate([solution.assignment])
         outcome.rounds += 1
         error.saw(solution.cost, solution.peak, row, budget)
@@ -161,7 +162,8 @@ def search_names(
             break
         if outcome.rounds >= rounds_left:  # a check left undone: not proven, and its bound
             outcome.proven = False
-            outcome.bound = min(outcome.bound, check.cost * (1 - error.cost))
+            unchecked = check.cost * (1 - error.cost)
+            outcome.bound = unchecked if outcome.bound is None else min(outcome.bound, unchecked)
             break
         outcome.checked += 1
         compile_answer(check)
@@ -172,8 +174,17 @@ def search_names(
     return outcome
 
 
-def _converge(model, budget, rows_of, outcome, stop, narrowing, incumbent, out_of_rounds,
-              compile_answer) -> bool:  # fmt: skip
+def _converge(
+    model: Model,
+    budget: int,
+    rows_of: dict,
+    outcome: NameOutcome,
+    stop: Callable[[], bool],
+    narrowing: Callable[[Narrowing], object] | None,
+    incumbent: float | None,
+    out_of_rounds: Callable[[], bool],
+    compile_answer: Callable[[Solution], None],
+) -> bool:
     """Solve, compile the model's answer, correct, until the model's optimum
     is an assignment evaluated within the budget (True: proven within the
     model), the model fits nothing (True), or a stop or the rounds end it."""
@@ -185,7 +196,7 @@ def _converge(model, budget, rows_of, outcome, stop, narrowing, incumbent, out_o
             return True
         outcome.bound = solution.bound
         if narrowing is not None:
-            costs = [c for c in (incumbent, best and best.cost[0]) if c is not None]
+            costs = [c for c in (incumbent, best.cost[0] if best else None) if c is not None]
             narrowing(Narrowing(solution.bound, min(costs, default=None),
                                 len(rows_of), outcome.rounds))  # fmt: skip
         seen = rows_of.get(solution.assignment)
@@ -214,7 +225,7 @@ class ModelError:
     peak: float = 0.0
     seen: int = 0  # predictions checked against a compile
 
-    def saw(self, cost: float, peak: float, row, budget: int) -> None:
+    def saw(self, cost: float, peak: float, row: Row, budget: int) -> None:
         """The model said `cost` and `peak` of what `row` compiled to."""
         self.seen += 1
         if not row.fits or row.measure_failed or row.cost[0] <= 0:
@@ -222,7 +233,9 @@ class ModelError:
         self.cost = max(self.cost, (cost - row.cost[0]) / row.cost[0])
         self.peak = max(self.peak, (peak - row.weighed_bytes) / max(budget, 1))
 
-    def worth_checking(self, model, budget: int, rows_of: dict, best):
+    def worth_checking(
+        self, model: Model, budget: int, rows_of: dict, best: Row | None
+    ) -> Solution | None:
         """The model's best assignment not yet evaluated, within the budget
         widened by the peak error shown, if its cost, less the cost error
         shown, is below the best verified (or, where the model has not yet
@@ -250,7 +263,7 @@ class ModelError:
         return said
 
 
-def greedy_chains(space: Space, empty, alone: dict) -> list[frozenset]:
+def greedy_chains(space: Space, empty: Row, alone: dict[int, Row]) -> list[Assignment]:
     """The assignments that the list suggest searched before this search
     tried (one chain per state: names added by the recompute they remove
     alone per byte they add alone, device bytes for a save, host bytes for
@@ -276,7 +289,9 @@ def greedy_chains(space: Space, empty, alone: dict) -> list[frozenset]:
     return list(dict.fromkeys(chains))
 
 
-def _record(model: Model, assignment, row, outcome: NameOutcome, space: Space) -> None:
+def _record(
+    model: Model, assignment: Assignment, row: Row, outcome: NameOutcome, space: Space
+) -> None:
     """What an evaluated row tells the model: its numbers where it compiled,
     else that it does not fit."""
     if row.fits and not row.measure_failed:
@@ -290,7 +305,7 @@ def _record(model: Model, assignment, row, outcome: NameOutcome, space: Space) -
         outcome.left_out.append(f"{space.decisions[i].label}: {why}, even alone; left out")
 
 
-def part_peaks(row) -> dict:
+def part_peaks(row: Row) -> dict[str, float]:
     """The peaks of the forward and the backward part (exact_model.PARTS),
     from the compile's memory curve split where its backward part starts,
     each with what XLA allocates beyond the bytes live at the peak (the
@@ -308,14 +323,14 @@ def part_peaks(row) -> dict:
     return {"forward": forward + slack, "backward": backward + slack}
 
 
-def _best(rows_of: dict, budget: int):
+def _best(rows_of: dict, budget: int) -> Row | None:
     """The best row evaluated that is an answer: least cost, then host
     bytes, then memory."""
     answers = [r for r in rows_of.values() if within(r, budget)]
     return min(answers, key=lambda r: (r.cost, r.weighed_bytes), default=None)
 
 
-def _same(row, empty) -> bool:
+def _same(row: Row, empty: Row) -> bool:
     """A decision that changes nothing: the same residuals, recompute and
     host bytes as everything recomputed."""
     return (row.residuals, row.recompute_flops, row.host_bytes) == (
@@ -335,7 +350,7 @@ def _changing_nothing(space: Space, analysed: list) -> list[str]:
     ]
 
 
-def _cannot_model(row) -> str:
+def _cannot_model(row: Row) -> str:
     why = row.error or "it does not fit the device"
     return (
         f"every name recomputed does not compile ({why}): the name decisions could not be "

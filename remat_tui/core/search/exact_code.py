@@ -19,11 +19,15 @@ share one policy keep the analysis's own snippet.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from remat_tui.core.places import Site
 from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.wrappers import site_code
 
 
-def per_call_code(target_name: str, config, sites) -> str | None:
+def per_call_code(target_name: str, config: Config, sites: Sequence[Site]) -> str | None:
     """The code to paste for `config` where it gives the calls of a function
     different policies (by site id), or None where it does not: a function
     of the call's index for each such function; for the other sites it
@@ -34,9 +38,10 @@ def per_call_code(target_name: str, config, sites) -> str | None:
     for function in dict.fromkeys(s.function for s in sites):
         mine = [s for s in sites if s.function == function]
         specs = [overrides.get(s.id, overrides.get(function)) for s in mine]
-        differ = len(mine) > 1 and None not in specs and len(set(specs)) > 1
+        chosen = [spec for spec in specs if spec is not None]
+        differ = len(mine) > 1 and len(chosen) == len(specs) and len(set(chosen)) > 1
         if differ and all(s.wrapper is None for s in mine):
-            parts.append(_function_code(function, mine, specs))
+            parts.append(_function_code(function, mine, chosen))
             per_call = True
         elif specs[0] is not None and len(set(specs)) == 1:
             where, note, code = site_code(mine[0], specs[0])
@@ -48,7 +53,9 @@ def per_call_code(target_name: str, config, sites) -> str | None:
     return "\n\n".join(parts)
 
 
-def _function_code(function: str, sites, specs) -> str:
+def _function_code(
+    function: str, sites: Sequence[Site], specs: Sequence[policies.PolicySpec]
+) -> str:
     where = sites[0].source.where() if sites[0].source else "line not known"
     ids = f"sites {sites[0].id}-{sites[-1].id}"
     name = f"{function}_policy"
@@ -66,9 +73,9 @@ def _function_code(function: str, sites, specs) -> str:
     return "\n".join(lines)
 
 
-def _runs(specs) -> list[tuple[int, object]]:
+def _runs(specs: Sequence[policies.PolicySpec]) -> list[tuple[int, policies.PolicySpec]]:
     """(the index after the run, its spec) for each run of equal specs."""
-    runs: list[tuple[int, object]] = []
+    runs: list[tuple[int, policies.PolicySpec]] = []
     for i, spec in enumerate(specs):
         if runs and runs[-1][1] == spec:
             runs[-1] = (i + 1, spec)

@@ -154,7 +154,7 @@ class _Program:
             column = next(iter(s)) if len(s) == 1 else n + self.pairs.index(s)
             for q in model.quantities:
                 self.coeff[q][column] += weights[s][q]
-        self.coeff["memory"] = sum(self.coeff[p] for p in model.parts)
+        self.coeff["memory"] = np.sum([self.coeff[p] for p in model.parts], axis=0)
         # Scales: the budget for bytes; the largest magnitude for the rest.
         self.scale = {q: _magnitude(self.coeff[q], self.base.get(q, 0.0))
                       for q in ("cost", "host", "memory")}  # fmt: skip
@@ -200,7 +200,8 @@ class _Program:
         upper[list(self.model.forbidden)] = 0
         bounds = Bounds(np.zeros(self.width), upper)
         held: list[tuple[np.ndarray, float]] = []  # optima held while breaking ties
-        x, bound = None, None
+        x: np.ndarray | None = None
+        bound: float | None = None
         count = np.r_[np.ones(n), np.zeros(len(self.pairs))]  # fewer decisions: last tie-break
         for objective in (*(self.coeff[q] / self.scale[q] for q in ("cost", "host", "memory")),
                           count):  # fmt: skip
@@ -220,6 +221,7 @@ class _Program:
             if bound is None:
                 bound = self.base["cost"] + result.fun * self.scale["cost"]
             held.append((objective, result.fun + TIE * max(abs(result.fun), 1.0)))
+        assert x is not None and bound is not None  # the first solve found one, or returned
         chosen = frozenset(i for i in range(n) if x[i] > 0.5)
         values = self.model.predict(chosen)
         return Solution(chosen, values["cost"], values["peak"], values["host"], bound)

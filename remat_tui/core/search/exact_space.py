@@ -14,10 +14,11 @@ decisions taken; at each place it is the policy
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import prod
 
+from remat_tui.core.places import Site
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 
@@ -32,6 +33,18 @@ class Place:
     key: str | int | None
     function: str | None
     call: int | None = None  # which call of the function, from 0, where calls are told apart
+
+    @property
+    def site(self) -> str | int:
+        """Its key among a Config's site overrides (the function's name, or
+        the call's site id); the outer policy has none."""
+        assert self.key is not None, "the outer policy is not a site"
+        return self.key
+
+    @property
+    def function_name(self) -> str:
+        assert self.function is not None, "the outer policy is no function's"
+        return self.function
 
     @property
     def label(self) -> str:
@@ -56,7 +69,7 @@ class Decision:
 class Space:
     """Every decision at every place, and the configurations of assignments."""
 
-    def __init__(self, base: Config, sites, names: list[str], offload: bool):
+    def __init__(self, base: Config, sites: Sequence[Site], names: list[str], offload: bool):
         self.base, self.sites = base, list(sites)
         self.offload = offload
         self.places = places_of(self.sites)
@@ -72,7 +85,7 @@ class Space:
     @property
     def per_call(self) -> list[str]:
         """The functions whose calls are decided one by one."""
-        return list(dict.fromkeys(p.function for p in self.places if p.call is not None))
+        return list(dict.fromkeys(p.function_name for p in self.places if p.call is not None))
 
     def keep(self, indices: Iterable[int]) -> None:
         """Keep only these decisions (the others change nothing)."""
@@ -107,20 +120,20 @@ class Space:
         if self.places[0].key is None:
             return self.base.with_policy(specs[self.places[0]])
         overrides = dict(self.base.site_specs)
-        for function in dict.fromkeys(p.function for p in self.places):
+        for function in dict.fromkeys(p.function_name for p in self.places):
             mine = [p for p in self.places if p.function == function]
             alike = {specs[p] for p in mine}
             if len(alike) == 1:
                 for p in mine:
-                    overrides.pop(p.key, None)
+                    overrides.pop(p.site, None)
                 overrides[function] = alike.pop()
             else:
                 overrides.pop(function, None)
-                overrides.update({p.key: specs[p] for p in mine})
+                overrides.update({p.site: specs[p] for p in mine})
         return self.base.with_sites(overrides)
 
 
-def places_of(sites) -> list[Place]:
+def places_of(sites: Sequence[Site]) -> list[Place]:
     """Each checkpointed function, or each of its calls where the program
     holds several (each its own site); the outer policy where there is none."""
     if not sites:

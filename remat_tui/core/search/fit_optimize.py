@@ -18,22 +18,35 @@ far are kept (the one under way with the best it verified).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow, Probe, rank
-from remat_tui.core.search.suggest import suggest
+from remat_tui.core.search.suggest import Suggestion, suggest
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
 from remat_tui.core.setup.loading import takes_devices
 from remat_tui.core.setup.scaling import at_batch, example_batch
 from remat_tui.core.trace.configured import Cancelled
 from remat_tui.core.xla.compiled_numbers import Compiled
+from remat_tui.registry import Target
 
 OPTIMIZED = "the best decisions"  # what the progress line calls the configuration searched
 
 
-def fit_optimized(target, budget: int, base: Config, multiple: int, max_batch: int | None,
-                  cap: int, start: int, measure: bool, runs: int, cancelled, progress,
-                  on_row) -> Fit:  # fmt: skip
+def fit_optimized(
+    target: Target,
+    budget: int,
+    base: Config,
+    multiple: int,
+    max_batch: int | None,
+    cap: int,
+    start: int,
+    measure: bool,
+    runs: int,
+    cancelled: Callable[[], bool] | None,
+    progress: Callable[[FitProgress], object] | None,
+    on_row: Callable[[FitRow], object] | None,
+) -> Fit:
     """The best decisions at each batch tried (the module doc); `target`
     scales, `base` holds the sites and device, `start` is the first batch,
     `cap` the largest allowed."""
@@ -102,12 +115,12 @@ def fit_optimized(target, budget: int, base: Config, multiple: int, max_batch: i
         compiles=counts["compiles"],
         reused=0,
         seconds=time.perf_counter() - began,
-        cancelled=counts["stopped"],
+        cancelled=bool(counts["stopped"]),
         optimized=True,
     )
 
 
-def _row(batch: int, s) -> FitRow:
+def _row(batch: int, s: Suggestion) -> FitRow:
     """A batch's row: the exact search's answer there, or nothing fits."""
     best = s.best
     row = FitRow(config=best.config, policy=best.config.policy, complete=not s.cancelled)

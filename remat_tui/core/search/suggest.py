@@ -30,13 +30,15 @@ best answer compiled so far, with the gap left.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from remat_tui.core.display import Displayable
+from remat_tui.core.model import Analysis
+from remat_tui.core.places import Site
 from remat_tui.core.search import certificate as cert
 from remat_tui.core.search.compare import Row, analysed_row, measure_baseline
-from remat_tui.core.search.exact import Narrowing, search_names, within
+from remat_tui.core.search.exact import NameOutcome, Narrowing, search_names, within
 from remat_tui.core.search.exact_code import per_call_code
 from remat_tui.core.search.exact_space import Space
 from remat_tui.core.search.offload import judge_offloads
@@ -173,8 +175,8 @@ def suggest(
     names = [n.name for n in first.names]
     offload = bool(names) and host_memory.offloads_to_host(base.device)
     space = Space(base, first.sites, names, offload)
-    search = _Search(target, base, first, budget, compiled, cancelled, progress, transpose)
-    search.run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
+    run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
+    search = _Search(target, base, first, budget, compiled, cancelled, progress, transpose, run)
     if compile_all or space_size(target, names, space.places) <= ENUMERATE_LIMIT:
         search.enumerate(space, compile_all)
     else:
@@ -186,18 +188,29 @@ class _Search:
     """One suggest: the candidates analysed once (`Analysed`), compiled
     (`run`), and what each way of searching found."""
 
-    def __init__(self, target, base, first, budget, compiled, cancelled, progress, transpose):
+    def __init__(
+        self,
+        target: Target,
+        base: Config,
+        first: Analysis,
+        budget: int,
+        compiled: bool,
+        cancelled: Callable[[], bool] | None,
+        progress: Progress | None,
+        transpose: int | None,
+        run: Runner,
+    ) -> None:
         self.target, self.base, self.first = target, base, first
         self.budget, self.compiled = budget, compiled
         self.cancelled, self.progress, self.transpose = cancelled, progress, transpose
         self.analysed = Analysed(target, first, cancelled, progress)
-        self.run: Runner | None = None
+        self.run = run
         self.rows: list[Row] = []  # what the answer is chosen from
         self.reasons: list[str] = []  # why candidates were not compiled
         self.skipped = 0
         self.stopped = False
         self.method = cert.ENUMERATION
-        self.outcome = None  # the exact search's (exact.py), on the model path
+        self.outcome: NameOutcome | None = None  # the exact search's, on the model path
         self.unpriced: list[Row] = []  # candidates not compiled, weighed by their least cost
         self.baseline: Row | None = None  # the code as written
 
@@ -232,7 +245,12 @@ class _Search:
         self.unpriced = [r for r in wanted if r not in done]
         self.rows = done
 
-    def exact(self, space: Space, narrowing, max_rounds) -> None:
+    def exact(
+        self,
+        space: Space,
+        narrowing: Callable[[Narrowing], object] | None,
+        max_rounds: int | None,
+    ) -> None:
         """The name decisions by the exact search's model, the rest listed
         and compiled from their least cost up."""
         self.method = cert.MODEL
@@ -298,6 +316,7 @@ class _Search:
         rows = self.rows
         if not rows:
             raise Cancelled()  # stopped before anything could be an answer
+        assert self.baseline is not None  # enumerate or exact set it
         if self.method == cert.MODEL:
             judge_offloads(self.target, rows, self.first, analysed_row(self.target))
         finish_rows(rows, self.base)
@@ -330,7 +349,7 @@ class _Search:
         words = cert.cost_words(source, chip)
         best_cost = best.cost[0] if fits else None
         bounds = [best_cost] if best_cost is not None else []
-        if self.unpriced and self.compiled and self.baseline.compiled:
+        if self.unpriced and self.compiled and self.baseline and self.baseline.compiled:
             least = least_cost(self.baseline)
             bounds += [least(r)[0] for r in self.unpriced if not r.offload_slower]
         compiles = len({r.program or ("config", r.config) for r in self.rows if r.compiled})
@@ -360,7 +379,7 @@ class _Search:
         )  # fmt: skip
 
 
-def _per_call_python(target, row: Row, sites) -> None:
+def _per_call_python(target: Target, row: Row, sites: Sequence[Site]) -> None:
     """Where the answer gives the calls of one function different policies,
     its code to paste chooses a policy by the call's index (exact_code.py)."""
     code = per_call_code(target.name, row.config, sites)

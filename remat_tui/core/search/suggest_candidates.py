@@ -17,13 +17,17 @@ Two ways, by the size of the space (core/search/suggest.py):
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Sequence
 
+from remat_tui.core.model import Analysis
+from remat_tui.core.places import Site
 from remat_tui.core.search.compare import Row, evaluate
 from remat_tui.core.search.distinct import merge_key
 from remat_tui.core.search.exact_space import Place
 from remat_tui.core.search.structures import FINE, structure_candidates
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
+from remat_tui.registry import Target
 
 ENUMERATE_LIMIT = 64  # configurations listed whole; beyond, the exact search's model
 STATES = ("recompute", "save", "offload")
@@ -34,7 +38,13 @@ class Analysed:
     that decide alike (core/search/distinct.py) analysed once, and the same
     Row given for each."""
 
-    def __init__(self, target, first, cancelled, progress):
+    def __init__(
+        self,
+        target: Target,
+        first: Analysis,
+        cancelled: Callable[[], bool] | None,
+        progress: Callable[[int, int, Config], object] | None,
+    ) -> None:
         self.target, self.first = target, first
         self.cancelled, self.progress = cancelled, progress
         self.rows: dict = {}  # what a configuration decides -> its row
@@ -54,12 +64,14 @@ class Analysed:
         return list(self.rows.values())
 
 
-def space_size(target, names: list[str], places: list[Place]) -> int:
+def space_size(target: Target, names: list[str], places: list[Place]) -> int:
     """How many configurations enumerating would list (before merging)."""
     return len(choices(target, names)) ** len(places)
 
 
-def enumerated(target, base: Config, sites, places: list[Place], names: list[str]) -> list[Config]:
+def enumerated(
+    target: Target, base: Config, sites: Sequence[Site], places: list[Place], names: list[str]
+) -> list[Config]:
     """Every combination of every choice at every place, the code as
     written first, then the structures."""
     combos = itertools.product(choices(target, names), repeat=len(places))
@@ -67,7 +79,7 @@ def enumerated(target, base: Config, sites, places: list[Place], names: list[str
             *structure_candidates(target, base, FINE)]  # fmt: skip
 
 
-def listed(target, base: Config, sites) -> list[Config]:
+def listed(target: Target, base: Config, sites: Sequence[Site]) -> list[Config]:
     """The candidates that are not name decisions (the module doc), the code
     as written first."""
     specs = policies.candidate_specs(target.policies)
@@ -85,7 +97,7 @@ def listed(target, base: Config, sites) -> list[Config]:
     return [*out, *structure_candidates(target, base, FINE)]
 
 
-def choices(target, names: list[str]) -> list[policies.PolicySpec]:
+def choices(target: Target, names: list[str]) -> list[policies.PolicySpec]:
     """Every policy one place can have: built-ins, the target's own, and each
     save/offload/recompute assignment of the names."""
     out = policies.candidate_specs(target.policies)
@@ -102,7 +114,7 @@ def choices(target, names: list[str]) -> list[policies.PolicySpec]:
 
 
 def configure(
-    base: Config, sites, places: list[Place], specs: tuple[policies.PolicySpec, ...]
+    base: Config, sites: Sequence[Site], places: list[Place], specs: tuple[policies.PolicySpec, ...]
 ) -> Config:
     """`base` with `specs[i]` at `places[i]`: a function (every call), one
     call (its site id), or the outer policy."""
@@ -111,7 +123,7 @@ def configure(
     config = base
     for place, spec in zip(places, specs, strict=True):
         if place.call is None:
-            config = config.at_function(sites, place.function, spec)
+            config = config.at_function(sites, place.function_name, spec)
         else:
-            config = config.with_sites({**dict(config.site_specs), place.key: spec})
+            config = config.with_sites({**dict(config.site_specs), place.site: spec})
     return config

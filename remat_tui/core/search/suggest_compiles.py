@@ -14,12 +14,20 @@ goes on.
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from remat_tui.core.search.compare import Row, compile_row
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import compile_pool, compile_service, step_time
+from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.chips import Chip
+    from remat_tui.core.xla.compiled_numbers import Compiled
+
+Cancel = Callable[[], bool] | None
 
 
 class Progress(Protocol):
@@ -29,14 +37,23 @@ class Progress(Protocol):
     def __call__(self, done: int, total: int, config: Config, stage: str = ..., /) -> object: ...
 
 
-def compile_candidates(target, rows, baseline, budget, cancelled, progress, run, every: bool):
+def compile_candidates(
+    target: Target,
+    rows: list[Row],
+    baseline: Row,
+    budget: int,
+    cancelled: Cancel,
+    progress: Progress | None,
+    run: Runner,
+    every: bool,
+) -> tuple[list[Row], str]:
     """(the rows compiled, why the rest were not): every row (`every`, to
     check the ordered search), else only those that can change the answer
     (`compile_in_order`)."""
     if not every:
         return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
 
-    def one(numbered):
+    def one(numbered: tuple[int, Row]) -> None:
         i, row = numbered
         if progress is not None:
             progress(i, len(rows), row.config, "compiling")
@@ -52,16 +69,23 @@ class Runner:
     """How suggest compiles a row: compile_row, and with `runs`, a run of each
     compile `worth_running` accepts (those that fit the budget)."""
 
-    def __init__(self, runs: int | None, worth_running):
+    def __init__(self, runs: int | None, worth_running: Callable[[Compiled], bool] | None):
         self.runs, self.worth_running = runs, worth_running
 
-    def __call__(self, target, row: Row, cancelled) -> None:
+    def __call__(self, target: Target, row: Row, cancelled: Cancel) -> None:
         run_if = self.worth_running if self.runs is not None else None
         compile_row(target, row, cancelled, self.runs, run_if)
 
 
-def compile_baseline(target, baseline: Row, budget: int, cancelled, progress, run,
-                     total: int = 1) -> str:  # fmt: skip
+def compile_baseline(
+    target: Target,
+    baseline: Row,
+    budget: int,
+    cancelled: Cancel,
+    progress: Progress | None,
+    run: Runner,
+    total: int = 1,
+) -> str:
     """Compile the code as written, first: the answer is measured against it,
     and its compile says the chip and how many devices share the step.
     Returns why no configuration can fit, or ''."""
@@ -79,9 +103,15 @@ def compile_baseline(target, baseline: Row, budget: int, cancelled, progress, ru
 
 
 def compile_in_order(
-    target, rows: list[Row], baseline: Row, budget: int, cancelled, progress, run=None,
-    known: tuple = (),
-):  # fmt: skip
+    target: Target,
+    rows: list[Row],
+    baseline: Row,
+    budget: int,
+    cancelled: Cancel,
+    progress: Progress | None,
+    run: Runner | None = None,
+    known: Sequence[Row] = (),
+) -> tuple[list[Row], str]:
     """Compile rows from the least cost they can have, and stop at the first
     whose least cost exceeds the cost of the best row found to fit the budget:
     no later row can be the answer. The baseline comes first
@@ -106,7 +136,9 @@ def compile_in_order(
     # measured search: a run must have the device to itself).
     width = compile_pool.width() if run.runs is None else 1
 
-    def compile_from_cheapest(candidates: list[Row], best, answers) -> None:
+    def compile_from_cheapest(
+        candidates: list[Row], best: tuple | None, answers: Callable[[Row], bool]
+    ) -> None:
         """Compile `candidates` (least bound first) until one's bound exceeds
         the best cost found among those `answers` accepts. In waves of
         `width`: a wave's rows past where one at a time would have stopped
@@ -122,7 +154,7 @@ def compile_in_order(
             if not wave:
                 return
 
-            def one(numbered):
+            def one(numbered: tuple[int, Row]) -> None:
                 i, row = numbered
                 if progress is not None:
                     progress(len(done) + i, len(rows), row.config, "compiling")
@@ -139,7 +171,7 @@ def compile_in_order(
                     best = row.estimated_cost
             position += len(wave)
 
-    def best_of(answers) -> tuple | None:
+    def best_of(answers: Callable[[Row], bool]) -> tuple | None:
         costs = [r.estimated_cost for r in (baseline, *known) if answers(r)]
         return min(costs, default=None)
 
@@ -163,7 +195,7 @@ def compile_in_order(
     return done, _why_skipped(chip, fits and bool(slower))
 
 
-def least_cost(baseline: Row):
+def least_cost(baseline: Row) -> Callable[[Row], tuple]:
     """A row's least cost before compiling, as a function of the row (the
     baseline compiled: its chip and devices)."""
     compiled = baseline.compiled
@@ -171,7 +203,7 @@ def least_cost(baseline: Row):
     return _least_cost(chip, compiled.get("devices", 1) if compiled else 1)
 
 
-def _least_cost(chip, devices: int):
+def _least_cost(chip: Chip | None, devices: int) -> Callable[[Row], tuple]:
     """A row's least cost before compiling (`compile_in_order`): its step
     time's lower bound on a chip the table knows, else its recompute FLOPs;
     host bytes break ties."""
@@ -186,7 +218,7 @@ def _least_cost(chip, devices: int):
     return least
 
 
-def _why_skipped(chip, slower_offloads_left: bool) -> str:
+def _why_skipped(chip: Chip | None, slower_offloads_left: bool) -> str:
     """Why the rows `compile_in_order` left out could not be the answer."""
     if chip is not None:
         why = f"each is estimated slower on {chip.name} than the answer, even before compiling"

@@ -34,7 +34,9 @@ def device_memory(rows: list[Row]) -> int | None:
     """The device's memory for a program: what XLA said it has when a compile
     did not fit, else the chip table's figure."""
     said = [
-        r.compiled["available_bytes"] for r in rows if (r.compiled or {}).get("available_bytes")
+        (r.compiled or {})["available_bytes"]
+        for r in rows
+        if (r.compiled or {}).get("available_bytes")
     ]
     if said:
         return max(said)
