@@ -50,21 +50,16 @@ class Runner:
         compile_row(target, row, cancelled, self.runs, run_if)
 
 
-def compile_candidates(
+def compile_every(
     target: Target,
     rows: list[Row],
-    baseline: Row,
-    budget: int,
     cancelled: Callable[[], bool] | None,
     progress: Progress | None,
     run: Runner,
-    every: bool,
-) -> tuple[list[Row], str]:
-    """(the rows compiled, why the rest were not): every row (`every`, to
-    check the ordered search), else only those that can change the answer
-    (`compile_in_order`)."""
-    if not every:
-        return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
+) -> None:
+    """Compile every row (the exact search's, or every candidate to check the
+    ordered search), side by side where compiles can run elsewhere (never a
+    measured search: a run must have the device to itself)."""
 
     def one(numbered: tuple[int, Row]) -> None:
         i, row = numbered
@@ -75,7 +70,6 @@ def compile_candidates(
     numbered = list(enumerate(rows))
     for _ in compile_pool.run_all(numbered, one) if run.runs is None else map(one, numbered):
         pass
-    return rows, ""
 
 
 def compile_baseline(

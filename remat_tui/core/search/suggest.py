@@ -46,7 +46,7 @@ from remat_tui.core.search.ordered import (
     Progress,
     Runner,
     compile_baseline,
-    compile_candidates,
+    compile_every,
     compile_in_order,
     least_cost,
 )
@@ -66,7 +66,7 @@ from remat_tui.core.search.suggest_rows import (  # noqa: F401 (choose: where ca
 )
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import Cancelled, as_target
-from remat_tui.core.xla import compile_pool, host_memory
+from remat_tui.core.xla import host_memory
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.registry import Target
 
@@ -239,10 +239,12 @@ class _Search:
             row.transpose_flops = self.transpose
         wanted = everything if every else [r for r in everything if not r.offload_without_host]
         try:
-            done, why = compile_candidates(
-                self.target, wanted, baseline, self.budget, self.cancelled, self.progress,
-                self.run, every,
-            )  # fmt: skip
+            if every:  # every candidate: what the ordered search is checked against
+                compile_every(self.target, wanted, self.cancelled, self.progress, self.run)
+                done, why = wanted, ""
+            else:
+                done, why = compile_in_order(self.target, wanted, baseline, self.budget,
+                                             self.cancelled, self.progress, self.run)  # fmt: skip
         except Cancelled:
             self.stopped = True
             done, why = [r for r in wanted if r.compiled or r.error], ""
@@ -304,20 +306,11 @@ class _Search:
         self.rows = _unique([*done, *names])
 
     def _compile_rows(self, rows: list[Row]) -> None:
-        """Compile rows of the exact search, side by side where compiles can
-        run elsewhere (never a measured search: a run needs the device alone)."""
+        """Compile the exact search's rows not compiled yet."""
         fresh = [r for r in rows if r.compiled is None and r.error is None]
         for row in fresh:
             row.transpose_flops = self.transpose
-
-        def one(row: Row) -> None:
-            if self.progress is not None:
-                self.progress(0, len(fresh), row.config, "compiling")
-            self.run(self.target, row, self.cancelled)
-
-        work = compile_pool.run_all(fresh, one) if self.run.runs is None else map(one, fresh)
-        for _ in work:
-            pass
+        compile_every(self.target, fresh, self.cancelled, self.progress, self.run)
 
     def conclude(self, space: Space) -> Suggestion:
         rows = self.rows
