@@ -203,14 +203,22 @@ def suggest(
     sites: dict[int | str, str] | None = None,
     measure: bool = False,
     runs: int = 5,
+    narrowing: Callable | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> Suggestion:
-    """The least-cost configuration whose memory fits a budget.
+    """The least-cost configuration whose memory fits a budget, with what it
+    is proven against.
 
-    Searches the built-in policies and the target's own, and every
+    Searches the built-in policies and the target's own, every
     save/offload/recompute assignment of its `checkpoint_name`s at each
-    checkpointed function: exactly while there are at most 64 of them, else
-    by a stated heuristic; and the structures of its scans (`nested(G)`,
-    `split(K, a, b)` at every eighth of the layers: see `analyze`).
+    checkpointed function (at each call, where a Python loop calls one
+    several times), and the structures of its scans (`nested(G)`,
+    `split(K, a, b)` at every eighth of the layers: see `analyze`). The
+    whole space, whatever its size: every configuration of a small one; a
+    larger one by a model of each decision's memory and cost, solved exactly
+    and corrected by compiling its answer (`search` says the bound, the gap,
+    the compiles and what the model assumes: a gap of 0 is a proof within
+    the model).
 
     Args:
         fn: a `Target`, or a plain callable analysed with `args` and `kwargs`.
@@ -225,10 +233,16 @@ def suggest(
         measure: also run each compiled candidate that fits on `device`, and
             choose the fastest measured. Implies `compiled`.
         runs: timed runs per candidate when measuring, after one warm-up.
+        narrowing: called with the exact search's bound, best and gap
+            (`.bound`, `.best`, `.gap`, `.compiles`) as they narrow.
+        cancelled: polled between compiles; once it returns True the search
+            stops and the best answer verified so far is returned
+            (`cancelled` set, `search.gap` what is left).
 
     Returns:
         A `Suggestion`: `best` is the answer (the smallest when nothing
-        fits), `best.python` the code to paste.
+        fits), `best.python` the code to paste, `exact` whether it is proven
+        optimal (within the model), `search` what it is proven against.
     """
     from remat_tui.core.search.suggest import suggest as _suggest
     from remat_tui.core.units import parse_size
@@ -237,7 +251,7 @@ def suggest(
     _displays()
     return _suggest(
         fn, budget, args, kwargs, compiled=compiled, device=device, sites=sites,
-        measure=measure, runs=runs,
+        measure=measure, runs=runs, narrowing=narrowing, cancelled=cancelled,
     )  # fmt: skip
 
 
@@ -343,6 +357,7 @@ def fit(
     max_batch: int | None = None,
     measure: bool = False,
     runs: int = 5,
+    optimize: bool = False,
 ) -> Fit:
     """How big a batch fits: per configuration, the largest batch whose
     compiled step fits a budget, and its examples per second.
@@ -366,6 +381,10 @@ def fit(
         measure: also run each row's step at its batch on `device`; measured
             times then rank.
         runs: timed runs per row when measuring, after one warm-up.
+        optimize: instead of a row per configuration, a row per batch size
+            tried, each with the best decisions under the budget at that
+            batch (suggest's exact search, compiled), ranked by examples
+            per second. Not with `policies`.
 
     Returns:
         A `Fit`: `rows` best first (`batch`, `peak_bytes`, `step_seconds`,
@@ -378,5 +397,5 @@ def fit(
     _displays()
     return _fit(
         fn, budget, args, kwargs, policies=policies, sites=sites, device=device,
-        multiple=multiple, max_batch=max_batch, measure=measure, runs=runs,
+        multiple=multiple, max_batch=max_batch, measure=measure, runs=runs, optimize=optimize,
     )  # fmt: skip

@@ -77,6 +77,12 @@ def add_parser(
     fit.add_argument(
         "--max-batch", type=int, default=None, metavar="N", help="the largest batch to try"
     )
+    fit.add_argument(
+        "--optimize",
+        action="store_true",
+        help="per batch size, the best decisions under the budget (the exact search of "
+        "suggest --compiled at each batch), ranked by examples per second",
+    )
 
 
 def check(opts: argparse.Namespace) -> dict:
@@ -87,6 +93,11 @@ def check(opts: argparse.Namespace) -> dict:
         raise RematError(
             f"--multiple {opts.multiple}: batches are tried in steps of this many examples; "
             "give 1 or more (1: any batch; 8: 8, 16, 24, ...)."
+        )
+    if opts.optimize and opts.policy:
+        raise RematError(
+            "--optimize searches every decision at each batch; --policy names configurations "
+            "to search instead: give one or the other."
         )
     if opts.max_batch is not None and opts.max_batch < opts.multiple:
         raise RematError(
@@ -106,7 +117,7 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
     from remat_tui.report.fit import render_fit
 
     stop = threading.Event()
-    with _first_interrupt_stops(stop):
+    with first_interrupt_stops(stop):
         result = fit(
             target,
             checks["budget"],
@@ -119,6 +130,7 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
             runs=opts.runs,
             cancelled=stop.is_set,
             progress=Progress(),
+            optimize=opts.optimize,
         )
     if result.cancelled:
         print(
@@ -143,8 +155,9 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
 
 
 @contextlib.contextmanager
-def _first_interrupt_stops(stop: threading.Event) -> Iterator[None]:
-    """While fit runs: the first Ctrl-C sets `stop`, the next quits."""
+def first_interrupt_stops(stop: threading.Event) -> Iterator[None]:
+    """While a search runs (fit, suggest): the first Ctrl-C sets `stop`, the
+    next quits."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

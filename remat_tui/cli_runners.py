@@ -115,18 +115,9 @@ def _failed_runs(labels: list[str], measured: dict | None) -> int:
 
 
 def _suggest(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
-    from remat_tui.core.search.suggest import suggest
-    from remat_tui.report.comparisons import render_suggest
+    from remat_tui import cli_suggest
 
-    result = suggest(target, checks["budget"], **_search_options(opts))
-    failed = [r for r in result.rows if r.measure_failed]
-    return (
-        render_suggest(result, fmt),
-        [],
-        lambda: _failed_runs(
-            [r.config.label() for r in failed], failed[0].measured if failed else None
-        ),
-    )
+    return cli_suggest.run(target, opts, fmt, checks, _search_options(opts), _failed_runs)
 
 
 def _search_options(opts: argparse.Namespace) -> dict:

@@ -19,6 +19,7 @@ from remat_tui.core.search.suggest import Suggestion
 from remat_tui.core.xla.compiled import Compiled
 from remat_tui.notebook import analysis_html, compare_html, fit_html, results_html, terminal, words
 from remat_tui.report import comparisons, memory, text
+from remat_tui.report import suggest as suggest_report
 from remat_tui.report.fit import render_fit
 
 
@@ -38,7 +39,7 @@ register(
 register(
     Suggestion,
     html=results_html.suggestion,
-    text=partial(comparisons.render_suggest, fmt="text"),
+    text=partial(suggest_report.render_suggest, fmt="text"),
     rich=terminal.suggestion,
 )
 register(

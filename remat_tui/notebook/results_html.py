@@ -12,8 +12,9 @@ from remat_tui.notebook import compare_html, style, words
 from remat_tui.notebook.style import tag, text
 from remat_tui.report import compiled as compiled_words
 from remat_tui.report import memory as memory_view
-from remat_tui.report.comparisons import config_label, render_suggest
+from remat_tui.report.comparisons import config_label
 from remat_tui.report.phrases import signed
+from remat_tui.report.suggest import render_suggest
 
 if TYPE_CHECKING:
     from remat_tui.core.search.diff import Diff

@@ -27,11 +27,11 @@ from remat_tui.report.comparisons import (
     comparison_legend,
     measured_ranks,
     render_diff,
-    render_suggest,
     row_cells,
 )
 from remat_tui.report.fit import render_fit
 from remat_tui.report.phrases import line_marks, origin, summary
+from remat_tui.report.suggest import render_suggest
 
 if TYPE_CHECKING:
     from remat_tui.core.search.compare import Comparison

@@ -12,7 +12,7 @@ from remat_tui.core.units import count, human_bytes, human_flops, human_seconds
 from remat_tui.registry import target_label
 from remat_tui.report.compiled import arguments_words, rates_words
 from remat_tui.report.labels import config_label
-from remat_tui.report.memory import largest_category, peak_make_up, summary
+from remat_tui.report.memory import largest_category
 from remat_tui.report.pareto import pareto_svg  # noqa: F401 (also the notebook's)
 from remat_tui.report.phrases import signed
 from remat_tui.report.tables import md_cell, text_table
@@ -20,7 +20,6 @@ from remat_tui.report.tables import md_cell, text_table
 if TYPE_CHECKING:
     from remat_tui.core.search.compare import Comparison, Row
     from remat_tui.core.search.diff import Diff
-    from remat_tui.core.search.suggest import Suggestion
 
 COLUMNS = (
     "", "device", "host", "recompute", "% fwd", "peak", "temp", "most at peak", "est. step",
@@ -291,121 +290,6 @@ def render_compare(c: Comparison, fmt: str) -> str:
             "</body></html>\n"
         )
     raise ValueError(f"unknown format {fmt!r}")
-
-
-# ---- suggest --------------------------------------------------------------------------
-
-
-def render_suggest(s: Suggestion, fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps(s.to_dict(), indent=2) + "\n"
-    best, base = s.best, s.baseline
-    saving = base.weighed_bytes - best.weighed_bytes
-    lines = [
-        suggest_headline(s),
-        f"against as written: {human_bytes(saving)} less"
-        if saving >= 0
-        else f"against as written: {human_bytes(-saving)} more",
-        search_words(s),
-        "",
-        "paste:",
-        best.python,
-    ]
-    step = differentiated_legend(s.rows).strip()  # where the step and the residuals differ
-    if step:
-        lines.insert(3, step)
-    memory = (best.compiled or {}).get("memory")
-    if memory and memory["peak_bytes"]:
-        lines.insert(1, f"its peak: {peak_make_up(memory)}; {summary(memory)}")
-    if s.budget_above_device and s.device_memory is not None:  # known when above it
-        lines.insert(
-            1,
-            f"the budget is above the {human_bytes(s.device_memory)} the device has for the "
-            "program: the device is the real limit",
-        )
-    if best.notes:
-        lines += ["", *(f"note: {n}" for n in best.notes)]
-    if s.structure_notes:
-        lines += ["", structure_words([], s.structure_notes).strip()]
-    if fmt == "md":
-        return (
-            "\n".join(
-                [
-                    "# remat-tui suggest",
-                    "",
-                    *lines[:3],
-                    *[step][: bool(step)],
-                    "",
-                    "```",
-                    best.python,
-                    "```",
-                ]
-            )
-            + "\n"  # fmt: skip
-        )
-    return "\n".join(lines) + "\n"
-
-
-def search_words(s: Suggestion) -> str:
-    """How suggest searched: exact or heuristic, how many it analysed,
-    compiled and ran, and why the rest were not compiled."""
-    how = (
-        f"exact: all {count(s.searched, 'configuration')} analysed"
-        if s.exact
-        else "heuristic (greedy over names, see `remat_tui.core.search.suggest`): "
-        f"{s.searched} analysed"
-    )
-    if s.measure == "compiled":
-        how += f"; {s.compiled_count} compiled"
-        if s.measured_count:
-            how += f", {s.measured_count} that fit run on the device"
-        if s.skipped:
-            how += f", {s.skipped} not compiled ({s.skipped_why})"
-    elif s.skipped:
-        how += f"; {s.skipped} left out ({s.skipped_why})"
-    return how
-
-
-def host_words(row: Row) -> str:
-    """` and sends 441.0 MiB to host`: the residual bytes a configuration
-    offloads, beside the memory it is weighed by; '' when it offloads none."""
-    if not row.host_bytes:
-        return ""
-    return f" and sends {human_bytes(row.host_bytes)} to host"
-
-
-def suggest_headline(s: Suggestion) -> str:
-    """What fits and what it costs (measured, estimated or in FLOPs), or the
-    smallest when nothing fits."""
-    best = s.best
-    measure = "compiled peak per device" if s.measure == "compiled" else "residual bytes on device"
-    if not s.fits:
-        head = (
-            f"nothing fits {human_bytes(s.budget)} ({measure}); the smallest is "
-            f"{config_label(best)} at {human_bytes(best.weighed_bytes)}{host_words(best)}"
-        )
-        if not best.fits:
-            compiled = best.compiled or {}
-            why = best.error or f"XLA says: {compiled.get('error')}"
-            head += f" (it does not fit the device either; {why})"
-        return head
-    time = ""
-    if best.cost_source == "measured":
-        guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
-        time = (
-            f", {human_seconds((best.measured or {})['min_seconds'])} a step measured on the "
-            f"device{guess}"
-        )
-    elif best.time:
-        time = (
-            f", about {human_seconds(best.time['seconds'])} a step on {best.time['chip']} "
-            "(estimated)"
-        )
-    return (
-        f"fits {human_bytes(s.budget)}: {config_label(best)} uses "
-        f"{human_bytes(best.weighed_bytes)} ({measure}){host_words(best)}, recomputing "
-        f"{human_flops(best.recompute_flops)}{time}"
-    )
 
 
 # ---- diff -----------------------------------------------------------------------------

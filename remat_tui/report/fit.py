@@ -120,6 +120,11 @@ def headline(f: Fit) -> str:
     device = f"tpu:{topology}" if topology else f"{f.device['platform']}:{f.device['id']}"
     steps = f", batches in steps of {f.multiple}" if f.multiple > 1 else ""
     cap = f", at most {f.max_batch}" if f.max_batch else ""
+    if getattr(f, "optimized", False):
+        return (
+            f"fit --optimize {title}: per batch, the best decisions within "
+            f"{human_bytes(f.budget)} per device on {device}{steps}{cap}"
+        )
     return (
         f"fit {title}: the largest batch within {human_bytes(f.budget)} per device on "
         f"{device}{steps}{cap}"
@@ -130,6 +135,11 @@ def searched(f: Fit) -> str:
     probes = sum(len(r.probes) for r in f.rows)
     same = f", {f.reused} answered by the same program compiled for another" if f.reused else ""
     stopped = " (cancelled: the rows found so far)" if f.cancelled else ""
+    if getattr(f, "optimized", False):
+        return (
+            f"{count(len(f.rows), 'batch', 'batches')} searched exactly (every decision at "
+            f"each), {count(f.compiles, 'compile')}, {f.seconds:.1f} s{stopped}"
+        )
     return (
         f"{count(len(f.rows), 'configuration')}, {count(probes, 'batch', 'batches')} tried, "
         f"{count(f.compiles, 'compile')}{same}, "
@@ -160,11 +170,20 @@ LEGEND = (
 )
 
 
+OPTIMIZED_LEGEND = (
+    "--optimize: a row per batch size tried, each with the least step time whose compiled "
+    "peak fits the budget at that batch (the exact search, as suggest --compiled: its gap "
+    "in the notes); batch: that size (✗ none: nothing fits it); peak, step and "
+    "examples/s as below; ★ the most examples per second. "
+)
+
+
 def legend(f: Fit) -> str:
     """LEGEND, and where the estimate's rates came from when a row has one."""
     timed = next((r.time for r in f.rows if r.time), None)
     rates = rates_words(timed) if timed else ""
-    return LEGEND + (f" The estimate's rates: {rates}." if rates else "")
+    lead = OPTIMIZED_LEGEND if getattr(f, "optimized", False) else ""
+    return lead + LEGEND + (f" The estimate's rates: {rates}." if rates else "")
 
 
 def render_fit(f: Fit, fmt: str) -> str:

@@ -269,9 +269,9 @@ def test_candidates_that_decide_alike_are_merged_before_tracing(monkeypatch):
     assert len({policies.same_decisions(s) for s in specs}) == len(specs)
     # the empty name list is spelt nothing_saveable, the built-in that comes first
     assert "save_only_these_names()" not in [c.policy for c in configs]
-    from remat_tui.core.search import suggest
+    from remat_tui.core.search import suggest_candidates
 
-    choices = suggest._choices(target, [n.name for n in baseline.names])
+    choices = suggest_candidates.choices(target, [n.name for n in baseline.names])
     spelt = [c.canonical for c in choices]
     assert "save_only_these_names()" not in spelt and "nothing_saveable" in spelt
 

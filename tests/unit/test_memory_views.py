@@ -15,6 +15,7 @@ from remat_tui.core.xla import unsaved
 from remat_tui.core.xla.memory import CATEGORIES
 from remat_tui.report import comparisons as comparison_reports
 from remat_tui.report import render
+from remat_tui.report.suggest import render_suggest
 
 LAYERS, WIDTH, BATCH = 8, 128, 512
 
@@ -139,7 +140,7 @@ def test_compare_and_suggest_say_what_fills_the_peak():
     memory = s.best.compiled["memory"]
     top = max(CATEGORIES, key=lambda k: memory["by_category"][k])
     share = memory["by_category"][top] / memory["peak_bytes"]
-    said = comparison_reports.render_suggest(s, "text")
+    said = render_suggest(s, "text")
     # "mostly" only past half the peak (issue 30: "mostly recomputed (30%)")
     assert f"its peak: {'mostly' if share > 0.5 else 'largest part:'} {top} ({share:.0%})" in said
 

@@ -17,7 +17,7 @@ from remat_tui.core.setup import policies
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import host_memory
 from remat_tui.report import render
-from remat_tui.report.comparisons import render_suggest
+from remat_tui.report.suggest import render_suggest
 
 WIDTH, ROWS = 64, 32
 

@@ -166,7 +166,8 @@ def test_the_flop_note_names_the_arguments_the_step_leaves_out():
 
 
 def test_compare_and_suggest_say_once_what_their_compiled_step_differentiates():
-    from remat_tui.report.comparisons import render_compare, render_suggest
+    from remat_tui.report.comparisons import render_compare
+    from remat_tui.report.suggest import render_suggest
 
     x, w, b = _shape(8, 16), _shape(16, 16), _shape(16)
     c = remat_tui.compare(scaled, args=(x, w, b), policies=["as_written"], compiled=True)

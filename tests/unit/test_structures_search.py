@@ -19,7 +19,8 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.compiled import compile_costs
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
-from remat_tui.report.comparisons import render_compare, render_suggest
+from remat_tui.report.comparisons import render_compare
+from remat_tui.report.suggest import render_suggest
 
 sys.path.insert(0, f"{ROOT}/tests/models")
 import scan_stack  # noqa: E402

@@ -1,13 +1,18 @@
 """Provides the BudgetScreen (a memory budget typed as 2GiB, 512MiB or 1.5e9)
-and the SuggestScreen: the configuration with the least recompute whose memory
-fits that budget (core/search/suggest.py), with the code to paste at each site.
+and the SuggestScreen: the least-cost configuration whose memory fits that
+budget (core/search/suggest.py), with the code to paste at each site and
+what the answer is proven against.
 
-The search analyses many configurations, so it runs in this screen's worker
-(a thread) and says how far it is. A newer budget (b) supersedes it: threads
-cannot be killed, so each search carries its request number, stops at the
-next configuration once it is no longer current, and a late answer is
-dropped. Leaving the screen stops it the same way. Enter closes the screen
-with the suggested Config, which the App opens in the main screen.
+The search analyses and compiles many configurations, so it runs in this
+screen's worker (a thread) and says how far it is: for the exact search, the
+model's bound, the best answer verified and the gap between them, as they
+narrow. Escape stops it after the compile under way and shows the best
+answer verified so far (a second escape goes back). A newer budget (b)
+supersedes it: threads cannot be killed, so each search carries its request
+number, stops at the next configuration once it is no longer current, and a
+late answer is dropped. Leaving the screen stops it the same way. Enter
+closes the screen with the suggested Config, which the App opens in the main
+screen.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from remat_tui.errors import RematError
 from remat_tui.report.phrases import signed
 
 if TYPE_CHECKING:
+    from remat_tui.core.search.exact import Narrowing
     from remat_tui.core.search.suggest import Suggestion
     from remat_tui.registry import Target
 
@@ -91,6 +97,18 @@ class SuggestProgress(Message):
 
 
 @dataclass
+class SuggestNarrowing(Message):
+    """The exact search's bound, best and gap, as they narrow."""
+
+    request: int
+    narrowing: Narrowing
+    unit: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SuggestNarrowing)
+
+
+@dataclass
 class SuggestDone(Message):
     request: int
     suggestion: Suggestion
@@ -106,7 +124,7 @@ class SuggestScreen(Screen[Config | None]):
     """The search under one budget, then its answer; f asks for another."""
 
     BINDINGS = [
-        Binding("escape", "dismiss(None)", "back"),
+        Binding("escape", "stop_or_leave", "stop / back"),
         Binding("enter", "open", "open in main screen"),
         Binding("b", "budget", "another budget"),
     ]
@@ -135,6 +153,8 @@ class SuggestScreen(Screen[Config | None]):
         self.started = 0.0
         self.analysed = 0  # configurations analysed so far by the current search
         self.current_label = ""  # the configuration it is analysing
+        self.narrowed = ""  # the exact search's bound, best and gap, in words
+        self.stopping = False  # escape asked the current search to stop, keeping its best
 
     def compose(self) -> ComposeResult:
         yield Static("", id="suggest-status")
@@ -160,6 +180,8 @@ class SuggestScreen(Screen[Config | None]):
         self.post_message(BudgetTyped(budget[1]))  # what f offers next, here or on the main screen
         self.suggestion = None
         self.analysed = 0
+        self.narrowed = ""
+        self.stopping = False
         self.started = time.monotonic()
         table = self.query_one(DataTable)
         table.clear()
@@ -180,6 +202,10 @@ class SuggestScreen(Screen[Config | None]):
             analysed += 1  # suggest analyses in batches: count across them
             self.post_message(SuggestProgress(request, analysed, config.label()))
 
+        def narrowing(n: Narrowing) -> None:
+            unit = "seconds" if self.compiled else "flops"
+            self.post_message(SuggestNarrowing(request, n, unit))
+
         try:
             # The example arguments built once, not once per configuration searched.
             target = prepared(self.target, self.device)
@@ -190,10 +216,13 @@ class SuggestScreen(Screen[Config | None]):
                 measure=self.run_on_device,
                 device=self.device,
                 sites={},  # the saving is measured against the code as written
-                cancelled=lambda: request != self.request or not self.is_attached,
+                cancelled=lambda: request != self.request or not self.is_attached or self.stopping,
                 progress=progress,
+                narrowing=narrowing,
             )
         except Cancelled:
+            if self.stopping and request == self.request:
+                self.post_message(SuggestFailed(request, "stopped before any answer was verified"))
             return
         except RematError as exc:
             self.post_message(SuggestFailed(request, exc.message))
@@ -214,11 +243,17 @@ class SuggestScreen(Screen[Config | None]):
 
     def show_progress(self, label: str) -> None:
         what = f" · {label}" if label else ""
+        narrowed = f"\n{self.narrowed}" if self.narrowed else ""
+        keys = (
+            "stopping after the compile under way… (escape again goes back)"
+            if self.stopping
+            else "b another budget (stops this search) · escape stops, keeping the best so far"
+        )
         self.query_one("#suggest-status", Static).update(
             Content(
-                f"searching for the least recompute within {human_bytes(self.budget[0])} "
-                f"({self.measure()}): {self.analysed} analysed{what}{self.clock()}\n"
-                "b another budget (stops this search) · escape goes back"
+                f"searching for the least cost within {human_bytes(self.budget[0])} "
+                f"({self.measure()}): {self.analysed} analysed{what}{self.clock()}"
+                f"{narrowed}\n{keys}"
             )
         )
 
@@ -231,6 +266,14 @@ class SuggestScreen(Screen[Config | None]):
         if message.request == self.request:
             self.analysed, self.current_label = message.analysed, message.label
             self.show_progress(message.label)
+
+    @on(SuggestNarrowing)
+    def narrowing(self, message: SuggestNarrowing) -> None:
+        from remat_tui.report.suggest import narrowing_line
+
+        if message.request == self.request:
+            self.narrowed = "exact search: " + narrowing_line(message.narrowing, message.unit)
+            self.show_progress(self.current_label)
 
     @on(SuggestFailed)
     def failed(self, message: SuggestFailed) -> None:
@@ -247,23 +290,30 @@ class SuggestScreen(Screen[Config | None]):
         if message.request != self.request:
             return  # a newer budget was typed meanwhile
         s = self.suggestion = message.suggestion
+        from remat_tui.report.suggest import proof_words
+
         budget = human_bytes(s.budget)
         searched = count(s.searched, "configuration")
-        how = f"exact: all {searched}" if s.exact else f"heuristic: {searched}"
+        listed = s.search is None or s.search.method == "enumeration"
+        how = f"exact: all {searched}" if listed else f"exact search: {searched}"
         if s.measure == "compiled":
             how += f" ({s.compiled_count} compiled, {s.skipped} could not change the answer"
             how += f", {s.measured_count} run on the device)" if self.run_on_device else ")"
-        if s.fits:
+        if s.cancelled:
+            head = Content.styled("■ stopped: the best verified so far", "bold $text-warning")
+            outcome = f" ({self.measure()}, budget {budget})"
+        elif s.fits:
             head = Content.styled(f"✓ fits {budget}", "bold $text-success")
             outcome = f" ({self.measure()})"
         else:
             head = Content.styled(f"✗ nothing fits {budget}", "bold $text-warning")
             outcome = f" ({self.measure()}): the smallest is shown"
         took = f" in {time.monotonic() - self.started:.1f} s" if self.clock() else ""
+        proof = proof_words(s.search, s.cancelled) if s.search else ""
         self.query_one("#suggest-status", Static).update(
             Content.assemble(
                 head,
-                f"{outcome} · {how} searched{took}\n"
+                f"{outcome} · {how} searched{took}\n{proof}\n"
                 "enter opens it in the main screen · b another budget · escape goes back",
             )
         )
@@ -296,7 +346,7 @@ class SuggestScreen(Screen[Config | None]):
     def text(s: Suggestion) -> str:
         """The CLI's report (report/comparisons.py), the recompute it costs beside the
         bytes it saves."""
-        from remat_tui.report.comparisons import render_suggest
+        from remat_tui.report.suggest import render_suggest
 
         delta = s.best.recompute_flops - s.baseline.recompute_flops
         recompute = f"recompute against as written: {signed(delta, human_flops)}"
@@ -315,6 +365,15 @@ class SuggestScreen(Screen[Config | None]):
             hint += f" Smallest found: {human_bytes(smallest)}; as written: "
             hint += f"{human_bytes(s.baseline.weighed_bytes)}."
         await self.app.push_screen(BudgetScreen(self.measure(), self.budget[1], hint), self.search)
+
+    def action_stop_or_leave(self) -> None:
+        """Escape: stop the search, keeping the best answer verified so far;
+        go back when none runs (or a stop is already under way)."""
+        if self.suggestion is None and not self.stopping and self.is_current:
+            self.stopping = True  # the worker stops after its compile under way
+            self.show_progress(self.current_label)
+            return
+        self.dismiss(None)
 
     def action_open(self) -> None:
         if self.suggestion is None:

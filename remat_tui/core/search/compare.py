@@ -6,7 +6,7 @@ Every row is the row view of its configuration's trace (core/trace/analysis.py
 analysis of that configuration shows. The configurations
 are built-in policies, the target's own, the checkpoint_name save/offload
 sets, and each policy at each checkpointed function; a comparison's rows are
-Configs, so a row opens in the app as it is.
+Configs, so a row opens in the app as it is (`Row`: core/search/row.py).
 """
 
 from __future__ import annotations
@@ -214,9 +214,8 @@ def compile_row(
     only the compiles it accepts."""
     try:
         if runs is None:
-            result = compiled_xla.compile_costs(
-                target, row.config, cancelled=cancelled, memory=True
-            )
+            step = compiled_xla.compile_answer(target, row.config, cancelled, memory=True)
+            result, row.program = step.result, step.program
         else:
             result, measured = measure_step(target, row.config, runs, cancelled, run_if=run_if)
             row.measured = None if measured is None else measured.to_dict()

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from remat_tui.core.search import bracket
 from remat_tui.core.search.compare import candidates, policy_spec
+from remat_tui.core.search.fit_optimize import fit_optimized
 from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow, Probe, rank
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set
@@ -89,13 +90,16 @@ def fit(
     cancelled: Callable[[], bool] | None = None,
     progress: Callable[[FitProgress], object] | None = None,
     on_row: Callable[[FitRow], object] | None = None,
+    optimize: bool = False,
 ) -> Fit:
     """The largest batch that fits `budget` bytes (per device) for each of
     `policies` (outer specs, each row labelled as written; default: every
     configuration compare weighs, `candidates`), with `sites` overriding the
     code's checkpoints, on `device`. `configs`: (Config, label) pairs to
     search instead; `first`: a configuration to search before the others
-    (the app's shown one). `on_row` hears each row as its search ends."""
+    (the app's shown one). `on_row` hears each row as its search ends.
+    `optimize`: instead, per batch size, the best decisions under the budget
+    (core/search/fit_optimize.py), a row per batch."""
     # Long for its signature, the API's and the app's options; the body is the
     # setup each search shares, then one loop over configurations.
     start_time = time.perf_counter()
@@ -116,6 +120,14 @@ def fit(
         return at_batch(target, batch, devices)
 
     _check_scaling(target, built, budget, multiple)
+    if optimize:
+        if policies is not None or configs is not None:
+            raise RematError(
+                "--optimize searches every decision at each batch; --policy names "
+                "configurations to search instead: give one or the other."
+            )
+        return fit_optimized(target, budget, base, multiple, max_batch, largest, start, measure,
+                             runs, cancelled, progress, on_row)  # fmt: skip
     stopped = False
     try:
         if configs is None:

@@ -82,6 +82,7 @@ class FitRow:
     error: str | None = None  # a compile failed otherwise than for memory
     best: bool = False
     notes: list[str] = field(default_factory=list)
+    search: dict | None = None  # fit --optimize: the exact search's certificate at this batch
 
     @property
     def at(self) -> Probe | None:
@@ -153,6 +154,7 @@ class FitRow:
             "probes": [p.to_dict() for p in sorted(self.probes, key=lambda p: p.batch)],
             "error": self.error,
             "notes": list(self.notes),
+            "search": self.search,
         }
 
 
@@ -188,6 +190,9 @@ class Fit(Displayable):
         reused: batches answered by an identical program compiled before.
         seconds: how long the search took.
         cancelled: it was stopped; `rows` are those found so far.
+        optimized: `fit --optimize`: a row per batch tried, each with the
+            best decisions at that batch (the exact search), not one per
+            configuration.
     """
 
     target_file: str | None
@@ -202,6 +207,7 @@ class Fit(Displayable):
     reused: int  # batches answered by an identical program compiled before
     seconds: float
     cancelled: bool = False
+    optimized: bool = False  # --optimize: a row per batch, its best decisions
 
     @property
     def best(self) -> FitRow | None:
@@ -222,6 +228,7 @@ class Fit(Displayable):
             "probes": sum(len(r.probes) for r in self.rows),
             "seconds": self.seconds,
             "cancelled": self.cancelled,
+            "optimized": self.optimized,
         }
 
 

@@ -54,6 +54,7 @@ class Row:
     error: str | None = None  # its compile failed (other than running out of memory)
     offload_slower: bool = False  # its offload costs more time than the recompute it saves
     offload_without_host: bool = False  # no host memory to offload to: the bytes stay on device
+    program: str | None = None  # its compiled program's key (core/xla/compile_service.py)
 
     @property
     def weighed_bytes(self) -> int:

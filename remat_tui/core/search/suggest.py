@@ -1,73 +1,74 @@
-"""Provides suggest (Contracts 6 and 8): the least-cost configuration whose
-memory fits a budget.
+"""Provides suggest (Contracts 6, 8 and 12): the least-cost configuration whose
+memory fits a budget, with what it is proven against.
 
-Memory is the residual bytes on device, or the compiled peak per device when compiling.
-Cost is the recompute FLOPs, or, once compiled for a chip the table knows
-(core/xla/chips.py), the estimated step time (core/xla/step_time.py); host bytes break
-ties, and a configuration whose offload is slower than recomputing what it offloads is
-the answer only when nothing else fits. The search space is the built-in policies and
-the target's own, and every save/offload/recompute assignment of its checkpoint_names,
-applied where the code puts its checkpoints (each checkpointed function) or, in code
-without sites, as an outer policy; and its scans' structures (structures.py).
+Memory is the residual bytes on device, or the compiled peak per device when
+compiling. Cost is the recompute FLOPs, or, once compiled for a chip the
+table knows (core/xla/chips.py), the estimated step time
+(core/xla/step_time.py), or, measuring (`measure=True`), the time measured
+on the device for candidates that fit; host bytes break ties, and a
+configuration whose offload is slower than recomputing what it offloads is
+the answer only when nothing else fits.
 
-Measured (`measure=True`): the same ordered search, by the estimate, and each
-compiled candidate that fits the budget also runs on the device; the answer
-is the least measured time among them. Candidates left out are those
-estimated slower than the estimated best before compiling.
+The space: per place (each checkpointed function, or each call of it where
+the program holds several; the outer policy in code without checkpoints) and
+per checkpoint_name, save, recompute or offload; the built-in policies and
+the target's own; the structures of its scans (structures.py). Searched
+exactly either way (core/search/certificate.py says what the answer is
+proven against):
 
-With compiling, only what can change the answer is compiled: every
-candidate is first analysed without compiling (its recompute FLOPs and host
-bytes need no compile, and give a lower bound of its step time), then
-compiled from the least bound up, and the search stops at the first
-candidate whose bound exceeds the cost of the best one found to fit: it and
-every later one cost more (core/search/ordered.py, `compile_in_order`). Compiles that run out
-of memory are fast and are rows that do not fit; other compile failures are
-rows with an error. Either way the search goes on.
+- a small space (suggest_candidates.ENUMERATE_LIMIT) is listed whole: every
+  configuration analysed, then compiled from the least cost it can have up,
+  stopping where none left can beat the best that fits
+  (suggest_compiles.py);
+- a larger one by the exact search (exact.py): a model of the name
+  decisions solved exactly and corrected by compiling until its optimum is
+  verified, and the other candidates compiled from their least cost up.
 
-Exact while the space is small (at most `exact_limit` configurations per
-place, and their product over places): every configuration is analysed.
-Beyond that, a stated heuristic: the built-ins, each name saved alone and
-offloaded alone, then two greedy chains, names saved and names offloaded,
-each adding names by recomputation removed per byte (device bytes for a
-save, host bytes for an offload; each name's effect measured alone, assumed
-additive), every prefix of each chain analysed for real, the best that fits
-kept.
+Cancelling (`cancelled()`, the CLI's Ctrl-C, the app's escape) keeps the
+best answer compiled so far, with the gap left.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.model import Analysis
-from remat_tui.core.search.compare import (
-    Row,
-    analysed_row,
-    evaluate,
-    mark_pareto,
-    measure_baseline,
-    peak_notes,
-)
-from remat_tui.core.search.distinct import merge_key
+from remat_tui.core.places import Site
+from remat_tui.core.search import certificate as cert
+from remat_tui.core.search.compare import Row, analysed_row, measure_baseline
+from remat_tui.core.search.exact import NameOutcome, Narrowing, search_names, within
+from remat_tui.core.search.exact_code import per_call_code
+from remat_tui.core.search.exact_space import Space
 from remat_tui.core.search.offload import judge_offloads
-from remat_tui.core.search.ordered import Progress, Runner, compile_in_order
-from remat_tui.core.search.structures import FINE, structure_candidates, structure_notes
-from remat_tui.core.setup import policies
+from remat_tui.core.search.structures import structure_notes
+from remat_tui.core.search.suggest_candidates import (  # noqa: F401 (STATES: where tests look)
+    ENUMERATE_LIMIT,
+    STATES,
+    Analysed,
+    enumerated,
+    listed,
+    space_size,
+)
+from remat_tui.core.search.suggest_compiles import (
+    Progress,
+    Runner,
+    compile_baseline,
+    compile_candidates,
+    compile_in_order,
+    least_cost,
+)
+from remat_tui.core.search.suggest_rows import (  # noqa: F401 (choose: where callers look)
+    choose,
+    device_memory,
+    finish_rows,
+)
 from remat_tui.core.setup.config import Config
-from remat_tui.core.trace.configured import as_target
-from remat_tui.core.xla import compile_pool, host_memory, step_time
+from remat_tui.core.trace.configured import Cancelled, as_target
+from remat_tui.core.xla import compile_pool, host_memory
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.registry import Target
-
-if TYPE_CHECKING:
-    from remat_tui.core.places import Site
-    from remat_tui.core.setup.policy_spec import PolicySpec
-
-EXACT_LIMIT = 64  # configurations analysed before switching to the heuristic
-STATES = ("recompute", "save", "offload")
 
 
 @dataclass
@@ -82,7 +83,8 @@ class Suggestion(Displayable):
         best: the answer (a `Row`): the least cost that fits, else the
             smallest; `best.python` is the code to paste.
         baseline: the code as written, for the saving.
-        exact: whether every configuration was analysed (else the heuristic).
+        exact: whether the answer is proven optimal (within the model, for
+            the exact search's model: `search`).
         searched: how many configurations were analysed.
         rows: the rows analysed (those compiled, when compiling).
         compiled_count: how many were compiled.
@@ -91,6 +93,9 @@ class Suggestion(Displayable):
             change the answer, or they offload where the device's compile has
             no host memory (never the answer); `skipped_why` says why.
         device_memory: what the device has for the program, when compiled.
+        search: what the answer is proven against (a `Certificate`: method,
+            bound, gap, compiles, assumptions).
+        cancelled: the search was stopped; `best` is the best verified then.
     """
 
     budget: int
@@ -109,6 +114,8 @@ class Suggestion(Displayable):
     # from a compile that did not fit, else the chip table's memory per chip.
     device_memory: int | None = None
     structure_notes: tuple[str, ...] = ()  # why a scan gets no structure (or no nested one)
+    search: cert.Certificate | None = None
+    cancelled: bool = False
 
     @property
     def budget_above_device(self) -> bool:
@@ -124,6 +131,8 @@ class Suggestion(Displayable):
             "best": self.best.to_dict(),
             "as_written": self.baseline.to_dict(),
             "exact": self.exact,
+            "search": self.search.to_dict() if self.search else None,
+            "cancelled": self.cancelled,
             "searched": self.searched,
             "compiled_count": self.compiled_count,
             "measured_count": self.measured_count,
@@ -142,144 +151,244 @@ def suggest(
     compiled: bool = False,
     device: str | None = None,
     sites: dict | None = None,
-    exact_limit: int = EXACT_LIMIT,
     cancelled: Callable[[], bool] | None = None,
     progress: Progress | None = None,
     compile_all: bool = False,
     measure: bool = False,
     runs: int = RUNS,
+    narrowing: Callable[[Narrowing], object] | None = None,
+    max_rounds: int | None = None,
 ) -> Suggestion:
     """The least-cost configuration whose memory fits `budget` (see the module
-    doc). `compile_all`: compile every candidate rather than only those that
-    can change the answer, to check the ordered search (bench/, tests).
-    `measure`: run each compiled candidate that fits `runs` times on the
-    device, and choose by the measured time."""
+    doc). `compile_all`: list the whole space, however large, and compile
+    every candidate: the oracle the search is checked against (bench/,
+    tests). `measure`: run each compiled candidate that fits `runs` times on
+    the device, and choose by the measured time. `narrowing(Narrowing)`:
+    hears the exact search's bound, best and gap as they narrow (exact.py);
+    `max_rounds`: the model's answers it compiles before stopping unproven."""
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
     if measure:
         check_measurable(base.device, runs)
     compiled = compiled or measure
     first, transpose = measure_baseline(target, base, compiled, cancelled)
-    rows, exact = candidates(target, base, first, exact_limit, cancelled, progress)
-    searched = len(rows)
-    baseline = next(r for r in rows if r.config == base)
-    judge_offloads(target, rows, first, analysed_row(target, cancelled))
-    # Offloads with no host memory to go to are never the answer: not compiled.
-    homeless = [r for r in rows if r.offload_without_host]
-    reasons = [_without_host(len(homeless), base.device)] if homeless else []
-    skipped = len(homeless)
-    if compiled:
-        run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
-        for row in rows:
-            row.transpose_flops = transpose
-        wanted = rows if compile_all else [r for r in rows if not r.offload_without_host]
-        done, why = compile_candidates(
-            target, wanted, baseline, budget, cancelled, progress, run, compile_all
-        )
-        if len(done) < len(wanted):
-            reasons.insert(0, why)
-        skipped = len(rows) - len(done)
-        rows = done
-        peak_notes(rows, base)
-    mark_pareto(rows)
-    best, fits = choose(rows, budget)
-    return Suggestion(
-        budget=budget,
-        measure="compiled" if compiled else "residual",
-        fits=fits,
-        best=best,
-        baseline=baseline,
-        exact=exact,
-        searched=searched,
-        rows=rows,
-        compiled_count=len(rows) if compiled else 0,
-        measured_count=sum(1 for r in rows if r.measured),
-        skipped=skipped,
-        skipped_why="; ".join(reasons),
-        device_memory=_device_memory(rows) if compiled else None,
-        structure_notes=tuple(structure_notes(target, base)),
-    )
-
-
-def candidates(
-    target: Target,
-    base: Config,
-    first: Analysis,
-    exact_limit: int,
-    cancelled: Callable[[], bool] | None,
-    progress: Progress | None,
-) -> tuple[list[Row], bool]:
-    """(the rows of every candidate analysed, not compiled; whether that is
-    the whole space): every configuration while the space is at most
-    `exact_limit`, else the heuristic's (see the module doc)."""
-    places: list[str | None] = [*dict.fromkeys(s.function for s in first.sites)] or [None]
     names = [n.name for n in first.names]
-    choices = _choices(target, names)
-    space = len(choices) ** len(places)
-    measured: dict[tuple, Row] = {}  # what a configuration decides -> its row
-
-    def analysed(configs: list[Config]) -> list[Row]:
-        """Rows for `configs`, configurations that decide alike analysed once
-        (core/search/distinct.py; not compiled): the first one's row."""
-        keys = [merge_key(c, first.sites) for c in configs]
-        new: dict = {}
-        for key, config in zip(keys, configs, strict=True):
-            if key not in measured:
-                new.setdefault(key, config)
-        rows = evaluate(target, list(new.values()), first, False, cancelled, progress)
-        measured.update(zip(new, rows, strict=True))
-        return [measured[k] for k in keys]
-
-    exact = space <= exact_limit
-    structures = structure_candidates(target, base, FINE)  # beside the policies, always
-    if exact:  # one batch, so its progress counts to the number searched
-        combos = itertools.product(choices, repeat=len(places))
-        analysed([base, *(_config(base, first.sites, places, c) for c in combos), *structures])
+    offload = bool(names) and host_memory.offloads_to_host(base.device)
+    space = Space(base, first.sites, names, offload)
+    run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
+    search = _Search(target, base, first, budget, compiled, cancelled, progress, transpose, run)
+    if compile_all or space_size(target, names, space.places) <= ENUMERATE_LIMIT:
+        search.enumerate(space, compile_all)
     else:
-        analysed([base, *structures])
-        _heuristic(base, first.sites, places, names, choices, analysed)
-    return list(measured.values()), exact
+        search.exact(space, narrowing, max_rounds)
+    return search.conclude(space)
 
 
-def compile_candidates(
-    target: Target,
-    rows: list[Row],
-    baseline: Row,
-    budget: int,
-    cancelled: Callable[[], bool] | None,
-    progress: Progress | None,
-    run: Runner,
-    every: bool,
-) -> tuple[list[Row], str]:
-    """(the rows compiled, why the rest were not): every row (`every`, to
-    check the ordered search), else only those that can change the answer
-    (`compile_in_order`)."""
-    if not every:
-        return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
+class _Search:
+    """One suggest: the candidates analysed once (`Analysed`), compiled
+    (`run`), and what each way of searching found."""
 
-    def one(numbered: tuple[int, Row]) -> None:
-        i, row = numbered
-        if progress is not None:
-            progress(i, len(rows), row.config, "compiling")
-        run(target, row, cancelled)
+    def __init__(
+        self,
+        target: Target,
+        base: Config,
+        first: Analysis,
+        budget: int,
+        compiled: bool,
+        cancelled: Callable[[], bool] | None,
+        progress: Progress | None,
+        transpose: int | None,
+        run: Runner,
+    ) -> None:
+        self.target, self.base, self.first = target, base, first
+        self.budget, self.compiled = budget, compiled
+        self.cancelled, self.progress, self.transpose = cancelled, progress, transpose
+        self.analysed = Analysed(target, first, cancelled, progress)
+        self.run = run
+        self.rows: list[Row] = []  # what the answer is chosen from
+        self.reasons: list[str] = []  # why candidates were not compiled
+        self.skipped = 0
+        self.stopped = False
+        self.method = cert.ENUMERATION
+        self.outcome: NameOutcome | None = None  # the exact search's, on the model path
+        self.unpriced: list[Row] = []  # candidates not compiled, weighed by their least cost
+        self.baseline: Row | None = None  # the code as written
 
-    numbered = list(enumerate(rows))
-    for _ in compile_pool.run_all(numbered, one) if run.runs is None else map(one, numbered):
-        pass
-    return rows, ""
+    def enumerate(self, space: Space, every: bool) -> None:
+        """List the whole space, and compile what can change the answer (or `every`)."""
+        configs = enumerated(self.target, self.base, self.first.sites, space.places, space.names)
+        rows = self.analysed(configs)  # one batch: its progress counts to what is searched
+        baseline = self.baseline = rows[0]
+        everything = self.analysed.all()
+        judge_offloads(self.target, everything, self.first, analysed_row(self.target))
+        homeless = [r for r in everything if r.offload_without_host]
+        self.skipped = len(homeless)
+        if homeless:
+            self.reasons.append(_without_host(len(homeless), self.base.device))
+        if not self.compiled:
+            self.rows = everything
+            return
+        for row in everything:
+            row.transpose_flops = self.transpose
+        wanted = everything if every else [r for r in everything if not r.offload_without_host]
+        try:
+            done, why = compile_candidates(
+                self.target, wanted, baseline, self.budget, self.cancelled, self.progress,
+                self.run, every,
+            )  # fmt: skip
+        except Cancelled:
+            self.stopped = True
+            done, why = [r for r in wanted if r.compiled or r.error], ""
+        if len(done) < len(wanted) and why:
+            self.reasons.insert(0, why)
+        self.skipped = len(everything) - len(done)
+        self.unpriced = [r for r in wanted if r not in done]
+        self.rows = done
+
+    def exact(
+        self,
+        space: Space,
+        narrowing: Callable[[Narrowing], object] | None,
+        max_rounds: int | None,
+    ) -> None:
+        """The name decisions by the exact search's model, the rest listed
+        and compiled from their least cost up."""
+        self.method = cert.MODEL
+        others = self.analysed(listed(self.target, self.base, self.first.sites))
+        baseline = self.baseline = others[0]
+        judge_offloads(self.target, others, self.first, analysed_row(self.target))
+        homeless = [r for r in others if r.offload_without_host]
+        if homeless:
+            self.reasons.append(_without_host(len(homeless), self.base.device))
+        if self.compiled:
+            for row in others:
+                row.transpose_flops = self.transpose
+            why = compile_baseline(self.target, baseline, self.budget, self.cancelled,
+                                   self.progress, self.run)  # fmt: skip
+            if why:  # nothing can fit: said after that one compile
+                self.rows, self.skipped = [baseline], len(self.analysed.all()) - 1
+                self.reasons.insert(0, why)
+                return
+        incumbent = baseline.cost[0] if within(baseline, self.budget) else None
+        self.outcome = search_names(
+            space, self.budget, self.analysed, self._compile_rows if self.compiled else None,
+            self.cancelled, narrowing, incumbent, max_rounds,
+        )  # fmt: skip
+        self.stopped = self.outcome.cancelled
+        names = self.outcome.rows
+        if not self.compiled:
+            self.rows = _unique([*others, *names])
+            return
+        answers = [r for r in names if within(r, self.budget)]
+        wanted = [r for r in others if not r.offload_without_host]
+        done = [baseline]
+        if not self.stopped:
+            try:
+                done, why = compile_in_order(self.target, wanted, baseline, self.budget,
+                                             self.cancelled, self.progress, self.run,
+                                             known=tuple(answers))  # fmt: skip
+            except Cancelled:
+                self.stopped, why = True, ""
+                done = [r for r in wanted if r.compiled or r.error]
+            if why and any(r not in done and r.compiled is None for r in wanted):
+                self.reasons.insert(0, why)
+        self.unpriced = [r for r in wanted if r.compiled is None and r.error is None]
+        self.skipped = len(self.unpriced) + len(homeless)
+        self.rows = _unique([*done, *names])
+
+    def _compile_rows(self, rows: list[Row]) -> None:
+        """Compile rows of the exact search, side by side where compiles can
+        run elsewhere (never a measured search: a run needs the device alone)."""
+        fresh = [r for r in rows if r.compiled is None and r.error is None]
+        for row in fresh:
+            row.transpose_flops = self.transpose
+
+        def one(row: Row) -> None:
+            if self.progress is not None:
+                self.progress(0, len(fresh), row.config, "compiling")
+            self.run(self.target, row, self.cancelled)
+
+        work = compile_pool.run_all(fresh, one) if self.run.runs is None else map(one, fresh)
+        for _ in work:
+            pass
+
+    def conclude(self, space: Space) -> Suggestion:
+        rows = self.rows
+        if not rows:
+            raise Cancelled()  # stopped before anything could be an answer
+        assert self.baseline is not None  # enumerate or exact set it
+        if self.method == cert.MODEL:
+            judge_offloads(self.target, rows, self.first, analysed_row(self.target))
+        finish_rows(rows, self.base)
+        best, fits = choose(rows, self.budget)
+        _per_call_python(self.target, best, self.first.sites)
+        certificate = self._certificate(space, best, fits)
+        return Suggestion(
+            budget=self.budget,
+            measure="compiled" if self.compiled else "residual",
+            fits=fits,
+            best=best,
+            baseline=self.baseline,
+            exact=certificate.proven,
+            searched=len(self.analysed.all()),
+            rows=rows,
+            compiled_count=len(rows) if self.compiled else 0,
+            measured_count=sum(1 for r in rows if r.measured),
+            skipped=self.skipped,
+            skipped_why="; ".join(self.reasons),
+            device_memory=device_memory(rows) if self.compiled else None,
+            structure_notes=tuple(structure_notes(self.target, self.base)),
+            search=certificate,
+            cancelled=self.stopped,
+        )
+
+    def _certificate(self, space: Space, best: Row, fits: bool) -> cert.Certificate:
+        source = best.cost_source
+        unit = "flops" if source == "flops" else "seconds"
+        chip = (best.time or {}).get("chip")
+        words = cert.cost_words(source, chip)
+        best_cost = best.cost[0] if fits else None
+        bounds = [best_cost] if best_cost is not None else []
+        if self.unpriced and self.compiled and self.baseline and self.baseline.compiled:
+            least = least_cost(self.baseline)
+            bounds += [least(r)[0] for r in self.unpriced if not r.offload_slower]
+        compiles = len({r.program or ("config", r.config) for r in self.rows if r.compiled})
+        if self.method == cert.ENUMERATION:
+            bound = min(bounds, default=float("inf") if not self.stopped else None)
+            return cert.Certificate(
+                cert.ENUMERATION, unit, bound, best_cost, compiles, not self.stopped,
+                tuple(cert.enumeration_assumptions(self.compiled, words, self.stopped)),
+                space=len(self.analysed.all()),
+            )  # fmt: skip
+        outcome = self.outcome
+        name_bound = outcome.bound if outcome is not None else None
+        if name_bound is not None:
+            bounds.append(name_bound)
+        proven = outcome is not None and outcome.proven and not self.stopped
+        bound = min(bounds) if bounds and (proven or name_bound is not None) else None
+        assumptions = (
+            cert.model_assumptions(outcome, space, self.compiled, words)
+            if outcome is not None else [words]
+        )  # fmt: skip
+        return cert.Certificate(
+            cert.MODEL, unit, bound, best_cost, compiles, proven, tuple(assumptions),
+            space=(outcome.space if outcome else 0) + len(self.analysed.all()),
+            decisions=outcome.decisions if outcome else 0,
+            rounds=outcome.rounds if outcome else 0,
+            interactions=outcome.interactions if outcome else 0,
+        )  # fmt: skip
 
 
-def choose(rows: list[Row], budget: int) -> tuple[Row, bool]:
-    """(the answer, whether it fits): the least cost among the rows that fit
-    the budget (an offload slower than recomputing only if nothing else does;
-    never a row whose run failed, nor an offload with no host memory to go
-    to), else the smallest."""
-    usable = [r for r in rows if not r.offload_without_host] or rows
-    fitting = [r for r in usable if r.fits and r.weighed_bytes <= budget and not r.measure_failed]
-    if fitting:
-        return min(_eligible(fitting), key=lambda r: (r.cost, r.weighed_bytes)), True
-    measured = [r for r in usable if r.error is None] or usable
-    return min(measured, key=lambda r: (r.weighed_bytes, r.cost)), False
+def _per_call_python(target: Target, row: Row, sites: Sequence[Site]) -> None:
+    """Where the answer gives the calls of one function different policies,
+    its code to paste chooses a policy by the call's index (exact_code.py)."""
+    code = per_call_code(target.name, row.config, sites)
+    if code is not None:
+        row.python = code
+
+
+def _unique(rows: list[Row]) -> list[Row]:
+    return list({id(r): r for r in rows}.values())
 
 
 def _without_host(count: int, device: str | None) -> str:
@@ -289,100 +398,3 @@ def _without_host(count: int, device: str | None) -> str:
         f"{count} offload to host memory, which {host_memory.label(device)}'s compile does "
         "not have: the offloaded bytes would stay in device memory"
     )
-
-
-def _device_memory(rows: list[Row]) -> int | None:
-    """The device's memory for a program: what XLA said it has when a compile
-    did not fit, else the chip table's figure."""
-    said = [
-        (r.compiled or {})["available_bytes"]
-        for r in rows
-        if (r.compiled or {}).get("available_bytes")
-    ]
-    if said:
-        return max(said)
-    compiled = next((r.compiled for r in rows if r.compiled), None)
-    chip = step_time.chip_of(compiled["device"]) if compiled else None
-    return chip.memory_bytes if chip is not None else None
-
-
-def _eligible(rows: list[Row]) -> list[Row]:
-    """Rows whose offload is not slower than recomputing, unless none is."""
-    return [r for r in rows if not r.offload_slower] or rows
-
-
-def _choices(target: Target, names: list[str]) -> list[policies.PolicySpec]:
-    """Every policy one place can have: built-ins, the target's own, and each
-    save/offload/recompute assignment of the names."""
-    out = policies.candidate_specs(target.policies)
-    for states in itertools.product(STATES, repeat=len(names)):
-        saved = [n for n, s in zip(names, states, strict=True) if s == "save"]
-        offloaded = [n for n, s in zip(names, states, strict=True) if s == "offload"]
-        out.append(policies.names_policy(saved, offloaded))
-    # Spellings of the same decisions once: the first (save_only_these_names()
-    # is nothing_saveable).
-    once: dict = {}
-    for spec in out:
-        once.setdefault(policies.same_decisions(spec), spec)
-    return list(dict.fromkeys(once.values()))
-
-
-def _config(
-    base: Config,
-    sites: Sequence[Site],
-    places: Sequence[str | None],
-    combo: Sequence[policies.PolicySpec],
-) -> Config:
-    if places == [None]:
-        return base.with_policy(combo[0])
-    config = base
-    for place, spec in zip(places, combo, strict=True):
-        assert place is not None  # places are functions, but for [None]: outer
-        config = config.at_function(sites, place, spec)
-    return config
-
-
-def _heuristic(
-    base: Config,
-    sites: Sequence[Site],
-    places: list[str | None],
-    names: list[str],
-    choices: list[PolicySpec],
-    run: Callable[[list[Config]], list[Row]],
-) -> None:
-    """Built-ins everywhere, then the greedy name chains (see the module doc),
-    the same policy at every place."""
-    builtins = [c for c in choices if not _is_names_policy(c)]
-    run([_config(base, sites, places, [b] * len(places)) for b in builtins])
-    nothing = policies.names_policy([], [])
-    singles = []
-    for name in names:
-        singles.append(("save", name, policies.names_policy([name], [])))
-        singles.append(("offload", name, policies.names_policy([], [name])))
-    configs = [_config(base, sites, places, [nothing] * len(places))]
-    configs += [_config(base, sites, places, [spec] * len(places)) for _, _, spec in singles]
-    measured = run(configs)
-    empty, alone = measured[0], measured[1:]
-    # Each name's effect measured alone, assumed additive: recompute removed per
-    # byte, device bytes for saving and host bytes for offloading. One chain per
-    # state: in one chain offloads (no device bytes at all) would crowd every
-    # save out, and a set saving several names would never be tried.
-    chains = []
-    for state in ("save", "offload"):
-        gains = []
-        for (kind, name, _), row in zip(singles, alone, strict=True):
-            removed = empty.recompute_flops - row.recompute_flops
-            added = row.weighed_bytes - empty.weighed_bytes if kind == "save" else row.host_bytes
-            if kind == state:  # a name that spares nothing alone may with others: kept, last
-                gains.append((max(removed, 0) / max(added, 1), name))
-        chosen: list[str] = []
-        for _, name in sorted(gains, reverse=True):
-            chosen.append(name)
-            saved, offloaded = (chosen, []) if state == "save" else ([], chosen)
-            spec = policies.names_policy(list(saved), list(offloaded))
-            chains.append(_config(base, sites, places, [spec] * len(places)))
-    run(chains)
-
-
-def _is_names_policy(spec: policies.PolicySpec) -> bool:
-    return spec.kind in (policies.NAMES_ONLY, policies.OFFLOAD_NAMES) and not spec.declared

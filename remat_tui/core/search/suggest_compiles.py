@@ -1,12 +1,20 @@
-"""Provides suggest's ordered search (core/search/suggest.py, its module doc):
-compile candidates from the least cost they can have, and stop at the first
-whose least cost exceeds the cost of the best found to fit the budget.
-`Runner` compiles (and, measuring, runs) one row; `Progress` is what the
-search says as it goes."""
+"""Provides how suggest compiles its candidates (Contract 8): `Runner` (a
+row's compile, and its run on the device when measuring), and
+`compile_in_order`, which compiles only what can change the answer.
+
+Every candidate is first analysed without compiling: its recompute FLOPs and
+host bytes need no compile, and give a lower bound of its step time
+(core/xla/step_time.py). The code as written is compiled first; the rest
+from the least bound up, and the search stops at the first candidate whose
+bound exceeds the cost of the best one found to fit: it and every later one
+cost more. Compiles that run out of memory are fast and are rows that do not
+fit; other compile failures are rows with an error. Either way the search
+goes on.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from remat_tui.core.search.compare import Row, compile_row
@@ -19,6 +27,8 @@ if TYPE_CHECKING:
     from remat_tui.core.xla.chips import Chip
     from remat_tui.core.xla.compiled_numbers import Compiled
 
+Cancel = Callable[[], bool] | None
+
 
 class Progress(Protocol):
     """What suggest says as it goes: (done, total, the configuration), and the
@@ -27,16 +37,69 @@ class Progress(Protocol):
     def __call__(self, done: int, total: int, config: Config, stage: str = ..., /) -> object: ...
 
 
+def compile_candidates(
+    target: Target,
+    rows: list[Row],
+    baseline: Row,
+    budget: int,
+    cancelled: Cancel,
+    progress: Progress | None,
+    run: Runner,
+    every: bool,
+) -> tuple[list[Row], str]:
+    """(the rows compiled, why the rest were not): every row (`every`, to
+    check the ordered search), else only those that can change the answer
+    (`compile_in_order`)."""
+    if not every:
+        return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
+
+    def one(numbered: tuple[int, Row]) -> None:
+        i, row = numbered
+        if progress is not None:
+            progress(i, len(rows), row.config, "compiling")
+        run(target, row, cancelled)
+
+    numbered = list(enumerate(rows))
+    for _ in compile_pool.run_all(numbered, one) if run.runs is None else map(one, numbered):
+        pass
+    return rows, ""
+
+
 class Runner:
     """How suggest compiles a row: compile_row, and with `runs`, a run of each
     compile `worth_running` accepts (those that fit the budget)."""
 
-    def __init__(self, runs: int | None, worth_running: Callable[[Compiled], bool] | None) -> None:
+    def __init__(self, runs: int | None, worth_running: Callable[[Compiled], bool] | None):
         self.runs, self.worth_running = runs, worth_running
 
-    def __call__(self, target: Target, row: Row, cancelled: Callable[[], bool] | None) -> None:
+    def __call__(self, target: Target, row: Row, cancelled: Cancel) -> None:
         run_if = self.worth_running if self.runs is not None else None
         compile_row(target, row, cancelled, self.runs, run_if)
+
+
+def compile_baseline(
+    target: Target,
+    baseline: Row,
+    budget: int,
+    cancelled: Cancel,
+    progress: Progress | None,
+    run: Runner,
+    total: int = 1,
+) -> str:
+    """Compile the code as written, first: the answer is measured against it,
+    and its compile says the chip and how many devices share the step.
+    Returns why no configuration can fit, or ''."""
+    if baseline.compiled is None and baseline.error is None:
+        if progress is not None:
+            progress(0, total, baseline.config, "compiling")
+        run(target, baseline, cancelled)
+    floor = _floor(baseline)
+    if floor is not None and floor > budget:
+        return (
+            f"none can fit: the arguments and what the step returns alone need "
+            f"{human_bytes(floor)} per device under every configuration"
+        )
+    return ""
 
 
 def compile_in_order(
@@ -44,34 +107,30 @@ def compile_in_order(
     rows: list[Row],
     baseline: Row,
     budget: int,
-    cancelled: Callable[[], bool] | None,
+    cancelled: Cancel,
     progress: Progress | None,
     run: Runner | None = None,
+    known: Sequence[Row] = (),
 ) -> tuple[list[Row], str]:
     """Compile rows from the least cost they can have, and stop at the first
     whose least cost exceeds the cost of the best row found to fit the budget:
-    no later row can be the answer. The baseline (the code as written) comes
-    first: the answer is measured against it, and its compile says the chip
-    and how many devices share the step.
+    no later row can be the answer. The baseline comes first
+    (`compile_baseline`); `known`: rows compiled already (the exact search's),
+    whose best answer bounds the rest from the start.
 
     A row's least cost before compiling is exact in its recompute FLOPs and
     host bytes; on a chip the table knows, it is the step time's lower bound
     (core/xla/step_time.py), which its compile can only raise; so rows are
     weighed by their estimated cost here, measured or not. `run` compiles a
-    row (Runner). Returns the rows compiled and why the rest were not."""
+    row (Runner). Returns the rows compiled (the baseline first, `known`
+    not among them) and why the rest were not."""
     run = run or Runner(None, None)
-    if progress is not None:
-        progress(0, len(rows), baseline.config, "compiling")
-    run(target, baseline, cancelled)
+    none_can_fit = compile_baseline(target, baseline, budget, cancelled, progress, run, len(rows))
     done = [baseline]
-    floor = _floor(baseline)
-    if floor is not None and floor > budget:
-        return [baseline], (
-            f"none can fit: the arguments and what the step returns alone need "
-            f"{human_bytes(floor)} per device under every configuration"
-        )
+    if none_can_fit:
+        return done, none_can_fit
     chip = step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
-    least = _least_cost(chip, baseline.compiled.get("devices", 1) if baseline.compiled else 1)
+    least = least_cost(baseline)
 
     # Side by side where compiles can run elsewhere, `width` at a time (never a
     # measured search: a run must have the device to itself).
@@ -112,23 +171,36 @@ def compile_in_order(
                     best = row.estimated_cost
             position += len(wave)
 
+    def best_of(answers: Callable[[Row], bool]) -> tuple | None:
+        costs = [r.estimated_cost for r in (baseline, *known) if answers(r)]
+        return min(costs, default=None)
+
     # An offload slower than recomputing is the answer only if nothing else
     # fits: those are compiled last, and only then.
-    ordered = sorted((r for r in rows if r is not baseline), key=least)
+    fresh = (r for r in rows if r is not baseline and r.compiled is None and r.error is None)
+    ordered = sorted(fresh, key=least)
     compile_from_cheapest(
         [r for r in ordered if not r.offload_slower],
-        baseline.estimated_cost if _answers(baseline, budget) else None,
+        best_of(lambda r: _answers(r, budget)),
         lambda r: _answers(r, budget),
     )
     slower = [r for r in ordered if r.offload_slower]
-    fits = any(_answers(r, budget) for r in done)
+    fits = any(_answers(r, budget) for r in (*done, *known))
     if not fits:
 
         def within(r: Row) -> bool:
             return r.fits and r.weighed_bytes <= budget
 
-        compile_from_cheapest(slower, baseline.estimated_cost if within(baseline) else None, within)
+        compile_from_cheapest(slower, best_of(within), within)
     return done, _why_skipped(chip, fits and bool(slower))
+
+
+def least_cost(baseline: Row) -> Callable[[Row], tuple]:
+    """A row's least cost before compiling, as a function of the row (the
+    baseline compiled: its chip and devices)."""
+    compiled = baseline.compiled
+    chip = step_time.chip_of(compiled["device"]) if compiled else None
+    return _least_cost(chip, compiled.get("devices", 1) if compiled else 1)
 
 
 def _least_cost(chip: Chip | None, devices: int) -> Callable[[Row], tuple]:

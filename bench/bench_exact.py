@@ -1,0 +1,237 @@
+"""The exact search (issue 33) against compiling by hand, in one process.
+
+`cpu` (the default), on the held-out scanned models of
+tests/models/gated_names.py (CPU compiles: a scan keeps its remat there;
+offload does not apply on the CPU, so each name is saved or recomputed):
+
+- `eight` (8 names at one site, 256 assignments): every assignment compiled
+  by hand (`jax.jit(jax.value_and_grad(loss))` of the model's factory with
+  the policy written by hand, tests/unit/exact_oracle.py), then, per budget,
+  `suggest(compiled=True)` with the compile memo cleared before each. Printed
+  per budget: the oracle's optimum among the name assignments, the best name
+  assignment the search verified, whether they are the same, the search's
+  compiles, its gap and its wall time against the oracle's.
+- `twelve` (12 names, 4,096 assignments): the search's answer, its best name
+  assignment compiled by hand (its peak within the budget?), and 200 random
+  assignments compiled by hand: the search's answer no worse than their best?
+
+`tpu`: `suggest(compiled=True)` on bench/gpt_v5e.py's `gpt` for a deviceless
+`tpu:v5e:2x2` under 16 GiB (its 4 names at its block, save, recompute or
+offload: 81 assignments, with the built-ins and structures): the answer, the
+gap, the compiles and the time. Run it with another checkout first on
+PYTHONPATH for the search before this one (`--label` names the run).
+
+    python bench/bench_exact.py [cpu|tpu] [--label NAME] [--budgets K,K]
+
+`cpu`: every compile is made (REMAT_TUI_NO_CACHE=1: the disk store off) and
+the memo cleared between runs. `tpu` keeps the compile store (a GPT compile
+takes minutes on a loaded machine: a rerun pays only the programs it has not
+compiled before) and says how many compiles it made and how many the store
+answered. `--explain` prints, for each assignment the model predicted before
+it was compiled (the greedy chains, the model's answers and its checks), the
+model's cost and peak against the compile's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+
+if "tpu" not in sys.argv[1:]:
+    os.environ.setdefault("REMAT_TUI_NO_CACHE", "1")
+os.environ.setdefault("REMAT_TUI_JOBS", "1")
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path[:0] = [os.path.join(ROOT, "tests", "unit"), os.path.join(ROOT, "tests", "models"), HERE]
+
+import remat_tui  # noqa: E402
+
+
+def clear() -> None:
+    from remat_tui.core.xla import compiled
+
+    compiled.clear_cache()
+
+
+def names_saved(row) -> tuple | None:
+    """The names a row saves at the layer, where it is a name assignment."""
+    spec = dict(row.config.site_specs).get("layer")
+    if row.config.structure is not None or spec is None:
+        return None
+    if spec.kind == "nothing_saveable":
+        return ()
+    if spec.kind != "save_only_these_names":
+        return None
+    return tuple(sorted(spec.names, key=lambda n: int(n[1:])))
+
+
+def best_names_row(s, budget):
+    rows = [r for r in s.rows if names_saved(r) is not None and r.compiled
+            and r.fits and r.weighed_bytes <= budget]  # fmt: skip
+    return min(rows, key=lambda r: r.cost, default=None)
+
+
+def searched(target, budget):
+    from remat_tui.core.search.suggest import suggest
+
+    clear()
+    began = time.perf_counter()
+    s = suggest(target, budget, compiled=True)
+    return s, time.perf_counter() - began
+
+
+def words(s) -> str:
+    c = s.search
+    gap = f"{c.gap:.2%}" if c.gap is not None else "unknown"
+    return (f"{c.method}, {c.compiles} compiles, {c.rounds} model answers compiled, "
+            f"gap {gap}, proven {c.proven}; answer {s.best.config.label()} "
+            f"({s.best.weighed_bytes} B, {s.best.cost[0] * 1e3:.3f} ms)")  # fmt: skip
+
+
+def cpu(budget_positions: list[float]) -> None:
+    import gated_names as g
+    from exact_oracle import every_assignment, hand_peak_and_counts, optimum
+
+    targets = remat_tui.load_targets(os.path.join(ROOT, "tests/models/gated_names.py"))
+    names = g.names_of(g.EIGHT)
+    began = time.perf_counter()
+    oracle = every_assignment(targets["eight"], lambda p: g.make_scanned(p, g.EIGHT),
+                              g.scanned_args(), [("layer", names)])  # fmt: skip
+    every = time.perf_counter() - began
+    print(f"eight: {len(oracle)} assignments compiled by hand in {every:.1f} s", flush=True)
+    peaks = sorted({p.peak for p in oracle})
+    for position in budget_positions:
+        budget = peaks[int(position * (len(peaks) - 1))]
+        want = optimum(oracle, budget)
+        s, took = searched(targets["eight"], budget)
+        found = best_names_row(s, budget)
+        got = names_saved(found) if found else None
+        print(
+            f"  budget {budget} B: oracle optimum {want.saved[0]} ({want.seconds * 1e3:.3f} ms);"
+            f" search's best name assignment {got}"
+            f" ({found.cost[0] * 1e3 if found else float('nan'):.3f} ms): "
+            f"{'SAME' if got == want.saved[0] else 'DIFFERENT'}; {words(s)}; "
+            f"{took:.1f} s, {took / every:.3f} of compiling every assignment",
+            flush=True,
+        )
+
+    twelve = g.names_of(g.TWELVE)
+    make = lambda p: g.make_scanned(p, g.TWELVE)  # noqa: E731
+    args = g.scanned_args()
+    empty, _ = hand_peak_and_counts(make(g.CP.nothing_saveable), args)
+    full, _ = hand_peak_and_counts(make(g.CP.save_only_these_names(*twelve)), args)
+    budget = (empty + full) // 2
+    s, took = searched(targets["twelve"], budget)
+    print(
+        f"twelve: 4096 assignments, budget {budget} B (halfway between none and all "
+        f"saved); {words(s)}; {took:.1f} s",
+        flush=True,
+    )
+    found = best_names_row(s, budget)
+    if found is not None:
+        peak, _ = hand_peak_and_counts(make(g.CP.save_only_these_names(*names_saved(found))),
+                                       args)  # fmt: skip
+        print(
+            f"  its best name assignment {names_saved(found)} compiled by hand: {peak} B, "
+            f"within the budget: {peak <= budget}",
+            flush=True,
+        )
+    rng = random.Random(33)
+    picks = {tuple(n for n in twelve if rng.random() < 0.5) for _ in range(400)}
+    picks = sorted(picks)[:200]
+    from remat_tui.core.search.compare import analysed_row, measure_baseline
+    from remat_tui.core.setup import policies
+    from remat_tui.core.setup.config import Config
+    from remat_tui.core.xla import step_time
+
+    chip = step_time.chip_of("cpu:0")
+    _, transpose = measure_baseline(targets["twelve"], Config(), True)
+    row = analysed_row(targets["twelve"])
+    began = time.perf_counter()
+    best = None
+    for saved in picks:
+        peak, counts = hand_peak_and_counts(make(g.CP.save_only_these_names(*saved)), args)
+        if peak > budget:
+            continue
+        r = row(Config(sites=(("layer", policies.names_policy(list(saved), [])),)))
+        seconds = step_time.estimate(chip, r.forward_flops + transpose + r.recompute_flops, 0,
+                                     counts).seconds  # fmt: skip
+        if best is None or seconds < best[0]:
+            best = (seconds, saved, peak)
+    random_took = time.perf_counter() - began
+    if best is None:
+        print(f"  {len(picks)} random assignments by hand ({random_took:.1f} s): none fits")
+    else:
+        print(
+            f"  best of {len(picks)} random assignments by hand ({random_took:.1f} s): "
+            f"{best[1]} {best[2]} B {best[0] * 1e3:.3f} ms; the search's answer "
+            f"{s.best.cost[0] * 1e3:.3f} ms: no worse: {s.best.cost[0] <= best[0] * (1 + 1e-9)}"
+        )
+
+
+def explain_predictions() -> None:
+    """Print the model's prediction of each assignment it is checked at."""
+    from remat_tui.core.search import exact
+
+    saw = exact.ModelError.saw
+
+    def told(self, cost, peak, row, budget):
+        measured = f"no numbers ({row.error})"
+        if row.fits and not row.measure_failed:
+            measured = f"{row.cost[0] * 1e3:.1f} ms, {row.weighed_bytes / 2**30:.2f} GiB"
+        print(
+            f"  predicted {cost * 1e3:.1f} ms, {peak / 2**30:.2f} GiB; compiled {measured}: "
+            f"{row.config.label()}",
+            flush=True,
+        )
+        saw(self, cost, peak, row, budget)
+
+    exact.ModelError.saw = told
+
+
+def tpu(label: str, explain: bool) -> None:
+    from remat_tui.core.search.suggest import suggest
+    from remat_tui.core.xla.compile_service import counts
+
+    if explain:
+        explain_predictions()
+    target = remat_tui.load_targets(os.path.join(HERE, "gpt_v5e.py"))["gpt"]
+    clear()
+    began = time.perf_counter()
+    extra = {}
+    if "narrowing" in suggest.__code__.co_varnames:
+        extra["narrowing"] = lambda n: print(
+            f"  narrowing: bound {n.bound}, best {n.best}, {n.compiles} compiles "
+            f"({time.perf_counter() - began:.0f} s)", flush=True)  # fmt: skip
+    s = suggest(target, 16 * 2**30, compiled=True, device="tpu:v5e:2x2", **extra)
+    took = time.perf_counter() - began
+    search = f"; {words(s)}" if getattr(s, "search", None) else ""
+    print(
+        f"{label}: {took:.1f} s, {s.compiled_count} compiled, exact {s.exact}, answer "
+        f"{s.best.config.label()} ({s.best.weighed_bytes / 2**30:.2f} GiB, "
+        f"cost {s.best.cost[0]}){search}",
+        flush=True,
+    )
+    print(f"  compiles: {counts.snapshot()} (stored: answered from the compile store)")
+    for line in s.search.assumptions if getattr(s, "search", None) else ():
+        print(f"  assumes: {line}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("which", nargs="?", default="cpu", choices=["cpu", "tpu"])
+    p.add_argument("--label", default="this checkout")
+    p.add_argument("--budgets", default="0.15,0.4", help="budgets as positions in the sorted peaks")
+    p.add_argument("--explain", action="store_true", help="tpu: the model's predictions")
+    o = p.parse_args()
+    if o.which == "cpu":
+        cpu([float(b) for b in o.budgets.split(",")])
+    else:
+        tpu(o.label, o.explain)
+
+
+if __name__ == "__main__":
+    main()

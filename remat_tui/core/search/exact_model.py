@@ -1,0 +1,233 @@
+"""Provides `Model`: the exact search's model of what each decision does to
+the compiled peak and the step's cost (Contract 12), exact at every
+assignment evaluated, and `Model.solve`, its optimum under a budget, found
+exactly by a mixed-integer program.
+
+An assignment is the set of decisions it takes (a name saved or offloaded
+at a place); every decision not taken recomputes. The peak is the larger of
+its parts' peaks (the forward part's and the backward part's, read from
+each compile's memory curve: a compiled peak moves between them, and a
+decision that adds to the part that is not the peak adds nothing to the
+peak until that part becomes it). Each quantity (each part's peak, the
+cost, the bytes sent to host) is modelled as a sum over the sets of
+decisions the search evaluated together:
+
+    q(A) = sum of w(S) over every evaluated set S contained in A
+
+with the weights chosen so that q equals what was measured at every
+evaluated assignment (`w(S)` is what S measured, less the weights of the
+evaluated sets inside it: a Möbius inversion over the evaluated sets). With
+the empty set (everything recomputed) and each decision alone evaluated,
+that is each decision's own effect, added up; each further evaluation adds
+what its decisions did together beyond that (their interaction), carried to
+every assignment that takes all of them. Nothing else is assumed to
+interact: that is what the model assumes, and the search says so.
+
+Solved by `scipy.optimize.milp` (HiGHS, a maintained solver that comes with
+JAX's own dependency on scipy) with no optimality gap tolerated
+(`mip_rel_gap` 0): binary variables per decision, one per evaluated set of
+two or more (their conjunction, linearised), at most one state per name and
+place, each part's peak within the budget, and a cut excluding each
+assignment known not to fit. Quantities are scaled to about 1 before
+solving. Ties in cost are broken as suggest's rows are: fewer bytes sent to
+host, then less memory (the parts' peaks summed), then fewer decisions
+(each a further solve with the previous optimum held).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+Assignment = frozenset  # of decision indices; the rest recompute
+PARTS = ("forward", "backward")  # the parts whose peaks are modelled
+TIE = 1e-9  # relative slack when an optimum is held while the next tie-break is solved
+
+
+@dataclass(frozen=True)
+class Solution:
+    """The model's optimum: the assignment, and what the model says of it."""
+
+    assignment: Assignment
+    cost: float
+    peak: float
+    host: float
+    bound: float  # the least cost the model allows within the budget
+
+
+@dataclass
+class Model:
+    """The model over `size` decisions; `exclusive`: groups of decisions of
+    which an assignment takes at most one (the states of one name at one
+    place); `parts`: the parts of the program whose peaks are modelled."""
+
+    size: int
+    exclusive: list[tuple[int, ...]]
+    parts: tuple[str, ...] = PARTS
+    measured: dict = field(default_factory=dict)  # Assignment -> {quantity: value}
+    excluded: set = field(default_factory=set)  # assignments known not to fit
+    forbidden: set = field(default_factory=set)  # decisions that never fit, even alone
+    _weights: dict | None = field(default=None, repr=False)
+
+    @property
+    def quantities(self) -> tuple[str, ...]:
+        return ("cost", "host", *self.parts)
+
+    def observe(self, assignment: Iterable[int], peaks: dict, cost: float, host: float) -> None:
+        """What evaluating `assignment` showed (`peaks`: each part's): the
+        model is exact there from now."""
+        self.measured[frozenset(assignment)] = {**peaks, "cost": cost, "host": host}
+        self._weights = None
+
+    def exclude(self, assignment: Iterable[int]) -> None:
+        """An assignment known not to fit (its compile ran out of memory, or
+        failed): never the model's answer again."""
+        self.excluded.add(frozenset(assignment))
+
+    def forbid(self, decision: int) -> None:
+        """A decision that does not fit even alone: left out with every
+        assignment that takes it."""
+        self.forbidden.add(decision)
+
+    @property
+    def interactions(self) -> int:
+        """Sets of two or more decisions whose measured interaction the model carries."""
+        return sum(1 for s, w in self.weights().items() if len(s) > 1 and _nonzero(w))
+
+    def weights(self) -> dict:
+        """Assignment -> {quantity: its weight}, smallest sets first (the
+        Möbius inversion of the module doc)."""
+        if self._weights is None:
+            weights: dict = {}
+            for s in sorted(self.measured, key=len):
+                inner = [t for t in weights if t < s]
+                weights[s] = {
+                    q: self.measured[s][q] - sum(weights[t][q] for t in inner)
+                    for q in self.quantities
+                }
+            self._weights = weights
+        return self._weights
+
+    def predict(self, assignment: Iterable[int]) -> dict:
+        """{quantity: the model's value} for any assignment, "peak" the
+        largest part's."""
+        a = frozenset(assignment)
+        terms = [w for s, w in self.weights().items() if s <= a]
+        values = {q: sum(w[q] for w in terms) for q in self.quantities}
+        return {**values, "peak": max(values[p] for p in self.parts)}
+
+    def solve(self, budget: float, skip: Iterable = ()) -> Solution | None:
+        """The least cost the model gives an assignment whose peak is within
+        `budget`, and that assignment (ties broken as the module doc says);
+        None when the model fits nothing. `skip`: assignments left out of this
+        solve (those evaluated already, to find the best of the rest). Needs
+        the empty assignment measured."""
+        weights = self.weights()
+        if frozenset() not in weights:
+            raise ValueError("the model needs everything recomputed measured first")
+        return _Program(self, weights, budget, skip).solve()
+
+
+def _nonzero(w: dict) -> bool:
+    return any(abs(v) > 0 for v in w.values())
+
+
+class _Program:
+    """The mixed-integer program of one solve: variables x (a decision taken)
+    then z (every decision of an evaluated set of two or more taken)."""
+
+    def __init__(self, model: Model, weights: dict, budget: float, skip: Iterable = ()):
+        self.model, self.budget = model, budget
+        self.skip = {frozenset(a) for a in skip} | model.excluded
+        self.base = weights[frozenset()]
+        self.sets = [s for s in weights if s]
+        self.pairs = [s for s in self.sets if len(s) > 1]  # the z variables
+        n = model.size
+        self.width = n + len(self.pairs)
+        self.rows: list[np.ndarray] = []
+        self.low: list[float] = []
+        self.high: list[float] = []
+        self.coeff = {q: np.zeros(self.width) for q in model.quantities}
+        for s in self.sets:
+            column = next(iter(s)) if len(s) == 1 else n + self.pairs.index(s)
+            for q in model.quantities:
+                self.coeff[q][column] += weights[s][q]
+        self.coeff["memory"] = np.sum([self.coeff[p] for p in model.parts], axis=0)
+        # Scales: the budget for bytes; the largest magnitude for the rest.
+        self.scale = {q: _magnitude(self.coeff[q], self.base.get(q, 0.0))
+                      for q in ("cost", "host", "memory")}  # fmt: skip
+        self.scale["peak"] = max(abs(budget), 1.0)
+        self._constraints()
+
+    def _add(self, row: np.ndarray, low: float, high: float) -> None:
+        self.rows.append(row)
+        self.low.append(low)
+        self.high.append(high)
+
+    def _constraints(self) -> None:
+        n, width = self.model.size, self.width
+        for group in self.model.exclusive:
+            row = np.zeros(width)
+            row[list(group)] = 1
+            self._add(row, -np.inf, 1)
+        for k, s in enumerate(self.pairs):  # z = AND(x in s), with z in [0, 1]
+            for i in s:
+                row = np.zeros(width)
+                row[n + k], row[i] = 1, -1
+                self._add(row, -np.inf, 0)
+            row = np.zeros(width)
+            row[n + k] = 1
+            row[list(s)] = -1
+            self._add(row, 1 - len(s), np.inf)
+        peak = self.scale["peak"]
+        for part in self.model.parts:
+            self._add(self.coeff[part] / peak, -np.inf, (self.budget - self.base[part]) / peak)
+        for bad in self.skip:  # at least one decision differs from `bad`
+            row = np.zeros(width)
+            row[list(bad)] = -1
+            others = [i for i in range(n) if i not in bad]
+            row[others] = 1
+            self._add(row, 1 - len(bad), np.inf)
+
+    def solve(self) -> Solution | None:
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
+        n = self.model.size
+        integrality = np.r_[np.ones(n), np.zeros(len(self.pairs))]
+        upper = np.ones(self.width)
+        upper[list(self.model.forbidden)] = 0
+        bounds = Bounds(np.zeros(self.width), upper)
+        held: list[tuple[np.ndarray, float]] = []  # optima held while breaking ties
+        x: np.ndarray | None = None
+        bound: float | None = None
+        count = np.r_[np.ones(n), np.zeros(len(self.pairs))]  # fewer decisions: last tie-break
+        for objective in (*(self.coeff[q] / self.scale[q] for q in ("cost", "host", "memory")),
+                          count):  # fmt: skip
+            rows = [*self.rows, *(h for h, _ in held)]
+            high = [*self.high, *(v for _, v in held)]
+            low = [*self.low, *(-np.inf for _ in held)]
+            constraints = LinearConstraint(np.array(rows), np.array(low), np.array(high))
+            result = milp(
+                objective, integrality=integrality, bounds=bounds, constraints=constraints,
+                options={"mip_rel_gap": 0.0, "presolve": True},
+            )  # fmt: skip
+            if result.x is None:
+                if x is None:
+                    return None  # nothing the model knows of fits
+                break  # a tie-break that the solver could not hold: keep the last optimum
+            x = result.x
+            if bound is None:
+                bound = self.base["cost"] + result.fun * self.scale["cost"]
+            held.append((objective, result.fun + TIE * max(abs(result.fun), 1.0)))
+        assert x is not None and bound is not None  # the first solve found one, or returned
+        chosen = frozenset(i for i in range(n) if x[i] > 0.5)
+        values = self.model.predict(chosen)
+        return Solution(chosen, values["cost"], values["peak"], values["host"], bound)
+
+
+def _magnitude(coefficients: np.ndarray, base: float) -> float:
+    """What a quantity's coefficients are scaled by: about their size."""
+    largest = max(float(np.max(np.abs(coefficients))) if coefficients.size else 0.0, abs(base))
+    return largest if largest > 0 else 1.0

@@ -1,0 +1,150 @@
+"""Provides `Space`: the decisions of the exact search (Contract 12) and the
+configuration each assignment of them is.
+
+A place is where a policy can be chosen on its own: each checkpointed
+function, or, where the traced program holds several calls of one function
+(a Python loop calling it: one remat equation, so one site, per call), each
+call; in code with no checkpoint, the outer policy. A decision is one
+`checkpoint_name` saved or offloaded at one place (offloaded only where the
+device's compile has host memory for it, core/xla/host_memory.py); a name
+neither saved nor offloaded is recomputed. An assignment is the set of
+decisions taken; at each place it is the policy
+`save_and_offload_only_these_names` (or `save_only_these_names`) of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from math import prod
+
+from remat_tui.core.places import Site
+from remat_tui.core.setup import policies
+from remat_tui.core.setup.config import Config
+
+SAVE, OFFLOAD, RECOMPUTE = "save", "offload", "recompute"
+
+
+@dataclass(frozen=True)
+class Place:
+    """A checkpointed function (`key` its name), one call of it (`key` its
+    site id), or the outer policy (`key` None)."""
+
+    key: str | int | None
+    function: str | None
+    call: int | None = None  # which call of the function, from 0, where calls are told apart
+
+    @property
+    def site(self) -> str | int:
+        """Its key among a Config's site overrides (the function's name, or
+        the call's site id); the outer policy has none."""
+        assert self.key is not None, "the outer policy is not a site"
+        return self.key
+
+    @property
+    def function_name(self) -> str:
+        assert self.function is not None, "the outer policy is no function's"
+        return self.function
+
+    @property
+    def label(self) -> str:
+        if self.key is None:
+            return "the outer policy"
+        if self.call is None:
+            return str(self.function)
+        return f"{self.function}, call {self.call + 1} (site {self.key})"
+
+
+@dataclass(frozen=True)
+class Decision:
+    place: Place
+    name: str
+    state: str  # SAVE or OFFLOAD
+
+    @property
+    def label(self) -> str:
+        return f"{self.state} {self.name} at {self.place.label}"
+
+
+class Space:
+    """Every decision at every place, and the configurations of assignments."""
+
+    def __init__(self, base: Config, sites: Sequence[Site], names: list[str], offload: bool):
+        self.base, self.sites = base, list(sites)
+        self.offload = offload
+        self.places = places_of(self.sites)
+        self.names = list(names)
+        self.states = (SAVE, OFFLOAD) if offload else (SAVE,)
+        self.decisions = [
+            Decision(place, name, state)
+            for place in self.places
+            for name in self.names
+            for state in self.states
+        ]
+
+    @property
+    def per_call(self) -> list[str]:
+        """The functions whose calls are decided one by one."""
+        return list(dict.fromkeys(p.function_name for p in self.places if p.call is not None))
+
+    def keep(self, indices: Iterable[int]) -> None:
+        """Keep only these decisions (the others change nothing)."""
+        kept = set(indices)
+        self.decisions = [d for i, d in enumerate(self.decisions) if i in kept]
+
+    def exclusive(self) -> list[tuple[int, ...]]:
+        """Groups of decisions an assignment takes at most one of: the states
+        of one name at one place."""
+        groups: dict = {}
+        for i, d in enumerate(self.decisions):
+            groups.setdefault((d.place, d.name), []).append(i)
+        return [tuple(g) for g in groups.values() if len(g) > 1]
+
+    def size(self) -> int:
+        """How many assignments the decisions make."""
+        per_name: dict = {}
+        for d in self.decisions:
+            per_name[(d.place, d.name)] = per_name.get((d.place, d.name), 1) + 1
+        return prod(per_name.values())
+
+    def config(self, assignment: Iterable[int]) -> Config:
+        """The configuration of an assignment: at each place the names it
+        saves and offloads (calls of one function that all get one policy
+        are written as the function's)."""
+        chosen = [self.decisions[i] for i in assignment]
+        specs = {}
+        for place in self.places:
+            saved = sorted(d.name for d in chosen if d.place == place and d.state == SAVE)
+            offloaded = sorted(d.name for d in chosen if d.place == place and d.state == OFFLOAD)
+            specs[place] = policies.names_policy(saved, offloaded)
+        if self.places[0].key is None:
+            return self.base.with_policy(specs[self.places[0]])
+        overrides = dict(self.base.site_specs)
+        for function in dict.fromkeys(p.function_name for p in self.places):
+            mine = [p for p in self.places if p.function == function]
+            alike = {specs[p] for p in mine}
+            if len(alike) == 1:
+                for p in mine:
+                    overrides.pop(p.site, None)
+                overrides[function] = alike.pop()
+            else:
+                overrides.pop(function, None)
+                overrides.update({p.site: specs[p] for p in mine})
+        return self.base.with_sites(overrides)
+
+
+def places_of(sites: Sequence[Site]) -> list[Place]:
+    """Each checkpointed function, or each of its calls where the program
+    holds several (each its own site); the outer policy where there is none."""
+    if not sites:
+        return [Place(None, None)]
+    by_function: dict = {}
+    for s in sites:
+        by_function.setdefault(s.function, []).append(s)
+    out = []
+    for function, mine in by_function.items():
+        if len(mine) == 1:
+            out.append(Place(function, function))
+        else:
+            out += [Place(s.id, function, call) for call, s in enumerate(mine)]
+    return out

@@ -1,0 +1,189 @@
+"""Provides the report of suggest (text, Markdown, JSON): the answer, what it
+saves against the code as written, how the search went, and what the answer
+is proven against (Contract 12's certificate, in words); and the line that
+says how the exact search narrows, for the CLI's and the app's progress."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from remat_tui.core.units import count, human_bytes, human_flops, human_seconds
+from remat_tui.report.comparisons import differentiated_legend, structure_words
+from remat_tui.report.labels import config_label
+from remat_tui.report.memory import peak_make_up, summary
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.certificate import Certificate
+    from remat_tui.core.search.exact import Narrowing
+    from remat_tui.core.search.rows import Row
+    from remat_tui.core.search.suggest import Suggestion
+
+
+def render_suggest(s: Suggestion, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(s.to_dict(), indent=2) + "\n"
+    best, base = s.best, s.baseline
+    saving = base.weighed_bytes - best.weighed_bytes
+    lines = [
+        suggest_headline(s),
+        f"against as written: {human_bytes(saving)} less"
+        if saving >= 0
+        else f"against as written: {human_bytes(-saving)} more",
+        search_words(s),
+        *proof_lines(s),
+        "",
+        "paste:",
+        best.python,
+    ]
+    step = differentiated_legend(s.rows).strip()  # where the step and the residuals differ
+    if step:
+        lines.insert(3, step)
+    memory = (best.compiled or {}).get("memory")
+    if memory and memory["peak_bytes"]:
+        lines.insert(1, f"its peak: {peak_make_up(memory)}; {summary(memory)}")
+    if s.budget_above_device and s.device_memory is not None:  # known when above it
+        lines.insert(
+            1,
+            f"the budget is above the {human_bytes(s.device_memory)} the device has for the "
+            "program: the device is the real limit",
+        )
+    if best.notes:
+        lines += ["", *(f"note: {n}" for n in best.notes)]
+    if s.structure_notes:
+        lines += ["", structure_words([], s.structure_notes).strip()]
+    if fmt == "md":
+        proof = proof_lines(s)
+        return (
+            "\n".join(
+                [
+                    "# remat-tui suggest",
+                    "",
+                    *lines[:3],
+                    *[step][: bool(step)],
+                    *[f"- {line.strip()}" for line in proof],
+                    "",
+                    "```",
+                    best.python,
+                    "```",
+                ]
+            )
+            + "\n"  # fmt: skip
+        )
+    return "\n".join(lines) + "\n"
+
+
+def search_words(s: Suggestion) -> str:
+    """How suggest searched: every configuration listed, or the exact search's
+    model; how many it analysed, compiled and ran, and why the rest were not
+    compiled."""
+    c = s.search
+    if c is not None and c.method == "model":
+        checks = count(c.rounds, "compile") if s.measure == "compiled" else count(
+            c.rounds, "analysis", "analyses")  # fmt: skip
+        how = (
+            f"exact search: the model of {count(c.decisions, 'name decision')} solved "
+            f"exactly and checked by {checks} of its answers; {s.searched} of {c.space} "
+            "configurations analysed"
+        )
+    else:
+        how = f"exact: all {count(s.searched, 'configuration')} analysed"
+    if s.measure == "compiled":
+        how += f"; {s.compiled_count} compiled"
+        if c is not None and c.compiles < s.compiled_count:
+            how += f" ({count(c.compiles, 'program')})"
+        if s.measured_count:
+            how += f", {s.measured_count} that fit run on the device"
+        if s.skipped:
+            how += f", {s.skipped} not compiled ({s.skipped_why})"
+    elif s.skipped:
+        how += f"; {s.skipped} left out ({s.skipped_why})"
+    return how
+
+
+def proof_lines(s: Suggestion) -> list[str]:
+    """What the answer is proven against: the bound, the answer's cost and
+    the gap, then what the search assumed."""
+    c = s.search
+    if c is None:
+        return []
+    lines = [f"proof: {proof_words(c, s.cancelled)}"]
+    lines += [f"  assumes: {a}" for a in c.assumptions]
+    return lines
+
+
+def proof_words(c: Certificate, cancelled: bool = False) -> str:
+    """`bound 5.08 ms, answer 5.08 ms: gap 0.0%, proven optimal within the model`."""
+    if c.bound == float("inf") and c.best is None:
+        return "nothing in the space can fit the budget (proven within the model)"
+    if c.best is None:
+        return "nothing found fits the budget" + (" (stopped)" if cancelled else "")
+    gap = c.gap
+    where = "within the model" if c.method == "model" else "over the whole space"
+    said = (
+        f"bound {cost_text(c.bound, c.cost)}, answer {cost_text(c.best, c.cost)}: gap {gap:.1%}"
+        if gap is not None
+        else f"answer {cost_text(c.best, c.cost)}"
+    )
+    if c.proven:
+        return f"{said}, proven optimal {where}"
+    return f"{said}, not proven" + (" (stopped: the best verified so far)" if cancelled else "")
+
+
+def cost_text(value: float | None, unit: str) -> str:
+    if value is None or value == float("inf"):
+        return "none"
+    return human_seconds(value) if unit == "seconds" else human_flops(value)
+
+
+def narrowing_line(n: Narrowing, unit: str = "seconds") -> str:
+    """The exact search as it narrows: `bound 5.02 ms, best 5.30 ms, gap 5.3%
+    (12 compiled, round 3)`."""
+    gap = f"gap {n.gap:.1%}" if n.gap is not None else "nothing fits yet"
+    best = cost_text(n.best, unit) if n.best is not None else "none"
+    return (
+        f"bound {cost_text(n.bound, unit)}, best {best}, {gap} "
+        f"({n.compiles} evaluated, round {n.round})"
+    )
+
+
+def host_words(row: Row) -> str:
+    """` and sends 441.0 MiB to host`: the residual bytes a configuration
+    offloads, beside the memory it is weighed by; '' when it offloads none."""
+    if not row.host_bytes:
+        return ""
+    return f" and sends {human_bytes(row.host_bytes)} to host"
+
+
+def suggest_headline(s: Suggestion) -> str:
+    """What fits and what it costs (measured, estimated or in FLOPs), or the
+    smallest when nothing fits."""
+    best = s.best
+    measure = "compiled peak per device" if s.measure == "compiled" else "residual bytes on device"
+    stopped = "stopped; the best verified so far: " if s.cancelled else ""
+    if not s.fits:
+        head = (
+            f"{stopped}nothing fits {human_bytes(s.budget)} ({measure}); the smallest is "
+            f"{config_label(best)} at {human_bytes(best.weighed_bytes)}{host_words(best)}"
+        )
+        if not best.fits:
+            compiled = best.compiled or {}
+            why = best.error or f"XLA says: {compiled.get('error')}"
+            head += f" (it does not fit the device either; {why})"
+        return head
+    time = ""
+    if best.cost_source == "measured" and best.measured:
+        guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
+        time = (
+            f", {human_seconds(best.measured['min_seconds'])} a step measured on the device{guess}"
+        )
+    elif best.time:
+        time = (
+            f", about {human_seconds(best.time['seconds'])} a step on {best.time['chip']} "
+            "(estimated)"
+        )
+    return (
+        f"{stopped}fits {human_bytes(s.budget)}: {config_label(best)} uses "
+        f"{human_bytes(best.weighed_bytes)} ({measure}){host_words(best)}, recomputing "
+        f"{human_flops(best.recompute_flops)}{time}"
+    )
