@@ -4,6 +4,7 @@
     nox -l               # list the sessions
     nox -s docs          # build the documentation site, strictly
     nox -s tests-3.13 -- tests/unit/test_oracle.py    # arguments after -- go to pytest
+    nox -s tests-3.13 -- -n0 tests/unit/test_oracle.py   # ... in one process, no workers
 
 tests-3.11 is the oldest supported JAX (the `jax>=` bound of pyproject.toml) on
 Python 3.11; tests-3.13 the newest JAX pip serves, on Python 3.13 (JAX 0.11 and
@@ -34,6 +35,10 @@ REMAT3_TESTS = [
     "tests/unit/test_structures.py",
 ]
 
+# One pytest-xdist worker per core, each taking whole files (pyproject's
+# addopts); `-n0` after -- runs in one process (a later -n wins).
+WORKERS = ["-n", "auto"]
+
 nox.options.sessions = [f"tests-{OLDEST}", f"tests-{NEWEST}", "remat3"]
 nox.options.reuse_venv = "yes"
 
@@ -56,7 +61,7 @@ def tests(session: nox.Session) -> None:
         session.install("-e", EXTRAS, f"jax=={oldest}", f"jaxlib=={oldest}")
     else:
         session.install("-e", EXTRAS)
-    session.run("python", "-m", "pytest", *session.posargs)
+    session.run("python", "-m", "pytest", *WORKERS, *session.posargs)
 
 
 @nox.session(python=NEWEST)
@@ -64,7 +69,9 @@ def remat3(session: nox.Session) -> None:
     """The JAX-facing tests on the newest JAX with JAX_REMAT3=1."""
     session.install("-e", EXTRAS)
     default = [f for f in REMAT3_TESTS if os.path.exists(ROOT / f)]
-    session.run("python", "-m", "pytest", *(session.posargs or default), env={"JAX_REMAT3": "1"})
+    session.run(
+        "python", "-m", "pytest", *WORKERS, *(session.posargs or default), env={"JAX_REMAT3": "1"}
+    )
 
 
 @nox.session
