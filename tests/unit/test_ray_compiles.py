@@ -50,6 +50,19 @@ POLICIES = ["as_written", "nothing_saveable", "everything_saveable", "dots_savea
             "save_only_these_names('h')"]  # fmt: skip
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _traced_here_first():
+    """JAX keeps what it traced of its own jitted functions (jnp.matmul's),
+    the user's line included, for the process: after another module traced
+    the same operations at these shapes, this process's rows would name that
+    file where the cluster's fresh workers name scanned.py. This module's
+    traces start afresh, as in a process of their own (one pytest-xdist
+    worker runs many files)."""
+    import jax
+
+    jax.clear_caches()
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     os.environ["REMAT_TEST_DRIVER_PID"] = str(os.getpid())  # the workers inherit it
