@@ -4,6 +4,7 @@
     nox -l               # list the sessions
     nox -s docs          # build the documentation site, strictly
     nox -s tests-3.13 -- tests/unit/test_oracle.py    # arguments after -- go to pytest
+    nox -s tests-3.13 -- -n0 tests/unit/test_oracle.py   # ... in one process, no workers
 
 tests-3.11 is the oldest supported JAX (the `jax>=` bound of pyproject.toml) on
 Python 3.11; tests-3.13 the newest JAX pip serves, on Python 3.13 (JAX 0.11 and
@@ -23,6 +24,10 @@ import nox
 
 ROOT = Path(__file__).resolve().parent
 EXTRAS = ".[test,examples,tpu,notebook,ray]"
+# What the remat3 session's tests import (pytest and its plugins; flax, equinox
+# and optax for the examples test_jaxpr_text prints): not libtpu, Ray or the
+# notebook stack, each a large install into that session's own virtualenv.
+REMAT3_EXTRAS = ".[test,examples]"
 OLDEST = "3.11"  # the Python the oldest JAX is tested on
 NEWEST = "3.13"  # the Python the newest JAX is tested on
 REMAT3_TESTS = [
@@ -33,6 +38,10 @@ REMAT3_TESTS = [
     "tests/unit/test_jaxpr_text.py",
     "tests/unit/test_structures.py",
 ]
+
+# One pytest-xdist worker per core, each taking whole files (pyproject's
+# addopts); `-n0` after -- runs in one process (a later -n wins).
+WORKERS = ["-n", "auto"]
 
 nox.options.sessions = [f"tests-{OLDEST}", f"tests-{NEWEST}", "remat3"]
 nox.options.reuse_venv = "yes"
@@ -56,15 +65,17 @@ def tests(session: nox.Session) -> None:
         session.install("-e", EXTRAS, f"jax=={oldest}", f"jaxlib=={oldest}")
     else:
         session.install("-e", EXTRAS)
-    session.run("python", "-m", "pytest", *session.posargs)
+    session.run("python", "-m", "pytest", *WORKERS, *session.posargs)
 
 
 @nox.session(python=NEWEST)
 def remat3(session: nox.Session) -> None:
     """The JAX-facing tests on the newest JAX with JAX_REMAT3=1."""
-    session.install("-e", EXTRAS)
+    session.install("-e", REMAT3_EXTRAS)
     default = [f for f in REMAT3_TESTS if os.path.exists(ROOT / f)]
-    session.run("python", "-m", "pytest", *(session.posargs or default), env={"JAX_REMAT3": "1"})
+    session.run(
+        "python", "-m", "pytest", *WORKERS, *(session.posargs or default), env={"JAX_REMAT3": "1"}
+    )
 
 
 @nox.session

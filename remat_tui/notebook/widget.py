@@ -197,10 +197,11 @@ class RematWidget(anywidget.AnyWidget):
         self._accepted = self._controls[config] = self._controls_now()
         if config.policy not in self.policy_choices:
             self.policy_choices = [*self.policy_choices, config.policy]
-        shown = self.live.request(config)
-        if shown is None:
-            self.busy = True
-            self.status = f"tracing {config.label()} …"
+        # Busy before the trace starts: a trace that ends before `request`
+        # returns (a cached answer, or a quick thread) then leaves it clear.
+        self.busy = True
+        self.status = f"tracing {config.label()} …"
+        self.live.request(config)
 
     # ---- answers, from Live (a worker thread, or this one for a cached answer) -----------
 

@@ -655,10 +655,13 @@ def in_terminal(argv, *, cwd, keys=b"", wait_for=None, env=None, timeout=120):
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 250, 0, 0))
+    # The terminal's size is the pty's: not COLUMNS and LINES, which Textual
+    # reads first and a pytest-xdist worker has set (to 80 and 24).
+    inherited = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     proc = subprocess.Popen(
         argv,
         cwd=cwd,
-        env={**os.environ, **(env or {}), "TERM": "xterm-256color"},
+        env={**inherited, **(env or {}), "TERM": "xterm-256color"},
         stdin=slave,
         stdout=slave,
         stderr=slave,

@@ -142,3 +142,23 @@ def test_widget_names_compose_only_the_functions_own_names():
     w.name_states = {"zzz": "save"}
     assert "zzz" in w.error and w.policy == "save_only_these_names('c')"
     assert w.name_states == {"a": "recompute", "b": "recompute", "c": "save"}
+
+
+def test_a_trace_that_ends_before_the_request_returns_leaves_the_widget_not_busy(monkeypatch):
+    """A thread may answer before the widget's request returns (a loaded
+    machine switches threads there): busy was set after the request and
+    stayed on with the answer shown."""
+    import threading
+
+    from remat_tui.notebook import live
+
+    class AtOnce(threading.Thread):
+        def start(self) -> None:  # the thread's whole run before start returns
+            super().start()
+            self.join()
+
+    w = _f4_widget()
+    monkeypatch.setattr(live.threading, "Thread", AtOnce)
+    w.policy = "dots_saveable"
+    assert w.analysis.policy == "dots_saveable"
+    assert not w.busy and not w.error and "traced in" in w.status

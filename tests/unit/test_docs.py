@@ -9,7 +9,7 @@ from conftest import ROOT
 
 TEST_COMMAND = (
     "python3 -m venv .venv && . .venv/bin/activate && "
-    "pip install -e '.[test,examples,tpu,notebook,ray]' && python -m pytest"
+    "pip install -e '.[test,examples,tpu,notebook,ray]' && python -m pytest -n auto"
 )
 USER_READ = ["README.md", "CONTRIBUTING.md", "bench/README.md", "mkdocs.yml"]
 MACHINE_PATH = re.compile(r"/work/|\.\./shared|/root/|/home/\w|/tmp/")
@@ -44,6 +44,9 @@ def test_ci_and_nox_install_what_the_readme_test_command_installs():
     assert f"pip install --quiet -e '{extras}'" in read(".ci/run")
     assert f'EXTRAS = "{extras}"' in read("noxfile.py")
     assert "mkdocs build --strict" in read(".ci/run")
+    # and CI runs the suite as the command does (one worker per core)
+    pytest_command = TEST_COMMAND.split(" && ")[-1]
+    assert pytest_command in read(".ci/run").splitlines()
 
 
 def test_relative_links_resolve():

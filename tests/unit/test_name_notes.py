@@ -5,6 +5,7 @@ not write (it once said "GELU's derivative reads its input" of a sin model)."""
 
 import inspect
 
+import jax
 import jax.numpy as jnp
 import pytest
 from jax.ad_checkpoint import checkpoint_name
@@ -30,6 +31,16 @@ def f4(W1, W2, W3, x):  # the seed's (JAX's remat notebook)
 def tanh_layers(W, x):
     h = checkpoint_name(jnp.tanh(x @ W), "h")
     return jnp.sum(jnp.tanh(h @ W))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _traced_here_first():
+    """JAX keeps what it traced of its own jitted functions (jnp.dot's), the
+    user's line included, for the process: after a module that traced the
+    same code from another file (tests/unit/test_pane_highlights.py has `g`),
+    the notes would name that file. This module's traces start afresh, as in
+    a process of their own (one pytest-xdist worker runs many files)."""
+    jax.clear_caches()
 
 
 SEED_ARGS = (jnp.ones((5, 4)), jnp.ones((6, 5)), jnp.ones((7, 6)), jnp.ones(4))

@@ -50,6 +50,19 @@ POLICIES = ["as_written", "nothing_saveable", "everything_saveable", "dots_savea
             "save_only_these_names('h')"]  # fmt: skip
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _traced_here_first():
+    """JAX keeps what it traced of its own jitted functions (jnp.matmul's),
+    the user's line included, for the process: after another module traced
+    the same operations at these shapes, this process's rows would name that
+    file where the cluster's fresh workers name scanned.py. This module's
+    traces start afresh, as in a process of their own (one pytest-xdist
+    worker runs many files)."""
+    import jax
+
+    jax.clear_caches()
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     os.environ["REMAT_TEST_DRIVER_PID"] = str(os.getpid())  # the workers inherit it
@@ -94,6 +107,11 @@ def test_compare_on_ray_gives_the_rows_of_compiling_here(local_ray, target_file)
 def test_a_worker_killed_mid_search_is_retried_and_nothing_is_lost(local_ray, target_file):
     target = remat_tui.load_targets(str(target_file))["loss"]
     here = rows(target)
+    # The file is new to the cluster's workers, so each builds its arguments
+    # again: a worker that compiled these programs in the test before answers
+    # from its own cache (core/xla/compiled.py) and never reads the `.die`.
+    stat = target_file.stat()
+    os.utime(target_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     die = target_file.with_suffix(".die")
     die.write_text("")
     before = compile_service.counts.snapshot()
