@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the package root imports none of them (see above)
     from remat_tui.core.model import Analysis
     from remat_tui.core.search.compare import Comparison
     from remat_tui.core.search.diff import Diff
+    from remat_tui.core.search.exact import Narrowing
     from remat_tui.core.search.fit_rows import Fit
     from remat_tui.core.search.suggest import Suggestion
     from remat_tui.notebook.widget import RematWidget
@@ -203,7 +204,7 @@ def suggest(
     sites: dict[int | str, str] | None = None,
     measure: bool = False,
     runs: int = 5,
-    narrowing: Callable | None = None,
+    narrowing: Callable[[Narrowing], object] | None = None,
     cancelled: Callable[[], bool] | None = None,
 ) -> Suggestion:
     """The least-cost configuration whose memory fits a budget, with what it

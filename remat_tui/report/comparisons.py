@@ -1,5 +1,6 @@
-"""Provides the reports of compare, suggest and diff: text, Markdown, HTML
-(with the Pareto chart as inline SVG: no script, no network) and JSON."""
+"""Provides the reports of compare and diff (suggest's are report/suggest.py):
+text, Markdown, HTML (with the Pareto chart as inline SVG: no script, no
+network) and JSON."""
 
 from __future__ import annotations
 

@@ -120,7 +120,7 @@ def headline(f: Fit) -> str:
     device = f"tpu:{topology}" if topology else f"{f.device['platform']}:{f.device['id']}"
     steps = f", batches in steps of {f.multiple}" if f.multiple > 1 else ""
     cap = f", at most {f.max_batch}" if f.max_batch else ""
-    if getattr(f, "optimized", False):
+    if f.optimized:
         return (
             f"fit --optimize {title}: per batch, the best decisions within "
             f"{human_bytes(f.budget)} per device on {device}{steps}{cap}"
@@ -135,7 +135,7 @@ def searched(f: Fit) -> str:
     probes = sum(len(r.probes) for r in f.rows)
     same = f", {f.reused} answered by the same program compiled for another" if f.reused else ""
     stopped = " (cancelled: the rows found so far)" if f.cancelled else ""
-    if getattr(f, "optimized", False):
+    if f.optimized:
         return (
             f"{count(len(f.rows), 'batch', 'batches')} searched exactly (every decision at "
             f"each), {count(f.compiles, 'compile')}, {f.seconds:.1f} s{stopped}"
@@ -182,7 +182,7 @@ def legend(f: Fit) -> str:
     """LEGEND, and where the estimate's rates came from when a row has one."""
     timed = next((r.time for r in f.rows if r.time), None)
     rates = rates_words(timed) if timed else ""
-    lead = OPTIMIZED_LEGEND if getattr(f, "optimized", False) else ""
+    lead = OPTIMIZED_LEGEND if f.optimized else ""
     return lead + LEGEND + (f" The estimate's rates: {rates}." if rates else "")
 
 

@@ -78,7 +78,7 @@ def search_words(s: Suggestion) -> str:
     model; how many it analysed, compiled and ran, and why the rest were not
     compiled."""
     c = s.search
-    if c is not None and c.method == "model":
+    if c.method == "model":
         checks = count(c.rounds, "compile") if s.measure == "compiled" else count(
             c.rounds, "analysis", "analyses")  # fmt: skip
         how = (
@@ -90,7 +90,7 @@ def search_words(s: Suggestion) -> str:
         how = f"exact: all {count(s.searched, 'configuration')} analysed"
     if s.measure == "compiled":
         how += f"; {s.compiled_count} compiled"
-        if c is not None and c.compiles < s.compiled_count:
+        if c.compiles < s.compiled_count:
             how += f" ({count(c.compiles, 'program')})"
         if s.measured_count:
             how += f", {s.measured_count} that fit run on the device"
@@ -105,8 +105,6 @@ def proof_lines(s: Suggestion) -> list[str]:
     """What the answer is proven against: the bound, the answer's cost and
     the gap, then what the search assumed."""
     c = s.search
-    if c is None:
-        return []
     lines = [f"proof: {proof_words(c, s.cancelled)}"]
     lines += [f"  assumes: {a}" for a in c.assumptions]
     return lines
@@ -172,10 +170,11 @@ def suggest_headline(s: Suggestion) -> str:
             head += f" (it does not fit the device either; {why})"
         return head
     time = ""
-    if best.cost_source == "measured" and best.measured:
+    if best.cost_source == "measured":
         guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
         time = (
-            f", {human_seconds(best.measured['min_seconds'])} a step measured on the device{guess}"
+            f", {human_seconds((best.measured or {})['min_seconds'])} a step measured on the "
+            f"device{guess}"
         )
     elif best.time:
         time = (

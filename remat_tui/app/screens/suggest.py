@@ -294,8 +294,8 @@ class SuggestScreen(Screen[Config | None]):
 
         budget = human_bytes(s.budget)
         searched = count(s.searched, "configuration")
-        listed = s.search is None or s.search.method == "enumeration"
-        how = f"exact: all {searched}" if listed else f"exact search: {searched}"
+        how = f"exact search: {searched}" if s.search.method == "model" else (
+            f"exact: all {searched}")  # fmt: skip
         if s.measure == "compiled":
             how += f" ({s.compiled_count} compiled, {s.skipped} could not change the answer"
             how += f", {s.measured_count} run on the device)" if self.run_on_device else ")"
@@ -309,11 +309,10 @@ class SuggestScreen(Screen[Config | None]):
             head = Content.styled(f"✗ nothing fits {budget}", "bold $text-warning")
             outcome = f" ({self.measure()}): the smallest is shown"
         took = f" in {time.monotonic() - self.started:.1f} s" if self.clock() else ""
-        proof = proof_words(s.search, s.cancelled) if s.search else ""
         self.query_one("#suggest-status", Static).update(
             Content.assemble(
                 head,
-                f"{outcome} · {how} searched{took}\n{proof}\n"
+                f"{outcome} · {how} searched{took}\n{proof_words(s.search, s.cancelled)}\n"
                 "enter opens it in the main screen · b another budget · escape goes back",
             )
         )

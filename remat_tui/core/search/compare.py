@@ -6,7 +6,7 @@ Every row is the row view of its configuration's trace (core/trace/analysis.py
 analysis of that configuration shows. The configurations
 are built-in policies, the target's own, the checkpoint_name save/offload
 sets, and each policy at each checkpointed function; a comparison's rows are
-Configs, so a row opens in the app as it is (`Row`: core/search/row.py).
+Configs, so a row opens in the app as it is (`Row`: core/search/rows.py).
 """
 
 from __future__ import annotations

@@ -26,9 +26,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from remat_tui.core.search.exact_model import Assignment, Model, Solution
+from remat_tui.core.search.exact_model import Assignment, Model, Solution, Values
 from remat_tui.core.search.exact_space import SAVE, Space
 from remat_tui.core.search.rows import Row
+from remat_tui.core.setup.config import Config
 from remat_tui.core.units import count
 
 ROUNDS_PER_DECISION, ROUNDS_AT_LEAST = 2, 24  # the model's answers compiled before giving up
@@ -54,8 +55,8 @@ class Narrowing:
 class NameOutcome:
     """What search_names found."""
 
-    rows: list  # every assignment evaluated, as Rows (core/search/compare.py)
-    answer: object | None  # the best verified within the budget, or None
+    rows: list[Row]  # every assignment evaluated
+    answer: Row | None  # the best verified within the budget, or None
     bound: float | None  # the model's least cost within the budget (inf: it fits none)
     proven: bool  # the answer is the model's optimum
     rounds: int  # the model's answers evaluated
@@ -65,7 +66,8 @@ class NameOutcome:
     left_out: list[str] = field(default_factory=list)  # decisions left out, and why
     cancelled: bool = False
     checked: int = 0  # assignments compiled beyond the model's optimum, to check it
-    chains: list = field(default_factory=list)  # the greedy chains' assignments compiled, as names
+    # The greedy chains' assignments compiled, each as its names.
+    chains: list[list[str]] = field(default_factory=list)
     error: str = ""  # the largest errors the model showed, in words
 
 
@@ -85,8 +87,8 @@ def within(row: Row, budget: int) -> bool:
 def search_names(
     space: Space,
     budget: int,
-    analyse: Callable[[list], list],
-    compile_rows: Callable[[list], None] | None,
+    analyse: Callable[[list[Config]], list[Row]],
+    compile_rows: Callable[[list[Row]], None] | None,
     cancelled: Callable[[], bool] | None = None,
     narrowing: Callable[[Narrowing], object] | None = None,
     incumbent: float | None = None,
@@ -97,9 +99,9 @@ def search_names(
     (None: the residual measure, nothing compiled). `incumbent`: the cost of
     the best answer found elsewhere, for the gap shown while searching."""
     stop = cancelled or (lambda: False)
-    rows_of: dict = {}  # assignment -> its row
+    rows_of: dict[Assignment, Row] = {}  # assignment -> its row
 
-    def evaluate(assignments: list) -> list:
+    def evaluate(assignments: list[Assignment]) -> list[Row]:
         rows = analyse([space.config(a) for a in assignments])
         if compile_rows is not None:
             compile_rows(rows)
@@ -162,8 +164,8 @@ def search_names(
             break
         if outcome.rounds >= rounds_left:  # a check left undone: not proven, and its bound
             outcome.proven = False
-            unchecked = check.cost * (1 - error.cost)
-            outcome.bound = unchecked if outcome.bound is None else min(outcome.bound, unchecked)
+            assert outcome.bound is not None  # _converge proved it: its solve set the bound
+            outcome.bound = min(outcome.bound, check.cost * (1 - error.cost))
             break
         outcome.checked += 1
         compile_answer(check)
@@ -177,7 +179,7 @@ def search_names(
 def _converge(
     model: Model,
     budget: int,
-    rows_of: dict,
+    rows_of: dict[Assignment, Row],
     outcome: NameOutcome,
     stop: Callable[[], bool],
     narrowing: Callable[[Narrowing], object] | None,
@@ -196,7 +198,8 @@ def _converge(
             return True
         outcome.bound = solution.bound
         if narrowing is not None:
-            costs = [c for c in (incumbent, best.cost[0] if best else None) if c is not None]
+            verified = best.cost[0] if best is not None else None
+            costs = [c for c in (incumbent, verified) if c is not None]
             narrowing(Narrowing(solution.bound, min(costs, default=None),
                                 len(rows_of), outcome.rounds))  # fmt: skip
         seen = rows_of.get(solution.assignment)
@@ -234,7 +237,7 @@ class ModelError:
         self.peak = max(self.peak, (peak - row.weighed_bytes) / max(budget, 1))
 
     def worth_checking(
-        self, model: Model, budget: int, rows_of: dict, best: Row | None
+        self, model: Model, budget: int, rows_of: dict[Assignment, Row], best: Row | None
     ) -> Solution | None:
         """The model's best assignment not yet evaluated, within the budget
         widened by the peak error shown, if its cost, less the cost error
@@ -270,9 +273,11 @@ def greedy_chains(space: Space, empty: Row, alone: dict[int, Row]) -> list[Assig
     an offload; the same state of a name at every place, each place's
     effect measured alone and summed), longest last; the rows of each
     decision `alone` and of everything recomputed (`empty`) measured."""
-    chains = []
+    chains: list[Assignment] = []
     for state in space.states:
-        gains: dict = {}  # name -> [recompute removed, bytes added], over its places
+        gains: dict[
+            str, list[int]
+        ] = {}  # name -> [recompute removed, bytes added], over its places
         for i, row in alone.items():
             decision = space.decisions[i]
             if decision.state != state or not row.fits or row.measure_failed:
@@ -305,7 +310,7 @@ def _record(
         outcome.left_out.append(f"{space.decisions[i].label}: {why}, even alone; left out")
 
 
-def part_peaks(row: Row) -> dict[str, float]:
+def part_peaks(row: Row) -> Values:
     """The peaks of the forward and the backward part (exact_model.PARTS),
     from the compile's memory curve split where its backward part starts,
     each with what XLA allocates beyond the bytes live at the peak (the
@@ -323,7 +328,7 @@ def part_peaks(row: Row) -> dict[str, float]:
     return {"forward": forward + slack, "backward": backward + slack}
 
 
-def _best(rows_of: dict, budget: int) -> Row | None:
+def _best(rows_of: dict[Assignment, Row], budget: int) -> Row | None:
     """The best row evaluated that is an answer: least cost, then host
     bytes, then memory."""
     answers = [r for r in rows_of.values() if within(r, budget)]
@@ -337,7 +342,7 @@ def _same(row: Row, empty: Row) -> bool:
         empty.residuals, empty.recompute_flops, empty.host_bytes)  # fmt: skip
 
 
-def _changing_nothing(space: Space, analysed: list) -> list[str]:
+def _changing_nothing(space: Space, analysed: list[Row]) -> list[str]:
     """Why decisions that change nothing are left out, in words."""
     idle = [d for d, row in zip(space.decisions, analysed[1:], strict=True)
             if _same(row, analysed[0])]  # fmt: skip

@@ -20,11 +20,14 @@ share one policy keep the analysis's own snippet.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from remat_tui.core.places import Site
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.wrappers import site_code
+
+if TYPE_CHECKING:
+    from remat_tui.core.places import Site
 
 
 def per_call_code(target_name: str, config: Config, sites: Sequence[Site]) -> str | None:
@@ -38,10 +41,10 @@ def per_call_code(target_name: str, config: Config, sites: Sequence[Site]) -> st
     for function in dict.fromkeys(s.function for s in sites):
         mine = [s for s in sites if s.function == function]
         specs = [overrides.get(s.id, overrides.get(function)) for s in mine]
-        chosen = [spec for spec in specs if spec is not None]
-        differ = len(mine) > 1 and len(chosen) == len(specs) and len(set(chosen)) > 1
+        given = [spec for spec in specs if spec is not None]
+        differ = len(mine) > 1 and len(given) == len(specs) and len(set(given)) > 1
         if differ and all(s.wrapper is None for s in mine):
-            parts.append(_function_code(function, mine, chosen))
+            parts.append(_function_code(function, mine, given))
             per_call = True
         elif specs[0] is not None and len(set(specs)) == 1:
             where, note, code = site_code(mine[0], specs[0])

@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-Assignment = frozenset  # of decision indices; the rest recompute
+Assignment = frozenset[int]  # the decisions taken, by index; the rest recompute
+Values = dict[str, float]  # quantity ("cost", "host", each part's peak) -> its value
 PARTS = ("forward", "backward")  # the parts whose peaks are modelled
 TIE = 1e-9  # relative slack when an optimum is held while the next tie-break is solved
 
@@ -66,16 +67,16 @@ class Model:
     size: int
     exclusive: list[tuple[int, ...]]
     parts: tuple[str, ...] = PARTS
-    measured: dict = field(default_factory=dict)  # Assignment -> {quantity: value}
-    excluded: set = field(default_factory=set)  # assignments known not to fit
-    forbidden: set = field(default_factory=set)  # decisions that never fit, even alone
-    _weights: dict | None = field(default=None, repr=False)
+    measured: dict[Assignment, Values] = field(default_factory=dict)
+    excluded: set[Assignment] = field(default_factory=set)  # assignments known not to fit
+    forbidden: set[int] = field(default_factory=set)  # decisions that never fit, even alone
+    _weights: dict[Assignment, Values] | None = field(default=None, repr=False)
 
     @property
     def quantities(self) -> tuple[str, ...]:
         return ("cost", "host", *self.parts)
 
-    def observe(self, assignment: Iterable[int], peaks: dict, cost: float, host: float) -> None:
+    def observe(self, assignment: Iterable[int], peaks: Values, cost: float, host: float) -> None:
         """What evaluating `assignment` showed (`peaks`: each part's): the
         model is exact there from now."""
         self.measured[frozenset(assignment)] = {**peaks, "cost": cost, "host": host}
@@ -96,11 +97,11 @@ class Model:
         """Sets of two or more decisions whose measured interaction the model carries."""
         return sum(1 for s, w in self.weights().items() if len(s) > 1 and _nonzero(w))
 
-    def weights(self) -> dict:
+    def weights(self) -> dict[Assignment, Values]:
         """Assignment -> {quantity: its weight}, smallest sets first (the
         Möbius inversion of the module doc)."""
         if self._weights is None:
-            weights: dict = {}
+            weights: dict[Assignment, Values] = {}
             for s in sorted(self.measured, key=len):
                 inner = [t for t in weights if t < s]
                 weights[s] = {
@@ -110,7 +111,7 @@ class Model:
             self._weights = weights
         return self._weights
 
-    def predict(self, assignment: Iterable[int]) -> dict:
+    def predict(self, assignment: Iterable[int]) -> Values:
         """{quantity: the model's value} for any assignment, "peak" the
         largest part's."""
         a = frozenset(assignment)
@@ -118,7 +119,7 @@ class Model:
         values = {q: sum(w[q] for w in terms) for q in self.quantities}
         return {**values, "peak": max(values[p] for p in self.parts)}
 
-    def solve(self, budget: float, skip: Iterable = ()) -> Solution | None:
+    def solve(self, budget: float, skip: Iterable[Iterable[int]] = ()) -> Solution | None:
         """The least cost the model gives an assignment whose peak is within
         `budget`, and that assignment (ties broken as the module doc says);
         None when the model fits nothing. `skip`: assignments left out of this
@@ -130,7 +131,7 @@ class Model:
         return _Program(self, weights, budget, skip).solve()
 
 
-def _nonzero(w: dict) -> bool:
+def _nonzero(w: Values) -> bool:
     return any(abs(v) > 0 for v in w.values())
 
 
@@ -138,7 +139,13 @@ class _Program:
     """The mixed-integer program of one solve: variables x (a decision taken)
     then z (every decision of an evaluated set of two or more taken)."""
 
-    def __init__(self, model: Model, weights: dict, budget: float, skip: Iterable = ()):
+    def __init__(
+        self,
+        model: Model,
+        weights: dict[Assignment, Values],
+        budget: float,
+        skip: Iterable[Iterable[int]] = (),
+    ) -> None:
         self.model, self.budget = model, budget
         self.skip = {frozenset(a) for a in skip} | model.excluded
         self.base = weights[frozenset()]
@@ -154,7 +161,7 @@ class _Program:
             column = next(iter(s)) if len(s) == 1 else n + self.pairs.index(s)
             for q in model.quantities:
                 self.coeff[q][column] += weights[s][q]
-        self.coeff["memory"] = np.sum([self.coeff[p] for p in model.parts], axis=0)
+        self.coeff["memory"] = sum((self.coeff[p] for p in model.parts), np.zeros(self.width))
         # Scales: the budget for bytes; the largest magnitude for the rest.
         self.scale = {q: _magnitude(self.coeff[q], self.base.get(q, 0.0))
                       for q in ("cost", "host", "memory")}  # fmt: skip
@@ -200,8 +207,7 @@ class _Program:
         upper[list(self.model.forbidden)] = 0
         bounds = Bounds(np.zeros(self.width), upper)
         held: list[tuple[np.ndarray, float]] = []  # optima held while breaking ties
-        x: np.ndarray | None = None
-        bound: float | None = None
+        x, bound = None, None
         count = np.r_[np.ones(n), np.zeros(len(self.pairs))]  # fewer decisions: last tie-break
         for objective in (*(self.coeff[q] / self.scale[q] for q in ("cost", "host", "memory")),
                           count):  # fmt: skip
@@ -221,7 +227,8 @@ class _Program:
             if bound is None:
                 bound = self.base["cost"] + result.fun * self.scale["cost"]
             held.append((objective, result.fun + TIE * max(abs(result.fun), 1.0)))
-        assert x is not None and bound is not None  # the first solve found one, or returned
+        # The first objective (the cost) solved, or this returned None above.
+        assert x is not None and bound is not None
         chosen = frozenset(i for i in range(n) if x[i] > 0.5)
         values = self.model.predict(chosen)
         return Solution(chosen, values["cost"], values["peak"], values["host"], bound)

@@ -17,10 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import prod
+from typing import TYPE_CHECKING
 
-from remat_tui.core.places import Site
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.config import Config, SiteKey
+
+if TYPE_CHECKING:
+    from remat_tui.core.places import Site
 
 SAVE, OFFLOAD, RECOMPUTE = "save", "offload", "recompute"
 
@@ -30,21 +33,17 @@ class Place:
     """A checkpointed function (`key` its name), one call of it (`key` its
     site id), or the outer policy (`key` None)."""
 
-    key: str | int | None
+    key: SiteKey | None
     function: str | None
     call: int | None = None  # which call of the function, from 0, where calls are told apart
 
     @property
-    def site(self) -> str | int:
-        """Its key among a Config's site overrides (the function's name, or
-        the call's site id); the outer policy has none."""
-        assert self.key is not None, "the outer policy is not a site"
-        return self.key
-
-    @property
-    def function_name(self) -> str:
-        assert self.function is not None, "the outer policy is no function's"
-        return self.function
+    def site(self) -> tuple[str, SiteKey]:
+        """(the function, the key its override takes): every place but the
+        outer policy's, which is no site."""
+        if self.function is None or self.key is None:
+            raise ValueError("the outer policy is no site")
+        return self.function, self.key
 
     @property
     def label(self) -> str:
@@ -69,7 +68,9 @@ class Decision:
 class Space:
     """Every decision at every place, and the configurations of assignments."""
 
-    def __init__(self, base: Config, sites: Sequence[Site], names: list[str], offload: bool):
+    def __init__(
+        self, base: Config, sites: Sequence[Site], names: list[str], offload: bool
+    ) -> None:
         self.base, self.sites = base, list(sites)
         self.offload = offload
         self.places = places_of(self.sites)
@@ -85,7 +86,7 @@ class Space:
     @property
     def per_call(self) -> list[str]:
         """The functions whose calls are decided one by one."""
-        return list(dict.fromkeys(p.function_name for p in self.places if p.call is not None))
+        return list(dict.fromkeys(p.site[0] for p in self.places if p.call is not None))
 
     def keep(self, indices: Iterable[int]) -> None:
         """Keep only these decisions (the others change nothing)."""
@@ -95,14 +96,14 @@ class Space:
     def exclusive(self) -> list[tuple[int, ...]]:
         """Groups of decisions an assignment takes at most one of: the states
         of one name at one place."""
-        groups: dict = {}
+        groups: dict[tuple[Place, str], list[int]] = {}
         for i, d in enumerate(self.decisions):
             groups.setdefault((d.place, d.name), []).append(i)
         return [tuple(g) for g in groups.values() if len(g) > 1]
 
     def size(self) -> int:
         """How many assignments the decisions make."""
-        per_name: dict = {}
+        per_name: dict[tuple[Place, str], int] = {}
         for d in self.decisions:
             per_name[(d.place, d.name)] = per_name.get((d.place, d.name), 1) + 1
         return prod(per_name.values())
@@ -112,7 +113,7 @@ class Space:
         saves and offloads (calls of one function that all get one policy
         are written as the function's)."""
         chosen = [self.decisions[i] for i in assignment]
-        specs = {}
+        specs: dict[Place, policies.PolicySpec] = {}
         for place in self.places:
             saved = sorted(d.name for d in chosen if d.place == place and d.state == SAVE)
             offloaded = sorted(d.name for d in chosen if d.place == place and d.state == OFFLOAD)
@@ -120,16 +121,16 @@ class Space:
         if self.places[0].key is None:
             return self.base.with_policy(specs[self.places[0]])
         overrides = dict(self.base.site_specs)
-        for function in dict.fromkeys(p.function_name for p in self.places):
+        for function in dict.fromkeys(p.site[0] for p in self.places):
             mine = [p for p in self.places if p.function == function]
             alike = {specs[p] for p in mine}
             if len(alike) == 1:
                 for p in mine:
-                    overrides.pop(p.site, None)
+                    overrides.pop(p.site[1], None)
                 overrides[function] = alike.pop()
             else:
                 overrides.pop(function, None)
-                overrides.update({p.site: specs[p] for p in mine})
+                overrides.update({p.site[1]: specs[p] for p in mine})
         return self.base.with_sites(overrides)
 
 
@@ -138,7 +139,7 @@ def places_of(sites: Sequence[Site]) -> list[Place]:
     holds several (each its own site); the outer policy where there is none."""
     if not sites:
         return [Place(None, None)]
-    by_function: dict = {}
+    by_function: dict[str, list[Site]] = {}
     for s in sites:
         by_function.setdefault(s.function, []).append(s)
     out = []

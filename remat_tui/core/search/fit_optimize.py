@@ -54,25 +54,26 @@ def fit_optimized(
     dev = resolve_device(base.device)
     devices = device_set(dev) if takes_devices(target) else None
     rows: dict[int, FitRow] = {}
-    counts = {"compiles": 0, "stopped": False}
+    compiles, stopped = 0, False
 
     def at(batch: int) -> bool:
         """One exact search at `batch`: whether anything fits."""
+        nonlocal compiles, stopped
         if progress is not None:
             fits = max((b for b, r in rows.items() if r.batch), default=0)
             failing = [b for b, r in rows.items() if not r.batch]
             progress(FitProgress(len(rows), len(rows) + 1, OPTIMIZED, base, fits,
-                                 min(failing, default=None), batch, counts["compiles"],
+                                 min(failing, default=None), batch, compiles,
                                  0))  # fmt: skip
         try:
             s = suggest(at_batch(target, batch, devices), budget, compiled=True,
                         device=base.device, sites=dict(base.site_specs), cancelled=cancelled,
                         measure=measure, runs=runs)  # fmt: skip
         except Cancelled:
-            counts["stopped"] = True
+            stopped = True
             return False
-        counts["compiles"] += s.search.compiles if s.search else s.compiled_count
-        counts["stopped"] = s.cancelled
+        compiles += s.search.compiles
+        stopped = s.cancelled
         row = _row(batch, s)
         rows[batch] = row
         if on_row is not None:
@@ -80,11 +81,11 @@ def fit_optimized(
         return s.fits
 
     def go(batch: int) -> bool:
-        return not counts["stopped"] and at(batch)
+        return not stopped and at(batch)
 
     fits, failing = 0, None
     batch = start
-    while not counts["stopped"]:
+    while not stopped:
         if go(batch):
             fits = batch
             if batch >= cap:
@@ -95,7 +96,7 @@ def fit_optimized(
             if fits or batch <= multiple:
                 break
             batch = max(batch // 2 // multiple * multiple, multiple)
-    while fits and failing is not None and failing - fits > multiple and not counts["stopped"]:
+    while fits and failing is not None and failing - fits > multiple and not stopped:
         middle = (fits + failing) // 2 // multiple * multiple
         if middle in (fits, failing):
             break
@@ -112,10 +113,10 @@ def fit_optimized(
         max_batch=max_batch,
         example_batch=example_batch(target),
         rows=rank(list(rows.values())),
-        compiles=counts["compiles"],
+        compiles=compiles,
         reused=0,
         seconds=time.perf_counter() - began,
-        cancelled=bool(counts["stopped"]),
+        cancelled=stopped,
         optimized=True,
     )
 
@@ -124,7 +125,7 @@ def _row(batch: int, s: Suggestion) -> FitRow:
     """A batch's row: the exact search's answer there, or nothing fits."""
     best = s.best
     row = FitRow(config=best.config, policy=best.config.policy, complete=not s.cancelled)
-    row.search = s.search.to_dict() if s.search else None
+    row.search = s.search.to_dict()
     if not s.fits or not best.compiled:
         row.not_fit = batch
         if best.compiled:
@@ -133,9 +134,8 @@ def _row(batch: int, s: Suggestion) -> FitRow:
     row.batch, row.python, row.measured = batch, best.python, best.measured
     row.probes.append(Probe(batch, True, Compiled.from_dict(best.compiled), "compiled", best.time))
     c = s.search
-    if c is not None:
-        gap = f"gap {c.gap:.1%}" if c.gap is not None else "gap unknown"
-        proven = "proven" if c.proven else "not proven"
-        row.notes.append(f"the best decisions at batch {batch}: {gap}, {proven} "
-                         f"({c.method}, {c.compiles} compiles)")  # fmt: skip
+    gap = f"gap {c.gap:.1%}" if c.gap is not None else "gap unknown"
+    proven = "proven" if c.proven else "not proven"
+    row.notes.append(f"the best decisions at batch {batch}: {gap}, {proven} "
+                     f"({c.method}, {c.compiles} compiles)")  # fmt: skip
     return row

@@ -19,7 +19,7 @@ proven against):
 - a small space (suggest_candidates.ENUMERATE_LIMIT) is listed whole: every
   configuration analysed, then compiled from the least cost it can have up,
   stopping where none left can beat the best that fits
-  (suggest_compiles.py);
+  (ordered.py);
 - a larger one by the exact search (exact.py): a model of the name
   decisions solved exactly and corrected by compiling until its optimum is
   verified, and the other candidates compiled from their least cost up.
@@ -32,16 +32,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.model import Analysis
-from remat_tui.core.places import Site
 from remat_tui.core.search import certificate as cert
 from remat_tui.core.search.compare import Row, analysed_row, measure_baseline
 from remat_tui.core.search.exact import NameOutcome, Narrowing, search_names, within
 from remat_tui.core.search.exact_code import per_call_code
 from remat_tui.core.search.exact_space import Space
 from remat_tui.core.search.offload import judge_offloads
+from remat_tui.core.search.ordered import (
+    Progress,
+    Runner,
+    compile_baseline,
+    compile_every,
+    compile_in_order,
+    least_cost,
+)
 from remat_tui.core.search.structures import structure_notes
 from remat_tui.core.search.suggest_candidates import (  # noqa: F401 (STATES: where tests look)
     ENUMERATE_LIMIT,
@@ -51,14 +59,6 @@ from remat_tui.core.search.suggest_candidates import (  # noqa: F401 (STATES: wh
     listed,
     space_size,
 )
-from remat_tui.core.search.suggest_compiles import (
-    Progress,
-    Runner,
-    compile_baseline,
-    compile_candidates,
-    compile_in_order,
-    least_cost,
-)
 from remat_tui.core.search.suggest_rows import (  # noqa: F401 (choose: where callers look)
     choose,
     device_memory,
@@ -66,9 +66,12 @@ from remat_tui.core.search.suggest_rows import (  # noqa: F401 (choose: where ca
 )
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import Cancelled, as_target
-from remat_tui.core.xla import compile_pool, host_memory
+from remat_tui.core.xla import host_memory
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.places import Site
 
 
 @dataclass
@@ -106,6 +109,7 @@ class Suggestion(Displayable):
     exact: bool
     searched: int
     rows: list[Row]
+    search: cert.Certificate
     compiled_count: int = 0  # configurations compiled (compiled measure only)
     measured_count: int = 0  # configurations run on the device (measure=True)
     skipped: int = 0  # left out uncompiled: no better, or offloading with no host memory
@@ -114,7 +118,6 @@ class Suggestion(Displayable):
     # from a compile that did not fit, else the chip table's memory per chip.
     device_memory: int | None = None
     structure_notes: tuple[str, ...] = ()  # why a scan gets no structure (or no nested one)
-    search: cert.Certificate | None = None
     cancelled: bool = False
 
     @property
@@ -131,7 +134,7 @@ class Suggestion(Displayable):
             "best": self.best.to_dict(),
             "as_written": self.baseline.to_dict(),
             "exact": self.exact,
-            "search": self.search.to_dict() if self.search else None,
+            "search": self.search.to_dict(),
             "cancelled": self.cancelled,
             "searched": self.searched,
             "compiled_count": self.compiled_count,
@@ -212,13 +215,17 @@ class _Search:
         self.method = cert.ENUMERATION
         self.outcome: NameOutcome | None = None  # the exact search's, on the model path
         self.unpriced: list[Row] = []  # candidates not compiled, weighed by their least cost
-        self.baseline: Row | None = None  # the code as written
+
+    @property
+    def baseline(self) -> Row:
+        """The code as written: analysed first, either way of searching."""
+        return self.analysed.row(self.base)
 
     def enumerate(self, space: Space, every: bool) -> None:
         """List the whole space, and compile what can change the answer (or `every`)."""
         configs = enumerated(self.target, self.base, self.first.sites, space.places, space.names)
-        rows = self.analysed(configs)  # one batch: its progress counts to what is searched
-        baseline = self.baseline = rows[0]
+        self.analysed(configs)  # one batch: its progress counts to what is searched
+        baseline = self.baseline
         everything = self.analysed.all()
         judge_offloads(self.target, everything, self.first, analysed_row(self.target))
         homeless = [r for r in everything if r.offload_without_host]
@@ -232,10 +239,12 @@ class _Search:
             row.transpose_flops = self.transpose
         wanted = everything if every else [r for r in everything if not r.offload_without_host]
         try:
-            done, why = compile_candidates(
-                self.target, wanted, baseline, self.budget, self.cancelled, self.progress,
-                self.run, every,
-            )  # fmt: skip
+            if every:  # every candidate: what the ordered search is checked against
+                compile_every(self.target, wanted, self.cancelled, self.progress, self.run)
+                done, why = wanted, ""
+            else:
+                done, why = compile_in_order(self.target, wanted, baseline, self.budget,
+                                             self.cancelled, self.progress, self.run)  # fmt: skip
         except Cancelled:
             self.stopped = True
             done, why = [r for r in wanted if r.compiled or r.error], ""
@@ -255,7 +264,7 @@ class _Search:
         and compiled from their least cost up."""
         self.method = cert.MODEL
         others = self.analysed(listed(self.target, self.base, self.first.sites))
-        baseline = self.baseline = others[0]
+        baseline = self.baseline
         judge_offloads(self.target, others, self.first, analysed_row(self.target))
         homeless = [r for r in others if r.offload_without_host]
         if homeless:
@@ -297,26 +306,16 @@ class _Search:
         self.rows = _unique([*done, *names])
 
     def _compile_rows(self, rows: list[Row]) -> None:
-        """Compile rows of the exact search, side by side where compiles can
-        run elsewhere (never a measured search: a run needs the device alone)."""
+        """Compile the exact search's rows not compiled yet."""
         fresh = [r for r in rows if r.compiled is None and r.error is None]
         for row in fresh:
             row.transpose_flops = self.transpose
-
-        def one(row: Row) -> None:
-            if self.progress is not None:
-                self.progress(0, len(fresh), row.config, "compiling")
-            self.run(self.target, row, self.cancelled)
-
-        work = compile_pool.run_all(fresh, one) if self.run.runs is None else map(one, fresh)
-        for _ in work:
-            pass
+        compile_every(self.target, fresh, self.cancelled, self.progress, self.run)
 
     def conclude(self, space: Space) -> Suggestion:
         rows = self.rows
         if not rows:
             raise Cancelled()  # stopped before anything could be an answer
-        assert self.baseline is not None  # enumerate or exact set it
         if self.method == cert.MODEL:
             judge_offloads(self.target, rows, self.first, analysed_row(self.target))
         finish_rows(rows, self.base)
@@ -349,7 +348,7 @@ class _Search:
         words = cert.cost_words(source, chip)
         best_cost = best.cost[0] if fits else None
         bounds = [best_cost] if best_cost is not None else []
-        if self.unpriced and self.compiled and self.baseline and self.baseline.compiled:
+        if self.unpriced and self.compiled and self.baseline.compiled:
             least = least_cost(self.baseline)
             bounds += [least(r)[0] for r in self.unpriced if not r.offload_slower]
         compiles = len({r.program or ("config", r.config) for r in self.rows if r.compiled})

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from remat_tui.core.model import Analysis
-from remat_tui.core.places import Site
 from remat_tui.core.search.compare import Row, evaluate
 from remat_tui.core.search.distinct import merge_key
 from remat_tui.core.search.exact_space import Place
@@ -28,6 +28,10 @@ from remat_tui.core.search.structures import FINE, structure_candidates
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.places import Site
+    from remat_tui.core.search.ordered import Progress
 
 ENUMERATE_LIMIT = 64  # configurations listed whole; beyond, the exact search's model
 STATES = ("recompute", "save", "offload")
@@ -43,15 +47,15 @@ class Analysed:
         target: Target,
         first: Analysis,
         cancelled: Callable[[], bool] | None,
-        progress: Callable[[int, int, Config], object] | None,
+        progress: Progress | None,
     ) -> None:
         self.target, self.first = target, first
         self.cancelled, self.progress = cancelled, progress
-        self.rows: dict = {}  # what a configuration decides -> its row
+        self.rows: dict[tuple, Row] = {}  # what a configuration decides -> its row
 
     def __call__(self, configs: list[Config]) -> list[Row]:
         keys = [merge_key(c, self.first.sites) for c in configs]
-        new: dict = {}
+        new: dict[tuple, Config] = {}
         for key, config in zip(keys, configs, strict=True):
             if key not in self.rows:
                 new.setdefault(key, config)
@@ -59,6 +63,10 @@ class Analysed:
                         self.progress)  # fmt: skip
         self.rows.update(zip(new, rows, strict=True))
         return [self.rows[k] for k in keys]
+
+    def row(self, config: Config) -> Row:
+        """The row of a configuration analysed already (or one that decides alike)."""
+        return self.rows[merge_key(config, self.first.sites)]
 
     def all(self) -> list[Row]:
         return list(self.rows.values())
@@ -107,14 +115,17 @@ def choices(target: Target, names: list[str]) -> list[policies.PolicySpec]:
         out.append(policies.names_policy(saved, offloaded))
     # Spellings of the same decisions once: the first (save_only_these_names()
     # is nothing_saveable).
-    once: dict = {}
+    once: dict[policies.PolicySpec, policies.PolicySpec] = {}
     for spec in out:
         once.setdefault(policies.same_decisions(spec), spec)
     return list(dict.fromkeys(once.values()))
 
 
 def configure(
-    base: Config, sites: Sequence[Site], places: list[Place], specs: tuple[policies.PolicySpec, ...]
+    base: Config,
+    sites: Sequence[Site],
+    places: list[Place],
+    specs: Sequence[policies.PolicySpec],
 ) -> Config:
     """`base` with `specs[i]` at `places[i]`: a function (every call), one
     call (its site id), or the outer policy."""
@@ -122,8 +133,9 @@ def configure(
         return base.with_policy(specs[0])
     config = base
     for place, spec in zip(places, specs, strict=True):
+        function, key = place.site
         if place.call is None:
-            config = config.at_function(sites, place.function_name, spec)
+            config = config.at_function(sites, function, spec)
         else:
-            config = config.with_sites({**dict(config.site_specs), place.site: spec})
+            config = config.with_sites({**dict(config.site_specs), key: spec})
     return config

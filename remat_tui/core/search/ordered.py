@@ -1,6 +1,7 @@
 """Provides how suggest compiles its candidates (Contract 8): `Runner` (a
-row's compile, and its run on the device when measuring), and
-`compile_in_order`, which compiles only what can change the answer.
+row's compile, and its run on the device when measuring), and the ordered
+search, `compile_in_order`, which compiles only what can change the answer;
+`Progress` is what the search says as it goes.
 
 Every candidate is first analysed without compiling: its recompute FLOPs and
 host bytes need no compile, and give a lower bound of its step time
@@ -14,7 +15,7 @@ goes on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from remat_tui.core.search.compare import Row, compile_row
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from remat_tui.core.xla.chips import Chip
     from remat_tui.core.xla.compiled_numbers import Compiled
 
-Cancel = Callable[[], bool] | None
+LeastCost = Callable[[Row], tuple]  # a row's least cost before compiling (`least_cost`)
 
 
 class Progress(Protocol):
@@ -37,21 +38,28 @@ class Progress(Protocol):
     def __call__(self, done: int, total: int, config: Config, stage: str = ..., /) -> object: ...
 
 
-def compile_candidates(
+class Runner:
+    """How suggest compiles a row: compile_row, and with `runs`, a run of each
+    compile `worth_running` accepts (those that fit the budget)."""
+
+    def __init__(self, runs: int | None, worth_running: Callable[[Compiled], bool] | None) -> None:
+        self.runs, self.worth_running = runs, worth_running
+
+    def __call__(self, target: Target, row: Row, cancelled: Callable[[], bool] | None) -> None:
+        run_if = self.worth_running if self.runs is not None else None
+        compile_row(target, row, cancelled, self.runs, run_if)
+
+
+def compile_every(
     target: Target,
     rows: list[Row],
-    baseline: Row,
-    budget: int,
-    cancelled: Cancel,
+    cancelled: Callable[[], bool] | None,
     progress: Progress | None,
     run: Runner,
-    every: bool,
-) -> tuple[list[Row], str]:
-    """(the rows compiled, why the rest were not): every row (`every`, to
-    check the ordered search), else only those that can change the answer
-    (`compile_in_order`)."""
-    if not every:
-        return compile_in_order(target, rows, baseline, budget, cancelled, progress, run)
+) -> None:
+    """Compile every row (the exact search's, or every candidate to check the
+    ordered search), side by side where compiles can run elsewhere (never a
+    measured search: a run must have the device to itself)."""
 
     def one(numbered: tuple[int, Row]) -> None:
         i, row = numbered
@@ -62,26 +70,13 @@ def compile_candidates(
     numbered = list(enumerate(rows))
     for _ in compile_pool.run_all(numbered, one) if run.runs is None else map(one, numbered):
         pass
-    return rows, ""
-
-
-class Runner:
-    """How suggest compiles a row: compile_row, and with `runs`, a run of each
-    compile `worth_running` accepts (those that fit the budget)."""
-
-    def __init__(self, runs: int | None, worth_running: Callable[[Compiled], bool] | None):
-        self.runs, self.worth_running = runs, worth_running
-
-    def __call__(self, target: Target, row: Row, cancelled: Cancel) -> None:
-        run_if = self.worth_running if self.runs is not None else None
-        compile_row(target, row, cancelled, self.runs, run_if)
 
 
 def compile_baseline(
     target: Target,
     baseline: Row,
     budget: int,
-    cancelled: Cancel,
+    cancelled: Callable[[], bool] | None,
     progress: Progress | None,
     run: Runner,
     total: int = 1,
@@ -107,10 +102,10 @@ def compile_in_order(
     rows: list[Row],
     baseline: Row,
     budget: int,
-    cancelled: Cancel,
+    cancelled: Callable[[], bool] | None,
     progress: Progress | None,
     run: Runner | None = None,
-    known: Sequence[Row] = (),
+    known: tuple[Row, ...] = (),
 ) -> tuple[list[Row], str]:
     """Compile rows from the least cost they can have, and stop at the first
     whose least cost exceeds the cost of the best row found to fit the budget:
@@ -124,17 +119,18 @@ def compile_in_order(
     weighed by their estimated cost here, measured or not. `run` compiles a
     row (Runner). Returns the rows compiled (the baseline first, `known`
     not among them) and why the rest were not."""
-    run = run or Runner(None, None)
-    none_can_fit = compile_baseline(target, baseline, budget, cancelled, progress, run, len(rows))
+    runner = run or Runner(None, None)
+    none_can_fit = compile_baseline(target, baseline, budget, cancelled, progress, runner,
+                                    len(rows))  # fmt: skip
     done = [baseline]
     if none_can_fit:
         return done, none_can_fit
-    chip = step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
+    chip = _chip(baseline)
     least = least_cost(baseline)
 
     # Side by side where compiles can run elsewhere, `width` at a time (never a
     # measured search: a run must have the device to itself).
-    width = compile_pool.width() if run.runs is None else 1
+    width = compile_pool.width() if runner.runs is None else 1
 
     def compile_from_cheapest(
         candidates: list[Row], best: tuple | None, answers: Callable[[Row], bool]
@@ -158,7 +154,7 @@ def compile_in_order(
                 i, row = numbered
                 if progress is not None:
                     progress(len(done) + i, len(rows), row.config, "compiling")
-                run(target, row, cancelled)
+                runner(target, row, cancelled)
 
             for _ in compile_pool.run_all(list(enumerate(wave)), one):
                 pass
@@ -195,18 +191,12 @@ def compile_in_order(
     return done, _why_skipped(chip, fits and bool(slower))
 
 
-def least_cost(baseline: Row) -> Callable[[Row], tuple]:
+def least_cost(baseline: Row) -> LeastCost:
     """A row's least cost before compiling, as a function of the row (the
-    baseline compiled: its chip and devices)."""
-    compiled = baseline.compiled
-    chip = step_time.chip_of(compiled["device"]) if compiled else None
-    return _least_cost(chip, compiled.get("devices", 1) if compiled else 1)
-
-
-def _least_cost(chip: Chip | None, devices: int) -> Callable[[Row], tuple]:
-    """A row's least cost before compiling (`compile_in_order`): its step
-    time's lower bound on a chip the table knows, else its recompute FLOPs;
-    host bytes break ties."""
+    baseline compiled: its chip and devices): its step time's lower bound on
+    a chip the table knows, else its recompute FLOPs; host bytes break ties."""
+    chip = _chip(baseline)
+    devices = (baseline.compiled or {}).get("devices", 1)
 
     def least(row: Row) -> tuple:
         if chip is None or row.step_flops is None:
@@ -216,6 +206,11 @@ def _least_cost(chip: Chip | None, devices: int) -> Callable[[Row], tuple]:
         return (bound, row.host_bytes)
 
     return least
+
+
+def _chip(baseline: Row) -> Chip | None:
+    """The chip the baseline compiled for, where the table knows it."""
+    return step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
 
 
 def _why_skipped(chip: Chip | None, slower_offloads_left: bool) -> str:
