@@ -183,7 +183,7 @@ def test_the_reports_say_where_the_rates_came_from():
     row = SimpleNamespace(time=cpu, measured=None)
     said = f"{source}; --recalibrate measures again."
     assert f"Its rates: {said}" in time_legend([row])
-    assert f"The estimate's rates: {said}" in legend(SimpleNamespace(rows=[row]))
+    assert f"The estimate's rates: {said}" in legend(SimpleNamespace(rows=[row], optimized=False))
 
     tpu = {"chip": "tpu v5e", "rates": chips.CHIPS["tpu v5e"].rates_source()}
     words = time_legend([SimpleNamespace(time=tpu, measured=None)])

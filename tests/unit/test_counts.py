@@ -21,7 +21,9 @@ def test_count_agrees_with_its_noun():
 
 def test_fit_says_one_configuration_one_batch_one_compile():
     row = SimpleNamespace(probes=[object()])
-    fit = SimpleNamespace(rows=[row], compiles=1, reused=0, seconds=1.0, cancelled=False)
+    fit = SimpleNamespace(
+        rows=[row], compiles=1, reused=0, seconds=1.0, cancelled=False, optimized=False
+    )
     assert fit_report.searched(fit).startswith("1 configuration, 1 batch tried, 1 compile, ")
 
 
