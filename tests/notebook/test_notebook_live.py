@@ -72,17 +72,9 @@ def _widget_or_skip():
 
 def test_widget_names_compose_a_policy_and_a_seen_switch_is_instant():
     from conftest import jax_saved_residuals
-    from jax.ad_checkpoint import checkpoint_name
 
-    widget = _widget_or_skip()
-
-    def f4(W1, W2, W3, x):
-        x = checkpoint_name(jnp.sin(jnp.dot(W1, x)), name="a")
-        x = checkpoint_name(jnp.sin(jnp.dot(W2, x)), name="b")
-        return checkpoint_name(jnp.sin(jnp.dot(W3, x)), name="c")
-
-    args = (jnp.ones((5, 4)), jnp.ones((6, 5)), jnp.ones((7, 6)), jnp.ones(4))
-    w = widget(f4, *args)
+    args = F4_ARGS
+    w = _f4_widget()
     assert w.analysis is not None and w.names == ["a", "b", "c"] and w.name_states == {}
     w.name_states = {"a": "save", "b": "offload", "c": "recompute"}
     composed = (
@@ -100,17 +92,20 @@ def test_widget_names_compose_a_policy_and_a_seen_switch_is_instant():
     assert [r.text for r in w.analysis.residuals] == jax_saved_residuals(f4, "as_written", args, {})
 
 
-def _f4_widget():
+def f4(W1, W2, W3, x):
+    """The reference notebook's f4: three named values, one per layer."""
     from jax.ad_checkpoint import checkpoint_name
 
-    widget = _widget_or_skip()
+    x = checkpoint_name(jnp.sin(jnp.dot(W1, x)), name="a")
+    x = checkpoint_name(jnp.sin(jnp.dot(W2, x)), name="b")
+    return checkpoint_name(jnp.sin(jnp.dot(W3, x)), name="c")
 
-    def f4(W1, W2, W3, x):
-        x = checkpoint_name(jnp.sin(jnp.dot(W1, x)), name="a")
-        x = checkpoint_name(jnp.sin(jnp.dot(W2, x)), name="b")
-        return checkpoint_name(jnp.sin(jnp.dot(W3, x)), name="c")
 
-    return widget(f4, jnp.ones((5, 4)), jnp.ones((6, 5)), jnp.ones((7, 6)), jnp.ones(4))
+F4_ARGS = (jnp.ones((5, 4)), jnp.ones((6, 5)), jnp.ones((7, 6)), jnp.ones(4))
+
+
+def _f4_widget():
+    return _widget_or_skip()(f4, *F4_ARGS)
 
 
 def test_widget_refuses_a_bad_spec_and_keeps_its_last_good_state():

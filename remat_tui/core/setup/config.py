@@ -107,9 +107,6 @@ class Config:
         # A jax.Device does not travel to a worker process: the label does.
         return {k: v for k, v in self.__dict__.items() if k != "jax_device"}
 
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-
     @property
     def policy(self) -> str:
         """The outer policy's canonical spelling."""
