@@ -83,3 +83,25 @@ def test_pauses_nest_across_threads():
     outer_may_end.set()
     worker.join(5)
     assert gc.isenabled()
+
+
+def test_what_a_pause_made_goes_to_the_oldest_generation_without_a_pass():
+    """A young collection right after the pause would pass over everything the
+    analysis made; the collector resumes with it in the oldest generation."""
+    with collector.paused():
+        made = [[] for _ in range(2000)]
+    assert any(o is made for o in gc.get_objects(generation=2))
+    assert gc.get_count()[0] < 100  # no young collection pending over the pile
+
+
+def test_objects_frozen_by_someone_else_stay_frozen():
+    kept = [[] for _ in range(10)]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector.paused():
+            made = [[] for _ in range(10)]
+        assert gc.get_freeze_count() == frozen
+        assert made and kept
+    finally:
+        gc.unfreeze()
