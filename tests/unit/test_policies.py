@@ -183,3 +183,17 @@ def test_a_spec_names_the_declared_policies_it_uses():
     assert both.declared_policies() == {"mine"}
     assert policies.parse("yours", declared).declared_policies() == {"yours"}
     assert policies.parse("nothing_saveable").declared_policies() == set()
+
+
+def test_a_policy_given_as_text_or_as_a_spec_is_one_spec():
+    """The API and the CLI take text or a PolicySpec: a spec passes through
+    unparsed, text is parsed against the target's own policies."""
+    spec = policies.parse("save_only_these_names('a')")
+    assert policies.as_spec(spec) is spec
+    assert policies.as_spec(" jax.checkpoint_policies.dots_saveable ") == policies.parse(
+        "dots_saveable"
+    )
+    declared = {"mine": jax.checkpoint_policies.dots_saveable}
+    assert policies.as_spec("mine", declared) == policies.parse("mine", declared)
+    with pytest.raises(RematError, match="mine"):
+        policies.as_spec("mine")

@@ -25,6 +25,7 @@ from remat_tui.core.search.rows import Row, row_of
 from remat_tui.core.search.structures import structure_candidates, structure_notes
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.policies import as_spec
 from remat_tui.core.trace.analysis import costs_view, row_view
 from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.trace.traced import Trace, trace_config
@@ -103,7 +104,7 @@ def compare(
     if policies is None:
         configs = candidates(target, baseline_analysis, base)
     else:
-        configs = [base.with_policy(policy_spec(p, target)) for p in policies]
+        configs = [base.with_policy(as_spec(p, target.policies)) for p in policies]
     rows = evaluate(
         target,
         configs,
@@ -146,12 +147,6 @@ def measure_baseline(
     trace = trace_config(target, base, cancelled)
     row = row_view(trace, cancelled)
     return row, transpose_flops(trace, cancelled) if compiled else None
-
-
-def policy_spec(spec: str | policies.PolicySpec, target: Target) -> policies.PolicySpec:
-    """A policy the API was given (text as a user types it, or a PolicySpec),
-    parsed once, against the target's own policies."""
-    return spec if isinstance(spec, policies.PolicySpec) else policies.parse(spec, target.policies)
 
 
 def evaluate(

@@ -40,12 +40,13 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING
 
 from remat_tui.core.search import bracket
-from remat_tui.core.search.compare import candidates, policy_spec
+from remat_tui.core.search.compare import candidates
 from remat_tui.core.search.fit_optimize import fit_optimized
 from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow, Probe, rank
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set
 from remat_tui.core.setup.loading import takes_devices
+from remat_tui.core.setup.policies import as_spec
 from remat_tui.core.setup.scaling import (
     argument_bytes,
     at_batch,
@@ -229,7 +230,7 @@ def _configs(
         baseline = row_view(trace_config(example, base, cancelled), cancelled)
         pairs = [(c, c.policy) for c in candidates(example, baseline, base)]
     else:
-        specs = [policy_spec(p, target) for p in policies]
+        specs = [as_spec(p, target.policies) for p in policies]
         labels = [p if isinstance(p, str) else p.canonical for p in policies]
         pairs = [(base.with_policy(s), label) for s, label in zip(specs, labels, strict=True)]
     return _unique(pairs)

@@ -83,12 +83,12 @@ class Config:
         target's `declared` policies (a bad one raises RematError naming
         where), the device (a label, an index or a jax.Device) to its label,
         a structure spec (`nested(4)`) to a Structure."""
-        outer = _parsed(policy, declared)
+        outer = policies.as_spec(policy, declared)
         overrides = {}
         for key, spec in (sites or {}).items():
             key = _site_key(key)
             try:
-                overrides[key] = _parsed(spec, declared)
+                overrides[key] = policies.as_spec(spec, declared)
             except RematError as exc:
                 raise RematError(f"site {key}: {exc.message}") from None
         if structure is not None:
@@ -201,11 +201,6 @@ def _site_key(key: SiteKey) -> SiteKey:
         return key
     key = str(key).strip()
     return int(key) if key.isdigit() else key
-
-
-def _parsed(spec: Spec, declared: dict[str, Callable] | None) -> policies.PolicySpec:
-    """A spec a user typed, checked against the target's declared policies."""
-    return spec if isinstance(spec, policies.PolicySpec) else policies.parse(spec, declared)
 
 
 def _sorted(overrides: dict) -> tuple:

@@ -52,6 +52,13 @@ __all__ = [
 ]  # fmt: skip
 
 
+def as_spec(spec: str | PolicySpec, declared: dict[str, Callable] | None = None) -> PolicySpec:
+    """A policy as the API and the CLI take it (text as a user types it, or a
+    PolicySpec already parsed), parsed once, against `declared` (the
+    target's own policies by name)."""
+    return spec if isinstance(spec, PolicySpec) else parse(spec, declared)
+
+
 def parse(text: str, declared: dict[str, Callable] | None = None) -> PolicySpec:
     """Parse a spec; `declared` are the target's own policies by name."""
     source = text.strip()
