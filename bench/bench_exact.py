@@ -174,22 +174,22 @@ def cpu(budget_positions: list[float]) -> None:
 
 def explain_predictions() -> None:
     """Print the model's prediction of each assignment it is checked at."""
-    from remat_tui.core.search import exact
+    from remat_tui.core.search import exact_check
 
-    saw = exact.ModelError.saw
+    saw = exact_check.ModelError.saw
 
-    def told(self, cost, peak, row, budget):
+    def told(self, cost, peak, row, pairs):
         measured = f"no numbers ({row.error})"
         if row.fits and not row.measure_failed:
             measured = f"{row.cost[0] * 1e3:.1f} ms, {row.weighed_bytes / 2**30:.2f} GiB"
         print(
             f"  predicted {cost * 1e3:.1f} ms, {peak / 2**30:.2f} GiB; compiled {measured}: "
-            f"{row.config.label()}",
+            f"{row.config.label()} ({pairs} pairs of its decisions never compiled together)",
             flush=True,
         )
-        saw(self, cost, peak, row, budget)
+        saw(self, cost, peak, row, pairs)
 
-    exact.ModelError.saw = told
+    exact_check.ModelError.saw = told
 
 
 def tpu(label: str, explain: bool) -> None:
