@@ -73,7 +73,7 @@ class NameOutcome:
     checked: int = 0  # assignments compiled beyond the model's optimum, to check it
     # The greedy chains' assignments compiled, each as its names.
     chains: list[list[str]] = field(default_factory=list)
-    error: str = ""  # the largest errors the model showed, in words
+    error: str = ""  # what the self-check assumed of what it did not compile, in words
 
 
 def gap(best: float | None, bound: float | None) -> float | None:
