@@ -187,7 +187,7 @@ def explain_predictions() -> None:
     """Print the model's prediction of each assignment it is checked at."""
     from remat_tui.core.search import exact_check
 
-    saw = exact_check.ModelError.saw
+    saw = exact_check.SelfCheck.saw
 
     def told(self, cost, peak, row, pairs):
         measured = f"no numbers ({row.error})"
@@ -200,7 +200,7 @@ def explain_predictions() -> None:
         )
         saw(self, cost, peak, row, pairs)
 
-    exact_check.ModelError.saw = told
+    exact_check.SelfCheck.saw = told
 
 
 def tpu(label: str, explain: bool) -> None:
