@@ -32,6 +32,12 @@ assignment known not to fit. Quantities are scaled to about 1 before
 solving. Ties in cost are broken as suggest's rows are: fewer bytes sent to
 host, then less memory (the parts' peaks summed), then fewer decisions
 (each a further solve with the previous optimum held).
+
+`Model.solve(slack=...)` weighs each assignment as it could be at best
+where the model has not measured all of it (the self-check's question,
+core/search/exact_check.py): its cost and peaks lowered by a slack per pair
+of its decisions that no evaluated set inside it holds (`Slack`), with a
+continuous variable per such pair.
 """
 
 from __future__ import annotations
