@@ -336,3 +336,32 @@ def test_the_slack_is_each_decisions_largest_measured_interaction():
     assert slack.cost == pytest.approx((5.0, 5.0, 2.0, 5.0))
     assert slack.peak == pytest.approx((5.0, 5.0, 3.0, 5.0))
     assert slack.pair(2, 3) == pytest.approx((2.0, 3.0))
+
+
+def test_too_many_pairs_to_weigh_each_leaves_the_largest_error_alone(monkeypatch):
+    """Past PAIRS_AT_MOST pairs (a variable each would make the program too
+    large), every assignment not evaluated is given the cap alone: the
+    largest error a prediction showed, a share of its cost and bytes of its
+    peak (the check as it was before the slack per pair)."""
+    from dataclasses import replace
+
+    from remat_tui.core.search import exact_model
+
+    monkeypatch.setattr(exact_model, "PAIRS_AT_MOST", 3)
+    n = 6
+    table = random_table(n, seed=4)
+    model = Model(n, [])
+    seen = [frozenset(), *(frozenset([i]) for i in range(n)), frozenset([0, 1]), frozenset([2, 3])]
+    for a in seen:
+        peak, cost, (first, second) = table[a]
+        model.observe(a, {"forward": first, "backward": second}, cost, 0.0)
+    slack = model.slack()
+    assert not slack.per_pair
+    slack = replace(slack, most=(0.02, 7.0))
+    budget = 190
+    want = min(
+        model.predict(a)["cost"] * (1 - 0.02)
+        for a in subsets(n)
+        if a not in seen and model.predict(a)["peak"] - 7.0 <= budget
+    )
+    assert model.solve(budget, skip=seen, slack=slack).bound == pytest.approx(want)

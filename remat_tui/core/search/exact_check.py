@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from remat_tui.core.search.exact_model import Assignment, Model, Slack, Solution
+from remat_tui.core.search.exact_model import PAIRS_AT_MOST, Assignment, Model, Slack, Solution
 from remat_tui.core.search.rows import Row
 from remat_tui.core.units import count
 
@@ -66,8 +66,10 @@ class SelfCheck:
         if best is None:
             return None
         self.slack = model.slack()
-        if self.slack is None:  # no interaction measured: the model's best unevaluated, once
-            return model.solve(budget, skip=evaluated)
+        if self.slack is None or not (self.seen or self.slack.per_pair):
+            # Nothing measured yet to weigh what was not: the model's best
+            # assignment not evaluated, compiled once to find out.
+            return None if self.seen else model.solve(budget, skip=evaluated)
         if self.seen:
             self.slack = replace(self.slack, most=(self.largest, self.over))
         candidate = model.solve(budget, skip=evaluated, slack=self.slack)
@@ -81,18 +83,25 @@ class SelfCheck:
             return ""
         cost, peak = max(slack.cost), max(slack.peak)
         largest = f"{cost / answer.cost[0]:.1%} of the answer's cost" if answer else f"{cost:.3g}"
-        said = (
-            "where nothing was compiled: each pair of decisions never compiled together assumed "
-            "to lower the cost and a peak no more than the smaller of its two decisions' "
-            f"largest interaction that compiles measured (the largest: {largest}, {peak:,.0f} B "
-            "of a peak)"
+        capped = (
+            f"the largest error of the {count(self.seen, 'prediction')} checked by compiling "
+            f"({self.largest:.1%} of the cost, {self.over:,.0f} B of the peak)"
         )
-        if self.seen:
-            said += (
-                f", and no assignment by more in all than the largest error of the "
-                f"{count(self.seen, 'prediction')} checked by compiling ({self.largest:.1%} of "
-                f"the cost, {self.over:,.0f} B of the peak)"
+        if not slack.per_pair:
+            said = (
+                f"where nothing was compiled (more than {PAIRS_AT_MOST} pairs of decisions, too "
+                f"many to weigh one by one): no assignment assumed to lower the cost or the peak "
+                f"by more than {capped}"
             )
+        else:
+            said = (
+                "where nothing was compiled: each pair of decisions never compiled together "
+                "assumed to lower the cost and a peak no more than the smaller of its two "
+                f"decisions' largest interaction that compiles measured (the largest: "
+                f"{largest}, {peak:,.0f} B of a peak)"
+            )
+            if self.seen:
+                said += f", and no assignment by more in all than {capped}"
         if proven:
             said += "; every assignment that errors that large could make better was compiled"
         return said

@@ -52,6 +52,7 @@ Assignment = frozenset[int]  # the decisions taken, by index; the rest recompute
 Values = dict[str, float]  # quantity ("cost", "host", each part's peak) -> its value
 PARTS = ("forward", "backward")  # the parts whose peaks are modelled
 TIE = 1e-9  # relative slack when an optimum is held while the next tie-break is solved
+PAIRS_AT_MOST = 300  # pairs of decisions weighed one by one with a slack (about 25 decisions)
 
 
 @dataclass(frozen=True)
@@ -67,12 +68,15 @@ class Slack:
     lowered the cost and a peak beyond the sets inside it. `most`: no
     assignment is given more in all than that share of its cost and those
     bytes of its peak (the largest errors a prediction has shown,
-    exact_check.py)."""
+    exact_check.py). `per_pair` False (more pairs than PAIRS_AT_MOST: a
+    variable each would make the program too large to solve in a round):
+    every assignment not evaluated is given `most`."""
 
     cost: tuple[float, ...]
     peak: tuple[float, ...]
     beyond: tuple[float, float] = (0.0, 0.0)
     most: tuple[float, float] = (np.inf, np.inf)
+    per_pair: bool = True
 
     def pair(self, i: int, j: int) -> tuple[float, float]:
         return min(self.cost[i], self.cost[j]), min(self.peak[i], self.peak[j])
@@ -183,7 +187,8 @@ class Model:
             return None
         for i in set(range(self.size)) - charged:
             cost[i], peak[i] = max(cost), max(peak)
-        return Slack(tuple(cost), tuple(peak), (beyond[0], beyond[1]))
+        per_pair = len(_open_pairs(self)) <= PAIRS_AT_MOST
+        return Slack(tuple(cost), tuple(peak), (beyond[0], beyond[1]), per_pair=per_pair)
 
     def solve(
         self, budget: float, skip: Iterable[Iterable[int]] = (), slack: Slack | None = None
@@ -229,7 +234,8 @@ class _Program:
         self.pairs = [s for s in self.sets if len(s) > 1]  # the z variables
         n = model.size
         self.slack = slack
-        self.open = _open_pairs(model) if slack is not None else []  # the u variables
+        weighed = slack is not None and slack.per_pair
+        self.open = _open_pairs(model) if weighed else []  # the u variables
         self.width = n + len(self.pairs) + (len(self.open) + 3 if slack is not None else 0)
         self.rows: list[np.ndarray] = []
         self.low: list[float] = []
@@ -299,6 +305,8 @@ class _Program:
         v = width - 3
         given = [self.slack.pair(i, j) for i, j in self.open] + [self.slack.beyond]
         for k, (column, scale) in enumerate(((width - 2, "cost"), (width - 1, "peak"))):
+            if not self.slack.per_pair:
+                break  # no pairs weighed: each slack is its cap alone
             row = np.zeros(width)
             row[column] = 1
             row[first : width - 2] = [-g[k] / self.scale[scale] for g in given]
@@ -332,8 +340,8 @@ class _Program:
         held: list[tuple[np.ndarray, float]] = []  # optima held while breaking ties
         x, bound = None, None
         count = np.r_[np.ones(n), np.zeros(self.width - n)]  # fewer decisions: last tie-break
-        for objective in (*(self.coeff[q] / self.scale[q] for q in ("cost", "host", "memory")),
-                          count):  # fmt: skip
+        objectives = [*(self.coeff[q] / self.scale[q] for q in ("cost", "host", "memory")), count]
+        for objective in objectives:
             rows = [*self.rows, *(h for h, _ in held)]
             high = [*self.high, *(v for _, v in held)]
             low = [*self.low, *(-np.inf for _ in held)]
