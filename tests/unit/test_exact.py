@@ -75,7 +75,7 @@ def oracle(targets):
     time, exact_oracle.py; every test using it compares the peaks with the
     search's own compiles)."""
     return every_assignment(targets["knapsack"], lambda p: g.make_scanned(p, g.KNAPSACK),
-                            g.scanned_args(), [("layer", NAMES)], quick=True)  # fmt: skip
+                            g.knapsack_args(), [("layer", NAMES)], quick=True)  # fmt: skip
 
 
 def names_row(row) -> tuple[str, ...] | None:
@@ -235,7 +235,7 @@ def subsets(names):
 
 def test_cli_suggest_json_carries_the_certificate(remat_tui_cmd):
     out = subprocess.run(
-        [remat_tui_cmd, "suggest", f"{MODELS}:knapsack", "--budget", "1.2MiB", "--format",
+        [remat_tui_cmd, "suggest", f"{MODELS}:knapsack", "--budget", "0.3MiB", "--format",
          "json"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
