@@ -116,8 +116,9 @@ def test_suggest_finds_the_optimum_compiling_every_assignment_finds(targets, ora
     # Fewer than compiling every assignment: the model's checks stop where no
     # interaction as large as those measured could hide a better one
     # (core/search/exact_check.py). Before the slack per pair, the chains'
-    # error (the duplicate names n1 and n2, 13% of the cost) widened every
-    # assignment: on the 60% position of the sorted peaks it compiled 25 of the 64.
+    # error (the duplicate names n1 and n2, 13% of the cost on 8 layers)
+    # widened every assignment: at the 60% position of the sorted peaks of 8
+    # layers it compiled 25 of the 64.
     assert len(tried) <= 1 + 6 + 5 + 6
     assert c.compiles <= 40  # the issue's bar (for 256 assignments), everything counted
     # Among the name assignments, the best the search verified is the oracle's.
