@@ -178,7 +178,7 @@ def search_names(
     outcome.rows = list(rows_of.values())
     outcome.answer = _best(rows_of, budget)
     outcome.interactions = model.interactions
-    outcome.error = error.words(outcome.proven, outcome.answer)
+    outcome.error = error.words(outcome.proven, outcome.answer, compile_rows is not None)
     return outcome
 
 

@@ -77,31 +77,34 @@ class SelfCheck:
             return None
         return candidate
 
-    def words(self, proven: bool, answer: Row | None) -> str:
+    def words(self, proven: bool, answer: Row | None, compiled: bool = True) -> str:
+        """What the check assumed, in words (`compiled` False: the residual
+        measure, where assignments are analysed, not compiled)."""
         slack = self.slack
         if slack is None:
             return ""
+        made, making = ("compiled", "compiling") if compiled else ("analysed", "analysing")
         cost, peak = max(slack.cost), max(slack.peak)
         largest = f"{cost / answer.cost[0]:.1%} of the answer's cost" if answer else f"{cost:.3g}"
         capped = (
-            f"the largest error of the {count(self.seen, 'prediction')} checked by compiling "
+            f"the largest error of the {count(self.seen, 'prediction')} checked by {making} "
             f"({self.largest:.1%} of the cost, {self.over:,.0f} B of the peak)"
         )
         if not slack.per_pair:
             said = (
-                f"where nothing was compiled (more than {PAIRS_AT_MOST} pairs of decisions, too "
+                f"where nothing was {made} (more than {PAIRS_AT_MOST} pairs of decisions, too "
                 f"many to weigh one by one): no assignment assumed to lower the cost or the peak "
                 f"by more than {capped}"
             )
         else:
             said = (
-                "where nothing was compiled: each pair of decisions never compiled together "
+                f"where nothing was {made}: each pair of decisions never {made} together "
                 "assumed to lower the cost and a peak no more than the smaller of its two "
-                f"decisions' largest interaction that compiles measured (the largest: "
-                f"{largest}, {peak:,.0f} B of a peak)"
+                f"decisions' largest interaction measured (the largest: {largest}, {peak:,.0f} B "
+                "of a peak)"
             )
             if self.seen:
                 said += f", and no assignment by more in all than {capped}"
         if proven:
-            said += "; every assignment that errors that large could make better was compiled"
+            said += f"; every assignment that errors that large could make better was {made}"
         return said
