@@ -4,9 +4,11 @@
 tests/models/gated_names.py (CPU compiles: a scan keeps its remat there;
 offload does not apply on the CPU, so each name is saved or recomputed):
 
-- `eight` (8 names at one site, 256 assignments): every assignment compiled
-  by hand (`jax.jit(jax.value_and_grad(loss))` of the model's factory with
-  the policy written by hand, tests/unit/exact_oracle.py), then, per budget,
+- `eight` (8 names at one site, 256 assignments; budgets at positions in the
+  sorted peaks, `--budgets`, and shares of the way from nothing saved to
+  everything saved, `--ways`): every assignment compiled by hand
+  (`jax.jit(jax.value_and_grad(loss))` of the model's factory with the
+  policy written by hand, tests/unit/exact_oracle.py), then, per budget,
   `suggest(compiled=True)` with the compile memo cleared before each. Printed
   per budget: the oracle's optimum among the name assignments, the best name
   assignment the search verified, whether they are the same, the search's
@@ -21,7 +23,7 @@ offload: 81 assignments, with the built-ins and structures): the answer, the
 gap, the compiles and the time. Run it with another checkout first on
 PYTHONPATH for the search before this one (`--label` names the run).
 
-    python bench/bench_exact.py [cpu|tpu] [--label NAME] [--budgets K,K]
+    python bench/bench_exact.py [cpu|tpu] [--label NAME] [--budgets K,K] [--ways K,K]
 
 `cpu`: every compile is made (REMAT_TUI_NO_CACHE=1: the disk store off) and
 the memo cleared between runs. `tpu` keeps the compile store (a GPT compile
@@ -68,6 +70,11 @@ def names_saved(row) -> tuple | None:
     return tuple(sorted(spec.names, key=lambda n: int(n[1:])))
 
 
+def name_programs(s) -> int:
+    """The programs compiled for name assignments (the rest: built-ins and structures)."""
+    return len({r.program or id(r) for r in s.rows if r.compiled and names_saved(r) is not None})
+
+
 def best_names_row(s, budget):
     rows = [r for r in s.rows if names_saved(r) is not None and r.compiled
             and r.fits and r.weighed_bytes <= budget]  # fmt: skip
@@ -91,7 +98,7 @@ def words(s) -> str:
             f"({s.best.weighed_bytes} B, {s.best.cost[0] * 1e3:.3f} ms)")  # fmt: skip
 
 
-def cpu(budget_positions: list[float]) -> None:
+def cpu(budget_positions: list[float], ways: list[float]) -> None:
     import gated_names as g
     from exact_oracle import every_assignment, hand_peak_and_counts, optimum
 
@@ -103,8 +110,11 @@ def cpu(budget_positions: list[float]) -> None:
     every = time.perf_counter() - began
     print(f"eight: {len(oracle)} assignments compiled by hand in {every:.1f} s", flush=True)
     peaks = sorted({p.peak for p in oracle})
-    for position in budget_positions:
-        budget = peaks[int(position * (len(peaks) - 1))]
+    by_saved = {p.saved: p.peak for p in oracle}
+    empty, full = by_saved[((),)], by_saved[(tuple(names),)]
+    budgets = [peaks[int(position * (len(peaks) - 1))] for position in budget_positions]
+    budgets += [int(empty + way * (full - empty)) for way in ways]
+    for budget in budgets:
         want = optimum(oracle, budget)
         s, took = searched(targets["eight"], budget)
         found = best_names_row(s, budget)
@@ -113,7 +123,8 @@ def cpu(budget_positions: list[float]) -> None:
             f"  budget {budget} B: oracle optimum {want.saved[0]} ({want.seconds * 1e3:.3f} ms);"
             f" search's best name assignment {got}"
             f" ({found.cost[0] * 1e3 if found else float('nan'):.3f} ms): "
-            f"{'SAME' if got == want.saved[0] else 'DIFFERENT'}; {words(s)}; "
+            f"{'SAME' if got == want.saved[0] else 'DIFFERENT'}; {words(s)} "
+            f"({name_programs(s)} of them name assignments); "
             f"{took:.1f} s, {took / every:.3f} of compiling every assignment",
             flush=True,
         )
@@ -174,22 +185,22 @@ def cpu(budget_positions: list[float]) -> None:
 
 def explain_predictions() -> None:
     """Print the model's prediction of each assignment it is checked at."""
-    from remat_tui.core.search import exact
+    from remat_tui.core.search import exact_check
 
-    saw = exact.ModelError.saw
+    saw = exact_check.SelfCheck.saw
 
-    def told(self, cost, peak, row, budget):
+    def told(self, cost, peak, row, pairs):
         measured = f"no numbers ({row.error})"
         if row.fits and not row.measure_failed:
             measured = f"{row.cost[0] * 1e3:.1f} ms, {row.weighed_bytes / 2**30:.2f} GiB"
         print(
             f"  predicted {cost * 1e3:.1f} ms, {peak / 2**30:.2f} GiB; compiled {measured}: "
-            f"{row.config.label()}",
+            f"{row.config.label()} ({pairs} pairs of its decisions never compiled together)",
             flush=True,
         )
-        saw(self, cost, peak, row, budget)
+        saw(self, cost, peak, row, pairs)
 
-    exact.ModelError.saw = told
+    exact_check.SelfCheck.saw = told
 
 
 def tpu(label: str, explain: bool) -> None:
@@ -225,10 +236,15 @@ def main() -> None:
     p.add_argument("which", nargs="?", default="cpu", choices=["cpu", "tpu"])
     p.add_argument("--label", default="this checkout")
     p.add_argument("--budgets", default="0.15,0.4", help="budgets as positions in the sorted peaks")
+    p.add_argument(
+        "--ways",
+        default="0.15,0.4",
+        help="and budgets as shares of the way from nothing saved to everything saved",
+    )
     p.add_argument("--explain", action="store_true", help="tpu: the model's predictions")
     o = p.parse_args()
     if o.which == "cpu":
-        cpu([float(b) for b in o.budgets.split(",")])
+        cpu([float(b) for b in o.budgets.split(",")], [float(w) for w in o.ways.split(",") if w])
     else:
         tpu(o.label, o.explain)
 

@@ -70,9 +70,12 @@ def targets():
 
 @pytest.fixture(scope="module")
 def oracle(targets):
-    """The 64 assignments of the 6-name model, each compiled by hand."""
+    """The 64 assignments of the 6-name model, each compiled by hand (with
+    XLA's backend optimisation off: the same peaks and counts in half the
+    time, exact_oracle.py; every test using it compares the peaks with the
+    search's own compiles)."""
     return every_assignment(targets["knapsack"], lambda p: g.make_scanned(p, g.KNAPSACK),
-                            g.scanned_args(), [("layer", NAMES)])  # fmt: skip
+                            g.knapsack_args(), [("layer", NAMES)], quick=True)  # fmt: skip
 
 
 def names_row(row) -> tuple[str, ...] | None:
@@ -111,9 +114,13 @@ def test_suggest_finds_the_optimum_compiling_every_assignment_finds(targets, ora
     }
     assert len(tried) >= 7  # nothing saved, and each name alone
     # Fewer than compiling every assignment: the model's checks stop where no
-    # error as large as it showed could hide a better one (at most 2 rounds
-    # per decision, 24 at least, beyond its first points).
-    assert len(tried) < len(oracle)
+    # interaction as large as those measured could hide a better one
+    # (core/search/exact_check.py). Before the slack per pair, the chains'
+    # error (the duplicate names n1 and n2, 13% of the cost on 8 layers)
+    # widened every assignment: at the 60% position of the sorted peaks of 8
+    # layers it compiled 25 of the 64.
+    assert len(tried) <= 1 + 6 + 5 + 6
+    assert c.compiles <= 40  # the issue's bar (for 256 assignments), everything counted
     # Among the name assignments, the best the search verified is the oracle's.
     fitting = [r for saved, r in tried.items() if r.weighed_bytes <= budget]
     found = min(fitting, key=lambda r: r.cost)
@@ -229,7 +236,7 @@ def subsets(names):
 
 def test_cli_suggest_json_carries_the_certificate(remat_tui_cmd):
     out = subprocess.run(
-        [remat_tui_cmd, "suggest", f"{MODELS}:knapsack", "--budget", "1.2MiB", "--format",
+        [remat_tui_cmd, "suggest", f"{MODELS}:knapsack", "--budget", "0.3MiB", "--format",
          "json"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip

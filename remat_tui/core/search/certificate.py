@@ -109,7 +109,7 @@ def model_assumptions(
     if outcome.checked:
         out.append(
             f"{count(outcome.checked, 'assignment')} beyond the model's optimum compiled to check "
-            "it, where the largest error the model had shown could hide a better answer"
+            "it, where interactions the model had not measured could hide a better answer"
         )
     if outcome.error:
         out.append(outcome.error)

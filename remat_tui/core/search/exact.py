@@ -14,6 +14,10 @@ list.
    every assignment evaluated) and is solved again, until its optimum is an
    assignment already evaluated: then the compiled answer is the model's
    optimum, and the model's least cost is the bound it is proven against.
+4. The check (core/search/exact_check.py): the model's best assignment not
+   yet evaluated that the interactions it has not measured could make
+   better than the answer (as large as those it measured, per pair of
+   decisions) is compiled, and the model converges again, until none could.
 
 A compile that runs out of memory (or fails) excludes its assignment; a
 decision that does not fit even alone is left out with every assignment
@@ -26,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from remat_tui.core.search.exact_check import SelfCheck
 from remat_tui.core.search.exact_model import Assignment, Model, Solution, Values
 from remat_tui.core.search.exact_space import SAVE, Space
 from remat_tui.core.search.rows import Row
@@ -68,7 +73,7 @@ class NameOutcome:
     checked: int = 0  # assignments compiled beyond the model's optimum, to check it
     # The greedy chains' assignments compiled, each as its names.
     chains: list[list[str]] = field(default_factory=list)
-    error: str = ""  # the largest errors the model showed, in words
+    error: str = ""  # what the self-check assumed of what it did not compile, in words
 
 
 def gap(best: float | None, bound: float | None) -> float | None:
@@ -127,7 +132,7 @@ def search_names(
         outcome.rows = list(rows_of.values())
         outcome.left_out.append(_cannot_model(rows_of[empty]))
         return outcome
-    error = ModelError()
+    error = SelfCheck()
     # The list suggest searched before this search: its chains of names,
     # compiled now, so that the answer is never worse than that list's, and
     # the model's error is seen where the model did not choose what to
@@ -136,18 +141,19 @@ def search_names(
     chains = [c for c in chains if c not in rows_of and not c & model.forbidden]
     outcome.chains = [sorted({space.decisions[i].name for i in c}) for c in chains]
     if chains and not stop():
-        predicted = [model.predict(c) for c in chains]
-        for chain, guess, row in zip(chains, predicted, evaluate(chains), strict=True):
-            error.saw(guess["cost"], guess["peak"], row, budget)
+        predicted = [(model.predict(c), model.unmeasured_pairs(c)) for c in chains]
+        for chain, (guess, pairs), row in zip(chains, predicted, evaluate(chains), strict=True):
+            error.saw(guess["cost"], guess["peak"], row, pairs)
             _record(model, chain, row, outcome, space)
     rounds_left = max_rounds
     if rounds_left is None:
         rounds_left = max(ROUNDS_PER_DECISION * len(space.decisions), ROUNDS_AT_LEAST)
 
     def compile_answer(solution: Solution) -> None:
+        pairs = model.unmeasured_pairs(solution.assignment)
         (row,) = evaluate([solution.assignment])
         outcome.rounds += 1
-        error.saw(solution.cost, solution.peak, row, budget)
+        error.saw(solution.cost, solution.peak, row, pairs)
         _record(model, solution.assignment, row, outcome, space)
 
     while True:
@@ -157,22 +163,22 @@ def search_names(
             break
         # The model's optimum is verified. What the model has not measured may
         # still surprise it: compile its best assignment not yet evaluated
-        # where, widened by the largest error the model has shown, it could
-        # beat the answer; then converge again with what that compile showed.
-        check = error.worth_checking(model, budget, rows_of, _best(rows_of, budget))
+        # where the errors it has shown (exact_check.py) could make it beat
+        # the answer; then converge again with what that compile showed.
+        check = error.worth_checking(model, budget, list(rows_of), _best(rows_of, budget))
         if check is None:
             break
         if outcome.rounds >= rounds_left:  # a check left undone: not proven, and its bound
             outcome.proven = False
             assert outcome.bound is not None  # _converge proved it: its solve set the bound
-            outcome.bound = min(outcome.bound, check.cost * (1 - error.cost))
+            outcome.bound = min(outcome.bound, check.bound)
             break
         outcome.checked += 1
         compile_answer(check)
     outcome.rows = list(rows_of.values())
     outcome.answer = _best(rows_of, budget)
     outcome.interactions = model.interactions
-    outcome.error = error.words(outcome.proven)
+    outcome.error = error.words(outcome.proven, outcome.answer, compile_rows is not None)
     return outcome
 
 
@@ -216,54 +222,6 @@ def _converge(
         if out_of_rounds():
             return False
         compile_answer(solution)
-
-
-@dataclass
-class ModelError:
-    """The largest errors the model has shown where it predicted an
-    assignment it had not evaluated: its cost over the compiled cost (a share
-    of it), its peak over the compiled peak (a share of the budget)."""
-
-    cost: float = 0.0
-    peak: float = 0.0
-    seen: int = 0  # predictions checked against a compile
-
-    def saw(self, cost: float, peak: float, row: Row, budget: int) -> None:
-        """The model said `cost` and `peak` of what `row` compiled to."""
-        self.seen += 1
-        if not row.fits or row.measure_failed or row.cost[0] <= 0:
-            return  # no numbers to compare: it did not compile within the device
-        self.cost = max(self.cost, (cost - row.cost[0]) / row.cost[0])
-        self.peak = max(self.peak, (peak - row.weighed_bytes) / max(budget, 1))
-
-    def worth_checking(
-        self, model: Model, budget: int, rows_of: dict[Assignment, Row], best: Row | None
-    ) -> Solution | None:
-        """The model's best assignment not yet evaluated, within the budget
-        widened by the peak error shown, if its cost, less the cost error
-        shown, is below the best verified (or, where the model has not yet
-        been checked anywhere beyond what it measured, to check it once)."""
-        if best is None:
-            return None
-        widened = budget * (1 + self.peak)
-        candidate = model.solve(widened, skip=list(rows_of))
-        if candidate is None:
-            return None
-        if self.seen and candidate.cost * (1 - self.cost) >= best.cost[0]:
-            return None
-        return candidate
-
-    def words(self, proven: bool) -> str:
-        if not self.seen:
-            return ""
-        said = (
-            f"where nothing was compiled, the model assumed to err no more than it did where "
-            f"{count(self.seen, 'compile')} checked it: at most {self.cost:.1%} over the cost, "
-            f"{self.peak:.1%} of the budget over the peak"
-        )
-        if proven:
-            said += "; every assignment that an error that large could make better was compiled"
-        return said
 
 
 def greedy_chains(space: Space, empty: Row, alone: dict[int, Row]) -> list[Assignment]:

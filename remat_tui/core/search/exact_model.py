@@ -32,12 +32,19 @@ assignment known not to fit. Quantities are scaled to about 1 before
 solving. Ties in cost are broken as suggest's rows are: fewer bytes sent to
 host, then less memory (the parts' peaks summed), then fewer decisions
 (each a further solve with the previous optimum held).
+
+`Model.solve(slack=...)` weighs each assignment as it could be at best
+where the model has not measured all of it (the self-check's question,
+core/search/exact_check.py): its cost and peaks lowered by a slack per pair
+of its decisions that no evaluated set inside it holds (`Slack`), with a
+continuous variable per such pair.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import combinations
 
 import numpy as np
 
@@ -45,6 +52,34 @@ Assignment = frozenset[int]  # the decisions taken, by index; the rest recompute
 Values = dict[str, float]  # quantity ("cost", "host", each part's peak) -> its value
 PARTS = ("forward", "backward")  # the parts whose peaks are modelled
 TIE = 1e-9  # relative slack when an optimum is held while the next tie-break is solved
+PAIRS_AT_MOST = 300  # pairs of decisions weighed one by one with a slack (about 25 decisions)
+
+
+@dataclass(frozen=True)
+class Slack:
+    """How far the model may be from a compile where it has not evaluated an
+    assignment, per pair of the assignment's decisions that no evaluated
+    set inside it holds together: per decision, the most an interaction of
+    it has lowered the cost (in the cost's unit) and a part's peak (bytes)
+    where a compile measured it (Model.slack); a pair is given the smaller
+    of its two decisions'. An assignment not evaluated whose every pair is
+    measured is given `beyond`: what the model cannot carry there is among
+    three or more decisions, so the most an evaluated set of three or more
+    lowered the cost and a peak beyond the sets inside it. `most`: no
+    assignment is given more in all than that share of its cost and those
+    bytes of its peak (the largest errors a prediction has shown,
+    exact_check.py). `per_pair` False (more pairs than PAIRS_AT_MOST: a
+    variable each would make the program too large to solve in a round):
+    every assignment not evaluated is given `most`."""
+
+    cost: tuple[float, ...]
+    peak: tuple[float, ...]
+    beyond: tuple[float, float] = (0.0, 0.0)
+    most: tuple[float, float] = (np.inf, np.inf)
+    per_pair: bool = True
+
+    def pair(self, i: int, j: int) -> tuple[float, float]:
+        return min(self.cost[i], self.cost[j]), min(self.peak[i], self.peak[j])
 
 
 @dataclass(frozen=True)
@@ -55,7 +90,7 @@ class Solution:
     cost: float
     peak: float
     host: float
-    bound: float  # the least cost the model allows within the budget
+    bound: float  # the least cost the model allows within the budget (less its slack, if any)
 
 
 @dataclass
@@ -119,16 +154,57 @@ class Model:
         values = {q: sum(w[q] for w in terms) for q in self.quantities}
         return {**values, "peak": max(values[p] for p in self.parts)}
 
-    def solve(self, budget: float, skip: Iterable[Iterable[int]] = ()) -> Solution | None:
+    def unmeasured_pairs(self, assignment: Iterable[int]) -> int:
+        """The pairs of the assignment's decisions that no evaluated set inside
+        it holds together: the interactions the model's prediction of it
+        cannot carry."""
+        a = frozenset(assignment)
+        inside = [s for s in self.measured if len(s) > 1 and s <= a]
+        return sum(1 for i, j in combinations(sorted(a), 2)
+                   if not any(i in s and j in s for s in inside))  # fmt: skip
+
+    def slack(self) -> Slack | None:
+        """Each decision's largest measured interaction (Slack): the weight
+        of an evaluated set of two or more is what the model, without that
+        compile, would have mispredicted it by (its prediction from the
+        sets inside it), so each such weight that lowers the cost or a
+        peak is charged to every decision of the set. A decision in no such
+        set is given the largest charged to any; None where no set is
+        evaluated (nothing yet shows how the decisions interact)."""
+        cost, peak = [0.0] * self.size, [0.0] * self.size
+        beyond = [0.0, 0.0]
+        charged = set()
+        for s, w in self.weights().items():
+            if len(s) < 2:
+                continue
+            lowered = max(-w["cost"], 0.0), max(*(-w[p] for p in self.parts), 0.0)
+            for i in s:
+                cost[i], peak[i] = max(cost[i], lowered[0]), max(peak[i], lowered[1])
+                charged.add(i)
+            if len(s) > 2:
+                beyond = [max(beyond[0], lowered[0]), max(beyond[1], lowered[1])]
+        if not charged:
+            return None
+        for i in set(range(self.size)) - charged:
+            cost[i], peak[i] = max(cost), max(peak)
+        per_pair = len(_open_pairs(self)) <= PAIRS_AT_MOST
+        return Slack(tuple(cost), tuple(peak), (beyond[0], beyond[1]), per_pair=per_pair)
+
+    def solve(
+        self, budget: float, skip: Iterable[Iterable[int]] = (), slack: Slack | None = None
+    ) -> Solution | None:
         """The least cost the model gives an assignment whose peak is within
         `budget`, and that assignment (ties broken as the module doc says);
         None when the model fits nothing. `skip`: assignments left out of this
-        solve (those evaluated already, to find the best of the rest). Needs
-        the empty assignment measured."""
+        solve (those evaluated already, to find the best of the rest). With
+        `slack`, each assignment is weighed as it could be at best: its cost
+        and peaks less the slack per unmeasured pair (`unmeasured_pairs`, at
+        least one), the solution's `bound` that least cost. Needs the empty
+        assignment measured."""
         weights = self.weights()
         if frozenset() not in weights:
             raise ValueError("the model needs everything recomputed measured first")
-        return _Program(self, weights, budget, skip).solve()
+        return _Program(self, weights, budget, skip, slack).solve()
 
 
 def _nonzero(w: Values) -> bool:
@@ -137,7 +213,11 @@ def _nonzero(w: Values) -> bool:
 
 class _Program:
     """The mixed-integer program of one solve: variables x (a decision taken)
-    then z (every decision of an evaluated set of two or more taken)."""
+    then z (every decision of an evaluated set of two or more taken), and,
+    with a slack, u (a pair of decisions taken that no evaluated set taken
+    holds), v (no such pair), and the slack taken off the cost and off each
+    part's peak (at most their pairs' and v's, and at most `most`), scaled
+    as the cost and the peak are."""
 
     def __init__(
         self,
@@ -145,6 +225,7 @@ class _Program:
         weights: dict[Assignment, Values],
         budget: float,
         skip: Iterable[Iterable[int]] = (),
+        slack: Slack | None = None,
     ) -> None:
         self.model, self.budget = model, budget
         self.skip = {frozenset(a) for a in skip} | model.excluded
@@ -152,7 +233,10 @@ class _Program:
         self.sets = [s for s in weights if s]
         self.pairs = [s for s in self.sets if len(s) > 1]  # the z variables
         n = model.size
-        self.width = n + len(self.pairs)
+        self.slack = slack
+        weighed = slack is not None and slack.per_pair
+        self.open = _open_pairs(model) if weighed else []  # the u variables
+        self.width = n + len(self.pairs) + (len(self.open) + 3 if slack is not None else 0)
         self.rows: list[np.ndarray] = []
         self.low: list[float] = []
         self.high: list[float] = []
@@ -166,6 +250,14 @@ class _Program:
         self.scale = {q: _magnitude(self.coeff[q], self.base.get(q, 0.0))
                       for q in ("cost", "host", "memory")}  # fmt: skip
         self.scale["peak"] = max(abs(budget), 1.0)
+        self.upper = np.ones(self.width)
+        if slack is not None:  # the slack taken off the cost and off each part's peak
+            self.predicted = self.coeff["cost"] / self.scale["cost"]  # for its cap (_unmeasured)
+            self.coeff["cost"][-2] = -self.scale["cost"]
+            for part in model.parts:
+                self.coeff[part][-1] = -self.scale["peak"]
+            self.upper[-2:] = np.inf
+            self.upper[-1] = slack.most[1] / self.scale["peak"]
         self._constraints()
 
     def _add(self, row: np.ndarray, low: float, high: float) -> None:
@@ -188,6 +280,8 @@ class _Program:
             row[n + k] = 1
             row[list(s)] = -1
             self._add(row, 1 - len(s), np.inf)
+        if self.slack is not None:
+            self._unmeasured()
         peak = self.scale["peak"]
         for part in self.model.parts:
             self._add(self.coeff[part] / peak, -np.inf, (self.budget - self.base[part]) / peak)
@@ -198,19 +292,56 @@ class _Program:
             row[others] = 1
             self._add(row, 1 - len(bad), np.inf)
 
+    def _unmeasured(self) -> None:
+        """u_ij <= x_i, x_j, and 1 - z_S for each evaluated S holding both (at
+        its best the assignment takes u_ij = 1 exactly where the pair is
+        taken and unmeasured); v <= 1 - (x_i + x_j - 1 - the sum of those
+        z_S) for every pair: 0 where any pair is taken and unmeasured. The
+        slack taken off the cost (and off the peaks) is at most the sum of
+        the slacks of the pairs taken, and of v; off the cost, at most
+        `most`'s share of the cost predicted."""
+        assert self.slack is not None
+        n, width, first = self.model.size, self.width, self.model.size + len(self.pairs)
+        v = width - 3
+        given = [self.slack.pair(i, j) for i, j in self.open] + [self.slack.beyond]
+        for k, (column, scale) in enumerate(((width - 2, "cost"), (width - 1, "peak"))):
+            if not self.slack.per_pair:
+                break  # no pairs weighed: each slack is its cap alone
+            row = np.zeros(width)
+            row[column] = 1
+            row[first : width - 2] = [-g[k] / self.scale[scale] for g in given]
+            self._add(row, -np.inf, 0)
+        share = self.slack.most[0]
+        if share != np.inf:
+            row = -share * self.predicted
+            row[width - 2] = 1
+            self._add(row, -np.inf, share * self.base["cost"] / self.scale["cost"])
+        for k, (i, j) in enumerate(self.open):
+            u = first + k
+            holding = [n + m for m, s in enumerate(self.pairs) if i in s and j in s]
+            for other in (i, j, *holding):
+                row = np.zeros(width)
+                row[u] = 1
+                row[other] = 1 if other >= n else -1  # u <= x_i; u + z_S <= 1
+                self._add(row, -np.inf, 1 if other >= n else 0)
+            row = np.zeros(width)
+            row[v], row[i], row[j] = 1, 1, 1
+            row[holding] = -1
+            self._add(row, -np.inf, 2)
+
     def solve(self) -> Solution | None:
         from scipy.optimize import Bounds, LinearConstraint, milp
 
         n = self.model.size
-        integrality = np.r_[np.ones(n), np.zeros(len(self.pairs))]
-        upper = np.ones(self.width)
+        integrality = np.r_[np.ones(n), np.zeros(self.width - n)]
+        upper = self.upper.copy()
         upper[list(self.model.forbidden)] = 0
         bounds = Bounds(np.zeros(self.width), upper)
         held: list[tuple[np.ndarray, float]] = []  # optima held while breaking ties
         x, bound = None, None
-        count = np.r_[np.ones(n), np.zeros(len(self.pairs))]  # fewer decisions: last tie-break
-        for objective in (*(self.coeff[q] / self.scale[q] for q in ("cost", "host", "memory")),
-                          count):  # fmt: skip
+        count = np.r_[np.ones(n), np.zeros(self.width - n)]  # fewer decisions: last tie-break
+        objectives = [*(self.coeff[q] / self.scale[q] for q in ("cost", "host", "memory")), count]
+        for objective in objectives:
             rows = [*self.rows, *(h for h, _ in held)]
             high = [*self.high, *(v for _, v in held)]
             low = [*self.low, *(-np.inf for _ in held)]
@@ -232,6 +363,14 @@ class _Program:
         chosen = frozenset(i for i in range(n) if x[i] > 0.5)
         values = self.model.predict(chosen)
         return Solution(chosen, values["cost"], values["peak"], values["host"], bound)
+
+
+def _open_pairs(model: Model) -> list[tuple[int, int]]:
+    """The pairs of decisions an assignment can take together: not two
+    states of one name at one place, neither forbidden."""
+    together = {frozenset(p) for g in model.exclusive for p in combinations(g, 2)}
+    allowed = [i for i in range(model.size) if i not in model.forbidden]
+    return [(i, j) for i, j in combinations(allowed, 2) if frozenset((i, j)) not in together]
 
 
 def _magnitude(coefficients: np.ndarray, base: float) -> float:
