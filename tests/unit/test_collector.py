@@ -87,14 +87,26 @@ def test_pauses_nest_across_threads():
 
 def test_what_a_pause_made_goes_to_the_oldest_generation_without_a_pass():
     """A young collection right after the pause would pass over everything the
-    analysis made; the collector resumes with it in the oldest generation.
-    Nothing frozen first: an app test in the same worker froze its analyses,
-    and the collector then leaves the pile where it is (the next test)."""
+    analysis made; the collector resumes with it in the oldest generation and
+    nothing young to collect. Nothing frozen first: an app test in the same
+    worker froze its analyses, and the collector then leaves the pile alone."""
     gc.unfreeze()
-    with collector.paused():
-        made = [[] for _ in range(2000)]
+    started = []
+
+    def heard(phase, info):
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.callbacks.append(heard)  # before the pause ends: resuming allocates
+    try:
+        with collector.paused():
+            made = [[] for _ in range(2000)]  # more than a young collection's threshold
+        after = [[] for _ in range(gc.get_threshold()[0] // 4)]
+    finally:
+        gc.callbacks.remove(heard)
+    assert started == []  # no collection began as the collector resumed
     assert any(o is made for o in gc.get_objects(generation=2))
-    assert gc.get_count()[0] < 100  # no young collection pending over the pile
+    assert after
 
 
 def test_objects_frozen_by_someone_else_stay_frozen():
