@@ -170,11 +170,10 @@ def suggest_headline(s: Suggestion) -> str:
             head += f" (it does not fit the device either; {why})"
         return head
     time = ""
-    if best.cost_source == "measured":
+    if best.cost_source == "measured" and best.measured:
         guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
         time = (
-            f", {human_seconds((best.measured or {})['min_seconds'])} a step measured on the "
-            f"device{guess}"
+            f", {human_seconds(best.measured['min_seconds'])} a step measured on the device{guess}"
         )
     elif best.time:
         time = (

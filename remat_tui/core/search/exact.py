@@ -132,7 +132,7 @@ def search_names(
         outcome.rows = list(rows_of.values())
         outcome.left_out.append(_cannot_model(rows_of[empty]))
         return outcome
-    error = SelfCheck()
+    self_check = SelfCheck()
     # The list suggest searched before this search: its chains of names,
     # compiled now, so that the answer is never worse than that list's, and
     # the model's error is seen where the model did not choose what to
@@ -143,7 +143,7 @@ def search_names(
     if chains and not stop():
         predicted = [(model.predict(c), model.unmeasured_pairs(c)) for c in chains]
         for chain, (guess, pairs), row in zip(chains, predicted, evaluate(chains), strict=True):
-            error.saw(guess["cost"], guess["peak"], row, pairs)
+            self_check.saw(guess["cost"], guess["peak"], row, pairs)
             _record(model, chain, row, outcome, space)
     rounds_left = max_rounds
     if rounds_left is None:
@@ -153,7 +153,7 @@ def search_names(
         pairs = model.unmeasured_pairs(solution.assignment)
         (row,) = evaluate([solution.assignment])
         outcome.rounds += 1
-        error.saw(solution.cost, solution.peak, row, pairs)
+        self_check.saw(solution.cost, solution.peak, row, pairs)
         _record(model, solution.assignment, row, outcome, space)
 
     while True:
@@ -165,7 +165,7 @@ def search_names(
         # still surprise it: compile its best assignment not yet evaluated
         # where the errors it has shown (exact_check.py) could make it beat
         # the answer; then converge again with what that compile showed.
-        check = error.worth_checking(model, budget, list(rows_of), _best(rows_of, budget))
+        check = self_check.worth_checking(model, budget, list(rows_of), _best(rows_of, budget))
         if check is None:
             break
         if outcome.rounds >= rounds_left:  # a check left undone: not proven, and its bound
@@ -178,7 +178,7 @@ def search_names(
     outcome.rows = list(rows_of.values())
     outcome.answer = _best(rows_of, budget)
     outcome.interactions = model.interactions
-    outcome.error = error.words(outcome.proven, outcome.answer, compile_rows is not None)
+    outcome.error = self_check.words(outcome.proven, outcome.answer, compile_rows is not None)
     return outcome
 
 
@@ -233,9 +233,8 @@ def greedy_chains(space: Space, empty: Row, alone: dict[int, Row]) -> list[Assig
     decision `alone` and of everything recomputed (`empty`) measured."""
     chains: list[Assignment] = []
     for state in space.states:
-        gains: dict[
-            str, list[int]
-        ] = {}  # name -> [recompute removed, bytes added], over its places
+        # name -> [recompute removed, bytes added], over its places
+        gains: dict[str, list[int]] = {}
         for i, row in alone.items():
             decision = space.decisions[i]
             if decision.state != state or not row.fits or row.measure_failed:
