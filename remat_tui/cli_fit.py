@@ -45,6 +45,7 @@ def add_parser(
     output_options: Callable[[argparse.ArgumentParser, str | None], None],
     measure_options: Callable[[argparse.ArgumentParser], None],
     compile_options: Callable[..., None],  # (parser, search=)
+    skip_option: Callable[[argparse.ArgumentParser], None],
 ) -> None:
     fit = commands.add_parser(
         "fit",
@@ -66,6 +67,7 @@ def add_parser(
     output_options(fit, None)
     measure_options(fit)
     compile_options(fit, search=True)
+    skip_option(fit)
     fit.add_argument("--budget", required=True, metavar="SIZE", help="per device: 16GiB, 1.5e9")
     fit.add_argument(
         "--multiple",
@@ -131,6 +133,7 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
             cancelled=stop.is_set,
             progress=Progress(),
             optimize=opts.optimize,
+            skip=opts.skip,
         )
     if result.cancelled:
         print(

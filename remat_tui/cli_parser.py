@@ -113,6 +113,18 @@ def compile_options(parser: argparse.ArgumentParser, search: bool) -> None:
     )
 
 
+def skip_option(parser: argparse.ArgumentParser) -> None:
+    """Candidates a search leaves out (core/search/skips.py)."""
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="SPEC|ID=SPEC",
+        help="leave out every candidate with this policy (at that checkpoint, with ID= or "
+        "FUNCTION=); repeatable; never the code as written",
+    )
+
+
 def measure_options(parser: argparse.ArgumentParser) -> None:
     """Running the compiled step on the device, and the CPU's calibration for
     the estimate: where a command can rank by time."""
@@ -163,8 +175,9 @@ def headless_parser() -> argparse.ArgumentParser:
     for add in (_report, _compare, _suggest, _memory, _diff, _check):
         add(commands)
     cli_fit.add_parser(
-        commands, target_options, policy_option, output_options, measure_options, compile_options
-    )
+        commands, target_options, policy_option, output_options, measure_options,
+        compile_options, skip_option,
+    )  # fmt: skip
     return parser
 
 
@@ -241,6 +254,7 @@ def _compare(commands: cli_fit.Commands) -> None:
     output_options(compare, COMPILED_HELP)
     measure_options(compare)
     compile_options(compare, search=True)
+    skip_option(compare)
 
 
 def _suggest(commands: cli_fit.Commands) -> None:
@@ -255,6 +269,7 @@ def _suggest(commands: cli_fit.Commands) -> None:
     output_options(suggest, COMPILED_HELP)
     measure_options(suggest)
     compile_options(suggest, search=True)
+    skip_option(suggest)
     suggest.add_argument("--budget", required=True, metavar="SIZE", help="e.g. 2GiB, 1.5e9")
 
 

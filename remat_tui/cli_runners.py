@@ -129,6 +129,7 @@ def _search_options(opts: argparse.Namespace) -> dict:
         "progress": Progress(),
         "measure": opts.measure,
         "runs": opts.runs,
+        "skip": opts.skip,
     }
 
 

@@ -74,6 +74,8 @@ def peak_cell(row: Row) -> str:
     """The compiled peak; for a compile that ran out of memory, what XLA said
     it needed; for one that failed otherwise, that it failed."""
     compiled = row.compiled or {}
+    if row.refused:
+        return "refused"
     if row.error is not None:
         return "compile failed"
     if not compiled:
@@ -89,13 +91,21 @@ def row_notes(row: Row) -> list[str]:
     compiled = row.compiled or {}
     measured = row.measured or {}
     out = list(row.notes)
-    if row.error is not None:
-        out.insert(0, "compile failed: " + row.error.splitlines()[-1].strip())
+    if row.refused:
+        out.insert(0, refusal_words(row))
+    elif row.error is not None:
+        out.insert(0, f"compile failed: {row.failure}")
     elif compiled and not compiled.get("fits", True):
         out.insert(0, f"does not fit {compiled.get('device')}: {compiled.get('error')}")
     elif measured.get("error"):
         out.insert(0, measured["error"].replace("\n", " ").strip())
     return out
+
+
+def refusal_words(row: Row) -> str:
+    """Why a configuration has no numbers: what JAX said when it refused to
+    trace it (Row.failure)."""
+    return f"JAX refused it: {row.failure}"
 
 
 def notes_cell(row: Row) -> str:
@@ -185,11 +195,12 @@ def row_cells(row: Row, rank: dict | None = None) -> tuple[str, ...]:
     share = row.recompute_share
     compiled = row.compiled or {}
     fitting = compiled.get("fits", True)
+    numbers = not row.refused  # a refused row has none: blanks, not zeros
     cells = [
         "★" if row.pareto else "",
-        human_bytes(row.device_bytes),
+        human_bytes(row.device_bytes) if numbers else "",
         human_bytes(row.host_bytes) if row.host_bytes else "",
-        human_flops(row.recompute_flops),
+        human_flops(row.recompute_flops) if numbers else "",
         "" if share is None else f"{share:.0%}",
         peak_cell(row),
         human_bytes(compiled["temp_bytes"]) if compiled and fitting else "",

@@ -36,6 +36,8 @@ def render_suggest(s: Suggestion, fmt: str) -> str:
         "paste:",
         best.python,
     ]
+    if s.set_aside is not None:
+        lines.insert(1, set_aside_words(s))
     step = differentiated_legend(s.rows).strip()  # where the step and the residuals differ
     if step:
         lines.insert(3, step)
@@ -73,16 +75,34 @@ def render_suggest(s: Suggestion, fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def set_aside_words(s: Suggestion) -> str:
+    """Why the answer is the code as written although the search found a
+    configuration it estimates (or measured) cheaper."""
+    w = s.set_aside
+    assert w is not None
+    if w.source == "estimate":
+        how = (
+            f"estimated {w.saving:.1%} faster, within the estimate's resolution "
+            f"({w.resolution:.0%}: closer configurations are not reliably ordered); "
+            "--measure times both on the device"
+        )
+    else:
+        how = f"measured {w.saving:.1%} faster, within its runs' spread ({w.resolution:.1%})"
+    return f"keep the code as written: the best found, {config_label(w.row)}, is {how}"
+
+
 def search_words(s: Suggestion) -> str:
     """How suggest searched: every configuration listed, or the exact search's
     model; how many it analysed, compiled and ran, and why the rest were not
     compiled."""
     c = s.search
-    if c.method == "model":
+    if c.method == "model" and not c.decisions:  # nothing modelled (none can fit, say)
+        how = f"exact search: {s.searched} of {count(c.space, 'configuration')} analysed"
+    elif c.method == "model":
         checks = count(c.rounds, "compile") if s.measure == "compiled" else count(
             c.rounds, "analysis", "analyses")  # fmt: skip
         how = (
-            f"exact search: the model of {count(c.decisions, 'name decision')} solved "
+            f"exact search: the model of {count(c.decisions, c.noun)} solved "
             f"exactly and checked by {checks} of its answers; {s.searched} of {c.space} "
             "configurations analysed"
         )
@@ -98,6 +118,10 @@ def search_words(s: Suggestion) -> str:
             how += f", {s.skipped} not compiled ({s.skipped_why})"
     elif s.skipped:
         how += f"; {s.skipped} left out ({s.skipped_why})"
+    if s.refused:
+        shown = "; ".join(f"{config_label(r)}: {r.failure}" for r in s.refused[:3])
+        more = f"; and {len(s.refused) - 3} more" if len(s.refused) > 3 else ""
+        how += f"; {len(s.refused)} refused by JAX ({shown}{more})"
     return how
 
 
@@ -111,7 +135,8 @@ def proof_lines(s: Suggestion) -> list[str]:
 
 
 def proof_words(c: Certificate, cancelled: bool = False) -> str:
-    """`bound 5.08 ms, answer 5.08 ms: gap 0.0%, proven optimal within the model`."""
+    """`bound 5.08 ms (the least any candidate can cost), answer 5.08 ms: gap
+    0.0%, proven optimal within the model`."""
     if c.bound == float("inf") and c.best is None:
         return "nothing in the space can fit the budget (proven within the model)"
     if c.best is None:
@@ -119,7 +144,8 @@ def proof_words(c: Certificate, cancelled: bool = False) -> str:
     gap = c.gap
     where = "within the model" if c.method == "model" else "over the whole space"
     said = (
-        f"bound {cost_text(c.bound, c.cost)}, answer {cost_text(c.best, c.cost)}: gap {gap:.1%}"
+        f"bound {cost_text(c.bound, c.cost)} (the least any candidate can cost), "
+        f"answer {cost_text(c.best, c.cost)}: gap {gap:.1%}"
         if gap is not None
         else f"answer {cost_text(c.best, c.cost)}"
     )
@@ -135,13 +161,14 @@ def cost_text(value: float | None, unit: str) -> str:
 
 
 def narrowing_line(n: Narrowing, unit: str = "seconds") -> str:
-    """The exact search as it narrows: `bound 5.02 ms, best 5.30 ms, gap 5.3%
-    (12 compiled, round 3)`."""
+    """The exact search as it narrows: `model of the name decisions: bound
+    5.02 ms, best 5.30 ms, gap 5.3% (12 evaluated, round 3)`: the model's
+    bound, over its decisions only (the answer's covers every candidate)."""
     gap = f"gap {n.gap:.1%}" if n.gap is not None else "nothing fits yet"
     best = cost_text(n.best, unit) if n.best is not None else "none"
     return (
-        f"bound {cost_text(n.bound, unit)}, best {best}, {gap} "
-        f"({n.compiles} evaluated, round {n.round})"
+        f"model of the {n.of}: bound {cost_text(n.bound, unit)}, best {best}, {gap} "
+        f"({n.compiles} evaluated, round {n.round}; the other candidates are weighed after)"
     )
 
 

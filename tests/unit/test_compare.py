@@ -131,9 +131,10 @@ def test_diff_matches_the_two_analyses():
 
 
 def brute_force(budget: int):
-    """Every configuration suggest's space holds, analysed one by one; an
-    offload is left out, as suggest leaves it out on the CPU, whose compile
-    has no host memory to offload to."""
+    """Every configuration suggest's space holds, analysed one by one: each
+    policy at the site, and each built-in around the whole function (as
+    compare lists them); an offload is left out, as suggest leaves it out on
+    the CPU, whose compile has no host memory to offload to."""
     specs = [*policies.builtin_specs()]
     for states in itertools.product(STATES, repeat=2):
         saved = [n for n, s in zip(("g", "h"), states, strict=True) if s == "save"]
@@ -146,6 +147,11 @@ def brute_force(budget: int):
     rows = [(Config.make(sites={"block": s}), analysed[s]) for s in specs
             if not analysed[s].totals.host_bytes]  # fmt: skip
     rows.append((Config(), full(Config())))
+    for spec in policies.BUILTINS[1:]:  # around the whole function, the site as written
+        outer = Config(spec)
+        analysed_outer = full(outer)
+        if not analysed_outer.totals.host_bytes:
+            rows.append((outer, analysed_outer))
     fitting = [(c, a) for c, a in rows if a.totals.device_bytes <= budget]
 
     def cost(ca):

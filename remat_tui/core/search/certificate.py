@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from remat_tui.core.search.exact_space import POLICY_DECISIONS_AT_MOST
 from remat_tui.core.units import count
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ class Certificate:
     decisions: int = 0  # name decisions modelled (model)
     rounds: int = 0  # the model's answers compiled to correct it (model)
     interactions: int = 0  # sets of decisions whose interaction a compile showed (model)
+    noun: str = "name decision"  # what a decision is (model): a name's state, or a policy
 
     @property
     def gap(self) -> float | None:
@@ -84,8 +86,8 @@ def model_assumptions(
     """What the model path assumed, in words (core/search/exact.py's outcome)."""
     made = "compiles" if compiled else "analyses"
     out = [
-        f"each of the {count(outcome.decisions, 'name decision')} measured alone against "
-        f"every name recomputed ({outcome.decisions + 1} {made})",
+        f"each of the {count(outcome.decisions, space.noun)} measured alone against "
+        f"{space.empty_words} ({outcome.decisions + 1} {made})",
     ]
     if outcome.interactions:
         out.append(
@@ -119,6 +121,7 @@ def model_assumptions(
             f"the {len(calls)} calls of {function} decided one by one (sites "
             f"{calls[0].key}-{calls[-1].key})"
         )
+    out += shared_calls_words(space)
     if not space.offload:
         out.append("offload not in the space: the device's compile has no host memory for it")
     out += outcome.left_out
@@ -137,6 +140,18 @@ def model_assumptions(
             "optimum: the gap is what is left"
         )
     return out
+
+
+def shared_calls_words(space: Space) -> list[str]:
+    """Where the calls of a function were given one policy together, why."""
+    if not space.shared:
+        return []
+    calls = sum(1 for s in space.sites if s.function in space.shared)
+    return [
+        f"the calls of {', '.join(space.shared)} share one policy: {calls} calls times "
+        f"{len(space.whole)} policies would be more decisions than the model takes "
+        f"one by one ({POLICY_DECISIONS_AT_MOST})"
+    ]
 
 
 def enumeration_assumptions(compiled: bool, cost_words: str, cancelled: bool) -> list[str]:

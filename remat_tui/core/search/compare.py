@@ -21,7 +21,8 @@ from remat_tui.core.model import Analysis
 from remat_tui.core.search.distinct import distinct
 from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
 from remat_tui.core.search.offload import judge_offloads
-from remat_tui.core.search.rows import Row, row_of
+from remat_tui.core.search.rows import Row, refused_row, row_of
+from remat_tui.core.search.skips import Skip, parse_skips
 from remat_tui.core.search.structures import structure_candidates, structure_notes
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
@@ -86,6 +87,7 @@ def compare(
     on_row: Callable[[Row], object] | None = None,
     measure: bool = False,
     runs: int = RUNS,
+    skip: Sequence[str | Skip] | None = None,
 ) -> Comparison:
     """Rows for `policies` (outer specs; default: every configuration worth
     comparing, see `candidates`), each with `sites` as the site overrides.
@@ -93,10 +95,13 @@ def compare(
     warm-up), and rank by the measured time (core/xla/measure.py).
     `on_row` receives each row as soon as it is measured (compiled too), for
     a view to show it at once; notes that weigh rows against each other and
-    the Pareto marks come with the Comparison."""
+    the Pareto marks come with the Comparison. `skip`: candidates to leave
+    out (core/search/skips.py), never the code as written; a candidate JAX
+    refuses to trace is a row with its error either way."""
     start = time.perf_counter()
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
+    skips = parse_skips(skip, target.policies)
     if measure:
         check_measurable(base.device, runs)
     compiled = compiled or measure
@@ -105,6 +110,7 @@ def compare(
         configs = candidates(target, baseline_analysis, base)
     else:
         configs = [base.with_policy(as_spec(p, target.policies)) for p in policies]
+    configs = [c for c in configs if c == base or c in skips.keep([c], baseline_analysis.sites)]
     rows = evaluate(
         target,
         configs,
@@ -160,7 +166,8 @@ def evaluate(
     transpose: int | None = None,
     runs: int | None = None,
 ) -> list[Row]:
-    """One row per config (the baseline's analysis is reused for its own).
+    """One row per config (the baseline's analysis is reused for its own); a
+    config JAX refuses to trace is a row with its error (`refused_row`).
     Compiled rows get a step time from `transpose` (`transpose_flops`);
     rows to be compiled later need `with_step_flops` first. `runs`: also run
     each compiled row that many times (compile_row)."""
@@ -174,7 +181,10 @@ def evaluate(
             progress(i, len(configs), config)
         a = baseline if config == baseline.config else None
         if a is None:
-            a = row_view(trace_config(target, config, cancelled), cancelled)
+            try:
+                a = row_view(trace_config(target, config, cancelled), cancelled)
+            except RematError as exc:  # JAX refused this one: a row, and the rest go on
+                return refused_row(config, exc.message)
         row = row_of(a)
         row.transpose_flops = transpose
         row.notes = notes_for(a, reference)

@@ -35,6 +35,7 @@ from remat_tui.core.search.exact_model import Assignment, Model, Solution, Value
 from remat_tui.core.search.exact_space import SAVE, Space
 from remat_tui.core.search.rows import Row
 from remat_tui.core.setup.config import Config
+from remat_tui.core.trace.configured import Cancelled
 from remat_tui.core.units import count
 
 ROUNDS_PER_DECISION, ROUNDS_AT_LEAST = 2, 24  # the model's answers compiled before giving up
@@ -44,12 +45,16 @@ ROUNDS_PER_DECISION, ROUNDS_AT_LEAST = 2, 24  # the model's answers compiled bef
 class Narrowing:
     """What the search knows as it narrows: the model's least cost within
     the budget (`bound`), the best verified (`best`), the gap between them
-    (a share of `best`), and how many configurations it has compiled."""
+    (a share of `best`), and how many configurations it has compiled.
+    The bound is the model's, over its decisions (`of`): the other
+    candidates (built-ins, structures) are weighed after it, and the
+    answer's bound is over them all."""
 
     bound: float | None
     best: float | None
     compiles: int
     round: int
+    of: str = "name decisions"  # what the model decides, in words
 
     @property
     def gap(self) -> float | None:
@@ -126,55 +131,66 @@ def search_names(
     if stop():
         outcome.cancelled = True
         return outcome
-    for assignment, row in zip((empty, *singles), evaluate([empty, *singles]), strict=True):
-        _record(model, assignment, row, outcome, space)
-    if empty not in model.measured:
-        outcome.rows = list(rows_of.values())
-        outcome.left_out.append(_cannot_model(rows_of[empty]))
-        return outcome
     self_check = SelfCheck()
-    # The list suggest searched before this search: its chains of names,
-    # compiled now, so that the answer is never worse than that list's, and
-    # the model's error is seen where the model did not choose what to
-    # compile (its own answers are where it is most optimistic).
-    chains = greedy_chains(space, rows_of[empty], {i: rows_of[s] for i, s in enumerate(singles)})
-    chains = [c for c in chains if c not in rows_of and not c & model.forbidden]
-    outcome.chains = [sorted({space.decisions[i].name for i in c}) for c in chains]
-    if chains and not stop():
-        predicted = [(model.predict(c), model.unmeasured_pairs(c)) for c in chains]
-        for chain, (guess, pairs), row in zip(chains, predicted, evaluate(chains), strict=True):
-            self_check.saw(guess["cost"], guess["peak"], row, pairs)
-            _record(model, chain, row, outcome, space)
-    rounds_left = max_rounds
-    if rounds_left is None:
-        rounds_left = max(ROUNDS_PER_DECISION * len(space.decisions), ROUNDS_AT_LEAST)
 
-    def compile_answer(solution: Solution) -> None:
-        pairs = model.unmeasured_pairs(solution.assignment)
-        (row,) = evaluate([solution.assignment])
-        outcome.rounds += 1
-        self_check.saw(solution.cost, solution.peak, row, pairs)
-        _record(model, solution.assignment, row, outcome, space)
+    def search() -> None:
+        for assignment, row in zip((empty, *singles), evaluate([empty, *singles]), strict=True):
+            _record(model, assignment, row, outcome, space)
+        if empty not in model.measured:
+            outcome.left_out.append(_cannot_model(rows_of[empty], space))
+            return
+        # The list suggest searched before this search: its chains of names,
+        # compiled now, so that the answer is never worse than that list's, and
+        # the model's error is seen where the model did not choose what to
+        # compile (its own answers are where it is most optimistic).
+        chains = greedy_chains(
+            space, rows_of[empty], {i: rows_of[s] for i, s in enumerate(singles)}
+        )
+        chains = [c for c in chains if c not in rows_of and not c & model.forbidden]
+        outcome.chains = [sorted({space.decisions[i].name for i in c}) for c in chains]
+        if chains and not stop():
+            predicted = [(model.predict(c), model.unmeasured_pairs(c)) for c in chains]
+            for chain, (guess, pairs), row in zip(chains, predicted, evaluate(chains), strict=True):
+                self_check.saw(guess["cost"], guess["peak"], row, pairs)
+                _record(model, chain, row, outcome, space)
+        rounds_left = max_rounds
+        if rounds_left is None:
+            rounds_left = max(ROUNDS_PER_DECISION * len(space.decisions), ROUNDS_AT_LEAST)
 
-    while True:
-        proven = _converge(model, budget, rows_of, outcome, stop, narrowing, incumbent,
-                           lambda: outcome.rounds >= rounds_left, compile_answer)  # fmt: skip
-        if not proven or stop():
-            break
-        # The model's optimum is verified. What the model has not measured may
-        # still surprise it: compile its best assignment not yet evaluated
-        # where the errors it has shown (exact_check.py) could make it beat
-        # the answer; then converge again with what that compile showed.
-        check = self_check.worth_checking(model, budget, list(rows_of), _best(rows_of, budget))
-        if check is None:
-            break
-        if outcome.rounds >= rounds_left:  # a check left undone: not proven, and its bound
-            outcome.proven = False
-            assert outcome.bound is not None  # _converge proved it: its solve set the bound
-            outcome.bound = min(outcome.bound, check.bound)
-            break
-        outcome.checked += 1
-        compile_answer(check)
+        def compile_answer(solution: Solution) -> None:
+            pairs = model.unmeasured_pairs(solution.assignment)
+            (row,) = evaluate([solution.assignment])
+            outcome.rounds += 1
+            self_check.saw(solution.cost, solution.peak, row, pairs)
+            _record(model, solution.assignment, row, outcome, space)
+
+        while True:
+            proven = _converge(model, budget, rows_of, outcome, stop, narrowing, incumbent,
+                               lambda: outcome.rounds >= rounds_left, compile_answer,
+                               space.noun)  # fmt: skip
+            if not proven or stop():
+                break
+            # The model's optimum is verified. What the model has not measured may
+            # still surprise it: compile its best assignment not yet evaluated
+            # where the errors it has shown (exact_check.py) could make it beat
+            # the answer; then converge again with what that compile showed.
+            check = self_check.worth_checking(model, budget, list(rows_of), _best(rows_of, budget))
+            if check is None:
+                break
+            if outcome.rounds >= rounds_left:  # a check left undone: not proven, and its bound
+                outcome.proven = False
+                assert outcome.bound is not None  # _converge proved it: its solve set the bound
+                outcome.bound = min(outcome.bound, check.bound)
+                break
+            outcome.checked += 1
+            compile_answer(check)
+
+    # A stop raised inside a compile (the CLI's Ctrl-C, the app's escape)
+    # keeps what was evaluated: the best verified so far is the answer.
+    try:
+        search()
+    except Cancelled:
+        outcome.cancelled, outcome.proven = True, False
     outcome.rows = list(rows_of.values())
     outcome.answer = _best(rows_of, budget)
     outcome.interactions = model.interactions
@@ -192,6 +208,7 @@ def _converge(
     incumbent: float | None,
     out_of_rounds: Callable[[], bool],
     compile_answer: Callable[[Solution], None],
+    noun: str = "name decision",
 ) -> bool:
     """Solve, compile the model's answer, correct, until the model's optimum
     is an assignment evaluated within the budget (True: proven within the
@@ -207,7 +224,7 @@ def _converge(
             verified = best.cost[0] if best is not None else None
             costs = [c for c in (incumbent, verified) if c is not None]
             narrowing(Narrowing(solution.bound, min(costs, default=None),
-                                len(rows_of), outcome.rounds))  # fmt: skip
+                                len(rows_of), outcome.rounds, noun + "s"))  # fmt: skip
         seen = rows_of.get(solution.assignment)
         if seen is not None:
             if within(seen, budget):
@@ -263,7 +280,7 @@ def _record(
     if len(assignment) == 1:
         (i,) = assignment
         model.forbid(i)
-        why = row.error or "it does not fit the device"
+        why = row.failure or "it does not fit the device"
         outcome.left_out.append(f"{space.decisions[i].label}: {why}, even alone; left out")
 
 
@@ -312,9 +329,9 @@ def _changing_nothing(space: Space, analysed: list[Row]) -> list[str]:
     ]
 
 
-def _cannot_model(row: Row) -> str:
-    why = row.error or "it does not fit the device"
+def _cannot_model(row: Row, space: Space) -> str:
+    why = row.failure or "it does not fit the device"
     return (
-        f"every name recomputed does not compile ({why}): the name decisions could not be "
+        f"{space.empty_words} does not compile ({why}): the {space.noun}s could not be "
         "modelled, and only the other candidates were weighed"
     )

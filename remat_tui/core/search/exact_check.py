@@ -85,7 +85,9 @@ class SelfCheck:
             return ""
         made, making = ("compiled", "compiling") if compiled else ("analysed", "analysing")
         cost, peak = max(slack.cost), max(slack.peak)
-        largest = f"{cost / answer.cost[0]:.1%} of the answer's cost" if answer else f"{cost:.3g}"
+        # Shared where the answer costs something (a cost of 0: nothing recomputed).
+        whole = answer.cost[0] if answer is not None else 0
+        largest = f"{cost / whole:.1%} of the answer's cost" if whole > 0 else f"{cost:.3g}"
         capped = (
             f"the largest error of the {count(self.seen, 'prediction')} checked by {making} "
             f"({self.largest:.1%} of the cost, {self.over:,.0f} B of the peak)"

@@ -10,6 +10,14 @@ device's compile has host memory for it, core/xla/host_memory.py); a name
 neither saved nor offloaded is recomputed. An assignment is the set of
 decisions taken; at each place it is the policy
 `save_and_offload_only_these_names` (or `save_only_these_names`) of them.
+
+Code with no `checkpoint_name` but several places (calls of a checkpointed
+function, or several checkpointed functions) has no name to decide: there a
+decision is a whole policy at one place (a built-in or the target's own;
+at most one per place), and a place with none taken recomputes everything
+(nothing_saveable). Beyond POLICY_DECISIONS_AT_MOST of those, the calls of
+one function share one policy (each function is one place), and the
+certificate says so.
 """
 
 from __future__ import annotations
@@ -25,7 +33,10 @@ from remat_tui.core.setup.config import Config, SiteKey
 if TYPE_CHECKING:
     from remat_tui.core.places import Site
 
-SAVE, OFFLOAD, RECOMPUTE = "save", "offload", "recompute"
+SAVE, OFFLOAD, RECOMPUTE, POLICY = "save", "offload", "recompute", "policy"
+# Whole-policy decisions the model takes before the calls of a function
+# share one policy (a decision is compiled alone first: this many compiles).
+POLICY_DECISIONS_AT_MOST = 40
 
 
 @dataclass(frozen=True)
@@ -56,32 +67,70 @@ class Place:
 
 @dataclass(frozen=True)
 class Decision:
+    """A name saved or offloaded at a place, or (state POLICY) a whole
+    policy there (`policy`; `name` its spelling)."""
+
     place: Place
     name: str
-    state: str  # SAVE or OFFLOAD
+    state: str  # SAVE, OFFLOAD or POLICY
+    policy: policies.PolicySpec | None = None  # the policy, for a POLICY decision
 
     @property
     def label(self) -> str:
+        if self.state == POLICY:
+            return f"{self.name} at {self.place.label}"
         return f"{self.state} {self.name} at {self.place.label}"
 
 
 class Space:
-    """Every decision at every place, and the configurations of assignments."""
+    """Every decision at every place, and the configurations of assignments.
+    `whole`: the policies a place may take whole where there is no name to
+    decide (the module doc)."""
 
     def __init__(
-        self, base: Config, sites: Sequence[Site], names: list[str], offload: bool
+        self,
+        base: Config,
+        sites: Sequence[Site],
+        names: list[str],
+        offload: bool,
+        whole: Sequence[policies.PolicySpec] = (),
     ) -> None:
         self.base, self.sites = base, list(sites)
         self.offload = offload
-        self.places = places_of(self.sites)
         self.names = list(names)
         self.states = (SAVE, OFFLOAD) if offload else (SAVE,)
+        # Whole policies where no name can be decided and the code has
+        # checkpoints at more than one place; nothing_saveable is what a
+        # place with no decision does.
+        nothing = policies.same_decisions(policies.names_policy([], []))
+        whole = [] if names or not sites else [
+            w for w in dict.fromkeys(whole)
+            if policies.same_decisions(w) != nothing and (offload or not _offloads(w))
+        ]  # fmt: skip
+        self.places = places_of(self.sites)
+        self.shared: list[str] = []  # functions whose calls were made one place
+        if whole and len(self.places) * len(whole) > POLICY_DECISIONS_AT_MOST:
+            self.shared = list(dict.fromkeys(p.site[0] for p in self.places if p.call is not None))
+            self.places = places_of(self.sites, per_call=False)
+        if whole and len(self.places) < 2:
+            whole = []  # one place: its policies are listed whole beside the model
+        self.whole = list(whole)
         self.decisions = [
             Decision(place, name, state)
             for place in self.places
             for name in self.names
             for state in self.states
-        ]
+        ] + [Decision(place, w.canonical, POLICY, w) for place in self.places for w in self.whole]
+
+    @property
+    def noun(self) -> str:
+        """What a decision is, in words: a name's state, or a whole policy."""
+        return "policy decision" if self.whole else "name decision"
+
+    @property
+    def empty_words(self) -> str:
+        """The assignment with no decision taken, in words."""
+        return "nothing_saveable at every place" if self.whole else "every name recomputed"
 
     @property
     def per_call(self) -> list[str]:
@@ -98,14 +147,14 @@ class Space:
         of one name at one place."""
         groups: dict[tuple[Place, str], list[int]] = {}
         for i, d in enumerate(self.decisions):
-            groups.setdefault((d.place, d.name), []).append(i)
+            groups.setdefault(_group(d), []).append(i)
         return [tuple(g) for g in groups.values() if len(g) > 1]
 
     def size(self) -> int:
         """How many assignments the decisions make."""
         per_name: dict[tuple[Place, str], int] = {}
         for d in self.decisions:
-            per_name[(d.place, d.name)] = per_name.get((d.place, d.name), 1) + 1
+            per_name[_group(d)] = per_name.get(_group(d), 1) + 1
         return prod(per_name.values())
 
     def config(self, assignment: Iterable[int]) -> Config:
@@ -115,9 +164,10 @@ class Space:
         chosen = [self.decisions[i] for i in assignment]
         specs: dict[Place, policies.PolicySpec] = {}
         for place in self.places:
+            whole = [d.policy for d in chosen if d.place == place and d.policy is not None]
             saved = sorted(d.name for d in chosen if d.place == place and d.state == SAVE)
             offloaded = sorted(d.name for d in chosen if d.place == place and d.state == OFFLOAD)
-            specs[place] = policies.names_policy(saved, offloaded)
+            specs[place] = whole[0] if whole else policies.names_policy(saved, offloaded)
         if self.places[0].key is None:
             return self.base.with_policy(specs[self.places[0]])
         overrides = dict(self.base.site_specs)
@@ -134,9 +184,10 @@ class Space:
         return self.base.with_sites(overrides)
 
 
-def places_of(sites: Sequence[Site]) -> list[Place]:
-    """Each checkpointed function, or each of its calls where the program
-    holds several (each its own site); the outer policy where there is none."""
+def places_of(sites: Sequence[Site], per_call: bool = True) -> list[Place]:
+    """Each checkpointed function, or (`per_call`) each of its calls where
+    the program holds several (each its own site); the outer policy where
+    there is none."""
     if not sites:
         return [Place(None, None)]
     by_function: dict[str, list[Site]] = {}
@@ -144,8 +195,20 @@ def places_of(sites: Sequence[Site]) -> list[Place]:
         by_function.setdefault(s.function, []).append(s)
     out = []
     for function, mine in by_function.items():
-        if len(mine) == 1:
+        if len(mine) == 1 or not per_call:
             out.append(Place(function, function))
         else:
             out += [Place(s.id, function, call) for call, s in enumerate(mine)]
     return out
+
+
+def _group(d: Decision) -> tuple[Place, str]:
+    """The decisions an assignment takes at most one of: the states of one
+    name at one place; the whole policies at one place."""
+    return (d.place, POLICY if d.state == POLICY else d.name)
+
+
+def _offloads(spec: policies.PolicySpec) -> bool:
+    """Whether a policy sends anything to host memory (a declared one is
+    opaque: taken as it is)."""
+    return not spec.declared and spec.recomputing_offloads() != spec

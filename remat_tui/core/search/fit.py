@@ -43,6 +43,7 @@ from remat_tui.core.search import bracket
 from remat_tui.core.search.compare import candidates
 from remat_tui.core.search.fit_optimize import fit_optimized
 from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow, Probe, rank
+from remat_tui.core.search.skips import Skip, parse_skips
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set
 from remat_tui.core.setup.loading import takes_devices
@@ -92,6 +93,7 @@ def fit(
     progress: Callable[[FitProgress], object] | None = None,
     on_row: Callable[[FitRow], object] | None = None,
     optimize: bool = False,
+    skip: Sequence[str | Skip] | None = None,
 ) -> Fit:
     """The largest batch that fits `budget` bytes (per device) for each of
     `policies` (outer specs, each row labelled as written; default: every
@@ -100,7 +102,8 @@ def fit(
     search instead; `first`: a configuration to search before the others
     (the app's shown one). `on_row` hears each row as its search ends.
     `optimize`: instead, per batch size, the best decisions under the budget
-    (core/search/fit_optimize.py), a row per batch."""
+    (core/search/fit_optimize.py), a row per batch. `skip`: candidates to
+    leave out (core/search/skips.py)."""
     # Long for its signature, the API's and the app's options; the body is the
     # setup each search shares, then one loop over configurations.
     start_time = time.perf_counter()
@@ -128,11 +131,11 @@ def fit(
                 "configurations to search instead: give one or the other."
             )
         return fit_optimized(target, budget, base, multiple, max_batch, largest, start, measure,
-                             runs, cancelled, progress, on_row)  # fmt: skip
+                             runs, cancelled, progress, on_row, skip)  # fmt: skip
     stopped = False
     try:
         if configs is None:
-            configs = _configs(target, built(start), base, policies, cancelled)
+            configs = _configs(target, built(start), base, policies, cancelled, skip)
     except Cancelled:  # before any row: an empty answer, said to be cancelled
         configs, stopped = [], True
     if first is not None and not stopped:
@@ -222,13 +225,17 @@ def _configs(
     base: Config,
     policies: Sequence[str | PolicySpec] | None,
     cancelled: Callable[[], bool] | None,
+    skip: Sequence[str | Skip] | None = None,
 ) -> list[tuple[Config, str]]:
     """(Config, label) per configuration asked for: `policies` as written, or
-    compare's candidates (read off a trace at the first batch), duplicates
-    (two spellings of one policy) searched once."""
+    compare's candidates (read off a trace at the first batch) less those
+    `skip` names, duplicates (two spellings of one policy) searched once."""
     if policies is None:
         baseline = row_view(trace_config(example, base, cancelled), cancelled)
-        pairs = [(c, c.policy) for c in candidates(example, baseline, base)]
+        skips = parse_skips(skip, target.policies)
+        kept = [c for c in candidates(example, baseline, base)
+                if c == base or skips.keep([c], baseline.sites)]  # fmt: skip
+        pairs = [(c, c.policy) for c in kept]
     else:
         specs = [as_spec(p, target.policies) for p in policies]
         labels = [p if isinstance(p, str) else p.canonical for p in policies]

@@ -18,9 +18,10 @@ far are kept (the one under way with the best it verified).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow, Probe, rank
+from remat_tui.core.search.skips import Skip
 from remat_tui.core.search.suggest import Suggestion, suggest
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
@@ -46,6 +47,7 @@ def fit_optimized(
     cancelled: Callable[[], bool] | None,
     progress: Callable[[FitProgress], object] | None,
     on_row: Callable[[FitRow], object] | None,
+    skip: Sequence[str | Skip] | None = None,
 ) -> Fit:
     """The best decisions at each batch tried (the module doc); `target`
     scales, `base` holds the sites and device, `start` is the first batch,
@@ -68,7 +70,7 @@ def fit_optimized(
         try:
             s = suggest(at_batch(target, batch, devices), budget, compiled=True,
                         device=base.device, sites=dict(base.site_specs), cancelled=cancelled,
-                        measure=measure, runs=runs)  # fmt: skip
+                        measure=measure, runs=runs, skip=skip)  # fmt: skip
         except Cancelled:
             stopped = True
             return False

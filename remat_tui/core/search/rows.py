@@ -28,7 +28,11 @@ class Row:
         pareto: on the Pareto front (★): no other row needs no more memory at
             no more cost, and less of one.
         notes: sentences on what the row changes, or why it is not worth it.
-        error: why its compile failed (other than running out of memory).
+        error: why its compile failed (other than running out of memory),
+            or, for a row JAX refused to trace (`refused`), why.
+        refused: JAX (or the user's code) refused to trace this
+            configuration: the row has no numbers, only its `error`, and is
+            never an answer (a complex value under everything_saveable, say).
         offload_slower: its offload is slower than recomputing instead.
         offload_without_host: it offloads where the device's compile has no
             host memory: the offloaded bytes stay in device memory.
@@ -52,6 +56,7 @@ class Row:
     pareto: bool = False
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # its compile failed (other than running out of memory)
+    refused: bool = False  # its trace failed: no numbers, only `error` (refused_row)
     offload_slower: bool = False  # its offload costs more time than the recompute it saves
     offload_without_host: bool = False  # no host memory to offload to: the bytes stay on device
     program: str | None = None  # its compiled program's key (core/xla/compile_service.py)
@@ -117,6 +122,17 @@ class Row:
         )
 
     @property
+    def failure(self) -> str | None:
+        """Why it has no answer, in one line: what JAX said when it refused to
+        trace it, or the last line of its compile's error; None when neither
+        failed."""
+        if self.error is None:
+            return None
+        if self.refused:
+            return self.error.splitlines()[0].rsplit(" failed: ", 1)[-1].strip()
+        return self.error.splitlines()[-1].strip()
+
+    @property
     def recompute_share(self) -> float | None:
         return self.recompute_flops / self.forward_flops if self.forward_flops else None
 
@@ -136,6 +152,7 @@ class Row:
             "pareto": self.pareto,
             "notes": list(self.notes),
             "error": self.error,
+            "refused": self.refused,
             "offload_slower": self.offload_slower,
             "offload_without_host": self.offload_without_host,
             "saved_bytes": self.saved_bytes,
@@ -155,6 +172,23 @@ def row_of(a: Analysis, compiled: dict | None = None) -> Row:
         residuals=tuple(r.text for r in a.residuals),
         saved_bytes=a.totals.bytes_excluding_arguments,
         compiled=compiled,
+    )
+
+
+def refused_row(config: Config, error: str) -> Row:
+    """The row of a configuration JAX refused to trace: its error and no
+    numbers (Contract 16: a candidate that fails is a row, and the search
+    answers from the rest)."""
+    return Row(
+        config=config,
+        python="",
+        device_bytes=0,
+        host_bytes=0,
+        recompute_flops=0,
+        forward_flops=0,
+        residuals=(),
+        error=error,
+        refused=True,
     )
 
 

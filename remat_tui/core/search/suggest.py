@@ -39,7 +39,6 @@ from remat_tui.core.model import Analysis
 from remat_tui.core.search import certificate as cert
 from remat_tui.core.search.compare import Row, analysed_row, measure_baseline
 from remat_tui.core.search.exact import NameOutcome, Narrowing, search_names, within
-from remat_tui.core.search.exact_code import per_call_code
 from remat_tui.core.search.exact_space import Space
 from remat_tui.core.search.offload import judge_offloads
 from remat_tui.core.search.ordered import (
@@ -50,6 +49,7 @@ from remat_tui.core.search.ordered import (
     compile_in_order,
     least_cost,
 )
+from remat_tui.core.search.skips import Skip, Skips, parse_skips
 from remat_tui.core.search.structures import structure_notes
 from remat_tui.core.search.suggest_candidates import (  # noqa: F401 (STATES: where tests look)
     ENUMERATE_LIMIT,
@@ -60,10 +60,13 @@ from remat_tui.core.search.suggest_candidates import (  # noqa: F401 (STATES: wh
     space_size,
 )
 from remat_tui.core.search.suggest_rows import (  # noqa: F401 (choose: where callers look)
+    Within,
     choose,
     device_memory,
     finish_rows,
+    within_resolution,
 )
+from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.xla import host_memory
@@ -71,7 +74,7 @@ from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:
-    from remat_tui.core.places import Site
+    pass
 
 
 @dataclass
@@ -99,6 +102,11 @@ class Suggestion(Displayable):
         search: what the answer is proven against (a `Certificate`: method,
             bound, gap, compiles, assumptions).
         cancelled: the search was stopped; `best` is the best verified then.
+        refused: the candidates JAX refused to trace (rows with their
+            error, never the answer): the search answered from the rest.
+        set_aside: where the code as written fits and the best found beats
+            its cost by less than the cost can tell apart, that best (and by
+            how much): the answer is then the code as written.
     """
 
     budget: int
@@ -119,6 +127,8 @@ class Suggestion(Displayable):
     device_memory: int | None = None
     structure_notes: tuple[str, ...] = ()  # why a scan gets no structure (or no nested one)
     cancelled: bool = False
+    refused: tuple[Row, ...] = ()
+    set_aside: Within | None = None  # the best found, within the cost's resolution of as written
 
     @property
     def budget_above_device(self) -> bool:
@@ -143,6 +153,10 @@ class Suggestion(Displayable):
             "device_memory": self.device_memory,
             "budget_above_device": self.budget_above_device,
             "structure_notes": list(self.structure_notes),
+            "set_aside": None if self.set_aside is None else self.set_aside.to_dict(),
+            "refused": [
+                {"configuration": r.config.label(), "error": r.failure} for r in self.refused
+            ],
         }
 
 
@@ -161,6 +175,7 @@ def suggest(
     runs: int = RUNS,
     narrowing: Callable[[Narrowing], object] | None = None,
     max_rounds: int | None = None,
+    skip: Sequence[str | Skip] | None = None,
 ) -> Suggestion:
     """The least-cost configuration whose memory fits `budget` (see the module
     doc). `compile_all`: list the whole space, however large, and compile
@@ -168,18 +183,27 @@ def suggest(
     tests). `measure`: run each compiled candidate that fits `runs` times on
     the device, and choose by the measured time. `narrowing(Narrowing)`:
     hears the exact search's bound, best and gap as they narrow (exact.py);
-    `max_rounds`: the model's answers it compiles before stopping unproven."""
+    `max_rounds`: the model's answers it compiles before stopping unproven.
+    `skip`: candidates to leave out (core/search/skips.py: `SPEC` anywhere,
+    `ID|FUNCTION=SPEC` at a site); never the code as written."""
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
+    skips = parse_skips(skip, target.policies)
     if measure:
         check_measurable(base.device, runs)
     compiled = compiled or measure
     first, transpose = measure_baseline(target, base, compiled, cancelled)
     names = [n.name for n in first.names]
-    offload = bool(names) and host_memory.offloads_to_host(base.device)
-    space = Space(base, first.sites, names, offload)
+    offload = host_memory.offloads_to_host(base.device)
+    space = Space(base, first.sites, names, offload, policies.candidate_specs(target.policies))
+    space.keep(
+        i
+        for i, d in enumerate(space.decisions)
+        if d.policy is None or not skips.drops_at(d.policy, d.place.key, first.sites)
+    )
     run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
     search = _Search(target, base, first, budget, compiled, cancelled, progress, transpose, run)
+    search.skips = skips
     if compile_all or space_size(target, names, space.places) <= ENUMERATE_LIMIT:
         search.enumerate(space, compile_all)
     else:
@@ -215,6 +239,12 @@ class _Search:
         self.method = cert.ENUMERATION
         self.outcome: NameOutcome | None = None  # the exact search's, on the model path
         self.unpriced: list[Row] = []  # candidates not compiled, weighed by their least cost
+        self.skips = Skips()  # what the user left out (--skip)
+
+    def _kept(self, configs: list[Config]) -> list[Config]:
+        """`configs` less those a --skip drops (never the code as written)."""
+        return [self.base, *self.skips.keep([c for c in configs if c != self.base],
+                                            self.first.sites)]  # fmt: skip
 
     @property
     def baseline(self) -> Row:
@@ -223,7 +253,9 @@ class _Search:
 
     def enumerate(self, space: Space, every: bool) -> None:
         """List the whole space, and compile what can change the answer (or `every`)."""
-        configs = enumerated(self.target, self.base, self.first.sites, space.places, space.names)
+        configs = self._kept(
+            enumerated(self.target, self.base, self.first.sites, space.places, space.names)
+        )
         self.analysed(configs)  # one batch: its progress counts to what is searched
         baseline = self.baseline
         everything = self.analysed.all()
@@ -263,7 +295,7 @@ class _Search:
         """The name decisions by the exact search's model, the rest listed
         and compiled from their least cost up."""
         self.method = cert.MODEL
-        others = self.analysed(listed(self.target, self.base, self.first.sites))
+        others = self.analysed(self._kept(listed(self.target, self.base, self.first.sites)))
         baseline = self.baseline
         judge_offloads(self.target, others, self.first, analysed_row(self.target))
         homeless = [r for r in others if r.offload_without_host]
@@ -313,15 +345,26 @@ class _Search:
         compile_every(self.target, fresh, self.cancelled, self.progress, self.run)
 
     def conclude(self, space: Space) -> Suggestion:
-        rows = self.rows
+        # A name assignment the model reached may still be one a --skip names.
+        kept = set(self.skips.keep([r.config for r in self.rows], self.first.sites))
+        rows = [r for r in self.rows if r.config in kept or r.config == self.base]
+        if self.compiled:  # a compile a stop cut short is no answer: only what compiled
+            rows = [r for r in rows if r.compiled is not None or r.error is not None]
+        if self.skips.dropped:
+            self.reasons.append(self.skips.words())
+            self.skipped += len(self.skips.dropped)
         if not rows:
             raise Cancelled()  # stopped before anything could be an answer
         if self.method == cert.MODEL:
             judge_offloads(self.target, rows, self.first, analysed_row(self.target))
         finish_rows(rows, self.base)
         best, fits = choose(rows, self.budget)
-        _per_call_python(self.target, best, self.first.sites)
         certificate = self._certificate(space, best, fits)
+        # A change the cost cannot tell from the code as written is not worth
+        # making: the answer is the code as written, the best found said beside.
+        set_aside = within_resolution(best, self.baseline, self.budget) if fits else None
+        if set_aside is not None:
+            best = self.baseline
         return Suggestion(
             budget=self.budget,
             measure="compiled" if self.compiled else "residual",
@@ -339,6 +382,8 @@ class _Search:
             structure_notes=tuple(structure_notes(self.target, self.base)),
             search=certificate,
             cancelled=self.stopped,
+            refused=tuple(r for r in self.analysed.all() if r.refused),
+            set_aside=set_aside,
         )
 
     def _certificate(self, space: Space, best: Row, fits: bool) -> cert.Certificate:
@@ -354,10 +399,10 @@ class _Search:
         compiles = len({r.program or ("config", r.config) for r in self.rows if r.compiled})
         if self.method == cert.ENUMERATION:
             bound = min(bounds, default=float("inf") if not self.stopped else None)
+            assumptions = cert.enumeration_assumptions(self.compiled, words, self.stopped)
             return cert.Certificate(
                 cert.ENUMERATION, unit, bound, best_cost, compiles, not self.stopped,
-                tuple(cert.enumeration_assumptions(self.compiled, words, self.stopped)),
-                space=len(self.analysed.all()),
+                (*assumptions, *cert.shared_calls_words(space)), space=len(self.analysed.all()),
             )  # fmt: skip
         outcome = self.outcome
         name_bound = outcome.bound if outcome is not None else None
@@ -375,15 +420,8 @@ class _Search:
             decisions=outcome.decisions if outcome else 0,
             rounds=outcome.rounds if outcome else 0,
             interactions=outcome.interactions if outcome else 0,
+            noun=space.noun,
         )  # fmt: skip
-
-
-def _per_call_python(target: Target, row: Row, sites: Sequence[Site]) -> None:
-    """Where the answer gives the calls of one function different policies,
-    its code to paste chooses a policy by the call's index (exact_code.py)."""
-    code = per_call_code(target.name, row.config, sites)
-    if code is not None:
-        row.python = code
 
 
 def _unique(rows: list[Row]) -> list[Row]:

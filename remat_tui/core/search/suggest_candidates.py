@@ -6,12 +6,15 @@ Two ways, by the size of the space (core/search/suggest.py):
 - `enumerated`: a small space (at most ENUMERATE_LIMIT configurations) is
   listed whole: at each place (core/search/exact_space.py) every built-in
   policy, the target's own, and every save/offload/recompute assignment of
-  the names, in every combination over the places; and the structures.
+  the names, in every combination over the places; the built-ins around
+  the whole function; and the structures.
 - `listed`: beside the exact search over the names (core/search/exact.py),
   the candidates that are not name decisions: every built-in policy and the
   target's own at every checkpointed function alike (and, where there are
   several, at each alone), or as the outer policy in code with no
-  checkpoint; and the structures of its scans (core/search/structures.py).
+  checkpoint; around the whole function where it has checkpoints (its
+  checkpoints as written inside); and the structures of its scans
+  (core/search/structures.py).
 """
 
 from __future__ import annotations
@@ -83,8 +86,9 @@ def enumerated(
     """Every combination of every choice at every place, the code as
     written first, then the structures."""
     combos = itertools.product(choices(target, names), repeat=len(places))
-    return [base, *(configure(base, sites, places, c) for c in combos),
-            *structure_candidates(target, base, FINE)]  # fmt: skip
+    listed = [configure(base, sites, places, c) for c in combos]
+    outer = outer_policies(target, base, sites)
+    return [base, *listed, *outer, *structure_candidates(target, base, FINE)]
 
 
 def listed(target: Target, base: Config, sites: Sequence[Site]) -> list[Config]:
@@ -102,7 +106,18 @@ def listed(target: Target, base: Config, sites: Sequence[Site]) -> list[Config]:
         out.append(config)
         if len(functions) > 1:
             out += [base.at_function(sites, f, spec) for f in functions]
-    return [*out, *structure_candidates(target, base, FINE)]
+    return [*out, *outer_policies(target, base, sites), *structure_candidates(target, base, FINE)]
+
+
+def outer_policies(target: Target, base: Config, sites: Sequence[Site]) -> list[Config]:
+    """Where the code has checkpoints, every built-in policy and the target's
+    own around the whole function, its checkpoints as written inside: as
+    compare lists them, so that suggest never says nothing fits while a row
+    of compare does. (Without checkpoints the outer policy is the place.)"""
+    if not sites:
+        return []
+    return [base.with_policy(spec) for spec in policies.candidate_specs(target.policies)
+            if spec.kind != policies.AS_WRITTEN]  # fmt: skip
 
 
 def choices(target: Target, names: list[str]) -> list[policies.PolicySpec]:

@@ -29,12 +29,12 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace import applied, linemap, recomputation, story, structure_code
+from remat_tui.core.trace.call_code import checkpoints_code
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
 from remat_tui.core.trace.names import named_values
 from remat_tui.core.trace.residuals import FoundResidual
 from remat_tui.core.trace.structures import scan_of
 from remat_tui.core.trace.traced import Trace, trace
-from remat_tui.core.trace.wrappers import site_code
 from remat_tui.registry import Target
 from remat_tui.version import __version__
 
@@ -227,15 +227,7 @@ def _snippet(
     if not plan and structure is None:
         return spec.python(target.name)
     lines = [structure[0]] if structure is not None else []
-    seen = set()
-    for site in sites:
-        if site.id not in plan:
-            continue
-        where, note, code = site_code(site, plan[site.id])
-        if (where, code) in seen:
-            continue
-        seen.add((where, code))
-        lines.append(f"# {where} (site {site.id}){note}\n{code}")
+    lines += checkpoints_code(sites, plan)
     if spec.kind != policies.AS_WRITTEN:
         lines.append(f"# around {target.name}\n{spec.python(target.name)}")
     if structure is not None:
