@@ -229,6 +229,36 @@ def test_the_training_step_updates_the_modules_arrays():
     assert ours.temp_bytes == want.temp_size_in_bytes
 
 
+def test_a_train_step_of_ones_own_gets_the_modules_arrays():
+    """targets.md: a train_step of one's own receives the array part of the
+    module as `params` (None where a field is carried), and `loss` puts the
+    rest back."""
+    seen = []
+
+    def sgd(params, opt_state, x, *, loss):
+        seen.append(params)
+        grads = jax.grad(loss)(params, x)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, grads), opt_state
+
+    target = mlp_target(CP.dots_saveable)
+    trained = Target(
+        fn=target.fn, name="loss", args=target.args, param_positions=(0,),
+        train_step=sgd, opt_state=(),
+    )  # fmt: skip
+    ours = compile_costs(trained, Config())
+    model, x = _built(target)[0]
+    params, static = eqx.partition(model, eqx.is_array)
+
+    def step(params, opt_state, x):
+        return sgd(params, opt_state, x, loss=lambda p, x: target.fn(eqx.combine(p, static), x))
+
+    want = jax.jit(step, donate_argnums=(0, 1)).lower(params, (), x).compile().memory_analysis()
+    assert seen[0].activation is None and seen[0].layers[0].weight.shape == (16, WIDTH)
+    assert ours.argument_bytes == want.argument_size_in_bytes
+    assert ours.output_bytes == want.output_size_in_bytes
+    assert ours.temp_bytes == want.temp_size_in_bytes
+
+
 # ---- what cannot be carried ----------------------------------------------------------
 
 
