@@ -71,7 +71,9 @@ def flatten_arguments(fn: Callable, args: tuple, kwargs: dict, label: str) -> Fl
     """(args, kwargs) of `fn` split as the module doc says; `label` names the
     target in the error a leaf that cannot be carried raises."""
     whole_leaves, whole = tree_flatten((args, kwargs))
-    in_module = _in_a_module((args, kwargs))
+    # Where a leaf sits decides only for a Python number: most calls have none.
+    scalars = any(isinstance(leaf, _SCALARS) for leaf in whole_leaves)
+    in_module = _in_a_module((args, kwargs)) if scalars else [False] * len(whole_leaves)
     traced: list = []
     carried: list[tuple[int, Any]] = []
     for i, leaf in enumerate(whole_leaves):
