@@ -58,15 +58,16 @@ def floor_timed(f, args, kwargs) -> tuple[float, float]:
 def bare_traces(fn, args, kwargs) -> None:
     """The forward vjp and backward traces of each of the five, nothing else:
     bench_analyze.trace_both of each configured function (the primal shared)."""
+    from remat_tui.core.setup.arguments import flatten_arguments
     from remat_tui.core.setup.config import Config
     from remat_tui.core.trace.configured import configured_function
 
     target = remat_tui.Target(fn=fn, name="bare", args=args, kwargs=kwargs)
-    leaves, in_tree = jax.tree_util.tree_flatten((args, kwargs))
+    flat = flatten_arguments(fn, args, kwargs, target.label)
     device = jax.devices()[0]
     for spec in FIVE:
-        flat_fn, _, _ = configured_function(target, Config(spec), leaves, in_tree, device)
-        trace_both(flat_fn, tuple(leaves), {})
+        flat_fn, _, _ = configured_function(target, Config(spec), flat, device)
+        trace_both(flat_fn, tuple(flat.leaves), {})
 
 
 def main() -> None:

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.setup import policies
+from remat_tui.core.setup.arguments import FlatArguments, flatten_arguments
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_set, trace_device
 from remat_tui.core.setup.loading import resolve_arguments
@@ -43,12 +43,12 @@ def check_cancelled(cancelled: Callable[[], bool] | None) -> None:
 
 
 def configured_function(
-    target: Target, config: Config, leaves: list, in_tree: PyTreeDef, device: jax.Device
+    target: Target, config: Config, flat: FlatArguments, device: jax.Device
 ) -> tuple[Callable, Primal | None, dict]:
-    """The target as `config` asks for it, as a function of the flattened
-    (args, kwargs) leaves: its checkpoint sites overridden and its structure
-    built (a rewrite of the primal program), and the outer policy wrapped
-    around it. Also the primal program (when sites are overridden, a
+    """The target as `config` asks for it, as a function of the traced
+    (args, kwargs) leaves (core/setup/arguments.py): its checkpoint sites
+    overridden and its structure built (a rewrite of the primal program),
+    and the outer policy wrapped around it. Also the primal program (when sites are overridden, a
     structure or an outer policy is set, else None) and the override plan
     ({site id: spec}). What analysis traces and core/xla/compiled.py compiles."""
     spec = config.spec
@@ -57,13 +57,13 @@ def configured_function(
     if config.site_specs or config.structure is not None or spec.kind != policies.AS_WRITTEN:
         # Under an outer policy the cached primal program is what is wrapped:
         # the next policy then re-uses JAX's trace of it (Primal.evaluator).
-        primal = primal_program(target, leaves, in_tree, device, target_dir(target))
+        primal = primal_program(target, flat, device, target_dir(target))
         plan = site_lib.resolve_overrides(
             primal.sites, dict(config.site_specs), jc.open_jaxpr(primal.closed)
         )
         flat_fn = primal.evaluator(plan, target.policies, config.structure)
     else:
-        flat_fn = flat_function(target, target.fn, in_tree)
+        flat_fn = flat_function(target, flat)
     if spec.kind != policies.AS_WRITTEN:
         flat_fn = _checkpointed(flat_fn, policies.checkpoint_policy(spec, target.policies))
     return flat_fn, primal, plan
@@ -74,18 +74,19 @@ def program_scans(target: Target, config: Config) -> list:
     program's, core/trace/structures.py FoundScan), traced for the config's
     device (cached with the primal program)."""
     dev = config.jax_device
-    leaves, in_tree = tree_flatten(resolve_arguments(target, device_set(dev)))
+    flat = flatten_arguments(target.fn, *resolve_arguments(target, device_set(dev)), target.label)
     here = trace_device(dev)
     with jax.default_device(here):
-        return primal_program(target, leaves, in_tree, here, target_dir(target)).scans
+        return primal_program(target, flat, here, target_dir(target)).scans
 
 
-def flat_function(target: Target, fn: Callable, in_tree: PyTreeDef) -> Callable:
-    """`fn` taking the flattened (args, kwargs) leaves, as JAX's own tools call it."""
+def flat_function(target: Target, flat: FlatArguments) -> Callable:
+    """The target's function of its traced (args, kwargs) leaves, the carried
+    ones put back (core/setup/arguments.py), as JAX's own tools call it."""
 
-    def flat_fn(*flat: Any) -> Any:
-        a, kw = tree_unflatten(in_tree, flat)
-        out = fn(*a, **kw)
+    def flat_fn(*leaves: Any) -> Any:
+        a, kw = flat.rebuild(leaves)
+        out = target.fn(*a, **kw)
         require_array_output(target, out)
         return out
 

@@ -11,10 +11,11 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.tree_util import PyTreeDef, tree_structure, tree_unflatten
+from jax.tree_util import tree_structure, tree_unflatten
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.lru import LRU
+from remat_tui.core.setup.arguments import FlatArguments
 from remat_tui.core.setup.structures import Structure
 from remat_tui.core.setup.usererrors import describe, user_traceback
 from remat_tui.core.trace import sites as site_lib
@@ -80,27 +81,28 @@ class Primal:
 
 
 def primal_program(
-    target: Target, leaves: list, in_tree: PyTreeDef, device: jax.Device, prefer_dir: str | None
+    target: Target, flat: FlatArguments, device: jax.Device, prefer_dir: str | None
 ) -> Primal:
     # The sharding (its mesh included) is part of the key: a topology traces on the
-    # same local device as cpu:0, with the same shapes, over another mesh.
+    # same local device as cpu:0, with the same shapes, over another mesh. So are
+    # the carried leaves (another activation function is another program).
     avals = tuple(
         (getattr(x, "shape", ()), getattr(x, "dtype", type(x)), getattr(x, "sharding", None))
-        for x in leaves
+        for x in flat.leaves
     )
-    key = (id(target.fn), id(target.policies), in_tree, avals, str(device))
+    key = (id(target.fn), id(target.policies), flat.key, avals, str(device))
     hit = _cache.get(key)
     if hit is not None and hit.fn() is target.fn:
         return hit
 
-    def flat_fn(*flat: Any) -> Any:
-        a, kw = tree_unflatten(in_tree, flat)
+    def flat_fn(*leaves: Any) -> Any:
+        a, kw = flat.rebuild(leaves)
         out = target.fn(*a, **kw)
         require_array_output(target, out)
         return out
 
     try:
-        closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*leaves)
+        closed, out_shape = jax.make_jaxpr(flat_fn, return_shape=True)(*flat.leaves)
     except RematError:
         raise
     except Exception as exc:

@@ -26,6 +26,7 @@ import numpy as np
 from jax.tree_util import tree_flatten
 
 from remat_tui.core import jaxcompat as jc
+from remat_tui.core.setup.arguments import FlatArguments, flatten_arguments
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_set, trace_device
 from remat_tui.core.setup.loading import resolve_arguments
@@ -126,15 +127,14 @@ def trace(
 ) -> Trace:
     """`config` traced on `dev` (already resolved) with `arguments` built for
     its device set (core/xla/compiled_analysis.py compiles with the same ones)."""
-    args, kwargs = arguments
     start = time.perf_counter()
     here = trace_device(dev)
-    leaves, in_tree = tree_flatten((args, kwargs))
-    _require_differentiable(target, leaves)
+    flat = flatten_arguments(target.fn, *arguments, target.label)
+    _require_differentiable(target, flat.leaves)
     prefer_dir = target_dir(target)
     with jax.default_device(here):
-        flat_fn, primal, plan = configured_function(target, config, leaves, in_tree, here)
-        forward, linear, num_res, backward_source = _vjp(target, config, flat_fn, leaves, here)
+        flat_fn, primal, plan = configured_function(target, config, flat, here)
+        forward, linear, num_res, backward_source = _vjp(target, config, flat_fn, flat.leaves, here)
         check_cancelled(cancelled)
         result = Trace(
             target=target,
@@ -155,8 +155,8 @@ def trace(
         # (under remat2). Under remat3 a checkpoint that saves everything leaves
         # no trace in either: only the primal program shows it.
         if primal is None and (jc.remat3_enabled() or _has_user_checkpoint(result)):
-            result.primal = primal_program(target, leaves, in_tree, here, prefer_dir)
-    result.found = _residuals(result, args, kwargs, prefer_dir)
+            result.primal = primal_program(target, flat, here, prefer_dir)
+    result.found = _residuals(result, flat, prefer_dir)
     result.seconds = time.perf_counter() - start
     check_cancelled(cancelled)
     return result
@@ -186,9 +186,10 @@ def _vjp(
     return forward, linear, num_res, inputs
 
 
-def _residuals(t: Trace, args: tuple, kwargs: dict, prefer_dir: str | None) -> list[FoundResidual]:
-    """JAX's residual list of `t`, each with its origin and per-device bytes."""
-    arg_names = jc.residual_words.arg_names(t.target.fn, args, kwargs)
+def _residuals(t: Trace, flat: FlatArguments, prefer_dir: str | None) -> list[FoundResidual]:
+    """JAX's residual list of `t`, each with its origin and per-device bytes.
+    Arguments are named as JAX names the traced leaves (a carried one is no input)."""
+    arg_names = jc.residual_words.arg_names(t.target.fn, *flat.traced())
     origins = Origins(prefer_dir, t.sites)
     return find_residuals(
         t.forward,

@@ -61,9 +61,9 @@ from typing import Any, NamedTuple
 
 import jax
 from jax.sharding import SingleDeviceSharding
-from jax.tree_util import tree_flatten
 
 from remat_tui.core.lru import LRU
+from remat_tui.core.setup.arguments import flatten_arguments
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import (
     device_label,
@@ -133,9 +133,10 @@ def compile_costs(
 class CompiledStep(NamedTuple):
     """One compile kept for running it (core/xla/measure.py): XLA's numbers,
     the executable (None when it did not fit the device, or when it was not
-    compiled here), how to call it, the flat arguments (as the target built
-    them) and their placed shapes, and how the numbers were had
-    (compile_service's COMPILED, SAME_PROGRAM, STORED or IN_WORKER)."""
+    compiled here), how to call it, the traced arguments' leaves (as the
+    target built them; core/setup/arguments.py) and their placed shapes,
+    and how the numbers were had (compile_service's COMPILED, SAME_PROGRAM,
+    STORED or IN_WORKER)."""
 
     result: Compiled
     executable: Any
@@ -232,14 +233,14 @@ def _compile(
 ) -> CompiledStep:
     devices = device_set(dev)
     args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
-    leaves, in_tree = tree_flatten((args, kwargs))
+    flat = flatten_arguments(target.fn, args, kwargs, target.label)
     here = trace_device(dev)
     step = "train" if target.trains else "gradient"
     what = (
         f"{target.label}: compiling the {'training step' if step == 'train' else 'gradient'} "
         f"under {config.with_device(None).label()} for {label}"
     )
-    abstract = [_abstract(x, dev, devices, what) for x in leaves]
+    abstract = [_abstract(x, dev, devices, what) for x in flat.leaves]
     spanned = max(len({d for x in abstract for d in x.sharding.device_set}), 1)
     check_cancelled(cancelled)
     with jax.default_device(here):
@@ -248,7 +249,7 @@ def _compile(
         # compiles, so the full garbage collections that happen meanwhile (they
         # stop every thread, the app's UI too) do not walk it for the compile's
         # whole duration.
-        step_lowered = lower(target, config, leaves, in_tree, here, abstract, what)
+        step_lowered = lower(target, config, flat, here, abstract, what)
         held = step_lowered.differentiated
         wrt = held.to_dict() if held is not None else None
         check_cancelled(cancelled)
@@ -259,6 +260,7 @@ def _compile(
         )  # fmt: skip
     result = replace(answer.result, step=step, differentiated=wrt)
     key = answer.program.key if answer.program else None
+    leaves = flat.leaves
     return CompiledStep(result, answer.executable, step_lowered, leaves, abstract, answer.how, key)
 
 

@@ -11,9 +11,12 @@ floating-point leaf (`loss(tokens, params)`: every floating-point positional
 argument), and a target with keyword arguments only (every floating-point
 keyword argument).
 
+The leaves are the traced ones (core/setup/arguments.py): a module's
+functions and Python numbers are carried, never differentiated.
+
 The residual list is not this step's: it is `print_saved_residuals`' own,
-which differentiates every argument. `every_argument` says whether the two
-agree.
+which differentiates every traced argument. `every_argument` says whether
+the two agree.
 """
 
 from __future__ import annotations

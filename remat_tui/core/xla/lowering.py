@@ -43,7 +43,7 @@ from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:
-    from jax.tree_util import PyTreeDef
+    from remat_tui.core.setup.arguments import FlatArguments
 
 
 @dataclass(frozen=True)
@@ -66,19 +66,18 @@ class Lowered:
 def lower(
     target: Target,
     config: Config,
-    leaves: list,
-    in_tree: PyTreeDef,
+    flat: FlatArguments,
     here: jax.Device,
     abstract: list,
     what: str,
 ) -> Lowered:
     """The gradient, or one training step for a target that says what it
-    trains, lowered for `abstract`."""
-    flat_fn, _, _ = configured_function(target, config, leaves, in_tree, here)
+    trains, lowered for `abstract` (the traced leaves of `flat`, placed)."""
+    flat_fn, _, _ = configured_function(target, config, flat, here)
     with _lowering(what):
         if target.trains:
-            return _lower_step(target, flat_fn, in_tree, abstract, what)
-        wrt = differentiated(target, in_tree, abstract, what)
+            return _lower_step(target, flat_fn, flat.in_tree, abstract, what)
+        wrt = differentiated(target, flat.in_tree, abstract, what)
         lowered = jax.jit(_gradient_of(flat_fn, wrt.leaves)).lower(*abstract)
         return Lowered(lowered, lambda leaves, fill: tuple(leaves), differentiated=wrt)
 

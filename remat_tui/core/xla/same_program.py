@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import jax
-from jax.tree_util import tree_flatten
 
 from remat_tui.core.setup import policies
+from remat_tui.core.setup.arguments import flatten_arguments
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label, device_set, trace_device
 from remat_tui.core.setup.loading import resolve_arguments
@@ -58,13 +58,13 @@ def lowered_step(
     as core/xla/compiled.py lowers it before compiling."""
     devices = device_set(dev)
     args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
-    leaves, in_tree = tree_flatten((args, kwargs))
+    flat = flatten_arguments(target.fn, args, kwargs, target.label)
     here = trace_device(dev)
     what = f"{target.label}: lowering the step under {config.with_device(None).label()}"
-    abstract = [_abstract(x, dev, devices, what) for x in leaves]
+    abstract = [_abstract(x, dev, devices, what) for x in flat.leaves]
     check_cancelled(cancelled)
     with jax.default_device(here):
-        return lower(target, config, leaves, in_tree, here, abstract, what).lowered
+        return lower(target, config, flat, here, abstract, what).lowered
 
 
 def verdicts(
