@@ -56,6 +56,29 @@ def make_loop(policy_of=lambda i: None):
 loop = remat_tui.target(args=loop_args, name="loop")(make_loop())
 
 
+def batched_args(batch=4):
+    """Two layers and a wide head, at any batch (for fit)."""
+    keys = jax.random.split(jax.random.PRNGKey(1), 4)
+    ws = [jax.random.normal(k, (32, 32)) * 0.2 for k in keys[:2]]
+    head = jax.random.normal(keys[2], (32, 512)) * 0.2
+    return (ws, head, jax.random.normal(keys[-1], (batch, 32)))
+
+
+def make_headed(policy_of=lambda i: None):
+    """The loop under per-call policies, then a wide head outside every
+    checkpoint: only a policy around the whole function recomputes it."""
+
+    def headed(ws, head, x):
+        for i, w in enumerate(ws):
+            x = checkpointed(layer, policy_of(i))(w, x)
+        return jnp.sum(jnp.sin(x @ head) ** 2)
+
+    return headed
+
+
+batched = remat_tui.target(args=batched_args, name="batched")(make_headed())
+
+
 def make_lines(p1=None, p2=None, p3=None):
     """Three checkpoints of one function on three lines (each line's own)."""
 

@@ -234,7 +234,10 @@ def test_an_answer_within_the_estimates_resolution_keeps_the_code_as_written(mon
 
 def test_within_resolution_never_sets_aside_by_flops_or_when_as_written_does_not_fit(targets):
     row = analysed_row(targets["loop"])
-    written, cheaper = row(Config()), row(Config(sites=(("layer", policies.parse("dots_saveable")),)))
+    written, cheaper = (
+        row(Config()),
+        row(Config(sites=(("layer", policies.parse("dots_saveable")),))),
+    )
     assert within_resolution(cheaper, written, 1 << 30) is None  # FLOPs are exact
     written.time, cheaper.time = {"seconds": 1.0}, {"seconds": 0.95}
     assert within_resolution(cheaper, written, 1 << 30) is not None
@@ -264,3 +267,35 @@ def test_a_stop_inside_the_exact_searchs_compiles_keeps_the_best_verified(target
 def test_a_stop_before_anything_compiled_says_so(targets):
     with pytest.raises(Cancelled):
         suggest(targets["loop"], 1 << 30, compiled=True, cancelled=lambda: True)
+
+
+def test_one_blocks_policy_in_a_linen_list_is_one_policy_by_the_blocks_index():
+    """A Python list of `nn.remat(Block)` (one line, a site per block): a
+    policy for block 2 alone is `policy=Block_policy(i)` on that line, never
+    a second `policy=` on it (a SyntaxError pasted), and the model built
+    with the printed function gives JAX the residuals reported."""
+    import linen_list
+
+    target = remat_tui.load_targets(f"{ROOT}/tests/models/linen_list.py")["loss"]
+    a = remat_tui.analyze(target, sites={2: "dots_saveable"})
+    code = a.python
+    assert code.count("policy=Block_policy(i)") == 1 and "def Block_policy(i):" in code
+    namespace = {"jax": jax}
+    exec(code.split("\n# and where the loop calls it:")[0], namespace)
+    pasted = linen_list.make_loss(namespace["Block_policy"])
+    assert residual_lines(pasted, linen_list.example_args()) == [r.text for r in a.residuals]
+
+
+def test_fit_optimize_finds_every_batch_plain_fit_finds(targets):
+    """fit --optimize searches at each batch everything suggest weighs, the
+    built-ins around the whole function included: its largest batch is at
+    least the largest any configuration of plain fit reaches."""
+    from remat_tui.core.search.fit import fit
+
+    target = targets["batched"]
+    budget = remat_tui.analyze(target, compiled=True).compiled.peak_bytes * 3
+    plain = fit(target, budget, max_batch=256)
+    best = max(r.batch for r in plain.rows)
+    assert 4 < best < 256  # the premise: more than the example's batch, less than the cap
+    optimized = fit(target, budget, max_batch=256, optimize=True)
+    assert max(r.batch for r in optimized.rows) >= best
