@@ -101,10 +101,14 @@ def search_words(s: Suggestion) -> str:
     elif c.method == "model":
         checks = count(c.rounds, "compile") if s.measure == "compiled" else count(
             c.rounds, "analysis", "analyses")  # fmt: skip
+        solved = (
+            "stopped while measuring its decisions, before it was solved"
+            if s.cancelled and c.bound is None
+            else f"solved exactly and checked by {checks} of its answers"
+        )
         how = (
-            f"exact search: the model of {count(c.decisions, c.noun)} solved "
-            f"exactly and checked by {checks} of its answers; {s.searched} of {c.space} "
-            "configurations analysed"
+            f"exact search: the model of {count(c.decisions, c.noun)} {solved}; "
+            f"{s.searched} of {c.space} configurations analysed"
         )
     else:
         how = f"exact: all {count(s.searched, 'configuration')} analysed"

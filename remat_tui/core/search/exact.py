@@ -113,8 +113,13 @@ def search_names(
 
     def evaluate(assignments: list[Assignment]) -> list[Row]:
         rows = analyse([space.config(a) for a in assignments])
-        if compile_rows is not None:
-            compile_rows(rows)
+        try:
+            if compile_rows is not None:
+                compile_rows(rows)
+        except Cancelled:  # what compiled before the stop is kept, for the answer
+            done = [(a, r) for a, r in zip(assignments, rows, strict=True) if r.compiled or r.error]
+            rows_of.update(done)
+            raise
         rows_of.update(zip(assignments, rows, strict=True))
         return rows
 
