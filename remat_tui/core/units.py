@@ -20,10 +20,26 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 
 def human_bytes(n: int) -> str:
     """1023 B, 1.2 KiB, 3.4 MiB, ... (binary units, as accelerator memory is sold)."""
+    return _with_digits(n, 1)
+
+
+def told_apart(*sizes: int) -> list[str]:
+    """The sizes in human_bytes' units with as many decimals as it takes to
+    tell apart the ones that differ (up to 3; beyond, in bytes): a budget of
+    2.25e9 B and a smallest of 2.21e9 B are `2.10 GiB` and `2.06 GiB`, not
+    both `2.1 GiB`."""
+    for digits in (1, 2, 3):
+        shown = [_with_digits(n, digits) for n in sizes]
+        if len(set(shown)) == len(set(sizes)):
+            return shown
+    return [f"{n:,} B" for n in sizes]
+
+
+def _with_digits(n: int, digits: int) -> str:
     size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if size < 1024 or unit == "TiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.{digits}f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
 

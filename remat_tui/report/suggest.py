@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from remat_tui.core.units import count, human_bytes, human_flops, human_seconds
+from remat_tui.core.units import count, human_bytes, human_flops, human_seconds, told_apart
 from remat_tui.report.comparisons import differentiated_legend, structure_words
 from remat_tui.report.labels import config_label
 from remat_tui.report.memory import peak_make_up, summary
@@ -191,9 +191,10 @@ def suggest_headline(s: Suggestion) -> str:
     measure = "compiled peak per device" if s.measure == "compiled" else "residual bytes on device"
     stopped = "stopped; the best verified so far: " if s.cancelled else ""
     if not s.fits:
+        budget, smallest = told_apart(s.budget, best.weighed_bytes)
         head = (
-            f"{stopped}nothing fits {human_bytes(s.budget)} ({measure}); the smallest is "
-            f"{config_label(best)} at {human_bytes(best.weighed_bytes)}{host_words(best)}"
+            f"{stopped}nothing fits {budget} ({measure}); the smallest is "
+            f"{config_label(best)} at {smallest}{host_words(best)}"
         )
         if not best.fits:
             compiled = best.compiled or {}

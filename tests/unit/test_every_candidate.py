@@ -299,3 +299,13 @@ def test_fit_optimize_finds_every_batch_plain_fit_finds(targets):
     assert 4 < best < 256  # the premise: more than the example's batch, less than the cap
     optimized = fit(target, budget, max_batch=256, optimize=True)
     assert max(r.batch for r in optimized.rows) >= best
+
+
+def test_nothing_fits_tells_the_budget_from_the_smallest():
+    """`nothing fits 2.1 GiB ... the smallest at 2.1 GiB` read as a
+    contradiction: the two figures get the digits that tell them apart."""
+    from remat_tui.core.units import told_apart
+
+    assert told_apart(int(2.25e9), 2_210_756_004) == ["2.10 GiB", "2.06 GiB"]
+    assert told_apart(2**30, 2**30 + 5) == ["1,073,741,824 B", "1,073,741,829 B"]
+    assert told_apart(2**30, 2**30) == ["1.0 GiB", "1.0 GiB"]
