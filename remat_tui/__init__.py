@@ -154,6 +154,7 @@ def compare(
     device: str | None = None,
     measure: bool = False,
     runs: int = 5,
+    skip: list[str] | None = None,
 ) -> Comparison:
     """Rows of costs, one per configuration, Pareto-optimal ones marked.
 
@@ -174,6 +175,10 @@ def compare(
         measure: also run each compiled step on `device` `runs` times; rows
             then rank by the measured time. Implies `compiled`.
         runs: timed runs per row when measuring, after one warm-up.
+        skip: candidates to leave out: `"SPEC"` (that policy anywhere) or
+            `"ID=SPEC"` / `"FUNCTION=SPEC"` (at that checkpoint); never the
+            code as written. A candidate JAX refuses to trace is a row with
+            its error (`refused`) either way.
 
     Returns:
         A `Comparison`, whose `rows` are `Row`s.
@@ -191,6 +196,7 @@ def compare(
         device=device,
         measure=measure,
         runs=runs,
+        skip=skip,
     )
 
 
@@ -206,14 +212,17 @@ def suggest(
     runs: int = 5,
     narrowing: Callable[[Narrowing], object] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    skip: list[str] | None = None,
 ) -> Suggestion:
     """The least-cost configuration whose memory fits a budget, with what it
     is proven against.
 
-    Searches the built-in policies and the target's own, every
+    Searches the built-in policies and the target's own (around the whole
+    function, and at each checkpointed function), every
     save/offload/recompute assignment of its `checkpoint_name`s at each
     checkpointed function (at each call, where a Python loop calls one
-    several times), and the structures of its scans (`nested(G)`,
+    several times; with no names, a whole policy per call), and the
+    structures of its scans (`nested(G)`,
     `split(K, a, b)` at every eighth of the layers: see `analyze`). The
     whole space, whatever its size: every configuration of a small one; a
     larger one by a model of each decision's memory and cost, solved exactly
@@ -239,6 +248,7 @@ def suggest(
         cancelled: polled between compiles; once it returns True the search
             stops and the best answer verified so far is returned
             (`cancelled` set, `search.gap` what is left).
+        skip: candidates to leave out, as in `compare`.
 
     Returns:
         A `Suggestion`: `best` is the answer (the smallest when nothing
@@ -252,7 +262,7 @@ def suggest(
     _displays()
     return _suggest(
         fn, budget, args, kwargs, compiled=compiled, device=device, sites=sites,
-        measure=measure, runs=runs, narrowing=narrowing, cancelled=cancelled,
+        measure=measure, runs=runs, narrowing=narrowing, cancelled=cancelled, skip=skip,
     )  # fmt: skip
 
 
@@ -359,6 +369,7 @@ def fit(
     measure: bool = False,
     runs: int = 5,
     optimize: bool = False,
+    skip: list[str] | None = None,
 ) -> Fit:
     """How big a batch fits: per configuration, the largest batch whose
     compiled step fits a budget, and its examples per second.
@@ -386,6 +397,7 @@ def fit(
             tried, each with the best decisions under the budget at that
             batch (suggest's exact search, compiled), ranked by examples
             per second. Not with `policies`.
+        skip: candidates to leave out, as in `compare`.
 
     Returns:
         A `Fit`: `rows` best first (`batch`, `peak_bytes`, `step_seconds`,
@@ -399,4 +411,5 @@ def fit(
     return _fit(
         fn, budget, args, kwargs, policies=policies, sites=sites, device=device,
         multiple=multiple, max_batch=max_batch, measure=measure, runs=runs, optimize=optimize,
+        skip=skip,
     )  # fmt: skip

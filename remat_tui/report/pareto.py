@@ -22,11 +22,12 @@ def pareto_svg(
     front joined by a line; every label escaped. `numbered`: each dot also
     carries its row's number (1-based), for a view where the <title>
     tooltips do not show (an SVG in an <img>)."""
-    if not rows:
+    drawn = [r for r in rows if not r.refused]  # a row JAX refused has no numbers
+    if not drawn:
         return ""
     pad = 56
-    xs = [r.weighed_bytes for r in rows]
-    ys = [r.recompute_flops for r in rows]
+    xs = [r.weighed_bytes for r in drawn]
+    ys = [r.recompute_flops for r in drawn]
     x0, x1 = min(xs), max(xs) or 1
     y0, y1 = min(ys), max(ys) or 1
 
@@ -37,6 +38,8 @@ def pareto_svg(
     points = []
     at: dict[tuple[int, int], list] = {}  # {spot: [x, y, row numbers drawn there]}
     for number, r in enumerate(rows, 1):
+        if r.refused:
+            continue
         cx, cy = px(r.weighed_bytes, x0, x1, width), px(r.recompute_flops, y0, y1, height, True)
         colour = "#d33" if r.pareto else "#789"
         points.append(

@@ -137,8 +137,13 @@ def test_a_candidate_jax_refuses_is_a_row_and_the_rest_answer(targets):
     bad = [r for r in rows if r.refused]
     assert [r.config.site_overrides for r in bad] == [{"rotate": "everything_saveable"}]
     assert said in bad[0].failure and not bad[0].fits and not bad[0].pareto
+    from remat_tui.report.pareto import pareto_svg
+
+    assert pareto_svg(rows).count("<circle") == len(rows) - 1  # no dot without numbers
+    comparison = remat_tui.compare(target)  # the API: its displays registered
+    assert said.rstrip(".") in comparison._repr_html_()
     got = suggest(target, max(r.device_bytes for r in rows))
-    assert got.fits and not got.best.refused
+    assert got.fits and not got.best.refused and not any(r.refused for r in got.rows)
     assert [r.config for r in got.refused] == [bad[0].config]
     assert said in render_suggest(got, "text")
     assert said in json.dumps(got.to_dict())

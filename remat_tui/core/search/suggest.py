@@ -348,6 +348,7 @@ class _Search:
         # A name assignment the model reached may still be one a --skip names.
         kept = set(self.skips.keep([r.config for r in self.rows], self.first.sites))
         rows = [r for r in self.rows if r.config in kept or r.config == self.base]
+        rows = [r for r in rows if not r.refused]  # said apart (`refused`): no numbers
         if self.compiled:  # a compile a stop cut short is no answer: only what compiled
             rows = [r for r in rows if r.compiled is not None or r.error is not None]
         if self.skips.dropped:
