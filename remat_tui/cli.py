@@ -7,7 +7,9 @@ The subcommands share one set of options (target, policy, sites, device,
 format, output) and run one way (`_headless`): what the target prints goes to
 standard error, so standard output carries the report alone; the format comes
 from --format, else from -o's extension; files are written atomically; the
-exit status is 0, 1 when a gate is exceeded, 2 for bad input.
+exit status is 0, 1 when a gate is exceeded, 2 for bad input, 130 when
+Ctrl-C stopped it; a runner that has no answer (stopped before one) returns
+no text, and nothing is written.
 
 Imports only the standard library at module level, so `--help` is instant;
 jax loads when a target is analysed and textual only when the app starts.
@@ -82,6 +84,8 @@ def _headless(opts: argparse.Namespace) -> int:
         print(f"remat-tui: {said}", file=sys.stderr)
     for warning in warnings:
         print(f"remat-tui: warning: {warning}", file=sys.stderr)
+    if not text:  # no answer (stopped before one): no file written, none said written
+        return status()
     if opts.output:
         from remat_tui.report.write import write_atomic
 

@@ -132,6 +132,9 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
             progress=Progress(),
             optimize=opts.optimize,
         )
+    if result.cancelled and not result.rows:
+        print("remat-tui: cancelled before any row was found", file=sys.stderr)
+        return "", [], lambda: 130
     if result.cancelled:
         print(
             f"remat-tui: cancelled: {count(len(result.rows), 'row')} found so far, below",
