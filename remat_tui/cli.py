@@ -7,7 +7,9 @@ The subcommands share one set of options (target, policy, sites, device,
 format, output) and run one way (`_headless`): what the target prints goes to
 standard error, so standard output carries the report alone; the format comes
 from --format, else from -o's extension; files are written atomically; the
-exit status is 0, 1 when a gate is exceeded, 2 for bad input.
+exit status is 0, 1 when a gate is exceeded, 2 for bad input, 130 when
+Ctrl-C stopped it; a runner that has no answer (stopped before one) returns
+no text, and nothing is written.
 
 Imports only the standard library at module level, so `--help` is instant;
 jax loads when a target is analysed and textual only when the app starts.
@@ -22,12 +24,11 @@ import sys
 from collections.abc import Iterator
 
 from remat_tui import cli_check, cli_fit
-from remat_tui.cli_parser import app_parser, cache_parser, headless_parser
+from remat_tui.cli_parser import SUBCOMMANDS, app_parser, cache_parser, headless_parser
 from remat_tui.cli_runners import RUNNERS, site_overrides
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
 
-SUBCOMMANDS = ("report", "compare", "suggest", "diff", "memory", "fit", "check")
 # -o's extension picks the format when --format is not given.
 OUTPUT_FORMATS = {".json": "json", ".md": "md", ".markdown": "md", ".html": "html"}
 OUTPUT_FORMATS |= {".htm": "html", ".txt": "text"}
@@ -69,6 +70,7 @@ def _headless(opts: argparse.Namespace) -> int:
     """Run one subcommand: its result rendered, written, and its exit status."""
     from remat_tui.core.setup.loading import load_target
 
+    counted_before = _compile_counts()  # this command's compiles are said, not the process's
     checks = _check_before(opts)  # bad sizes fail before anything is analysed
     fmt = output_format(opts)
     _compile_settings(opts)
@@ -78,10 +80,12 @@ def _headless(opts: argparse.Namespace) -> int:
         target = load_target(opts.target)
         text, warnings, status = RUNNERS[opts.command](target, opts, fmt, checks)
     warnings = [*warnings, *_compile_notices()]
-    if said := _compiles_said():
+    if said := _compiles_said(counted_before):
         print(f"remat-tui: {said}", file=sys.stderr)
     for warning in warnings:
         print(f"remat-tui: warning: {warning}", file=sys.stderr)
+    if not text:  # no answer (stopped before one): no file written, none said written
+        return status()
     if opts.output:
         from remat_tui.report.write import write_atomic
 
@@ -106,16 +110,24 @@ def _compile_settings(opts: argparse.Namespace) -> None:
         compile_pool.configure(jobs=jobs, cluster=cluster)
 
 
-def _compiles_said() -> str | None:
-    """What this command's compiles were, in one line: how many XLA compiled,
-    how many the compile cache answered; None when nothing was compiled."""
+def _compile_counts() -> dict[str, int]:
+    """The compile service's counts so far in this process ({} before it is
+    loaded: importing it would load jax)."""
+    service = sys.modules.get("remat_tui.core.xla.compile_service")
+    return service.counts.snapshot() if service is not None else {}
+
+
+def _compiles_said(before: dict[str, int]) -> str | None:
+    """What this command's compiles were (since `before`), in one line: how
+    many XLA compiled, how many the compile cache answered; None when
+    nothing was compiled or answered."""
     service = sys.modules.get("remat_tui.core.xla.compile_service")
     if service is None:
         return None
-    n = service.counts.snapshot()
+    n = {k: v - before.get(k, 0) for k, v in service.counts.snapshot().items()}
     made = n["compiled"] + n["in_workers"]
-    if made <= 1 and not (n["stored"] or n["in_workers"] or n["ahead"]):
-        return None  # one program compiled here, as asked: nothing worth a line
+    if not (made or n["stored"] or n["ahead"]):
+        return None  # nothing compiled, nothing answered by the cache
     parts = [f"{count(made, 'program')} compiled"]
     if n["in_workers"]:
         parts[0] += f" ({n['in_workers']} in workers)"
@@ -179,6 +191,12 @@ def _check_before(opts: argparse.Namespace) -> dict:
     elif getattr(opts, "runs", 5) != 5:
         raise RematError("--runs is for --measure; add --measure to run the compiled steps.")
     if opts.command == "suggest":
+        if opts.policy is not None:
+            raise RematError(
+                f"suggest --policy {opts.policy}: suggest searches the outer policies and the "
+                "sites' itself and takes no --policy. To weigh given outer policies, use "
+                f"remat-tui compare --policy {opts.policy} (repeatable); to set a site's, --site."
+            )
         checks["budget"] = parse_size(opts.budget)
     if opts.command == "fit":
         checks |= cli_fit.check(opts)

@@ -20,8 +20,9 @@ if TYPE_CHECKING:
     from remat_tui.registry import Target
 
 # What a subcommand's runner gives back: (the report, its warnings, the exit
-# status once it is written). cli_runners.py holds the runners; this module
-# and cli_fit.py hold two of them.
+# status once it is written). An empty report is no answer (Ctrl-C came
+# before one): nothing is written. cli_runners.py holds the runners; this
+# module and cli_fit.py hold two of them.
 Rendered = tuple[str, list[str], Callable[[], int]]
 
 

@@ -135,6 +135,9 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
             optimize=opts.optimize,
             skip=opts.skip,
         )
+    if result.cancelled and not result.rows:
+        print("remat-tui: cancelled before any row was found", file=sys.stderr)
+        return "", [], lambda: 130
     if result.cancelled:
         print(
             f"remat-tui: cancelled: {count(len(result.rows), 'row')} found so far, below",
@@ -184,18 +187,19 @@ def first_interrupt_stops(stop: threading.Event) -> Iterator[None]:
 
 class Progress:
     """A line on stderr per batch tried: `[2/15] fit nothing_saveable: fits
-    64, not 128 -> trying 96 (7 compiles, 41 s)`."""
+    64, not 128 -> trying 96 (7 compiles, 41 s)`; for --optimize, `[search 3]
+    fit --optimize: fits 4, not 8 -> trying 6 (...)`."""
 
     def __init__(self) -> None:
         self.start = time.perf_counter()
 
     def __call__(self, p: FitProgress) -> None:
-        from remat_tui.report.fit import progress_line
+        from remat_tui.report.fit import progress_count, progress_line
 
         seconds = time.perf_counter() - self.start
-        same = f", {p.reused} the same program" if p.reused else ""
+        same = f", {p.reused} answered without compiling" if p.reused else ""
         print(
-            f"remat-tui: [{p.index + 1}/{p.total}] {progress_line(p)} "
+            f"remat-tui: [{progress_count(p)}] {progress_line(p)} "
             f"({count(p.compiles, 'compile')}{same}, {seconds:.0f} s)",
             file=sys.stderr,
             flush=True,

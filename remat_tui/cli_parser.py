@@ -14,6 +14,9 @@ from typing import Any
 from remat_tui import __version__, cli_fit
 from remat_tui.report import FORMATS  # light: the report modules import no jax
 
+# The headless subcommands `headless_parser` parses; `cache` has a parser of its own.
+SUBCOMMANDS = ("report", "compare", "suggest", "diff", "memory", "fit", "check")
+
 SITE_HELP = (
     "set the policy of a jax.checkpoint in the code: a site id or the checkpointed "
     "function's name, e.g. --site block=nothing_saveable (as_written removes that "
@@ -153,8 +156,8 @@ def app_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="remat-tui",
         description="See what JAX autodiff saves for the backward pass and what "
-        "jax.checkpoint policies change. Headless: remat-tui {report,compare,suggest,"
-        "diff,memory,fit} --help.",
+        "jax.checkpoint policies change. Headless: remat-tui "
+        f"{{{','.join(SUBCOMMANDS)}}} --help; the compile cache: remat-tui cache --help.",
     )
     parser.add_argument("--version", action="version", version=f"remat-tui {__version__}")
     target_options(parser)
@@ -258,14 +261,19 @@ def _compare(commands: cli_fit.Commands) -> None:
 
 
 def _suggest(commands: cli_fit.Commands) -> None:
-    """suggest: the least recompute that fits a budget."""
+    """suggest: the least-cost configuration that fits a budget."""
     suggest = commands.add_parser(
         "suggest",
-        help="the least recompute that fits a budget",
-        description="The configuration with the least recomputation whose memory fits "
-        "a budget (residual bytes on device, or the compiled peak with --compiled).",
+        help="the least-cost configuration that fits a budget",
+        description="The configuration with the least cost whose memory fits a budget "
+        "(residual bytes on device, or the compiled peak with --compiled). The cost: the "
+        "estimated step time once compiled (the measured one with --measure), else the "
+        "recompute FLOPs. It searches the outer policies and the sites' itself, so it takes "
+        "no --policy.",
     )
     target_options(suggest)
+    # Refused with a message (cli.py), not argparse's "unrecognized arguments".
+    suggest.add_argument("--policy", default=None, help=argparse.SUPPRESS)
     output_options(suggest, COMPILED_HELP)
     measure_options(suggest)
     compile_options(suggest, search=True)
@@ -333,6 +341,7 @@ def _check(commands: cli_fit.Commands) -> None:
     policy_option(check, default=None, help="the outer policy (default: the baseline's, or "
                   "as_written with --write)")  # fmt: skip
     output_options(check, None)
+    compile_options(check, search=False)
     saved = check.add_mutually_exclusive_group(required=True)
     saved.add_argument("--against", metavar="BASELINE.json", help="the baseline to compare with")
     saved.add_argument(

@@ -63,21 +63,27 @@ def _report(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) ->
 
 
 def _compare(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
+    import time
+
     from remat_tui.core.search.compare import compare
     from remat_tui.report.comparisons import render_compare
 
     rows: list[Row] = []
+    options = _search_options(opts)
+    began = time.perf_counter()
     try:
-        result = compare(target, policies=opts.policy, on_row=rows.append, **_search_options(opts))
+        result = compare(target, policies=opts.policy, on_row=rows.append, **options)
     except KeyboardInterrupt:
         if not rows:
             raise
-        result = _cancelled_comparison(target, opts, rows)
+        seconds = time.perf_counter() - began
+        result = _cancelled_comparison(target, opts, rows, seconds)
+        planned = options["progress"].total or len(rows)
         print(
             f"remat-tui: cancelled: {count(len(rows), 'row')} made so far, below",
             file=sys.stderr,
         )
-        return render_compare(result, fmt), [], lambda: 130
+        return render_compare(result, fmt, stopped_of=planned), [], lambda: 130
     failed = [r for r in result.rows if r.measure_failed]
     return (
         render_compare(result, fmt),
@@ -88,15 +94,18 @@ def _compare(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -
     )
 
 
-def _cancelled_comparison(target: Target, opts: argparse.Namespace, rows: list[Row]) -> Comparison:
-    """The rows made before Ctrl-C, concluded as a comparison of their own."""
+def _cancelled_comparison(
+    target: Target, opts: argparse.Namespace, rows: list[Row], seconds: float
+) -> Comparison:
+    """The rows made before Ctrl-C, concluded as a comparison of their own
+    (`seconds`: the time the comparison ran)."""
     from remat_tui.core.search.compare import conclude, measure_baseline
     from remat_tui.core.setup.config import Config
 
     base = Config.make(sites=site_overrides(opts.site), device=opts.device,
                        declared=target.policies)  # fmt: skip
     baseline, _ = measure_baseline(target, base, compiled=False)
-    return conclude(target, rows, baseline, base, 0.0)
+    return conclude(target, rows, baseline, base, seconds)
 
 
 def _failed_runs(labels: list[str], measured: dict | None) -> int:
@@ -180,10 +189,12 @@ class Progress:
 
     def __init__(self) -> None:
         self.start: float | None = None
+        self.total: int | None = None  # the configurations the command will make
 
     def __call__(self, i: int, total: int, config: Config, stage: str = "") -> None:
         import time
 
+        self.total = total
         now = time.perf_counter()
         if self.start is None or i == 0:
             self.start = now

@@ -266,17 +266,27 @@ def structure_words(rows: Sequence[Row], notes: Sequence[str]) -> str:
     return words + "".join(f" Structures: {n}" for n in notes)
 
 
-def render_compare(c: Comparison, fmt: str) -> str:
+def render_compare(c: Comparison, fmt: str, stopped_of: int | None = None) -> str:
+    """`c` in format `fmt`; `stopped_of`: Ctrl-C stopped it, its rows being
+    those made of this many planned (said in the header, and in the JSON as
+    `cancelled` and `planned`)."""
     if fmt == "json":
-        return json.dumps(c.to_dict(), indent=2) + "\n"
+        d = c.to_dict()
+        if stopped_of is not None:
+            d |= {"cancelled": True, "planned": stopped_of}
+        return json.dumps(d, indent=2) + "\n"
     rank = measured_ranks(c.rows) if any_measured(c.rows) else None
     cells = [row_cells(r, rank) for r in c.rows]
     heads = columns(c.rows)
     title = target_label(c.target_file, c.target_name)
     legend = comparison_legend(c)
+    made = count(len(c.rows), "configuration")
+    if stopped_of is not None:
+        done = f"{len(c.rows)} of {count(stopped_of, 'configuration')}"
+        made = f"{done}: stopped by Ctrl-C"
+        legend = f"Stopped by Ctrl-C after {done}. {legend}"
     if fmt == "text":
-        rows = count(len(c.rows), "configuration")
-        lines = [f"compare  {title}  ({rows}, {c.seconds:.1f} s)", ""]
+        lines = [f"compare  {title}  ({made}, {c.seconds:.1f} s)", ""]
         lines += text_table([heads, *cells]) + ["", legend]
         return "\n".join(lines) + "\n"
     if fmt == "md":

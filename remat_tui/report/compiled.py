@@ -136,6 +136,7 @@ def details(a: Analysis) -> list[tuple[str, str]]:
     each = " per device" if c.devices > 1 else ""
     rows = [
         ("peak per device", f"{human_bytes(c.peak_bytes)} ({peak_words(c)})"),
+        *allocations_row(c),
         *other_spaces(c),
         (f"temporaries{each}", human_bytes(c.temp_bytes)),
         (f"arguments{each}", human_bytes(c.argument_bytes)),
@@ -172,17 +173,68 @@ def details(a: Analysis) -> list[tuple[str, str]]:
     return rows
 
 
+# Beside each byte figure of a compile: whether a budget is judged by it
+# (suggest's and fit's --budget, report's --max-peak-bytes, check's peak).
+JUDGED = "the figure budgets are judged by"
+NOT_JUDGED = "not the figure budgets are judged by"
+
+
 def peak_words(c: Compiled) -> str:
     """What the peak figure is: the sum of the main memory's allocations, or
     on TPU (`peak_source` "live") the most HBM holds at one step of XLA's
-    schedule, which the allocations' sizes below do not add up to."""
+    schedule, which the allocations' sizes below do not add up to; and that
+    budgets are judged by it."""
     if c.peak_source == "live":
         return (
             "HBM's live peak: the most bytes live at one step of XLA's schedule, not the "
-            "sum of the allocation sizes below"
+            f"sum of the allocation sizes below; {JUDGED}"
         )
+    return f"device memory: {_sum_words(c)}; {JUDGED}"
+
+
+def _sum_words(c: Compiled) -> str:
     aliased = " - aliased" if c.alias_bytes else ""
-    return f"device memory: arguments + outputs + temporaries{aliased}"
+    return f"arguments + outputs + temporaries{aliased}"
+
+
+def allocations_sum(c: Compiled) -> int:
+    """XLA's allocation sizes of the main memory added up."""
+    return c.argument_bytes + c.output_bytes + c.temp_bytes - c.alias_bytes
+
+
+def allocations_row(c: Compiled) -> list[tuple[str, str]]:
+    """On TPU, where the peak is HBM's live peak, the row adding up XLA's
+    allocation sizes (what a user adds by hand), saying why it is not the
+    peak; none where the peak is that sum."""
+    if c.peak_source != "live":
+        return []
+    total = allocations_sum(c)
+    if total > c.peak_bytes:
+        why = "above the live peak: the temporaries count as their whole heap"
+    elif total < c.peak_bytes:
+        why = "below the live peak: the temporary size leaves some temporaries out"
+    else:
+        why = "the live peak too, here"
+    return [(_sum_words(c), f"{human_bytes(total)} (XLA's allocation sizes added up, {why}; "
+                            f"{NOT_JUDGED})")]  # fmt: skip
+
+
+def backend_words(c: Compiled) -> str:
+    """What XLA's own `peak_memory_in_bytes` counts, where it can be told
+    from the other figures, and that budgets are not judged by it."""
+    b = c.backend_peak_bytes or 0
+    spaces = (c.memory or {}).get("other_spaces") or []
+    together = c.peak_bytes + sum(s["peak_bytes"] for s in spaces)
+    # XLA's CPU figure is the arguments and outputs and a few bytes (an output
+    # tuple's table): within a KiB, or a thousandth of it, is that sum.
+    if abs(b - (c.argument_bytes + c.output_bytes - c.alias_bytes)) <= max(1024, b // 1000):
+        what = "XLA's own figure: arguments + outputs, the temporaries left out"
+    elif spaces and abs(together - b) <= 0.01 * b:
+        named = ", ".join(s["space"] for s in spaces)
+        what = f"XLA's own figure: every memory at one moment, device memory's and {named}"
+    else:
+        what = "XLA's own figure, by its own accounting of the memories"
+    return f"{what}; {NOT_JUDGED}"
 
 
 def other_spaces(c: Compiled) -> list[tuple[str, str]]:
@@ -201,7 +253,10 @@ def other_spaces(c: Compiled) -> list[tuple[str, str]]:
                 what += str(largest["source"]["line"])
         rows.append((f"peak in {space['space']} (not device memory)", what))
     if c.backend_peak_bytes and c.backend_peak_bytes != c.peak_bytes:
-        rows.append(("XLA's peak_memory_in_bytes", human_bytes(c.backend_peak_bytes)))
+        rows.append((
+            "XLA's peak_memory_in_bytes",
+            f"{human_bytes(c.backend_peak_bytes)} ({backend_words(c)})",
+        ))  # fmt: skip
     if c.spaces_note:
         rows.append(("memory spaces", c.spaces_note))
     return rows

@@ -33,13 +33,27 @@ def row_label(config: Config) -> str:
     return "; ".join([config.spec.short(), *sites])
 
 
+def progress_count(p: FitProgress) -> str:
+    """`2/14`: the configuration among all; for fit --optimize, `search 3`,
+    the exact searches begun (a batch each: how many the bracket takes is
+    not known ahead)."""
+    if p.optimized:
+        return (
+            f"search {p.index + 1}"
+            if p.trying is not None
+            else count(p.index, "search", "searches")
+        )
+    return f"{p.index + 1}/{p.total}"
+
+
 def progress_line(p: FitProgress) -> str:
-    """`fit nothing_saveable: fits 64, not 128 -> trying 96` (a FitProgress)."""
+    """`fit nothing_saveable: fits 64, not 128 -> trying 96` (a FitProgress);
+    `fit --optimize: fits 4, not 8 -> trying 6`."""
     known = [f"fits {p.fits}"] if p.fits else []
     if p.not_fit is not None:
         known.append(f"not {p.not_fit}")
     where = ", ".join(known)
-    label = row_label(p.config)
+    label = "--optimize" if p.optimized else row_label(p.config)
     if p.trying is None:
         found = f"largest batch {p.fits}" if p.fits else "nothing fits"
         return f"fit {label}: {found}" + (f" ({where})" if where else "")
@@ -59,6 +73,8 @@ def examples_rate(value: float | None) -> str:
 def batch_cell(row: FitRow) -> str:
     if row.error and not row.batch:
         return "compile failed"
+    if not row.batch and row.search is not None and row.not_fit is not None:
+        return f"✗ {row.not_fit}"  # fit --optimize: a row per batch, this one's
     if not row.batch:
         return "✗ none"
     more = "+" if row.capped else ("?" if not row.complete else "")
@@ -84,6 +100,8 @@ def notes(row: FitRow) -> list[str]:
     out = []
     if row.error:
         out.append("compile failed: " + row.error.splitlines()[-1].strip())
+    elif not row.batch and row.not_fit is not None and row.search is not None:
+        out.append(f"nothing fits at batch {row.not_fit}, whatever the decisions")
     elif not row.batch and row.not_fit is not None:
         out.append(f"not even batch {row.not_fit} fits")
     if row.capped:
@@ -131,19 +149,30 @@ def headline(f: Fit) -> str:
     )
 
 
+def compiles_words(f: Fit) -> str:
+    """`30 programs compiled, 4 answered without compiling (2 by the compile
+    cache, 2 by the same program compiled for another configuration or batch)`."""
+    said = f"{count(f.compiles, 'program')} compiled"
+    if not f.reused:
+        return said
+    same = f.reused - f.stored
+    parts = [f"{f.stored} by the compile cache"] if f.stored else []
+    if same:
+        parts.append(f"{same} by the same program compiled for another configuration or batch")
+    return f"{said}, {f.reused} answered without compiling ({', '.join(parts)})"
+
+
 def searched(f: Fit) -> str:
     probes = sum(len(r.probes) for r in f.rows)
-    same = f", {f.reused} answered by the same program compiled for another" if f.reused else ""
     stopped = " (cancelled: the rows found so far)" if f.cancelled else ""
     if f.optimized:
         return (
             f"{count(len(f.rows), 'batch', 'batches')} searched exactly (every decision at "
-            f"each), {count(f.compiles, 'compile')}, {f.seconds:.1f} s{stopped}"
+            f"each), {compiles_words(f)}, {f.seconds:.1f} s{stopped}"
         )
     return (
         f"{count(len(f.rows), 'configuration')}, {count(probes, 'batch', 'batches')} tried, "
-        f"{count(f.compiles, 'compile')}{same}, "
-        f"{f.seconds:.1f} s{stopped}"
+        f"{compiles_words(f)}, {f.seconds:.1f} s{stopped}"
     )
 
 
@@ -173,7 +202,7 @@ LEGEND = (
 OPTIMIZED_LEGEND = (
     "--optimize: a row per batch size tried, each with the least step time whose compiled "
     "peak fits the budget at that batch (the exact search, as suggest --compiled: its gap "
-    "in the notes); batch: that size (✗ none: nothing fits it); peak, step and "
+    "in the notes); batch: that size (✗ B: nothing fits batch B); peak, step and "
     "examples/s as below; ★ the most examples per second. "
 )
 

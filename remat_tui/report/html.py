@@ -77,7 +77,8 @@ def _compiled(a: Analysis) -> str:
     c = a.compiled
     return (
         f"\n<h2>Compiled: {escape(head)}</h2>\n<table><tbody>\n{rows}\n</tbody></table>\n"
-        f"<p>{escape(compiled.EXPLAINED)}</p>{memory_view.html(c.memory, c.memory_note)}"
+        f"<p>{escape(compiled.EXPLAINED)}</p>"
+        f"{memory_view.html(c.memory, c.memory_note, memory_view.judged_peak(c))}"
     )
 
 

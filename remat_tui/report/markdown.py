@@ -54,7 +54,9 @@ def _compiled(a: Analysis) -> list[str]:
         "",
         compiled.EXPLAINED,
         "",
-        *memory_view.markdown_lines(a.compiled.memory, a.compiled.memory_note),
+        *memory_view.markdown_lines(
+            a.compiled.memory, a.compiled.memory_note, memory_view.judged_peak(a.compiled)
+        ),
     ]
 
 

@@ -37,12 +37,15 @@ def peak_make_up(memory: dict) -> str:
     return f"largest part: {category} ({share:.0%})"
 
 
-def summary(memory: dict) -> str:
-    """`at the peak (step 812 of 2067; backward from step 640): residual 7.0 MiB
-    (48%) · temporary ...`, categories largest first, empty ones left out."""
-    peak = memory["peak_bytes"] or 1
+def summary(memory: dict, judged: int | None = None) -> str:
+    """`at the peak (step 812 of 2067; backward from step 640): 14.6 MiB live:
+    residual 7.0 MiB (48%) · temporary ...`, categories largest first, empty
+    ones left out. `judged`: the compiled peak budgets are judged by (where
+    the caller has it), said beside the live bytes: the same figure, or
+    another and why."""
+    live = memory["peak_bytes"]
     parts = [
-        f"{c} {human_bytes(n)} ({n / peak:.0%})"
+        f"{c} {human_bytes(n)} ({n / (live or 1):.0%})"
         for c, n in sorted(memory["by_category"].items(), key=lambda kv: -kv[1])
         if n
     ]
@@ -50,7 +53,23 @@ def summary(memory: dict) -> str:
     where = f"step {memory['peak_step']} of {memory['steps']}"
     if backward is not None:
         where += f"; backward from step {backward}"
-    return f"at the peak ({where}): " + " · ".join(parts)
+    return f"at the peak ({where}): {live_words(live, judged)}: " + " · ".join(parts)
+
+
+def live_words(live: int, judged: int | None) -> str:
+    """`14.6 MiB live`, and how it stands to the compiled peak budgets are
+    judged by, where that is known."""
+    said = f"{human_bytes(live)} live"
+    if judged is None:
+        return said
+    if judged == live:
+        return f"{said}, the compiled peak budgets are judged by"
+    why = (
+        "XLA's allocations, which hold more than is live at one step"
+        if judged > live
+        else "XLA's allocation sizes, which leave some of what is live out"
+    )
+    return f"{said} (the compiled peak budgets are judged by, {human_bytes(judged)}, is {why})"
 
 
 def buffer_rows(memory: dict, top: int = TOP) -> list[tuple[str, ...]]:
@@ -109,13 +128,16 @@ def compiler_notes(memory: dict) -> list[str]:
     return notes
 
 
-def text_lines(memory: dict | None, note: str | None = None) -> list[str]:
-    """The breakdown for the text report (a note when there is none)."""
+def text_lines(
+    memory: dict | None, note: str | None = None, judged: int | None = None
+) -> list[str]:
+    """The breakdown for the text report (a note when there is none);
+    `judged`: the compiled peak budgets are judged by (`summary`)."""
     from remat_tui.report.tables import text_table
 
     if memory is None:
         return [f"where the peak goes: not available ({note})"] if note else []
-    lines = ["where the peak goes", "  " + summary(memory)]
+    lines = ["where the peak goes", "  " + summary(memory, judged)]
     if memory.get("explanation"):
         lines.append("  " + memory["explanation"])
     lines += ["  " + n for n in compiler_notes(memory)]
@@ -129,12 +151,14 @@ def text_lines(memory: dict | None, note: str | None = None) -> list[str]:
     return lines
 
 
-def markdown_lines(memory: dict | None, note: str | None = None) -> list[str]:
+def markdown_lines(
+    memory: dict | None, note: str | None = None, judged: int | None = None
+) -> list[str]:
     from remat_tui.report.tables import md_cell
 
     if memory is None:
         return [f"Where the peak goes: not available ({md_cell(note)})", ""] if note else []
-    lines = ["### Where the peak goes", "", md_cell(summary(memory)), ""]
+    lines = ["### Where the peak goes", "", md_cell(summary(memory, judged)), ""]
     if memory.get("explanation"):
         lines += [md_cell(memory["explanation"]), ""]
     lines += [line for n in compiler_notes(memory) for line in (md_cell(n), "")]
@@ -149,7 +173,7 @@ def markdown_lines(memory: dict | None, note: str | None = None) -> list[str]:
     return [*lines, ""]
 
 
-def html(memory: dict | None, note: str | None = None) -> str:
+def html(memory: dict | None, note: str | None = None, judged: int | None = None) -> str:
     if memory is None:
         return f"<p>Where the peak goes: not available ({escape(note)})</p>" if note else ""
     explanation = f"<p>{escape(memory['explanation'])}</p>" if memory.get("explanation") else ""
@@ -159,7 +183,7 @@ def html(memory: dict | None, note: str | None = None) -> str:
         for space in memory.get("other_spaces", [])
     )
     return (
-        f"<h3>Where the peak goes</h3><p>{escape(summary(memory))}</p>{explanation}"
+        f"<h3>Where the peak goes</h3><p>{escape(summary(memory, judged))}</p>{explanation}"
         f"{curve_svg(memory)}{_buffer_table(memory)}{spaces}"
     )
 
@@ -246,13 +270,13 @@ def render(a: Analysis, fmt: str) -> str:
     head = compiled.headline(a) or ""
     if fmt == "text":
         lines = [f"memory  {title}  ({a.config.label()})", head, ""]
-        lines += text_lines(c.memory, c.memory_note or _not_fit(c))
+        lines += text_lines(c.memory, c.memory_note or _not_fit(c), judged_peak(c))
         return "\n".join(lines) + "\n"
     if fmt == "md":
         from remat_tui.report.tables import md_cell
 
         lines = [f"# remat-tui memory: `{md_cell(title)}`", "", md_cell(head), ""]
-        lines += markdown_lines(c.memory, c.memory_note or _not_fit(c))
+        lines += markdown_lines(c.memory, c.memory_note or _not_fit(c), judged_peak(c))
         return "\n".join(lines) + "\n"
     if fmt == "html":
         return (
@@ -263,9 +287,14 @@ def render(a: Analysis, fmt: str) -> str:
             "padding:.25em .6em;text-align:left}</style></head><body>"
             f"<h1>remat-tui memory: <code>{escape(title)}</code></h1>"
             f"<p>{escape(a.config.label())}</p><h2>{escape(head)}</h2>"
-            f"{html(c.memory, c.memory_note or _not_fit(c))}</body></html>\n"
+            f"{html(c.memory, c.memory_note or _not_fit(c), judged_peak(c))}</body></html>\n"
         )
     raise ValueError(f"unknown format {fmt!r}")
+
+
+def judged_peak(c: Compiled | None) -> int | None:
+    """The compiled peak budgets are judged by, where the compile fit."""
+    return c.peak_bytes if c is not None and c.fits else None
 
 
 def _not_fit(c: Compiled) -> str | None:

@@ -101,6 +101,8 @@ def _compiled(a: Analysis) -> list[str]:
         *(f"  {label:<{width}}  {value}" for label, value in rows),
         *textwrap.wrap(compiled.EXPLAINED, 88),
         "",
-        *memory_view.text_lines(a.compiled.memory, a.compiled.memory_note),
+        *memory_view.text_lines(
+            a.compiled.memory, a.compiled.memory_note, memory_view.judged_peak(a.compiled)
+        ),
         "",
     ]

@@ -3,6 +3,7 @@
 Compiles are counted where XLA compiles: `jax.stages.Lowered.compile`, which
 every compile of remat-tui calls (with XLA's dump or without)."""
 
+import importlib
 import json
 import os
 import subprocess
@@ -192,6 +193,34 @@ def test_the_store_is_never_stale(write_target, xla_compiles, store_on, monkeypa
     flags = os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_thunk_runtime=true"
     monkeypatch.setenv("XLA_FLAGS", flags)
     assert compiles(lambda: numbers(path)) == 1  # other flags
+
+
+def test_a_library_one_command_imports_is_no_new_program(tmp_path, xla_compiles, store_on,
+                                                         monkeypatch):  # fmt: skip
+    """Issue 41: fit compiled again what report --compiled had just compiled.
+    A breakdown's key digests the user's files it may name: those imported
+    from the target's folder. A project keeps its virtual environment there
+    (.venv/lib/python3.11/site-packages), and each command imports other
+    modules of the installed packages (fit what report does not): the key
+    differed. Installed packages are nobody's lines to name."""
+    project = tmp_path / "project"
+    packages = project / ".venv" / "lib" / "python3.11" / "site-packages"
+    packages.mkdir(parents=True)
+    (packages / "installed_41.py").write_text("VALUE = 1\n")
+    path = project / "model.py"
+    path.write_text(SOURCE.format(n=4, op="sin"))
+    target = remat_tui.load_targets(str(path))["loss"]
+    compiled.compile_costs(target, Config(), memory=True)  # as report --compiled
+    assert len(xla_compiles) == 1
+    compiled.clear_cache()  # a new process: nothing known but the store
+    compile_service.clear_memo()
+    monkeypatch.syspath_prepend(str(packages))
+    try:
+        importlib.import_module("installed_41")  # what the next command imports beside
+        compiled.compile_costs(target, Config())  # as fit asks: the store answers
+    finally:
+        sys.modules.pop("installed_41", None)
+    assert len(xla_compiles) == 1
 
 
 def test_the_store_keeps_within_its_limit(tmp_path):

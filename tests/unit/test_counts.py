@@ -19,12 +19,14 @@ def test_count_agrees_with_its_noun():
     assert count(1, "batch", "batches") == "1 batch"
 
 
-def test_fit_says_one_configuration_one_batch_one_compile():
+def test_fit_says_one_configuration_one_batch_one_program():
     row = SimpleNamespace(probes=[object()])
     fit = SimpleNamespace(
         rows=[row], compiles=1, reused=0, seconds=1.0, cancelled=False, optimized=False
     )
-    assert fit_report.searched(fit).startswith("1 configuration, 1 batch tried, 1 compile, ")
+    assert fit_report.searched(fit).startswith(
+        "1 configuration, 1 batch tried, 1 program compiled, "
+    )
 
 
 def f(x):

@@ -419,5 +419,7 @@ def test_max_batch_caps_the_search_at_a_multiple():
 
 def test_cancelled_before_any_row_is_an_empty_answer():
     loss, args = tagged_mlp(widths=(16, 32, 8))
-    result = remat_tui.core.search.fit.fit(loss, 1 << 30, args=args, cancelled=lambda: True)
+    from remat_tui.core.search.fit import fit  # the core's (run alone, no other test imports it)
+
+    result = fit(loss, 1 << 30, args=args, cancelled=lambda: True)
     assert result.cancelled and result.rows == [] and result.best is None

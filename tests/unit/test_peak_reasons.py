@@ -122,4 +122,6 @@ def test_the_peak_row_says_what_the_figure_is(nothing_on_the_mlp):
     c = a.compiled
     assert c.peak_source == "sum" and not c.alias_bytes
     assert c.peak_bytes == c.argument_bytes + c.output_bytes + c.temp_bytes
-    assert "(device memory: arguments + outputs + temporaries)" in render(a, "text")
+    assert "(device memory: arguments + outputs + temporaries; the figure budgets are" in render(
+        a, "text"
+    )

@@ -9,13 +9,18 @@ said, not judged (it is a model, and moves with the chip table).
 A residual is known by what a refactor keeps and an upgrade may change: its
 kind, its checkpoint_name or argument path, the primitive that computed it,
 its function and file, its aval and trip count. Not by its line: moving code
-about is not a change; adding a saved value is.
+about is not a change; adding a saved value is. Each one said is said at its
+own line, though: among residuals alike but for the line, those at the same
+line are matched first, and a change names the ones left over.
+
+Where the policies differ (the outer one, or one written or set at a
+checkpoint site), the check names that first: it is why residuals appeared.
 """
 
 from __future__ import annotations
 
 import os
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -86,6 +91,15 @@ def residual_words(r: dict) -> str:
     return f"{r['aval']} {what}{named}{trips}{where}"
 
 
+@dataclass(frozen=True)
+class Found:
+    """A residual saved on one side only: in words (`residual_words`) and
+    its bytes on a device."""
+
+    words: str
+    bytes: int
+
+
 @dataclass
 class Check:
     """A configuration now against its baseline.
@@ -93,7 +107,9 @@ class Check:
     Attributes:
         target: the target's label.
         config: the configuration's label.
-        appeared: residuals saved now and not in the baseline (as words).
+        causes: where the baseline's policies and now's differ (the outer
+            policy, a checkpoint site's), in words: why residuals moved.
+        appeared: residuals saved now and not in the baseline (`Found`s).
         disappeared: residuals in the baseline and not saved now.
         peak_before / peak_after: the compiled peak per device, bytes (None: not compiled).
         tolerance: the share the peak may move by.
@@ -106,8 +122,9 @@ class Check:
 
     target: str
     config: str
-    appeared: list[str] = field(default_factory=list)
-    disappeared: list[str] = field(default_factory=list)
+    causes: list[str] = field(default_factory=list)
+    appeared: list[Found] = field(default_factory=list)
+    disappeared: list[Found] = field(default_factory=list)
     peak_before: int | None = None
     peak_after: int | None = None
     tolerance: float = DEFAULT_TOLERANCE
@@ -138,7 +155,11 @@ class Check:
             "target": self.target,
             "config": self.config,
             "changed": self.changed,
-            "residuals": {"appeared": self.appeared, "disappeared": self.disappeared},
+            "causes": list(self.causes),
+            "residuals": {
+                "appeared": [f.words for f in self.appeared],
+                "disappeared": [f.words for f in self.disappeared],
+            },
             "peak": {
                 "before": self.peak_before,
                 "after": self.peak_after,
@@ -167,14 +188,10 @@ def check(
     a = analyze_compiled(target, config=config, cancelled=cancelled)
     now = baseline(a, target, cancelled)
     result = Check(target.label, config.label(), tolerance=tolerance)
-    before = Counter(residual_key(r) for r in saved["residuals"])
-    after = Counter(residual_key(r) for r in now["residuals"])
-    words_before = {residual_key(r): residual_words(r) for r in saved["residuals"]}
-    words_after = {residual_key(r): residual_words(r) for r in now["residuals"]}
-    for key, n in (after - before).items():
-        result.appeared += [words_after[key]] * n
-    for key, n in (before - after).items():
-        result.disappeared += [words_before[key]] * n
+    result.causes = policy_changes(saved, now)
+    only_before, only_now = unmatched(saved["residuals"], now["residuals"])
+    result.appeared = [_found(r) for r in only_now]
+    result.disappeared = [_found(r) for r in only_before]
     compiled_before, compiled_after = saved.get("compiled") or {}, now.get("compiled") or {}
     result.peak_before = _peak(compiled_before)
     result.peak_after = _peak(compiled_after)
@@ -204,6 +221,84 @@ def check(
     if not compiled_before.get("fits", True) or not compiled_after.get("fits", True):
         result.notes.append("a compile did not fit its device: its peak is not compared")
     return result
+
+
+def unmatched(before: list[dict], after: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The residuals (a JSON report's) in `before` only and in `after` only.
+    Alike (`residual_key`) is the same residual: those at the same line pair
+    off first, then the rest in order (moved code), and what is left over on
+    either side is a change, each at its own line."""
+    sides: dict[tuple, tuple[list[dict], list[dict]]] = defaultdict(lambda: ([], []))
+    for r in before:
+        sides[residual_key(r)][0].append(r)
+    for r in after:
+        sides[residual_key(r)][1].append(r)
+    only_before: list[dict] = []
+    only_after: list[dict] = []
+    for b, a in sides.values():
+        b_left, a_left = _unpaired(b, a), _unpaired(a, b)
+        moved = min(len(b_left), len(a_left))
+        only_before += b_left[moved:]
+        only_after += a_left[moved:]
+    return only_before, only_after
+
+
+def _unpaired(these: list[dict], others: list[dict]) -> list[dict]:
+    """`these` less one for each of `others` said in the same words (the line included)."""
+    left = Counter(residual_words(r) for r in others)
+    out = []
+    for r in these:
+        words = residual_words(r)
+        if left[words]:
+            left[words] -= 1
+        else:
+            out.append(r)
+    return out
+
+
+def _found(r: dict) -> Found:
+    return Found(residual_words(r), r.get("bytes_per_device", r.get("bytes", 0)))
+
+
+def policy_changes(saved: dict, now: dict) -> list[str]:
+    """Where the policies of the baseline and of now differ, in words: the
+    outer policy, and each checkpoint site's (written in the code, or set by
+    --site), sites matched by id."""
+    out = []
+    outer = ((saved.get(BASELINE_KEY) or {}).get("policy"), now[BASELINE_KEY]["policy"])
+    if outer[0] is not None and outer[0] != outer[1]:
+        out.append(f"the outer policy was {outer[0]} in the baseline, {outer[1]} now")
+    sites_before = {s["id"]: s for s in saved.get("sites") or []}
+    sites_now = {s["id"]: s for s in now.get("sites") or []}
+    # Sites alike (one line, run in a loop) changed alike are said once.
+    changed: dict[tuple[str, str, str], list[int]] = defaultdict(list)
+    for sid, site in sites_now.items():
+        was = sites_before.get(sid)
+        if was is not None and _site_policy(was) != _site_policy(site):
+            changed[_site_where(site), _site_policy(was), _site_policy(site)].append(sid)
+    for (where, was_policy, now_policy), ids in changed.items():
+        which = f"site {ids[0]}" if len(ids) == 1 else f"sites {', '.join(map(str, ids))}"
+        out.append(
+            f"{which} ({where}): the policy was {was_policy} in the baseline, {now_policy} now"
+        )
+    if len(sites_before) != len(sites_now):
+        out.append(
+            f"the code has {len(sites_now)} checkpoint site(s) now, the baseline "
+            f"{len(sites_before)}"
+        )
+    return out
+
+
+def _site_policy(site: dict) -> str:
+    """What the analysis applied at a site (its override, else its written policy)."""
+    return site.get("override") or site["policy"]
+
+
+def _site_where(site: dict) -> str:
+    """`attention at model.py:20`."""
+    source = site.get("source")
+    where = f" at {os.path.basename(source['file'])}:{source['line']}" if source else ""
+    return f"{site['function']}{where}"
 
 
 def _peak(compiled: dict) -> int | None:

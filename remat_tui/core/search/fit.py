@@ -178,6 +178,7 @@ def fit(
         rows=rank(rows),
         compiles=search.compiles,
         reused=search.reused,
+        stored=search.stored,
         seconds=time.perf_counter() - start_time,
         cancelled=stopped,
     )
@@ -271,7 +272,7 @@ class _Search:
         self.cancelled, self.progress = cancelled, progress
         self.source = source  # batch -> where a worker finds the target, or None
         self.chip = step_time.chip_of(dev)
-        self.compiles = self.reused = 0
+        self.compiles = self.reused = self.stored = 0
         self.counting = threading.Lock()  # configurations may be searched in threads
         self.times: dict = {}  # a program's key -> its step-time estimate
 
@@ -305,6 +306,7 @@ class _Search:
         with self.counting:
             self.compiles += how in programs.NEW
             self.reused += how in (programs.SAME_PROGRAM, programs.STORED)
+            self.stored += how == programs.STORED
         fits = compiled.fits and compiled.peak_bytes <= self.budget
         probe = Probe(batch, fits, compiled, how)
         if fits:

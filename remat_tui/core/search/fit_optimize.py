@@ -3,13 +3,19 @@ best decisions under the budget, by the exact search (core/search/suggest.py
 compiled at that batch), ranked by examples per second: the throughput
 question, which configuration and which batch.
 
-The batches: from the example's (or `multiple`), doubled while anything
-fits the budget (at most `max_batch`), or halved down to `multiple` while
-nothing does; the largest batch that fits is then narrowed between the last
-that fits and the first that does not (bisection, in steps of `multiple`),
-each try one exact search. At each batch the answer is the least step time
-within the budget (measured, with `measure`), so its examples per second is
-the most that batch can give; the rows rank by it.
+The batches: from the example's (or `multiple`), as plain fit chooses them
+(core/search/bracket.py: grow while the answer fits, shrink while nothing
+does, then narrow between the largest batch that fits and the smallest that
+does not, in steps of `multiple`), each try one exact search, each batch
+searched once. The trend it aims along is the least compiled peak each search
+saw at its batch. At each batch the answer is the least step time within the
+budget (measured, with `measure`), so its examples per second is the most
+that batch can give; the rows rank by it.
+
+The compiles counted are those of the compile service (what the CLI's
+`compiles:` line says): programs XLA compiled, and those answered without
+compiling, by the same program compiled for another configuration or batch,
+or by the compile cache on disk.
 
 `cancelled()` stops after the compile under way: the batches searched so
 far are kept (the one under way with the best it verified).
@@ -20,6 +26,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from remat_tui.core.search import bracket
 from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow, Probe, rank
 from remat_tui.core.search.skips import Skip
 from remat_tui.core.search.suggest import Suggestion, suggest
@@ -28,6 +35,8 @@ from remat_tui.core.setup.devices import describe_device, device_set, resolve_de
 from remat_tui.core.setup.loading import takes_devices
 from remat_tui.core.setup.scaling import at_batch, example_batch
 from remat_tui.core.trace.configured import Cancelled
+from remat_tui.core.units import count
+from remat_tui.core.xla import compile_service
 from remat_tui.core.xla.compiled_numbers import Compiled
 from remat_tui.registry import Target
 
@@ -56,56 +65,33 @@ def fit_optimized(
     dev = resolve_device(base.device)
     devices = device_set(dev) if takes_devices(target) else None
     rows: dict[int, FitRow] = {}
-    compiles, stopped = 0, False
+    tried: list[bracket.Tried] = []
+    counted = _Counted()
+    stopped = False
 
-    def at(batch: int) -> bool:
-        """One exact search at `batch`: whether anything fits."""
-        nonlocal compiles, stopped
+    def say(batch: int | None) -> None:
         if progress is not None:
-            fits = max((b for b, r in rows.items() if r.batch), default=0)
-            failing = [b for b, r in rows.items() if not r.batch]
-            progress(FitProgress(len(rows), len(rows) + 1, OPTIMIZED, base, fits,
-                                 min(failing, default=None), batch, compiles,
-                                 0))  # fmt: skip
+            low, high = bracket.bracket(tried)
+            progress(FitProgress(len(tried), 0, OPTIMIZED, base, low, high, batch,
+                                 counted.compiled(), counted.reused(), optimized=True))  # fmt: skip
+
+    while not stopped:
+        batch = bracket.next_batch(tried, budget, multiple, cap, start)
+        say(batch)
+        if batch is None:
+            break
         try:
             s = suggest(at_batch(target, batch, devices), budget, compiled=True,
                         device=base.device, sites=dict(base.site_specs), cancelled=cancelled,
                         measure=measure, runs=runs, skip=skip)  # fmt: skip
         except Cancelled:
             stopped = True
-            return False
-        compiles += s.search.compiles
+            break
         stopped = s.cancelled
-        row = _row(batch, s)
-        rows[batch] = row
+        rows[batch] = row = _row(batch, s)
+        tried.append(bracket.Tried(batch, s.fits, _least_peak(s)))
         if on_row is not None:
             on_row(row)
-        return s.fits
-
-    def go(batch: int) -> bool:
-        return not stopped and at(batch)
-
-    fits, failing = 0, None
-    batch = start
-    while not stopped:
-        if go(batch):
-            fits = batch
-            if batch >= cap:
-                break
-            batch = min(batch * 2, cap)
-        else:
-            failing = batch
-            if fits or batch <= multiple:
-                break
-            batch = max(batch // 2 // multiple * multiple, multiple)
-    while fits and failing is not None and failing - fits > multiple and not stopped:
-        middle = (fits + failing) // 2 // multiple * multiple
-        if middle in (fits, failing):
-            break
-        if go(middle):
-            fits = middle
-        else:
-            failing = middle
     return Fit(
         target_file=target.file,
         target_name=target.name,
@@ -115,12 +101,43 @@ def fit_optimized(
         max_batch=max_batch,
         example_batch=example_batch(target),
         rows=rank(list(rows.values())),
-        compiles=compiles,
-        reused=0,
+        compiles=counted.compiled(),
+        reused=counted.reused(),
+        stored=counted.stored(),
         seconds=time.perf_counter() - began,
         cancelled=stopped,
         optimized=True,
     )
+
+
+class _Counted:
+    """The compile service's counts since this search began."""
+
+    def __init__(self) -> None:
+        self.start = compile_service.counts.snapshot()
+
+    def _since(self, *names: str) -> int:
+        now = compile_service.counts.snapshot()
+        return sum(now[n] - self.start[n] for n in names)
+
+    def compiled(self) -> int:
+        """Programs XLA compiled, here or in workers."""
+        return self._since("compiled", "in_workers")
+
+    def reused(self) -> int:
+        """Programs answered without compiling: the same program, or the store."""
+        return self._since("same_program", "stored")
+
+    def stored(self) -> int:
+        """Of those, the ones the compile cache on disk answered."""
+        return self._since("stored")
+
+
+def _least_peak(s: Suggestion) -> int | None:
+    """The least compiled peak the search at a batch saw (a configuration
+    XLA took): where the batch's trend against the budget is."""
+    peaks = [r.compiled["peak_bytes"] for r in s.rows if r.compiled and r.compiled.get("fits")]
+    return min(peaks, default=None)
 
 
 def _row(batch: int, s: Suggestion) -> FitRow:
@@ -139,5 +156,5 @@ def _row(batch: int, s: Suggestion) -> FitRow:
     gap = f"gap {c.gap:.1%}" if c.gap is not None else "gap unknown"
     proven = "proven" if c.proven else "not proven"
     row.notes.append(f"the best decisions at batch {batch}: {gap}, {proven} "
-                     f"({c.method}, {c.compiles} compiles)")  # fmt: skip
+                     f"({c.method}, {count(c.compiles, 'program')})")  # fmt: skip
     return row

@@ -186,8 +186,12 @@ class Fit(Displayable):
         example_batch: the `batch` parameter's default, where each search
             started (None: it has none; the search started at `multiple`).
         rows: one `FitRow` per configuration, by examples per second.
-        compiles: XLA compiles the search ran.
-        reused: batches answered by an identical program compiled before.
+        compiles: programs XLA compiled for the search (the CLI's `compiles:`
+            line counts these and, with --measure, each row's run).
+        reused: programs answered without compiling: the same program
+            compiled before (for another configuration or batch, or by an
+            earlier command: the compile cache).
+        stored: of `reused`, those the compile cache on disk answered.
         seconds: how long the search took.
         cancelled: it was stopped; `rows` are those found so far.
         optimized: `fit --optimize`: a row per batch tried, each with the
@@ -204,9 +208,10 @@ class Fit(Displayable):
     example_batch: int | None
     rows: list[FitRow]
     compiles: int  # XLA compiles the search ran (measuring adds one per row run)
-    reused: int  # batches answered by an identical program compiled before
+    reused: int  # programs answered by the same program compiled before
     seconds: float
     cancelled: bool = False
+    stored: int = 0  # of `reused`, those the compile cache on disk answered
     optimized: bool = False  # --optimize: a row per batch, its best decisions
 
     @property
@@ -225,6 +230,7 @@ class Fit(Displayable):
             "rows": [r.to_dict() for r in self.rows],
             "compiles": self.compiles,
             "reused": self.reused,
+            "stored": self.stored,
             "probes": sum(len(r.probes) for r in self.rows),
             "seconds": self.seconds,
             "cancelled": self.cancelled,
@@ -236,7 +242,8 @@ class Fit(Displayable):
 class FitProgress:
     """Where one configuration's search stands: what it is trying now (None
     once its bracket closed), between the largest batch known to fit and the
-    smallest known not to."""
+    smallest known not to; with `optimized`, where fit --optimize's batches
+    stand, every decision searched at each."""
 
     index: int  # the configuration's place among `total`
     total: int
@@ -247,3 +254,6 @@ class FitProgress:
     trying: int | None
     compiles: int  # so far, in the whole search
     reused: int
+    # fit --optimize: `index` counts the exact searches made so far (one per
+    # batch), `total` is 0 (how many more the bracket takes is not known)
+    optimized: bool = False

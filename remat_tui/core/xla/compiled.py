@@ -52,9 +52,11 @@ compiling, in this process or from the store on disk, across runs.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
+import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
@@ -268,16 +270,25 @@ def _sources(target: Target) -> str:
     """The user's files a breakdown's lines may name, as they are on disk (a
     digest of each one's path, size and modification time): the target's
     file and the modules imported from its folder, or the file that defines
-    a function given in code. Editing one is a new key for a breakdown."""
+    a function given in code. Editing one is a new key for a breakdown.
+
+    Installed packages are not the user's files, though a project often keeps
+    its virtual environment in its folder: which of their modules a command
+    has imported differs from command to command (fit imports what report
+    does not), and counting them made each command's key another."""
     file = target.file or getattr(getattr(target.fn, "__code__", None), "co_filename", None)
     if not file or not os.path.isfile(file):
         return ""
     folder = os.path.dirname(os.path.abspath(file)) + os.sep
     files = {os.path.abspath(file)}
+    installed = _installed_folders()
     for module in list(sys.modules.values()):
         path = getattr(module, "__file__", None)
-        if path and os.path.abspath(path).startswith(folder):
-            files.add(os.path.abspath(path))
+        if not path:
+            continue
+        path = os.path.abspath(path)
+        if path.startswith(folder) and not _is_installed(path, installed):
+            files.add(path)
     digest = hashlib.sha256()
     for path in sorted(files):
         try:
@@ -286,6 +297,22 @@ def _sources(target: Target) -> str:
             continue
         digest.update(f"{path}\0{s.st_size}\0{s.st_mtime_ns}\n".encode())
     return digest.hexdigest()[:16]
+
+
+@functools.cache
+def _installed_folders() -> tuple[str, ...]:
+    """Where this interpreter's packages and remat-tui itself are installed."""
+    paths = sysconfig.get_paths()
+    folders = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    folders.add(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    return tuple(os.path.abspath(f) + os.sep for f in folders)
+
+
+def _is_installed(path: str, installed: tuple[str, ...]) -> bool:
+    """A module of an installed package: under this interpreter's package
+    folders or remat-tui's, or any site-packages (another environment's)."""
+    parts = path.split(os.sep)
+    return path.startswith(installed) or "site-packages" in parts or "dist-packages" in parts
 
 
 def _abstract(leaf: Any, dev: jax.Device, devices: list, what: str) -> jax.ShapeDtypeStruct:

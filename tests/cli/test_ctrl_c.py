@@ -1,0 +1,85 @@
+"""Ctrl-C in the commands that search (suggest, fit, compare), as the
+command line handles it: what is written, what is said, the exit status
+(docs/guide/cli.md's exit table: 130).
+
+The first Ctrl-C of suggest and fit sets the command's stop; here it is set
+before the search begins (`stopped_at_once`), as when the user presses it
+before the first answer. compare's Ctrl-C is a KeyboardInterrupt, raised
+here as a configuration begins. The commands run in this process
+(remat_tui.cli.main)."""
+
+import contextlib
+
+import pytest
+from conftest import example
+
+import remat_tui
+from remat_tui import cli, cli_fit, cli_suggest
+
+MLP = example("mlp.py")
+
+
+@pytest.fixture
+def stopped_at_once(monkeypatch):
+    """Ctrl-C before anything is found: the search's stop is set as it starts."""
+
+    @contextlib.contextmanager
+    def stopped(stop):
+        stop.set()
+        yield
+
+    monkeypatch.setattr(cli_fit, "first_interrupt_stops", stopped)
+    monkeypatch.setattr(cli_suggest, "first_interrupt_stops", stopped)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["suggest", MLP, "--budget", "1KiB"],
+        ["suggest", MLP, "--budget", "1KiB", "--compiled"],
+        ["fit", MLP, "--budget", "1MiB"],
+        ["fit", MLP, "--budget", "1MiB", "--optimize"],
+    ],
+    ids=" ".join,
+)
+def test_ctrl_c_before_any_answer_writes_nothing_and_exits_130(
+    command, stopped_at_once, tmp_path, capsys
+):
+    out = tmp_path / "answer.txt"
+    assert cli.main([*command, "-o", str(out)]) == 130
+    said = capsys.readouterr()
+    assert not out.exists(), out.read_text()
+    assert "wrote" not in said.err and said.out == ""
+    assert "cancelled before any" in said.err
+    # to standard output, the same: nothing
+    assert cli.main(command) == 130
+    assert capsys.readouterr().out == ""
+
+
+def test_compare_stopped_says_how_many_of_how_many_and_the_time(monkeypatch, capsys):
+    """Ctrl-C as the third configuration begins: the two rows made are
+    written, the header saying 2 of how many compare makes and the time it
+    ran (it said "(2 configurations, 0.0 s)"), exit 130."""
+    import json
+    import re
+    import time
+
+    from remat_tui import cli_runners
+
+    planned = len(remat_tui.compare(remat_tui.load_targets(MLP)["loss"]).rows)
+    real = cli_runners.Progress.__call__
+
+    def interrupted(self, i, total, config, stage=""):
+        real(self, i, total, config, stage)
+        if i == 2:
+            time.sleep(0.3)  # the time it ran, at least this
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_runners.Progress, "__call__", interrupted)
+    assert cli.main(["compare", MLP]) == 130
+    head = capsys.readouterr().out.splitlines()[0]
+    said = re.search(rf"\(2 of {planned} configurations: stopped by Ctrl-C, (\d+\.\d) s\)$", head)
+    assert said and float(said[1]) >= 0.3, head
+    assert cli.main(["compare", MLP, "--format", "json"]) == 130
+    data = json.loads(capsys.readouterr().out)
+    assert data["cancelled"] is True and data["planned"] == planned and len(data["rows"]) == 2
