@@ -26,7 +26,9 @@ from remat_tui.report.fit import render_fit
 def compiled_text(c: Compiled) -> str:
     lines = [words.headline(c)]
     lines += [f"  {label}: {value}" for label, value in words.compiled_rows(c)]
-    return "\n".join(lines + memory.text_lines(c.memory, c.memory_note)) + "\n"
+    return (
+        "\n".join(lines + memory.text_lines(c.memory, c.memory_note, memory.judged_peak(c))) + "\n"
+    )
 
 
 register(Analysis, html=analysis_html.render, text=text.render, rich=terminal.analysis)

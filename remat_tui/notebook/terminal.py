@@ -151,5 +151,5 @@ def compiled(c: Compiled) -> Group:
     table.add_column("", justify="right")
     for label, value in words.compiled_rows(c):
         table.add_row(Text(label), Text(value))
-    lines = memory_view.text_lines(c.memory, c.memory_note)
+    lines = memory_view.text_lines(c.memory, c.memory_note, memory_view.judged_peak(c))
     return Group(table, *(Text(line) for line in lines))

@@ -32,7 +32,8 @@ def compiled_rows(c: Compiled) -> list[tuple[str, str]]:
         ]
     each = " per device" if c.devices > 1 else ""  # XLA's byte figures are one device's
     rows = [
-        ("peak per device", human_bytes(c.peak_bytes)),
+        ("peak per device", f"{human_bytes(c.peak_bytes)} ({words.peak_words(c)})"),
+        *words.allocations_row(c),
         *words.other_spaces(c),
         (f"temporaries{each}", human_bytes(c.temp_bytes)),
         (f"arguments{each}", human_bytes(c.argument_bytes)),
