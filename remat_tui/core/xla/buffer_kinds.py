@@ -205,9 +205,16 @@ class Context:
         live_out: Any,
         last: int,
         placed: list[Placed],
+        sequence: tuple[str, ...] = (),
     ) -> None:
         self.module, self.phases, self.live_out, self.last = module, phases, live_out, last
         self.backward_from = backward_from
+        self.sequence = sequence
+        # built on first need: each instruction's readers in the schedule,
+        # each computation's instructions, whether a computation holds backward work
+        self._readers: dict[str, list[tuple[str, int]]] | None = None
+        self._inside: dict[str, list[hlo_text.Instruction]] = {}
+        self._backward_inside: dict[str, bool] = {}
         self.chain_of: dict[tuple[int, int], Chain] = {}
         slices: dict[tuple[int, int, int], list[Placed]] = defaultdict(list)
         for p in placed:
@@ -270,7 +277,62 @@ class Context:
         phase, op_name = self.phase(p)
         if hlo_text.recomputes(op_name):
             return "recomputed"
-        b = self.backward_from
-        if phase == "forward" and b is not None and chain.start < b <= chain.end:
+        if phase == "forward" and self.kept(p):
             return "residual"
         return "temporary"
+
+    def kept(self, p: Placed) -> bool:
+        """Whether the value `p` (with its buffer's chain) is kept from the
+        forward part into the backward part: live when it starts, and read
+        from then on by something other than forward work. A forward value
+        that only forward work XLA scheduled late reads after the backward
+        part started (the loss's value, computed beside the first backward
+        work) is not kept for the backward part. Where a reader's part is
+        not told (no op_name of its own), it is kept."""
+        b, chain = self.backward_from, self.chain(p)
+        if b is None or not chain.start < b <= chain.end:
+            return False
+        # Its own readers and those of the values after it in its bytes (an
+        # update in place, a loop's carry); the values before it there are others.
+        members = chain.members
+        after = members[members.index(p) :] if p in members else members
+        readers = self._reading()
+        late = [r for q in after for r, at in readers.get(q.value.instruction, ()) if at >= b]
+        return not late or not all(self._forward_work(r) for r in late)
+
+    def _reading(self) -> dict[str, list[tuple[str, int]]]:
+        """Instruction -> (reader, its step) of each instruction of the schedule reading it."""
+        if self._readers is None:
+            self._readers = defaultdict(list)
+            for at, reader in enumerate(self.sequence):
+                instruction = self.module.instructions.get(reader)
+                for operand in instruction.operands if instruction else ():
+                    self._readers[operand].append((reader, at))
+        return self._readers
+
+    def _forward_work(self, name: str) -> bool:
+        """Whether instruction `name` is forward work through and through: its
+        own op_name says so, and no instruction XLA fused into it is
+        backward work."""
+        instruction = self.module.instructions.get(name)
+        if instruction is None or hlo_text.phase(instruction.op_name) != "forward":
+            return False
+        if hlo_text.recomputes(instruction.op_name):
+            return False
+        return not any(self._has_backward(c) for c in instruction.called)
+
+    def _has_backward(self, computation: str) -> bool:
+        """Whether a computation (a fusion's, nested ones included) holds backward work."""
+        if not self._inside:
+            for i in self.module.instructions.values():
+                self._inside.setdefault(i.computation, []).append(i)
+        known = self._backward_inside.get(computation)
+        if known is None:
+            self._backward_inside[computation] = False  # a guard against cycles
+            known = any(
+                hlo_text.phase(i.op_name) == "backward"
+                or any(self._has_backward(c) for c in i.called)
+                for i in self._inside.get(computation, ())
+            )
+            self._backward_inside[computation] = known
+        return known
