@@ -105,3 +105,60 @@ def test_the_backward_part_starts_where_instructions_own_op_names_say():
     assert buffer_kinds.backward_from(tuple(sequence), buffer_kinds.own_phases(module)) == 3
     inherited = buffer_kinds.phases_of(module)
     assert buffer_kinds.backward_from(tuple(sequence), inherited) > 3  # what it was
+
+
+def test_the_backward_part_starts_where_backward_work_reads_forward_values():
+    """XLA on CPU runs backward work that reads no forward value (a weight's
+    transpose) before any forward work, and a checkpoint's recomputation
+    beside the forward work it repeats (it reads only the block's input):
+    here more such instructions than forward ones, all under transpose(...).
+    Neither places the backward part: it starts at the first backward work
+    reading a forward value (before the fix: at the first weight transpose,
+    step 1)."""
+    from remat_tui.core.xla import buffer_kinds
+
+    forward = '{op_name="jit(step)/jvp()/tanh"}'
+    backward = '{op_name="jit(step)/transpose(jvp())/mul"}'
+    weight = '{op_name="jit(step)/transpose(jvp())/transpose"}'
+    again = '{op_name="jit(step)/transpose(jvp())/checkpoint/rematted_computation/tanh"}'
+    lines = ["HloModule m, is_scheduled=true", "", "ENTRY %main (p: f32[8]) -> f32[8] {"]
+    lines.append("  %p = f32[8]{0} parameter(0)")
+    sequence = ["p"]
+    for k in range(4):  # the weights' transposes, first
+        lines.append(f"  %w{k} = f32[8]{{0}} negate(%p), metadata={weight}")
+        sequence.append(f"w{k}")
+    previous = "p"
+    for k in range(3):  # each layer's recomputation, and the layer right after it
+        lines.append(f"  %r{k}a = f32[8]{{0}} tanh(%{previous}), metadata={again}")
+        lines.append(f"  %r{k}b = f32[8]{{0}} negate(%r{k}a), metadata={again}")
+        lines.append(f"  %f{k} = f32[8]{{0}} tanh(%{previous}), metadata={forward}")
+        sequence += [f"r{k}a", f"r{k}b", f"f{k}"]
+        previous = f"f{k}"
+    for k in range(3):
+        lines.append(f"  %b{k} = f32[8]{{0}} multiply(%f{2 - k}, %r{2 - k}b), metadata={backward}")
+        sequence.append(f"b{k}")
+    lines += ["  ROOT %t = (f32[8]{0}, f32[8]{0}) tuple(%b2, %w3)", "}", ""]
+    sequence.append("t")
+    module = hlo_text.parse_hlo("\n".join(lines))
+    sequence = tuple(sequence)
+    start = buffer_kinds.backward_from(sequence, buffer_kinds.start_marks(module, sequence))
+    assert sequence[start] == "b0"
+    assert buffer_kinds.backward_from(sequence, buffer_kinds.own_phases(module)) == 1  # before
+
+    # A program whose forward part computes nothing the backward part reads
+    # (the whole step under nothing_saveable, without its output): its
+    # backward part starts with the recomputation.
+    only = ("p", "r0a", "r0b", "b0")
+    lines = [
+        "HloModule m, is_scheduled=true",
+        "",
+        "ENTRY %main (p: f32[8]) -> f32[8] {",
+        "  %p = f32[8]{0} parameter(0)",
+        f"  %r0a = f32[8]{{0}} tanh(%p), metadata={again}",
+        f"  %r0b = f32[8]{{0}} negate(%r0a), metadata={again}",
+        f"  ROOT %b0 = f32[8]{{0}} multiply(%r0b, %p), metadata={backward}",
+        "}",
+        "",
+    ]
+    module = hlo_text.parse_hlo("\n".join(lines))
+    assert buffer_kinds.backward_from(only, buffer_kinds.start_marks(module, only)) == 1

@@ -6,10 +6,14 @@ scan, jit, call, remat and cond bodies down to the primitive that computed
 it, through `checkpoint_name` (kept as the origin's name) and through the
 copies JAX inserts (reduce_precision, device_put, shard_map's broadcast of a
 scalar residual). A scan's stacked output is one value per iteration: its
-trip count multiplies, and the per-iteration aval is the body's.
+trip count multiplies, and the per-iteration aval is the body's. A body
+that only passes one of its inputs out (a checkpoint's forward part outputs
+the input it saves) is followed back out, to what its caller passed.
 
 A value computed inside a library (a Linen BatchNorm, an NNX layer) has no
-frame of the user's but those that entered it. Where JAX copied the equation
+frame of the user's but those that entered it: inside a library's jitted
+body (jnp.take, jax.nn.log_softmax), which JAX traces once and shares
+between all its calls, the line of the call that entered it. Where JAX copied the equation
 out of its body (a checkpoint's forward part is evaluated in place, a site
 whose checkpoint is removed is inlined, a scan's loop invariants are
 hoisted), those frames are gone too: it is found, by its frames, in the body
@@ -20,6 +24,7 @@ in.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from remat_tui.core import jaxcompat as jc
@@ -29,6 +34,22 @@ if TYPE_CHECKING:
     from remat_tui.core.trace.sites import FoundSite
 
 _MAX_STEPS = 64  # a guard against carry cycles: each step descends or looks through
+
+
+@dataclass(frozen=True)
+class _Followed:
+    """Where `Origins._follow` found a value computed."""
+
+    eqn: jc.JaxprEqn | None  # the computing equation; None for an input
+    name: str | None  # the checkpoint_name it passed through
+    trip: int | None  # enclosing scans' lengths multiplied
+    per_iteration: str | None  # the aval of one iteration's value
+    outer: Source | None  # the user's line of the innermost body entered
+    # the innermost call with a line of the user's whose body holds `eqn`,
+    # entering neither a loop nor a checkpoint on the way (jit, custom_jvp)
+    caller: jc.JaxprEqn | None
+    jaxpr: jc.Jaxpr | None  # the jaxpr holding `eqn`
+    frames: tuple[Source, ...]  # the user's frames of the innermost call entered with some
 
 
 class Origins:
@@ -41,25 +62,41 @@ class Origins:
         self._by_primitive: dict[tuple, dict] = {}  # (id(jaxpr), primitive) -> alike equations
 
     def of(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> Origin:
-        eqn, name, trip, per_iteration, outer, _ = self._follow(jaxpr, var)
+        found = self._follow(jaxpr, var)
+        eqn = found.eqn
         if eqn is None:
-            return Origin(None, name, None, trip, per_iteration, None)
-        # Bodies traced inside libraries (jnp's own jitted helpers, nnx.scan)
-        # may carry no frame of the user's: the line that ran the checkpoint it
-        # was copied out of, else the line that entered the body, stands in.
-        source = jc.own_source(eqn.source_info, self.prefer_dir, fallback=False)
-        site = None
-        if source is None and (copied := self._copied_from(eqn)) is not None:
-            source, site = copied
-        source = source or outer or jc.user_source(eqn.source_info)
+            return Origin(None, found.name, None, found.trip, found.per_iteration, None)
+        source, site, by = self._where(found)
+        if site is None:
+            site = self._site_told(by, jaxpr) or self._site_of(source, found.trip)
         return Origin(
             primitive=jc.primitive_name(eqn),
-            name=name,
+            name=found.name,
             source=source,
-            trip_count=trip,
-            per_iteration=per_iteration,
-            site=site or self._site_told(eqn, jaxpr) or self._site_of(source, trip),
+            trip_count=found.trip,
+            per_iteration=found.per_iteration,
+            site=site,
         )
+
+    def _where(self, found: _Followed) -> tuple[Source | None, int | None, jc.JaxprEqn]:
+        """(the user's line where the equation `found` was computed, the site
+        that line runs when it is the line that ran a checkpoint the equation
+        was copied out of, the equation whose frames tell its site: its own,
+        or the call's whose line it is). Bodies traced inside libraries
+        (jnp's own jitted helpers, nnx.scan) may carry no frame of the
+        user's: the line that called the library's jitted body holding it
+        (traced once and shared by every call, so its own frames cannot tell
+        which call), else the line that ran the checkpoint it was copied out
+        of, else the line that entered the body, stands in."""
+        eqn = found.eqn
+        assert eqn is not None
+        source = jc.own_source(eqn.source_info, self.prefer_dir, fallback=False)
+        if source is None and found.caller is not None:
+            called = jc.own_source(found.caller.source_info, self.prefer_dir, fallback=False)
+            return called, None, found.caller
+        if source is None and (copied := self._copied_from(eqn)) is not None:
+            return (*copied, eqn)
+        return source or found.outer or jc.user_source(eqn.source_info), None, eqn
 
     def _site_told(self, eqn: jc.JaxprEqn, forward: jc.Jaxpr) -> int | None:
         """The site `site_by_frames` names, where it names one."""
@@ -171,32 +208,54 @@ class Origins:
 
     def computing(
         self, jaxpr: jc.Jaxpr, var: jc.Atom
-    ) -> tuple[jc.JaxprEqn | None, jc.Jaxpr | None]:
-        """(the equation that computed the value, the jaxpr holding it), as
-        `of` follows it; (None, None) for an input."""
-        eqn, *_, body = self._follow(jaxpr, var)
-        return eqn, body
+    ) -> tuple[jc.JaxprEqn | None, jc.Jaxpr | None, tuple[Source, ...]]:
+        """(the equation that computed the value, the jaxpr holding it, the
+        user's frames behind it), as `of` follows it; (None, None, ()) for
+        an input. The frames are the equation's own; inside a library's body
+        that keeps none of the user's, those of the innermost call entered
+        that has some (into a jitted library body, jax.nn.log_softmax's or
+        jnp's indexing: XLA's metadata gives the compiled instruction the
+        same), after the line `of` names where it is not among them (the
+        line that ran the checkpoint the equation was copied out of)."""
+        found = self._follow(jaxpr, var)
+        if found.eqn is None:
+            return None, None, ()
+        own = jc.users_frames(found.eqn.source_info)
+        if own:
+            return found.eqn, found.jaxpr, own
+        source, _, _ = self._where(found)
+        frames = found.frames
+        if source is not None and _line(source) not in {_line(f) for f in frames}:
+            frames = (source, *frames)
+        return found.eqn, found.jaxpr, frames
 
     def producer(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> jc.JaxprEqn | None:
         """The equation of `jaxpr` defining `var`, or None."""
         produced = self._producer(jaxpr, var) if isinstance(var, jc.Var) else None
         return produced[0] if produced else None
 
-    def _follow(
-        self, jaxpr: jc.Jaxpr, var: jc.Atom
-    ) -> tuple[
-        jc.JaxprEqn | None, str | None, int | None, str | None, Source | None, jc.Jaxpr | None
-    ]:
-        """(computing equation or None, name, trip count, per-iteration aval,
-        the user's line of the innermost body entered, the jaxpr holding the
-        equation)."""
-        name, trip, per_iteration, outer = None, None, None, None
+    def _follow(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> _Followed:
+        """Where `var` of `jaxpr` was computed: into the bodies of the calls
+        that output it, and back out of one that only passes its input
+        through (a checkpoint's forward part outputs the input it saves as
+        a residual; not a scan's, whose input is a carry or a constant)."""
+        name, trip, per_iteration = None, None, None
+        outer: Source | None = None
+        caller: jc.JaxprEqn | None = None
+        frames: tuple[Source, ...] = ()
+        entered: list[tuple] = []  # (jaxpr, Body, outer, caller, frames) of the bodies stepped into
         for _ in range(_MAX_STEPS):
             if not isinstance(var, jc.Var):
-                return None, name, trip, per_iteration, outer, None
+                break
             produced = self._producer(jaxpr, var)
-            if produced is None:  # an input of this body
-                return None, name, trip, per_iteration, outer, None
+            if produced is None:  # an input of this body: what its caller passed, if known
+                if not entered:
+                    break
+                jaxpr, body, outer, caller, frames = entered.pop()
+                if body.inputs is None or var not in body.jaxpr.invars:
+                    break
+                var = body.inputs[body.jaxpr.invars.index(var)]
+                continue
             eqn, k = produced
             label = jc.checkpoint_name(eqn)
             if label is not None or jc.primitives.is_copy(eqn) or _jax_promotion(eqn):
@@ -205,15 +264,26 @@ class Origins:
                 continue
             inner = self._inner(eqn, k)
             if inner is None:
-                return eqn, name, trip, per_iteration, outer, jaxpr
-            outer = jc.own_source(eqn.source_info, self.prefer_dir, fallback=False) or outer
+                return _Followed(eqn, name, trip, per_iteration, outer, caller, jaxpr, frames)
             body, inner_var, length = inner
-            body = body.jaxpr
+            line = jc.own_source(eqn.source_info, self.prefer_dir, fallback=False)
+            if jc.scan_layout(eqn) is None:
+                entered.append((jaxpr, body, outer, caller, frames))
+            else:
+                entered.clear()  # a loop's input is no value of one iteration
+            if jc.scan_layout(eqn) is not None or jc.is_remat(eqn):
+                # Their bodies hold what JAX hoisted or inlined there from
+                # elsewhere; a checkpoint's body is its site's (`_copied_from`).
+                caller = None
+            elif line is not None:
+                caller = eqn
+            outer = line or outer
+            frames = jc.users_frames(eqn.source_info) or frames
             if length is not None:
                 trip = (trip or 1) * length
                 per_iteration = per_iteration or jc.short(inner_var.aval)
-            jaxpr, var = body, inner_var
-        return None, name, trip, per_iteration, outer, None
+            jaxpr, var = body.jaxpr, inner_var
+        return _Followed(None, name, trip, per_iteration, outer, caller, None, frames)
 
     def _inner(self, eqn: jc.JaxprEqn, k: int) -> tuple[jc.Body, jc.Atom, int | None] | None:
         """(the Body, its variable for output k, scan length or None), or
@@ -267,6 +337,10 @@ class Origins:
             return None
         same_trip = [s for s in holding if s.trip_count == trip]
         return (same_trip or holding)[-1].id
+
+
+def _line(source: Source) -> tuple[str, int]:
+    return source.file, source.line
 
 
 def _jax_promotion(eqn: jc.JaxprEqn) -> bool:

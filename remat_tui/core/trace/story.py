@@ -12,6 +12,7 @@ marks come from (core/trace/linemap.py's `Readers`).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -115,14 +116,14 @@ def _placed_among_alike(forward: jc.Jaxpr, made: list) -> list:
     wanted = {(m.primitive, m.shape) for m, eqn in made if eqn is not None}
     primitives = {primitive for primitive, _ in wanted}  # read before each equation's type
     alike: dict[tuple, list] = {}
-    for eqn, _ in jc.nested_eqns(forward):
+    for eqn, frames in _nested_with_frames(forward):
         primitive = jc.primitive_name(eqn)
         if primitive not in primitives:
             continue
         what = (primitive, jc.short(eqn.outvars[0].aval) if eqn.outvars else None)
         if what in wanted:
-            frames = tuple((f.file, f.line) for f in jc.users_frames(eqn.source_info))
-            alike.setdefault((*what, frames), []).append(eqn)
+            where = tuple((f.file, f.line) for f in frames)
+            alike.setdefault((*what, where), []).append(eqn)
     out = []
     for m, eqn in made:
         if eqn is not None:
@@ -132,6 +133,17 @@ def _placed_among_alike(forward: jc.Jaxpr, made: list) -> list:
                 m = replace(m, ordinal=at, alike=len(group))
         out.append((m, eqn))
     return out
+
+
+def _nested_with_frames(jaxpr: jc.Jaxpr, entered: tuple = ()) -> Iterator[tuple]:
+    """Every equation of `jaxpr` and of the bodies it holds (as
+    jc.nested_eqns walks them), with the user's frames behind it: its own,
+    or those of the innermost call into its body that has some (Origins.computing)."""
+    for eqn in jaxpr.eqns:
+        frames = jc.users_frames(eqn.source_info) or entered
+        yield eqn, frames
+        for body in jc.bodies(eqn):
+            yield from _nested_with_frames(body.jaxpr, frames)
 
 
 # Equations that only re-lay a value: XLA turns them into layouts and bitcasts,
@@ -148,7 +160,7 @@ def _made(
     `computed` keeps `_computing`'s answers for the next residual."""
     if fr.var in forward.invars:
         return Made(None, argument=forward.invars.index(fr.var)), None
-    eqn, jaxpr = origins.computing(forward, fr.var)
+    eqn, jaxpr, frames = origins.computing(forward, fr.var)
     if eqn is None:
         return Made(None), None
     same_as = first.setdefault(id(eqn), index)
@@ -160,9 +172,9 @@ def _made(
         if producer is None:
             break
         behind = producer
-        relaid.append(_what(behind))
-    primitive, shape, frames = _what(eqn)
-    inputs, from_one = _inputs(eqn, jaxpr, origins, computed)
+        relaid.append(_what(behind, frames))
+    primitive, shape, _ = _what(eqn)
+    inputs, from_one = _inputs(eqn, jaxpr, frames, origins, computed)
     made = Made(
         primitive,
         frames,
@@ -179,17 +191,17 @@ _INPUT_STEPS, _MAX_INPUTS = 5, 32
 
 
 def _inputs(
-    eqn: jc.JaxprEqn, jaxpr: jc.Jaxpr, origins: Origins, computed: dict
+    eqn: jc.JaxprEqn, jaxpr: jc.Jaxpr, frames: tuple, origins: Origins, computed: dict
 ) -> tuple[tuple, bool]:
-    """((primitive, aval, frames) of the equations `eqn` is computed from,
-    breadth first, up to `_INPUT_STEPS` back, each followed into the bodies
-    of calls to the equation computing it (jnp.where's select_n, inside a
-    jitted `_where`); whether it reads one value only, besides literals and
-    constants)."""
+    """((primitive, aval, frames) of the equations `eqn` (in `jaxpr`, with
+    the user's `frames`) is computed from, breadth first, up to
+    `_INPUT_STEPS` back, each followed into the bodies of calls to the
+    equation computing it (jnp.where's select_n, inside a jitted `_where`);
+    whether it reads one value only, besides literals and constants)."""
     out: list[tuple] = []
     seen = {id(eqn)}
     direct = [v for v in eqn.invars if isinstance(v, jc.Var)]
-    layer = [_computing(origins, jaxpr, v, computed) for v in direct]
+    layer = [_computing(origins, jaxpr, v, frames, computed) for v in direct]
     from_one = len(direct) == 1 and layer[0][0] is not None
     for _ in range(_INPUT_STEPS):
         following = []
@@ -199,37 +211,34 @@ def _inputs(
             seen.add(id(e))
             if e.outvars:
                 out.append(what)
-            following += [_computing(origins, body, v, computed)
+            following += [_computing(origins, body, v, what[2], computed)
                           for v in e.invars if isinstance(v, jc.Var)]  # fmt: skip
         layer = following
     return tuple(out), from_one
 
 
-def _computing(origins: Origins, jaxpr: jc.Jaxpr, var: jc.Atom, computed: dict) -> tuple:
+def _computing(
+    origins: Origins, jaxpr: jc.Jaxpr, var: jc.Atom, around: tuple, computed: dict
+) -> tuple:
     """(the equation computing `var`, the jaxpr holding it, its `_what`):
     inside a library's jitted body, which keeps no frame of the user's, the
-    frames of the call that entered it, as XLA's metadata has them. Kept in
-    `computed` by the value (the jaxprs outlive it, so their ids hold)."""
-    key = (id(jaxpr), id(var))
+    frames of the call that entered it (`around`: those of the equation
+    reading `var`, where the call was entered before), as XLA's metadata
+    has them. Kept in `computed` by the value (the jaxprs outlive it, so
+    their ids hold)."""
+    key = (id(jaxpr), id(var), around)
     if (known := computed.get(key)) is None:
-        known = computed[key] = _look_up(origins, jaxpr, var)
+        eqn, body, frames = origins.computing(jaxpr, var)
+        known = (None, None, None) if eqn is None else (eqn, body, _what(eqn, frames or around))
+        computed[key] = known
     return known
 
 
-def _look_up(origins: Origins, jaxpr: jc.Jaxpr, var: jc.Atom) -> tuple:
-    eqn, body = origins.computing(jaxpr, var)
-    if eqn is None:
-        return None, None, None
-    primitive, shape, frames = _what(eqn)
-    if not frames and (call := origins.producer(jaxpr, var)) is not None:
-        frames = jc.users_frames(call.source_info)
-    return eqn, body, (primitive, shape, frames)
-
-
-def _what(eqn: jc.JaxprEqn) -> tuple:
-    """(primitive, output aval, the user's frames) of an equation."""
+def _what(eqn: jc.JaxprEqn, entered: tuple = ()) -> tuple:
+    """(primitive, output aval, the user's frames) of an equation: its own
+    frames, else `entered` (those of the call into the body holding it)."""
     shape = jc.short(eqn.outvars[0].aval) if eqn.outvars else None
-    return jc.primitive_name(eqn), shape, jc.users_frames(eqn.source_info)
+    return jc.primitive_name(eqn), shape, jc.users_frames(eqn.source_info) or entered
 
 
 def recomputed(t: Trace) -> list[tuple]:

@@ -30,7 +30,7 @@ from remat_tui.core.xla import fates, host_memory, same_program, step_time
 from remat_tui.core.xla.compiled import compile_costs
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
-from remat_tui.core.xla.peak_notes import kept_by_xla, peak_note
+from remat_tui.core.xla.peak_notes import kept_by_xla, peak_note, recomputed_early
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -126,7 +126,8 @@ def linked(
 ) -> Any:
     """`a.compiled` (its buffers at the peak already naming their residuals:
     core/xla/fates.py) with (`explanation`) what its `residual` bytes at the
-    peak are when autodiff saves fewer, and, with `vs_written`, why its peak
+    peak are when autodiff saves fewer, what its `recomputed` bytes are when
+    XLA computed them in the forward part, and, with `vs_written`, why its peak
     moved so much less than its residual bytes against the code as written
     (compiled too, with its breakdown), when it did."""
     memory = a.compiled.memory
@@ -154,7 +155,8 @@ def linked(
                 "the code as written",
                 flops=(base_compiled.flops, a.compiled.flops),
             )
-    said = " ".join(n for n in (note and note + ".", stays, kept) if n) or None
+    early = recomputed_early(memory)
+    said = " ".join(n for n in (note and note + ".", stays, kept, early) if n) or None
     return replace(a.compiled, memory={**memory, "explanation": said})
 
 

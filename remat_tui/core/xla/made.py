@@ -111,7 +111,7 @@ def forward_values(module: hlo_text.Module, placed: list[Placed], context: Any) 
             )
             continue
         known = forward.get(computed.name)
-        kept = b is not None and chain.start < b <= chain.end
+        kept = context.kept(p)
         same = tuple(q.value.key for q in chain.members)
         if known is None:
             forward[computed.name] = _made(

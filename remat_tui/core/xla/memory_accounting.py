@@ -178,10 +178,12 @@ def from_dump(dump: xla.Dump, platform: str | None = None) -> Memory:
     peak = curve[peak_step]
 
     phases = buffer_kinds.phases_of(module)
-    backward_from = buffer_kinds.backward_from(dump.live.sequence, buffer_kinds.own_phases(module))
+    backward_from = buffer_kinds.backward_from(
+        dump.live.sequence, buffer_kinds.start_marks(module, dump.live.sequence)
+    )
     live_out = buffer_kinds.live_out(module)
     everything = held_values + temp_values + [p for ps in space_values.values() for p in ps]
-    context = Context(module, phases, backward_from, live_out, last, everything)
+    context = Context(module, phases, backward_from, live_out, last, everything, dump.live.sequence)
     at_peak = _at_peak(peak_step, held, held_values, temp_values, context)
     by_category = {c: 0 for c in CATEGORIES}
     for b in at_peak:

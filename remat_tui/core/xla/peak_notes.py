@@ -2,8 +2,9 @@
 make-up (Contract 7's `memory`), on why a peak moved so much less than the
 residual bytes (compare, suggest, the diff, and the code as written against a
 policy); kept_by_xla: what the `residual` bytes at a peak are when autodiff
-saves fewer (XLA keeps forward values the jaxpr recomputes); and
-spaces_note: why one compile's memory spaces do not add up to XLA's own peak.
+saves fewer (XLA keeps forward values the jaxpr recomputes); recomputed_early:
+what the `recomputed` bytes at a peak are when XLA computed them in the
+forward part; and spaces_note: why one compile's memory spaces do not add up to XLA's own peak.
 """
 
 from __future__ import annotations
@@ -131,6 +132,27 @@ def kept_by_xla(memory: dict, saved_bytes: int) -> str | None:
         f"backward part, where autodiff saves {saves} besides the arguments: values the "
         "jaxpr computes again in the backward part (or XLA made itself), which XLA computes "
         "once, in the forward part."
+    )
+
+
+def recomputed_early(memory: dict) -> str | None:
+    """What the `recomputed` bytes at the peak are when XLA computed some of
+    them before the backward part started (XLA on CPU schedules a
+    checkpoint's recomputation as soon as its inputs exist, beside the
+    forward work it repeats): values held from the forward part into the
+    backward part, as residuals are. None otherwise."""
+    b = memory.get("backward_from")
+    recomputed = [x for x in memory["at_peak"] if x["category"] == "recomputed"]
+    early = [x for x in recomputed if b is not None and x["live"][0] < b]
+    if not early:
+        return None
+    size, total = sum(x["bytes"] for x in early), sum(x["bytes"] for x in recomputed)
+    return (
+        f"{human_bytes(size)} of the {human_bytes(total)} recomputed at the peak "
+        f"({len(early)} buffer{'s' if len(early) != 1 else ''}) XLA computed before the "
+        f"backward part (step {b}): it ran the checkpoints' recomputation beside the forward "
+        "work it repeats, and holds those values into the backward part as it would "
+        "residuals."
     )
 
 

@@ -1,0 +1,183 @@
+"""Origins (Contract 5) and the stories' "made by" (Contract 14) through
+calls (issue 41, items 10 and 15): the output of a checkpointed call that
+the next call saves as its input (`output of remat2`, under
+everything_saveable), a library's jitted body that JAX traces once and
+shares between a checkpoint and the loss (jnp.take), and values made
+inside a library's jitted body (jax.nn's log_softmax, an embedding's
+gather), which keeps no frame of the user's.
+
+The oracles: the model's own lines, read here from its source, and JAX's
+residual list."""
+
+import inspect
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+from conftest import ROOT, jax_saved_residuals
+
+import remat_tui
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+import equinox_loop  # noqa: E402
+import linen_remat_list  # noqa: E402
+
+CP = jax.checkpoint_policies
+HERE = os.path.abspath(__file__)
+
+
+def _line_of(fn, text: str) -> int:
+    """The line of `fn`'s source that starts with `text`."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(k for k, line in enumerate(lines) if line.strip().startswith(text))
+
+
+# ---- a jax.checkpoint'ed function called at top level, in a loop -----------------
+
+
+def block(w, x):
+    return jnp.tanh(x @ w)
+
+
+def make_looped(policy):
+    def loss(ws, x):
+        for w in ws:
+            x = jax.checkpoint(block, policy=policy)(w, x)
+        return jnp.sum(x**2)
+
+    return loss
+
+
+LOOPED_ARGS = (
+    [jax.ShapeDtypeStruct((8, 8), jnp.float32)] * 2,
+    jax.ShapeDtypeStruct((4, 8), jnp.float32),
+)
+
+
+def test_a_checkpoints_output_saved_by_the_next_one_has_its_line():
+    """Under an outer everything_saveable the second call saves its input,
+    the first call's output, which JAX reports as an output of the second
+    remat2 (whose forward part passes it through): its origin is the first
+    call's tanh, on block's line (no origin.source before)."""
+    loss = make_looped(None)
+    spec = "everything_saveable"
+    a = remat_tui.analyze(loss, args=LOOPED_ARGS, policy=spec)
+    assert [r.text for r in a.residuals] == jax_saved_residuals(loss, spec, LOOPED_ARGS, {})
+    outputs = [r for r in a.residuals if "output of remat2" in r.text]
+    assert len(outputs) >= 3
+    tanh_line = _line_of(block, "return jnp.tanh")
+    for r in outputs:
+        assert r.origin.source is not None, r.text
+        assert (r.origin.source.file, r.origin.source.line) == (HERE, tanh_line), r.text
+        assert r.story.made.frames[0].line == tanh_line
+    # the first call's output, saved twice (by the first call and the second), one value
+    tanhs = [r for r in outputs if r.origin.primitive == "tanh"]
+    assert any(r.story.made.same_as is not None for r in tanhs)
+
+
+# ---- an NNX block under nnx.remat ----------------------------------------------------
+
+
+def make_nnx(policy):
+    nnx = pytest.importorskip("flax.nnx")
+
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            self.linear = nnx.Linear(8, 8, rngs=rngs)
+
+        def __call__(self, x):
+            return jnp.tanh(self.linear(x))  # NNX_BLOCK
+
+    class Model(nnx.Module):
+        def __init__(self, rngs):
+            self.blocks = nnx.List([Block(rngs) for _ in range(2)])
+
+        def __call__(self, x):
+            for b in self.blocks:
+                x = nnx.remat(b, policy=policy)(x)
+            return x
+
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: Model(nnx.Rngs(0))))
+
+    def loss(state, x):
+        return jnp.sum(nnx.merge(graphdef, state)(x) ** 2)
+
+    return loss, (state, jax.ShapeDtypeStruct((4, 8), jnp.float32))
+
+
+def _marked(marker: str) -> int:
+    with open(HERE) as f:
+        return next(n for n, line in enumerate(f, 1) if line.rstrip().endswith(f"# {marker}"))
+
+
+@pytest.mark.parametrize("spec", ["everything_saveable", "dots_saveable", "as_written"])
+def test_an_nnx_remat_blocks_outputs_point_at_the_model(spec):
+    """nnx.remat's wrapper lives in flax/nnx/transforms/general.py (JAX's own
+    user frame for its outputs): every origin is a line of this file, the
+    remat2 outputs the block's (no origin.source before, under an outer
+    everything_saveable)."""
+    loss, args = make_nnx(None)
+    a = remat_tui.analyze(loss, args=args, policy=spec)
+    assert [r.text for r in a.residuals] == jax_saved_residuals(loss, spec, args, {})
+    made = [r for r in a.residuals if r.kind != "argument"]
+    assert made
+    for r in made:
+        assert r.origin.source is not None and r.origin.source.file == HERE, r.text
+    for r in made:
+        if "output of remat2" in r.text:
+            assert r.origin.source.line == _marked("NNX_BLOCK"), r.text
+
+
+# ---- a library's jitted body, shared by a checkpoint and the loss -------------------
+
+
+def make_shared_take(policy):
+    def inside(table, idx):
+        return jnp.sin(jnp.take(table, idx, axis=0))
+
+    def loss(table, idx):
+        h = jax.checkpoint(inside, policy=policy)(table, idx)
+        return jnp.sum(h * jnp.take(table, idx, axis=0))  # LOSS_TAKE
+
+    return loss
+
+
+SHARED_ARGS = (jax.ShapeDtypeStruct((16, 8), jnp.float32), jax.ShapeDtypeStruct((4,), jnp.int32))
+
+
+def test_a_shared_library_body_is_placed_by_its_call():
+    """jnp.take's jitted body is traced once, so the equations inside the
+    loss's take carry the frames of the checkpoint's: the loss's take is
+    made on the loss's line, in no site (before: the line running the
+    checkpoint, site 1)."""
+    loss = make_shared_take(CP.everything_saveable)
+    a = remat_tui.analyze(loss, args=SHARED_ARGS)
+    assert [r.text for r in a.residuals] == jax_saved_residuals(loss, "as_written", SHARED_ARGS, {})
+    line = _marked("LOSS_TAKE")
+    outside = [r for r in a.residuals if r.kind != "argument" and "remat2" not in r.text]
+    taken = [r for r in outside if r.origin.primitive in ("gather", "select_n", "add", "lt")]
+    assert taken
+    for r in taken:
+        assert (r.origin.source.file, r.origin.source.line) == (HERE, line), r.text
+        assert r.origin.site is None
+        assert r.story.made.frames[0].line == line
+
+
+# ---- made by: the origin's line, inside library bodies ------------------------------
+
+
+@pytest.mark.parametrize("model", [equinox_loop, linen_remat_list], ids=lambda m: m.__name__)
+def test_made_by_carries_the_origins_line(model):
+    """The story's "made by" starts at the line the residual's origin names:
+    an Equinox Llama's and a Linen decoder's residuals made inside jax.nn's
+    log_softmax and jnp's indexing (jitted library bodies) said only
+    "made by exp", "made by gather" before."""
+    a = remat_tui.analyze(model.make_loss(None), args=model.example_args())
+    made = [r for r in a.residuals if r.story.made and r.story.made.primitive]
+    assert {"exp"} <= {r.origin.primitive for r in made}
+    for r in made:
+        first = r.story.made.frames[0] if r.story.made.frames else None
+        assert first is not None, r.text
+        assert (first.file, first.line) == (r.origin.source.file, r.origin.source.line), r.text
