@@ -104,7 +104,7 @@ def test_suggest_finds_the_optimum_compiling_every_assignment_finds(targets, ora
     got = suggest(targets["knapsack"], budget, compiled=True)
     c = got.search
     assert got.fits and got.exact and c.method == "model" and c.proven
-    assert c.gap == 0.0 and c.bound == pytest.approx(got.best.cost[0])
+    assert c.gap == 0.0 and c.bound == pytest.approx(got.found.cost[0])
     assert c.decisions == 6
     # The search's rows are the hand-compiled programs: the same peaks.
     by_saved = {p.saved: p for p in oracle}
@@ -128,7 +128,7 @@ def test_suggest_finds_the_optimum_compiling_every_assignment_finds(targets, ora
     # estimate of two assignments whose difference is a few nanoseconds).
     assert found.cost[0] == pytest.approx(want.seconds, rel=1e-6)
     # The answer over the whole space is no worse (a structure or built-in may beat it).
-    assert got.best.cost[0] <= want.seconds * (1 + 1e-6) and got.best.weighed_bytes <= budget
+    assert got.found.cost[0] <= want.seconds * (1 + 1e-6) and got.found.weighed_bytes <= budget
     if which == "trap":
         assert greedy_by_ratio(oracle, budget).seconds > want.seconds  # the premise
     d = got.to_dict()
@@ -179,17 +179,17 @@ def test_per_call_choices_paste_to_what_the_search_reported(targets):
     target = targets["unrolled"]
     written = remat_tui.analyze(target, compiled=True).compiled.peak_bytes
     got = suggest(target, int(written * 1.2), compiled=True)
-    sites = dict(got.best.config.site_specs)
+    sites = dict(got.found.config.site_specs)
     assert len({sites.get(i) for i in (1, 2, 3)}) > 1  # the premise: calls differ
-    code = got.best.python
+    code = got.found.python
     assert "def layer_policy(i):" in code and "policy=layer_policy(i)" in code
     namespace = {"jax": jax}
     exec(code.split("\n# and where the loop calls it:")[0], namespace)
     pasted = g.make_unrolled(namespace["layer_policy"])
     args = g.scanned_args()
-    assert residual_lines(pasted, args) == list(got.best.residuals)
+    assert residual_lines(pasted, args) == list(got.found.residuals)
     peak, _ = hand_peak_and_counts(pasted, args)
-    assert peak == got.best.weighed_bytes
+    assert peak == got.found.weighed_bytes
     assert any("the 3 calls of layer decided one by one" in a for a in got.search.assumptions)
 
 

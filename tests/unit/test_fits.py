@@ -94,25 +94,25 @@ def test_suggest_compiles_only_what_can_change_its_answer(all_compiled, which):
     got = remat_tui.suggest(LOSS, budget, args=ARGS, compiled=True)
     want = cheapest_that_fits(all_compiled, budget)
     assert got.fits and got.exact
-    assert (got.best.config, got.best.weighed_bytes) == (want.config, want.weighed_bytes)
+    assert (got.found.config, got.found.weighed_bytes) == (want.config, want.weighed_bytes)
     assert got.searched == len(all_compiled)
     assert got.compiled_count + got.skipped == len(all_compiled)
     assert got.compiled_count == len(got.rows)
     # On CPU the chip is measured, so rows carry a step-time estimate, and
     # every configuration not compiled could not beat the answer even at its
     # lower bound (what the search knew before compiling it).
-    assert got.best.time is not None
+    assert got.found.time is not None
     chip = step_time.chip_of("cpu:0")
     compiled = {r.config for r in got.rows}
     for r in all_compiled:
         if r.config not in compiled:
             if r.offload_slower:  # left out while a configuration that recomputes fits
-                assert not got.best.offload_slower
+                assert not got.found.offload_slower
                 continue
             if r.offload_without_host:  # never the answer, so never compiled
                 continue
             bound = step_time.lower_bound(chip, r.step_flops, r.host_bytes)
-            assert (bound, r.host_bytes) >= (got.best.time["seconds"], got.best.host_bytes)
+            assert (bound, r.host_bytes) >= (got.found.time["seconds"], got.found.host_bytes)
             assert r.time is None or r.time["seconds"] >= bound
     d = got.to_dict()
     assert d["compiled_count"] == got.compiled_count and d["skipped"]["count"] == got.skipped
@@ -144,9 +144,9 @@ def test_suggest_skips_compiles_that_cannot_beat_the_answer(compute_bound_cpu, m
     everything = remat_tui.core.search.suggest.suggest(
         target, 2**40, compiled=True, compile_all=True
     )
-    assert got.best.config == cheapest_that_fits(everything.rows, 2**40).config
+    assert got.found.config == cheapest_that_fits(everything.rows, 2**40).config
     assert got.fits and got.skipped > 0 and "estimated slower on cpu" in got.skipped_why
-    assert got.best.time["seconds"] == min(
+    assert got.found.time["seconds"] == min(
         r.time["seconds"] for r in got.rows if r.time and not r.offload_slower
     )
     text = suggest_reports.render_suggest(got, "text")

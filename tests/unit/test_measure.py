@@ -109,7 +109,7 @@ def test_suggest_chooses_by_the_measured_time():
     fitting = [r for r in s.rows if r.fits and r.weighed_bytes <= s.budget]
     assert s.fits and s.measured_count == len(fitting)
     assert all(r.cost_source == "measured" for r in fitting)
-    assert s.best.measured["min_seconds"] == min(
+    assert s.found.measured["min_seconds"] == min(
         r.measured["min_seconds"] for r in fitting if not r.offload_slower
     )
 

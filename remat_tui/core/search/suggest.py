@@ -131,6 +131,12 @@ class Suggestion(Displayable):
     set_aside: Within | None = None  # the best found, within the cost's resolution of as written
 
     @property
+    def found(self) -> Row:
+        """The best configuration the search found: the answer, or the one
+        set aside for the code as written (`set_aside`)."""
+        return self.set_aside.row if self.set_aside is not None else self.best
+
+    @property
     def budget_above_device(self) -> bool:
         """The budget is more than the device has: the device is the real limit."""
         return self.device_memory is not None and self.budget > self.device_memory
