@@ -10,9 +10,10 @@ narrow. Escape stops it after the compile under way and shows the best
 answer verified so far (a second escape goes back). A newer budget (b)
 supersedes it: threads cannot be killed, so each search carries its request
 number, stops at the next configuration once it is no longer current, and a
-late answer is dropped. Leaving the screen stops it the same way. Enter
-closes the screen with the suggested Config, which the App opens in the main
-screen.
+late answer is dropped. Leaving the screen stops it the same way. A search
+that raises ends there: its error is said in place, the clock stops, and
+escape goes back. Enter closes the screen with the suggested Config, which
+the App opens in the main screen.
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from remat_tui.app.arguments import prepared
 from remat_tui.app.screens.budget import BudgetTyped, parse_budget
+from remat_tui.app.screens.failure import failure_words
 from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_label
 from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import count, human_bytes, human_flops
-from remat_tui.errors import RematError
 from remat_tui.report.phrases import signed
 
 if TYPE_CHECKING:
@@ -98,11 +99,11 @@ class SuggestProgress(Message):
 
 @dataclass
 class SuggestNarrowing(Message):
-    """The exact search's bound, best and gap, as they narrow."""
+    """The exact search's bound, best and gap, as they narrow, in words (made
+    in the worker: words that fail to make fail the search, not the App)."""
 
     request: int
-    narrowing: Narrowing
-    unit: str
+    words: str
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SuggestNarrowing)
@@ -154,6 +155,7 @@ class SuggestScreen(Screen[Config | None]):
         self.analysed = 0  # configurations analysed so far by the current search
         self.current_label = ""  # the configuration it is analysing
         self.narrowed = ""  # the exact search's bound, best and gap, in words
+        self.running = False  # a search is under way: its clock moves, escape stops it
         self.stopping = False  # escape asked the current search to stop, keeping its best
 
     def compose(self) -> ComposeResult:
@@ -182,6 +184,7 @@ class SuggestScreen(Screen[Config | None]):
         self.analysed = 0
         self.narrowed = ""
         self.stopping = False
+        self.running = True
         self.started = time.monotonic()
         table = self.query_one(DataTable)
         table.clear()
@@ -194,6 +197,7 @@ class SuggestScreen(Screen[Config | None]):
     def run_search(self, request: int, budget: int) -> None:
         from remat_tui.core.search.suggest import suggest
         from remat_tui.core.trace.configured import Cancelled
+        from remat_tui.report.suggest import narrowing_line
 
         analysed = 0
 
@@ -204,7 +208,7 @@ class SuggestScreen(Screen[Config | None]):
 
         def narrowing(n: Narrowing) -> None:
             unit = "seconds" if self.compiled else "flops"
-            self.post_message(SuggestNarrowing(request, n, unit))
+            self.post_message(SuggestNarrowing(request, narrowing_line(n, unit)))
 
         try:
             # The example arguments built once, not once per configuration searched.
@@ -224,12 +228,9 @@ class SuggestScreen(Screen[Config | None]):
             if self.stopping and request == self.request:
                 self.post_message(SuggestFailed(request, "stopped before any answer was verified"))
             return
-        except RematError as exc:
-            self.post_message(SuggestFailed(request, exc.message))
-            return
-        except Exception as exc:  # our bug: say so in place, keep the app running
+        except Exception as exc:  # bad input, or our bug: said in place, the app kept
             self.log.error(traceback.format_exc())
-            self.post_message(SuggestFailed(request, f"internal error: {exc!r}"))
+            self.post_message(SuggestFailed(request, failure_words(exc)))
             return
         self.post_message(SuggestDone(request, result))
 
@@ -258,26 +259,25 @@ class SuggestScreen(Screen[Config | None]):
         )
 
     def tick(self) -> None:
-        if self.suggestion is None and self.is_current and self.analysed:
+        if self.running and self.is_current and self.analysed:
             self.show_progress(self.current_label)
 
     @on(SuggestProgress)
     def progress(self, message: SuggestProgress) -> None:
-        if message.request == self.request:
+        if message.request == self.request and self.running:
             self.analysed, self.current_label = message.analysed, message.label
             self.show_progress(message.label)
 
     @on(SuggestNarrowing)
     def narrowing(self, message: SuggestNarrowing) -> None:
-        from remat_tui.report.suggest import narrowing_line
-
-        if message.request == self.request:
-            self.narrowed = "exact search: " + narrowing_line(message.narrowing, message.unit)
+        if message.request == self.request and self.running:
+            self.narrowed = "exact search: " + message.words
             self.show_progress(self.current_label)
 
     @on(SuggestFailed)
     def failed(self, message: SuggestFailed) -> None:
         if message.request == self.request:
+            self.running = self.stopping = False  # the clock stops; escape goes back
             self.query_one("#suggest-status", Static).update(
                 Content.styled(
                     f"suggest failed: {message.message}\nb tries another budget · escape goes back",
@@ -289,6 +289,7 @@ class SuggestScreen(Screen[Config | None]):
     def done(self, message: SuggestDone) -> None:
         if message.request != self.request:
             return  # a newer budget was typed meanwhile
+        self.running = False
         s = self.suggestion = message.suggestion
         from remat_tui.report.suggest import proof_words
 
@@ -367,8 +368,8 @@ class SuggestScreen(Screen[Config | None]):
 
     def action_stop_or_leave(self) -> None:
         """Escape: stop the search, keeping the best answer verified so far;
-        go back when none runs (or a stop is already under way)."""
-        if self.suggestion is None and not self.stopping and self.is_current:
+        go back when none runs (it answered or failed) or a stop is under way."""
+        if self.running and not self.stopping and self.is_current:
             self.stopping = True  # the worker stops after its compile under way
             self.show_progress(self.current_label)
             return
@@ -376,6 +377,10 @@ class SuggestScreen(Screen[Config | None]):
 
     def action_open(self) -> None:
         if self.suggestion is None:
-            self.notify("still searching: enter opens the answer once it is in")
+            self.notify(
+                "still searching: enter opens the answer once it is in"
+                if self.running
+                else "no answer to open: b tries another budget"
+            )
             return
         self.dismiss(self.suggestion.best.config)
