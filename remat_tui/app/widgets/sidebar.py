@@ -49,7 +49,7 @@ def policy_label(index: int, spec: str, current: bool) -> str:
 
 
 SPARES_NONE = "⊘"  # marks a name whose saving spares (almost) no recompute
-NO_NAMES = "none: this function defines no checkpoint_name"
+NO_NAMES = "no checkpoint_name"  # fits the narrow sidebar (24 cells, 20 inside)
 NO_NAMES_ID = "\x00no names"  # the id of that line: never a name (JAX's are strings typed in code)
 NAMES_LEGEND = "R recompute · S save · O offload"
 
