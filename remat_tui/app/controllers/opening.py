@@ -113,7 +113,8 @@ class Opening:
 
     async def suggest(self, scene: Scene) -> None:
         """Ask for a budget, then search for the least recompute that fits it
-        (under the shown configuration's compiled peak, when p is on)."""
+        (with p on: the fastest estimated step whose compiled peak fits; with
+        x: the fastest measured)."""
         target, wanted, shown, show_timings = (
             scene.target,
             scene.wanted,
@@ -124,7 +125,13 @@ class Opening:
         if target is None:
             self.app.notify("nothing is loaded yet", severity="warning")
             return
-        from remat_tui.app.screens.suggest import COMPILED, RESIDUAL, BudgetScreen, SuggestScreen
+        from remat_tui.app.screens.suggest import (
+            COMPILED,
+            RESIDUAL,
+            BudgetScreen,
+            SuggestScreen,
+            ranking,
+        )
 
         # With p on, the compiled peak is the headline, so it is what must fit.
         compiled = wanted.compiled
@@ -146,7 +153,8 @@ class Opening:
                 self.app.push_screen(screen, self.open_config)
 
         measure = COMPILED if compiled else RESIDUAL
-        await self.app.push_screen(BudgetScreen(measure, self.last_budget, hint), chosen)
+        ranks = ranking(compiled, wanted.measured)
+        await self.app.push_screen(BudgetScreen(measure, self.last_budget, hint, ranks), chosen)
 
     async def mark(self, scene: Scene) -> None:
         """Mark what is shown as A: v then compares it with whatever is shown."""

@@ -35,7 +35,14 @@ from textual.widgets import DataTable, Input, Label, Static
 from remat_tui.app.arguments import prepared
 from remat_tui.app.screens.budget import BudgetTyped, parse_budget
 from remat_tui.app.screens.failure import failure_words
-from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_label
+from remat_tui.app.screens.table_layout import (
+    NOTES_MAX,
+    TableLayout,
+    capped_cell,
+    fitted_labels,
+    lay_out,
+    whole_label,
+)
 from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import count, human_bytes, human_flops
@@ -48,6 +55,46 @@ if TYPE_CHECKING:
 
 RESIDUAL = "residual bytes on device"
 COMPILED = "compiled peak per device"
+# What a search looks for, by what ranks its rows (core/search/rows.py's
+# `cost_source`): the recompute FLOPs, or once compiled the estimated step
+# time, or once run on the device the measured one.
+LOOKS_FOR = {
+    "flops": "the least recompute",
+    "estimate": "the fastest step (estimated)",
+    "measured": "the fastest step (measured)",
+}
+RANKED_BY = {
+    "flops": "ranked by recompute",
+    "estimate": "ranked by the estimated step time",
+    "measured": "ranked by the measured step time",
+}
+
+
+def ranking(compiled: bool, measured: bool) -> str:
+    """What ranks a search's rows before it runs (a `LOOKS_FOR` key): the
+    measured time with `x`, the estimate with `p`, else the recompute."""
+    return "measured" if measured else "estimate" if compiled else "flops"
+
+
+LEFT_TO_THE_BODY = ("most at peak",)  # the body's `its peak:` line says it whole
+
+
+def table_layout(
+    heads: tuple[str, ...], cells: list[tuple[str, ...]], configs: list[Config], width: int
+) -> tuple[TableLayout, list[tuple[str, ...]]]:
+    """The answer's table laid out as compare's is, and its cells: the row's
+    name and its configuration first, every figure on screen from 120
+    columns (the columns the body says whole left to it), the notes last and
+    capped (the body says them whole too)."""
+    cells = [
+        tuple(
+            "" if head in LEFT_TO_THE_BODY else cell for head, cell in zip(heads, row, strict=True)
+        )
+        for row in cells
+    ]
+    whole = [whole_label(c) for c in configs]
+    layout = lay_out(heads, cells, whole, width, lead=2, trailing=("notes",), cap=NOTES_MAX)
+    return layout, cells
 
 
 class BudgetScreen(ModalScreen[tuple[int, str] | None]):
@@ -56,15 +103,18 @@ class BudgetScreen(ModalScreen[tuple[int, str] | None]):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
 
-    def __init__(self, measure: str, typed: str = "", hint: str = ""):
+    def __init__(self, measure: str, typed: str = "", hint: str = "", ranks: str = "flops"):
+        """`measure`: the memory that must fit; `ranks`: what ranks the rows
+        that fit (a LOOKS_FOR key)."""
         super().__init__()
+        self.ranks = ranks
         self.measure = measure
         self.typed = typed
         self.hint = hint
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label("[b]Suggest: the least recompute that fits a budget[/b]")
+            yield Label(f"[b]Suggest: {LOOKS_FOR[self.ranks]} that fits a budget[/b]")
             yield Static(f"[dim]Memory measured as the {self.measure}. {self.hint}[/dim]")
             yield Input(value=self.typed, placeholder="e.g. 2GiB, 512MiB, 1.5e9", id="budget")
             yield Static("", id="budget-error")
@@ -237,6 +287,9 @@ class SuggestScreen(Screen[Config | None]):
     def measure(self) -> str:
         return COMPILED if self.compiled else RESIDUAL
 
+    def ranks(self) -> str:
+        return ranking(self.compiled, self.run_on_device)
+
     def clock(self) -> str:
         if not self.show_timings:
             return ""
@@ -252,7 +305,7 @@ class SuggestScreen(Screen[Config | None]):
         )
         self.query_one("#suggest-status", Static).update(
             Content(
-                f"searching for the least cost within {human_bytes(self.budget[0])} "
+                f"searching for {LOOKS_FOR[self.ranks()]} within {human_bytes(self.budget[0])} "
                 f"({self.measure()}): {self.analysed} analysed{what}{self.clock()}"
                 f"{narrowed}\n{keys}"
             )
@@ -298,14 +351,19 @@ class SuggestScreen(Screen[Config | None]):
         how = f"exact search: {searched}" if s.search.method == "model" else (
             f"exact: all {searched}")  # fmt: skip
         if s.measure == "compiled":
-            how += f" ({s.compiled_count} compiled, {s.skipped} could not change the answer"
-            how += f", {s.measured_count} run on the device)" if self.run_on_device else ")"
+            run = f", {s.measured_count} run on the device" if self.run_on_device else ""
+            how += f" ({s.compiled_count} compiled{run})"
+        # Why some were left out, in the core's words (the body says the same).
+        left_out = "not compiled" if s.measure == "compiled" else "left out"
+        why = f": {s.skipped_why}" if s.skipped_why else ""
+        skipped = f"\n{s.skipped} {left_out}{why}" if s.skipped else ""
+        ranked = RANKED_BY[s.best.cost_source]
         if s.cancelled:
             head = Content.styled("■ stopped: the best verified so far", "bold $text-warning")
-            outcome = f" ({self.measure()}, budget {budget})"
+            outcome = f" ({self.measure()}, budget {budget}, {ranked})"
         elif s.fits:
             head = Content.styled(f"✓ fits {budget}", "bold $text-success")
-            outcome = f" ({self.measure()})"
+            outcome = f" ({self.measure()}, {ranked})"
         else:
             head = Content.styled(f"✗ nothing fits {budget}", "bold $text-warning")
             outcome = f" ({self.measure()}): the smallest is shown"
@@ -313,7 +371,8 @@ class SuggestScreen(Screen[Config | None]):
         self.query_one("#suggest-status", Static).update(
             Content.assemble(
                 head,
-                f"{outcome} · {how} searched{took}\n{proof_words(s.search, s.cancelled)}\n"
+                f"{outcome} · {how} searched{took}{skipped}\n"
+                f"{proof_words(s.search, s.cancelled)}\n"
                 "enter opens it in the main screen · b another budget · escape goes back",
             )
         )
@@ -330,17 +389,20 @@ class SuggestScreen(Screen[Config | None]):
         cells = [
             (name, *row_cells(r)) for name, r in zip(("suggested", "as written"), rows, strict=True)
         ]
-        whole = [whole_label(r.config) for r in rows]
-        layout = lay_out(heads, cells, whole, self.app.size.width, lead=2)
+        layout, cells = table_layout(heads, cells, [r.config for r in rows], self.app.size.width)
         labels = fitted_labels([r.config for r in rows], layout.label_width)
-        label = heads.index("configuration")
+        label, notes = heads.index("configuration"), heads.index("notes")
         table = self.query_one(DataTable)
         table.clear(columns=True)
         table.display = True
         for i, width in zip(layout.order, layout.widths, strict=True):
             table.add_column(heads[i], width=width)
         for row, text in zip(cells, labels, strict=True):
-            table.add_row(*(text if i == label else row[i] for i in layout.order))
+            shown = {i: row[i] for i in layout.order}
+            shown[label] = text
+            if notes in shown:  # the body beneath has them whole
+                shown[notes] = capped_cell(shown[notes])
+            table.add_row(*shown.values())
 
     @staticmethod
     def text(s: Suggestion) -> str:
@@ -364,7 +426,8 @@ class SuggestScreen(Screen[Config | None]):
             smallest = min(r.weighed_bytes for r in s.rows)
             hint += f" Smallest found: {human_bytes(smallest)}; as written: "
             hint += f"{human_bytes(s.baseline.weighed_bytes)}."
-        await self.app.push_screen(BudgetScreen(self.measure(), self.budget[1], hint), self.search)
+        dialog = BudgetScreen(self.measure(), self.budget[1], hint, self.ranks())
+        await self.app.push_screen(dialog, self.search)
 
     def action_stop_or_leave(self) -> None:
         """Escape: stop the search, keeping the best answer verified so far;
