@@ -173,6 +173,7 @@ class CompareScreen(Screen[Config | None]):
         self.done_at: float | None = None  # when it ended: every row in, ★ marked, or failed
         self.chart_axes: tuple[str, str] | None = None  # the axis labels drawn
         self.chart_budget: int | None = None  # the budget line drawn, in bytes
+        self.chart_title = ""  # the chart's title as drawn
         self.compiled = compiled  # compile every row: the main screen's `p` is on
         self.heads: tuple[str, ...] = COLUMNS  # the headers of the table's cells
         self.table_layout: TableLayout | None = None  # which of them show, how wide, where
@@ -399,6 +400,7 @@ class CompareScreen(Screen[Config | None]):
         )
         if drawn is not None:
             self.chart_axes, self.chart_budget = drawn.axes, drawn.budget
+            self.chart_title = drawn.title
 
     def on_resize(self, event: events.Resize) -> None:
         """Another width: the table's columns and the chart's place again."""
