@@ -104,10 +104,10 @@ KEYS = (
         "opening('suggest')",
         "suggest",
         "suggest: type a memory budget (2GiB, 512MiB, 1.5e9); the configuration "
-        "with the least recompute that fits, and the code to paste (residual bytes, or "
-        "the compiled peak while p is on)",
+        "with the least recompute whose residual bytes fit (while p is on: the fastest "
+        "step, estimated, whose compiled peak fits; with x: measured), and the code to paste",
         "Suggest: fit a memory budget",
-        "b: the least recompute that fits a budget you type (2GiB, 512MiB)",
+        "b: the least recompute (p: the fastest step) that fits a budget you type",
         show=True,
     ),
     Key(

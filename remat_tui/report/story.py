@@ -33,7 +33,9 @@ def reader_words(r: Residual) -> str:
     reading it, `↻` where one re-runs forward work."""
     readers = r.story.readers if r.story is not None else ()
     if not readers:
-        return "nothing in the backward jaxpr (JAX saves it, the backward pass reads it not)"
+        return (
+            "nothing in the backward jaxpr (JAX saves it, but the backward pass does not read it)"
+        )
     shown = []
     for reader in readers[:READERS_SHOWN]:
         where = f" ({_where(reader.source)})" if reader.source else ""

@@ -172,6 +172,26 @@ def test_the_chart_plots_steps_measured_on_a_chip_the_table_does_not_know():
     assert drawn is not None and drawn.axes[1] == "measured step (ms)"
 
 
+def test_the_charts_budget_is_said_in_bytes_not_as_typed():
+    """`3.3e9` typed for suggest: the chart's title said `budget 3.3e9`."""
+    from textual_plotext import PlotextPlot
+
+    from remat_tui.app.screens.compare_chart import draw_compare_chart
+    from remat_tui.core.search.compare import Row
+    from remat_tui.core.setup.config import Config
+    from remat_tui.core.units import human_bytes
+
+    rows = [
+        Row(Config.make(spec), "", device_bytes=nbytes, host_bytes=0, recompute_flops=flops,
+            forward_flops=1, residuals=(), pareto=True)
+        for spec, nbytes, flops in [("nothing_saveable", 2**30, 10**9), ("everything_saveable",
+                                                                         2**32, 0)]
+    ]  # fmt: skip
+    drawn = draw_compare_chart(PlotextPlot(), rows, "3.3e9", compiled=False)
+    assert drawn is not None and drawn.budget == 3_300_000_000
+    assert drawn.title.endswith(f"budget {human_bytes(3_300_000_000)}") and "e9" not in drawn.title
+
+
 # ---- the configuration in full, and compiled rows (issues found in use) -----------------
 
 SMALL = """

@@ -81,3 +81,25 @@ async def test_the_names_wait_while_a_trace_the_user_asked_for_runs(write_target
         assert paused == [True]  # the work under way told to stop when the trace began
         assert judged_while_pending and not any(judged_while_pending)
         assert app.name_judge.wanted is not None  # judged again once shown
+
+
+async def test_a_function_without_names_says_so_in_the_names_list():
+    """Not an empty box: one line says the code names nothing, and space says
+    so too (the line is not a name to cycle)."""
+    from conftest import example
+
+    from remat_tui.app.widgets.sidebar import NO_NAMES
+
+    app = RematApp(example("notebook.py"), "f2", show_timings=False)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(app, pilot)
+        assert not app.loaded.shown.names  # f2 calls no checkpoint_name
+        names = app.query_one("#names")
+        assert [str(names.get_option_at_index(i).prompt) for i in range(names.option_count)] == [
+            NO_NAMES
+        ]
+        config = app.wanted.config
+        await pilot.press("space")
+        await settle(app, pilot)
+        assert app.wanted.config == config
+        assert any("defines no checkpoint_name" in n.message for n in app._notifications)

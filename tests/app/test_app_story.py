@@ -13,7 +13,7 @@ from remat_tui.report import story
 
 
 def _said(app) -> str:
-    return str(app.query_one(StoryPanel).render())
+    return app.query_one(StoryPanel).said
 
 
 async def test_y_tells_the_selected_residuals_story_and_p_adds_xlas_part():
@@ -42,6 +42,77 @@ async def test_y_tells_the_selected_residuals_story_and_p_adds_xlas_part():
 
         await pilot.press("y")
         assert not panel.display
+
+
+def drawn(app, widget) -> list[str]:
+    """The lines of the screen `widget` covers, as drawn now."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(
+        width=app.size.width, height=app.size.height, file=io.StringIO(), record=True,
+        color_system=None, legacy_windows=False,
+    )  # fmt: skip
+    console.print(app.screen._compositor.render_update(full=True))
+    lines = console.export_text().splitlines()
+    r = widget.region
+    return [line[r.x : r.right] for line in lines[r.y : r.bottom]]
+
+
+PARAMS = """
+import jax.numpy as jnp
+import remat_tui
+
+def args():
+    return {"w1": jnp.ones((64, 64)), "w2": jnp.ones((64, 64))}, jnp.ones((8, 64))
+
+def layer(w, x):
+    return jnp.tanh(x @ w)
+
+@remat_tui.target(args=args)
+def loss(params, x):
+    # w1 and h are read by many backward equations: long stories
+    h = layer(params["w1"], layer(params["w1"], layer(params["w1"], x)))
+    y = h * jnp.sin(h) + jnp.cos(h) * jnp.exp(h) + (h * h) @ params["w2"] + h / (1 + h * h)
+    return jnp.sum(jnp.tanh(y))
+"""
+
+
+async def test_a_story_taller_than_its_panel_scrolls_to_its_xla_line(write_target):
+    """At 120x35 the panel has room for 7 lines: a story with a call chain,
+    many readers and its XLA part ran past them, out of reach. It scrolls (its
+    arrows, once focused), and the XLA line is drawn at its end."""
+    path = write_target(PARAMS, name="a_model_file_with_a_rather_long_name.py")
+    app = RematApp(path, show_timings=False)
+    async with app.run_test(size=(120, 35)) as pilot:
+        await settle(app, pilot)
+        await press_p_until_compiled(app, pilot)
+        await pilot.press("y")
+        panel = app.query_one(StoryPanel)
+        # the longest story: every residual's, told in turn
+        await pilot.press("r")
+        longest, lines = 0, 0
+        for i in range(len(app.loaded.shown.residuals)):
+            await wait_for(pilot, lambda: NOT_COMPILED not in _said(app), "the XLA part")
+            told = panel.query_one("#story-text").size.height
+            if told > lines:
+                longest, lines = i, told
+            await pilot.press("down")
+        await pilot.press("home")
+        await pilot.press(*["down"] * longest)
+        await settle(app, pilot)
+        assert "XLA" in _said(app)
+        assert lines > panel.scrollable_content_region.height  # it overflows the panel
+        assert not any("XLA" in line for line in drawn(app, panel))  # its end out of sight
+        told = _said(app)
+        panel.focus()
+        await pilot.pause()
+        assert app.focused is panel
+        await pilot.press("end")
+        await pilot.pause()
+        assert _said(app) == told  # the same story, scrolled
+        assert any(line.strip(" │").startswith("XLA") for line in drawn(app, panel))
 
 
 def test_snapshot_story_panel(snap_compare, monkeypatch):

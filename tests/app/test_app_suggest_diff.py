@@ -331,3 +331,37 @@ async def test_every_section_label_of_the_diff_is_legible():
                     assert contrast(color, style.bgcolor) >= 3, (label, style)
                     seen.add(label)
         assert "both" in seen
+
+
+async def test_suggest_says_what_ranks_its_answer_and_why_some_were_not_compiled():
+    """With p on, suggest ranks by the estimated step time: its words said
+    "the least recompute" all the same, and "N could not change the answer"
+    where the core says why (an offload the CPU's compile cannot do)."""
+    from test_app import press_p_until_compiled
+
+    from remat_tui.app.screens.suggest import LOOKS_FOR, RANKED_BY
+
+    app = RematApp(example("mlp.py"), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("b")
+        await pilot.pause()
+        assert "Suggest: the least recompute that fits" in str(
+            app.screen.query_one("Label").render()
+        )
+        await pilot.press("escape")
+        await press_p_until_compiled(app, pilot)
+        await pilot.press("b")
+        await pilot.pause()
+        title = str(app.screen.query_one("Label").render())
+        assert LOOKS_FOR["estimate"] in title and "recompute" not in title
+        await pilot.press(*"1GiB", "enter")
+        await pilot.pause()
+        screen = await answer(app, pilot)
+        s = screen.suggestion
+        said = status(screen, "#suggest-status")
+        assert s.fits and s.best.cost_source == "estimate"  # a chip's estimate: CPU's calibration
+        assert RANKED_BY["estimate"] in said and "recompute" not in said.split("\n")[0]
+        assert s.skipped  # the offload, which the CPU's compile has no host memory for
+        assert f"{s.skipped} not compiled: {s.skipped_why}" in " ".join(said.split())
+        assert "could not change the answer" not in said

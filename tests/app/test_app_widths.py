@@ -21,6 +21,7 @@ from remat_tui.app.screens.table_layout import (
     LABEL_MIN,
     NOTES_MAX,
     PADDING,
+    SCROLLBAR,
     fitted_labels,
     lay_out,
 )
@@ -153,6 +154,42 @@ def test_a_compiled_table_keeps_every_figure_on_screen_from_120_columns(width):
         assert layout.label_width == max(len(t) for t in labels)
     else:
         assert layout.table_width == width
+
+
+@pytest.mark.parametrize("width", [120, 150, 180])
+def test_suggests_table_keeps_every_figure_on_screen_from_120_columns(width):
+    """The answer beside the code as written, compiled, with a long site
+    name and a long note: at 120 columns the figures ran past the screen's
+    edge (`12.0 Mi`) behind the row names and an uncapped note."""
+    from remat_tui.app.screens.suggest import LEFT_TO_THE_BODY, table_layout
+    from remat_tui.report.comparisons import COLUMNS as ROW_COLUMNS
+
+    heads = ("", *ROW_COLUMNS)
+    site = Config.make(sites={SITE: "dots_with_no_batch_dims_saveable"})
+    configs = [site, Config.make()]
+    labels = [f"site {SITE}: dots_with_no_batch_dims_saveable", "as_written"]
+    names = ("suggested", "as written")
+    cells = [(n, *compiled_cells(t)) for n, t in zip(names, labels, strict=True)]
+    layout, shown = table_layout(heads, cells, configs, width)
+    order = [heads[i] for i in layout.order]
+    assert order[:3] == ["", "", "configuration"] and order[-1] == "notes"
+    assert not set(order) & set(LEFT_TO_THE_BODY)
+    figures = sum(w + PADDING for w in layout.widths[:-1]) + SCROLLBAR  # all but the notes
+    assert figures <= width  # every figure on screen, the configuration too
+    assert layout.label_width >= LABEL_MIN
+    for row, cell_row in zip(shown, cells, strict=True):  # the figures as the row has them
+        assert all(row[i] == cell_row[i] for i in layout.order)
+
+
+def test_a_modules_call_is_said_by_its_class_where_the_name_is_cut():
+    """`TBlock.__call__` at 30 cells read `TBloc…: everything_saveable`; the
+    class alone names it: `TBlock: everything_saveable`."""
+    configs = configs_of_a_site("TBlock.__call__")
+    labels = fitted_labels(configs, 30)
+    site_rows = [t for t, c in zip(labels, configs, strict=True) if c.sites]
+    assert all(t.startswith("TBlock: ") for t in site_rows), site_rows
+    assert len(set(labels)) == len(configs)
+    assert "TBlock: everything_saveable" in labels
 
 
 # ---- snapshots -----------------------------------------------------------------------

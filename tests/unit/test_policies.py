@@ -126,6 +126,62 @@ def test_names_policy_composes_save_and_offload():
 
 
 @pytest.mark.parametrize(
+    "text,names,new,want",
+    [
+        # the names half of a save_from_both_policies is read and replaced, the
+        # other half kept, in its place, however deep
+        (
+            "save_from_both_policies(dots_saveable, save_only_these_names('a'))",
+            "save_only_these_names('a')",
+            "save_only_these_names('a', 'b')",
+            "save_from_both_policies(dots_saveable, save_only_these_names('a', 'b'))",
+        ),
+        (
+            "save_from_both_policies(save_only_these_names(), everything_saveable)",
+            "save_only_these_names()",
+            "save_only_these_names('b')",
+            "save_from_both_policies(save_only_these_names('b'), everything_saveable)",
+        ),
+        (
+            "save_from_both_policies(save_from_both_policies(dots_saveable, "
+            "save_only_these_names('a')), nothing_saveable)",
+            "save_only_these_names('a')",
+            "save_only_these_names()",
+            "save_from_both_policies(save_from_both_policies(dots_saveable, "
+            "save_only_these_names()), nothing_saveable)",
+        ),
+        # both halves by name: one names policy of them all
+        (
+            "save_from_both_policies(save_only_these_names('a'), save_only_these_names('b'))",
+            "save_only_these_names('a', 'b')",
+            "save_only_these_names('b')",
+            "save_only_these_names('b')",
+        ),
+        # a names policy (offloading or not) is its own names part
+        (
+            "save_and_offload_only_these_names(names_which_can_be_saved=['a'], "
+            "names_which_can_be_offloaded=['c'], offload_src='device', offload_dst='pinned_host')",
+            None,
+            "save_only_these_names('c')",
+            "save_only_these_names('c')",
+        ),
+        # nothing decided by name: the names policy alone
+        ("dots_saveable", "", "save_only_these_names('a')", "save_only_these_names('a')"),
+    ],
+)
+def test_the_names_part_of_a_policy_is_read_and_replaced_alone(text, names, new, want):
+    spec = policies.parse(text)
+    part = policies.names_part(spec)
+    if names is None:
+        assert part is spec
+    elif names == "":
+        assert part is None
+    else:
+        assert part is not None and part.canonical == names
+    assert policies.with_names(spec, policies.parse(new)).canonical == want
+
+
+@pytest.mark.parametrize(
     "text,meant",
     [
         ("dots_savable", "dots_saveable"),

@@ -276,3 +276,32 @@ def test_every_residuals_readers_are_the_backward_equations_using_it(notebook_ta
         for reader in readers:  # each on its own line of the backward pane
             assert reader.primitive in a.backward.lines[reader.line]
         assert {x.line for x in readers} <= set(r.backward_lines)
+
+
+def test_a_residual_no_backward_equation_reads_says_so_in_plain_words():
+    """take_along_axis saves its indices, which no backward equation reads
+    (by the walk of JAX's backward jaxpr above): the story says so in plain
+    words ("the backward pass reads it not" read as a typo)."""
+    import jax.numpy as jnp
+
+    from remat_tui.core.trace.configured import as_target
+    from remat_tui.report.story import reader_words
+
+    def loss(x, labels):
+        logp = jax.nn.log_softmax(x)
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+    target = as_target(loss, (jnp.ones((4, 8)), jnp.zeros((4,), jnp.int32)), None)
+    t = trace_config(target, Config.make("as_written"))
+    bwd = t.backward()
+    a = full_view(t)
+    unread = [
+        r
+        for fr, r in zip(t.found, a.residuals, strict=True)
+        if not [e for v in backward_inputs(fr, bwd, t.backward_positions) for e in _reading(bwd, v)]
+    ]
+    assert unread  # JAX saves something its backward pass never reads
+    for r in unread:
+        assert reader_words(r) == (
+            "nothing in the backward jaxpr (JAX saves it, but the backward pass does not read it)"
+        )

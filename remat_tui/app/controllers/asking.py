@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from remat_tui.app.state.scene import Scene
-from remat_tui.app.state.site_state import next_site_policy, next_state
+from remat_tui.app.state.site_state import next_site_policy, scope_spec, toggled
 from remat_tui.app.state.wanted import Wanted
 from remat_tui.app.widgets.shown_view import ShownView
 from remat_tui.core.setup import policies
@@ -82,13 +82,12 @@ class Asking:
     def cycle_name(self, name: str) -> None:
         """recompute → save → offload, where name toggles apply (Scene.scope):
         at every site of the scope's function (the checkpoint in the code is
-        the lever), else as the outer policy."""
+        the lever), else as the outer policy. Only what the policy there
+        decides by name changes: the other half of a save_from_both_policies
+        stays."""
         s = self.scene()
-        states = dict(self.name_states(s))
-        states[name] = next_state(states.get(name, "recompute"))
-        saved = [n for n, state in states.items() if state == "save"]
-        offloaded = [n for n, state in states.items() if state == "offload"]
-        composed = policies.names_policy(saved, offloaded)
+        current = scope_spec(s.scope, s.wanted.config)
+        composed = toggled(current, self.name_states(s), name)
         if s.scope is None:
             self.policy(composed)
         else:  # an id set earlier for one of the function's sites would win: it goes

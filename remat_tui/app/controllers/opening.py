@@ -10,11 +10,14 @@ one value (a Scene); a screen's result comes back through the callbacks
 given here (a Config to open, a source line to show). Each returns
 once the screen it opens is mounted, its field or list focused: the App
 handles no other key meanwhile, so keys typed straight after the one that
-opened it go to it, not to a screen not there yet.
+opened it go to it, not to a screen not there yet. A screen that makes its
+answer as it opens (diff, memory) makes it before it is pushed, so that an
+error there is said and the main screen stays.
 """
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -22,6 +25,7 @@ from textual.app import App
 
 from remat_tui.app.screens import ExportScreen, PickScreen
 from remat_tui.app.screens.export import write_export
+from remat_tui.app.screens.failure import failure_words
 from remat_tui.app.state.scene import Scene
 from remat_tui.app.state.wanted import request_key
 from remat_tui.core.setup.config import AS_WRITTEN
@@ -69,7 +73,11 @@ class Opening:
         with the state as it is now (`shown_now()`: the analysis shown when the
         export is written, after its dialog closed)."""
         self.shown = shown_now
-        await OPENERS[what](self, scene)
+        try:
+            await OPENERS[what](self, scene)
+        except Exception as exc:  # a view made as it opens (diff, memory) raised
+            self.app.log.error(traceback.format_exc())
+            self.app.notify(f"{what} failed: {failure_words(exc)}", severity="error", markup=False)
 
     def shown_compile(self, scene: Scene) -> Compiled | None:
         """The compiled numbers of the analysis shown, when known."""
@@ -105,7 +113,8 @@ class Opening:
 
     async def suggest(self, scene: Scene) -> None:
         """Ask for a budget, then search for the least recompute that fits it
-        (under the shown configuration's compiled peak, when p is on)."""
+        (with p on: the fastest estimated step whose compiled peak fits; with
+        x: the fastest measured)."""
         target, wanted, shown, show_timings = (
             scene.target,
             scene.wanted,
@@ -116,7 +125,13 @@ class Opening:
         if target is None:
             self.app.notify("nothing is loaded yet", severity="warning")
             return
-        from remat_tui.app.screens.suggest import COMPILED, RESIDUAL, BudgetScreen, SuggestScreen
+        from remat_tui.app.screens.suggest import (
+            COMPILED,
+            RESIDUAL,
+            BudgetScreen,
+            SuggestScreen,
+            ranking,
+        )
 
         # With p on, the compiled peak is the headline, so it is what must fit.
         compiled = wanted.compiled
@@ -138,7 +153,8 @@ class Opening:
                 self.app.push_screen(screen, self.open_config)
 
         measure = COMPILED if compiled else RESIDUAL
-        await self.app.push_screen(BudgetScreen(measure, self.last_budget, hint), chosen)
+        ranks = ranking(compiled, wanted.measured)
+        await self.app.push_screen(BudgetScreen(measure, self.last_budget, hint, ranks), chosen)
 
     async def mark(self, scene: Scene) -> None:
         """Mark what is shown as A: v then compares it with whatever is shown."""

@@ -123,6 +123,7 @@ class Painter:
                 states=self.name_states(s),
                 infos=tuple(shown.names if shown else ()),
                 in_vain=frozenset(self.name_judge.verdicts(s.target, shown, scope)),
+                analysed=shown is not None,
             )
         )
         if self.analyses.pending is None:  # background work waits for the user's trace

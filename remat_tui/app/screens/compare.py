@@ -33,6 +33,7 @@ from textual_plotext import PlotextPlot
 
 from remat_tui.app.arguments import prepared
 from remat_tui.app.screens.compare_chart import draw_compare_chart
+from remat_tui.app.screens.failure import failure_words
 from remat_tui.app.screens.table_layout import (
     NOTES_MAX,
     TableLayout,
@@ -47,7 +48,6 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.structures import without_helper
 from remat_tui.core.units import count
-from remat_tui.errors import RematError
 from remat_tui.report.comparisons import (
     COLUMNS,
     any_measured,
@@ -170,9 +170,10 @@ class CompareScreen(Screen[Config | None]):
         self.sort_key = "memory"
         self.started = time.monotonic()
         self.first_row_at: float | None = None  # when the first row was shown
-        self.done_at: float | None = None  # when every row, ★ marked, was
+        self.done_at: float | None = None  # when it ended: every row in, ★ marked, or failed
         self.chart_axes: tuple[str, str] | None = None  # the axis labels drawn
         self.chart_budget: int | None = None  # the budget line drawn, in bytes
+        self.chart_title = ""  # the chart's title as drawn
         self.compiled = compiled  # compile every row: the main screen's `p` is on
         self.heads: tuple[str, ...] = COLUMNS  # the headers of the table's cells
         self.table_layout: TableLayout | None = None  # which of them show, how wide, where
@@ -222,11 +223,8 @@ class CompareScreen(Screen[Config | None]):
             if self.is_attached:
                 self.post_message(CompareStopped())
             return
-        except RematError as exc:
-            self.post_message(CompareFailed(exc.message))
-            return
-        except Exception as exc:  # noqa: BLE001 - our bug: say so in place
-            self.post_message(CompareFailed(f"internal error: {exc!r}"))
+        except Exception as exc:  # bad input, or our bug: said in place, the app kept
+            self.post_message(CompareFailed(failure_words(exc)))
             return
         self.post_message(CompareDone(result))
 
@@ -285,7 +283,10 @@ class CompareScreen(Screen[Config | None]):
 
     @on(CompareFailed)
     def failed(self, message: CompareFailed) -> None:
-        self.query_one("#compare-status", Static).update(f"compare failed: {message.message}")
+        self.done_at = time.monotonic()  # it ended: escape goes back
+        self.query_one("#compare-status", Static).update(
+            f"compare failed: {message.message} · escape goes back"
+        )
 
     @on(CompareDone)
     def done(self, message: CompareDone) -> None:
@@ -399,6 +400,7 @@ class CompareScreen(Screen[Config | None]):
         )
         if drawn is not None:
             self.chart_axes, self.chart_budget = drawn.axes, drawn.budget
+            self.chart_title = drawn.title
 
     def on_resize(self, event: events.Resize) -> None:
         """Another width: the table's columns and the chart's place again."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from textual_plotext import PlotextPlot
 
-from remat_tui.core.units import BYTE_UNITS, FLOP_UNITS, axis_unit, parse_size
+from remat_tui.core.units import BYTE_UNITS, FLOP_UNITS, axis_unit, human_bytes, parse_size
 from remat_tui.errors import RematError
 
 if TYPE_CHECKING:
@@ -32,10 +32,12 @@ def budget_bytes(text: str | None) -> int | None:
 
 @dataclass(frozen=True)
 class Drawn:
-    """What the chart shows: its axes' labels and the budget line, in bytes."""
+    """What the chart shows: its axes' labels, the budget line, in bytes, and
+    its title."""
 
     axes: tuple[str, str]
     budget: int | None
+    title: str = ""
 
 
 LEGEND_ROOM = 1.3  # the y axis reaches 30% above the highest point
@@ -97,11 +99,14 @@ def draw_compare_chart(
     what = "compiled peak" if compiled else "memory"
     memory = "peak per device" if compiled else "memory"
     axes = (f"{memory} ({byte_unit}{', log scale' if log else ''})", y_label)
-    plt.title(f"{what} vs {y_what}" + (f" · budget {budget}" if budget_in_bytes else ""))
+    # The budget in the chart's words, not as typed (`3.3e9`)
+    said = f" · budget {human_bytes(budget_in_bytes)}" if budget_in_bytes else ""
+    title = f"{what} vs {y_what}{said}"
+    plt.title(title)
     plt.xlabel(axes[0])
     plt.ylabel(axes[1])
     plot.refresh()
-    return Drawn(axes, budget_in_bytes)
+    return Drawn(axes, budget_in_bytes, title)
 
 
 def _decades(low: float, high: float) -> tuple[list[float], list[str]]:

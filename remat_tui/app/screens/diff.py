@@ -54,6 +54,8 @@ class DiffScreen(Screen[Config | None]):
         a_reloaded: bool = False,
         memories: Sequence[dict | None] = (None, None),
     ) -> None:
+        """The diff and its words are made here, before the screen is pushed:
+        an error in them is said by the opener, over the main screen."""
         super().__init__()
         from remat_tui.core.search.diff import diff_analyses
 
@@ -62,6 +64,18 @@ class DiffScreen(Screen[Config | None]):
         # Where each side's compiled peak goes (Contract 7), when p compiled both.
         self.memories = memories
         self.saved_bytes = (a.totals.bytes_excluding_arguments, b.totals.bytes_excluding_arguments)
+        self.header = self.heading()
+        self.rows = [
+            (
+                Content.styled(title, style),
+                Text(human_bytes(entry["bytes"]), justify="right"),
+                entry["memory"],
+                short(entry["text"]),
+                entry.get("origin") or "",
+            )
+            for key, title, style in SECTIONS
+            for entry in getattr(self.diff, key)
+        ]
 
     def compose(self) -> ComposeResult:
         yield Static("", id="diff-status")
@@ -69,6 +83,21 @@ class DiffScreen(Screen[Config | None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#diff-status", Static).update(self.header)
+        table = self.query_one(DataTable)
+        # Widths given: a column sized from its header alone would cut "only A".
+        table.add_column("in", width=6)
+        table.add_column("bytes", width=10)
+        table.add_column("memory", width=6)
+        table.add_column("residual (JAX's words)")
+        table.add_column("computed at")
+        for row in self.rows:
+            table.add_row(*row)
+        self.set_focus(table)  # now: arrows typed ahead move the cursor
+
+    def heading(self) -> Content:
+        """A and B, the deltas B - A, the counts in each section, and how the
+        compiled peak changed."""
         from remat_tui.report.comparisons import config_label
 
         d = self.diff
@@ -86,32 +115,13 @@ class DiffScreen(Screen[Config | None]):
             f"host bytes B - A: {signed(d.host_bytes_delta, human_bytes)} · "
             f"recompute B - A: {signed(d.recompute_flops_delta, human_flops)}"
         )
-        self.query_one("#diff-status", Static).update(
-            Content.assemble(
-                Content.styled("A", "bold $text-error"),
-                f" (marked{before}): {config_label(d.a)}\n",
-                Content.styled("B", "bold $text-success"),
-                f" (shown): {config_label(d.b)}\n{deltas}\n{counts}",
-                self.peak_change(),
-            )
+        return Content.assemble(
+            Content.styled("A", "bold $text-error"),
+            f" (marked{before}): {config_label(d.a)}\n",
+            Content.styled("B", "bold $text-success"),
+            f" (shown): {config_label(d.b)}\n{deltas}\n{counts}",
+            self.peak_change(),
         )
-        table = self.query_one(DataTable)
-        # Widths given: a column sized from its header alone would cut "only A".
-        table.add_column("in", width=6)
-        table.add_column("bytes", width=10)
-        table.add_column("memory", width=6)
-        table.add_column("residual (JAX's words)")
-        table.add_column("computed at")
-        for key, title, style in SECTIONS:
-            for entry in getattr(d, key):
-                table.add_row(
-                    Content.styled(title, style),
-                    Text(human_bytes(entry["bytes"]), justify="right"),
-                    entry["memory"],
-                    short(entry["text"]),
-                    entry.get("origin") or "",
-                )
-        self.set_focus(table)  # now: arrows typed ahead move the cursor
 
     def peak_change(self) -> str:
         """`\npeak A 14.0 MiB → B 14.0 MiB: residual 7.0 MiB → 0 B, recomputed 0 B →

@@ -33,12 +33,12 @@ from textual.widgets import DataTable, Input, Static
 from textual_plotext import PlotextPlot
 
 from remat_tui.app.screens.budget import BudgetTyped, parse_budget
+from remat_tui.app.screens.failure import failure_words
 from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_label
 from remat_tui.app.screens.table_rows import highlighted_config, keyed_index
 from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import axis_unit, count, human_bytes
-from remat_tui.errors import RematError
 from remat_tui.report.fit import COLUMNS, cells, curve, progress_line, row_label
 
 if TYPE_CHECKING:
@@ -177,11 +177,8 @@ class FitScreen(Screen[Config | None]):
                 progress=lambda p: self.post_message(FitProgressed(request, p)),
                 on_row=lambda row: self.post_message(FitRowFound(request, row)),
             )
-        except RematError as exc:
-            self.post_message(FitFailed(request, exc.message))
-            return
-        except Exception as exc:  # noqa: BLE001 - our bug: say so in place
-            self.post_message(FitFailed(request, f"internal error: {exc!r}"))
+        except Exception as exc:  # bad input, or our bug: said in place, the app kept
+            self.post_message(FitFailed(request, failure_words(exc)))
             return
         self.post_message(FitDone(request, result))
 
@@ -214,7 +211,7 @@ class FitScreen(Screen[Config | None]):
         if message.request != self.request:
             return
         self.running = False
-        self.status(f"fit failed: {message.message}")
+        self.status(f"fit failed: {message.message} · another budget, or escape goes back")
 
     @on(FitDone)
     def done(self, message: FitDone) -> None:

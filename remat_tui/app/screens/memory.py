@@ -43,10 +43,26 @@ class MemoryScreen(Screen[tuple[str, int, str | None] | None]):
     ]
 
     def __init__(self, memory: dict, headline: str):
+        """Its words and rows are made here, before the screen is pushed: an
+        error in them is said by the opener, over the main screen."""
         super().__init__()
         self.memory = memory
         self.headline = headline
         self.chart_marks: dict[str, float] = {}  # what the chart marks, for tests
+        m = memory
+        lines = [headline, memory_view.summary(m)]
+        if m.get("explanation"):
+            lines.append(m["explanation"])
+        lines.append("enter opens a buffer's line in the main screen · escape goes back")
+        self.status_text = "\n".join(lines)
+        order = [memory_view.BUFFER_COLUMNS.index(c) for c in SCREEN_COLUMNS]
+        shape = SCREEN_COLUMNS.index("shape")
+        rows = []
+        for row in memory_view.buffer_rows(m, top=len(m["at_peak"])):
+            cells = [row[i] for i in order]
+            cells[shape] = _cut(cells[shape])
+            rows.append(tuple(cells))
+        self.header, *self.buffer_lines = text_table([SCREEN_COLUMNS, *rows])
 
     def compose(self) -> ComposeResult:
         yield Static("", id="memory-status", markup=False)
@@ -61,24 +77,11 @@ class MemoryScreen(Screen[tuple[str, int, str | None] | None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        m = self.memory
-        lines = [self.headline, memory_view.summary(m)]
-        if m.get("explanation"):
-            lines.append(m["explanation"])
-        lines.append("enter opens a buffer's line in the main screen · escape goes back")
-        self.query_one("#memory-status", Static).update("\n".join(lines))
-        order = [memory_view.BUFFER_COLUMNS.index(c) for c in SCREEN_COLUMNS]
-        shape = SCREEN_COLUMNS.index("shape")
-        rows = []
-        for row in memory_view.buffer_rows(m, top=len(m["at_peak"])):
-            cells = [row[i] for i in order]
-            cells[shape] = _cut(cells[shape])
-            rows.append(tuple(cells))
-        header, *lines = text_table([SCREEN_COLUMNS, *rows])
-        self.query_one("#memory-header", Static).update(header)
+        self.query_one("#memory-status", Static).update(self.status_text)
+        self.query_one("#memory-header", Static).update(self.header)
         buffers = self.query_one(OptionList)
-        buffers.add_options(lines)
-        buffers.highlighted = 0 if lines else None
+        buffers.add_options(self.buffer_lines)
+        buffers.highlighted = 0 if self.buffer_lines else None
         self.set_focus(buffers)  # now: arrows typed ahead move the cursor
         self.draw_chart()
 

@@ -10,9 +10,10 @@ narrow. Escape stops it after the compile under way and shows the best
 answer verified so far (a second escape goes back). A newer budget (b)
 supersedes it: threads cannot be killed, so each search carries its request
 number, stops at the next configuration once it is no longer current, and a
-late answer is dropped. Leaving the screen stops it the same way. Enter
-closes the screen with the suggested Config, which the App opens in the main
-screen.
+late answer is dropped. Leaving the screen stops it the same way. A search
+that raises ends there: its error is said in place, the clock stops, and
+escape goes back. Enter closes the screen with the suggested Config, which
+the App opens in the main screen.
 """
 
 from __future__ import annotations
@@ -33,11 +34,18 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from remat_tui.app.arguments import prepared
 from remat_tui.app.screens.budget import BudgetTyped, parse_budget
-from remat_tui.app.screens.table_layout import fitted_labels, lay_out, whole_label
+from remat_tui.app.screens.failure import failure_words
+from remat_tui.app.screens.table_layout import (
+    NOTES_MAX,
+    TableLayout,
+    capped_cell,
+    fitted_labels,
+    lay_out,
+    whole_label,
+)
 from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import count, human_bytes, human_flops
-from remat_tui.errors import RematError
 from remat_tui.report.phrases import signed
 
 if TYPE_CHECKING:
@@ -47,6 +55,46 @@ if TYPE_CHECKING:
 
 RESIDUAL = "residual bytes on device"
 COMPILED = "compiled peak per device"
+# What a search looks for, by what ranks its rows (core/search/rows.py's
+# `cost_source`): the recompute FLOPs, or once compiled the estimated step
+# time, or once run on the device the measured one.
+LOOKS_FOR = {
+    "flops": "the least recompute",
+    "estimate": "the fastest step (estimated)",
+    "measured": "the fastest step (measured)",
+}
+RANKED_BY = {
+    "flops": "ranked by recompute",
+    "estimate": "ranked by the estimated step time",
+    "measured": "ranked by the measured step time",
+}
+
+
+def ranking(compiled: bool, measured: bool) -> str:
+    """What ranks a search's rows before it runs (a `LOOKS_FOR` key): the
+    measured time with `x`, the estimate with `p`, else the recompute."""
+    return "measured" if measured else "estimate" if compiled else "flops"
+
+
+LEFT_TO_THE_BODY = ("most at peak",)  # the body's `its peak:` line says it whole
+
+
+def table_layout(
+    heads: tuple[str, ...], cells: list[tuple[str, ...]], configs: list[Config], width: int
+) -> tuple[TableLayout, list[tuple[str, ...]]]:
+    """The answer's table laid out as compare's is, and its cells: the row's
+    name and its configuration first, every figure on screen from 120
+    columns (the columns the body says whole left to it), the notes last and
+    capped (the body says them whole too)."""
+    cells = [
+        tuple(
+            "" if head in LEFT_TO_THE_BODY else cell for head, cell in zip(heads, row, strict=True)
+        )
+        for row in cells
+    ]
+    whole = [whole_label(c) for c in configs]
+    layout = lay_out(heads, cells, whole, width, lead=2, trailing=("notes",), cap=NOTES_MAX)
+    return layout, cells
 
 
 class BudgetScreen(ModalScreen[tuple[int, str] | None]):
@@ -55,15 +103,18 @@ class BudgetScreen(ModalScreen[tuple[int, str] | None]):
 
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
 
-    def __init__(self, measure: str, typed: str = "", hint: str = ""):
+    def __init__(self, measure: str, typed: str = "", hint: str = "", ranks: str = "flops"):
+        """`measure`: the memory that must fit; `ranks`: what ranks the rows
+        that fit (a LOOKS_FOR key)."""
         super().__init__()
+        self.ranks = ranks
         self.measure = measure
         self.typed = typed
         self.hint = hint
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label("[b]Suggest: the least recompute that fits a budget[/b]")
+            yield Label(f"[b]Suggest: {LOOKS_FOR[self.ranks]} that fits a budget[/b]")
             yield Static(f"[dim]Memory measured as the {self.measure}. {self.hint}[/dim]")
             yield Input(value=self.typed, placeholder="e.g. 2GiB, 512MiB, 1.5e9", id="budget")
             yield Static("", id="budget-error")
@@ -98,11 +149,11 @@ class SuggestProgress(Message):
 
 @dataclass
 class SuggestNarrowing(Message):
-    """The exact search's bound, best and gap, as they narrow."""
+    """The exact search's bound, best and gap, as they narrow, in words (made
+    in the worker: words that fail to make fail the search, not the App)."""
 
     request: int
-    narrowing: Narrowing
-    unit: str
+    words: str
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SuggestNarrowing)
@@ -154,6 +205,7 @@ class SuggestScreen(Screen[Config | None]):
         self.analysed = 0  # configurations analysed so far by the current search
         self.current_label = ""  # the configuration it is analysing
         self.narrowed = ""  # the exact search's bound, best and gap, in words
+        self.running = False  # a search is under way: its clock moves, escape stops it
         self.stopping = False  # escape asked the current search to stop, keeping its best
 
     def compose(self) -> ComposeResult:
@@ -182,6 +234,7 @@ class SuggestScreen(Screen[Config | None]):
         self.analysed = 0
         self.narrowed = ""
         self.stopping = False
+        self.running = True
         self.started = time.monotonic()
         table = self.query_one(DataTable)
         table.clear()
@@ -194,6 +247,7 @@ class SuggestScreen(Screen[Config | None]):
     def run_search(self, request: int, budget: int) -> None:
         from remat_tui.core.search.suggest import suggest
         from remat_tui.core.trace.configured import Cancelled
+        from remat_tui.report.suggest import narrowing_line
 
         analysed = 0
 
@@ -204,7 +258,7 @@ class SuggestScreen(Screen[Config | None]):
 
         def narrowing(n: Narrowing) -> None:
             unit = "seconds" if self.compiled else "flops"
-            self.post_message(SuggestNarrowing(request, n, unit))
+            self.post_message(SuggestNarrowing(request, narrowing_line(n, unit)))
 
         try:
             # The example arguments built once, not once per configuration searched.
@@ -224,17 +278,17 @@ class SuggestScreen(Screen[Config | None]):
             if self.stopping and request == self.request:
                 self.post_message(SuggestFailed(request, "stopped before any answer was verified"))
             return
-        except RematError as exc:
-            self.post_message(SuggestFailed(request, exc.message))
-            return
-        except Exception as exc:  # our bug: say so in place, keep the app running
+        except Exception as exc:  # bad input, or our bug: said in place, the app kept
             self.log.error(traceback.format_exc())
-            self.post_message(SuggestFailed(request, f"internal error: {exc!r}"))
+            self.post_message(SuggestFailed(request, failure_words(exc)))
             return
         self.post_message(SuggestDone(request, result))
 
     def measure(self) -> str:
         return COMPILED if self.compiled else RESIDUAL
+
+    def ranks(self) -> str:
+        return ranking(self.compiled, self.run_on_device)
 
     def clock(self) -> str:
         if not self.show_timings:
@@ -251,33 +305,32 @@ class SuggestScreen(Screen[Config | None]):
         )
         self.query_one("#suggest-status", Static).update(
             Content(
-                f"searching for the least cost within {human_bytes(self.budget[0])} "
+                f"searching for {LOOKS_FOR[self.ranks()]} within {human_bytes(self.budget[0])} "
                 f"({self.measure()}): {self.analysed} analysed{what}{self.clock()}"
                 f"{narrowed}\n{keys}"
             )
         )
 
     def tick(self) -> None:
-        if self.suggestion is None and self.is_current and self.analysed:
+        if self.running and self.is_current and self.analysed:
             self.show_progress(self.current_label)
 
     @on(SuggestProgress)
     def progress(self, message: SuggestProgress) -> None:
-        if message.request == self.request:
+        if message.request == self.request and self.running:
             self.analysed, self.current_label = message.analysed, message.label
             self.show_progress(message.label)
 
     @on(SuggestNarrowing)
     def narrowing(self, message: SuggestNarrowing) -> None:
-        from remat_tui.report.suggest import narrowing_line
-
-        if message.request == self.request:
-            self.narrowed = "exact search: " + narrowing_line(message.narrowing, message.unit)
+        if message.request == self.request and self.running:
+            self.narrowed = "exact search: " + message.words
             self.show_progress(self.current_label)
 
     @on(SuggestFailed)
     def failed(self, message: SuggestFailed) -> None:
         if message.request == self.request:
+            self.running = self.stopping = False  # the clock stops; escape goes back
             self.query_one("#suggest-status", Static).update(
                 Content.styled(
                     f"suggest failed: {message.message}\nb tries another budget · escape goes back",
@@ -289,6 +342,7 @@ class SuggestScreen(Screen[Config | None]):
     def done(self, message: SuggestDone) -> None:
         if message.request != self.request:
             return  # a newer budget was typed meanwhile
+        self.running = False
         s = self.suggestion = message.suggestion
         from remat_tui.report.suggest import proof_words
 
@@ -297,14 +351,19 @@ class SuggestScreen(Screen[Config | None]):
         how = f"exact search: {searched}" if s.search.method == "model" else (
             f"exact: all {searched}")  # fmt: skip
         if s.measure == "compiled":
-            how += f" ({s.compiled_count} compiled, {s.skipped} could not change the answer"
-            how += f", {s.measured_count} run on the device)" if self.run_on_device else ")"
+            run = f", {s.measured_count} run on the device" if self.run_on_device else ""
+            how += f" ({s.compiled_count} compiled{run})"
+        # Why some were left out, in the core's words (the body says the same).
+        left_out = "not compiled" if s.measure == "compiled" else "left out"
+        why = f": {s.skipped_why}" if s.skipped_why else ""
+        skipped = f"\n{s.skipped} {left_out}{why}" if s.skipped else ""
+        ranked = RANKED_BY[s.best.cost_source]
         if s.cancelled:
             head = Content.styled("■ stopped: the best verified so far", "bold $text-warning")
-            outcome = f" ({self.measure()}, budget {budget})"
+            outcome = f" ({self.measure()}, budget {budget}, {ranked})"
         elif s.fits:
             head = Content.styled(f"✓ fits {budget}", "bold $text-success")
-            outcome = f" ({self.measure()})"
+            outcome = f" ({self.measure()}, {ranked})"
         else:
             head = Content.styled(f"✗ nothing fits {budget}", "bold $text-warning")
             outcome = f" ({self.measure()}): the smallest is shown"
@@ -312,7 +371,8 @@ class SuggestScreen(Screen[Config | None]):
         self.query_one("#suggest-status", Static).update(
             Content.assemble(
                 head,
-                f"{outcome} · {how} searched{took}\n{proof_words(s.search, s.cancelled)}\n"
+                f"{outcome} · {how} searched{took}{skipped}\n"
+                f"{proof_words(s.search, s.cancelled)}\n"
                 "enter opens it in the main screen · b another budget · escape goes back",
             )
         )
@@ -329,17 +389,20 @@ class SuggestScreen(Screen[Config | None]):
         cells = [
             (name, *row_cells(r)) for name, r in zip(("suggested", "as written"), rows, strict=True)
         ]
-        whole = [whole_label(r.config) for r in rows]
-        layout = lay_out(heads, cells, whole, self.app.size.width, lead=2)
+        layout, cells = table_layout(heads, cells, [r.config for r in rows], self.app.size.width)
         labels = fitted_labels([r.config for r in rows], layout.label_width)
-        label = heads.index("configuration")
+        label, notes = heads.index("configuration"), heads.index("notes")
         table = self.query_one(DataTable)
         table.clear(columns=True)
         table.display = True
         for i, width in zip(layout.order, layout.widths, strict=True):
             table.add_column(heads[i], width=width)
         for row, text in zip(cells, labels, strict=True):
-            table.add_row(*(text if i == label else row[i] for i in layout.order))
+            shown = {i: row[i] for i in layout.order}
+            shown[label] = text
+            if notes in shown:  # the body beneath has them whole
+                shown[notes] = capped_cell(shown[notes])
+            table.add_row(*shown.values())
 
     @staticmethod
     def text(s: Suggestion) -> str:
@@ -363,12 +426,13 @@ class SuggestScreen(Screen[Config | None]):
             smallest = min(r.weighed_bytes for r in s.rows)
             hint += f" Smallest found: {human_bytes(smallest)}; as written: "
             hint += f"{human_bytes(s.baseline.weighed_bytes)}."
-        await self.app.push_screen(BudgetScreen(self.measure(), self.budget[1], hint), self.search)
+        dialog = BudgetScreen(self.measure(), self.budget[1], hint, self.ranks())
+        await self.app.push_screen(dialog, self.search)
 
     def action_stop_or_leave(self) -> None:
         """Escape: stop the search, keeping the best answer verified so far;
-        go back when none runs (or a stop is already under way)."""
-        if self.suggestion is None and not self.stopping and self.is_current:
+        go back when none runs (it answered or failed) or a stop is under way."""
+        if self.running and not self.stopping and self.is_current:
             self.stopping = True  # the worker stops after its compile under way
             self.show_progress(self.current_label)
             return
@@ -376,6 +440,10 @@ class SuggestScreen(Screen[Config | None]):
 
     def action_open(self) -> None:
         if self.suggestion is None:
-            self.notify("still searching: enter opens the answer once it is in")
+            self.notify(
+                "still searching: enter opens the answer once it is in"
+                if self.running
+                else "no answer to open: b tries another budget"
+            )
             return
         self.dismiss(self.suggestion.best.config)

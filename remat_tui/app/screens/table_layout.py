@@ -47,15 +47,25 @@ def _joined(outer: str | None, sites: list[tuple[str, str]], structure: str | No
     return "; ".join(parts + ([structure] if structure else []))
 
 
+CALL = ".__call__"  # a module's call: its class names it (`TBlock.__call__` is `TBlock`)
+
+
 def _shortened(key: str, cells: int) -> str:
-    return key if cell_len(key) <= cells else key[: cells - 1] + "…"
+    """`key` in at most `cells`: whole, else a module's class without its
+    `.__call__`, else cut at its end."""
+    if cell_len(key) <= cells:
+        return key
+    if key.endswith(CALL) and cell_len(key) - len(CALL) <= cells:
+        return key.removesuffix(CALL)
+    return key[: cells - 1] + "…"
 
 
 def fitted_labels(configs: list[Config], width: int) -> list[str]:
     """Each row's configuration, `configs`, in at most
-    `width` cells: whole where every one fits; else the site names cut at
-    their ends, to one length in every row (the same site spelt the same:
-    `site EncoderBlo…: dots_saveable`), the longest with which every label
+    `width` cells: whole where every one fits; else the site names
+    shortened, to one length in every row (the same site spelt the same), a
+    module's `.__call__` dropped first (`site TBlock: dots_saveable`), then
+    cut at their ends (`site EncoderBlo…: dots_saveable`), the longest with which every label
     fits, down to KEY_MIN cells; then without the word `site`; a label still
     too long loses its end."""
     parts = [label_parts(config) for config in configs]

@@ -57,7 +57,8 @@ class Lists:
     """What the sidebar's lists show: the Policies (keys 0-9) and the one
     applied, the shown analysis's Sites, the Names with their states (R S O),
     sizes (`infos`, the shown analysis's NameInfos) and verdicts (`in_vain`),
-    and where name toggles apply (`scope`, a function, or None: outer)."""
+    and where name toggles apply (`scope`, a function, or None: outer);
+    `analysed`: an analysis is shown, so no names means the code has none."""
 
     policies: tuple[str, ...]
     current: str | None
@@ -67,6 +68,7 @@ class Lists:
     states: dict
     infos: tuple
     in_vain: frozenset = frozenset()
+    analysed: bool = True
 
 
 W = TypeVar("W", bound=Widget)  # a widget class queried for
@@ -287,7 +289,7 @@ class ShownView:
         sidebar.show_policies(lists.policies, lists.current)
         sidebar.show_sites(lists.sites)
         sidebar.names_scope(lists.scope)
-        sidebar.show_names(lists.names, lists.states, lists.infos, lists.in_vain)
+        sidebar.show_names(lists.names, lists.states, lists.infos, lists.in_vain, lists.analysed)
 
     def show_devices(self, devices: Sequence[str], current: str | None) -> None:
         self.query_one(Sidebar).show_device(devices, current)

@@ -49,6 +49,9 @@ def policy_label(index: int, spec: str, current: bool) -> str:
 
 
 SPARES_NONE = "⊘"  # marks a name whose saving spares (almost) no recompute
+NO_NAMES = "no checkpoint_name"  # fits the narrow sidebar (24 cells, 20 inside)
+NO_NAMES_ID = "\x00no names"  # the id of that line: never a name (JAX's are strings typed in code)
+NAMES_LEGEND = "R recompute · S save · O offload"
 
 
 def name_label(
@@ -155,7 +158,7 @@ class Sidebar(Vertical):
         sites.display = False
         names = self.query_one("#names")
         names.border_title = "Names"
-        names.border_subtitle = "R recompute · S save · O offload"
+        names.border_subtitle = NAMES_LEGEND
         devices = self.query_one("#devices")
         devices.border_title = "Device"
         devices.border_subtitle = "d focus · enter picks"
@@ -207,17 +210,23 @@ class Sidebar(Vertical):
         states: dict[str, str],
         infos: Iterable[NamedValue],
         in_vain: AbstractSet[str] = frozenset(),
+        analysed: bool = True,
     ) -> None:
         """List `names` with their state (R S O, or · when `states` is empty),
         for those in `infos` (the shown analysis's NameInfos) their sizes, and
-        ⊘ on those in `in_vain` (saving them spares no recompute)."""
+        ⊘ on those in `in_vain` (saving them spares no recompute). With no
+        names once the code is `analysed`, one line says so (not an empty box)."""
         info = {n.name: n for n in infos}
         options = self.query_one("#names", OptionList)
+        if not names:
+            relabel(options, [(NO_NAMES_ID, NO_NAMES)] if analysed else [])
+            if analysed:
+                options.disable_option(NO_NAMES_ID)  # a line to read, not a name to cycle
+            options.border_subtitle = ""
+            return
         relabel(options, [(n, name_label(n, states, info.get(n), n in in_vain)) for n in names])
         # The border is narrow: the R/S/O legend shortens to make room for ⊘'s.
-        options.border_subtitle = (
-            f"R S O · {SPARES_NONE} spares none" if in_vain else "R recompute · S save · O offload"
-        )
+        options.border_subtitle = f"R S O · {SPARES_NONE} spares none" if in_vain else NAMES_LEGEND
 
     def show_device(self, devices: Sequence[str], current: str | None) -> None:
         """List `devices`, marking `current` (analyses are cached per device)."""
@@ -231,7 +240,8 @@ class Sidebar(Vertical):
 
     @property
     def has_names(self) -> bool:
-        return self.query_one("#names", OptionList).option_count > 0
+        options = self.query_one("#names", OptionList)
+        return options.option_count > 0 and options.get_option_at_index(0).id != NO_NAMES_ID
 
     @property
     def names_focused(self) -> bool:
@@ -240,7 +250,7 @@ class Sidebar(Vertical):
     @property
     def highlighted_name(self) -> str | None:
         names = self.query_one("#names", OptionList)
-        if names.highlighted is None:
+        if names.highlighted is None or not self.has_names:
             return None
         return names.get_option_at_index(names.highlighted).id
 

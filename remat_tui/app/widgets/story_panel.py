@@ -8,12 +8,18 @@ The analysis shown carries the jaxpr's part; the compile arrives apart (from
 the compile child, which knows no residuals), so the panel ties the two
 (core/xla/fates.py) the first time it tells a residual of that pair, and
 keeps the result for the next selection.
+
+The panel is a few lines high; a longer story scrolls in it (the wheel, or
+its own arrows once tab focuses it), so that the XLA line at its end can be
+read at any height.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
@@ -28,12 +34,25 @@ if TYPE_CHECKING:
 NOT_COMPILED = "p compiles this configuration: then what XLA made of it"
 
 
-class StoryPanel(Static):
-    """The story of one residual, in a few lines."""
+class StoryPanel(VerticalScroll):
+    """The story of one residual, in a few lines that scroll."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__("", markup=False, **kwargs)
+        super().__init__(**kwargs)
         self._linked: tuple | None = None  # (id of analysis, id of compile, residuals told)
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="story-text", markup=False)
+
+    @property
+    def said(self) -> str:
+        """The story told now, as plain text."""
+        return str(self.query_one("#story-text", Static).render())
+
+    def update(self, text: Content | str) -> None:
+        """Tell `text`, from its first line."""
+        self.query_one("#story-text", Static).update(text)
+        self.scroll_home(animate=False)
 
     def tell(self, a: Analysis, index: int, compiled: Compiled | None) -> None:
         """Say residual `index` of the analysis `a`; `compiled` is its compile

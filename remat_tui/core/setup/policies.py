@@ -34,9 +34,11 @@ from remat_tui.core.setup.policy_spec import (
     builtin_specs,
     candidate_specs,
     declared_specs,
+    names_part,
     names_policy,
     same_decisions,
     sorted_unique,
+    with_names,
 )
 from remat_tui.errors import RematError
 
@@ -48,7 +50,8 @@ __all__ = [
     "NAMES_ONLY", "NOTHING", "OFFLOAD_DOTS", "OFFLOAD_DST", "OFFLOAD_KEYWORDS", "OFFLOAD_NAMES",
     "OFFLOAD_SRC", "SIMPLE", "AnyName", "PolicySpec", "build", "builtin_specs",
     "candidate_specs", "check_syntax", "declared_specs", "describe", "describe_jax",
-    "did_you_mean", "from_jax", "names_policy", "parse", "same_decisions",
+    "did_you_mean", "from_jax", "names_part", "names_policy", "parse", "same_decisions",
+    "with_names",
 ]  # fmt: skip
 
 

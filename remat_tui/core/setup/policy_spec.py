@@ -243,6 +243,50 @@ def names_policy(saved: list[str], offloaded: list[str]) -> PolicySpec:
     return PolicySpec("save_only_these_names", names=tuple(sorted(saved)))
 
 
+def names_part(spec: PolicySpec) -> PolicySpec | None:
+    """What `spec` decides by checkpoint_name, as one names policy: `spec`
+    itself when it is one (save_only_these_names, or
+    save_and_offload_only_these_names), the names half of a
+    save_from_both_policies (both halves' names joined, where both are names
+    policies); None where nothing is decided by name (a policy the target
+    declared is its own)."""
+    if spec.declared:
+        return None
+    if spec.kind in (NAMES_ONLY, OFFLOAD_NAMES):
+        return spec
+    if spec.kind != BOTH:
+        return None
+    found = [n for n in map(names_part, spec.parts) if n is not None]
+    if not found:
+        return None
+    if len(found) == 1:
+        return found[0]
+    saved = [name for n in found for name in n.names]
+    offloaded = [name for n in found for name in n.offloaded]
+    return names_policy(list(sorted_unique(saved)), list(sorted_unique(offloaded)))
+
+
+def with_names(spec: PolicySpec | None, names: PolicySpec) -> PolicySpec:
+    """`spec` with what it decides by name replaced by the names policy
+    `names`, the rest kept: save_from_both_policies(dots_saveable,
+    save_only_these_names('a')) with save_only_these_names('a', 'b') is
+    save_from_both_policies(dots_saveable, save_only_these_names('a', 'b')).
+    `names` alone where `spec` decides nothing by name (or is None: a policy
+    not read), or where both halves of a save_from_both_policies do."""
+    if spec is None or spec.kind != BOTH or names_part(spec) is None:
+        return names
+    named = [names_part(p) is not None for p in spec.parts]
+    if all(named):
+        return names
+    return PolicySpec(
+        BOTH,
+        parts=tuple(
+            with_names(p, names) if by_name else p
+            for p, by_name in zip(spec.parts, named, strict=True)
+        ),
+    )
+
+
 def sorted_unique(names: list[str]) -> tuple[str, ...]:
     """Name lists are sets to JAX; sorted, they have one spelling."""
     return tuple(sorted(set(names)))
