@@ -59,11 +59,15 @@ def widget(f: Target | Callable, *args: Any, **kwargs: Any) -> RematWidget:
 
 
 def states_of(spec: policies.PolicySpec, names: list[str]) -> dict[str, str]:
-    """What a names policy does to each of `names` (the function's own: a
-    name it does not define is the analysis's warning, never a toggle's
-    state, so the next toggle composes none of it); {} for any other policy."""
-    if spec.kind not in ("save_only_these_names", policies.OFFLOAD_NAMES):
+    """What the policy's names part (policies.names_part: the policy itself,
+    or the names half of a save_from_both_policies) does to each of `names`
+    (the function's own: a name it does not define is the analysis's
+    warning, never a toggle's state, so the next toggle composes none of
+    it); {} where nothing is decided by name."""
+    named = policies.names_part(spec)
+    if named is None:
         return {}
+    spec = named
     states = {name: "recompute" for name in names}
     states.update({name: "save" for name in spec.names if name in states})
     states.update({name: "offload" for name in spec.offloaded if name in states})
@@ -144,7 +148,13 @@ class RematWidget(anywidget.AnyWidget):
             return
         saved = [n for n, s in states.items() if s == "save"]
         offloaded = [n for n, s in states.items() if s == "offload"]
-        spec = policies.names_policy(saved, offloaded)
+        # Only the names part changes: save_from_both_policies(dots_saveable, ...)
+        # keeps its dots (the app's toggle does the same).
+        try:
+            around = self._policy_spec()
+        except RematError:
+            around = None
+        spec = policies.with_names(around, policies.names_policy(saved, offloaded))
         self._parsed = (spec.canonical, spec)
         self._set_quietly(policy=spec.canonical)
         self._request()

@@ -157,3 +157,21 @@ def test_a_trace_that_ends_before_the_request_returns_leaves_the_widget_not_busy
     w.policy = "dots_saveable"
     assert w.analysis.policy == "dots_saveable"
     assert not w.busy and not w.error and "traced in" in w.status
+
+
+def test_widget_names_toggle_keeps_the_other_half_of_save_from_both_policies():
+    """At save_from_both_policies(dots_saveable, save_only_these_names('a')),
+    the names read that half, and a toggle changes only it: dots_saveable
+    stays (it was dropped, the whole policy replaced by a names policy).
+    JAX's residuals under the policy written out are the oracle."""
+    from conftest import jax_saved_residuals
+
+    w = _f4_widget()
+    w.policy = "save_from_both_policies(dots_saveable, save_only_these_names('a'))"
+    assert w.wait(120) and not w.error
+    assert w.name_states == {"a": "save", "b": "recompute", "c": "recompute"}
+    w.name_states = {**w.name_states, "b": "save"}
+    want = "save_from_both_policies(dots_saveable, save_only_these_names('a', 'b'))"
+    assert w.policy == want
+    assert w.wait(120) and not w.error
+    assert [r.text for r in w.analysis.residuals] == jax_saved_residuals(f4, want, F4_ARGS, {})

@@ -3,7 +3,9 @@ user's own program: the operation that made the named value and the work
 beneath it still re-run, with the user's lines, never functions the user did
 not write (it once said "GELU's derivative reads its input" of a sin model)."""
 
+import contextlib
 import inspect
+import io
 
 import jax
 import jax.numpy as jnp
@@ -91,3 +93,33 @@ def test_names_list_verdicts_say_the_same():
     target = as_target(f4, SEED_ARGS, None)
     said = name_verdicts(target, Config.make("nothing_saveable"), ["a"])
     assert "GELU" not in said["a"] and f"sin ({line_of(g, 'jnp.sin')})" in said["a"]
+
+
+def dot_named(W, x):
+    h = checkpoint_name(x @ W, "h")
+    return jnp.sum(jnp.sin(h) @ W)
+
+
+def test_a_verdict_under_save_from_both_policies_keeps_the_other_half():
+    """Under save_from_both_policies(dots_saveable, ...) the named value (a
+    dot's output) is saved by dots_saveable already: saving 'h' as well
+    spares nothing, and the verdict says so. Weighed against names alone
+    (the whole policy replaced), it spared the dot's recompute. JAX's
+    residuals are the oracle of the premise."""
+    target = as_target(dot_named, TANH_ARGS, None)
+    cp = jax.checkpoint_policies
+    both = cp.save_from_both_policies(cp.dots_saveable, cp.save_only_these_names())
+    with_h = cp.save_from_both_policies(cp.dots_saveable, cp.save_only_these_names("h"))
+
+    def saved(policy):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            jax.ad_checkpoint.print_saved_residuals(
+                jax.checkpoint(dot_named, policy=policy), *TANH_ARGS
+            )
+        return len(out.getvalue().splitlines())
+
+    assert saved(both) == saved(with_h)  # the premise: saving h adds nothing under dots
+    config = Config.make("save_from_both_policies(dots_saveable, save_only_these_names())")
+    assert "h" in name_verdicts(target, config, ["h"])
+    assert "h" not in name_verdicts(target, Config.make("nothing_saveable"), ["h"])

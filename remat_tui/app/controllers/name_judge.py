@@ -43,10 +43,14 @@ class NameJudge:
         self.running: set[tuple] = set()
 
     def key(self, target: Target, analysis: Analysis, scope: Site | None) -> tuple:
-        """The configuration with no name saved where toggles apply: what
-        every verdict there is measured against, whatever is toggled now."""
+        """The configuration with no name saved where toggles apply (the rest
+        of a save_from_both_policies kept): what every verdict there is
+        measured against, whatever is toggled now."""
+        from remat_tui.core.search.name_verdicts import place_spec
+
         function = scope.function if scope is not None else None
-        nothing = policies.names_policy([], [])
+        around = place_spec(analysis.config, function, analysis.sites)
+        nothing = policies.with_names(around, policies.names_policy([], []))
         if function is None:
             config = analysis.config.with_policy(nothing)
         else:

@@ -36,9 +36,14 @@ def name_verdicts(
 ) -> dict[str, str]:
     """{name: why saving it alone is not worth it} for the names where it is
     not, at `function` (every site of it; `sites`: the analysis's Site list)
-    or, with no function, as the outer policy of `config`."""
+    or, with no function, as the outer policy of `config`. Only the names
+    half of the policy there changes (policies.with_names): under
+    save_from_both_policies(dots_saveable, ...) each name is weighed with
+    the dots still saved."""
+    around = place_spec(config, function, sites)
 
-    def at_place(spec: policies.PolicySpec) -> Config:
+    def at_place(names_spec: policies.PolicySpec) -> Config:
+        spec = policies.with_names(around, names_spec)
         if function is None:
             return config.with_policy(spec)
         return config.at_function(sites, function, spec)
@@ -59,3 +64,19 @@ def name_verdicts(
         if verdict is not None:
             out[name] = verdict
     return out
+
+
+def place_spec(
+    config: Config, function: str | None, sites: Sequence[Site]
+) -> policies.PolicySpec | None:
+    """The policy `config` gives the place: the outer policy (no function),
+    else the override at `function` (or at its first site), else the policy
+    written there; None where that is a callable remat-tui cannot read."""
+    if function is None:
+        return config.spec
+    overrides = dict(config.site_specs)
+    mine = [s for s in sites if s.function == function]
+    for key in (function, *(s.id for s in mine)):
+        if key in overrides:
+            return overrides[key]
+    return mine[0].spec if mine else None
