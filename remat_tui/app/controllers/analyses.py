@@ -25,6 +25,7 @@ from textual.app import App
 
 from remat_tui.app.arguments import prepared
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
+from remat_tui.app.screens.failure import failure_words
 from remat_tui.app.state.drawing import Drawing, draw
 from remat_tui.core.lru import LRU
 from remat_tui.core.model import Analysis
@@ -134,7 +135,7 @@ class Analyses:
             return
         except Exception as exc:  # our bug: report it in place, keep the last good state
             app.log.error(traceback.format_exc())
-            app.post_message(AnalysisFailed(request, key, f"internal error: {exc!r}"))
+            app.post_message(AnalysisFailed(request, key, failure_words(exc)))
             return
         if self.closed or not app.post_message(AnalysisReady(request, key, result)):
             collector.resume(self)  # the app is closing: its answer will never be drawn

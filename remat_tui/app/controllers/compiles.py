@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from textual.app import App
 from textual.message import Message
 
+from remat_tui.app.screens.failure import failure_words
 from remat_tui.core.units import human_bytes, human_seconds
 from remat_tui.core.xla.compile_process import CompileProcess
 from remat_tui.errors import RematError
@@ -155,7 +156,7 @@ class Compiles:
             return
         except Exception as exc:  # our bug: say so in place, keep going
             self.app.log.error(traceback.format_exc())
-            self.app.post_message(CompileFailed(key, f"internal error while compiling: {exc!r}"))
+            self.app.post_message(CompileFailed(key, f"while compiling: {failure_words(exc)}"))
             return
         self.app.post_message(CompileReady(key, result, measured))
 

@@ -25,6 +25,7 @@ from functools import partial
 from textual.app import App
 
 from remat_tui.app.messages import FilesChanged, Progress, Reloaded, ReloadFailed
+from remat_tui.app.screens.failure import failure_words
 from remat_tui.core.setup.loading import import_targets
 
 
@@ -99,7 +100,7 @@ class Reloader:
             try:
                 targets, error, watched = import_targets(self.path)
             except Exception as exc:  # our bug: say so, keep the app alive
-                targets, error, watched = None, f"internal error while reloading: {exc!r}", ()
+                targets, error, watched = None, f"while reloading: {failure_words(exc)}", ()
         if error is not None:
             self.app.post_message(ReloadFailed(generation, error, watched))
         else:

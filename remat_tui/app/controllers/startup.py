@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from textual.app import App
 
 from remat_tui.app.messages import LoadFailed, Progress, TargetsLoaded
+from remat_tui.app.screens.failure import failure_words
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import AS_WRITTEN, Config, parse_site_option
 from remat_tui.errors import RematError
@@ -79,7 +80,7 @@ class Startup:
             app.post_message(LoadFailed(exc.message))
         except Exception as exc:  # our bug: say so, keep the app alive
             app.log.error(traceback.format_exc())
-            app.post_message(LoadFailed(f"internal error while loading: {exc!r}"))
+            app.post_message(LoadFailed(f"while loading: {failure_words(exc)}"))
 
     def warnings(self, device_error: str | None) -> list[str]:
         """What to say with the first analysis: the device that could not be
