@@ -91,6 +91,32 @@ def on_tpu(command: str) -> bool:
     return "tpu:" in command or command.startswith("remat-tui check")
 
 
+VALUED = {"--memory-limit", "--budget", "--max-peak-bytes", "--max-residual-bytes"}
+
+
+def test_every_command_named_in_a_sentence_parses():
+    """`remat-tui report FILE[:NAME] --format json` in a sentence: as a
+    command line, its placeholders filled, each parses."""
+    fill = {"FILE[:NAME]": "f.py", "FILE": "f.py", "SIZE": "1GiB"}
+    for page in pages():
+        for command in re.findall(r"`(remat-tui [^`]*)`", read(page)):
+            args = [fill.get(a, a) for a in argv(" ".join(command.split()))]
+            if not args or any(w in args for w in ("COMMAND", "...")):
+                continue  # `remat-tui COMMAND --help`, `compare|suggest|diff ...`: a pattern
+            if args[0] in SUBCOMMANDS and len(args) == 1:
+                continue  # the command's name: `remat-tui check`
+            if args[0] in SUBCOMMANDS and not any(".py" in a for a in args):
+                args.insert(1, "f.py")  # `remat-tui report --compiled`: an option of it
+            if args[-1] in VALUED:
+                args.append("1GiB")  # `remat-tui memory --memory-limit`: the option named
+            parser, rest = parser_for(args)
+            try:
+                parser.parse_args(rest)
+            except SystemExit as stop:
+                if stop.code != 0:  # --help exits 0
+                    pytest.fail(f"{page}: {command} does not parse (exit {stop.code})")
+
+
 def run_shown(commands: list[str], tmp_path, monkeypatch, capsys) -> dict[str, tuple]:
     """Each command as the page shows it, its placeholders standing for the
     examples STANDS_FOR names, in a folder of its own: (status, out, err)."""
@@ -202,6 +228,7 @@ def code_constants():
     from remat_tui import web
     from remat_tui.app.controllers import analyses
     from remat_tui.app.screens import fit as fit_screen
+    from remat_tui.core.jaxcompat import version
     from remat_tui.core.search import check, exact, exact_space, notes, suggest_candidates
     from remat_tui.core.trace import primal, structures
     from remat_tui.core.xla import (
@@ -213,9 +240,28 @@ def code_constants():
         program_store,
         step_time,
     )
+    from remat_tui.notebook import analysis_html, live
 
     pct = lambda x: f"{x:.0%}"  # noqa: E731
+    dotted = lambda v: ".".join(map(str, v))  # noqa: E731
     return [
+        (
+            "docs/guide/jax-versions.md",
+            r"outside the tested range \(([\d.]+) to",
+            dotted(version.OLDEST_TESTED),
+        ),
+        (
+            "docs/guide/jax-versions.md",
+            r"to ([\d.]+)\.x\) remat-tui still runs",
+            dotted(version.NEWEST_TESTED),
+        ),
+        ("pyproject.toml", r'"jax>=([\d.]+)"', dotted(version.OLDEST_TESTED)),
+        (
+            "docs/guide/notebook.md",
+            r"at most ([\d,]+) lines each",
+            f"{analysis_html.MAX_PANE_LINES:,}",
+        ),
+        ("docs/guide/notebook.md", r"seen before \(up to (\d+)\)", live.LIMIT),
         ("docs/guide/app.md", r"Keys closer together than ([\d.]+) s", analyses.BURST_SECONDS),
         ("docs/guide/app.md", r"The app keeps the (\d+) analyses", analyses.LIMIT),
         ("docs/guide/app.md", r"the core the last (\d+) primal programs", primal.CACHE_SIZE),
