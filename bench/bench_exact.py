@@ -110,6 +110,8 @@ def best_found(s):
 def words(s) -> str:
     c = s.search
     gap = f"{c.gap:.2%}" if c.gap is not None else "unknown"
+    if c.bound is not None and c.cost == "seconds":
+        gap += f" (bound {c.bound * 1e3:.3f} ms)"
     kept = ""
     if getattr(s, "set_aside", None) is not None:
         a = s.set_aside
