@@ -358,24 +358,29 @@ def test_the_chips_the_estimate_knows_are_the_pages():
 
 
 def test_the_mlps_flops_are_what_how_it_decides_says(mlp_target):
-    """how-it-decides.md: on examples/mlp.py remat-tui counts 8.20 MFLOP (the
-    input's gradient among them) against XLA's 7.66 MFLOP and 12 k
-    transcendentals, so the estimate's compute is 7% high there."""
+    """how-it-decides.md: on examples/mlp.py (JAX 0.10.2, CPU) remat-tui
+    counts 8.20 MFLOP (the input's gradient among them) against XLA's 7.66
+    MFLOP and 12 k transcendentals, so the estimate's compute is 7% high."""
+    import jax
+
     import remat_tui
 
     page = " ".join(read("docs/how-it-decides.md").split())
     said = re.search(
-        r"input's gradient: ([\d.]+) MFLOP against XLA's ([\d.]+) MFLOP and (\d+) k "
-        r"transcendentals, so the estimate's compute is (\d+)% high",
+        r"with JAX ([\d.]+) on CPU, the input's gradient: ([\d.]+) MFLOP against XLA's ([\d.]+) "
+        r"MFLOP and (\d+) k transcendentals, so the estimate's compute is (\d+)% high",
         page,
     )
     assert said, "how-it-decides.md no longer gives the MLP's FLOPs"
+    version, ours_said, xla_said, transcendentals_said, high_said = said.groups()
     a = remat_tui.analyze(mlp_target, compiled=True)
     ours = a.flops["forward"] + a.flops["backward"]
     xla, transcendentals = a.compiled.flops, a.compiled.transcendentals
-    assert f"{ours / 1e6:.2f}" == said[1] and f"{xla / 1e6:.2f}" == said[2]
-    assert f"{transcendentals / 1e3:.0f}" == said[3]
-    assert f"{(ours - transcendentals) / xla - 1:.0%}" == f"{said[4]}%"
+    assert ours > xla  # the page's point, on any JAX: the vjp counts the input's gradient
+    if jax.__version__ == version:  # its figures: the JAX it names
+        assert (f"{ours / 1e6:.2f}", f"{xla / 1e6:.2f}") == (ours_said, xla_said)
+        assert f"{transcendentals / 1e3:.0f}" == transcendentals_said
+        assert f"{(ours - transcendentals) / xla - 1:.0%}" == f"{high_said}%"
 
 
 def test_the_peak_sentences_compiled_md_quotes():
@@ -389,7 +394,9 @@ def test_the_peak_sentences_compiled_md_quotes():
     import remat_tui
 
     page = " ".join(read("docs/guide/compiled.md").split())
-    quoted = re.search(r'under `nothing_saveable`: "(peak unchanged[^"]*)"', page)[1]
+    version, quoted = re.search(
+        r'CPU, JAX ([\d.]+)\) under `nothing_saveable`: "(peak unchanged[^"]*)"', page
+    ).groups()
 
     def layers(x, ws):
         for w in ws:
@@ -401,7 +408,10 @@ def test_the_peak_sentences_compiled_md_quotes():
     nothing = remat_tui.analyze(
         layers, args, policy="nothing_saveable", compiled=True, vs_written=True
     )
-    assert nothing.compiled.memory["explanation"].startswith(quoted)
+    said = nothing.compiled.memory["explanation"]
+    if jax.__version__ == version:
+        assert said.startswith(quoted)
+    assert said.startswith("peak unchanged against the code as written")
 
     if not jax.__version__.startswith("0.10."):
         return  # the page says JAX 0.12 keeps the recomputation
@@ -460,3 +470,27 @@ def test_fits_progress_is_shaped_as_fit_md_shows_it(write_target, capsys):
     assert cli.main(argv) == 0
     err = capsys.readouterr().err
     assert re.search(shape, err, re.M), (shape, err)
+
+
+def test_a_value_and_its_name_are_both_residuals_as_app_md_says(mlp_target):
+    """app.md: in examples/mlp.py `output of tanh` and `named 'layer0'`, 16 KiB
+    each, with JAX 0.10; 0.11 and later save `one_minus_square` in tanh's
+    output's place. JAX's own list is the oracle."""
+    import jax
+    from conftest import jax_saved_residuals
+
+    import remat_tui
+
+    page = " ".join(read("docs/guide/app.md").split())
+    said = re.search(r"\(`output of (\w+)` and `named '(\w+)'` in `examples/mlp.py` with JAX "
+                     r"([\d.]+), (\d+) KiB each\)", page)  # fmt: skip
+    assert said, "app.md no longer names the two residuals"
+    value, name, version, kib = said.groups()
+    if not jax.__version__.startswith(version + "."):
+        value = "one_minus_square"  # the page's note on JAX 0.11 and later
+    a = remat_tui.analyze(mlp_target)
+    jax_lines = jax_saved_residuals(mlp_target.fn, "as_written", mlp_target.args(), {})
+    for words in (f"output of {value} ", f"named '{name}' "):
+        mine = next(r for r in a.residuals if words in r.text)
+        assert mine.bytes == int(kib) * 1024, words
+        assert any(words in line for line in jax_lines), (words, jax_lines)
