@@ -341,6 +341,27 @@ def code_constants():
     ]
 
 
+def test_the_examples_are_the_sizes_the_pages_give():
+    """targets.md's transformer (24 blocks, d_model 512, sequence 128) and
+    story.md's wide layers (eight layers of 16 MiB activations)."""
+    import importlib.util as util
+
+    def example(name):
+        spec = util.spec_from_file_location(name, os.path.join(ROOT, "examples", f"{name}.py"))
+        module = util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    t = example("transformer")
+    said = re.search(r"`examples/transformer.py`: (\d+) decoder blocks, d_model (\d+), sequence "
+                     r"(\d+),", " ".join(read("docs/guide/targets.md").split()))  # fmt: skip
+    assert said.groups() == (str(t.LAYERS), str(t.D_MODEL), str(t.SEQ))
+    w = example("wide_layers")
+    said = re.search(r"\(eight `tanh\(x @ w\)` layers of (\d+) MiB activations",
+                     " ".join(read("docs/guide/story.md").split()))  # fmt: skip
+    assert w.LAYERS == 8 and said[1] == str(w.ROWS * w.WIDTH * 4 // 2**20)
+
+
 def test_the_figures_that_are_the_codes_own_constants():
     for page, words, value in code_constants():
         found = re.search(words, read(page))
