@@ -1,6 +1,6 @@
 """The commands the pages show that take too long for the test suite
 (tests/unit/doc_commands.py's LEFT_TO_BENCH: a fit of the MLP on the CPU,
-about a minute; fits of the GPT compiled for a deviceless TPU, twenty
+17-61 s on 2 shared cores; fits of the GPT compiled for a deviceless TPU, twenty
 minutes or more each), run as written, one after another, each in a process
 of its own as a user runs it: its exit status (0, as the pages say), its
 time and its last lines. The tests check that every other command a page

@@ -120,7 +120,7 @@ RUN_ELSEWHERE = {
 
 # Run by bench/bench_doc_commands.py: minutes each.
 LEFT_TO_BENCH = {
-    "remat-tui fit examples/mlp.py --budget 1MiB",  # about a minute on 2 cores
+    "remat-tui fit examples/mlp.py --budget 1MiB",  # 17-61 s on 2 shared cores
     "remat-tui fit bench/gpt_v5e.py:gpt --budget 16GiB --device tpu:v5e:2x2 --multiple 8",
     "remat-tui fit bench/gpt_v5e.py:gpt --budget 16GiB --device tpu:v5e:2x2 --multiple 8"
     " --optimize",
