@@ -5,7 +5,9 @@ what N workers would give a fit.
    second run against the first (goal: 0.05 or less where compiles dominate),
    alternating cold and warm runs, each in a process of its own;
    `--profile-warm`: then what a warm run spends its time on (the imports
-   alone timed, and one more warm run under cProfile).
+   alone timed, and one more warm run under cProfile). `--suggest FILE:NAME
+   --suggest-budget SIZE`: the same with `remat-tui suggest --compiled` of
+   that target under that budget in place of compare.
 2. The same compare with `--jobs 2` against `--jobs 1` (both `--no-cache`),
    alternating.
 3. A SIMULATION, from measured compile times: `fit` run once in turn, each
@@ -17,7 +19,7 @@ what N workers would give a fit.
 
     python bench/bench_compiles.py [--compare FILE:NAME] [--fit FILE:NAME]
         [--device D] [--budget SIZE] [--rounds 2] [--policy SPEC ...]
-        [--only cache|jobs|fit] [--profile-warm]
+        [--only cache|jobs|fit] [--profile-warm] [--suggest FILE:NAME --suggest-budget SIZE]
 
 Defaults: examples/transformer.py:scanned_checkpointed on the CPU for 1-2,
 examples/mlp.py:loss for 3 (the GPT of bench/gpt_v5e.py for tpu:v5e:2x2,
@@ -46,9 +48,13 @@ EXE = os.path.join(os.path.dirname(sys.executable), "remat-tui")
 POLICIES = ["as_written", "nothing_saveable", "dots_saveable", "everything_saveable",
             "dots_with_no_batch_dims_saveable"]  # fmt: skip
 CHOSEN: list[str] = []  # --policy: the configurations compared and fitted, else the defaults
+SUGGEST: list[str] = []  # --suggest-budget: suggest under it, in place of compare
 
 
 def command(target: str, device: str | None, *extra: str) -> list[str]:
+    if SUGGEST:
+        cmd = [EXE, "suggest", target, "--budget", *SUGGEST, "--compiled", "--format", "json"]
+        return cmd + [*extra] + (["--device", device] if device else [])
     cmd = [EXE, "compare", target, "--compiled", "--format", "json", *extra]
     for p in CHOSEN or POLICIES:
         cmd += ["--policy", p]
@@ -153,8 +159,17 @@ def main() -> None:
     parser.add_argument("--policy", action="append", default=[],
                         help="a configuration to compare and fit (repeat); default: "
                         "five built-ins for compare, fit's own list for fit")  # fmt: skip
+    parser.add_argument("--suggest", default=None, metavar="FILE:NAME",
+                        help="1: suggest --compiled of it in place of compare")  # fmt: skip
+    parser.add_argument("--suggest-budget", default=None, metavar="SIZE",
+                        help="the budget of --suggest")  # fmt: skip
     opts = parser.parse_args()
     CHOSEN.extend(opts.policy)
+    if opts.suggest:
+        if not opts.suggest_budget:
+            parser.error("--suggest needs --suggest-budget")
+        SUGGEST.append(opts.suggest_budget)
+        opts.compare = opts.suggest
     if opts.only in (None, "cache"):
         cache_runs(opts.compare, opts.device, opts.rounds, opts.profile_warm)
     if opts.only in (None, "jobs"):

@@ -18,6 +18,7 @@ compiled). The bench keeps the default, to time what a user's compile costs.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -40,6 +41,29 @@ class Point:
     saved: tuple[tuple[str, ...], ...]  # per site, the names saved
     peak: int
     seconds: float
+
+
+@contextlib.contextmanager
+def pinned_cpu_rates():
+    """The CPU's rates pinned to one calibration of the development machine
+    (2 cores, made 2026-11-26 04:29 UTC) while the block runs: every step-time
+    estimate, and with it which assignment is the optimum and the search's
+    gap, is then a function of XLA's counts alone, the same on every machine
+    and in every run (tests/unit/test_exact.py; `bench/bench_exact.py
+    --rates pinned`)."""
+    from remat_tui.core.xla import calibration, chips, cpu_rates
+
+    kept = chips._cpu
+    chips._cpu = chips._cpu_chip(calibration.Calibration(
+        rates=cpu_rates.Rates(flops=105341972472.74669, bandwidth=68415009181.02626,
+                              transcendentals=671671650.8971255, overhead=5.907999366172589e-06),
+        machine=calibration.this_machine(), calibrated_at="2026-11-26T04:29:31Z",
+        method="pinned for tests/unit/test_exact.py", measuring_seconds=0.0, file=None,
+    ))  # fmt: skip
+    try:
+        yield
+    finally:
+        chips._cpu = kept
 
 
 QUICK = {"xla_backend_optimization_level": 0}  # the machine code only (the module doc)

@@ -24,7 +24,14 @@ import sys
 import jax
 import pytest
 from conftest import ROOT
-from exact_oracle import CP, every_assignment, greedy_by_ratio, hand_peak_and_counts, optimum
+from exact_oracle import (
+    CP,
+    every_assignment,
+    greedy_by_ratio,
+    hand_peak_and_counts,
+    optimum,
+    pinned_cpu_rates,
+)
 
 import remat_tui
 from remat_tui.core.search.compare import analysed_row
@@ -41,26 +48,16 @@ NAMES = g.names_of(g.KNAPSACK)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def pinned_cpu_rates():
-    """The CPU's rates pinned to one calibration of the development machine
-    (2 cores, made 2026-11-26 04:29 UTC), so that the step-time estimate,
-    and with it which assignment is the optimum, is the same in every run.
-    Not hiding anything: under some calibrations made under load, the
-    model's optimum on the 6-name model is 0.3% above the oracle's at two
-    budgets (the roofline's step time is not a sum over the names, which
-    the model assumes between the assignments it compiled); see the
-    exact search's notes in docs/how-it-decides.md."""
-    from remat_tui.core.xla import calibration, chips, cpu_rates
-
-    kept = chips._cpu
-    chips._cpu = chips._cpu_chip(calibration.Calibration(
-        rates=cpu_rates.Rates(flops=105341972472.74669, bandwidth=68415009181.02626,
-                              transcendentals=671671650.8971255, overhead=5.907999366172589e-06),
-        machine=calibration.this_machine(), calibrated_at="2026-11-26T04:29:31Z",
-        method="pinned for tests/unit/test_exact.py", measuring_seconds=0.0, file=None,
-    ))  # fmt: skip
-    yield
-    chips._cpu = kept
+def pinned_rates():
+    """The CPU's rates pinned to one calibration (exact_oracle.pinned_cpu_rates),
+    so that the step-time estimate, and with it which assignment is the
+    optimum, is the same in every run. Not hiding anything: under some
+    calibrations made under load, the model's optimum on the 6-name model is
+    0.3% above the oracle's at two budgets (the roofline's step time is not a
+    sum over the names, which the model assumes between the assignments it
+    compiled); see the exact search's notes in docs/how-it-decides.md."""
+    with pinned_cpu_rates():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,13 @@ its own peak with its buffers. Checked on a deviceless v5e compile against
 JAX's own compile of the same program, at test time."""
 
 import json
+import re
 import subprocess
 
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import ROOT
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import resolve_device
@@ -97,6 +99,16 @@ def test_the_peak_is_hbms_and_vmem_stands_beside_it(chip, target_file, remat_tui
     ]  # fmt: skip
     assert tanh and tanh[0]["bytes"] == 2048 * 4096 * 4
     assert not any(b["shape"] == "f32[2048,4096]" for b in memory["at_peak"])
+    # The figures compiled.md and the JSON report's page give for this program
+    # (they name the JAX and libtpu they were measured with).
+    for page in ("docs/guide/compiled.md", "docs/reference/json-report.md"):
+        text = " ".join(open(f"{ROOT}/{page}", encoding="utf-8").read().split())
+        said = re.search(r"JAX ([\d.]+),? (?:and )?libtpu [\d.]+\)?:? ([\d.]+) MiB of HBM.*?"
+                         r"([\d.]+) MiB of VMEM", text)  # fmt: skip
+        assert said, page
+        if jax.__version__ == said[1]:
+            vmem = spaces["vmem"]["peak_bytes"]
+            assert said.groups()[1:] == (f"{peak / 2**20:.1f}", f"{vmem / 2**20:.1f}"), page
 
 
 def test_text_report_names_each_space(chip, target_file, remat_tui_cmd):
