@@ -133,12 +133,12 @@ def proof_lines(s: Suggestion) -> list[str]:
     """What the answer is proven against: the bound, the answer's cost and
     the gap, then what the search assumed."""
     c = s.search
-    lines = [f"proof: {proof_words(c, s.cancelled)}"]
+    lines = [f"proof: {proof_words(c, s.cancelled, s.set_aside is not None)}"]
     lines += [f"  assumes: {a}" for a in c.assumptions]
     return lines
 
 
-def proof_words(c: Certificate, cancelled: bool = False) -> str:
+def proof_words(c: Certificate, cancelled: bool = False, set_aside: bool = False) -> str:
     """`bound 5.08 ms (the least any candidate can cost), answer 5.08 ms: gap
     0.0%, proven optimal within the model`."""
     if c.bound == float("inf") and c.best is None:
@@ -147,11 +147,14 @@ def proof_words(c: Certificate, cancelled: bool = False) -> str:
         return "nothing found fits the budget" + (" (stopped)" if cancelled else "")
     gap = c.gap
     where = "within the model" if c.method == "model" else "over the whole space"
+    # The proof is of the best found; where it was set aside for the code as
+    # written (within the cost's resolution), it is not the answer.
+    best = "the best found (set aside)" if set_aside else "answer"
     said = (
         f"bound {cost_text(c.bound, c.cost)} (the least any candidate can cost), "
-        f"answer {cost_text(c.best, c.cost)}: gap {gap:.1%}"
+        f"{best} {cost_text(c.best, c.cost)}: gap {gap:.1%}"
         if gap is not None
-        else f"answer {cost_text(c.best, c.cost)}"
+        else f"{best} {cost_text(c.best, c.cost)}"
     )
     if c.proven:
         return f"{said}, proven optimal {where}"

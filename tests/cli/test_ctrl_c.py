@@ -83,3 +83,45 @@ def test_compare_stopped_says_how_many_of_how_many_and_the_time(monkeypatch, cap
     assert cli.main(["compare", MLP, "--format", "json"]) == 130
     data = json.loads(capsys.readouterr().out)
     assert data["cancelled"] is True and data["planned"] == planned and len(data["rows"]) == 2
+
+
+def test_suggest_stopped_after_an_answer_writes_it_with_the_gap_and_exits_130(
+    monkeypatch, tmp_path, capsys
+):
+    """Ctrl-C inside the exact search's compiles (here: the stop set at the
+    eighth compile, the model's decisions being measured) on a loop of
+    unnamed checkpoints: the best answer verified so far is written, said
+    to be stopped, exit 130 (it was lost: "cancelled before any answer")."""
+    import json
+
+    from conftest import ROOT
+
+    from remat_tui import cli_runners
+
+    held = {}
+
+    @contextlib.contextmanager
+    def stops(stop):
+        held["stop"] = stop
+        yield
+
+    monkeypatch.setattr(cli_suggest, "first_interrupt_stops", stops)
+    real = cli_runners.Progress.__call__
+    compiling = []
+
+    def progress(self, i, total, config, stage=""):
+        real(self, i, total, config, stage)
+        if stage == "compiling":
+            compiling.append(config)
+            if len(compiling) >= 8:
+                held["stop"].set()
+
+    monkeypatch.setattr(cli_runners.Progress, "__call__", progress)
+    out = tmp_path / "answer.json"
+    loop = f"{ROOT}/tests/models/unnamed_loops.py:loop"
+    command = ["suggest", loop, "--budget", "1GiB", "--compiled", "--format", "json"]
+    assert cli.main([*command, "-o", str(out)]) == 130
+    answer = json.loads(out.read_text())
+    assert answer["cancelled"] and answer["best"]["compiled"]["fits"]
+    assert answer["search"]["method"] == "model" and not answer["search"]["proven"]
+    assert "the best answer verified so far" in capsys.readouterr().err

@@ -232,6 +232,7 @@ def test_an_answer_within_the_estimates_resolution_keeps_the_code_as_written(mon
     assert kept.set_aside is not None and kept.set_aside.row.config == strict.best.config
     text = render_suggest(kept, "text")
     assert "keep the code as written" in text and f"{saving:.1%}" in text
+    assert "the best found (set aside)" in text.split("proof:")[1].splitlines()[0]
     assert kept.to_dict()["set_aside"]["configuration"] == strict.best.config.label()
     monkeypatch.setattr(step_time, "RESOLUTION", saving * 0.99)
     assert suggest(target, 1 << 30, compiled=True).best.config == strict.best.config

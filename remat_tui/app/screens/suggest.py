@@ -372,7 +372,7 @@ class SuggestScreen(Screen[Config | None]):
             Content.assemble(
                 head,
                 f"{outcome} · {how} searched{took}{skipped}\n"
-                f"{proof_words(s.search, s.cancelled)}\n"
+                f"{proof_words(s.search, s.cancelled, s.set_aside is not None)}\n"
                 "enter opens it in the main screen · b another budget · escape goes back",
             )
         )
