@@ -173,6 +173,7 @@ def _words(
         parts.append(f"XLA's FLOPs {under['flops'] / free['flops'] - 1:+.1%}")
     if under["seconds"] and free["seconds"]:
         parts.append(f"estimated step time {under['seconds'] / free['seconds'] - 1:+.1%}")
-    return "; ".join(parts) + (f". It acts when the peak exceeds the memory limit XLA compiles "
-                               f"for ({flag.split('=')[0]} here); {JAX_FLAG}=False does not "
-                               "turn TPU's pass off")  # fmt: skip
+    return "; ".join(parts) + (f". XLA decides when to act from the memory limit it compiles "
+                               f"for ({flag.split('=')[0]} here) by its own accounting, which "
+                               "can act under a limit above the peak shown; "
+                               f"{JAX_FLAG}=False does not turn TPU's pass off")  # fmt: skip
