@@ -53,7 +53,8 @@ class Model:
     the checkpointed function and how many sites it has (the trace's
     calls). `scales`: its args take `batch` (fit); `multiple`: fit's
     --multiple (a batch split over devices). `skip`: command -> why it is
-    left out. `tpu`: in the deviceless-TPU subset."""
+    left out. `tpu`: in the deviceless-TPU subset; `app_compiled`: in the
+    subset whose app search also runs with the compiled peak (`p`)."""
 
     id: str
     file: str
@@ -67,6 +68,7 @@ class Model:
     multiple: int = 1
     skip: dict[str, str] = field(default_factory=dict)
     tpu: bool = False
+    app_compiled: bool = False
 
     @property
     def path(self) -> str:
@@ -133,30 +135,30 @@ NOTEBOOK = os.path.abspath(os.path.join(HERE, "..", "..", "examples", "notebook.
 NOTEBOOK_SITES = os.path.join(HERE, "notebook_sites.py")
 
 
-def _seed(target: str, function: str = "", count: int = 0) -> Model:
+def _seed(target: str, function: str = "", count: int = 0, **kw) -> Model:
     """A target of examples/notebook.py: its args take no batch (fit refuses it)."""
     return Model(f"seed-{target}", NOTEBOOK, target, f"make_{target}" if count else None,
-                 True, function, count, NOTEBOOK_SITES, scales=False)  # fmt: skip
+                 True, function, count, NOTEBOOK_SITES, scales=False, **kw)  # fmt: skip
 
 
 # fmt: off
 MODELS = [
     _seed("f"),
-    _seed("f2", "g", 3),
+    _seed("f2", "g", 3, app_compiled=True),
     _seed("f3", "f", 1),
     _seed("f4", "f4_layers", 1),
     _seed("loss"),
     _seed("chain"),
     _seed("recursive", "<lambda>", 3),
-    Model("loop", "loops.py", "loop", "make_loop", True, "layer", 3, tpu=True),
+    Model("loop", "loops.py", "loop", "make_loop", True, "layer", 3, tpu=True, app_compiled=True),
     Model("block-list", "loops.py", "block_list", "make_block_list", True, "block", 3),
     Model("linen-list", "linen_list.py", per_call=True, function="Block.__call__", count=3),
     Model("linen-scan", "linen_scan.py", function="Block.__call__", count=1),
-    Model("nnx-scan", "nnx_scan.py", function="forward", count=1),
+    Model("nnx-scan", "nnx_scan.py", function="forward", count=1, app_compiled=True),
     Model("eqx-loop", "eqx_loop.py", per_call=True, function="Layer.__call__", count=3),
     Model("maxtext", "maxtext_decoder.py", function="decoder_layer", count=1, tpu=True),
     Model("shard-map", "shard_map_block.py", function="block", count=1, multiple=4),
-    Model("complex-rope", "complex_rope.py", function="attention", count=1),
+    Model("complex-rope", "complex_rope.py", function="attention", count=1, app_compiled=True),
     Model("custom-vjp", "custom_vjp_kernel.py", function="block", count=1),
     Model("mesh", "mesh_model.py", per_call=True, function="mlp", count=2, multiple=2),
 ]

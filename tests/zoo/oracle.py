@@ -84,8 +84,12 @@ def example_batch(model: Model) -> int | None:
 
 def example_args(model: Model, batch: int | None = None) -> tuple:
     """The target's example arguments (its args called as the docs say:
-    `devices` the CPU's devices, `batch` where given)."""
+    `devices` the CPU's devices, `batch` where given), made by the oracle's
+    own import of the file where its args factory has a name there (an
+    Equinox model's arguments are instances of the file's classes, which
+    must be the classes the oracle's function combines them with)."""
     args = registered(model).args
+    args = getattr(load_module(model.path), getattr(args, "__name__", ""), args)
     if not callable(args):
         return tuple(args)
     parameters = inspect.signature(args).parameters
@@ -248,6 +252,19 @@ def _edit(source: str, edits: list[tuple[int, str]]) -> str:
             if isinstance(n, ast.Call) and n.lineno == line
             and ast.unparse(n.func).rpartition(".")[2] in WRAPPERS
         ]  # fmt: skip
+        if not calls and not code.startswith("policy="):
+            # The line that calls the checkpointed function by a name bound
+            # to it (`layer = jax.checkpoint(...)` elsewhere): the code goes
+            # in place of that name, as `jax.checkpoint(f, policy=...)(x)`.
+            named = [
+                n.func for n in ast.walk(tree)
+                if isinstance(n, ast.Call) and n.lineno == line and isinstance(n.func, ast.Name)
+            ]  # fmt: skip
+            if len(named) == 1:
+                (name,) = named
+                start = offset(name.lineno, name.col_offset)
+                replacements.append((start, offset(name.end_lineno, name.end_col_offset), code))
+                continue
         if len(calls) != 1:
             raise NotPasteable(f"line {line} has {len(calls)} checkpoint calls, not one")
         (call,) = calls

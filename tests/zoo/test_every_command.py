@@ -198,7 +198,14 @@ def test_suggest_snippet_runs_as_pasted(model, measure):
         if "structure" in str(exc):
             pytest.skip(f"not pasted mechanically: {exc}")
         pytest.fail(f"the snippet cannot be pasted: {exc}\n{best['python']}\n  {run.command}")
-    got = by_hand(measure, pasted.function, hand.example_args(model))
+    try:
+        got = by_hand(measure, pasted.function, hand.example_args(model))
+    except Exception as exc:  # JAX refuses the pasted code: the finding, in its words
+        said = str(exc).splitlines()[0] if str(exc) else ""
+        pytest.fail(
+            f"pasted, it does not run: {type(exc).__name__}: {said}\n{best['python']}\n"
+            f"  {run.command}"
+        )
     assert got == figure(measure, best), (
         f"pasted, it gives {got}, printed with {figure(measure, best)}:\n"
         f"{best['python']}\n  {run.command}"
