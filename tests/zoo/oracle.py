@@ -146,10 +146,11 @@ ITEMSIZE = {"bool": 1, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "f16": 2, "bf16": 2
 AVAL = re.compile(r"^(?P<dtype>\w+)\[(?P<shape>[^\]]*)\]")
 
 
-def saved_bytes(fn: Callable, args: tuple) -> int:
+def saved_bytes(fn: Callable, args: tuple, per_device: bool = False) -> int:
     """The bytes of what JAX saves for the backward pass, every line
-    `jax.ad_checkpoint.print_saved_residuals` prints (device and host;
-    a sharded dimension `8@data` counts whole)."""
+    `jax.ad_checkpoint.print_saved_residuals` prints (device and host); a
+    sharded dimension (`8@data`) counts whole, or with `per_device` its one
+    device's share (divided by its mesh axes' sizes, read off `args`)."""
     import contextlib
     import io
 
@@ -158,15 +159,28 @@ def saved_bytes(fn: Callable, args: tuple) -> int:
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         jax.ad_checkpoint.print_saved_residuals(fn, *args)
+    axes = _mesh_axes(args) if per_device else {}
     total = 0
     for line in printed.getvalue().splitlines():
         aval = AVAL.match(line)
         assert aval, f"a line of print_saved_residuals the oracle cannot read: {line!r}"
         size = 1
         for dim in filter(None, aval["shape"].split(",")):
-            size *= int(dim.split("@")[0])
+            length, _, sharded = dim.partition("@")
+            size *= int(length)
+            for axis in re.findall(r"\w+", sharded) if per_device else ():
+                size //= axes[axis]
         total += size * ITEMSIZE[aval["dtype"]]
     return total
+
+
+def _mesh_axes(args: tuple) -> dict[str, int]:
+    """The sizes of the mesh axes the arguments are sharded over."""
+    for leaf in jax.tree.leaves(args):
+        mesh = getattr(getattr(leaf, "sharding", None), "mesh", None)
+        if mesh is not None:
+            return dict(mesh.shape)
+    return {}
 
 
 # ---- pasting a snippet ----------------------------------------------------------

@@ -170,6 +170,18 @@ def test_suggest_answers(model, measure):
         assert figure(measure, got["best"]) <= got["budget"], run.command
 
 
+@pytest.mark.parametrize("model", [m for m in MODELS if m.multiple > 1], ids=lambda m: m.id)
+def test_suggest_judges_residual_bytes_per_device(model):
+    """Contract 17: a byte figure is one device's. A budget of the code as
+    written's residual bytes per device (JAX's list, each sharded dimension
+    divided by its mesh axes) is met by the code as written."""
+    args = hand.example_args(model)
+    budget = hand.saved_bytes(model.target_fn(), args, per_device=True)
+    run = cli("suggest", model.spec, "--budget", str(budget), "--format", "json")
+    assert_clean(run, (0, 1))
+    assert answered(run)["fits"], f"as written saves {budget} B per device: {run.command}"
+
+
 @pytest.mark.parametrize("measure", MEASURES)
 @each_model()
 def test_suggest_figures_are_the_hand_built_configurations(model, measure):
