@@ -210,7 +210,12 @@ def paste(snippet: str, model: Model) -> Pasted:
     its own and its target taken by name."""
     if "nested_scan(" in snippet or "split_scan(" in snippet:
         raise NotPasteable("a structure snippet: it replaces the scan call by hand")
-    parts = [p.strip("\n") for p in re.split(r"\n\s*\n", snippet) if p.strip()]
+    parts: list[str] = []
+    for p in (p.strip("\n") for p in re.split(r"\n\s*\n", snippet) if p.strip()):
+        if p.startswith("# and where") and parts:  # the call of a policy function above
+            parts[-1] += "\n" + p
+        else:
+            parts.append(p)
     defs, edits, around = [], [], None
     for part in parts:
         lines = part.splitlines()
@@ -259,6 +264,11 @@ def _edit(source: str, edits: list[tuple[int, str]]) -> str:
     def offset(line: int, col: int) -> int:  # ast's columns count UTF-8 bytes
         return starts[line - 1] + len(lines[line - 1].encode()[:col].decode())
 
+    lines_edited = [line for line, _ in edits]
+    twice = sorted({line for line in lines_edited if lines_edited.count(line) > 1})
+    if twice:
+        said = [code for line, code in edits if line in twice]
+        raise NotPasteable(f"line {twice[0]} is given {len(said)} codes at once: {said}")
     replacements = []
     for line, code in edits:
         calls = [
@@ -322,7 +332,7 @@ def _import_target(source: str, model: Model) -> Callable:
 def _around(code: str, fn: Callable, model: Model) -> Callable:
     """An outer snippet (`jax.checkpoint(NAME, policy=...)`, or NAME as
     written) evaluated with NAME the target."""
-    names = {"jax": jax, model.target: fn, **_own_names(model)}
+    names = {**_own_names(model), "jax": jax, model.target: fn}
     return eval(code.split("  #")[0].strip(), names)  # noqa: S307 (the tool's snippet)
 
 
