@@ -54,7 +54,9 @@ class Model:
     calls). `scales`: its args take `batch` (fit); `multiple`: fit's
     --multiple (a batch split over devices). `skip`: command -> why it is
     left out. `tpu`: in the deviceless-TPU subset; `app_compiled`: in the
-    subset whose app search also runs with the compiled peak (`p`)."""
+    subset whose app search also runs with the compiled peak (`p`).
+    `refused`: words of the error JAX gives a candidate it refuses on this
+    model (compare must list that candidate as a row carrying it)."""
 
     id: str
     file: str
@@ -69,6 +71,7 @@ class Model:
     skip: dict[str, str] = field(default_factory=dict)
     tpu: bool = False
     app_compiled: bool = False
+    refused: str = ""
 
     @property
     def path(self) -> str:
@@ -158,7 +161,8 @@ MODELS = [
     Model("eqx-loop", "eqx_loop.py", per_call=True, function="Layer.__call__", count=3),
     Model("maxtext", "maxtext_decoder.py", function="decoder_layer", count=1, tpu=True),
     Model("shard-map", "shard_map_block.py", function="block", count=1, multiple=4),
-    Model("complex-rope", "complex_rope.py", function="attention", count=1, app_compiled=True),
+    Model("complex-rope", "complex_rope.py", function="attention", count=1, app_compiled=True,
+          refused="reduce_precision does not accept dtype complex64"),
     Model("custom-vjp", "custom_vjp_kernel.py", function="block", count=1),
     Model("mesh", "mesh_model.py", per_call=True, function="mlp", count=2, multiple=2),
 ]

@@ -1,6 +1,8 @@
-"""The zoo tier's runs of the CLI, its budgets and its invariants on a
-command's exit (Contract 16): exit 0 or 1 with an answer, or 2 with one line
-naming the cause; never a traceback of remat-tui's own.
+"""The zoo tier's runs of the CLI, its budgets, its invariants on a
+command's exit (Contract 16: exit 0 or 1 with an answer, or 2 with one line
+naming the cause; never a traceback of remat-tui's own), and what the
+command tests (test_every_command.py, test_zoo_suggest.py, test_zoo_fit.py)
+share: the commands as they run them and the figures they compare.
 
 Every command runs as a user runs it, `python -m remat_tui ...` in a process
 of its own, its compile store one per test session (shared by the session's
@@ -20,7 +22,9 @@ import time
 from dataclasses import dataclass
 from functools import cache
 
-from zoo import Model
+import pytest
+
+from zoo import MODELS, Model
 from zoo import oracle as hand
 
 OURS = re.compile(r'File "[^"]*[/\\]remat_tui[/\\]')
@@ -137,3 +141,67 @@ def compiled_budget(model: Model) -> int:
 def fit_budget(model: Model) -> int:
     """Half as much again as the compiled peak as written at the example's batch."""
     return hand.hand_peak(model.target_fn(), hand.example_args(model)) * 3 // 2
+
+
+# ---- what the command tests share -------------------------------------------------
+
+MEASURES = ("residual", "compiled")
+
+
+def each_model():
+    return pytest.mark.parametrize("model", MODELS, ids=[m.id for m in MODELS])
+
+
+def applies(model: Model, command: str) -> None:
+    if command in model.skip:
+        pytest.skip(f"{model.id} leaves {command} out: {model.skip[command]}")
+
+
+def answered(run: Run) -> dict:
+    """The JSON of a command that must have answered; else the test fails
+    saying how it ended."""
+    if run.returncode not in (0, 1) or not run.stdout.strip():
+        pytest.fail(f"no answer: {run.command}\n  -> exit {run.returncode}: {run.first_error()}")
+    return run.json()
+
+
+# ---- the runs (each once per test module's process) ---------------------------------
+
+
+def baseline(model: Model) -> str:
+    return os.path.join(out_folder(), f"{model.id}.report.json")
+
+
+def report(model: Model) -> Run:
+    return cli("report", model.spec, "--compiled", "--format", "json", "-o", baseline(model))
+
+
+def suggest(model: Model, measure: str) -> Run:
+    if measure == "compiled":
+        budget = compiled_budget(model)
+        return cli("suggest", model.spec, "--budget", str(budget), "--compiled", "--format", "json")
+    return cli("suggest", model.spec, "--budget", str(residual_budget(model)), "--format", "json")
+
+
+def fit(model: Model, optimize: bool) -> Run:
+    batch = hand.example_batch(model) or 2
+    m = str(model.multiple)
+    if optimize:  # the exact search at the example's batch alone: suggest --compiled's work
+        return cli("fit", model.spec, "--optimize", "--budget", str(compiled_budget(model)),
+                   "--max-batch", str(batch), "--multiple", m, "--format", "json")  # fmt: skip
+    return cli("fit", model.spec, "--budget", str(fit_budget(model) if model.scales else 2**20),
+               "--max-batch", str(2 * batch), "--multiple", m,
+               "--policy", "as_written", "--policy", "nothing_saveable",
+               "--format", "json")  # fmt: skip
+
+
+def figure(measure: str, row: dict) -> int:
+    """The figure an answer is judged by: the compiled peak, or every byte
+    saved (device and host: JAX's list does not say which)."""
+    if measure == "compiled":
+        return row["compiled"]["peak_bytes"]
+    return row["device_bytes"] + row["host_bytes"]
+
+
+def by_hand(measure: str, fn, args) -> int:
+    return hand.hand_peak(fn, args) if measure == "compiled" else hand.saved_bytes(fn, args)
