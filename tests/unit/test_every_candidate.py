@@ -315,3 +315,15 @@ def test_nothing_fits_tells_the_budget_from_the_smallest():
     assert told_apart(int(2.25e9), 2_210_756_004) == ["2.10 GiB", "2.06 GiB"]
     assert told_apart(2**30, 2**30 + 5) == ["1,073,741,824 B", "1,073,741,829 B"]
     assert told_apart(2**30, 2**30) == ["1.0 GiB", "1.0 GiB"]
+
+
+def test_a_checkpoint_applied_at_module_level_is_placed_at_its_line():
+    """The seed's f3 = jax.checkpoint(f, ...) at module level: no frame of the
+    user's holds that line when f3 runs, so the site had no line and its
+    snippet said 'line not known'. It is the file's only jax.checkpoint of f."""
+    source = open(NOTEBOOK).read().splitlines()
+    line = 1 + next(i for i, text in enumerate(source) if "jax.checkpoint(f, policy=" in text)
+    a = remat_tui.analyze(remat_tui.load_targets(NOTEBOOK)["f3"], sites={1: "nothing_saveable"})
+    (site,) = a.sites
+    assert (site.source.file, site.source.line) == (NOTEBOOK, line)
+    assert a.python.startswith(f"# notebook.py:{line} (site 1)\njax.checkpoint(f, policy=")

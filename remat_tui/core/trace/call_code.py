@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 
 from remat_tui.core.model import Site, Wrapper
 from remat_tui.core.setup import policies
+from remat_tui.core.trace import written_checkpoints
 from remat_tui.core.trace.wrappers import site_code
 
 # A call whose policy is neither overridden nor one remat-tui can write (a
@@ -79,8 +80,10 @@ def _by_index(group: Sequence[Site], chosen: Sequence[policies.PolicySpec | None
     where = site.source.where() if site.source else "line not known"
     function = _identifier(site.function)
     w = site.wrapper
-    wrapped = (w.wrapped or function) if w is not None else function
-    applies = f"{w.call}({wrapped}, ...)" if w is not None else f"jax.checkpoint({function}, ...)"
+    # What the line checkpoints, as written (`sharded`, a shard_map of `block`).
+    written = written_checkpoints.checkpointed_at(site.source) if w is None else None
+    wrapped = (w.wrapped or function) if w is not None else (written or function)
+    applies = f"{w.call}({wrapped}, ...)" if w is not None else f"jax.checkpoint({wrapped}, ...)"
     runs = _runs(chosen)
     head = [
         f"# {where}, {applies}: the {len(group)} calls it makes (sites {group[0].id}-"
@@ -93,7 +96,7 @@ def _by_index(group: Sequence[Site], chosen: Sequence[policies.PolicySpec | None
         lines = [*head, f"def {name}(i):", f'    """The policy of call i of {function}."""']
         lines += _branches(runs, _expression)
         use = (
-            f"jax.checkpoint({function}, policy={name}(i))"
+            f"jax.checkpoint({wrapped}, policy={name}(i))"
             if w is None
             else f"policy={name}(i)  # in {applies} (line {w.policy_line})"
         )

@@ -114,7 +114,7 @@ def primal_program(
         fn=_held(target.fn, key),
         closed=closed,
         out_tree=tree_structure(out_shape),
-        sites=site_lib.find_sites(jc.open_jaxpr(closed), target.policies, prefer_dir),
+        sites=site_lib.find_sites(jc.open_jaxpr(closed), target.policies, prefer_dir, target.file),
         prefer_dir=prefer_dir,
     )
     _cache.put(key, primal)

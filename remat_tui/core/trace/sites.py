@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.model import Site, Source, Wrapper
 from remat_tui.core.setup import policies
-from remat_tui.core.trace import wrappers
+from remat_tui.core.trace import wrappers, written_checkpoints
 from remat_tui.errors import RematError
 
 # (equation index, the body's slot in that equation's params: jaxcompat.Body.slot)
@@ -71,8 +71,13 @@ class FoundSite:
         return {tuple(jc.short(v.aval) for v in e.outvars) for e in self.frames().get(key, ())}
 
 
-def find_sites(jaxpr: jc.Jaxpr, declared: dict | None, prefer_dir: str | None) -> list[FoundSite]:
-    """Every remat equation in `jaxpr`, in program order (outer before inner)."""
+def find_sites(
+    jaxpr: jc.Jaxpr, declared: dict | None, prefer_dir: str | None, target_file: str | None = None
+) -> list[FoundSite]:
+    """Every remat equation in `jaxpr`, in program order (outer before inner).
+    A checkpoint no frame of the user's applies (`f3 = jax.checkpoint(f)` at
+    module level) is placed at the target file's only jax.checkpoint of
+    its function (core/trace/written_checkpoints.py)."""
     found: list[FoundSite] = []
 
     def walk(
@@ -92,6 +97,8 @@ def find_sites(jaxpr: jc.Jaxpr, declared: dict | None, prefer_dir: str | None) -
                 function = jc.remat_function(eqn)
                 called_at = own or jc.user_source(eqn.source_info)
                 source, wrapper = _wrapper_call(eqn, called_at, function) or (called_at, None)
+                if source is None:
+                    source = written_checkpoints.module_checkpoint(target_file, _last(function))
                 site = Site(
                     id=len(found) + 1,
                     function=function,
@@ -261,3 +268,9 @@ def _inline(eqn: jc.JaxprEqn, body: jc.Jaxpr, subst: dict) -> list:
 
 def _sub(v: jc.Atom, env: dict) -> jc.Atom:
     return env.get(v, v) if isinstance(v, jc.Var) else v
+
+
+def _last(function: str) -> str:
+    """The name a checkpoint's first argument has for `function`: `step` of
+    `f.<locals>.step`."""
+    return function.rsplit(".", 1)[-1]

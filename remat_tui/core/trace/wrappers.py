@@ -19,6 +19,7 @@ from functools import lru_cache
 
 from remat_tui.core.model import Site, Source, Wrapper
 from remat_tui.core.setup import policies
+from remat_tui.core.trace import written_checkpoints
 from remat_tui.core.usercode import in_library
 
 # (the folders of a library's files, the names its checkpoint wrappers go by)
@@ -277,9 +278,11 @@ def site_code(site: Site, spec: policies.PolicySpec) -> tuple[str, str, str]:
     where = site.source.where() if site.source else "line not known"
     w = site.wrapper
     if w is None:
+        # What the line checkpoints, as written (`sharded`, a shard_map of `block`).
+        written = written_checkpoints.checkpointed_at(site.source) or site.function
         if spec.kind == policies.AS_WRITTEN:
-            return where, "", f"{site.function}  # call it directly: no jax.checkpoint"
-        return where, "", spec.python(site.function)
+            return where, "", f"{written}  # call it directly: no jax.checkpoint"
+        return where, "", spec.python(written)
     shown = f"{w.call}({w.wrapped}, ...)" if w.wrapped else f"{w.call}(...)"
     at = f"line {w.policy_line}"
     if spec.kind == policies.AS_WRITTEN:
