@@ -266,7 +266,7 @@ def _suggest(commands: cli_fit.Commands) -> None:
         "suggest",
         help="the least-cost configuration that fits a budget",
         description="The configuration with the least cost whose memory fits a budget "
-        "(residual bytes on device, or the compiled peak with --compiled). The cost: the "
+        "(residual bytes per device, or the compiled peak with --compiled). The cost: the "
         "estimated step time once compiled (the measured one with --measure), else the "
         "recompute FLOPs. It searches the outer policies and the sites' itself, so it takes "
         "no --policy.",

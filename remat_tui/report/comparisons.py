@@ -48,6 +48,9 @@ def columns(rows: Sequence[Row]) -> tuple[str, ...]:
     if any_measured(rows):
         at = COLUMNS.index("est. step") + 1
         heads = (*COLUMNS[:at], "measured", *COLUMNS[at:])
+    if n <= 1 and sharded(rows):  # not compiled: how many devices is not known here
+        names_all = {"device": "device (all devices)", "host": "host (all devices)"}
+        return tuple(names_all.get(c, c) for c in heads)
     if n <= 1:
         return heads
     names = {
@@ -59,9 +62,20 @@ def columns(rows: Sequence[Row]) -> tuple[str, ...]:
     return tuple(names.get(c, c) for c in heads)
 
 
+def sharded(rows: Sequence[Row]) -> bool:
+    """Whether some row's residuals are sharded over several devices."""
+    return any(r.device_bytes_per_device is not None for r in rows)
+
+
 def legend_devices(rows: Sequence[Row]) -> str:
     """The legend's sentence on whose bytes the columns count, or ''."""
     n = spanned_devices(rows)
+    if n <= 1 and sharded(rows):
+        return (
+            " The residuals are sharded over several devices: device and host are the bytes "
+            "across all of them; the Pareto front and suggest weigh what one device holds "
+            "(device_bytes_per_device in the JSON)."
+        )
     if n <= 1:
         return ""
     return (

@@ -191,7 +191,7 @@ def suggest_headline(s: Suggestion) -> str:
     """What fits and what it costs (measured, estimated or in FLOPs), or the
     smallest when nothing fits."""
     best = s.best
-    measure = "compiled peak per device" if s.measure == "compiled" else "residual bytes on device"
+    measure = "compiled peak per device" if s.measure == "compiled" else "residual bytes per device"
     stopped = "stopped; the best verified so far: " if s.cancelled else ""
     if not s.fits:
         budget, smallest = told_apart(s.budget, best.weighed_bytes)

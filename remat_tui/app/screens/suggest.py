@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from remat_tui.core.search.suggest import Suggestion
     from remat_tui.registry import Target
 
-RESIDUAL = "residual bytes on device"
+RESIDUAL = "residual bytes per device"
 COMPILED = "compiled peak per device"
 # What a search looks for, by what ranks its rows (core/search/rows.py's
 # `cost_source`): the recompute FLOPs, or once compiled the estimated step

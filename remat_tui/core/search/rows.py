@@ -46,6 +46,9 @@ class Row:
     forward_flops: int
     residuals: tuple[str, ...]  # JAX's texts, for diff
     saved_bytes: int = 0  # residual bytes beyond the arguments (those are held anyway)
+    # What one device holds of `device_bytes` where residuals are sharded over
+    # a mesh (Contract 17: budgets are per device); None: as device_bytes.
+    device_bytes_per_device: int | None = None
     # The backward pass's work besides recomputation: the same for every
     # configuration of a target, so counted once (`step_flops`); None until
     # a step time is wanted.
@@ -63,13 +66,16 @@ class Row:
 
     @property
     def weighed_bytes(self) -> int:
-        """The bytes the Pareto front and suggest weigh: the compiled peak per
-        device when known (for a compile that did not fit, what XLA said it
-        needed), else the residual bytes on device (the offloaded ones too
-        where the device has no host memory for them)."""
+        """The bytes the Pareto front and suggest weigh, one device's
+        (Contract 17): the compiled peak per device when known (for a
+        compile that did not fit, what XLA said it needed), else the residual
+        bytes one device holds (the offloaded ones too where the device has
+        no host memory for them: all of them, a bound)."""
         if self.compiled and self.compiled.get("peak_bytes"):
             return self.compiled["peak_bytes"]
-        return self.device_bytes + (self.host_bytes if self.offload_without_host else 0)
+        device = self.device_bytes if self.device_bytes_per_device is None else (
+            self.device_bytes_per_device)  # fmt: skip
+        return device + (self.host_bytes if self.offload_without_host else 0)
 
     @property
     def cost_source(self) -> str:
@@ -142,6 +148,7 @@ class Row:
             "sites": {str(k): v for k, v in self.config.sites},
             "python": self.python,
             "device_bytes": self.device_bytes,
+            "device_bytes_per_device": self.device_bytes_per_device,
             "host_bytes": self.host_bytes,
             "recompute_flops": self.recompute_flops,
             "forward_flops": self.forward_flops,
@@ -171,6 +178,11 @@ def row_of(a: Analysis, compiled: dict | None = None) -> Row:
         forward_flops=flops["forward"],
         residuals=tuple(r.text for r in a.residuals),
         saved_bytes=a.totals.bytes_excluding_arguments,
+        device_bytes_per_device=(
+            a.totals.device_bytes_per_device
+            if a.totals.device_bytes_per_device != a.totals.device_bytes
+            else None
+        ),  # fmt: skip
         compiled=compiled,
     )
 

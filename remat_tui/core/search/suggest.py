@@ -1,7 +1,7 @@
 """Provides suggest (Contracts 6, 8 and 12): the least-cost configuration whose
 memory fits a budget, with what it is proven against.
 
-Memory is the residual bytes on device, or the compiled peak per device when
+Memory is the residual bytes one device holds, or the compiled peak per device when
 compiling. Cost is the recompute FLOPs, or, once compiled for a chip the
 table knows (core/xla/chips.py), the estimated step time
 (core/xla/step_time.py), or, measuring (`measure=True`), the time measured
@@ -83,7 +83,7 @@ class Suggestion(Displayable):
 
     Attributes:
         budget: the budget, in bytes.
-        measure: what had to fit it: `"residual"` (residual bytes on device)
+        measure: what had to fit it: `"residual"` (residual bytes per device)
             or `"compiled"` (the compiled peak per device).
         fits: whether any configuration fits.
         best: the answer (a `Row`): the least cost that fits, else the
