@@ -11,6 +11,7 @@ site's change is the same source with the policy changed by hand.
 
 A new model shape: a file in tests/zoo/models/ (its target registered with
 `@remat_tui.target`, its code a `make_*(policy)` factory) and a line in
+
 MODELS below. A model leaves a command out only with a reason (`skip`),
 which the test prints.
 """
@@ -56,7 +57,10 @@ class Model:
     left out. `tpu`: in the deviceless-TPU subset; `app_compiled`: in the
     subset whose app search also runs with the compiled peak (`p`).
     `refused`: words of the error JAX gives a candidate it refuses on this
-    model (compare must list that candidate as a row carrying it)."""
+    model (compare must list that candidate as a row carrying it).
+    `known`: (test, measure) -> a known defect of remat-tui's this model
+    shows there, in words: the test expects it (and fails once it is gone,
+    so that the entry goes too)."""
 
     id: str
     file: str
@@ -72,6 +76,7 @@ class Model:
     tpu: bool = False
     app_compiled: bool = False
     refused: str = ""
+    known: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def path(self) -> str:
@@ -145,6 +150,13 @@ def _seed(target: str, function: str = "", count: int = 0, **kw) -> Model:
 
 
 # fmt: off
+# A scalar constant outside the checkpoint that JAX saves as a residual
+# ("f32[] from a literal": here the loss's `/ x.shape[0]`) is missing from
+# the residual list under a site override: the override re-evaluates JAX's
+# traced program, where a Python scalar JAX made an array and a NumPy scalar
+# look alike, and JAX saves only the first (docs/guide/targets.md, Limits).
+LITERAL_UNDER_OVERRIDE = "a literal residual outside the site is missing under an override"
+
 MODELS = [
     _seed("f"),
     _seed("f2", "g", 3, app_compiled=True),
@@ -160,7 +172,13 @@ MODELS = [
     Model("nnx-scan", "nnx_scan.py", function="forward", count=1, app_compiled=True),
     Model("eqx-loop", "eqx_loop.py", per_call=True, function="Layer.__call__", count=3),
     Model("maxtext", "maxtext_decoder.py", function="decoder_layer", count=1, tpu=True),
-    Model("shard-map", "shard_map_block.py", function="block", count=1, multiple=4),
+    Model(
+        "shard-map", "shard_map_block.py", function="block", count=1, multiple=4,
+        known={
+            (test, "residual"): LITERAL_UNDER_OVERRIDE
+            for test in ("figures", "pasted")
+        },
+    ),
     Model("complex-rope", "complex_rope.py", function="attention", count=1, app_compiled=True,
           refused="reduce_precision does not accept dtype complex64"),
     Model("custom-vjp", "custom_vjp_kernel.py", function="block", count=1),

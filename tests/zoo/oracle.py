@@ -82,14 +82,16 @@ def example_batch(model: Model) -> int | None:
     return None if parameter is None else parameter.default
 
 
-def example_args(model: Model, batch: int | None = None) -> tuple:
+def example_args(model: Model, batch: int | None = None, module: object = None) -> tuple:
     """The target's example arguments (its args called as the docs say:
     `devices` the CPU's devices, `batch` where given), made by the oracle's
     own import of the file where its args factory has a name there (an
     Equinox model's arguments are instances of the file's classes, which
-    must be the classes the oracle's function combines them with)."""
+    must be the classes the oracle's function combines them with; `module`:
+    a pasted copy's, whose function combines them with its own classes)."""
     args = registered(model).args
-    args = getattr(load_module(model.path), getattr(args, "__name__", ""), args)
+    owner = module if module is not None else load_module(model.path)
+    args = getattr(owner, getattr(args, "__name__", ""), args)
     if not callable(args):
         return tuple(args)
     parameters = inspect.signature(args).parameters
@@ -198,6 +200,7 @@ HEADER = re.compile(r"^# (?P<file>[^\s:,]+\.py):(?P<line>\d+)\b")
 class Pasted:
     function: Callable
     source: str  # the model's file with the snippet in place
+    module: object = None  # the copy imported: its classes are the arguments' (Equinox)
 
 
 def paste(snippet: str, model: Model) -> Pasted:
@@ -239,10 +242,11 @@ def paste(snippet: str, model: Model) -> Pasted:
     source = _edit(source, edits)
     if defs:
         source += "\n\n# pasted from the snippet\n" + "\n\n".join(defs) + "\n"
-    fn = _import_target(source, model)
+    module = _import_module(source, model)
+    fn = getattr(module, model.target)
     if around is not None:
         fn = _around(around, fn, model)
-    return Pasted(fn, source)
+    return Pasted(fn, source, module)
 
 
 def _until_blank_or_comment(lines: list[str]) -> str:
@@ -312,8 +316,8 @@ def _edit(source: str, edits: list[tuple[int, str]]) -> str:
 _pasted = 0
 
 
-def _import_target(source: str, model: Model) -> Callable:
-    """The target `model.target` of `source`, imported from a folder of its own."""
+def _import_module(source: str, model: Model) -> object:
+    """`source` as the model's module, imported from a folder of its own."""
     global _pasted
     _pasted += 1
     folder = tempfile.mkdtemp(prefix="zoo-pasted-")
@@ -326,7 +330,7 @@ def _import_target(source: str, model: Model) -> Callable:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    return getattr(module, model.target)
+    return module
 
 
 def _around(code: str, fn: Callable, model: Model) -> Callable:

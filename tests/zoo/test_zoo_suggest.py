@@ -23,7 +23,9 @@ from zoo.runs import (
     by_hand,
     cli,
     each_model,
+    expect,
     figure,
+    judged,
     suggest,
 )
 
@@ -40,7 +42,7 @@ def test_suggest_answers(model, measure):
     got = answered(run)
     assert got["best"]["error"] is None, f"the answer is a failed row: {run.command}"
     if got["fits"]:
-        assert figure(measure, got["best"]) <= got["budget"], run.command
+        assert judged(measure, got["best"]) <= got["budget"], run.command
 
 
 @pytest.mark.parametrize("model", [m for m in MODELS if m.multiple > 1], ids=lambda m: m.id)
@@ -66,9 +68,9 @@ def test_suggest_figures_are_the_hand_built_configurations(model, measure):
         fn = hand.function_by_hand(model, best, own)
     except NotBuildable as exc:
         pytest.fail(f"the answer cannot be built by hand: {exc}\n  {run.command}")
-    assert figure(measure, best) == by_hand(measure, fn, hand.example_args(model)), (
-        f"{best['policy']} {best['sites']}: {run.command}"
-    )
+    want = by_hand(measure, fn, hand.example_args(model))
+    said = f"{figure(measure, best)} != {want}: {best['policy']} {best['sites']}: {run.command}"
+    expect(model, "figures", measure, figure(measure, best) == want, said)
 
 
 @pytest.mark.parametrize("measure", MEASURES)
@@ -84,14 +86,15 @@ def test_suggest_snippet_runs_as_pasted(model, measure):
             pytest.skip(f"not pasted mechanically: {exc}")
         pytest.fail(f"the snippet cannot be pasted: {exc}\n{best['python']}\n  {run.command}")
     try:
-        got = by_hand(measure, pasted.function, hand.example_args(model))
+        got = by_hand(measure, pasted.function, hand.example_args(model, module=pasted.module))
     except Exception as exc:  # JAX refuses the pasted code: the finding, in its words
         said = str(exc).splitlines()[0] if str(exc) else ""
         pytest.fail(
             f"pasted, it does not run: {type(exc).__name__}: {said}\n{best['python']}\n"
             f"  {run.command}"
         )
-    assert got == figure(measure, best), (
+    said = (
         f"pasted, it gives {got}, printed with {figure(measure, best)}:\n"
         f"{best['python']}\n  {run.command}"
     )
+    expect(model, "pasted", measure, got == figure(measure, best), said)
