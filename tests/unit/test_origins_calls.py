@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 from conftest import ROOT, jax_saved_residuals
+from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
 
@@ -75,6 +76,52 @@ def test_a_checkpoints_output_saved_by_the_next_one_has_its_line():
     # the first call's output, saved twice (by the first call and the second), one value
     tanhs = [r for r in outputs if r.origin.primitive == "tanh"]
     assert any(r.story.made.same_as is not None for r in tanhs)
+
+
+# ---- a lax.scan over a jax.checkpoint'ed layer that names its input ------------------
+
+
+def named_layer(x, w):
+    x = checkpoint_name(x, "layer_input")
+    return jnp.tanh(x @ w)
+
+
+def make_scanned(policy):
+    def loss(ws, x):
+        layer = jax.checkpoint(named_layer, policy=policy)
+        y, _ = jax.lax.scan(lambda c, w: (layer(c, w), None), x, ws)
+        return jnp.sum(y**2)
+
+    return loss
+
+
+SCANNED_ARGS = (
+    jax.ShapeDtypeStruct((3, 8, 8), jnp.float32),
+    jax.ShapeDtypeStruct((4, 8), jnp.float32),
+)
+
+
+def test_a_scanned_layers_saved_input_is_the_previous_layers_output():
+    """Under an outer everything_saveable each iteration saves the layer's
+    input, the carry (as the zoo's MaxText decoder saves its
+    decoder_layer_input): JAX reports it as a stacked output of the scan
+    (`output of closed_call`), reached back out of the layer's checkpoint
+    at an input of the scan's body. Each iteration's carry is what the body
+    computes for it, the layer's tanh (no origin.source before)."""
+    loss = make_scanned(None)
+    spec = "everything_saveable"
+    a = remat_tui.analyze(loss, args=SCANNED_ARGS, policy=spec)
+    assert [r.text for r in a.residuals] == jax_saved_residuals(loss, spec, SCANNED_ARGS, {})
+    stacked = [r for r in a.residuals if r.kind == "output" and r.origin.trip_count == 3]
+    assert len(stacked) == 3
+    tanh_line = _line_of(named_layer, "return jnp.tanh")
+    for r in stacked:
+        assert r.origin.source is not None, r.text
+        assert (r.origin.source.file, r.origin.source.line) == (HERE, tanh_line), r.text
+        assert r.origin.per_iteration == "f32[4,8]"
+        # the carry going in and the carry going out are two values, not one
+        assert r.story.made.same_as is None, r.text
+    assert "layer_input" in {r.origin.name for r in stacked}
 
 
 # ---- an NNX block under nnx.remat ----------------------------------------------------

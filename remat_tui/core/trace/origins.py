@@ -8,7 +8,9 @@ copies JAX inserts (reduce_precision, device_put, shard_map's broadcast of a
 scalar residual). A scan's stacked output is one value per iteration: its
 trip count multiplies, and the per-iteration aval is the body's. A body
 that only passes one of its inputs out (a checkpoint's forward part outputs
-the input it saves) is followed back out, to what its caller passed.
+the input it saves) is followed back out, to what its caller passed; out
+of a scan's body, a carry is followed to what the body computes for it (each
+iteration's value but the first's).
 
 A value computed inside a library (a Linen BatchNorm, an NNX layer) has no
 frame of the user's but those that entered it: inside a library's jitted
@@ -62,7 +64,7 @@ class Origins:
         self._by_primitive: dict[tuple, dict] = {}  # (id(jaxpr), primitive) -> alike equations
 
     def of(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> Origin:
-        found = self._follow(jaxpr, var)
+        found = self._follow(jaxpr, var, carries=True)
         eqn = found.eqn
         if eqn is None:
             return Origin(None, found.name, None, found.trip, found.per_iteration, None)
@@ -234,23 +236,37 @@ class Origins:
         produced = self._producer(jaxpr, var) if isinstance(var, jc.Var) else None
         return produced[0] if produced else None
 
-    def _follow(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> _Followed:
+    def _follow(self, jaxpr: jc.Jaxpr, var: jc.Atom, carries: bool = False) -> _Followed:
         """Where `var` of `jaxpr` was computed: into the bodies of the calls
         that output it, and back out of one that only passes its input
         through (a checkpoint's forward part outputs the input it saves as
-        a residual; not a scan's, whose input is a carry or a constant)."""
+        a residual; not a scan's, whose input is a carry or a constant).
+        With `carries`, a scan body's carry input is followed to what the
+        body computes for it: the line that computes each iteration's value
+        but the first's (the input of a checkpointed layer, scanned). Not
+        for the stories: that is the value of the iteration before, another
+        buffer than the carry the scan stacks."""
         name, trip, per_iteration = None, None, None
         outer: Source | None = None
         caller: jc.JaxprEqn | None = None
         frames: tuple[Source, ...] = ()
         entered: list[tuple] = []  # (jaxpr, Body, outer, caller, frames) of the bodies stepped into
+        loop: tuple[jc.Jaxpr, int, int] | None = None  # the innermost scan's body and layout
         for _ in range(_MAX_STEPS):
             if not isinstance(var, jc.Var):
                 break
             produced = self._producer(jaxpr, var)
             if produced is None:  # an input of this body: what its caller passed, if known
                 if not entered:
-                    break
+                    if not carries or loop is None or jaxpr is not loop[0]:
+                        break
+                    # A carry: each iteration's value is what the body
+                    # computes for it (the previous iteration's), bar the first.
+                    carried = self._through_carry(jaxpr, var, loop[1], loop[2])
+                    if carried is var:
+                        break
+                    var = carried
+                    continue
                 jaxpr, body, outer, caller, frames = entered.pop()
                 if body.inputs is None or var not in body.jaxpr.invars:
                     break
@@ -267,11 +283,13 @@ class Origins:
                 return _Followed(eqn, name, trip, per_iteration, outer, caller, jaxpr, frames)
             body, inner_var, length = inner
             line = jc.own_source(eqn.source_info, self.prefer_dir, fallback=False)
-            if jc.scan_layout(eqn) is None:
+            layout = jc.scan_layout(eqn)
+            if layout is None:
                 entered.append((jaxpr, body, outer, caller, frames))
             else:
-                entered.clear()  # a loop's input is no value of one iteration
-            if jc.scan_layout(eqn) is not None or jc.is_remat(eqn):
+                entered.clear()  # a loop's input is no value of one iteration, bar a carry's
+                loop = (body.jaxpr, *layout)
+            if layout is not None or jc.is_remat(eqn):
                 # Their bodies hold what JAX hoisted or inlined there from
                 # elsewhere; a checkpoint's body is its site's (`_copied_from`).
                 caller = None
