@@ -300,10 +300,30 @@ def test_a_function_without_a_checkpoint_cannot_take_a_policy():
         remat_tui.analyze(loss, args=ARGS, sites={"unchecked": "dots_saveable"})
 
 
-def test_the_code_to_paste_says_when_a_sites_line_is_not_known():
-    # notebook.py's f4 is jax.checkpoint applied in remat_tui.target's call:
-    # no line of the user's made the checkpoint.
-    target = load_targets(example("notebook.py"))["f4"]
-    a = remat_tui.analyze(target, sites={1: "as_written"})
+def test_the_code_to_paste_says_when_a_sites_line_is_not_known(tmp_path):
+    # A checkpoint applied through a name the file's source does not show as
+    # jax.checkpoint: no frame of the user's holds it when the target runs,
+    # and no call in the file names it.
+    path = tmp_path / "hidden.py"
+    path.write_text(
+        "import jax, jax.numpy as jnp\nimport remat_tui\n\n"
+        "def g(x):\n    return jnp.sin(jnp.sin(x))\n\n"
+        'make = getattr(jax, "checkpoint")\n'
+        'f = remat_tui.target(args=lambda: (jnp.ones(3),), name="f")(make(g))\n'
+    )
+    a = remat_tui.analyze(load_targets(str(path))["f"], sites={1: "as_written"})
     assert a.sites[0].source is None
     assert a.python.splitlines()[0] == "# line not known (site 1)"
+
+
+def test_a_checkpoint_applied_at_module_level_has_its_line():
+    # notebook.py's f4 is jax.checkpoint applied at module level, inside
+    # remat_tui.target's call: found in the file, the only one of f4_layers.
+    path = example("notebook.py")
+    line = 1 + next(
+        i for i, text in enumerate(open(path).read().splitlines())
+        if "jax.checkpoint(f4_layers" in text
+    )  # fmt: skip
+    a = remat_tui.analyze(load_targets(path)["f4"], sites={1: "as_written"})
+    assert a.sites[0].source.line == line
+    assert a.python.splitlines()[0] == f"# notebook.py:{line} (site 1)"
