@@ -280,9 +280,13 @@ def test_one_blocks_policy_in_a_linen_list_is_one_policy_by_the_blocks_index():
     policy for block 2 alone is `policy=Block_policy(i)` on that line, never
     a second `policy=` on it (a SyntaxError pasted), and the model built
     with the printed function gives JAX the residuals reported."""
-    import linen_list
+    import importlib.util
 
-    target = remat_tui.load_targets(f"{ROOT}/tests/models/linen_list.py")["loss"]
+    path = f"{ROOT}/tests/zoo/models/linen_list.py"
+    spec = importlib.util.spec_from_file_location("linen_list_for_paste", path)
+    linen_list = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(linen_list)
+    target = remat_tui.load_targets(path)["loss"]
     a = remat_tui.analyze(target, sites={2: "dots_saveable"})
     code = a.python
     assert code.count("policy=Block_policy(i)") == 1 and "def Block_policy(i):" in code

@@ -66,7 +66,7 @@ def find_wrapper(
     cannot be read or does not say which call it is."""
     if not names:
         return None
-    index = _index(called_at.file, _mtime(called_at.file), names)
+    index = _index(called_at.file, written_checkpoints.mtime(called_at.file), names)
     if index is None:
         return None
     calls, scopes, defined = index
@@ -97,13 +97,6 @@ def _choose(calls: list[_Call], wanted: str, defined: set[str], line: int) -> _C
     # A call wrapping something else this file defines is another site's.
     could = [c for c in calls if c.wrapped_name is None or c.wrapped_name not in defined]
     return could[0] if len(could) == 1 else None
-
-
-def _mtime(path: str) -> float | None:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return None
 
 
 @lru_cache(maxsize=32)

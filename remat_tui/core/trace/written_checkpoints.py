@@ -41,7 +41,7 @@ def checkpointed_at(source: Source | None) -> str | None:
     written (`sharded`), or None where that line has no such call."""
     if source is None:
         return None
-    calls = [c for c in _calls(source.file, _mtime(source.file)) if c.line == source.line]
+    calls = [c for c in _calls(source.file, mtime(source.file)) if c.line == source.line]
     if not calls:
         return None
     return min(calls, key=lambda c: abs(c.column - source.column)).wrapped
@@ -52,13 +52,15 @@ def module_checkpoint(path: str | None, function: str) -> Source | None:
     where it has none or several."""
     if path is None:
         return None
-    found = [c for c in _calls(path, _mtime(path)) if c.wrapped_name == function]
+    found = [c for c in _calls(path, mtime(path)) if c.wrapped_name == function]
     if len(found) != 1:
         return None
     return Source(path, found[0].line, found[0].column, "<module>")
 
 
-def _mtime(path: str) -> float | None:
+def mtime(path: str) -> float | None:
+    """A file's modification time (None where it cannot be read): the key
+    that makes an edited file read again."""
     try:
         return os.stat(path).st_mtime
     except OSError:
