@@ -130,7 +130,11 @@ class NotBuildable(Exception):
 def load_module(path: str) -> ModuleType:
     """A model file imported by its path, once (its targets register nowhere:
     `remat_tui.target` only returns the function outside the loader)."""
-    name = "zoo_" + os.path.splitext(os.path.basename(path))[0]
+    return import_as("zoo_" + os.path.splitext(os.path.basename(path))[0], path)
+
+
+def import_as(name: str, path: str) -> ModuleType:
+    """The file at `path` imported as the module `name`."""
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -13,11 +13,9 @@ and the peak is JAX's own memory analysis: arguments + outputs + temporaries
 from __future__ import annotations
 
 import ast
-import importlib.util
 import inspect
 import os
 import re
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +23,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 
-from zoo import NO_CHECKPOINT, Model, NotBuildable, load_module
+from zoo import NO_CHECKPOINT, Model, NotBuildable, import_as, load_module
 
 CP = jax.checkpoint_policies
 # Every name jax.checkpoint_policies has: a spec is Python over them.
@@ -324,13 +322,7 @@ def _import_module(source: str, model: Model) -> object:
     path = os.path.join(folder, os.path.basename(model.path))
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(source)
-    name = f"zoo_pasted_{_pasted}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return import_as(f"zoo_pasted_{_pasted}", path)
 
 
 def _around(code: str, fn: Callable, model: Model) -> Callable:
