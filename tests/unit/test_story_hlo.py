@@ -59,6 +59,19 @@ def test_an_equation_is_named_as_xla_names_its_lowering(name):
     assert hlo_text.primitive(root.op_name) in hv.hlo_primitives(name)
 
 
+def test_a_gather_in_fill_mode_is_named_as_xla_names_its_lowering():
+    """jnp.take's default mode (an embedding lookup): JAX lowers the gather
+    as a select of the in-bounds rows, and the op_name XLA gives the value
+    it returns is among `hlo_primitives("gather")` (JAX's own lowering,
+    compiled, is the oracle)."""
+    table = jax.numpy.ones((16, 8), jax.numpy.float32)
+    tokens = jax.numpy.zeros((4,), jax.numpy.int32)
+    lowered = jax.jit(lambda t, i: jax.numpy.take(t, i, axis=0)).lower(table, tokens)
+    module = hlo_text.parse_hlo(lowered.compile().as_text())
+    path = hv.computing(module, hv.Calls(module), module.root)
+    assert path and hlo_text.primitive(path[-1].op_name) in hv.hlo_primitives("gather")
+
+
 def test_a_copys_sync_flag_holds_no_value():
     """An asynchronous copy's {2} is its context (a u32 sync flag TPU keeps in
     its own memory): it holds no value, so names no residual; {0} and {1}

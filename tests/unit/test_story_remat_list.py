@@ -3,10 +3,11 @@
 blocks are a Python list of `nn.remat(Block)`, with a log_softmax
 cross-entropy, shaped as google-deepmind/nanodo writes it.
 
-XLA on CPU runs each block's recomputation beside the forward work it
-repeats (it may: it reads only the block's input) and the weights'
-transposes before any forward work, so instructions whose op_name says
-`transpose(...)` run from the first steps on. The oracle is the same step
+XLA on CPU runs the weights' transposes before any forward work, so
+instructions whose op_name says `transpose(...)` run from the first steps
+on; the XLA of JAX 0.10 also runs each block's recomputation beside the
+forward work it repeats (it may: it reads only the block's input), the XLA
+of JAX 0.12 in the backward part. The oracle is the same step
 compiled by hand (`jax.jit(jax.value_and_grad(loss))`) and its optimized
 HLO: each instruction's op_name, stack and operands, its schedule and XLA's
 buffer assignment."""
@@ -83,10 +84,13 @@ def test_each_blocks_output_is_its_own_buffer(analysed, by_hand):
     """The outputs of blocks 0 .. BLOCKS-2 (each the next block's input,
     saved for its recomputation) are kept in the forward buffer that
     block's own add makes in the hand compile, a different one each; all
-    were 'recomputed' in one buffer of the backward part before."""
+    were 'recomputed' in one buffer of the backward part before. The last
+    block's output is no residual (only the final LayerNorm reads it): the
+    XLA of JAX 0.12 fuses its add into the LayerNorm's reductions, with no
+    buffer of its own."""
     module, _, _ = by_hand
     outputs = _block_outputs(module)
-    assert sorted(outputs) == list(range(model.BLOCKS))
+    assert set(range(model.BLOCKS - 1)) <= set(outputs) <= set(range(model.BLOCKS))
     saved = [
         r for r in analysed.residuals
         if r.kind == "output" and r.origin.primitive == "add"
@@ -197,12 +201,22 @@ def test_the_residual_bytes_at_the_peak_name_their_residuals(analysed):
 
 
 def test_recomputation_run_in_the_forward_part_is_said(analysed, by_hand):
-    """XLA on CPU computes the blocks' recomputation beside their forward
-    work: the recomputed buffers at the hand compile's peak start before the
-    backward part, and the memory view says how many bytes."""
-    _, _, mem = by_hand
+    """Where XLA on CPU computes the blocks' recomputation beside their
+    forward work (JAX 0.10's XLA), the recomputed buffers at the hand
+    compile's peak start before the backward part, and the memory view says
+    how many bytes. Where the hand compile runs no recomputation before the
+    backward part (JAX 0.12's XLA), the view says none ran there."""
+    module, sequence, mem = by_hand
     early = [b for b in mem.at_peak if b.category == "recomputed" and b.live[0] < mem.backward_from]
+    said = analysed.compiled.memory["explanation"] or ""
+    ran_early = [
+        n
+        for n in sequence[: mem.backward_from]
+        if hlo_text.recomputes(module.instructions[n].op_name)
+    ]
+    if not ran_early:
+        assert not early and "XLA computed before the backward part" not in said
+        return
     assert early and all(hlo_text.recomputes(b.op_name) for b in early)
-    said = analysed.compiled.memory["explanation"]
     assert f"{human_bytes(sum(b.bytes for b in early))} of the " in said
-    assert "before the backward part" in said
+    assert "XLA computed before the backward part" in said

@@ -121,8 +121,16 @@ def hlo_dtype(jaxpr_dtype: str) -> str:
 # names the composed primitives, not theirs, the composition's root last
 # (measured on CPU: one_minus_square, new in JAX 0.11, is `mul(add(1, x),
 # sub(1, x))`; logistic `div(1, add(1, exp(neg(x))))` on every JAX, except
-# on a TPU of generation 8 or newer; asin `atan2(x, sqrt(...))` off GPUs).
-_COMPOSED_ROOTS = {"one_minus_square": "mul", "logistic": "div", "asin": "atan2"}
+# on a TPU of generation 8 or newer; asin `atan2(x, sqrt(...))` off GPUs; a
+# gather in `fill` mode, jnp.take's default (an embedding lookup), is
+# `select_n(in_bounds, gather(...), fill)`, and XLA 0.12 on CPU keeps that
+# select's value where 0.10 kept the gather's).
+_COMPOSED_ROOTS = {
+    "one_minus_square": "mul",
+    "logistic": "div",
+    "asin": "atan2",
+    "gather": "select_n",
+}
 
 
 def hlo_primitives(primitive: str) -> tuple[str, ...]:
