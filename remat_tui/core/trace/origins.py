@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.model import Origin, Source
@@ -52,6 +52,27 @@ class _Followed:
     caller: jc.JaxprEqn | None
     jaxpr: jc.Jaxpr | None  # the jaxpr holding `eqn`
     frames: tuple[Source, ...]  # the user's frames of the innermost call entered with some
+    calls: tuple[int, ...]  # ids of the call equations entered to reach `eqn`, outermost first
+    output: int  # which of `eqn`'s outputs the value is
+
+
+class Computed(NamedTuple):
+    """What `Origins.computing` found: the equation that computed a value and
+    which of its runs. JAX traces a function called alike once and shares
+    the body (a checkpointed layer called in a loop, a library's jitted
+    helper), so one equation is every call's: `place`, the calls entered to
+    reach it, tells the calls' runs apart."""
+
+    eqn: jc.JaxprEqn | None  # None for an input
+    jaxpr: jc.Jaxpr | None  # the jaxpr holding `eqn`
+    frames: tuple[Source, ...]  # the user's frames behind it
+    place: tuple[int, ...]  # ids of the calls entered, outermost first, then of `eqn`
+    output: int  # which of `eqn`'s outputs
+
+    @property
+    def value(self) -> tuple:
+        """The same for two residuals exactly where they hold one value."""
+        return self.place, self.output
 
 
 class Origins:
@@ -208,12 +229,10 @@ class Origins:
             self._by_primitive[(id(forward), primitive)] = index
         return index.get((types, key), [])
 
-    def computing(
-        self, jaxpr: jc.Jaxpr, var: jc.Atom
-    ) -> tuple[jc.JaxprEqn | None, jc.Jaxpr | None, tuple[Source, ...]]:
-        """(the equation that computed the value, the jaxpr holding it, the
-        user's frames behind it), as `of` follows it; (None, None, ()) for
-        an input. The frames are the equation's own; inside a library's body
+    def computing(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> Computed:
+        """The equation that computed the value, as `of` follows it, with the
+        jaxpr holding it, the user's frames behind it and its place among
+        the calls' runs. The frames are the equation's own; inside a library's body
         that keeps none of the user's, those of the innermost call entered
         that has some (into a jitted library body, jax.nn.log_softmax's or
         jnp's indexing: XLA's metadata gives the compiled instruction the
@@ -221,15 +240,16 @@ class Origins:
         line that ran the checkpoint the equation was copied out of)."""
         found = self._follow(jaxpr, var)
         if found.eqn is None:
-            return None, None, ()
+            return Computed(None, None, (), (), 0)
+        place = (*found.calls, id(found.eqn))
         own = jc.users_frames(found.eqn.source_info)
         if own:
-            return found.eqn, found.jaxpr, own
+            return Computed(found.eqn, found.jaxpr, own, place, found.output)
         source, _, _ = self._where(found)
         frames = found.frames
         if source is not None and _line(source) not in {_line(f) for f in frames}:
             frames = (source, *frames)
-        return found.eqn, found.jaxpr, frames
+        return Computed(found.eqn, found.jaxpr, frames, place, found.output)
 
     def producer(self, jaxpr: jc.Jaxpr, var: jc.Atom) -> jc.JaxprEqn | None:
         """The equation of `jaxpr` defining `var`, or None."""
@@ -250,7 +270,9 @@ class Origins:
         outer: Source | None = None
         caller: jc.JaxprEqn | None = None
         frames: tuple[Source, ...] = ()
-        entered: list[tuple] = []  # (jaxpr, Body, outer, caller, frames) of the bodies stepped into
+        calls: tuple[int, ...] = ()  # ids of the call equations entered
+        # (jaxpr, Body, outer, caller, frames, calls) of the bodies stepped into
+        entered: list[tuple] = []
         loop: tuple[jc.Jaxpr, int, int] | None = None  # the innermost scan's body and layout
         for _ in range(_MAX_STEPS):
             if not isinstance(var, jc.Var):
@@ -267,7 +289,7 @@ class Origins:
                         break
                     var = carried
                     continue
-                jaxpr, body, outer, caller, frames = entered.pop()
+                jaxpr, body, outer, caller, frames, calls = entered.pop()
                 if body.inputs is None or var not in body.jaxpr.invars:
                     break
                 var = body.inputs[body.jaxpr.invars.index(var)]
@@ -280,12 +302,14 @@ class Origins:
                 continue
             inner = self._inner(eqn, k)
             if inner is None:
-                return _Followed(eqn, name, trip, per_iteration, outer, caller, jaxpr, frames)
+                return _Followed(
+                    eqn, name, trip, per_iteration, outer, caller, jaxpr, frames, calls, k
+                )
             body, inner_var, length = inner
             line = jc.own_source(eqn.source_info, self.prefer_dir, fallback=False)
             layout = jc.scan_layout(eqn)
             if layout is None:
-                entered.append((jaxpr, body, outer, caller, frames))
+                entered.append((jaxpr, body, outer, caller, frames, calls))
             else:
                 entered.clear()  # a loop's input is no value of one iteration, bar a carry's
                 loop = (body.jaxpr, *layout)
@@ -297,11 +321,12 @@ class Origins:
                 caller = eqn
             outer = line or outer
             frames = jc.users_frames(eqn.source_info) or frames
+            calls = (*calls, id(eqn))
             if length is not None:
                 trip = (trip or 1) * length
                 per_iteration = per_iteration or jc.short(inner_var.aval)
             jaxpr, var = body.jaxpr, inner_var
-        return _Followed(None, name, trip, per_iteration, outer, caller, None, frames)
+        return _Followed(None, name, trip, per_iteration, outer, caller, None, frames, calls, 0)
 
     def _inner(self, eqn: jc.JaxprEqn, k: int) -> tuple[jc.Body, jc.Atom, int | None] | None:
         """(the Body, its variable for output k, scan length or None), or

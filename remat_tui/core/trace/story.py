@@ -92,7 +92,7 @@ def _tell(
     recompute: recomputation.Recomputation,
 ) -> list[Story]:
     readers = linemap.Readers(bwd_lay)  # the backward equations reading each value
-    first: dict = {}  # id of the computing equation -> the first residual's index
+    first: dict = {}  # a value (Computed.value) -> the first residual's index holding it
     # Each value's computing equation, looked up once: alike residuals and
     # neighbouring ones walk back through the same inputs.
     computed: dict = {}
@@ -109,41 +109,43 @@ def _tell(
 
 
 def _placed_among_alike(forward: jc.Jaxpr, made: list) -> list:
-    """Each (Made, computing equation) with the Made's place among every
-    equation of the forward jaxpr alike (the same primitive, aval and frames,
-    saved or not: one layer's line for each layer), in program order: what
-    tells XLA's alike values apart where it keeps more of them than are saved."""
-    wanted = {(m.primitive, m.shape) for m, eqn in made if eqn is not None}
+    """Each (Made, place of its computing equation) with the Made's place among
+    every equation of the forward jaxpr alike (the same primitive, aval and
+    frames, saved or not: one layer's line for each layer), in program
+    order: what tells XLA's alike values apart where it keeps more of them
+    than are saved. A body shared by calls counts once for each call."""
+    wanted = {(m.primitive, m.shape) for m, place in made if place is not None}
     primitives = {primitive for primitive, _ in wanted}  # read before each equation's type
     alike: dict[tuple, list] = {}
-    for eqn, frames in _nested_with_frames(forward):
+    for eqn, frames, place in _nested_with_frames(forward):
         primitive = jc.primitive_name(eqn)
         if primitive not in primitives:
             continue
         what = (primitive, jc.short(eqn.outvars[0].aval) if eqn.outvars else None)
         if what in wanted:
             where = tuple((f.file, f.line) for f in frames)
-            alike.setdefault((*what, where), []).append(eqn)
+            alike.setdefault((*what, where), []).append(place)
     out = []
-    for m, eqn in made:
-        if eqn is not None:
+    for m, place in made:
+        if place is not None:
             group = alike.get((m.primitive, m.shape, tuple((f.file, f.line) for f in m.frames)), [])
-            at = next((k for k, e in enumerate(group) if e is eqn), None)
+            at = next((k for k, p in enumerate(group) if p == place), None)
             if at is not None:
                 m = replace(m, ordinal=at, alike=len(group))
-        out.append((m, eqn))
+        out.append((m, place))
     return out
 
 
-def _nested_with_frames(jaxpr: jc.Jaxpr, entered: tuple = ()) -> Iterator[tuple]:
+def _nested_with_frames(jaxpr: jc.Jaxpr, entered: tuple = (), calls: tuple = ()) -> Iterator[tuple]:
     """Every equation of `jaxpr` and of the bodies it holds (as
-    jc.nested_eqns walks them), with the user's frames behind it: its own,
-    or those of the innermost call into its body that has some (Origins.computing)."""
+    jc.nested_eqns walks them), with the user's frames behind it (its own,
+    or those of the innermost call into its body that has some:
+    Origins.computing's) and its place (Computed.place)."""
     for eqn in jaxpr.eqns:
         frames = jc.users_frames(eqn.source_info) or entered
-        yield eqn, frames
+        yield eqn, frames, (*calls, id(eqn))
         for body in jc.bodies(eqn):
-            yield from _nested_with_frames(body.jaxpr, frames)
+            yield from _nested_with_frames(body.jaxpr, frames, (*calls, id(eqn)))
 
 
 # Equations that only re-lay a value: XLA turns them into layouts and bitcasts,
@@ -154,16 +156,18 @@ _LAYOUTS = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "copy", 
 def _made(
     fr: FoundResidual, forward: jc.Jaxpr, origins: Origins, first: dict, index: int, computed: dict
 ) -> tuple:
-    """(the Made of residual `index`, its computing equation or None): the
-    equation that computed it (its origin's), the equations behind it that
-    it only re-lays, and whether an earlier residual holds the same value;
-    `computed` keeps `_computing`'s answers for the next residual."""
+    """(the Made of residual `index`, the place of its computing equation or
+    None): the equation that computed it (its origin's), the equations
+    behind it that it only re-lays, and whether an earlier residual holds
+    the same value; `computed` keeps `_computing`'s answers for the next
+    residual."""
     if fr.var in forward.invars:
         return Made(None, argument=forward.invars.index(fr.var)), None
-    eqn, jaxpr, frames = origins.computing(forward, fr.var)
+    found = origins.computing(forward, fr.var)
+    eqn, jaxpr, frames = found.eqn, found.jaxpr, found.frames
     if eqn is None:
         return Made(None), None
-    same_as = first.setdefault(id(eqn), index)
+    same_as = first.setdefault(found.value, index)
     assert jaxpr is not None  # found with its equation
     relaid = []
     behind = eqn
@@ -184,7 +188,7 @@ def _made(
         inputs=inputs,
         from_one=from_one,
     )
-    return made, eqn
+    return made, found.place
 
 
 _INPUT_STEPS, _MAX_INPUTS = 5, 32
@@ -228,7 +232,7 @@ def _computing(
     their ids hold)."""
     key = (id(jaxpr), id(var), around)
     if (known := computed.get(key)) is None:
-        eqn, body, frames = origins.computing(jaxpr, var)
+        eqn, body, frames, _, _ = origins.computing(jaxpr, var)
         known = (None, None, None) if eqn is None else (eqn, body, _what(eqn, frames or around))
         computed[key] = known
     return known
