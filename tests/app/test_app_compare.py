@@ -325,3 +325,22 @@ async def test_rows_show_as_they_are_measured():
         screen = await open_compare(app, pilot)
         assert screen.first_row_at is not None and screen.first_row_at < screen.done_at
         assert screen.query_one(DataTable).row_count == len(screen.rows)
+
+
+async def test_a_candidate_jax_refuses_is_a_row_last_with_jaxs_words():
+    """The rope's checkpoint under everything_saveable, which JAX refuses:
+    its row is in the table with JAX's words and no numbers, after every
+    row that has some, whatever the order (it sorted first, at 0 bytes)."""
+    from conftest import ROOT
+
+    app = RematApp(f"{ROOT}/tests/models/unnamed_loops.py", "rope", show_timings=False)
+    async with app.run_test(size=(180, 48)) as pilot:
+        screen = await open_compare(app, pilot)
+        table = screen.query_one(DataTable)
+        for key in ("m", "f"):  # memory, then recompute
+            if key == "f":
+                await pilot.press("f")
+            shown = [screen.rows[int(k.value)] for k in table.rows]
+            assert [r.refused for r in shown] == [False] * (len(shown) - 1) + [True]
+        last = table.get_row_at(table.row_count - 1)
+        assert any("JAX refused it" in str(cell) for cell in last)

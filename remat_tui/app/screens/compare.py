@@ -64,13 +64,14 @@ if TYPE_CHECKING:
     from remat_tui.core.search.rows import Row
     from remat_tui.registry import Target
 
+# A row JAX refused has no numbers: last, whatever the order.
 SORTS = {
-    "memory": lambda r: (r.weighed_bytes, r.recompute_flops),
-    "recompute": lambda r: (r.recompute_flops, r.weighed_bytes),
-    "host": lambda r: (r.host_bytes, r.weighed_bytes),
+    "memory": lambda r: (r.refused, r.weighed_bytes, r.recompute_flops),
+    "recompute": lambda r: (r.refused, r.recompute_flops, r.weighed_bytes),
+    "host": lambda r: (r.refused, r.host_bytes, r.weighed_bytes),
     # measured, else est. step time once compiled (rows with neither, which do
     # not fit, last)
-    "time": lambda r: (r.cost_source == "flops", r.cost, r.weighed_bytes),
+    "time": lambda r: (r.refused, r.cost_source == "flops", r.cost, r.weighed_bytes),
 }
 
 
