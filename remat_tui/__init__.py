@@ -47,6 +47,21 @@ def _displays() -> None:
     from remat_tui.notebook import hooks  # noqa: F401
 
 
+def _meshed(
+    fn: Target | Callable, args: tuple | None, kwargs: dict | None, mesh: str | None,
+    device: str | None,
+) -> tuple[Target | Callable, tuple | None, dict | None]:
+    """`fn` (made a Target) asking for `mesh` over `device`'s device set; as given without one."""
+    if mesh is None:
+        return fn, args, kwargs
+    from remat_tui.core.setup.devices import device_set, resolve_device
+    from remat_tui.core.setup.loading import with_mesh
+    from remat_tui.core.trace.configured import as_target
+
+    devices = device_set(resolve_device(device))
+    return with_mesh(as_target(fn, args, kwargs), mesh, devices), None, None
+
+
 def load_targets(path: str) -> dict[str, Target]:
     """Import the target file at `path` and return its targets by name.
 
@@ -81,6 +96,7 @@ def analyze(
     runs: int = 5,
     vs_written: bool = False,
     structure: str | None = None,
+    mesh: str | None = None,
 ) -> Analysis:
     """Analyse what `fn` saves for the backward pass under one configuration.
 
@@ -115,6 +131,9 @@ def analyze(
             4 checkpointed groups) or `"split(8, everything_saveable,
             nothing_saveable)"` (its first 8 layers under one policy, the
             rest under another); `analysis.python` is then the code to write.
+        mesh: the mesh to build over `device`'s device set for an args
+            factory's parameter named `mesh` (`"data=4,model=2"`, its sizes
+            multiplying to the number of devices), as `--mesh` does.
 
     Returns:
         An `Analysis`; its `to_dict()` is the JSON report.
@@ -123,6 +142,7 @@ def analyze(
         RematError: bad input (an unknown policy or device, a target that
             fails to trace, a compile that fails other than for memory).
     """
+    fn, args, kwargs = _meshed(fn, args, kwargs, mesh, device)
     config = None
     if structure is not None:
         from remat_tui.core.setup.config import Config
@@ -155,6 +175,7 @@ def compare(
     measure: bool = False,
     runs: int = 5,
     skip: list[str] | None = None,
+    mesh: str | None = None,
 ) -> Comparison:
     """Rows of costs, one per configuration, Pareto-optimal ones marked.
 
@@ -179,12 +200,16 @@ def compare(
             `"ID=SPEC"` / `"FUNCTION=SPEC"` (at that checkpoint); never the
             code as written. A candidate JAX refuses to trace is a row with
             its error (`refused`) either way.
+        mesh: the mesh to build over `device`'s device set for an args
+            factory's parameter named `mesh` (`"data=4,model=2"`, its sizes
+            multiplying to the number of devices), as `--mesh` does.
 
     Returns:
         A `Comparison`, whose `rows` are `Row`s.
     """
     from remat_tui.core.search.compare import compare as _compare
 
+    fn, args, kwargs = _meshed(fn, args, kwargs, mesh, device)
     _displays()
     return _compare(
         fn,
@@ -213,6 +238,7 @@ def suggest(
     narrowing: Callable[[Narrowing], object] | None = None,
     cancelled: Callable[[], bool] | None = None,
     skip: list[str] | None = None,
+    mesh: str | None = None,
 ) -> Suggestion:
     """The least-cost configuration whose memory fits a budget, with what it
     is proven against.
@@ -249,6 +275,9 @@ def suggest(
             stops and the best answer verified so far is returned
             (`cancelled` set, `search.gap` what is left).
         skip: candidates to leave out, as in `compare`.
+        mesh: the mesh to build over `device`'s device set for an args
+            factory's parameter named `mesh` (`"data=4,model=2"`, its sizes
+            multiplying to the number of devices), as `--mesh` does.
 
     Returns:
         A `Suggestion`: `best` is the answer (the smallest when nothing
@@ -259,6 +288,7 @@ def suggest(
     from remat_tui.core.units import parse_size
 
     budget = parse_size(budget) if isinstance(budget, str) else budget
+    fn, args, kwargs = _meshed(fn, args, kwargs, mesh, device)
     _displays()
     return _suggest(
         fn, budget, args, kwargs, compiled=compiled, device=device, sites=sites,
@@ -370,6 +400,7 @@ def fit(
     runs: int = 5,
     optimize: bool = False,
     skip: list[str] | None = None,
+    mesh: str | None = None,
 ) -> Fit:
     """How big a batch fits: per configuration, the largest batch whose
     compiled step fits a budget, and its examples per second.
@@ -398,6 +429,9 @@ def fit(
             batch (suggest's exact search, compiled), ranked by examples
             per second. Not with `policies`.
         skip: candidates to leave out, as in `compare`.
+        mesh: the mesh to build over `device`'s device set for an args
+            factory's parameter named `mesh` (`"data=4,model=2"`, its sizes
+            multiplying to the number of devices), as `--mesh` does.
 
     Returns:
         A `Fit`: `rows` best first (`batch`, `peak_bytes`, `step_seconds`,
@@ -407,6 +441,7 @@ def fit(
     from remat_tui.core.units import parse_size
 
     budget = parse_size(budget) if isinstance(budget, str) else budget
+    fn, args, kwargs = _meshed(fn, args, kwargs, mesh, device)
     _displays()
     return _fit(
         fn, budget, args, kwargs, policies=policies, sites=sites, device=device,

@@ -28,6 +28,7 @@ from remat_tui.cli_parser import SUBCOMMANDS, app_parser, cache_parser, headless
 from remat_tui.cli_runners import RUNNERS, site_overrides
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
+from remat_tui.registry import Target
 
 # -o's extension picks the format when --format is not given.
 OUTPUT_FORMATS = {".json": "json", ".md": "md", ".markdown": "md", ".html": "html"}
@@ -77,7 +78,7 @@ def _headless(opts: argparse.Namespace) -> int:
     if getattr(opts, "recalibrate", False):
         _recalibrate()
     with _user_output_to_stderr():
-        target = load_target(opts.target)
+        target = _with_mesh(load_target(opts.target), opts, checks)
         text, warnings, status = RUNNERS[opts.command](target, opts, fmt, checks)
     warnings = [*warnings, *_compile_notices()]
     if said := _compiles_said(counted_before):
@@ -94,6 +95,24 @@ def _headless(opts: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return status()
+
+
+def _with_mesh(target: Target, opts: argparse.Namespace, checks: dict) -> Target:
+    """The target asking for --mesh (or, checked against a baseline without
+    --mesh, the mesh the baseline asked for), its sizes checked against the
+    chosen device set's."""
+    mesh = checks.get("mesh")
+    if mesh is None and opts.command == "check" and checks.get("baseline") is not None:
+        mesh = cli_check.mesh_asked(checks["baseline"])
+    if mesh is None:
+        return target
+    from remat_tui.core.setup.devices import device_set, resolve_device
+    from remat_tui.core.setup.loading import with_mesh
+
+    device = opts.device
+    if device is None and checks.get("baseline") is not None:
+        device = cli_check.device_of(checks["baseline"])
+    return with_mesh(target, mesh, device_set(resolve_device(device)))
 
 
 def _compile_settings(opts: argparse.Namespace) -> None:
@@ -176,6 +195,10 @@ def _check_before(opts: argparse.Namespace) -> dict:
     from remat_tui.core.units import parse_size
 
     checks: dict = {}
+    if getattr(opts, "mesh", None) is not None:
+        from remat_tui.core.setup.meshes import parse_mesh
+
+        checks["mesh"] = parse_mesh(opts.mesh)
     if getattr(opts, "vs_written", False) and not opts.compiled and not opts.measure:
         raise RematError(
             "--vs-written needs --compiled: it weighs the compiled peak against the code as "

@@ -67,6 +67,17 @@ def read_baseline(path: str) -> dict:
     return saved
 
 
+def mesh_asked(saved: dict) -> tuple[tuple[str, int], ...] | None:
+    """The mesh a baseline's --mesh asked for (its axes), or None."""
+    asked = (saved.get("check") or {}).get("mesh_asked")
+    return tuple((str(k), int(v)) for k, v in asked.items()) if asked else None
+
+
+def device_of(saved: dict) -> str | None:
+    """The device a baseline was compiled for."""
+    return (saved.get("check") or {}).get("device")
+
+
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui.core.search import check as checking
     from remat_tui.core.setup.config import Config, parse_site_option

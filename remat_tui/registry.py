@@ -36,6 +36,10 @@ class Target:
         train_step: a training step of one's own, when it trains.
         opt_state: that step's optimizer state (an example, or a function of
             the parameters returning one).
+        mesh: the mesh asked for (`--mesh data=4,model=2`, or `mesh=` in the
+            API), as its axes `(("data", 4), ("model", 2))`: made over the
+            chosen devices for an args factory's parameter named `mesh`;
+            None where none was asked.
     """
 
     fn: Callable
@@ -52,6 +56,7 @@ class Target:
     optimizer: Any = None
     train_step: Callable | None = None
     opt_state: Any = None  # the state's example, or a function of the parameters giving it
+    mesh: tuple[tuple[str, int], ...] | None = None  # asked for; core/setup/meshes.py
 
     @property
     def trains(self) -> bool:

@@ -27,7 +27,11 @@ from dataclasses import dataclass, field
 import jax
 
 from remat_tui.core.model import Analysis
+from remat_tui.core.setup.arguments import flatten_arguments
 from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.devices import device_set, resolve_device
+from remat_tui.core.setup.loading import resolve_arguments
+from remat_tui.core.setup.meshes import Axes, mesh_of, mesh_words
 from remat_tui.core.xla.compiled_analysis import analyze_compiled
 from remat_tui.core.xla.same_program import program_key
 from remat_tui.errors import RematError
@@ -41,13 +45,59 @@ def baseline(a: Analysis, target: Target, cancelled: Callable[[], bool] | None =
     """The JSON report of the analysis `a` of `target` (compiled), with the
     configuration it was made of and its program's hash, as `--write` saves it."""
     out = a.to_dict()
+    device = a.compiled.device if a.compiled is not None else a.config.device
     out[BASELINE_KEY] = {
         "policy": a.config.policy,
         "sites": {str(k): v for k, v in a.config.sites},
-        "device": a.compiled.device if a.compiled is not None else a.config.device,
+        "device": device,
+        "device_kind": str(resolve_device(device).device_kind),
+        # The mesh the arguments are sharded over (axis: size, in order; None:
+        # none), and the one --mesh asked for: Contract 17, a check compares
+        # only over the mesh its baseline was taken over.
+        "mesh": _axes_dict(arguments_mesh_of(target, a.config)),
+        "mesh_asked": _axes_dict(target.mesh),
         "program": program_key(target, a.config, cancelled=cancelled),
     }
     return out
+
+
+def arguments_mesh_of(target: Target, config: Config) -> Axes | None:
+    """The axes of the mesh the target's example arguments are sharded over,
+    built for the configuration's device set (and the mesh asked for)."""
+    args, kwargs = resolve_arguments(target, device_set(config.jax_device))
+    return mesh_of(flatten_arguments(target.fn, args, kwargs, target.label).leaves)
+
+
+def refuse_another_mesh(target: Target, saved: dict, config: Config) -> None:
+    """A baseline taken over one mesh is not compared over another: its bytes
+    per device are another split of the same arrays."""
+    made = saved.get(BASELINE_KEY) or {}
+    if "mesh" not in made:  # a baseline from before meshes were recorded
+        return
+    before, now = made["mesh"], _axes_dict(arguments_mesh_of(target, config))
+    if _in_order(before) == _in_order(now):
+        return
+    was, is_now = _mesh_said(before), _mesh_said(now)
+    asked = made.get("mesh_asked")
+    fix = f"--mesh {mesh_words(tuple(asked.items()))}" if asked else "the baseline's devices"
+    raise RematError(
+        f"{target.label}: the baseline was taken over {was} and this check over {is_now}, "
+        f"whose bytes per device are another split: check over the same mesh ({fix}), or "
+        "write a new baseline with --write."
+    )
+
+
+def _axes_dict(axes: Axes | None) -> dict[str, int] | None:
+    return dict(axes) if axes is not None else None
+
+
+def _in_order(mesh: dict | None) -> list | None:
+    """A mesh's axes as a list: their order is part of the mesh."""
+    return list(mesh.items()) if mesh is not None else None
+
+
+def _mesh_said(mesh: dict | None) -> str:
+    return f"the mesh {mesh_words(tuple(mesh.items()))}" if mesh else "no mesh"
 
 
 def config_of(saved: dict, declared: dict[str, Callable] | None) -> Config:
@@ -185,6 +235,7 @@ def check(
     own) and compare it with the baseline `saved` (a JSON report)."""
     _require_report(saved)
     config = config or config_of(saved, target.policies)
+    refuse_another_mesh(target, saved, config)
     a = analyze_compiled(target, config=config, cancelled=cancelled)
     now = baseline(a, target, cancelled)
     result = Check(target.label, config.label(), tolerance=tolerance)

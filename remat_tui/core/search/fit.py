@@ -141,7 +141,7 @@ def fit(
     if first is not None and not stopped:
         configs = _unique([(first, first.policy), *configs])
     file = target.file
-    source = (lambda batch: Source(file, target.name, batch)) if file else None
+    source = (lambda batch: Source(file, target.name, batch, mesh=target.mesh)) if file else None
     search = _Search(built, dev, budget, multiple, cap, start, cancelled, progress, source)
 
     def one(numbered: tuple[int, tuple[Config, str]]) -> tuple[FitRow, bool]:

@@ -57,6 +57,10 @@ def _import_collecting(path: str) -> list[Target]:
         raise RematError(f"{path}: not a Python file remat-tui can import (expected a .py file).")
     module = importlib.util.module_from_spec(spec)
     folder = os.path.dirname(path)
+    # The TPU environment is set before the user's module runs: a target that
+    # builds its mesh from jax.devices() at import starts JAX's backends, and
+    # libtpu, with no TPU here, would warn of hostnames and take its lock.
+    importlib.import_module("remat_tui.core.setup.devices")
     collected: list[Target] = []
     saved_collector, registry._collector = registry._collector, collected
     sys.path.insert(0, folder)
@@ -153,6 +157,12 @@ def resolve_arguments(
     its own mesh from them, with its own axis names, shape and axis types:
     `jax.make_mesh((4,), ("data",), devices=devices)`.
 
+    A factory that declares a parameter named `mesh` is called with the mesh
+    the target asks for (`Target.mesh`: `--mesh data=4,model=2`, or `mesh=`
+    in the API), made over those devices (core/setup/meshes.py); where none
+    is asked, its default stands, and one without a default is an error
+    saying how to ask.
+
     A factory that declares a parameter named `batch` builds the example at
     that batch size (Contract 10: fit grows it, core/setup/scaling.py); with
     `batch` None it is left to the parameter's default, the example's batch,
@@ -171,7 +181,9 @@ def takes_devices(t: Target) -> bool:
 
 
 def _wants_devices(factory: object) -> bool:
-    return factory_parameter(factory, "devices") is not None
+    """A factory whose example depends on the device set: it takes the devices,
+    or a mesh made over them."""
+    return any(factory_parameter(factory, name) is not None for name in ("devices", "mesh"))
 
 
 def factory_parameter(factory: object, name: str) -> inspect.Parameter | None:
@@ -200,12 +212,15 @@ def _resolve(
         return empty
     if callable(value):
         given: dict[str, Any] = {}
-        if _wants_devices(value):
-            if devices is None:
-                import jax
+        if _wants_devices(value) and devices is None:
+            import jax
 
-                devices = jax.devices()
+            devices = jax.devices()
+        if factory_parameter(value, "devices") is not None:
             given["devices"] = list(devices)
+        mesh_parameter = factory_parameter(value, "mesh")
+        if mesh_parameter is not None:
+            given |= _mesh_given(t, what, mesh_parameter, devices)
         batch_parameter = factory_parameter(value, "batch")
         if batch_parameter is not None and batch is not None:
             given["batch"] = batch
@@ -229,6 +244,51 @@ def _resolve(
             f"callable returning one), got {type(value).__name__}."
         )
     return value
+
+
+def _mesh_given(
+    t: Target, what: str, parameter: inspect.Parameter, devices: list | None
+) -> dict[str, Any]:
+    """The `mesh` a factory is called with: the one the target asks for, made
+    over `devices`; none where none is asked and the parameter has a default."""
+    from remat_tui.core.setup.meshes import MESH_EXAMPLE, build_mesh
+
+    if t.mesh is not None:
+        return {"mesh": build_mesh(t.mesh, devices or [], t.label)}
+    if parameter.default is not parameter.empty:
+        return {}
+    raise RematError(
+        f"{t.label}: the {what} factory takes a `mesh` and none was asked for. Say the mesh "
+        f"to build over the chosen devices: {MESH_EXAMPLE} (mesh='data=4,model=2' in the "
+        "API), or give the parameter a default."
+    )
+
+
+def takes_mesh(t: Target) -> bool:
+    """Whether one of the target's factories takes a `mesh` (what --mesh builds)."""
+    return any(factory_parameter(v, "mesh") is not None for v in (t.args, t.kwargs))
+
+
+def with_mesh(t: Target, mesh: str | tuple | None, devices: list | None = None) -> Target:
+    """`t` asking for `mesh` (`"data=4,model=2"`, or its axes), checked: a
+    target none of whose factories takes a `mesh` cannot be given one, nor a
+    mesh of another number of devices than `devices` (the chosen set) holds."""
+    from dataclasses import replace
+
+    from remat_tui.core.setup.meshes import MESH_EXAMPLE, mesh_words, parse_mesh, require_devices
+
+    if mesh is None:
+        return t
+    axes = parse_mesh(mesh) if isinstance(mesh, str) else tuple(mesh)
+    if not takes_mesh(t):
+        raise RematError(
+            f"{t.label}: the mesh {mesh_words(axes)} was asked for, and no factory of the target "
+            "takes a `mesh` to build its example over. Write args=lambda mesh: ... (the "
+            f"mesh is made over the chosen devices), or drop {MESH_EXAMPLE.split()[0]}."
+        )
+    if devices is not None:
+        require_devices(axes, devices, t.label)
+    return replace(t, mesh=axes)
 
 
 def _local(folder: str) -> dict[str, str]:

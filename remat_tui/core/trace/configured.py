@@ -18,6 +18,7 @@ from remat_tui.core.setup.arguments import FlatArguments, flatten_arguments
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_set, trace_device
 from remat_tui.core.setup.loading import resolve_arguments
+from remat_tui.core.setup.meshes import arguments_mesh
 from remat_tui.core.trace import sites as site_lib
 from remat_tui.core.trace.primal import Primal, primal_program, require_array_output
 from remat_tui.registry import Target
@@ -86,7 +87,8 @@ def flat_function(target: Target, flat: FlatArguments) -> Callable:
 
     def flat_fn(*leaves: Any) -> Any:
         a, kw = flat.rebuild(leaves)
-        out = target.fn(*a, **kw)
+        with arguments_mesh(leaves):
+            out = target.fn(*a, **kw)
         require_array_output(target, out)
         return out
 

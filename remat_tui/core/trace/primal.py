@@ -18,6 +18,7 @@ from remat_tui.core.lru import LRU
 from remat_tui.core.setup.arguments import FlatArguments
 from remat_tui.core.setup.structures import Structure
 from remat_tui.core.setup.usererrors import describe, user_traceback
+from remat_tui.core.setup.meshes import arguments_mesh
 from remat_tui.core.trace import sites as site_lib
 from remat_tui.core.trace import structures
 from remat_tui.errors import RematError
@@ -97,7 +98,8 @@ def primal_program(
 
     def flat_fn(*leaves: Any) -> Any:
         a, kw = flat.rebuild(leaves)
-        out = target.fn(*a, **kw)
+        with arguments_mesh(leaves):
+            out = target.fn(*a, **kw)
         require_array_output(target, out)
         return out
 

@@ -193,6 +193,7 @@ def _request(program: Program, memory: bool, source: Source) -> CompileRequest:
         file, source.name, source.batch, source.config, program.parts["device"], memory,
         program.key,
         compile_service.store_enabled(),
+        source.mesh,
     )  # fmt: skip
 
 

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import IO, TYPE_CHECKING, Any
 
 from remat_tui.errors import RematError
@@ -52,7 +52,8 @@ class CompileRequest:
     configuration, the device's label, whether XLA's breakdown is read, the
     program's key as the asking process lowered it (a worker that lowers
     another program, the file having changed, says so instead of compiling),
-    and whether the store on disk is used."""
+    whether the store on disk is used, and the mesh the target asks for
+    (`Target.mesh`, built over the worker's devices as over the asker's)."""
 
     file: str
     name: str
@@ -62,6 +63,7 @@ class CompileRequest:
     memory: bool
     key: str
     store: bool
+    mesh: tuple[tuple[str, int], ...] | None = None
 
 
 class CompileProcess:
@@ -286,6 +288,8 @@ def answer(request: CompileRequest) -> tuple[str, object]:
     if request.name not in targets:
         raise RematError(f"{request.file}: no target named '{request.name}'")
     target = targets[request.name]
+    if request.mesh is not None:
+        target = replace(target, mesh=request.mesh)
     dev = resolve_device(request.device)
     if request.batch is not None:
         devices = device_set(dev) if takes_devices(target) else None

@@ -173,19 +173,28 @@ def clear_memo() -> None:
 
 
 def program_of(
-    lowered: jax.stages.Lowered, dev: jax.Device, label: str, memory: bool, sources: str = ""
+    lowered: jax.stages.Lowered,
+    dev: jax.Device,
+    label: str,
+    memory: bool,
+    sources: str = "",
+    mesh: str = "",
 ) -> Program:
     """The key of `lowered` compiled for `dev` (labelled `label`), with XLA's
     breakdown of the peak read (`memory`; `sources`: the user's files it
-    names, as on disk) or not."""
+    names, as on disk) or not, over the mesh `mesh` (`data=4,model=2`;
+    Contract 17: what a configuration is compiled over)."""
     module = hashlib.sha256(lowered.as_text().encode()).hexdigest()
-    return _program(module, dev.platform, label, memory, sources)
+    return _program(module, dev.platform, label, memory, sources, mesh)
 
 
-def _program(module: str, platform_name: str, label: str, memory: bool, sources: str) -> Program:
+def _program(
+    module: str, platform_name: str, label: str, memory: bool, sources: str, mesh: str = ""
+) -> Program:
     parts = {
         "module": module,
         "device": label,
+        "mesh": mesh,
         "platform": platform_name,
         "breakdown": memory,
         "sources": sources if memory else "",
@@ -209,6 +218,7 @@ def compile_program(
     keep_executable: bool = False,
     source: Any = None,
     sources: str = "",
+    mesh: str = "",
     cancelled: Callable[[], bool] | None = None,
 ) -> Answer:
     """XLA's numbers for `lowered` compiled for `dev`: known, or compiled now
@@ -216,15 +226,16 @@ def compile_program(
     compile here whatever is known, and keep the executable (to run it);
     `source`: how a worker process rebuilds the target (core/xla/compile_pool.py),
     None to compile here; `sources`: the user's files as on disk (a digest),
-    which a breakdown names. A compile that fails other than for want of memory
-    raises RematError with XLA's message."""
-    program = program_of(lowered, dev, label, memory, sources)
+    which a breakdown names; `mesh`: the mesh it is compiled over, in words. A
+    compile that fails other than for want of memory raises RematError with
+    XLA's message."""
+    program = program_of(lowered, dev, label, memory, sources, mesh)
     if _expected.get() not in (None, program.key):
         raise OtherProgram(program.parts)
     while not keep_executable:
         known = _known(program)
         if known is None and not memory:  # a result with the breakdown answers, without it
-            known = _known(program_of(lowered, dev, label, True, sources))
+            known = _known(program_of(lowered, dev, label, True, sources, mesh))
             if known is not None:
                 known = (_without_breakdown(known[0]), known[1])
         if known is not None:

@@ -73,6 +73,7 @@ from remat_tui.core.setup.devices import (
     trace_device,
 )
 from remat_tui.core.setup.loading import resolve_arguments
+from remat_tui.core.setup.meshes import mesh_of, mesh_words, placed_sharding
 from remat_tui.core.trace.configured import check_cancelled
 from remat_tui.core.xla import compile_service
 from remat_tui.core.xla.compiled_numbers import (  # noqa: F401 (re-exported: where callers look)
@@ -98,13 +99,15 @@ CACHED = "cached"  # this very target and configuration, compiled before in this
 class Source:
     """Where a worker process finds the target to compile it there
     (core/xla/compile_pool.py): its file and name, and the batch it was
-    built at (fit), or None for the example's. A dataclass: the compile
-    sets its `config` with `dataclasses.replace`."""
+    built at (fit), or None for the example's, and the mesh it asks for
+    (`Target.mesh`). A dataclass: the compile sets its `config` with
+    `dataclasses.replace`."""
 
     file: str
     name: str
     batch: int | None = None
     config: Config | None = None  # the configuration compiled (set by the compile)
+    mesh: tuple[tuple[str, int], ...] | None = None
 
 
 def compile_costs(
@@ -172,7 +175,7 @@ def compile_answer(
                 raise RematError(hit[1].message)
             return CompiledStep(hit[1], None, None, [], [], CACHED)
     if source is None and target.file is not None:
-        source = Source(target.file, target.name)
+        source = Source(target.file, target.name, mesh=target.mesh)
     return _compile_kept(
         target, config, cancelled, dev, label, arguments, memory, source, keep=False
     )
@@ -258,6 +261,7 @@ def _compile(
         answer = compile_service.compile_program(
             step_lowered.lowered, dev, label, spanned, what,
             memory=memory, keep_executable=keep, cancelled=cancelled, sources=_sources(target),
+            mesh=mesh_words(mesh_of(abstract)),
             source=source and replace(source, config=config),
         )  # fmt: skip
     result = replace(answer.result, step=step, differentiated=wrt)
@@ -317,9 +321,14 @@ def _is_installed(path: str, installed: tuple[str, ...]) -> bool:
 
 def _abstract(leaf: Any, dev: jax.Device, devices: list, what: str) -> jax.ShapeDtypeStruct:
     """The leaf's shape and dtype, placed on `dev`; a leaf sharded over several
-    devices keeps its sharding (they must be among `devices`)."""
+    devices keeps its sharding (they must be among `devices`). A mesh the
+    user gave is kept, made over the chosen devices where it is abstract or
+    of one device (core/setup/meshes.py): their code may name its axes."""
     aval = jax.typeof(leaf)
     sharding = getattr(leaf, "sharding", None)
+    rebound = placed_sharding(sharding, devices, dev, what)
+    if rebound is not None:
+        return jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=rebound, weak_type=aval.weak_type)
     spans = getattr(sharding, "device_set", None) or set()
     if len(spans) > 1:
         if not spans <= set(devices):

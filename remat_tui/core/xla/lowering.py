@@ -181,9 +181,9 @@ def _lower_step(
 def _mesh_of(abstract: list) -> contextlib.AbstractContextManager:
     """The mesh the arguments are sharded over, entered: the optimizer builds
     its state inside the step, and an explicitly sharded mesh wants to be the
-    current one for that. No mesh: nothing to enter."""
+    current one for that, a mesh of one device too (the user gave it; their
+    code may name its axes). No mesh: nothing to enter."""
     meshes = {getattr(x.sharding, "mesh", None) for x in abstract} - {None}
-    meshes = {m for m in meshes if m is not None and m.size > 1}
     if len(meshes) != 1:
         return contextlib.nullcontext()
     return jax.set_mesh(meshes.pop())
