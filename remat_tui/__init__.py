@@ -48,7 +48,10 @@ def _displays() -> None:
 
 
 def _meshed(
-    fn: Target | Callable, args: tuple | None, kwargs: dict | None, mesh: str | None,
+    fn: Target | Callable,
+    args: tuple | None,
+    kwargs: dict | None,
+    mesh: str | None,
     device: str | None,
 ) -> tuple[Target | Callable, tuple | None, dict | None]:
     """`fn` (made a Target) asking for `mesh` over `device`'s device set; as given without one."""

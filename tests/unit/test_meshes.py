@@ -32,7 +32,10 @@ def resharded(w, x):
     return jnp.sum(jnp.sin(h @ w))
 
 
-def _placed(mesh, w_spec=P(), x_spec=P("data", None)):
+REPLICATED, BATCH_SPLIT = P(), P("data", None)
+
+
+def _placed(mesh, w_spec=REPLICATED, x_spec=BATCH_SPLIT):
     def f32(shape, spec):
         return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec))
 

@@ -217,7 +217,7 @@ def _resolve(
 
             devices = jax.devices()
         if factory_parameter(value, "devices") is not None:
-            given["devices"] = list(devices)
+            given["devices"] = list(devices or [])
         mesh_parameter = factory_parameter(value, "mesh")
         if mesh_parameter is not None:
             given |= _mesh_given(t, what, mesh_parameter, devices)

@@ -117,10 +117,9 @@ def mesh_of(leaves: Sequence) -> Axes | None:
     found: dict[Axes, int] = {}
     for leaf in leaves:
         mesh = getattr(getattr(leaf, "sharding", None), "mesh", None)
-        names = getattr(mesh, "axis_names", None)
-        if names is None:
+        if mesh is None or getattr(mesh, "axis_names", None) is None:
             continue
-        axes = tuple(zip(names, (int(n) for n in mesh.axis_sizes), strict=True))
+        axes = tuple(zip(mesh.axis_names, (int(n) for n in mesh.axis_sizes), strict=True))
         found[axes] = math.prod(n for _, n in axes)
     return max(found, key=lambda a: found[a]) if found else None
 

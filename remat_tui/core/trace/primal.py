@@ -16,9 +16,9 @@ from jax.tree_util import tree_structure, tree_unflatten
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.arguments import FlatArguments
+from remat_tui.core.setup.meshes import arguments_mesh
 from remat_tui.core.setup.structures import Structure
 from remat_tui.core.setup.usererrors import describe, user_traceback
-from remat_tui.core.setup.meshes import arguments_mesh
 from remat_tui.core.trace import sites as site_lib
 from remat_tui.core.trace import structures
 from remat_tui.errors import RematError

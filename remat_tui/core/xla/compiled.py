@@ -328,7 +328,9 @@ def _abstract(leaf: Any, dev: jax.Device, devices: list, what: str) -> jax.Shape
     sharding = getattr(leaf, "sharding", None)
     rebound = placed_sharding(sharding, devices, dev, what)
     if rebound is not None:
-        return jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=rebound, weak_type=aval.weak_type)
+        return jax.ShapeDtypeStruct(
+            aval.shape, aval.dtype, sharding=rebound, weak_type=aval.weak_type
+        )
     spans = getattr(sharding, "device_set", None) or set()
     if len(spans) > 1:
         if not spans <= set(devices):
