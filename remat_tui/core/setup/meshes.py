@@ -67,7 +67,8 @@ def require_devices(axes: Axes, devices: Sequence, what: str) -> None:
     if size != len(devices):
         raise RematError(
             f"{what}: the mesh {mesh_words(axes)} has {size} devices, and the chosen device set "
-            f"has {len(devices)}. Give axes whose sizes multiply to {len(devices)}, or choose "
+            f"has {len(devices)}. Give --mesh (mesh= in the API) sizes that multiply to "
+            f"{len(devices)}, e.g. --mesh data={len(devices)}, or choose "
             f"{size} devices (--device tpu:TOPOLOGY, or for CPU devices "
             f"XLA_FLAGS=--xla_force_host_platform_device_count={size})."
         )
