@@ -10,9 +10,9 @@ import subprocess
 
 import jax
 import pytest
+from zoo.oracle import hand_peak
 
 from remat_tui.core.setup.devices import libtpu_installed
-from tests.zoo.oracle import hand_peak
 
 MODEL = """
 import jax, jax.numpy as jnp

@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import pytest
 from jax.sharding import AbstractMesh, AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
+from zoo.oracle import hand_peak
 
 import remat_tui
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
-from tests.zoo.oracle import hand_peak
 
 
 def _peak(target: Target, **kw) -> int:
