@@ -34,11 +34,20 @@ def device_name(device: dict) -> str:
 
 
 def device_details(device: dict) -> str:
-    """`TPU v5 lite, 4 chips`: what the device is."""
+    """`TPU v5 lite, 4 chips`: what the device is; and the mesh the arguments
+    are sharded over, `mesh data=4,model=2`, where they are."""
     text = str(device.get("description"))
     if device.get("chips"):
         text += f", {device['chips']} chips, compile only"
-    return text
+    return text + mesh_said(device, ", ")
+
+
+def mesh_said(device: dict, before: str = " ") -> str:
+    """`mesh data=4,model=2`, after `before`, for arguments sharded over a mesh; else ``."""
+    mesh = device.get("mesh")
+    if not mesh:
+        return ""
+    return f"{before}mesh " + ",".join(f"{k}={v}" for k, v in mesh.items())
 
 
 def residual_bytes(a: Analysis) -> int:

@@ -25,7 +25,7 @@ def render(a: Analysis) -> str:
         f"target  {target_label(a.target_file, a.target_name)}",
         f"policy  {a.policy}",
         *([f"structure  {structure_of(a)}"] if structure_of(a) is not None else []),
-        f"device  {compiled.device_name(a.device)}",
+        f"device  {compiled.device_name(a.device)}{compiled.mesh_said(a.device, ', ')}",
         f"python  {a.python}",
         "",
         *_compiled(a),

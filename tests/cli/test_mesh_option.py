@@ -49,7 +49,12 @@ def test_mesh_option_compiles_to_the_hand_figure(write_target, remat_tui_cmd):
     out = _run(remat_tui_cmd, "report", path, "--mesh", "data=2,model=2", "--compiled",
                "--format", "json")  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["compiled"]["peak_bytes"] == _hand(path, (2, 2))
+    report = json.loads(out.stdout)
+    assert report["compiled"]["peak_bytes"] == _hand(path, (2, 2))
+    # The mesh is in the labels: the JSON's device, the text report's device line.
+    assert report["device"]["mesh"] == {"data": 2, "model": 2}
+    text = _run(remat_tui_cmd, "report", path, "--mesh", "data=4,model=1")
+    assert "device  cpu:0, mesh data=4,model=1\n" in text.stdout, text.stderr
 
 
 @pytest.mark.parametrize(

@@ -184,7 +184,7 @@ def _analysis(
         target_name=target.name,
         policy=t.config.spec.canonical,
         python=_snippet(target, t.config.spec, shown_sites, t.plan, _structure_code(t)),
-        device=describe_device(t.device),
+        device=describe_device(t.device) | ({"mesh": dict(t.mesh)} if t.mesh else {}),
         residuals=residuals,
         names=names,
         forward=forward,

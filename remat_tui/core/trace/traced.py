@@ -30,6 +30,7 @@ from remat_tui.core.setup.arguments import FlatArguments, flatten_arguments
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_set, trace_device
 from remat_tui.core.setup.loading import resolve_arguments
+from remat_tui.core.setup.meshes import Axes, arguments_mesh, mesh_of
 from remat_tui.core.setup.usererrors import describe, user_traceback
 from remat_tui.core.trace.as_called import BackwardInputs, backward_inputs
 from remat_tui.core.trace.configured import (
@@ -67,6 +68,9 @@ class Trace:
     _backward_source: Callable[[], BackwardInputs] = field(repr=False)
     _backward_inputs: BackwardInputs | None = field(default=None, repr=False)
     _backward: jc.Jaxpr | None = field(default=None, repr=False)
+    # The axes of the mesh the arguments are sharded over (None: none), which
+    # the device's labels name (Contract 17).
+    mesh: Axes | None = None
 
     def backward(self, cancelled: Callable[[], bool] | None = None) -> jc.Jaxpr:
         """The backward jaxpr (opened), traced the first time it is asked for."""
@@ -76,7 +80,9 @@ class Trace:
             with jax.default_device(self.here):
                 try:
                     inputs = self._inputs()
-                    closed = jax.make_jaxpr(inputs.fn)(*inputs.residuals, *inputs.cotangents)
+                    # A custom_vjp's backward rule is the user's code, traced now.
+                    with arguments_mesh([*inputs.residuals, *inputs.cotangents]):
+                        closed = jax.make_jaxpr(inputs.fn)(*inputs.residuals, *inputs.cotangents)
                 except (RematError, Cancelled):
                     raise
                 except Exception as exc:
@@ -149,6 +155,7 @@ def trace(
             num_residuals=num_res,
             seconds=0.0,
             _backward_source=backward_source,
+            mesh=mesh_of(flat.leaves),
         )
         # A checkpoint of the user's that is differentiated leaves a remat
         # equation in the linear program as it does in the backward pass
