@@ -164,3 +164,21 @@ def args(mesh):
 def loss(w, x):
     return jnp.sum(jnp.sin(jnp.tanh(x @ w) @ w))
 """
+
+
+def test_the_mesh_is_part_of_the_compile_key(store_on):
+    """Contract 17: what a configuration is compiled over is in its key, as
+    the store keeps it beside the program."""
+    from remat_tui.core.setup.config import Config
+    from remat_tui.core.setup.loading import with_mesh
+    from remat_tui.core.xla import compile_service
+    from remat_tui.core.xla.compiled import compile_answer
+
+    target = Target(fn=resharded, name="resharded", args=_meshed)
+    config = Config.make("as_written", None, "cpu:0")
+    keys = {}
+    for mesh in ("data=2,model=2", "data=4,model=1"):
+        meshed = with_mesh(target, mesh, jax.devices())
+        keys[mesh] = compile_answer(meshed, config).program
+        assert compile_service.store().get(keys[mesh])["program"]["mesh"] == mesh
+    assert len(set(keys.values())) == 2
