@@ -132,3 +132,18 @@ def test_every_headless_command_takes_mesh_and_the_page_says_so():
     for page in ("cli.md", "targets.md"):
         text = open(os.path.join(root, "docs", "guide", page), encoding="utf-8").read()
         assert "--mesh data=4,model=2" in text, page
+
+
+def test_fit_over_a_mesh_that_cannot_split_its_smallest_batch_says_multiple(
+    write_target, remat_tui_cmd
+):
+    path = write_target(
+        MODEL.replace("def args(mesh):", "def args(mesh, batch=8):").replace(
+            "f32((8, 16)", "f32((batch, 16)"
+        )
+    )
+    out = _run(remat_tui_cmd, "fit", path, "--mesh", "data=2,model=2", "--budget", "1MiB")
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert "at batch 1 its arguments do not split over their mesh" in line
+    assert "--multiple N" in line

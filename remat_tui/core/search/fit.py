@@ -211,7 +211,15 @@ def _check_scaling(
             f"batch {multiple} and {2 * multiple}; make the batch dimension of the inputs "
             "`batch` (e.g. jax.ShapeDtypeStruct((batch, 784), jnp.float32))."
         )
-    floor = argument_bytes(smallest)
+    try:
+        floor = argument_bytes(smallest)
+    except ValueError as exc:  # jax's IndivisibleError: a batch the mesh cannot split
+        raise RematError(
+            f"{target.label}: at batch {multiple} its arguments do not split over their mesh "
+            f"({str(exc).splitlines()[0]}). Grow the batch in steps the mesh divides: "
+            "--multiple N (multiple=N in the API), N the product of the mesh axes that split "
+            "the batch."
+        ) from None
     if floor > budget:
         raise RematError(
             f"{target.label}: the budget, {human_bytes(budget)}, is below what the arguments "
