@@ -3,7 +3,8 @@
 dimension (the batch too), run by `jax.lax.scan` over a
 `jax.checkpoint(decoder_layer, prevent_cse=False)`. Each layer gathers its
 weights (`reshard` to replicated: what FSDP does per layer), rotates q and k
-with a complex rope, and names qkv, attn and mlp_out.
+with a complex rope, and names qkv, attn and mlp_out; its per-example
+auxiliary loss is stacked by the scan (`ys`, split over `data`).
 
 `make_loss(policy)`: the same decoder with the layer's checkpoint given
 `policy` (NO_CHECKPOINT: the layer scanned without it). The registered
@@ -48,7 +49,7 @@ def decoder_layer(x, w):
     attn = checkpoint_name(jax.nn.softmax(scores, axis=-1) @ v, "attn")
     x = x + attn @ w["wo"]
     mlp_out = checkpoint_name(jax.nn.gelu(x @ w["wi"]) @ w["wf"], "mlp_out")
-    return x + mlp_out, None
+    return x + mlp_out, jnp.mean(mlp_out**2, axis=(1, 2))  # per example, split over data
 
 
 def make_loss(policy=WRITTEN):
@@ -58,8 +59,8 @@ def make_loss(policy=WRITTEN):
         layer = jax.checkpoint(decoder_layer, policy=policy, prevent_cse=False)
 
     def loss(params, x):
-        x, _ = jax.lax.scan(layer, x, params)
-        return jnp.mean(x**2)
+        x, aux = jax.lax.scan(layer, x, params)
+        return jnp.mean(x**2) + jnp.mean(aux)
 
     return loss
 
