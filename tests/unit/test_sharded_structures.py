@@ -175,3 +175,19 @@ def test_a_structure_that_cannot_be_built_is_a_row_with_why_and_the_search_goes_
     assert answer.fits and answer.found.config.structure is None
     assert answer.found.compiled["peak_bytes"] <= budget
     assert {r.config.label() for r in rows} <= {r.config.label() for r in answer.refused}
+
+
+def test_a_sites_code_keeps_its_checkpoints_prevent_cse():
+    target = the_target()
+    config = Config.make(sites={1: "dots_saveable"})
+    tool = analyze(target, config=config)
+    assert tool.python.splitlines()[1] == (
+        "jax.checkpoint(decoder_layer, policy=jax.checkpoint_policies.dots_saveable, "
+        "prevent_cse=False)"
+    )
+    pasted = hand.paste(tool.python, MODEL)
+    assert "jax.lax.scan(jax.checkpoint(decoder_layer" in pasted.source
+    args = target.args()
+    assert hand.hand_peak(pasted.function, args) == compile_costs(target, config).peak_bytes
+    by_hand = fsdp.make_loss(CP.dots_saveable)
+    assert hand.hand_peak(pasted.function, args) == hand.hand_peak(by_hand, args)

@@ -250,7 +250,9 @@ def paste(snippet: str, model: Model) -> Pasted:
 STRUCTURE_CALL = re.compile(
     r"^#\s+carry, ys = (?P<helper>nested_scan|split_scan)\((?P<args>.*)\)$", re.M
 )
-STEP = re.compile(r"^# with (?P<name>step_first|step_rest) = (?P<code>.+?)(  \(as written\))?$", re.M)
+STEP = re.compile(
+    r"^# with (?P<name>step_first|step_rest) = (?P<code>.+?)(  \(as written\))?$", re.M
+)
 HELPER = "# The helper, defined once:"
 
 
@@ -332,6 +334,12 @@ def _edit(source: str, edits: list[tuple[int, str]]) -> str:
             named = [
                 n.func for n in ast.walk(tree)
                 if isinstance(n, ast.Call) and n.lineno == line and isinstance(n.func, ast.Name)
+            ]  # fmt: skip
+            # Or passes it to a scan by that name (`jax.lax.scan(layer, x, params)`).
+            named = named or [
+                n.args[0] for n in ast.walk(tree)
+                if isinstance(n, ast.Call) and n.lineno == line and n.args
+                and ast.unparse(n.func).endswith("lax.scan") and isinstance(n.args[0], ast.Name)
             ]  # fmt: skip
             if len(named) == 1:
                 (name,) = named

@@ -149,19 +149,18 @@ def trace_abstract(fn: Callable, invars: list) -> tuple[Any, str | None]:
     shapes = [_abstract(a) for a in avals]
     closed = jax.make_jaxpr(fn)(*shapes)
     jaxpr = open_jaxpr(closed)
-    if [v.aval for v in jaxpr.invars] != avals:
-        return None, "its inputs carry types a rebuilt loop cannot take (varying over manual axes)"
+    traced = [v.aval for v in jaxpr.invars]
+    if traced != avals:
+        want, got = next((a, b) for a, b in zip(avals, traced, strict=True) if a != b)
+        return None, f"its input of type {want} can only be traced as {got}"
     if consts_of(closed):
         return None, "its body holds constants the rebuilt loop would have to carry"
     return jaxpr, None
 
 
 def _abstract(aval: Any) -> jax.ShapeDtypeStruct:
-    """The stand-in for a value of type `aval`, its sharding kept where the
-    type has one over a mesh (an explicit axis's; an unsharded type's is
-    the empty mesh's, which a stand-in does not take)."""
+    """The stand-in for a value of type `aval`, its sharding included (an
+    unsharded type's is the empty mesh's)."""
     weak = getattr(aval, "weak_type", False)
     sharding = getattr(aval, "sharding", None)
-    if sharding is None or not getattr(sharding.mesh, "axis_names", ()):
-        return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=weak)
     return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=weak, sharding=sharding)
