@@ -150,6 +150,8 @@ class Site:
         flops: its FLOPs (a `SiteFlops`).
         called_at: the line that runs the checkpointed function, or None.
         wrapper: the library call that applies it, or None.
+        prevent_cse: the `prevent_cse` it was applied with (False where the
+            user wrote so): a checkpoint in the code printed for it keeps it.
     """
 
     id: int
@@ -165,6 +167,13 @@ class Site:
     # (its override's, else the same): the app's name states, never printed.
     spec: Any = field(default=None, compare=False, repr=False)
     effective_spec: Any = field(default=None, compare=False, repr=False)
+    prevent_cse: bool = field(default=True, compare=False, repr=False)
+
+    @property
+    def keywords(self) -> str:
+        """The keywords of its checkpoint, other than the policy, that code
+        rewriting it must keep (`, prevent_cse=False`; empty for JAX's defaults)."""
+        return "" if self.prevent_cse else ", prevent_cse=False"
 
     @property
     def effective(self) -> str:

@@ -187,6 +187,8 @@ MODELS = [
           refused="reduce_precision does not accept dtype complex64"),
     Model("custom-vjp", "custom_vjp_kernel.py", function="block", count=1),
     Model("mesh", "mesh_model.py", per_call=True, function="mlp", count=2, multiple=2),
+    Model("fsdp", "fsdp_decoder.py", function="decoder_layer", count=1, multiple=4,
+          refused="reduce_precision does not accept dtype complex64"),
 ]
 # fmt: on
 BY_ID = {m.id: m for m in MODELS}

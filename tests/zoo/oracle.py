@@ -210,7 +210,7 @@ def paste(snippet: str, model: Model) -> Pasted:
     defined at the end of the file. The copy is imported from a folder of
     its own and its target taken by name."""
     if "nested_scan(" in snippet or "split_scan(" in snippet:
-        raise NotPasteable("a structure snippet: it replaces the scan call by hand")
+        return _paste_structure(snippet, model)
     parts: list[str] = []
     for p in (p.strip("\n") for p in re.split(r"\n\s*\n", snippet) if p.strip()):
         if p.startswith("# and where") and parts:  # the call of a policy function above
@@ -245,6 +245,55 @@ def paste(snippet: str, model: Model) -> Pasted:
     if around is not None:
         fn = _around(around, fn, model)
     return Pasted(fn, source, module)
+
+
+STRUCTURE_CALL = re.compile(
+    r"^#\s+carry, ys = (?P<helper>nested_scan|split_scan)\((?P<args>.*)\)$", re.M
+)
+STEP = re.compile(
+    r"^# with (?P<name>step_first|step_rest) = (?P<code>.+?)(  \(as written\))?$", re.M
+)
+HELPER = "# The helper, defined once:"
+
+
+def _paste_structure(snippet: str, model: Model) -> Pasted:
+    """A structure's snippet pasted as its words say: the `jax.lax.scan(step,
+    init, xs)` call on the line its header names replaced by the helper's
+    call (nested_scan: with the snippet's keywords; split_scan: with its
+    two steps as the `# with step_... = ...` lines write them), the helper
+    defined at the end of the file."""
+    header = HEADER.match(snippet)
+    call = STRUCTURE_CALL.search(snippet)
+    if header is None or call is None or HELPER not in snippet:
+        raise NotPasteable("a structure snippet with no line, call or helper to paste")
+    if os.path.basename(model.path) != header["file"]:
+        raise NotPasteable(f"it names {header['file']}, not the model's file")
+    source = open(model.path, encoding="utf-8").read()
+    scans = [
+        n for n in ast.walk(ast.parse(source))
+        if isinstance(n, ast.Call) and n.lineno == int(header["line"])
+        and ast.unparse(n.func).endswith("lax.scan")
+    ]  # fmt: skip
+    if len(scans) != 1 or len(scans[0].args) != 3:
+        raise NotPasteable(f"line {header['line']} has no one jax.lax.scan(step, init, xs) call")
+    (scan,) = scans
+    step, init, xs = (ast.unparse(a) for a in scan.args)
+    keywords = [a.strip() for a in call["args"].split(",")]
+    if call["helper"] == "nested_scan":
+        code = f"nested_scan({step}, {init}, {xs}, {', '.join(keywords[3:])})"
+    else:
+        steps = {m["name"]: m["code"] for m in STEP.finditer(snippet)}
+        if set(steps) != {"step_first", "step_rest"}:
+            raise NotPasteable(f"split steps not written as code: {sorted(steps)}")
+        first, rest = steps["step_first"], steps["step_rest"]
+        code = f"split_scan({first}, {rest}, {init}, {xs}, {', '.join(keywords[4:])})"
+    lines = source.splitlines(keepends=True)
+    start = sum(len(t) for t in lines[: scan.lineno - 1]) + scan.col_offset
+    end = sum(len(t) for t in lines[: scan.end_lineno - 1]) + scan.end_col_offset
+    source = source[:start] + code + source[end:]
+    source += "\n\n# pasted from the snippet\n" + snippet.split(HELPER, 1)[1].strip() + "\n"
+    module = _import_module(source, model)
+    return Pasted(getattr(module, model.target), source, module)
 
 
 def _until_blank_or_comment(lines: list[str]) -> str:
@@ -285,6 +334,12 @@ def _edit(source: str, edits: list[tuple[int, str]]) -> str:
             named = [
                 n.func for n in ast.walk(tree)
                 if isinstance(n, ast.Call) and n.lineno == line and isinstance(n.func, ast.Name)
+            ]  # fmt: skip
+            # Or passes it to a scan by that name (`jax.lax.scan(layer, x, params)`).
+            named = named or [
+                n.args[0] for n in ast.walk(tree)
+                if isinstance(n, ast.Call) and n.lineno == line and n.args
+                and ast.unparse(n.func).endswith("lax.scan") and isinstance(n.args[0], ast.Name)
             ]  # fmt: skip
             if len(named) == 1:
                 (name,) = named

@@ -55,6 +55,7 @@ from remat_tui.core.jaxcompat.remat import (
     remat_body,
     remat_function,
     remat_policy,
+    remat_prevent_cse,
     with_policy,
 )
 from remat_tui.core.jaxcompat.sources import (
@@ -79,7 +80,8 @@ __all__ = [
     "Linear", "linear_program", "nested_eqns", "open_jaxpr", "outermost_own_function", "own_frames",
     "own_function_names", "own_source", "policy_objects", "policy_question", "primitive_name",
     "primitives",
-    "remat3_enabled", "remat_body", "remat_function", "remat_policy", "replace_body",
+    "remat3_enabled", "remat_body", "remat_function", "remat_policy", "remat_prevent_cse",
+    "replace_body",
     "residual_words", "scan_layout", "scans", "short", "summarize", "tpu_chips_here",
     "untested_message", "user_source", "users_frames", "version_tuple", "with_policy",
 ]  # fmt: skip

@@ -58,6 +58,14 @@ def remat_policy(eqn: JaxprEqn) -> Policy | None:
     return hi.policy if hi is not None else eqn.params["policy"]
 
 
+@expects("a checkpoint equation to hold its prevent_cse")
+def remat_prevent_cse(eqn: JaxprEqn) -> bool:
+    """The `prevent_cse` a checkpoint equation was bound with (True, JAX's
+    default, unless the user wrote prevent_cse=False, as inside a scan)."""
+    hi = _hi(eqn)
+    return bool(hi.prevent_cse if hi is not None else eqn.params["prevent_cse"])
+
+
 @expects("a checkpoint equation whose policy can be replaced")
 def with_policy(eqn: JaxprEqn, policy: Policy | None) -> JaxprEqn:
     """The checkpoint equation bound with `policy` instead, all else kept."""

@@ -25,7 +25,7 @@ from remat_tui.core.jaxcompat.objects import (
 )
 from remat_tui.core.jaxcompat.policies import Policy
 from remat_tui.core.jaxcompat.private import source_info_util
-from remat_tui.core.jaxcompat.remat import is_remat, with_policy
+from remat_tui.core.jaxcompat.remat import is_remat, remat_prevent_cse, with_policy
 from remat_tui.core.jaxcompat.sources import calling_file, outermost_own_function
 from remat_tui.core.jaxcompat.version import expects
 from remat_tui.core.usercode import in_library
@@ -99,6 +99,13 @@ def holds_checkpoint(loop: ScanLoop) -> bool:
     return any(is_remat(e) for e in loop.open_body.eqns)
 
 
+def checkpoint_prevent_cse(loop: ScanLoop) -> bool:
+    """The `prevent_cse` of the checkpoint at the body's top level (True,
+    JAX's default, where it applies none): a rebuilt loop's checkpoint is
+    bound with the user's."""
+    return all(remat_prevent_cse(e) for e in loop.open_body.eqns if is_remat(e))
+
+
 def step_name(loop: ScanLoop) -> str | None:
     """The name of the step function the scan runs: as JAX recorded it,
     unless that is a library's (Linen's `body_fn`): then the user's
@@ -135,16 +142,25 @@ def traced_at(eqn: JaxprEqn) -> Iterator[None]:
 def trace_abstract(fn: Callable, invars: list) -> tuple[Any, str | None]:
     """(the open jaxpr of `fn` traced for the types of `invars`, None) or
     (None, why it cannot stand in for them): it must take exactly those
-    types and hold no constants of its own."""
+    types and hold no constants of its own. A type's sharding (an explicit
+    mesh's, `f32[8,16@data]`) is part of it: the rebuilt loop is traced for
+    the sharded inputs the scan had."""
     avals = [v.aval for v in invars]
-    shapes = [
-        jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False))
-        for a in avals
-    ]
+    shapes = [_abstract(a) for a in avals]
     closed = jax.make_jaxpr(fn)(*shapes)
     jaxpr = open_jaxpr(closed)
-    if [v.aval for v in jaxpr.invars] != avals:
-        return None, "its inputs carry sharding or types a rebuilt loop cannot take"
+    traced = [v.aval for v in jaxpr.invars]
+    if traced != avals:
+        want, got = next((a, b) for a, b in zip(avals, traced, strict=True) if a != b)
+        return None, f"its input of type {want} can only be traced as {got}"
     if consts_of(closed):
         return None, "its body holds constants the rebuilt loop would have to carry"
     return jaxpr, None
+
+
+def _abstract(aval: Any) -> jax.ShapeDtypeStruct:
+    """The stand-in for a value of type `aval`, its sharding included (an
+    unsharded type's is the empty mesh's)."""
+    weak = getattr(aval, "weak_type", False)
+    sharding = getattr(aval, "sharding", None)
+    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=weak, sharding=sharding)

@@ -86,13 +86,14 @@ class PolicySpec:
             parts.append("offload " + ", ".join(self.offloaded))
         return " · ".join(parts) or "save no names"
 
-    def python(self, fn_name: str = "f") -> str:
-        """The line a user pastes to get this policy in their own code."""
+    def python(self, fn_name: str = "f", keywords: str = "") -> str:
+        """The line a user pastes to get this policy in their own code
+        (`keywords`: the checkpoint's others, `, prevent_cse=False`)."""
         if self.kind == AS_WRITTEN:
             return f"{fn_name}  # as written: no outer jax.checkpoint"
         if self.declared:
-            return f"jax.checkpoint({fn_name}, policy={self.kind})"
-        return f"jax.checkpoint({fn_name}, policy={self.expression()})"
+            return f"jax.checkpoint({fn_name}, policy={self.kind}{keywords})"
+        return f"jax.checkpoint({fn_name}, policy={self.expression()}{keywords})"
 
     def expression(self) -> str:
         if self.declared:  # the target's own policy: a name in the user's module

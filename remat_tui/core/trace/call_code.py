@@ -96,7 +96,7 @@ def _by_index(group: Sequence[Site], chosen: Sequence[policies.PolicySpec | None
         lines = [*head, f"def {name}(i):", f'    """The policy of call i of {function}."""']
         lines += _branches(runs, _expression)
         use = (
-            f"jax.checkpoint({wrapped}, policy={name}(i))"
+            f"jax.checkpoint({wrapped}, policy={name}(i){site.keywords})"
             if w is None
             else f"policy={name}(i)  # in {applies} (line {w.policy_line})"
         )
@@ -104,7 +104,7 @@ def _by_index(group: Sequence[Site], chosen: Sequence[policies.PolicySpec | None
         name = f"{function}_at"
         lines = [*head, f"def {name}(i):",
                  f'    """{wrapped} as call i runs it: checkpointed, or not."""']  # fmt: skip
-        lines += _branches(runs, lambda spec: _callable(spec, function, wrapped, w))
+        lines += _branches(runs, lambda spec: _callable(spec, wrapped, w, site.keywords))
         use = f"{name}(i)  # in place of {applies}"
     return "\n".join([*lines, "", "# and where the loop calls it:", use])
 
@@ -125,14 +125,16 @@ def _unchecked(spec: policies.PolicySpec | None) -> bool:
 
 
 def _callable(
-    spec: policies.PolicySpec | None, function: str, wrapped: str, w: Wrapper | None
+    spec: policies.PolicySpec | None, wrapped: str, w: Wrapper | None, keywords: str
 ) -> str:
     """The callable one call runs: the function itself where its checkpoint
-    is dropped, else the checkpoint with its policy."""
+    is dropped, else the checkpoint with its policy (and, for a
+    jax.checkpoint, its other `keywords` as written)."""
     if _unchecked(spec):
         return f"{wrapped}  # no checkpoint"
-    call = w.call if w is not None else "jax.checkpoint"
-    return f"{call}({wrapped}, policy={_expression(spec)})"
+    if w is not None:  # a library's wrapper: its other arguments are the user's call's
+        return f"{w.call}({wrapped}, policy={_expression(spec)})"
+    return f"jax.checkpoint({wrapped}, policy={_expression(spec)}{keywords})"
 
 
 def _runs(

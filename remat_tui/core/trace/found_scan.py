@@ -27,6 +27,7 @@ class FoundScan:
     checkpoint_spec: policies.PolicySpec | None  # the same parsed; None for a custom policy
     library: str | None  # "flax.linen" | "flax.nnx" when a Flax transform made the scan
     why_not: str | None  # why no structure is offered for it; None: offered
+    prevent_cse: bool = True  # its checkpoint's prevent_cse: a rebuilt checkpoint keeps it
 
     def groups(self) -> list[int]:
         """The G worth trying for nested(G): divisors of N that leave at least

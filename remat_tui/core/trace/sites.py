@@ -109,6 +109,7 @@ def find_sites(
                     effective_spec=spec,
                     called_at=called_at,
                     wrapper=wrapper,
+                    prevent_cse=jc.remat_prevent_cse(eqn),
                 )
                 checkpointed = jc.remat_body(eqn)
                 lines = _body_lines(checkpointed, prefer_dir)

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.structures import HELPER_MARK, NESTED, Structure
+from remat_tui.core.setup.structures import HELPER_MARK, NESTED, SPLIT, Structure
 from remat_tui.core.trace.linen_call import read_scan_call
 from remat_tui.core.trace.structure_code_flax import linen_code
 
@@ -25,26 +27,39 @@ if TYPE_CHECKING:
     from remat_tui.core.trace.found_scan import FoundScan
 
 
-def nested_scan(f, init, xs, groups, length=None):
+def nested_scan(f, init, xs, groups, length=None, prevent_cse=True):
     """jax.lax.scan(f, init, xs, length) run as `groups` checkpointed groups
     of length // groups layers: about groups + length // groups carries kept
-    instead of length, for one more forward pass over the layers."""
+    instead of length, for one more forward pass over the layers. Each group
+    is checkpointed with `prevent_cse` (pass your checkpoint's). A stacked
+    array sharded over a mesh keeps its sharding: the layer axes unsharded,
+    every other axis as it was."""
     if length is None:
         length = jax.tree.leaves(xs)[0].shape[0]
     per_group = length // groups
 
+    def relayered(x, layers, old):
+        """x with its `old` leading (layer) axes made `layers`."""
+        shape, spec = (*layers, *x.shape[old:]), tuple(jax.typeof(x).sharding.spec)
+        if not any(spec):  # not sharded: a plain reshape
+            return x.reshape(shape)
+        kept = P(*(None,) * len(layers), *spec[old:])  # the layer axes unsharded
+        out_sharding = NamedSharding(jax.typeof(x).sharding.mesh, kept)
+        return jnp.reshape(x, shape, out_sharding=out_sharding)
+
     def group(carry, group_xs):
         return jax.lax.scan(f, carry, group_xs, length=per_group)
 
-    grouped = jax.tree.map(lambda x: x.reshape(groups, per_group, *x.shape[1:]), xs)
-    carry, ys = jax.lax.scan(jax.checkpoint(group), init, grouped, length=groups)
-    return carry, jax.tree.map(lambda y: y.reshape(length, *y.shape[2:]), ys)
+    grouped = jax.tree.map(lambda x: relayered(x, (groups, per_group), 1), xs)
+    checkpointed = jax.checkpoint(group, prevent_cse=prevent_cse)
+    carry, ys = jax.lax.scan(checkpointed, init, grouped, length=groups)
+    return carry, jax.tree.map(lambda y: relayered(y, (length,), 2), ys)
 
 
 def split_scan(step_first, step_rest, init, xs, first, length=None):
     """jax.lax.scan(step, init, xs, length) whose first `first` layers run
     step_first and the others step_rest: the same step under two checkpoint
-    policies."""
+    policies. A slice of a stacked array keeps the array's sharding."""
     if length is None:
         length = jax.tree.leaves(xs)[0].shape[0]
     head = jax.tree.map(lambda x: x[:first], xs)
@@ -54,12 +69,18 @@ def split_scan(step_first, step_rest, init, xs, first, length=None):
     return carry, jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys_head, ys_tail)
 
 
+IMPORTS = {
+    NESTED: "import jax\nimport jax.numpy as jnp\nfrom jax.sharding import NamedSharding\n"
+    "from jax.sharding import PartitionSpec as P",
+    SPLIT: "import jax\nimport jax.numpy as jnp",
+}
+
+
 def helper_source(structure: Structure) -> str:
     """The helper's definition, with the imports it needs, after HELPER_MARK."""
-    if structure.kind == NESTED:
-        return f"{HELPER_MARK}\nimport jax\n\n\n{inspect.getsource(nested_scan).rstrip()}"
-    source = inspect.getsource(split_scan).rstrip()
-    return f"{HELPER_MARK}\nimport jax\nimport jax.numpy as jnp\n\n\n{source}"
+    helper = nested_scan if structure.kind == NESTED else split_scan
+    source = inspect.getsource(helper).rstrip()
+    return f"{HELPER_MARK}\n{IMPORTS[structure.kind]}\n\n\n{source}"
 
 
 def code_for(scan: FoundScan, structure: Structure) -> tuple[str, str]:
@@ -78,7 +99,7 @@ def code_for(scan: FoundScan, structure: Structure) -> tuple[str, str]:
         head = [
             f"# {where}: its scan of {n} layers as {k} checkpointed groups of {n // k}.",
             calls,
-            f"#     carry, ys = nested_scan(step, init, xs, groups={k})",
+            f"#     carry, ys = nested_scan(step, init, xs, groups={k}{_keywords(scan)})",
         ]
     else:
         head = [
@@ -121,14 +142,23 @@ def _split_steps(scan: FoundScan, structure: Structure) -> list[str]:
         elif scan.checkpointed and scan.checkpoint_function != scan.function:
             lines.append(
                 f"# with {name}: {scan.function} with its jax.checkpoint of "
-                f"{scan.checkpoint_function} given policy={spec.expression()}{note}"
+                f"{scan.checkpoint_function} given policy={spec.expression()}"
+                f"{_keywords(scan)}{note}"
             )
         else:  # the step is the checkpointed function, or applies no checkpoint
             target = scan.checkpoint_function or scan.function
+            keywords = _keywords(scan) if scan.checkpointed else ""
             lines.append(
-                f"# with {name} = jax.checkpoint({target}, policy={spec.expression()}){note}"
+                f"# with {name} = jax.checkpoint({target}, policy={spec.expression()}"
+                f"{keywords}){note}"
             )
     return lines
+
+
+def _keywords(scan: FoundScan) -> str:
+    """The keywords of the scan's checkpoint a rebuilt checkpoint keeps
+    (`, prevent_cse=False` where the user wrote it; nothing for JAX's default)."""
+    return "" if scan.prevent_cse else ", prevent_cse=False"
 
 
 def _library_note(scan: FoundScan) -> list[str]:

@@ -89,6 +89,7 @@ def _found(
         checkpoint_spec=site.spec if site else None,
         library=jc.scans.library_of(eqn),
         why_not=_why_not(loop, enclosed, len(top)),
+        prevent_cse=jc.scans.checkpoint_prevent_cse(loop),
     )
 
 
@@ -155,7 +156,10 @@ def _rebuilt(
         consts, carry, xs = loop.split_inputs(list(ins))
         if structure.kind == NESTED:
             step = jc.scans.body_step(loop, loop.body, consts)
-            out, ys = nested_scan(step, tuple(carry), tuple(xs), structure.count, loop.length)
+            out, ys = nested_scan(
+                step, tuple(carry), tuple(xs), structure.count, loop.length,
+                prevent_cse=jc.scans.checkpoint_prevent_cse(loop),
+            )  # fmt: skip
         else:
             first, rest = (_step_under(loop, part, consts, declared) for part in structure.parts)
             out, ys = split_scan(first, rest, tuple(carry), tuple(xs), structure.count, loop.length)

@@ -275,7 +275,7 @@ def site_code(site: Site, spec: policies.PolicySpec) -> tuple[str, str, str]:
         written = written_checkpoints.checkpointed_at(site.source) or site.function
         if spec.kind == policies.AS_WRITTEN:
             return where, "", f"{written}  # call it directly: no jax.checkpoint"
-        return where, "", spec.python(written)
+        return where, "", spec.python(written, site.keywords)
     shown = f"{w.call}({w.wrapped}, ...)" if w.wrapped else f"{w.call}(...)"
     at = f"line {w.policy_line}"
     if spec.kind == policies.AS_WRITTEN:
