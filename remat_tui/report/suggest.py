@@ -181,10 +181,11 @@ def narrowing_line(n: Narrowing, unit: str = "seconds") -> str:
 
 def host_words(row: Row) -> str:
     """` and sends 441.0 MiB to host`: the residual bytes a configuration
-    offloads, beside the memory it is weighed by; '' when it offloads none."""
+    offloads, one device's (`per device` where its residuals are sharded),
+    beside the memory it is weighed by; '' when it offloads none."""
     if not row.host_bytes:
         return ""
-    return f" and sends {human_bytes(row.host_bytes)} to host"
+    return f" and sends {human_bytes(row.host_bytes)}{' per device' if row.sharded else ''} to host"
 
 
 def suggest_headline(s: Suggestion) -> str:

@@ -6,7 +6,7 @@ The summary uses the reports' own figures (report/phrases.py): the change from
 `as_written` is of the bytes excluding arguments, which are in memory anyway.
 Beside a per-device figure (the compiled peak, or a sharded residual's share)
 every byte figure says whose it is: `/device` when one device's bytes are
-known, `across all devices` when only the global ones are (arguments sharded
+known, `in global array sizes` when only those are (arguments sharded
 automatically: the avals carry no sharding, report/phrases.py byte_scope).
 """
 
@@ -19,8 +19,9 @@ from remat_tui.core.model import Analysis
 from remat_tui.core.units import count, human_bytes
 from remat_tui.report.phrases import (
     GLOBAL,
+    GLOBAL_SIZES,
     SHARDED,
-    all_devices,
+    in_global_sizes,
     per_device_totals,
     recompute_summary,
 )
@@ -94,12 +95,12 @@ def summary(
         if t.host_bytes:
             figures.append(f"{human_bytes(t.host_bytes)} host")
         figures.append(f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments{versus}")
-        parts = [*lead, f"saved by autodiff {all_devices(devices)}: " + ", ".join(figures)]
+        parts = [*lead, f"saved by autodiff in {GLOBAL_SIZES}: " + ", ".join(figures)]
     else:  # one device's bytes known: sharded avals, or a program on one device
         device, host, excluding = per_device_totals(a)
         whole = ""
         if scope == SHARDED:
-            whole = f" ({human_bytes(t.device_bytes)} {all_devices(devices)})"
+            whole = f" ({in_global_sizes(t.global_device_bytes)})"
         parts = [*lead, f"{human_bytes(device)}/device{saved}{whole}"]
         if t.host_bytes:
             parts.append(f"{human_bytes(host)}/device host")
