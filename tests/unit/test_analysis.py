@@ -150,7 +150,8 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "aval",
         "shape",
         "dtype",
-        "bytes",
+        "bytes",  # one device's (Contract 17)
+        "global_bytes",  # the array's whole size
         "memory",
         "kind",
         "primitive",
@@ -181,6 +182,11 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "device_bytes",
         "host_bytes",
         "device_bytes_per_device",
+        # Contract 17: the figures above are one device's; these the global array sizes
+        "global_bytes",
+        "global_bytes_excluding_arguments",
+        "global_device_bytes",
+        "global_host_bytes",
     }
 
 

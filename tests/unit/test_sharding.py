@@ -39,8 +39,10 @@ def test_sharded_residuals_have_per_device_bytes(sharded_args):
     assert sharded.bytes == 8 * 4 * 4 and sharded.bytes_per_device == sharded.bytes // 4
     assert by_aval["f32[4,4]"].bytes_per_device is None  # replicated: all of it on each
     t = a.totals  # one device's (Contract 17), the global array sizes beside
-    assert t.device_bytes == t.device_bytes_per_device == sum(
-        r.bytes if r.bytes_per_device is None else r.bytes_per_device for r in a.residuals
+    assert (
+        t.device_bytes
+        == t.device_bytes_per_device
+        == sum(r.bytes if r.bytes_per_device is None else r.bytes_per_device for r in a.residuals)
     )
     assert t.device_bytes < t.global_device_bytes == sum(r.bytes for r in a.residuals)
     d = a.to_dict()
@@ -279,9 +281,7 @@ def test_reports_give_per_device_bytes_once_an_argument_is_sharded(write_target)
     assert (
         text.rstrip()
         .splitlines()[-1]
-        .startswith(
-            f"{t.count} residuals · per device: {human_bytes(per_device)} device"
-        )
+        .startswith(f"{t.count} residuals · per device: {human_bytes(per_device)} device")
     )
     split = next(r for r in a.residuals if r.bytes_per_device is not None)
     assert f"{human_bytes(split.bytes_per_device)}/device  {split.text}" in text
