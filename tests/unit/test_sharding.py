@@ -195,7 +195,6 @@ def test_status_gives_one_devices_bytes_when_the_avals_carry_them(write_target):
 
     a = remat_tui.analyze(mesh_target(write_target, "Explicit"), compiled=True)
     assert a.sharded and a.compiled.devices == 4
-    t = a.totals
     head = "peak 24.0 KiB/device (compiled, gradient alone)"
     line = summary(a, None, False, head, devices=4)
     per_device = sum(r.bytes_per_device or r.bytes for r in a.residuals)
