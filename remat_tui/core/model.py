@@ -218,8 +218,11 @@ class Totals:
             changes.
         device_bytes: those on the device.
         host_bytes: those offloaded to the host.
-        global_bytes, global_bytes_excluding_arguments, global_device_bytes,
-        global_host_bytes: the same in global array sizes.
+        global_bytes: `bytes` in global array sizes.
+        global_bytes_excluding_arguments: `bytes_excluding_arguments` in
+            global array sizes.
+        global_device_bytes: `device_bytes` in global array sizes.
+        global_host_bytes: `host_bytes` in global array sizes.
     """
 
     count: int

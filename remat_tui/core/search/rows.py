@@ -21,9 +21,10 @@ class Row:
             17: what one device holds of each residual; its whole size where
             its aval carries no sharding).
         host_bytes: residual bytes offloaded to the host, one device's.
-        global_device_bytes, global_host_bytes: the same in global array
-            sizes where residuals are sharded over a mesh; None: as
-            device_bytes and host_bytes (nothing is split).
+        global_device_bytes: `device_bytes` in global array sizes where
+            residuals are sharded over a mesh; None: as device_bytes
+            (nothing is split).
+        global_host_bytes: `host_bytes` likewise.
         recompute_flops: forward work the backward pass does again.
         forward_flops: the forward pass's FLOPs.
         saved_bytes: residual bytes beyond the arguments.
