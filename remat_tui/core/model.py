@@ -279,6 +279,8 @@ class Analysis(Displayable):
         applied: the parts of the configuration that change nothing, and
             why (`trace.applied.Applied`s): a name no checkpoint_name makes,
             one the policy does not reach, ...
+        argument_devices: how many devices the example arguments are
+            placed over (1 unless sharded over a mesh).
     """
 
     target_file: str | None
@@ -303,6 +305,9 @@ class Analysis(Displayable):
     time: dict | None = None  # core/xla/step_time.py's estimate, as its JSON
     measured: dict | None = None  # core/xla/measure.py's run, as its JSON
     applied: list = field(default_factory=list)  # Contract 14: what changes nothing
+    # How many devices the example arguments are placed over; with no sharded
+    # aval (automatic sharding) the residual bytes are global array sizes.
+    argument_devices: int = 1
 
     @property
     def sharded(self) -> bool:

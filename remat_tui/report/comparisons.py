@@ -52,11 +52,17 @@ def columns(rows: Sequence[Row]) -> tuple[str, ...]:
     names: dict[str, str] = {}
     if sharded(rows):
         names |= {"device": "device/device", "host": "host/device"}
-    elif n > 1:
+    elif max(n, placed_over(rows)) > 1:
         names |= {"device": "device (global)", "host": "host (global)"}
     if n > 1:
         names |= {"peak": "peak/device", "temp": "temp/device"}
     return tuple(names.get(c, c) for c in heads)
+
+
+def placed_over(rows: Sequence[Row]) -> int:
+    """The most devices any row's arguments are placed over (1: none is
+    sharded over several)."""
+    return max((r.argument_devices for r in rows), default=1)
 
 
 def sharded(rows: Sequence[Row]) -> bool:
@@ -75,7 +81,7 @@ def legend_devices(rows: Sequence[Row]) -> str:
             "are the bytes one device holds, as the Pareto front and suggest weigh them (their "
             "global array sizes are global_device_bytes and global_host_bytes in the JSON)."
         )
-    if n > 1:
+    if max(n, placed_over(rows)) > 1:
         return peak + (
             " device (global) and host (global) are the residuals' global array sizes "
             f"({PER_DEVICE_UNKNOWN})."

@@ -149,8 +149,11 @@ def byte_scope(a: Analysis, devices: int | None = None) -> str:
 
 
 def spanned_devices(a: Analysis) -> int | None:
-    """How many devices the compiled program spans; None when not compiled."""
-    return None if a.compiled is None else a.compiled.devices
+    """How many devices the compiled program spans; not compiled, how many
+    the arguments are placed over where that is several; else None."""
+    if a.compiled is not None:
+        return a.compiled.devices
+    return a.argument_devices if a.argument_devices > 1 else None
 
 
 def in_global_sizes(nbytes: int) -> str:
@@ -165,6 +168,16 @@ def whose(a: Analysis, nbytes: int) -> str:
     if byte_scope(a, spanned_devices(a)) == GLOBAL:
         return in_global_sizes(nbytes)
     return f"{human_bytes(nbytes)} per device"
+
+
+def residual_measure(argument_devices: int, sharded: bool) -> str:
+    """What a residual budget is checked against, in words: one device's
+    bytes, or, where the arguments are placed over several devices but no
+    aval says how the residuals split (automatic sharding), their global
+    array sizes (Contract 17: a figure that is not one device's says so)."""
+    if argument_devices > 1 and not sharded:
+        return f"residual bytes in {GLOBAL_SIZES}; {PER_DEVICE_UNKNOWN}"
+    return "residual bytes per device"
 
 
 def per_device_totals(a: Analysis) -> tuple[int, int, int]:

@@ -12,6 +12,7 @@ from remat_tui.core.units import count, human_bytes, human_flops, human_seconds,
 from remat_tui.report.comparisons import differentiated_legend, structure_words
 from remat_tui.report.labels import config_label
 from remat_tui.report.memory import peak_make_up, summary
+from remat_tui.report.phrases import residual_measure
 
 if TYPE_CHECKING:
     from remat_tui.core.search.certificate import Certificate
@@ -192,7 +193,11 @@ def suggest_headline(s: Suggestion) -> str:
     """What fits and what it costs (measured, estimated or in FLOPs), or the
     smallest when nothing fits."""
     best = s.best
-    measure = "compiled peak per device" if s.measure == "compiled" else "residual bytes per device"
+    measure = (
+        "compiled peak per device"
+        if s.measure == "compiled"
+        else residual_measure(best.argument_devices, best.sharded)
+    )
     stopped = "stopped; the best verified so far: " if s.cancelled else ""
     if not s.fits:
         budget, smallest = told_apart(s.budget, best.weighed_bytes)

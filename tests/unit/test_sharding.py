@@ -186,8 +186,8 @@ def test_status_labels_global_residual_bytes_beside_a_per_device_peak(write_targ
         assert "across all" not in line
         assert f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments" in line
         assert not unlabelled(line), line
-    plain = summary(a, None, False)  # nothing per device beside: as before
-    assert plain.startswith(f"{t.count} residuals · {human_bytes(t.device_bytes)} device · ")
+    plain = summary(a, None, False)  # no peak beside, the arguments over 4 devices all the same
+    assert plain.startswith(f"{t.count} residuals · in global array sizes: ")
 
 
 def test_status_gives_one_devices_bytes_when_the_avals_carry_them(write_target):
@@ -309,3 +309,31 @@ def test_compare_report_says_whose_bytes_each_column_counts(write_target):
     single = compare(loss, args=(jnp.ones((4, 4)), jnp.ones((8, 4))), policies=["as_written"])
     out = render_compare(single, "text")
     assert "(global)" not in out and "/device" not in out
+
+
+def test_uncompiled_global_bytes_are_called_so_when_the_arguments_span_devices(write_target):
+    """Automatic sharding, nothing compiled: the arguments are placed over 4
+    devices and no aval says how the residuals split, so every residual
+    figure is a global array size, and says so (compare's column was a bare
+    `device`, suggest's budget "residual bytes per device")."""
+    from remat_tui.app.state.status import summary
+    from remat_tui.report.comparisons import render_compare
+    from remat_tui.report.suggest import render_suggest
+
+    target = mesh_target(write_target, "Auto")
+    a = remat_tui.analyze(target)
+    assert a.compiled is None and not a.sharded and a.argument_devices == 4
+    t = a.totals
+    assert t.device_bytes == t.global_device_bytes == sum(r.bytes for r in a.residuals)
+    line = summary(a, None, False)
+    assert f"in global array sizes: {human_bytes(t.device_bytes)}" in line, line
+    assert not unlabelled(line), line
+    assert "global array sizes (per device unknown" in render(a, "text").rstrip().splitlines()[-1]
+    c = remat_tui.compare(target, policies=["as_written", "nothing_saveable"])
+    out = render_compare(c, "text")
+    assert "device (global)" in out and "global array sizes (per device unknown" in out
+    s = remat_tui.suggest(target, t.device_bytes)
+    said = render_suggest(s, "text")
+    assert "(residual bytes in global array sizes; per device unknown" in said, said
+    one = remat_tui.analyze(loss, args=(jnp.ones((4, 4)), jnp.ones((8, 4))))
+    assert one.argument_devices == 1 and "global" not in summary(one, None, False)

@@ -90,12 +90,13 @@ def summary(
         if t.host_bytes:
             parts.append(f"{human_bytes(t.host_bytes)} host")
         parts.append(f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments{versus}")
-    elif scope == GLOBAL:  # a per-device peak beside, and no per-device residual bytes
+    elif scope == GLOBAL:  # several devices, and no per-device residual bytes
         figures = [human_bytes(t.device_bytes) + (" device" if t.host_bytes else "")]
         if t.host_bytes:
             figures.append(f"{human_bytes(t.host_bytes)} host")
         figures.append(f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments{versus}")
-        parts = [*lead, f"saved by autodiff in {GLOBAL_SIZES}: " + ", ".join(figures)]
+        where = f"{saved} in {GLOBAL_SIZES}".strip()
+        parts = [*lead, f"{where}: " + ", ".join(figures)]
     else:  # one device's bytes known: sharded avals, or a program on one device
         device, host, excluding = per_device_totals(a)
         whole = ""
@@ -116,11 +117,12 @@ def residual_scope(a: Analysis, compiled: str | None, devices: int | None) -> st
     figure is shown, so bytes need no label; ONE_DEVICE: beside the compiled
     peak, on one device (its bytes are the global ones); GLOBAL: beside the
     compiled peak, over several devices (or possibly several) with no
-    per-device residual bytes known."""
+    per-device residual bytes known, or, not compiled, with the arguments
+    placed over several devices (the residual bytes are global array sizes)."""
     if a.sharded:
         return SHARDED
     if compiled is None:
-        return PLAIN
+        return GLOBAL if a.argument_devices > 1 else PLAIN
     if devices is None:
         devices = 1 if device_count(a.device) == 1 else None
     return ONE_DEVICE if devices == 1 else GLOBAL

@@ -56,6 +56,9 @@ class Row:
     # the same as the per-device figures.
     global_device_bytes: int | None = None
     global_host_bytes: int | None = None
+    # How many devices the arguments are placed over (Analysis.argument_devices):
+    # with no split residual, its bytes are then global array sizes.
+    argument_devices: int = 1
     # The backward pass's work besides recomputation: the same for every
     # configuration of a target, so counted once (`step_flops`); None until
     # a step time is wanted.
@@ -197,6 +200,7 @@ def row_of(a: Analysis, compiled: dict | None = None) -> Row:
         saved_bytes=t.bytes_excluding_arguments,
         global_device_bytes=_unless(t.global_device_bytes, t.device_bytes),
         global_host_bytes=_unless(t.global_host_bytes, t.host_bytes),
+        argument_devices=a.argument_devices,
         compiled=compiled,
     )
 

@@ -66,6 +66,10 @@ class Trace:
     seconds: float  # spent tracing so far (the backward pass adds its share)
     _backward_source: Callable[[], BackwardInputs] = field(repr=False)
     _backward_inputs: BackwardInputs | None = field(default=None, repr=False)
+    # How many devices the example arguments are placed over (their
+    # shardings' most): where the avals carry no sharding (automatic), the
+    # residual bytes are then global array sizes, and are called so.
+    argument_devices: int = 1
     _backward: jc.Jaxpr | None = field(default=None, repr=False)
 
     def backward(self, cancelled: Callable[[], bool] | None = None) -> jc.Jaxpr:
@@ -157,6 +161,7 @@ def trace(
         if primal is None and (jc.remat3_enabled() or _has_user_checkpoint(result)):
             result.primal = primal_program(target, flat, here, prefer_dir)
     result.found = _residuals(result, flat, prefer_dir)
+    result.argument_devices = placed_over(flat.leaves)
     result.seconds = time.perf_counter() - start
     check_cancelled(cancelled)
     return result
@@ -198,6 +203,13 @@ def _residuals(t: Trace, flat: FlatArguments, prefer_dir: str | None) -> list[Fo
         lambda var: origins.of(t.forward, var),
         per_device_bytes,
     )
+
+
+def placed_over(leaves: list) -> int:
+    """The most devices any argument's sharding spans (1: none is placed over
+    several). A mesh's size, abstract or not."""
+    spans = (getattr(getattr(x, "sharding", None), "num_devices", 1) for x in leaves)
+    return max((n for n in spans if isinstance(n, int)), default=1)
 
 
 def _has_user_checkpoint(t: Trace) -> bool:
