@@ -343,6 +343,7 @@ class Analysis(Displayable):
             "sites": [site.to_dict() for site in self.sites],
             "residuals": [r.to_dict() for r in self.residuals],
             "totals": self.totals.to_dict(),
+            "argument_devices": self.argument_devices,
             "flops": dict(self.flops),
             "flops_exact": self.flops_exact,
             "compiled": None if self.compiled is None else self.compiled.to_dict(),

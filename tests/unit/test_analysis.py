@@ -131,6 +131,7 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "sites",
         "residuals",
         "totals",
+        "argument_devices",  # Contract 17: how many devices the arguments are placed over
         "flops",
         "flops_exact",
         "compiled",

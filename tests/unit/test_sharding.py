@@ -323,6 +323,7 @@ def test_uncompiled_global_bytes_are_called_so_when_the_arguments_span_devices(w
     target = mesh_target(write_target, "Auto")
     a = remat_tui.analyze(target)
     assert a.compiled is None and not a.sharded and a.argument_devices == 4
+    assert a.to_dict()["argument_devices"] == 4  # the JSON's figures are global sizes, and say so
     t = a.totals
     assert t.device_bytes == t.global_device_bytes == sum(r.bytes for r in a.residuals)
     line = summary(a, None, False)

@@ -170,6 +170,7 @@ class Row:
             "host_bytes": self.host_bytes,
             "global_device_bytes": _or(self.global_device_bytes, self.device_bytes),
             "global_host_bytes": _or(self.global_host_bytes, self.host_bytes),
+            "argument_devices": self.argument_devices,
             "recompute_flops": self.recompute_flops,
             "forward_flops": self.forward_flops,
             "compiled": self.compiled,
