@@ -279,8 +279,9 @@ class Analysis(Displayable):
         applied: the parts of the configuration that change nothing, and
             why (`trace.applied.Applied`s): a name no checkpoint_name makes,
             one the policy does not reach, ...
-        argument_devices: how many devices the example arguments are
-            placed over (1 unless sharded over a mesh).
+        auto_sharded_devices: how many devices the example arguments
+            sharded automatically are placed over (1: none is): their avals
+            carry no sharding, so the residual bytes are global array sizes.
     """
 
     target_file: str | None
@@ -305,9 +306,9 @@ class Analysis(Displayable):
     time: dict | None = None  # core/xla/step_time.py's estimate, as its JSON
     measured: dict | None = None  # core/xla/measure.py's run, as its JSON
     applied: list = field(default_factory=list)  # Contract 14: what changes nothing
-    # How many devices the example arguments are placed over; with no sharded
-    # aval (automatic sharding) the residual bytes are global array sizes.
-    argument_devices: int = 1
+    # How many devices the arguments sharded automatically are placed over;
+    # their avals carry no sharding: the residual bytes are global array sizes.
+    auto_sharded_devices: int = 1
 
     @property
     def sharded(self) -> bool:
@@ -343,7 +344,7 @@ class Analysis(Displayable):
             "sites": [site.to_dict() for site in self.sites],
             "residuals": [r.to_dict() for r in self.residuals],
             "totals": self.totals.to_dict(),
-            "argument_devices": self.argument_devices,
+            "auto_sharded_devices": self.auto_sharded_devices,
             "flops": dict(self.flops),
             "flops_exact": self.flops_exact,
             "compiled": None if self.compiled is None else self.compiled.to_dict(),

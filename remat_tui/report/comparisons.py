@@ -60,9 +60,9 @@ def columns(rows: Sequence[Row]) -> tuple[str, ...]:
 
 
 def placed_over(rows: Sequence[Row]) -> int:
-    """The most devices any row's arguments are placed over (1: none is
-    sharded over several)."""
-    return max((r.argument_devices for r in rows), default=1)
+    """The most devices any row's automatically sharded arguments are placed
+    over (1: none is): its residual bytes are then global array sizes."""
+    return max((r.auto_sharded_devices for r in rows), default=1)
 
 
 def sharded(rows: Sequence[Row]) -> bool:

@@ -150,10 +150,11 @@ def byte_scope(a: Analysis, devices: int | None = None) -> str:
 
 def spanned_devices(a: Analysis) -> int | None:
     """How many devices the compiled program spans; not compiled, how many
-    the arguments are placed over where that is several; else None."""
+    the automatically sharded arguments are placed over where that is
+    several; else None."""
     if a.compiled is not None:
         return a.compiled.devices
-    return a.argument_devices if a.argument_devices > 1 else None
+    return a.auto_sharded_devices if a.auto_sharded_devices > 1 else None
 
 
 def in_global_sizes(nbytes: int) -> str:
@@ -170,12 +171,12 @@ def whose(a: Analysis, nbytes: int) -> str:
     return f"{human_bytes(nbytes)} per device"
 
 
-def residual_measure(argument_devices: int, sharded: bool) -> str:
+def residual_measure(auto_sharded_devices: int, sharded: bool) -> str:
     """What a residual budget is checked against, in words: one device's
     bytes, or, where the arguments are placed over several devices but no
     aval says how the residuals split (automatic sharding), their global
     array sizes (Contract 17: a figure that is not one device's says so)."""
-    if argument_devices > 1 and not sharded:
+    if auto_sharded_devices > 1 and not sharded:
         return f"residual bytes in {GLOBAL_SIZES}; {PER_DEVICE_UNKNOWN}"
     return "residual bytes per device"
 

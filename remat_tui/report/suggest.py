@@ -196,7 +196,7 @@ def suggest_headline(s: Suggestion) -> str:
     measure = (
         "compiled peak per device"
         if s.measure == "compiled"
-        else residual_measure(best.argument_devices, best.sharded)
+        else residual_measure(best.auto_sharded_devices, best.sharded)
     )
     stopped = "stopped; the best verified so far: " if s.cancelled else ""
     if not s.fits:

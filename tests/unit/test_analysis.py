@@ -131,7 +131,7 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "sites",
         "residuals",
         "totals",
-        "argument_devices",  # Contract 17: how many devices the arguments are placed over
+        "auto_sharded_devices",  # Contract 17: above 1, the byte figures are global array sizes
         "flops",
         "flops_exact",
         "compiled",

@@ -322,8 +322,10 @@ def test_uncompiled_global_bytes_are_called_so_when_the_arguments_span_devices(w
 
     target = mesh_target(write_target, "Auto")
     a = remat_tui.analyze(target)
-    assert a.compiled is None and not a.sharded and a.argument_devices == 4
-    assert a.to_dict()["argument_devices"] == 4  # the JSON's figures are global sizes, and say so
+    assert a.compiled is None and not a.sharded and a.auto_sharded_devices == 4
+    assert (
+        a.to_dict()["auto_sharded_devices"] == 4
+    )  # the JSON's figures are global sizes, and say so
     t = a.totals
     assert t.device_bytes == t.global_device_bytes == sum(r.bytes for r in a.residuals)
     line = summary(a, None, False)
@@ -337,4 +339,19 @@ def test_uncompiled_global_bytes_are_called_so_when_the_arguments_span_devices(w
     said = render_suggest(s, "text")
     assert "(residual bytes in global array sizes; per device unknown" in said, said
     one = remat_tui.analyze(loss, args=(jnp.ones((4, 4)), jnp.ones((8, 4))))
-    assert one.argument_devices == 1 and "global" not in summary(one, None, False)
+    assert one.auto_sharded_devices == 1 and "global" not in summary(one, None, False)
+
+
+def test_an_explicit_mesh_of_replicated_arguments_is_not_called_global():
+    """Over a mesh of explicit axes the avals carry their sharding: a
+    residual held whole on each device is one device's bytes, known, and no
+    figure is called a global size of unknown split."""
+    from remat_tui.app.state.status import summary
+
+    mesh = jax.make_mesh((4,), ("data",), axis_types=(AxisType.Explicit,))
+    whole = NamedSharding(mesh, P())
+    x = jax.ShapeDtypeStruct((8, 4), jnp.float32, sharding=whole)
+    W = jax.ShapeDtypeStruct((4, 4), jnp.float32, sharding=whole)
+    a = remat_tui.analyze(loss, args=(W, x))
+    assert not a.sharded and a.auto_sharded_devices == 1
+    assert "global" not in summary(a, None, False) + render(a, "text")

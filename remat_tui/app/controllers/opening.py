@@ -157,7 +157,7 @@ class Opening:
 
         measure = COMPILED if compiled else RESIDUAL
         if not compiled and shown is not None:  # global array sizes, where they are all known
-            measure = residual_measure(shown.argument_devices, shown.sharded)
+            measure = residual_measure(shown.auto_sharded_devices, shown.sharded)
         ranks = ranking(compiled, wanted.measured)
         await self.app.push_screen(BudgetScreen(measure, self.last_budget, hint, ranks), chosen)
 

@@ -117,12 +117,13 @@ def residual_scope(a: Analysis, compiled: str | None, devices: int | None) -> st
     figure is shown, so bytes need no label; ONE_DEVICE: beside the compiled
     peak, on one device (its bytes are the global ones); GLOBAL: beside the
     compiled peak, over several devices (or possibly several) with no
-    per-device residual bytes known, or, not compiled, with the arguments
-    placed over several devices (the residual bytes are global array sizes)."""
+    per-device residual bytes known, or, not compiled, with arguments
+    sharded automatically over several devices (the residual bytes are
+    global array sizes)."""
     if a.sharded:
         return SHARDED
     if compiled is None:
-        return GLOBAL if a.argument_devices > 1 else PLAIN
+        return GLOBAL if a.auto_sharded_devices > 1 else PLAIN
     if devices is None:
         devices = 1 if device_count(a.device) == 1 else None
     return ONE_DEVICE if devices == 1 else GLOBAL

@@ -56,9 +56,9 @@ class Row:
     # the same as the per-device figures.
     global_device_bytes: int | None = None
     global_host_bytes: int | None = None
-    # How many devices the arguments are placed over (Analysis.argument_devices):
-    # with no split residual, its bytes are then global array sizes.
-    argument_devices: int = 1
+    # How many devices the arguments sharded automatically are placed over
+    # (Analysis.auto_sharded_devices): its bytes are then global array sizes.
+    auto_sharded_devices: int = 1
     # The backward pass's work besides recomputation: the same for every
     # configuration of a target, so counted once (`step_flops`); None until
     # a step time is wanted.
@@ -170,7 +170,7 @@ class Row:
             "host_bytes": self.host_bytes,
             "global_device_bytes": _or(self.global_device_bytes, self.device_bytes),
             "global_host_bytes": _or(self.global_host_bytes, self.host_bytes),
-            "argument_devices": self.argument_devices,
+            "auto_sharded_devices": self.auto_sharded_devices,
             "recompute_flops": self.recompute_flops,
             "forward_flops": self.forward_flops,
             "compiled": self.compiled,
@@ -201,7 +201,7 @@ def row_of(a: Analysis, compiled: dict | None = None) -> Row:
         saved_bytes=t.bytes_excluding_arguments,
         global_device_bytes=_unless(t.global_device_bytes, t.device_bytes),
         global_host_bytes=_unless(t.global_host_bytes, t.host_bytes),
-        argument_devices=a.argument_devices,
+        auto_sharded_devices=a.auto_sharded_devices,
         compiled=compiled,
     )
 
