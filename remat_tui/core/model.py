@@ -80,7 +80,8 @@ class Residual:
             `"f32<host>[32,128]"`.
         shape: its shape.
         dtype: its dtype's name, `"float32"`.
-        bytes: its size (global, for a sharded value).
+        bytes: its global array size (in the JSON, `global_bytes`; its
+            `bytes` there are one device's, `device_share`).
         memory: `"device"`, or `"host"` when the policy offloads it.
         kind: `"argument"`, `"output"` (of a primitive), `"named"` (a
             `checkpoint_name`), `"literal"`, `"constant"` or `"jit_output"`.
@@ -121,7 +122,8 @@ class Residual:
             "aval": self.aval,
             "shape": list(self.shape),
             "dtype": self.dtype,
-            "bytes": self.bytes,
+            "bytes": self.device_share,
+            "global_bytes": self.bytes,
             "memory": self.memory,
             "kind": self.kind,
             "primitive": self.primitive,
@@ -202,7 +204,11 @@ class JaxprView:
 
 @dataclass
 class Totals:
-    """Sums over an analysis' residuals.
+    """Sums over an analysis' residuals, one device's (Contract 17): each
+    residual counted by what one device holds of it (`Residual.device_share`),
+    its whole size where its aval carries no sharding. The `global_*` figures
+    sum the residuals' global array sizes; they equal the others on one
+    device.
 
     Attributes:
         count: how many residuals.
@@ -212,8 +218,11 @@ class Totals:
             changes.
         device_bytes: those on the device.
         host_bytes: those offloaded to the host.
-        device_bytes_per_device: what one device holds of `device_bytes`
-            when residuals are sharded.
+        global_bytes: `bytes` in global array sizes.
+        global_bytes_excluding_arguments: `bytes_excluding_arguments` in
+            global array sizes.
+        global_device_bytes: `device_bytes` in global array sizes.
+        global_host_bytes: `host_bytes` in global array sizes.
     """
 
     count: int
@@ -221,10 +230,18 @@ class Totals:
     bytes_excluding_arguments: int
     device_bytes: int
     host_bytes: int
-    device_bytes_per_device: int  # what one device holds when residuals are sharded
+    global_bytes: int
+    global_bytes_excluding_arguments: int
+    global_device_bytes: int
+    global_host_bytes: int
+
+    @property
+    def device_bytes_per_device(self) -> int:
+        """`device_bytes` (its name before every total was one device's)."""
+        return self.device_bytes
 
     def to_dict(self) -> dict:
-        return dict(vars(self))
+        return dict(vars(self)) | {"device_bytes_per_device": self.device_bytes}
 
 
 @dataclass
@@ -262,6 +279,9 @@ class Analysis(Displayable):
         applied: the parts of the configuration that change nothing, and
             why (`trace.applied.Applied`s): a name no checkpoint_name makes,
             one the policy does not reach, ...
+        auto_sharded_devices: how many devices the example arguments
+            sharded automatically are placed over (1: none is): their avals
+            carry no sharding, so the residual bytes are global array sizes.
     """
 
     target_file: str | None
@@ -286,6 +306,9 @@ class Analysis(Displayable):
     time: dict | None = None  # core/xla/step_time.py's estimate, as its JSON
     measured: dict | None = None  # core/xla/measure.py's run, as its JSON
     applied: list = field(default_factory=list)  # Contract 14: what changes nothing
+    # How many devices the arguments sharded automatically are placed over;
+    # their avals carry no sharding: the residual bytes are global array sizes.
+    auto_sharded_devices: int = 1
 
     @property
     def sharded(self) -> bool:
@@ -298,11 +321,14 @@ class Analysis(Displayable):
         rs = self.residuals
         return Totals(
             count=len(rs),
-            bytes=sum(r.bytes for r in rs),
-            bytes_excluding_arguments=sum(r.bytes for r in rs if r.kind != "argument"),
-            device_bytes=sum(r.bytes for r in rs if r.memory == "device"),
-            host_bytes=sum(r.bytes for r in rs if r.memory == "host"),
-            device_bytes_per_device=sum(r.device_share for r in rs if r.memory == "device"),
+            bytes=sum(r.device_share for r in rs),
+            bytes_excluding_arguments=sum(r.device_share for r in rs if r.kind != "argument"),
+            device_bytes=sum(r.device_share for r in rs if r.memory == "device"),
+            host_bytes=sum(r.device_share for r in rs if r.memory == "host"),
+            global_bytes=sum(r.bytes for r in rs),
+            global_bytes_excluding_arguments=sum(r.bytes for r in rs if r.kind != "argument"),
+            global_device_bytes=sum(r.bytes for r in rs if r.memory == "device"),
+            global_host_bytes=sum(r.bytes for r in rs if r.memory == "host"),
         )
 
     def to_dict(self) -> dict:
@@ -318,6 +344,7 @@ class Analysis(Displayable):
             "sites": [site.to_dict() for site in self.sites],
             "residuals": [r.to_dict() for r in self.residuals],
             "totals": self.totals.to_dict(),
+            "auto_sharded_devices": self.auto_sharded_devices,
             "flops": dict(self.flops),
             "flops_exact": self.flops_exact,
             "compiled": None if self.compiled is None else self.compiled.to_dict(),

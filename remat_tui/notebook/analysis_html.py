@@ -19,6 +19,7 @@ from remat_tui.report.phrases import (
     origin,
     residual_bytes_heading,
     summary,
+    total_words,
 )
 
 # A pane shows at most this many lines: a 24-layer model prints 10,000, which
@@ -64,7 +65,7 @@ def _residuals(a: Analysis) -> str:
     computed when that says more."""
     sharded = a.sharded
     computed = [origin(r) if origin_says_more(r) else "" for r in a.residuals]
-    headers = ["", "bytes", *(["per device"] if sharded else []),
+    headers = ["", *(["global array size", "per device"] if sharded else ["bytes"]),
                # short enough for the table to fit a 900 px notebook (headers do not wrap)
                "saved residual, as print_saved_residuals prints it",
                *(["computed at"] if any(computed) else [])]  # fmt: skip
@@ -80,13 +81,7 @@ def _residuals(a: Analysis) -> str:
         ])  # fmt: skip
     scope = residual_bytes_heading(a)
     heading = f"Saved residuals ({len(a.residuals)})" + (f" · {scope}" if scope else "")
-    total = tag(
-        "div",
-        f"total: {text(human_bytes(a.totals.device_bytes))} on device"
-        + (f" + {text(human_bytes(a.totals.host_bytes))} on host" if a.totals.host_bytes else "")
-        + f" · {text(human_bytes(a.totals.bytes_excluding_arguments))} excluding arguments",
-        style.MUTED,
-    )
+    total = tag("div", text(total_words(a)), style.MUTED)
     numeric = {1, 2} if sharded else {1}
     return tag("div", text(heading), style.HEADING) + style.table(headers, rows, numeric) + total
 

@@ -114,8 +114,8 @@ def table(rows: Sequence[Row], numbers: list[str] | None = None) -> str:
 
 
 def base_name(head: str) -> str:
-    """A column's name without the sharded program's `(all 4)` or `/device`."""
-    return re.sub(r" \(all \d+\)$|/device$", "", head)
+    """A column's name without a sharded program's `(global)` or `/device`."""
+    return re.sub(r" \(global\)$|/device$", "", head)
 
 
 def _cell(name: str, row: Row, shown: str) -> str:

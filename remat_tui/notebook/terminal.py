@@ -30,7 +30,7 @@ from remat_tui.report.comparisons import (
     row_cells,
 )
 from remat_tui.report.fit import render_fit
-from remat_tui.report.phrases import line_marks, origin, summary
+from remat_tui.report.phrases import line_marks, origin, summary, total_words
 from remat_tui.report.suggest import render_suggest
 
 if TYPE_CHECKING:
@@ -97,20 +97,19 @@ def residuals(a: Analysis) -> Group:
                   title="saved residuals (as jax.ad_checkpoint.print_saved_residuals prints them)",
                   title_justify="left", title_style="bold")  # fmt: skip
     table.add_column("", style=MARK)
-    table.add_column("bytes", justify="right")
+    # sharded: one device's share, then the global array size, each called so
+    for head in ("per device", "global array size") if a.sharded else ("bytes",):
+        table.add_column(head, justify="right")
     table.add_column("residual", overflow="fold")
     table.add_column("computed at", style="dim", overflow="fold")
     for i, r in enumerate(a.residuals, 1):
         host = " host" if r.memory == "host" else ""
         said = origin(r) if origin_says_more(r) else ""
-        table.add_row(f"R{i}", human_bytes(r.bytes) + host, Text(r.text), Text(said))
-    t = a.totals
-    host = f" + {human_bytes(t.host_bytes)} on host" if t.host_bytes else ""
-    total = Text(
-        f"total: {count(t.count, 'residual')}, {human_bytes(t.device_bytes)} on device{host}, "
-        f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments",
-        "bold",
-    )
+        sizes = [human_bytes(r.device_share) + host]
+        if a.sharded:
+            sizes.append(human_bytes(r.bytes) + host)
+        table.add_row(f"R{i}", *sizes, Text(r.text), Text(said))
+    total = Text(total_words(a, f"{count(a.totals.count, 'residual')}, "), "bold")
     return Group(table, total)
 
 

@@ -15,7 +15,7 @@ from remat_tui.report.compiled import arguments_words, rates_words
 from remat_tui.report.labels import config_label
 from remat_tui.report.memory import largest_category
 from remat_tui.report.pareto import pareto_svg  # noqa: F401 (also the notebook's)
-from remat_tui.report.phrases import signed
+from remat_tui.report.phrases import PER_DEVICE_UNKNOWN, signed
 from remat_tui.report.tables import md_cell, text_table
 
 if TYPE_CHECKING:
@@ -40,48 +40,53 @@ def any_measured(rows: Sequence[Row]) -> bool:
 
 def columns(rows: Sequence[Row]) -> tuple[str, ...]:
     """COLUMNS (with `measured` after the estimate when a row was run),
-    saying whose bytes each counts once the arguments are sharded over
-    several devices: XLA's peak and temp are one device's, and the residual
-    bytes (a row has no per-device split of them) all devices'."""
+    saying whose bytes each counts where the arguments are sharded over
+    several devices (Contract 17): XLA's peak and temp are one device's; the
+    residual bytes are one device's where the avals say how they split, else
+    (automatic sharding) the global array sizes, and called so."""
     n = spanned_devices(rows)
     heads: tuple[str, ...] = COLUMNS
     if any_measured(rows):
         at = COLUMNS.index("est. step") + 1
         heads = (*COLUMNS[:at], "measured", *COLUMNS[at:])
-    if n <= 1 and sharded(rows):  # not compiled: how many devices is not known here
-        names_all = {"device": "device (all devices)", "host": "host (all devices)"}
-        return tuple(names_all.get(c, c) for c in heads)
-    if n <= 1:
-        return heads
-    names = {
-        "device": f"device (all {n})",
-        "host": f"host (all {n})",
-        "peak": "peak/device",
-        "temp": "temp/device",
-    }
+    names: dict[str, str] = {}
+    if sharded(rows):
+        names |= {"device": "device/device", "host": "host/device"}
+    elif max(n, placed_over(rows)) > 1:
+        names |= {"device": "device (global)", "host": "host (global)"}
+    if n > 1:
+        names |= {"peak": "peak/device", "temp": "temp/device"}
     return tuple(names.get(c, c) for c in heads)
+
+
+def placed_over(rows: Sequence[Row]) -> int:
+    """The most devices any row's automatically sharded arguments are placed
+    over (1: none is): its residual bytes are then global array sizes."""
+    return max((r.auto_sharded_devices for r in rows), default=1)
 
 
 def sharded(rows: Sequence[Row]) -> bool:
     """Whether some row's residuals are sharded over several devices."""
-    return any(r.device_bytes_per_device is not None for r in rows)
+    return any(r.sharded for r in rows)
 
 
 def legend_devices(rows: Sequence[Row]) -> str:
     """The legend's sentence on whose bytes the columns count, or ''."""
     n = spanned_devices(rows)
-    if n <= 1 and sharded(rows):
-        return (
-            " The residuals are sharded over several devices: device and host are the bytes "
-            "across all of them; the Pareto front and suggest weigh what one device holds "
-            "(device_bytes_per_device in the JSON)."
+    peak = f" The arguments are sharded over {n} devices: peak and temp are per device." if (
+        n > 1) else ""  # fmt: skip
+    if sharded(rows):
+        return peak + (
+            " The residuals are sharded over several devices: device/device and host/device "
+            "are the bytes one device holds, as the Pareto front and suggest weigh them (their "
+            "global array sizes are global_device_bytes and global_host_bytes in the JSON)."
         )
-    if n <= 1:
-        return ""
-    return (
-        f" The arguments are sharded over {n} devices: peak and temp are per device; "
-        f"device (all {n}) and host (all {n}) are the residual bytes across all {n} devices."
-    )
+    if max(n, placed_over(rows)) > 1:
+        return peak + (
+            " device (global) and host (global) are the residuals' global array sizes "
+            f"({PER_DEVICE_UNKNOWN})."
+        )
+    return ""
 
 
 def peak_cell(row: Row) -> str:

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 from remat_tui.core.model import Analysis, Totals
 from remat_tui.core.units import human_bytes, human_flops, human_seconds
 from remat_tui.core.xla.flop_note import flop_note
-from remat_tui.report.phrases import GLOBAL, PER_DEVICE_UNKNOWN, SHARDED, all_devices, byte_scope
+from remat_tui.report.phrases import (
+    GLOBAL,
+    PER_DEVICE_UNKNOWN,
+    SHARDED,
+    byte_scope,
+    in_global_sizes,
+)
 
 if TYPE_CHECKING:
     from remat_tui.core.xla.compiled_numbers import Compiled
@@ -53,30 +59,27 @@ def mesh_said(device: dict, before: str = " ") -> str:
 def residual_bytes(a: Analysis) -> int:
     """The residual bytes a device holds (what --max-residual-bytes checks):
     per device when the avals say how they are sharded; else every residual
-    whole, which under automatic sharding is the figure across all devices
-    (no device holds more of a residual than all of it)."""
-    return a.totals.device_bytes_per_device
+    whole, which under automatic sharding is its global array size (no
+    device holds more of a residual than all of it)."""
+    return a.totals.device_bytes
 
 
 def saved(a: Analysis) -> str:
     """The residual bytes beside the per-device peak, saying whose they are:
-    `9.0 KiB per device (36.0 KiB across all 4 devices)` when the avals carry
-    their sharding, `36.0 KiB across all 4 devices (per device unknown: ...)`
-    when the program spans several devices and they do not, else one
-    device's `36.0 KiB per device`."""
+    `9.0 KiB per device (36.0 KiB in global array sizes)` when the avals
+    carry their sharding, `36.0 KiB in global array sizes (per device
+    unknown: ...)` when the program spans several devices and they do not,
+    else one device's `36.0 KiB per device`."""
     t = a.totals
     devices = a.compiled.devices if a.compiled is not None else None
     scope = byte_scope(a, devices)
     if scope == SHARDED:
         return (
-            f"{human_bytes(t.device_bytes_per_device)} per device "
-            f"({human_bytes(t.device_bytes)} {all_devices(devices)}){_and_host(t)}"
+            f"{human_bytes(t.device_bytes)} per device "
+            f"({in_global_sizes(t.global_device_bytes)}){_and_host(t)}"
         )
     if scope == GLOBAL:
-        return (
-            f"{human_bytes(t.device_bytes)} {all_devices(devices)} ({PER_DEVICE_UNKNOWN})"
-            + _and_host(t)
-        )
+        return f"{in_global_sizes(t.global_device_bytes)} ({PER_DEVICE_UNKNOWN})" + _and_host(t)
     return f"{human_bytes(t.device_bytes)} per device" + _and_host(t)
 
 

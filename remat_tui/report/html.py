@@ -103,9 +103,10 @@ def _share(r: Residual, sharded: bool) -> str:
 
 
 def _residual_head(a: Analysis) -> str:
-    per_device = "<th>per device</th>" if a.sharded else ""
+    # sharded: the global array size, then one device's share, each called so
+    size = "<th>global array size</th><th>per device</th>" if a.sharded else "<th>bytes</th>"
     return (
-        f"<th>#</th><th>aval</th><th>bytes</th>{per_device}<th>memory</th><th>kind</th>\n"
+        f"<th>#</th><th>aval</th>{size}<th>memory</th><th>kind</th>\n"
         "<th>what</th><th>source</th><th>computed at</th>"
     )
 

@@ -120,9 +120,10 @@ def _residual_lines(a: Analysis) -> list[str]:
     parts += ["## Saved residuals", ""]
     if scope:
         parts += [f"{md_cell(scope[:1].upper() + scope[1:])}.", ""]
-    per_device = " per device |" if a.sharded else ""
+    # sharded: the global array size, then one device's share, each called so
+    size = "global array size | per device" if a.sharded else "bytes"
     parts += [
-        f"| # | aval | bytes |{per_device} memory | kind | what | source | computed at |",
+        f"| # | aval | {size} | memory | kind | what | source | computed at |",
         "|---:|---|---:|" + ("---:|" if a.sharded else "") + "---|---|---|---|---|",
     ]
     for i, r in enumerate(a.residuals, 1):

@@ -118,24 +118,29 @@ def line_marks(view: JaxprView, line: int) -> str:
     return " ".join(marks)
 
 
-# ---- whose bytes a figure counts: one device's, or all devices' ------------------------
+# ---- whose bytes a figure counts: one device's, or the arrays' global sizes ----------
 #
-# A residual's bytes on one device are known only when its aval carries its
-# sharding (explicit sharding: Residual.bytes_per_device, Analysis.sharded).
-# Under automatic sharding the arguments span several devices (the compiled
-# program says how many) but the avals carry none: only the global figures are
-# known. Every view that puts residual bytes beside a per-device figure (the
-# compiled peak) says which they are, by these helpers.
+# Every byte figure is one device's unless it says in words that it is not
+# (Contract 17). A residual's bytes on one device are known when its aval
+# carries its sharding (explicit sharding: Residual.bytes_per_device,
+# Analysis.sharded); the totals are then one device's, and the global array
+# sizes are shown beside, called so. Under automatic sharding the arguments
+# span several devices (the compiled program says how many) but the avals
+# carry none: only the global array sizes are known, and they are called so.
+# A global array size is one array's whole size, not a sum over devices (a
+# replicated array is held whole on each).
 
 SHARDED, GLOBAL, ONE = "sharded", "global", "one"
+GLOBAL_SIZES = "global array sizes"
 PER_DEVICE_UNKNOWN = "per device unknown: the avals carry no sharding"
 
 
 def byte_scope(a: Analysis, devices: int | None = None) -> str:
     """SHARDED: per-device bytes known (some residual's aval is sharded), the
-    global ones beside; GLOBAL: the program spans `devices` > 1 devices but no
-    aval says how the residuals split, so only global bytes are known; ONE:
-    a single device (or nothing says otherwise): the bytes are that device's."""
+    global array sizes beside; GLOBAL: the program spans `devices` > 1
+    devices but no aval says how the residuals split, so only the global
+    array sizes are known; ONE: a single device (or nothing says otherwise):
+    the bytes are that device's."""
     if a.sharded:
         return SHARDED
     if devices is not None and devices > 1:
@@ -144,46 +149,63 @@ def byte_scope(a: Analysis, devices: int | None = None) -> str:
 
 
 def spanned_devices(a: Analysis) -> int | None:
-    """How many devices the compiled program spans; None when not compiled."""
-    return None if a.compiled is None else a.compiled.devices
+    """How many devices the compiled program spans; not compiled, how many
+    the automatically sharded arguments are placed over where that is
+    several; else None."""
+    if a.compiled is not None:
+        return a.compiled.devices
+    return a.auto_sharded_devices if a.auto_sharded_devices > 1 else None
 
 
-def all_devices(devices: int | None) -> str:
-    """`across all 4 devices`, or `across all devices` when the count is unknown."""
-    return f"across all {devices} devices" if devices and devices > 1 else "across all devices"
+def in_global_sizes(nbytes: int) -> str:
+    """`429.2 MiB in global array sizes`: a figure that is not one device's."""
+    return f"{human_bytes(nbytes)} in {GLOBAL_SIZES}"
+
+
+def whose(a: Analysis, nbytes: int) -> str:
+    """`9.0 KiB per device`, or where only the global array sizes are known
+    (automatic sharding over several devices), `36.0 KiB in global array
+    sizes`: a total of `a`'s, saying whose it is."""
+    if byte_scope(a, spanned_devices(a)) == GLOBAL:
+        return in_global_sizes(nbytes)
+    return f"{human_bytes(nbytes)} per device"
+
+
+def residual_measure(auto_sharded_devices: int, sharded: bool) -> str:
+    """What a residual budget is checked against, in words: one device's
+    bytes, or, where the arguments are placed over several devices but no
+    aval says how the residuals split (automatic sharding), their global
+    array sizes (Contract 17: a figure that is not one device's says so)."""
+    if auto_sharded_devices > 1 and not sharded:
+        return f"residual bytes in {GLOBAL_SIZES}; {PER_DEVICE_UNKNOWN}"
+    return "residual bytes per device"
 
 
 def per_device_totals(a: Analysis) -> tuple[int, int, int]:
     """(device, host, excluding arguments): the bytes one device holds, each
     residual counted by its share (its whole bytes when it is not split)."""
-    rs = a.residuals
-    return (
-        a.totals.device_bytes_per_device,
-        sum(r.device_share for r in rs if r.memory == "host"),
-        sum(r.device_share for r in rs if r.kind != "argument"),
-    )
+    t = a.totals
+    return (t.device_bytes, t.host_bytes, t.bytes_excluding_arguments)
 
 
 def residual_bytes_heading(a: Analysis) -> str:
     """What the bytes of a residual table count, for its heading: empty on one
     device (they are that device's)."""
-    devices = spanned_devices(a)
-    scope = byte_scope(a, devices)
+    scope = byte_scope(a, spanned_devices(a))
     if scope == SHARDED:
-        return f"bytes {all_devices(devices)}, then per device"
+        return "bytes: global array size, then per device"
     if scope == GLOBAL:
-        return f"bytes {all_devices(devices)}; {PER_DEVICE_UNKNOWN}"
+        return f"bytes: global array size; {PER_DEVICE_UNKNOWN}"
     return ""
 
 
 def summary(a: Analysis) -> str:
     """`5 residuals · 36.0 KiB device · 24.0 KiB excluding arguments · no
-    recompute`; sharded, the per-device figures first, then those across all
-    devices; over several devices with no per-device figures, the global ones
-    labelled as such."""
+    recompute`; sharded, the per-device figures first, then the global array
+    sizes; over several devices with no per-device figures, the global array
+    sizes called so."""
     t = a.totals
-    devices = spanned_devices(a)
-    scope = byte_scope(a, devices)
+    scope = byte_scope(a, spanned_devices(a))
     recompute = recompute_summary(a)
     if scope == ONE:
         host = f" + {human_bytes(t.host_bytes)} host" if t.host_bytes else ""
@@ -199,16 +221,37 @@ def summary(a: Analysis) -> str:
              f"{human_bytes(excluding)} excluding arguments"]
         )  # fmt: skip
 
-    everywhere = figures(t.device_bytes, t.host_bytes, t.bytes_excluding_arguments)
+    whole = figures(t.global_device_bytes, t.global_host_bytes, t.global_bytes_excluding_arguments)
     if scope == SHARDED:
         return (
             f"{count(t.count, 'residual')} · per device: {figures(*per_device_totals(a))} · "
-            f"{all_devices(devices)}: {everywhere} · {recompute}"
+            f"{GLOBAL_SIZES}: {whole} · {recompute}"
         )
     return (
-        f"{count(t.count, 'residual')} · {all_devices(devices)} ({PER_DEVICE_UNKNOWN}): "
-        f"{everywhere} · {recompute}"
+        f"{count(t.count, 'residual')} · {GLOBAL_SIZES} ({PER_DEVICE_UNKNOWN}): "
+        f"{whole} · {recompute}"
     )
+
+
+def total_words(a: Analysis, lead: str = "") -> str:
+    """`total: 36.0 KiB on device, 24.0 KiB excluding arguments` (after
+    `lead`); sharded, one device's figures, then the global array sizes;
+    over several devices with no per-device figures, the global array sizes
+    called so."""
+    t = a.totals
+    scope = byte_scope(a, spanned_devices(a))
+
+    def part(device: int, host: int, excluding: int) -> str:
+        on_host = f" + {human_bytes(host)} on host" if t.host_bytes else ""
+        excluding_words = f"{human_bytes(excluding)} excluding arguments"
+        return f"{human_bytes(device)} on device{on_host}, {excluding_words}"
+
+    if scope == ONE:
+        return f"total: {lead}{part(*per_device_totals(a))}"
+    whole = part(t.global_device_bytes, t.global_host_bytes, t.global_bytes_excluding_arguments)
+    if scope == SHARDED:
+        return f"total: {lead}per device: {part(*per_device_totals(a))}; {GLOBAL_SIZES}: {whole}"
+    return f"total: {lead}{GLOBAL_SIZES} ({PER_DEVICE_UNKNOWN}): {whole}"
 
 
 def structure_of(a: Analysis) -> Structure | None:

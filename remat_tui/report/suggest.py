@@ -12,6 +12,7 @@ from remat_tui.core.units import count, human_bytes, human_flops, human_seconds,
 from remat_tui.report.comparisons import differentiated_legend, structure_words
 from remat_tui.report.labels import config_label
 from remat_tui.report.memory import peak_make_up, summary
+from remat_tui.report.phrases import residual_measure
 
 if TYPE_CHECKING:
     from remat_tui.core.search.certificate import Certificate
@@ -181,17 +182,22 @@ def narrowing_line(n: Narrowing, unit: str = "seconds") -> str:
 
 def host_words(row: Row) -> str:
     """` and sends 441.0 MiB to host`: the residual bytes a configuration
-    offloads, beside the memory it is weighed by; '' when it offloads none."""
+    offloads, one device's (`per device` where its residuals are sharded),
+    beside the memory it is weighed by; '' when it offloads none."""
     if not row.host_bytes:
         return ""
-    return f" and sends {human_bytes(row.host_bytes)} to host"
+    return f" and sends {human_bytes(row.host_bytes)}{' per device' if row.sharded else ''} to host"
 
 
 def suggest_headline(s: Suggestion) -> str:
     """What fits and what it costs (measured, estimated or in FLOPs), or the
     smallest when nothing fits."""
     best = s.best
-    measure = "compiled peak per device" if s.measure == "compiled" else "residual bytes per device"
+    measure = (
+        "compiled peak per device"
+        if s.measure == "compiled"
+        else residual_measure(best.auto_sharded_devices, best.sharded)
+    )
     stopped = "stopped; the best verified so far: " if s.cancelled else ""
     if not s.fits:
         budget, smallest = told_apart(s.budget, best.weighed_bytes)

@@ -3,10 +3,11 @@ API's (remat_tui.suggest / remat_tui.diff) on the same target, budget and
 configurations, and the configurations they name give JAX's own residual
 lists; a bad budget is refused in place; nothing fitting is said."""
 
+import os
 import threading
 from collections import Counter
 
-from conftest import example, jax_saved_residuals, wait_for
+from conftest import ROOT, example, jax_saved_residuals, wait_for
 from test_app import SIZE, listed_policies, settle
 
 import remat_tui
@@ -365,3 +366,38 @@ async def test_suggest_says_what_ranks_its_answer_and_why_some_were_not_compiled
         assert s.skipped  # the offload, which the CPU's compile has no host memory for
         assert f"{s.skipped} not compiled: {s.skipped_why}" in " ".join(said.split())
         assert "could not change the answer" not in said
+
+
+async def test_suggest_dialog_gives_one_devices_bytes_on_a_mesh():
+    """Contract 17 (issue 42): on the zoo's 2 x 2 mesh model the dialog's
+    table has compare's headers, saying whose bytes it counts, and one
+    device's residual bytes, as the status line and the budget do (it showed
+    the global figure under a bare `device`)."""
+    import math
+
+    from jax._src.ad_checkpoint import saved_residuals
+
+    from remat_tui.report.comparisons import config_label as label
+
+    model = os.path.join(ROOT, "tests", "zoo", "models", "mesh_model.py")
+    app = RematApp(model, "loss", show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        args, kwargs = resolve_arguments(app.loaded.target)
+        per_device = sum(  # JAX's avals, each by what one device holds of it
+            math.prod(aval.sharding.shard_shape(aval.shape)) * aval.dtype.itemsize
+            for aval, _ in saved_residuals(app.loaded.target.fn, *args, **kwargs)
+        )
+        await ask_budget(app, pilot, "1MiB")
+        screen = await answer(app, pilot)
+        table = screen.query_one("DataTable")
+        heads = [str(c.label) for c in table.columns.values()]
+        assert "device/device" in heads and "device" not in heads, heads
+        column = heads.index("device/device")
+        written = next(
+            table.get_row_at(i)
+            for i in range(table.row_count)
+            if str(table.get_row_at(i)[0]) == "as written"
+        )
+        assert screen.suggestion.baseline.device_bytes == per_device
+        assert str(written[column]) == human_bytes(per_device), label(screen.suggestion.baseline)

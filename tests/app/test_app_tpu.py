@@ -159,10 +159,10 @@ async def test_a_sharded_target_is_built_over_the_topologys_chips(tpu, write_tar
         assert [r.text for r in a.residuals] == want
         split = [r for r in a.residuals if "@data" in r.aval]
         assert split and all(r.bytes_per_device * len(chips) == r.bytes for r in split)
-        per_device = a.totals.device_bytes_per_device
-        assert per_device < a.totals.device_bytes
-        whole = human_bytes(a.totals.device_bytes)
-        assert f"{human_bytes(per_device)}/device ({whole} across all devices)" in status(app)
+        per_device = sum(r.bytes_per_device or r.bytes for r in a.residuals)
+        assert a.totals.device_bytes == per_device < a.totals.global_device_bytes
+        whole = human_bytes(sum(r.bytes for r in a.residuals))
+        assert f"{human_bytes(per_device)}/device ({whole} in global array sizes)" in status(app)
         await pilot.press("p")
         await settle(app, pilot)
         await wait_compiled(app, pilot, 1)

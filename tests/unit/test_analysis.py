@@ -131,6 +131,7 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "sites",
         "residuals",
         "totals",
+        "auto_sharded_devices",  # Contract 17: above 1, the byte figures are global array sizes
         "flops",
         "flops_exact",
         "compiled",
@@ -150,7 +151,8 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "aval",
         "shape",
         "dtype",
-        "bytes",
+        "bytes",  # one device's (Contract 17)
+        "global_bytes",  # the array's whole size
         "memory",
         "kind",
         "primitive",
@@ -181,6 +183,11 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "device_bytes",
         "host_bytes",
         "device_bytes_per_device",
+        # Contract 17: the figures above are one device's; these the global array sizes
+        "global_bytes",
+        "global_bytes_excluding_arguments",
+        "global_device_bytes",
+        "global_host_bytes",
     }
 
 

@@ -176,13 +176,10 @@ MODELS = [
     Model("nnx-scan", "nnx_scan.py", function="forward", count=1, app_compiled=True),
     Model("eqx-loop", "eqx_loop.py", per_call=True, function="Layer.__call__", count=3),
     Model("maxtext", "maxtext_decoder.py", function="decoder_layer", count=1, tpu=True),
-    Model(
-        "shard-map", "shard_map_block.py", function="block", count=1, multiple=4,
-        known={
-            (test, "residual"): LITERAL_UNDER_OVERRIDE
-            for test in ("figures", "pasted")
-        },
-    ),
+    # Its residual budget is per device now (Contract 17), and the answer
+    # within it the outer nothing_saveable: the override that met
+    # LITERAL_UNDER_OVERRIDE is no longer the answer (the defect is not fixed).
+    Model("shard-map", "shard_map_block.py", function="block", count=1, multiple=4),
     Model("complex-rope", "complex_rope.py", function="attention", count=1, app_compiled=True,
           refused="reduce_precision does not accept dtype complex64"),
     Model("custom-vjp", "custom_vjp_kernel.py", function="block", count=1),

@@ -119,11 +119,13 @@ def assert_clean(run: Run, statuses: tuple[int, ...] = (0, 1)) -> None:
 @cache
 def residual_budget(model: Model) -> int:
     """Halfway between what JAX saves as written and under an outer
-    nothing_saveable, so the search must choose (as written where that is
-    the smaller)."""
+    nothing_saveable, one device's (Contract 17), so the search must choose
+    (as written where that is the smaller)."""
     args = hand.example_args(model)
-    written = hand.saved_bytes(model.target_fn(), args)
-    nothing = hand.saved_bytes(hand.outer(model.target_fn(), "nothing_saveable", {}), args)
+    written = hand.saved_bytes(model.target_fn(), args, per_device=True)
+    nothing = hand.saved_bytes(
+        hand.outer(model.target_fn(), "nothing_saveable", {}), args, per_device=True
+    )
     return written if written <= nothing else (written + nothing) // 2
 
 
@@ -210,8 +212,8 @@ def fit(model: Model, optimize: bool) -> Run:
 
 def figure(measure: str, row: dict) -> int:
     """The figure JAX's own numbers give for an answer: the compiled peak,
-    or every byte saved across all devices (device and host: JAX's list
-    does not say which)."""
+    or every byte saved, one device's (device and host: JAX's list does not
+    say which; Contract 17)."""
     if measure == "compiled":
         return row["compiled"]["peak_bytes"]
     return row["device_bytes"] + row["host_bytes"]
@@ -222,8 +224,10 @@ def judged(measure: str, row: dict) -> int:
     compiled peak per device, or the residual bytes one device holds."""
     if measure == "compiled":
         return row["compiled"]["peak_bytes"]
-    return (row.get("device_bytes_per_device") or row["device_bytes"]) + row["host_bytes"]
+    return row["device_bytes"] + row["host_bytes"]
 
 
 def by_hand(measure: str, fn, args) -> int:
-    return hand.hand_peak(fn, args) if measure == "compiled" else hand.saved_bytes(fn, args)
+    if measure == "compiled":
+        return hand.hand_peak(fn, args)
+    return hand.saved_bytes(fn, args, per_device=True)

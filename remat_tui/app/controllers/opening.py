@@ -31,6 +31,7 @@ from remat_tui.app.state.wanted import request_key
 from remat_tui.core.setup.config import AS_WRITTEN
 from remat_tui.core.units import count, human_bytes
 from remat_tui.errors import RematError
+from remat_tui.report.phrases import residual_measure, whose
 
 if TYPE_CHECKING:
     from remat_tui.core.xla.compiled_numbers import Compiled
@@ -135,7 +136,9 @@ class Opening:
 
         # With p on, the compiled peak is the headline, so it is what must fit.
         compiled = wanted.compiled
-        hint = f"Shown now: {human_bytes(shown.totals.device_bytes)} of residuals." if shown else ""
+        hint = (
+            f"Shown now: residuals of {whose(shown, shown.totals.device_bytes)}." if shown else ""
+        )
         if compiled and known is not None:
             hint = (
                 f"Shown now: peak {human_bytes(known.peak_bytes)} per device (compiled)."
@@ -153,6 +156,8 @@ class Opening:
                 self.app.push_screen(screen, self.open_config)
 
         measure = COMPILED if compiled else RESIDUAL
+        if not compiled and shown is not None:  # global array sizes, where they are all known
+            measure = residual_measure(shown.auto_sharded_devices, shown.sharded)
         ranks = ranking(compiled, wanted.measured)
         await self.app.push_screen(BudgetScreen(measure, self.last_budget, hint, ranks), chosen)
 

@@ -311,7 +311,7 @@ class CompareScreen(Screen[Config | None]):
     def measure(self) -> str:
         """What the memory column, the sort and the chart weigh."""
         if not self.compiled:
-            return "residual bytes on device (p in the main screen compiles each row)"
+            return "residual bytes per device (p in the main screen compiles each row)"
         steps = {(r.compiled or {}).get("step") for r in self.rows}
         step = "training step" if "train" in steps else "gradient alone"
         return f"compiled peak per device ({step})"

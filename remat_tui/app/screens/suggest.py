@@ -382,12 +382,15 @@ class SuggestScreen(Screen[Config | None]):
     def show_rows(self, s: Suggestion) -> None:
         """The suggestion beside the code as written, in the compare table's
         columns (those with a value), the configuration fitted to the width."""
-        from remat_tui.report.comparisons import COLUMNS, row_cells
+        from remat_tui.report.comparisons import any_measured, columns, measured_ranks, row_cells
 
         rows = (s.best, s.baseline)
-        heads = ("", *COLUMNS)
+        # compare's headers: whose bytes each counts (Contract 17), measured when run
+        heads = ("", *columns(rows))
+        rank = measured_ranks(rows) if any_measured(rows) else None
         cells = [
-            (name, *row_cells(r)) for name, r in zip(("suggested", "as written"), rows, strict=True)
+            (name, *row_cells(r, rank))
+            for name, r in zip(("suggested", "as written"), rows, strict=True)
         ]
         layout, cells = table_layout(heads, cells, [r.config for r in rows], self.app.size.width)
         labels = fitted_labels([r.config for r in rows], layout.label_width)

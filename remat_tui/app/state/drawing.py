@@ -86,10 +86,11 @@ def _computed(r: Residual) -> tuple[str, str, str]:
 
 
 def _size(r: Residual) -> str:
-    """Bytes, and a device's share when the residual is sharded."""
+    """Bytes; a device's share first when the residual is sharded, its
+    global array size beside, called so (Contract 17)."""
     if r.bytes_per_device is None:
         return human_bytes(r.bytes)
-    return f"{human_bytes(r.bytes)} ({human_bytes(r.bytes_per_device)}/dev)"
+    return f"{human_bytes(r.bytes_per_device)}/dev ({human_bytes(r.bytes)} global)"
 
 
 def _source_lines(a: Analysis) -> dict[str, set[int]]:

@@ -6,7 +6,7 @@ The summary uses the reports' own figures (report/phrases.py): the change from
 `as_written` is of the bytes excluding arguments, which are in memory anyway.
 Beside a per-device figure (the compiled peak, or a sharded residual's share)
 every byte figure says whose it is: `/device` when one device's bytes are
-known, `across all devices` when only the global ones are (arguments sharded
+known, `in global array sizes` when only those are (arguments sharded
 automatically: the avals carry no sharding, report/phrases.py byte_scope).
 """
 
@@ -19,8 +19,9 @@ from remat_tui.core.model import Analysis
 from remat_tui.core.units import count, human_bytes
 from remat_tui.report.phrases import (
     GLOBAL,
+    GLOBAL_SIZES,
     SHARDED,
-    all_devices,
+    in_global_sizes,
     per_device_totals,
     recompute_summary,
 )
@@ -89,17 +90,18 @@ def summary(
         if t.host_bytes:
             parts.append(f"{human_bytes(t.host_bytes)} host")
         parts.append(f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments{versus}")
-    elif scope == GLOBAL:  # a per-device peak beside, and no per-device residual bytes
+    elif scope == GLOBAL:  # several devices, and no per-device residual bytes
         figures = [human_bytes(t.device_bytes) + (" device" if t.host_bytes else "")]
         if t.host_bytes:
             figures.append(f"{human_bytes(t.host_bytes)} host")
         figures.append(f"{human_bytes(t.bytes_excluding_arguments)} excluding arguments{versus}")
-        parts = [*lead, f"saved by autodiff {all_devices(devices)}: " + ", ".join(figures)]
+        where = f"{saved} in {GLOBAL_SIZES}".strip()
+        parts = [*lead, f"{where}: " + ", ".join(figures)]
     else:  # one device's bytes known: sharded avals, or a program on one device
         device, host, excluding = per_device_totals(a)
         whole = ""
         if scope == SHARDED:
-            whole = f" ({human_bytes(t.device_bytes)} {all_devices(devices)})"
+            whole = f" ({in_global_sizes(t.global_device_bytes)})"
         parts = [*lead, f"{human_bytes(device)}/device{saved}{whole}"]
         if t.host_bytes:
             parts.append(f"{human_bytes(host)}/device host")
@@ -115,11 +117,13 @@ def residual_scope(a: Analysis, compiled: str | None, devices: int | None) -> st
     figure is shown, so bytes need no label; ONE_DEVICE: beside the compiled
     peak, on one device (its bytes are the global ones); GLOBAL: beside the
     compiled peak, over several devices (or possibly several) with no
-    per-device residual bytes known."""
+    per-device residual bytes known, or, not compiled, with arguments
+    sharded automatically over several devices (the residual bytes are
+    global array sizes)."""
     if a.sharded:
         return SHARDED
     if compiled is None:
-        return PLAIN
+        return GLOBAL if a.auto_sharded_devices > 1 else PLAIN
     if devices is None:
         devices = 1 if device_count(a.device) == 1 else None
     return ONE_DEVICE if devices == 1 else GLOBAL

@@ -124,8 +124,10 @@ class ShownView:
         table.set_rows(drawing.rows, drawing.host_rows, drawing.widths, sizes=drawing.sizes)
         # Device and host bytes apart, as the status line keeps them: a sum of
         # the two is no memory anything holds.
-        host = f" · {human_bytes(a.totals.host_bytes)} host" if a.totals.host_bytes else ""
-        device = human_bytes(a.totals.device_bytes) + (" device" if host else "")
+        # One device's bytes (Contract 17), said so where the residuals are split.
+        each = "/device" if a.sharded else ""
+        host = f" · {human_bytes(a.totals.host_bytes)}{each} host" if a.totals.host_bytes else ""
+        device = human_bytes(a.totals.device_bytes) + each + (" device" if host else "")
         table.border_title = f"Residuals  {len(a.residuals)} · {device}{host}"
         self.select_residual(table.selected if a.residuals else -1)
 

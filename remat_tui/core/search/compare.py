@@ -232,11 +232,13 @@ def compile_row(
     if not result.fits or row.step_flops is None:
         return
     per_device = result.devices
+    # The whole program's FLOPs and host bytes (global array sizes), over its devices.
     if chip is not None:
         row.time = step_time.estimate(
             chip,
             row.step_flops / per_device,
-            host_memory.moved_bytes(result.device, row.host_bytes) / per_device,
+            host_memory.moved_bytes(result.device, row.global_host_bytes or row.host_bytes)
+            / per_device,
             step_time.StepCounts.of(result),
         ).to_dict()
     note = flop_note(row.step_flops / per_device, row.recompute_flops / per_device, result)

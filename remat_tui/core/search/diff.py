@@ -31,7 +31,8 @@ class Diff(Displayable):
         a: A's `Row`.
         b: B's `Row`.
         only_a: residuals A saves and B does not, as
-            `{"text", "aval", "bytes", "memory", "origin"}`.
+            `{"text", "aval", "bytes", "global_bytes", "memory", "origin"}`
+            (`bytes` one device's, `global_bytes` the array's whole size).
         only_b: residuals B saves and A does not.
         both: residuals both save.
     """
@@ -44,7 +45,7 @@ class Diff(Displayable):
 
     @property
     def bytes_delta(self) -> int:
-        """Device residual bytes of B minus A."""
+        """Device residual bytes of B minus A, one device's."""
         return self.b.device_bytes - self.a.device_bytes
 
     @property
@@ -108,7 +109,13 @@ def _entries(counts: Counter, residuals: dict) -> list[dict]:
     out = []
     for key, n in counts.items():
         r = residuals[key]
-        entry = {"text": r.text, "aval": r.aval, "bytes": r.bytes, "memory": r.memory}
+        entry = {
+            "text": r.text,
+            "aval": r.aval,
+            "bytes": r.device_share,
+            "global_bytes": r.bytes,
+            "memory": r.memory,
+        }
         entry["origin"] = r.origin.label() if r.origin is not None else None
         out.extend([entry] * n)
     return out

@@ -340,7 +340,7 @@ class _Search:
         estimate = step_time.estimate(
             self.chip,
             step_flops / devices,
-            host_memory.moved_bytes(compiled.device, a.totals.host_bytes) / devices,
+            host_memory.moved_bytes(compiled.device, a.totals.global_host_bytes) / devices,
             step_time.StepCounts.of(compiled),
         ).to_dict()
         self.times[key] = estimate

@@ -54,17 +54,21 @@ def judge_offloads(
         if other is None:
             other = by_config[instead] = analysed(instead)
         saved = (other.recompute_flops - row.recompute_flops) / chip.peak_flops
-        moving = step_time.host_seconds(chip, row.host_bytes)
+        # The recompute FLOPs are the whole program's, so the bytes weighed
+        # against them are too: the global array sizes where residuals are
+        # split (the words say so), which one device would move alone.
+        moved = row.host_bytes if row.global_host_bytes is None else row.global_host_bytes
+        moving = step_time.host_seconds(chip, moved)
         if moving > saved:
             row.offload_slower = True
-            row.notes.append(_slower_offload_note(chip, row.host_bytes, moving, saved))
+            row.notes.append(_slower_offload_note(chip, moved, moving, saved, row.sharded))
 
 
-def _slower_offload_note(chip: Chip, host_bytes: int, moving: float, saved: float) -> str:
-    trip = (
-        f"moving {human_bytes(host_bytes)} to host and back takes about "
-        f"{human_seconds(moving)} a step"
-    )
+def _slower_offload_note(
+    chip: Chip, host_bytes: int, moving: float, saved: float, sharded: bool = False
+) -> str:
+    size = human_bytes(host_bytes) + (" (global array sizes)" if sharded else "")
+    trip = f"moving {size} to host and back takes about {human_seconds(moving)} a step"
     if saved <= 0:
         return (
             f"offloading gains nothing on {chip.name}: recomputing instead costs no "

@@ -201,7 +201,9 @@ def least_cost(baseline: Row) -> LeastCost:
     def least(row: Row) -> tuple:
         if chip is None or row.step_flops is None:
             return (row.recompute_flops, row.host_bytes)
-        moved = 0 if row.offload_without_host else row.host_bytes  # what crosses to host
+        # what crosses to host, counted as the estimate counts it (compare.py
+        # compile_row): the whole program's bytes over its devices
+        moved = 0 if row.offload_without_host else (row.global_host_bytes or row.host_bytes)
         bound = step_time.lower_bound(chip, row.step_flops / devices, moved / devices)
         return (bound, row.host_bytes)
 

@@ -17,8 +17,14 @@ class Row:
     Attributes:
         config: the configuration (outer policy, site overrides, device).
         python: the code to paste.
-        device_bytes: residual bytes on the device.
-        host_bytes: residual bytes offloaded to the host.
+        device_bytes: residual bytes on the device, one device's (Contract
+            17: what one device holds of each residual; its whole size where
+            its aval carries no sharding).
+        host_bytes: residual bytes offloaded to the host, one device's.
+        global_device_bytes: `device_bytes` in global array sizes where
+            residuals are sharded over a mesh; None: as device_bytes
+            (nothing is split).
+        global_host_bytes: `host_bytes` likewise.
         recompute_flops: forward work the backward pass does again.
         forward_flops: the forward pass's FLOPs.
         saved_bytes: residual bytes beyond the arguments.
@@ -46,9 +52,13 @@ class Row:
     forward_flops: int
     residuals: tuple[str, ...]  # JAX's texts, for diff
     saved_bytes: int = 0  # residual bytes beyond the arguments (those are held anyway)
-    # What one device holds of `device_bytes` where residuals are sharded over
-    # a mesh (Contract 17: budgets are per device); None: as device_bytes.
-    device_bytes_per_device: int | None = None
+    # The global array sizes where residuals are sharded over a mesh; None:
+    # the same as the per-device figures.
+    global_device_bytes: int | None = None
+    global_host_bytes: int | None = None
+    # How many devices the arguments sharded automatically are placed over
+    # (Analysis.auto_sharded_devices): its bytes are then global array sizes.
+    auto_sharded_devices: int = 1
     # The backward pass's work besides recomputation: the same for every
     # configuration of a target, so counted once (`step_flops`); None until
     # a step time is wanted.
@@ -73,9 +83,17 @@ class Row:
         no host memory for them: all of them, a bound)."""
         if self.compiled and self.compiled.get("peak_bytes"):
             return self.compiled["peak_bytes"]
-        device = self.device_bytes if self.device_bytes_per_device is None else (
-            self.device_bytes_per_device)  # fmt: skip
-        return device + (self.host_bytes if self.offload_without_host else 0)
+        return self.device_bytes + (self.host_bytes if self.offload_without_host else 0)
+
+    @property
+    def sharded(self) -> bool:
+        """Whether its residuals are sharded: its global figures differ."""
+        return self.global_device_bytes is not None or self.global_host_bytes is not None
+
+    @property
+    def device_bytes_per_device(self) -> int:
+        """`device_bytes` (its name before every figure was one device's)."""
+        return self.device_bytes
 
     @property
     def cost_source(self) -> str:
@@ -148,8 +166,11 @@ class Row:
             "sites": {str(k): v for k, v in self.config.sites},
             "python": self.python,
             "device_bytes": self.device_bytes,
-            "device_bytes_per_device": self.device_bytes_per_device,
+            "device_bytes_per_device": self.device_bytes,
             "host_bytes": self.host_bytes,
+            "global_device_bytes": _or(self.global_device_bytes, self.device_bytes),
+            "global_host_bytes": _or(self.global_host_bytes, self.host_bytes),
+            "auto_sharded_devices": self.auto_sharded_devices,
             "recompute_flops": self.recompute_flops,
             "forward_flops": self.forward_flops,
             "compiled": self.compiled,
@@ -168,21 +189,19 @@ class Row:
 
 
 def row_of(a: Analysis, compiled: dict | None = None) -> Row:
-    flops = a.flops
+    flops, t = a.flops, a.totals
     return Row(
         config=a.config,
         python=a.python,
-        device_bytes=a.totals.device_bytes,
-        host_bytes=a.totals.host_bytes,
+        device_bytes=t.device_bytes,
+        host_bytes=t.host_bytes,
         recompute_flops=flops["recompute"],
         forward_flops=flops["forward"],
         residuals=tuple(r.text for r in a.residuals),
-        saved_bytes=a.totals.bytes_excluding_arguments,
-        device_bytes_per_device=(
-            a.totals.device_bytes_per_device
-            if a.totals.device_bytes_per_device != a.totals.device_bytes
-            else None
-        ),  # fmt: skip
+        saved_bytes=t.bytes_excluding_arguments,
+        global_device_bytes=_unless(t.global_device_bytes, t.device_bytes),
+        global_host_bytes=_unless(t.global_host_bytes, t.host_bytes),
+        auto_sharded_devices=a.auto_sharded_devices,
         compiled=compiled,
     )
 
@@ -206,3 +225,12 @@ def refused_row(config: Config, error: str) -> Row:
 
 def _structure_dict(config: Config) -> dict | None:
     return config.structure.to_dict() if config.structure is not None else None
+
+
+def _unless(global_bytes: int, per_device: int) -> int | None:
+    """A global figure where it differs from one device's, else None."""
+    return None if global_bytes == per_device else global_bytes
+
+
+def _or(global_bytes: int | None, per_device: int) -> int:
+    return per_device if global_bytes is None else global_bytes

@@ -204,6 +204,7 @@ def _analysis(
         flops_exact=fwd_flops.exact
         and (bwd_flops is None or bwd_flops.exact)
         and recompute.flops_exact,
+        auto_sharded_devices=t.auto_sharded_devices,
     )
 
 

@@ -67,6 +67,10 @@ class Trace:
     seconds: float  # spent tracing so far (the backward pass adds its share)
     _backward_source: Callable[[], BackwardInputs] = field(repr=False)
     _backward_inputs: BackwardInputs | None = field(default=None, repr=False)
+    # How many devices the arguments sharded automatically are placed over
+    # (their shardings' most; 1: none is): their avals carry no sharding, so
+    # the residual bytes are global array sizes, and are called so.
+    auto_sharded_devices: int = 1
     _backward: jc.Jaxpr | None = field(default=None, repr=False)
     # The axes of the mesh the arguments are sharded over (None: none), which
     # the device's labels name (Contract 17).
@@ -164,6 +168,7 @@ def trace(
         if primal is None and (jc.remat3_enabled() or _has_user_checkpoint(result)):
             result.primal = primal_program(target, flat, here, prefer_dir)
     result.found = _residuals(result, flat, prefer_dir)
+    result.auto_sharded_devices = placed_over(flat.leaves)
     result.seconds = time.perf_counter() - start
     check_cancelled(cancelled)
     return result
@@ -205,6 +210,22 @@ def _residuals(t: Trace, flat: FlatArguments, prefer_dir: str | None) -> list[Fo
         lambda var: origins.of(t.forward, var),
         per_device_bytes,
     )
+
+
+def placed_over(leaves: list) -> int:
+    """The most devices an argument sharded automatically spans (1: none is
+    placed over several): a mesh's size, abstract or not. An argument over a
+    mesh of explicit axes is left out: its aval carries its sharding, so
+    every residual's per-device bytes are known (core/trace/residuals.py)."""
+    spans = [1]
+    for leaf in leaves:
+        sharding = getattr(leaf, "sharding", None)
+        axis_types = getattr(getattr(sharding, "mesh", None), "axis_types", ())
+        if axis_types and all(t == jax.sharding.AxisType.Explicit for t in axis_types):
+            continue
+        n = getattr(sharding, "num_devices", 1)
+        spans.append(n if isinstance(n, int) else 1)
+    return max(spans)
 
 
 def _has_user_checkpoint(t: Trace) -> bool:

@@ -113,7 +113,7 @@ def estimated(a: Analysis, c: Compiled | None) -> dict | None:
     if chip is None or backward is None:
         return None
     flops = (a.flops["forward"] + backward) / c.devices
-    host = host_memory.moved_bytes(c.device, a.totals.host_bytes) / c.devices
+    host = host_memory.moved_bytes(c.device, a.totals.global_host_bytes) / c.devices
     return step_time.estimate(chip, flops, host, step_time.StepCounts.of(c)).to_dict()
 
 
