@@ -51,6 +51,7 @@ from remat_tui.core.xla.value_keys import (
     bytes_by_key,
     keys,
     matches,
+    per_device,
     shown,
     sig,
     signature,
@@ -70,8 +71,12 @@ class Linked:
         made: tuple,
         at_peak: list[dict],
         recomputed: Iterable[tuple] = (),
+        devices: int = 1,
     ) -> None:
         self.residuals = residuals
+        # the devices the program spans: a residual's aval is global, the
+        # compiled values one device's (value_keys.per_device)
+        self.devices = devices
         # (primitive, aval, frames) of what the backward jaxpr re-runs (core/trace/story.py)
         self.recomputed = as_xla_names([sig(*w) for w in recomputed if w[1] is not None])
         self.merged_recompute: list[dict] = []  # recomputations XLA merged into the forward part
@@ -110,19 +115,27 @@ class Linked:
                     self.fates[i] = Fate(UNKNOWN, "its computation is not known to the jaxpr")
                 continue
             sigs = signatures(residuals[indices[0]].story.made)
-            alike = unique(
-                m for sig in sigs for m in forward.get((sig[0], sig[2]), []) if matches(sigs, m)
-            )
-            other = unique(
-                m for sig in sigs for m in elsewhere.get((sig[0], sig[2]), []) if matches(sigs, m)
-            )
+            alike = self._records(sigs, forward)
+            other = self._records(sigs, elsewhere)
             self._group(
                 indices, sorted(alike, key=lambda m: m.start), sorted(other, key=lambda m: m.start)
             )
+        self._untold_again(groups, forward)
         self._merged()
         unsaved.explain(self, forward)
 
     # ---- the residuals ------------------------------------------------------------
+
+    def _records(self, sigs: list[tuple], index: dict[tuple, list[mk.Made]]) -> list[mk.Made]:
+        """The records of `index` ((primitive, elements) -> records) a
+        residual with keys `sigs` may be, on one device."""
+        return unique(
+            m
+            for sig in sigs
+            for count in per_device(sig[2], self.devices)
+            for m in index.get((sig[0], count), [])
+            if matches(sigs, m, self.devices)
+        )
 
     def _arguments(self, arguments: dict[int, mk.Made]) -> None:
         """Argument residuals in the step's parameters: the gradient step takes
@@ -136,7 +149,8 @@ class Linked:
             elements = 1
             for d in r.shape:
                 elements *= d
-            if m is None or m.elements not in (elements, _per_device(r, elements)):
+            shares = {_per_device(r, elements), *per_device(elements, self.devices)}
+            if m is None or m.elements not in shares:
                 continue
             self._keep(i, m, "the step's argument, in its buffer for the whole step")
 
@@ -157,6 +171,26 @@ class Linked:
                 self._keep(i, m, "a buffer holds it from the forward part into the backward part")
             else:
                 self.fates[i] = self._not_kept(m, _nth(elsewhere, j, n))
+
+    def _untold_again(self, groups: dict, forward: dict) -> None:
+        """Alike residuals that order could not tell apart, tied again
+        without the values other residuals' equations were tied to: a
+        reshape's value and its operand's (`attn` named on the reshape of
+        an attention's second dot, where the first dot is saved too, on one
+        line) are one primitive, size and line to XLA, a bitcast apart."""
+        for key, indices in groups.items():
+            if key is None or not all(
+                (f := self.fates[i]) is not None and f.what == UNKNOWN for i in indices
+            ):
+                continue
+            sigs = signatures(self.residuals[indices[0]].story.made)
+            left = [
+                m
+                for m in self._records(sigs, forward)
+                if not any(k in self.exact for k in (m.key, *m.values))
+            ]
+            if len(indices) in (len(left), sum(m.kept for m in left)):
+                self._group(indices, sorted(left, key=lambda m: m.start), [])
 
     def _by_place(self, indices: list[int], forward: list) -> list | None:
         """Alike residuals tied by their place among every alike equation of
@@ -350,7 +384,8 @@ def link(
     made = compiled.made
     if compiled.step == "train":  # its parameters are (params, opt_state, batch): no argument order
         made = tuple(m for m in made if m.where != mk.ARGUMENT)
-    linked = Linked(residuals, made, memory["at_peak"], recomputed)
+    devices = getattr(compiled, "devices", 1) or 1
+    linked = Linked(residuals, made, memory["at_peak"], recomputed, devices)
     at_peak = linked.at_peak(memory["at_peak"])
     # The other memories' buffers too (TPU VMEM keeps a small program's residuals).
     spaces = [

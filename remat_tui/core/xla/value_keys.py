@@ -9,6 +9,14 @@ A residual has several keys: its equation's, those of the equations it only
 re-lays (XLA may keep the value before the reshape), and, for a primitive
 JAX lowers by composing others, the same with the composition's root, which
 is what XLA's op_name names (jaxcompat.hlo_values.hlo_primitives).
+
+Over a mesh the jaxpr's avals are global and the compiled values one
+device's: a residual's elements match a value's where the value holds the
+whole of it or an even share of it over some of the program's devices
+(`per_device`). The jaxpr does not say how XLA split what it left open
+(a mesh's Auto axes), so every share is a candidate; the primitive and the
+user's frames must match too. A value inside a `shard_map` body has its
+aval per device already: its whole count is one of the candidates.
 """
 
 from __future__ import annotations
@@ -56,11 +64,21 @@ def sig(primitive: str, shape: str, frames: tuple) -> tuple:
     dtype, _, dims = shape.partition("[")
     dtype = dtype.split("<")[0]
     count = 1
-    for d in dims.rstrip("]").split(","):
+    # `f32[2,16]{V:data}`: a shard_map body's aval names the axes it varies over
+    for d in dims.partition("]")[0].split(","):
         if d.strip().isdigit():
             count *= int(d)
     where = tuple((f.file, f.line) for f in frames)
     return (primitive, hlo_dtype(dtype), count, where)
+
+
+@functools.lru_cache(maxsize=4096)
+def per_device(elements: int, devices: int) -> tuple[int, ...]:
+    """The element counts one device may hold of a value of `elements` over a
+    program of `devices` devices: the whole (replicated), or an even share
+    over any number of them that divides both."""
+    shares = [d for d in range(1, devices + 1) if devices % d == 0 and elements % d == 0]
+    return tuple(elements // d for d in shares)
 
 
 def keys(m: Made) -> set[tuple]:
@@ -71,10 +89,13 @@ def keys(m: Made) -> set[tuple]:
     return {(alias[0], alias[2]) for alias in m.aliases}
 
 
-def matches(sigs: list[tuple], m: Made) -> bool:
-    """Whether any of a residual's keys is any of the value's."""
+def matches(sigs: list[tuple], m: Made, devices: int = 1) -> bool:
+    """Whether any of a residual's keys is any of the value's, on one device
+    of `devices` (`per_device`)."""
     return any(
-        (alias[0], alias[2]) == (s[0], s[2]) and same_frames(s[3], alias[3])
+        alias[0] == s[0]
+        and alias[2] in per_device(s[2], devices)
+        and same_frames(s[3], alias[3])
         for s in sigs
         for alias in m.aliases
     )
