@@ -237,7 +237,8 @@ class Linked:
     def _keep(self, i: int, m: mk.Made, words: str) -> None:
         at_peak = sum(self._peak_bytes.get(k, 0) for k in {m.key, *m.same_bytes})
         peak = f"; {human_bytes(at_peak)} of it live at the peak" if at_peak else ""
-        self.fates[i] = Fate(KEPT, f"{words} ({shown(m.key)}){peak}", shown(m.key), at_peak)
+        buffer = shown(_held_in(m, self._peak_bytes))
+        self.fates[i] = Fate(KEPT, f"{words} ({buffer}){peak}", buffer, at_peak)
         for k in {m.key, *m.values}:
             self.exact.setdefault(k, i)
         for k in m.same_bytes:
@@ -349,6 +350,17 @@ class Linked:
                 )
             out.append(entry)
         return out
+
+
+def _held_in(m: mk.Made, peak_bytes: dict[str, int]) -> str:
+    """The value that names the buffer keeping `m` for the backward part: the
+    one of its bytes at the peak (the memory view's), else the output of the
+    forward loop it leaves (`while.4{3}`, where the first value computing it
+    is the loop body's parameter), else the value that computes it."""
+    held = [k for k in (m.key, *m.same_bytes) if peak_bytes.get(k)]
+    if held:
+        return max(held, key=lambda k: peak_bytes[k])
+    return next((k for k in m.same_bytes if k.startswith("while.")), m.key)
 
 
 def _nth(records: list, j: int, n: int) -> list:
