@@ -43,9 +43,9 @@ def _nnx_target(mesh, **sizes):
     )
 
 
-def _shard_map_target(chips, batch):
+def _shard_map_target(chips, batch, policy=DOTS):
     return remat_tui.Target(
-        fn=shard_map_block.make_loss(DOTS, chips),
+        fn=shard_map_block.make_loss(policy, chips),
         name="loss",
         args=lambda devices=None: shard_map_block.example_args(devices, batch=batch),
     )
@@ -180,7 +180,9 @@ def test_shard_map_residuals_carry_the_lines_of_the_bodys_equations():
 # ---- the named share of residual bytes at the peak ---------------------------------
 
 
-def _named_share(a) -> float:
+def _named_share(a) -> float | None:
+    """The share of the residual bytes at the compiled peak (every memory's)
+    whose buffer names a residual; None where the peak holds none."""
     memory = a.compiled.memory
     held = [
         b
@@ -189,18 +191,27 @@ def _named_share(a) -> float:
         if b["category"] == "residual"
     ]
     size = sum(b["bytes"] for b in held)
-    assert size, "no residual bytes at the peak"
-    return sum(b["bytes"] for b in held if b["residual"]) / size
+    return sum(b["bytes"] for b in held if b["residual"]) / size if size else None
+
+
+def _shard_map_share(chips, device: str) -> float:
+    """The shard_map block's named share under the first of dots_saveable and
+    everything_saveable whose compiled peak holds residual bytes (JAX 0.12's
+    CPU compile of the dots one peaks in the backward part, past them)."""
+    for policy in (DOTS, jax.checkpoint_policies.everything_saveable):
+        a = remat_tui.analyze(_shard_map_target(chips, 4096, policy), device=device, compiled=True)
+        assert a.compiled.devices == 4
+        share = _named_share(a)
+        if share is not None:
+            return share
+    raise AssertionError("no residual bytes at the peak under either policy")
 
 
 def test_the_story_names_the_residual_bytes_at_the_peak_on_cpu_devices():
-    for target in (
-        _nnx_target(nnx_model.mesh_of(CPUS)),
-        _shard_map_target(CPUS, batch=4096),
-    ):
-        a = remat_tui.analyze(target, device="cpu", compiled=True)
-        assert a.compiled.devices == 4
-        assert _named_share(a) >= 0.9
+    a = remat_tui.analyze(_nnx_target(nnx_model.mesh_of(CPUS)), device="cpu", compiled=True)
+    assert a.compiled.devices == 4
+    assert (_named_share(a) or 0) >= 0.9
+    assert _shard_map_share(CPUS, "cpu") >= 0.9
 
 
 def test_the_story_names_the_residual_bytes_at_the_peak_on_a_deviceless_tpu():
@@ -216,7 +227,7 @@ def test_the_story_names_the_residual_bytes_at_the_peak_on_a_deviceless_tpu():
         name="loss",
         args=lambda devices=None: nnx_model.example_args(nnx_model.mesh_of(devices), **sizes),
     )
-    for target in (nnx_target, _shard_map_target(chips, batch=4096)):
-        a = remat_tui.analyze(target, device="tpu:v5e:2x2", compiled=True)
-        assert a.compiled.devices == 4
-        assert _named_share(a) >= 0.9
+    a = remat_tui.analyze(nnx_target, device="tpu:v5e:2x2", compiled=True)
+    assert a.compiled.devices == 4
+    assert (_named_share(a) or 0) >= 0.9
+    assert _shard_map_share(chips, "tpu:v5e:2x2") >= 0.9
