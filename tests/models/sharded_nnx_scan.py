@@ -74,9 +74,7 @@ class Model(nnx.Module):
 def mesh_of(devices=None):
     devices = devices if devices is not None else jax.devices()
     # Auto axes: XLA places what the FSDP arguments leave open, as under pjit
-    return jax.make_mesh(
-        (len(devices),), ("data",), axis_types=(AxisType.Auto,), devices=devices
-    )
+    return jax.make_mesh((len(devices),), ("data",), axis_types=(AxisType.Auto,), devices=devices)
 
 
 def _model(mesh, width):

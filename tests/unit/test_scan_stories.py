@@ -140,6 +140,35 @@ def test_a_scans_stacked_residuals_are_kept_in_the_loops_output(sharded):
         assert _reaches_another_loop(hlo, loop, k), (r.text, fate.buffer)
 
 
+def test_explicitly_sharded_residuals_are_kept_in_one_devices_share():
+    """Under an Explicit mesh (avals like `f32[8@data,32@model]`) the named
+    hidden values of the zoo's mesh model are kept, each in a buffer of the
+    hand-compiled HLO holding one device's share of it (they said `removed`:
+    `8@data` was read as no dimension at all)."""
+    import mesh_model
+
+    target = remat_tui.Target(
+        fn=mesh_model.make_loss(),
+        name="loss",
+        args=lambda devices=None: mesh_model.example_args(devices),
+    )
+    a = remat_tui.analyze(target, device="cpu", compiled=True)
+    hlo = _hand_hlo(mesh_model.make_loss(), mesh_model.example_args(CPUS))
+    hidden = [r for r in a.residuals if r.name == "hidden"]
+    assert len(hidden) == mesh_model.LAYERS
+    for r in hidden:
+        fate = r.story.xla
+        assert fate is not None and fate.what == stories.KEPT, (r.text, fate)
+        name, _, k = fate.buffer.partition("{")
+        shape = hlo[name][0]
+        shape = _element(shape, int(k[:-1])) if k else shape
+        dims = [int(d) for d in shape.split("[")[1].split("]")[0].split(",")]
+        elements = 1
+        for d in dims:
+            elements *= d
+        assert r.bytes_per_device == elements * 4, (r.text, shape)
+
+
 # ---- lines inside shard_map bodies -------------------------------------------------
 
 

@@ -90,9 +90,7 @@ def explain(linked: Linking, forward: dict) -> None:
     for m in unique(m for records in forward.values() for m in records):
         if not m.kept or any(k in told for k in (m.key, *m.values)):
             continue
-        if any(
-            matches(sigs, m, linked.devices) for key in keys(m) for sigs in by_key.get(key, ())
-        ):
+        if any(matches(sigs, m, linked.devices) for key in keys(m) for sigs in by_key.get(key, ())):
             _say(linked, m, ALIKE)
         elif matches(linked.recomputed, m, linked.devices):
             _merged_recompute(linked, m)

@@ -64,10 +64,13 @@ def sig(primitive: str, shape: str, frames: tuple) -> tuple:
     dtype, _, dims = shape.partition("[")
     dtype = dtype.split("<")[0]
     count = 1
-    # `f32[2,16]{V:data}`: a shard_map body's aval names the axes it varies over
+    # `f32[2,16]{V:data}`: a shard_map body's aval names the axes it varies
+    # over; `f32[8@data,32]`: an explicitly sharded one, the mesh axis of a
+    # dimension (its size is the global one)
     for d in dims.partition("]")[0].split(","):
-        if d.strip().isdigit():
-            count *= int(d)
+        size = d.strip().partition("@")[0]
+        if size.isdigit():
+            count *= int(size)
     where = tuple((f.file, f.line) for f in frames)
     return (primitive, hlo_dtype(dtype), count, where)
 
@@ -93,9 +96,7 @@ def matches(sigs: list[tuple], m: Made, devices: int = 1) -> bool:
     """Whether any of a residual's keys is any of the value's, on one device
     of `devices` (`per_device`)."""
     return any(
-        alias[0] == s[0]
-        and alias[2] in per_device(s[2], devices)
-        and same_frames(s[3], alias[3])
+        alias[0] == s[0] and alias[2] in per_device(s[2], devices) and same_frames(s[3], alias[3])
         for s in sigs
         for alias in m.aliases
     )
