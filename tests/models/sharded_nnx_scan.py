@@ -6,9 +6,10 @@ attention under `jax.shard_map` over the mesh's `data` axis with
 weights and the batch split over `data` (FSDP, on an Auto mesh: XLA places
 the rest).
 
-`make_loss(mesh, policy, width)`: the loss over that mesh (`mesh_of(devices)`
-builds one over the given devices; `None`: no mesh, no shard_map).
-`example_args(mesh, batch, seq, width)`: its arguments. The registered
+`make_loss(mesh, policy, width, dtype)`: the loss over that mesh
+(`mesh_of(devices)` builds one over the given devices; `None`: no mesh, no
+shard_map), its weights and activations of `dtype`.
+`example_args(mesh, batch, seq, width, dtype)`: its arguments. The registered
 targets: `sharded` (over every device JAX has), `unsharded` (no mesh).
 """
 
@@ -32,12 +33,13 @@ def attention(q, k, v):
 
 
 class Block(nnx.Module):
-    def __init__(self, mesh, width, *, rngs: nnx.Rngs):
+    def __init__(self, mesh, width, dtype, *, rngs: nnx.Rngs):
         self.mesh = mesh
-        self.norm = nnx.LayerNorm(width, rngs=rngs)
-        self.qkv = nnx.Linear(width, 3 * width, use_bias=False, rngs=rngs)
-        self.up = nnx.Linear(width, 4 * width, rngs=rngs)
-        self.down = nnx.Linear(4 * width, width, rngs=rngs)
+        typed = {"dtype": dtype, "param_dtype": dtype, "rngs": rngs}
+        self.norm = nnx.LayerNorm(width, **typed)
+        self.qkv = nnx.Linear(width, 3 * width, use_bias=False, **typed)
+        self.up = nnx.Linear(width, 4 * width, **typed)
+        self.down = nnx.Linear(4 * width, width, **typed)
 
     def __call__(self, x):
         b, s, width = x.shape
@@ -55,11 +57,11 @@ class Block(nnx.Module):
 
 
 class Model(nnx.Module):
-    def __init__(self, mesh, width, *, rngs: nnx.Rngs):
+    def __init__(self, mesh, width, dtype, *, rngs: nnx.Rngs):
         @nnx.split_rngs(splits=LAYERS)
         @nnx.vmap(in_axes=(0,), out_axes=0)
         def create(rngs: nnx.Rngs):
-            return Block(mesh, width, rngs=rngs)
+            return Block(mesh, width, dtype, rngs=rngs)
 
         self.blocks = create(rngs)
 
@@ -77,12 +79,12 @@ def mesh_of(devices=None):
     return jax.make_mesh((len(devices),), ("data",), axis_types=(AxisType.Auto,), devices=devices)
 
 
-def _model(mesh, width):
-    return nnx.eval_shape(lambda: Model(mesh, width, rngs=nnx.Rngs(0)))
+def _model(mesh, width, dtype):
+    return nnx.eval_shape(lambda: Model(mesh, width, dtype, rngs=nnx.Rngs(0)))
 
 
-def make_loss(mesh, policy=WRITTEN, width=WIDTH):
-    graphdef = nnx.graphdef(_model(mesh, width))
+def make_loss(mesh, policy=WRITTEN, width=WIDTH, dtype=jnp.float32):
+    graphdef = nnx.graphdef(_model(mesh, width, dtype))
 
     def loss(params, x):
         return jnp.mean(nnx.merge(graphdef, params)(x, policy) ** 2)
@@ -90,9 +92,9 @@ def make_loss(mesh, policy=WRITTEN, width=WIDTH):
     return loss
 
 
-def example_args(mesh, batch=BATCH, seq=SEQ, width=WIDTH):
-    _, params = nnx.split(_model(mesh, width))
-    x = jax.ShapeDtypeStruct((batch, seq, width), jnp.float32)
+def example_args(mesh, batch=BATCH, seq=SEQ, width=WIDTH, dtype=jnp.float32):
+    _, params = nnx.split(_model(mesh, width, dtype))
+    x = jax.ShapeDtypeStruct((batch, seq, width), dtype)
     if mesh is None:
         return params, x
 

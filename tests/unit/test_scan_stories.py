@@ -169,6 +169,36 @@ def test_explicitly_sharded_residuals_are_kept_in_one_devices_share():
         assert r.bytes_per_device == elements * 4, (r.text, shape)
 
 
+@pytest.mark.parametrize("sharded", [True, False], ids=["mesh", "one-device"])
+def test_bf16_scan_residuals_are_kept_through_cpus_f32_copies(sharded):
+    """CPU computes a bf16 program in f32 and converts back and forth (XLA's
+    converts carry no JAX primitive): the stacked projections and the
+    block's output leave the forward loop as f32 copies of the bf16 values,
+    and are kept there (they said `removed`, their buffers named none)."""
+    import jax.numpy as jnp
+
+    mesh = nnx_model.mesh_of(CPUS) if sharded else None
+    target = remat_tui.Target(
+        fn=nnx_model.make_loss(mesh, dtype=jnp.bfloat16),
+        name="loss",
+        args=lambda devices=None: nnx_model.example_args(
+            mesh if mesh is None else nnx_model.mesh_of(devices), dtype=jnp.bfloat16
+        ),
+    )
+    a = remat_tui.analyze(target, device="cpu" if sharded else "cpu:0", compiled=True)
+    outside = [
+        r
+        for r in a.residuals
+        if r.origin
+        and r.origin.trip_count == nnx_model.LAYERS
+        and r.dtype == "bfloat16"
+        and r.origin.name is None
+    ]
+    assert len(outside) == 3  # the qkv and up projections, the block's output
+    for r in outside:
+        assert r.story.xla.what == stories.KEPT, (r.text, r.story.xla)
+
+
 # ---- lines inside shard_map bodies -------------------------------------------------
 
 
