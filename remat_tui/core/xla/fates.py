@@ -90,6 +90,7 @@ class Linked:
         self.unnamed: dict[str, str] = {}  # value key -> why its buffer names no residual
         self.inputs: dict[str, int] = {}  # value key -> the residual whose input it holds
         self._peak_bytes = bytes_by_key(at_peak)
+        self._peak_shapes = {value_key(b["instruction"]): b.get("shape") for b in at_peak}
         forward: defaultdict[tuple, list[mk.Made]] = defaultdict(list)
         elsewhere: defaultdict[tuple, list[mk.Made]] = defaultdict(list)
         arguments: dict[int, mk.Made] = {}
@@ -174,23 +175,58 @@ class Linked:
 
     def _untold_again(self, groups: dict, forward: dict) -> None:
         """Alike residuals that order could not tell apart, tied again
-        without the values other residuals' equations were tied to: a
+        without the values other residuals' equations were tied to, and, one
+        residual at a time, by the dimensions of the buffers at the peak: a
         reshape's value and its operand's (`attn` named on the reshape of
         an attention's second dot, where the first dot is saved too, on one
-        line) are one primitive, size and line to XLA, a bitcast apart."""
-        for key, indices in groups.items():
-            if key is None or not all(
-                (f := self.fates[i]) is not None and f.what == UNKNOWN for i in indices
-            ):
-                continue
-            sigs = signatures(self.residuals[indices[0]].story.made)
-            left = [
-                m
-                for m in self._records(sigs, forward)
-                if not any(k in self.exact for k in (m.key, *m.values))
-            ]
-            if len(indices) in (len(left), sum(m.kept for m in left)):
-                self._group(indices, sorted(left, key=lambda m: m.start), [])
+        line) are one primitive, size and line to XLA, a bitcast apart; the
+        stacked buffer of each ends in the dimensions of its own."""
+        for _ in range(len(groups)):
+            progress = False
+            for key, indices in groups.items():
+                if key is None or not all(
+                    (f := self.fates[i]) is not None and f.what == UNKNOWN for i in indices
+                ):
+                    continue
+                sigs = signatures(self.residuals[indices[0]].story.made)
+                left = [
+                    m
+                    for m in self._records(sigs, forward)
+                    if not any(k in self.exact for k in (m.key, *m.values))
+                ]
+                if len(indices) in (len(left), sum(m.kept for m in left)):
+                    self._group(indices, sorted(left, key=lambda m: m.start), [])
+                elif len(indices) == 1:
+                    shaped = [m for m in left if m.kept and self._shaped_as(indices[0], m)]
+                    if len(shaped) != 1:
+                        continue
+                    self._keep(
+                        indices[0],
+                        shaped[0],
+                        "a buffer holds it from the forward part into the backward part",
+                    )
+                else:
+                    continue
+                progress = progress or self.fates[indices[0]].what != UNKNOWN
+            if not progress:
+                return
+
+    def _shaped_as(self, i: int, m: mk.Made) -> bool:
+        """Whether a buffer at the peak holding `m` ends in the dimensions of
+        residual i's value (per iteration, for a loop's stacked one), each
+        whole or an even share over the devices."""
+        made = self.residuals[i].story.made
+        ours = _dims(made.shape if made is not None else None)
+        for k in (m.key, *m.same_bytes):
+            theirs = _dims(self._peak_shapes.get(k))
+            if ours and theirs and len(theirs) >= len(ours):
+                tail = theirs[len(theirs) - len(ours) :]
+                if all(
+                    b and r % b == 0 and self.devices % (r // b) == 0
+                    for r, b in zip(ours, tail, strict=True)
+                ):
+                    return True
+        return False
 
     def _by_place(self, indices: list[int], forward: list) -> list | None:
         """Alike residuals tied by their place among every alike equation of
@@ -350,6 +386,16 @@ class Linked:
                 )
             out.append(entry)
         return out
+
+
+def _dims(shape: str | None) -> tuple[int, ...]:
+    """`f32[2,16]{V:data}`, `f32[8@data,16]{1,0}` -> (2, 16), (8, 16); () for
+    none, a scalar or a tuple."""
+    if not shape or shape.startswith("("):
+        return ()
+    inside = shape.partition("[")[2].partition("]")[0]
+    sizes = [d.strip().partition("@")[0] for d in inside.split(",") if d.strip()]
+    return tuple(int(d) for d in sizes) if all(d.isdigit() for d in sizes) else ()
 
 
 def _held_in(m: mk.Made, peak_bytes: dict[str, int]) -> str:
