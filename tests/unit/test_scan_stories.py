@@ -278,13 +278,20 @@ def test_the_story_names_the_residual_bytes_at_the_peak_on_a_deviceless_tpu():
         chips = devices_lib.device_set(devices_lib.resolve_device("tpu:v5e:2x2"))
     except RematError as exc:
         pytest.skip(f"no deviceless TPU here ({exc.message})")
-    sizes = {"batch": 16, "seq": 128, "width": 256}
-    nnx_target = remat_tui.Target(
-        fn=nnx_model.make_loss(nnx_model.mesh_of(chips), width=sizes["width"]),
-        name="loss",
-        args=lambda devices=None: nnx_model.example_args(nnx_model.mesh_of(devices), **sizes),
-    )
-    a = remat_tui.analyze(nnx_target, device="tpu:v5e:2x2", compiled=True)
-    assert a.compiled.devices == 4
-    assert (_named_share(a) or 0) >= 0.9
+    import jax.numpy as jnp
+
+    for dtype in (jnp.float32, jnp.bfloat16):  # v5e keeps bf16's scores and attn alike
+        sizes = {"batch": 16, "seq": 128, "width": 256, "dtype": dtype}
+        nnx_target = remat_tui.Target(
+            fn=nnx_model.make_loss(nnx_model.mesh_of(chips), width=256, dtype=dtype),
+            name="loss",
+            args=lambda devices=None, sizes=sizes: nnx_model.example_args(
+                nnx_model.mesh_of(devices), **sizes
+            ),
+        )
+        a = remat_tui.analyze(nnx_target, device="tpu:v5e:2x2", compiled=True)
+        assert a.compiled.devices == 4
+        stacked = [r for r in a.residuals if r.origin and r.origin.trip_count == nnx_model.LAYERS]
+        assert all(r.story.xla.what == stories.KEPT for r in stacked), dtype
+        assert (_named_share(a) or 0) >= 0.9, dtype
     assert _shard_map_share(chips, "tpu:v5e:2x2") >= 0.9

@@ -72,6 +72,7 @@ class Linked:
         at_peak: list[dict],
         recomputed: Iterable[tuple] = (),
         devices: int = 1,
+        other_spaces: Iterable[dict] = (),
     ) -> None:
         self.residuals = residuals
         # the devices the program spans: a residual's aval is global, the
@@ -90,7 +91,11 @@ class Linked:
         self.unnamed: dict[str, str] = {}  # value key -> why its buffer names no residual
         self.inputs: dict[str, int] = {}  # value key -> the residual whose input it holds
         self._peak_bytes = bytes_by_key(at_peak)
-        self._peak_shapes = {value_key(b["instruction"]): b.get("shape") for b in at_peak}
+        # the buffers at each memory's peak (TPU's VMEM too), by value key
+        self._peak_shapes = {
+            value_key(b["instruction"]): b.get("shape")
+            for b in [*at_peak, *(b for space in other_spaces for b in space["at_peak"])]
+        }
         forward: defaultdict[tuple, list[mk.Made]] = defaultdict(list)
         elsewhere: defaultdict[tuple, list[mk.Made]] = defaultdict(list)
         arguments: dict[int, mk.Made] = {}
@@ -443,7 +448,9 @@ def link(
     if compiled.step == "train":  # its parameters are (params, opt_state, batch): no argument order
         made = tuple(m for m in made if m.where != mk.ARGUMENT)
     devices = getattr(compiled, "devices", 1) or 1
-    linked = Linked(residuals, made, memory["at_peak"], recomputed, devices)
+    linked = Linked(
+        residuals, made, memory["at_peak"], recomputed, devices, memory.get("other_spaces", ())
+    )
     at_peak = linked.at_peak(memory["at_peak"])
     # The other memories' buffers too (TPU VMEM keeps a small program's residuals).
     spaces = [
