@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 from remat_tui.core.xla.value_keys import (
     as_xla_names,
     bytes_by_key,
+    dims,
+    held_in,
     keys,
     matches,
     per_device,
@@ -221,9 +223,9 @@ class Linked:
         residual i's value (per iteration, for a loop's stacked one), each
         whole or an even share over the devices."""
         made = self.residuals[i].story.made
-        ours = _dims(made.shape if made is not None else None)
+        ours = dims(made.shape if made is not None else None)
         for k in (m.key, *m.same_bytes):
-            theirs = _dims(self._peak_shapes.get(k))
+            theirs = dims(self._peak_shapes.get(k))
             if ours and theirs and len(theirs) >= len(ours):
                 tail = theirs[len(theirs) - len(ours) :]
                 if all(
@@ -278,7 +280,7 @@ class Linked:
     def _keep(self, i: int, m: mk.Made, words: str) -> None:
         at_peak = sum(self._peak_bytes.get(k, 0) for k in {m.key, *m.same_bytes})
         peak = f"; {human_bytes(at_peak)} of it live at the peak" if at_peak else ""
-        buffer = shown(_held_in(m, self._peak_bytes))
+        buffer = shown(held_in(m, self._peak_bytes))
         self.fates[i] = Fate(KEPT, f"{words} ({buffer}){peak}", buffer, at_peak)
         for k in {m.key, *m.values}:
             self.exact.setdefault(k, i)
@@ -391,27 +393,6 @@ class Linked:
                 )
             out.append(entry)
         return out
-
-
-def _dims(shape: str | None) -> tuple[int, ...]:
-    """`f32[2,16]{V:data}`, `f32[8@data,16]{1,0}` -> (2, 16), (8, 16); () for
-    none, a scalar or a tuple."""
-    if not shape or shape.startswith("("):
-        return ()
-    inside = shape.partition("[")[2].partition("]")[0]
-    sizes = [d.strip().partition("@")[0] for d in inside.split(",") if d.strip()]
-    return tuple(int(d) for d in sizes) if all(d.isdigit() for d in sizes) else ()
-
-
-def _held_in(m: mk.Made, peak_bytes: dict[str, int]) -> str:
-    """The value that names the buffer keeping `m` for the backward part: the
-    one of its bytes at the peak (the memory view's), else the output of the
-    forward loop it leaves (`while.4{3}`, where the first value computing it
-    is the loop body's parameter), else the value that computes it."""
-    held = [k for k in (m.key, *m.same_bytes) if peak_bytes.get(k)]
-    if held:
-        return max(held, key=lambda k: peak_bytes[k])
-    return next((k for k in m.same_bytes if k.startswith("while.")), m.key)
 
 
 def _nth(records: list, j: int, n: int) -> list:

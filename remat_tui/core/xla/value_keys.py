@@ -137,3 +137,24 @@ def unique(records: Iterable) -> list:
             seen.add(id(m))
             out.append(m)
     return out
+
+
+def dims(shape: str | None) -> tuple[int, ...]:
+    """`f32[2,16]{V:data}`, `f32[8@data,16]{1,0}` -> (2, 16), (8, 16); () for
+    none, a scalar or a tuple."""
+    if not shape or shape.startswith("("):
+        return ()
+    inside = shape.partition("[")[2].partition("]")[0]
+    sizes = [d.strip().partition("@")[0] for d in inside.split(",") if d.strip()]
+    return tuple(int(d) for d in sizes) if all(d.isdigit() for d in sizes) else ()
+
+
+def held_in(m: Made, peak_bytes: dict[str, int]) -> str:
+    """The value that names the buffer keeping `m` for the backward part: the
+    one of its bytes at the peak (the memory view's), else the output of the
+    forward loop it leaves (`while.4{3}`, where the first value computing it
+    is the loop body's parameter), else the value that computes it."""
+    held = [k for k in (m.key, *m.same_bytes) if peak_bytes.get(k)]
+    if held:
+        return max(held, key=lambda k: peak_bytes[k])
+    return next((k for k in m.same_bytes if k.startswith("while.")), m.key)
