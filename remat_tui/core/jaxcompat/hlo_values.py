@@ -13,7 +13,7 @@ jaxcompat.
 
 from __future__ import annotations
 
-from remat_tui.core.jaxcompat.hlo_text import Instruction, Module
+from remat_tui.core.jaxcompat.hlo_text import Instruction, Module, primitive
 
 # Ops that move or re-lay a value's bytes, or round it as JAX asks for a
 # saved value (reduce-precision): the value is their operand's.
@@ -68,7 +68,7 @@ def computing(module: Module, calls: Calls, name: str, index: tuple[int, ...] = 
                 return made
             path = []
             at = _operand(module, at, 0)
-        elif op in MOVES and not path:
+        elif (op in MOVES or _xlas_convert(at)) and not path:
             made.append(at)
             at = _operand(module, at, 0)
         elif op == "parameter":
@@ -84,6 +84,16 @@ def computing(module: Module, calls: Calls, name: str, index: tuple[int, ...] = 
         else:
             return made + [at] if not path else made
     return made
+
+
+def _xlas_convert(instruction: Instruction) -> bool:
+    """A conversion XLA added, not JAX's `convert_element_type` (no op_name, or
+    that of the call it sits in): CPU computes in f32 what the program holds
+    in bf16 (float normalization) and converts the values back and forth;
+    the converted value is its operand's, in another precision."""
+    return (
+        instruction.opcode == "convert" and primitive(instruction.op_name) != "convert_element_type"
+    )
 
 
 def _operand(module: Module, instruction: Instruction, k: int) -> Instruction | None:

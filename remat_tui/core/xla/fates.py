@@ -49,8 +49,11 @@ if TYPE_CHECKING:
 from remat_tui.core.xla.value_keys import (
     as_xla_names,
     bytes_by_key,
+    dims,
+    held_in,
     keys,
     matches,
+    per_device,
     shown,
     sig,
     signature,
@@ -70,8 +73,13 @@ class Linked:
         made: tuple,
         at_peak: list[dict],
         recomputed: Iterable[tuple] = (),
+        devices: int = 1,
+        other_spaces: Iterable[dict] = (),
     ) -> None:
         self.residuals = residuals
+        # the devices the program spans: a residual's aval is global, the
+        # compiled values one device's (value_keys.per_device)
+        self.devices = devices
         # (primitive, aval, frames) of what the backward jaxpr re-runs (core/trace/story.py)
         self.recomputed = as_xla_names([sig(*w) for w in recomputed if w[1] is not None])
         self.merged_recompute: list[dict] = []  # recomputations XLA merged into the forward part
@@ -85,6 +93,11 @@ class Linked:
         self.unnamed: dict[str, str] = {}  # value key -> why its buffer names no residual
         self.inputs: dict[str, int] = {}  # value key -> the residual whose input it holds
         self._peak_bytes = bytes_by_key(at_peak)
+        # the buffers at each memory's peak (TPU's VMEM too), by value key
+        self._peak_shapes = {
+            value_key(b["instruction"]): b.get("shape")
+            for b in [*at_peak, *(b for space in other_spaces for b in space["at_peak"])]
+        }
         forward: defaultdict[tuple, list[mk.Made]] = defaultdict(list)
         elsewhere: defaultdict[tuple, list[mk.Made]] = defaultdict(list)
         arguments: dict[int, mk.Made] = {}
@@ -110,19 +123,27 @@ class Linked:
                     self.fates[i] = Fate(UNKNOWN, "its computation is not known to the jaxpr")
                 continue
             sigs = signatures(residuals[indices[0]].story.made)
-            alike = unique(
-                m for sig in sigs for m in forward.get((sig[0], sig[2]), []) if matches(sigs, m)
-            )
-            other = unique(
-                m for sig in sigs for m in elsewhere.get((sig[0], sig[2]), []) if matches(sigs, m)
-            )
+            alike = self._records(sigs, forward)
+            other = self._records(sigs, elsewhere)
             self._group(
                 indices, sorted(alike, key=lambda m: m.start), sorted(other, key=lambda m: m.start)
             )
+        self._untold_again(groups, forward)
         self._merged()
         unsaved.explain(self, forward)
 
     # ---- the residuals ------------------------------------------------------------
+
+    def _records(self, sigs: list[tuple], index: dict[tuple, list[mk.Made]]) -> list[mk.Made]:
+        """The records of `index` ((primitive, elements) -> records) a
+        residual with keys `sigs` may be, on one device."""
+        return unique(
+            m
+            for sig in sigs
+            for count in per_device(sig[2], self.devices)
+            for m in index.get((sig[0], count), [])
+            if matches(sigs, m, self.devices)
+        )
 
     def _arguments(self, arguments: dict[int, mk.Made]) -> None:
         """Argument residuals in the step's parameters: the gradient step takes
@@ -136,7 +157,8 @@ class Linked:
             elements = 1
             for d in r.shape:
                 elements *= d
-            if m is None or m.elements not in (elements, _per_device(r, elements)):
+            shares = {_per_device(r, elements), *per_device(elements, self.devices)}
+            if m is None or m.elements not in shares:
                 continue
             self._keep(i, m, "the step's argument, in its buffer for the whole step")
 
@@ -157,6 +179,61 @@ class Linked:
                 self._keep(i, m, "a buffer holds it from the forward part into the backward part")
             else:
                 self.fates[i] = self._not_kept(m, _nth(elsewhere, j, n))
+
+    def _untold_again(self, groups: dict, forward: dict) -> None:
+        """Alike residuals that order could not tell apart, tied again
+        without the values other residuals' equations were tied to, and, one
+        residual at a time, by the dimensions of the buffers at the peak: a
+        reshape's value and its operand's (`attn` named on the reshape of
+        an attention's second dot, where the first dot is saved too, on one
+        line) are one primitive, size and line to XLA, a bitcast apart; the
+        stacked buffer of each ends in the dimensions of its own."""
+        for _ in range(len(groups)):
+            progress = False
+            for key, indices in groups.items():
+                if key is None or not all(
+                    (f := self.fates[i]) is not None and f.what == UNKNOWN for i in indices
+                ):
+                    continue
+                sigs = signatures(self.residuals[indices[0]].story.made)
+                left = [
+                    m
+                    for m in self._records(sigs, forward)
+                    if not any(k in self.exact for k in (m.key, *m.values))
+                ]
+                if len(indices) in (len(left), sum(m.kept for m in left)):
+                    self._group(indices, sorted(left, key=lambda m: m.start), [])
+                elif len(indices) == 1:
+                    shaped = [m for m in left if m.kept and self._shaped_as(indices[0], m)]
+                    if len(shaped) != 1:
+                        continue
+                    self._keep(
+                        indices[0],
+                        shaped[0],
+                        "a buffer holds it from the forward part into the backward part",
+                    )
+                else:
+                    continue
+                progress = progress or self.fates[indices[0]].what != UNKNOWN
+            if not progress:
+                return
+
+    def _shaped_as(self, i: int, m: mk.Made) -> bool:
+        """Whether a buffer at the peak holding `m` ends in the dimensions of
+        residual i's value (per iteration, for a loop's stacked one), each
+        whole or an even share over the devices."""
+        made = self.residuals[i].story.made
+        ours = dims(made.shape if made is not None else None)
+        for k in (m.key, *m.same_bytes):
+            theirs = dims(self._peak_shapes.get(k))
+            if ours and theirs and len(theirs) >= len(ours):
+                tail = theirs[len(theirs) - len(ours) :]
+                if all(
+                    b and r % b == 0 and self.devices % (r // b) == 0
+                    for r, b in zip(ours, tail, strict=True)
+                ):
+                    return True
+        return False
 
     def _by_place(self, indices: list[int], forward: list) -> list | None:
         """Alike residuals tied by their place among every alike equation of
@@ -203,7 +280,8 @@ class Linked:
     def _keep(self, i: int, m: mk.Made, words: str) -> None:
         at_peak = sum(self._peak_bytes.get(k, 0) for k in {m.key, *m.same_bytes})
         peak = f"; {human_bytes(at_peak)} of it live at the peak" if at_peak else ""
-        self.fates[i] = Fate(KEPT, f"{words} ({shown(m.key)}){peak}", shown(m.key), at_peak)
+        buffer = shown(held_in(m, self._peak_bytes))
+        self.fates[i] = Fate(KEPT, f"{words} ({buffer}){peak}", buffer, at_peak)
         for k in {m.key, *m.values}:
             self.exact.setdefault(k, i)
         for k in m.same_bytes:
@@ -350,7 +428,10 @@ def link(
     made = compiled.made
     if compiled.step == "train":  # its parameters are (params, opt_state, batch): no argument order
         made = tuple(m for m in made if m.where != mk.ARGUMENT)
-    linked = Linked(residuals, made, memory["at_peak"], recomputed)
+    devices = getattr(compiled, "devices", 1) or 1
+    linked = Linked(
+        residuals, made, memory["at_peak"], recomputed, devices, memory.get("other_spaces", ())
+    )
     at_peak = linked.at_peak(memory["at_peak"])
     # The other memories' buffers too (TPU VMEM keeps a small program's residuals).
     spaces = [

@@ -40,6 +40,7 @@ from remat_tui.core.xla.value_keys import (
     as_xla_names,
     keys,
     matches,
+    per_device,
     same_frames,
     shown,
     sig,
@@ -66,6 +67,7 @@ class Linking(Protocol):
     named: dict[str, int]
     unnamed: dict[str, str]
     inputs: dict[str, int]
+    devices: int
 
     def peak_bytes_of(self, m: Made) -> int: ...
 
@@ -82,14 +84,15 @@ def explain(linked: Linking, forward: dict) -> None:
             continue
         sigs = tuple(signatures(r.story.made))
         for key in sigs:
-            by_key[(key[0], key[2])].add(sigs)
+            for count in per_device(key[2], linked.devices):
+                by_key[(key[0], count)].add(sigs)
     plain = []
     for m in unique(m for records in forward.values() for m in records):
         if not m.kept or any(k in told for k in (m.key, *m.values)):
             continue
-        if any(matches(sigs, m) for key in keys(m) for sigs in by_key.get(key, ())):
+        if any(matches(sigs, m, linked.devices) for key in keys(m) for sigs in by_key.get(key, ())):
             _say(linked, m, ALIKE)
-        elif matches(linked.recomputed, m):
+        elif matches(linked.recomputed, m, linked.devices):
             _merged_recompute(linked, m)
         else:
             plain.append(m)
@@ -155,7 +158,7 @@ def kept_inputs(linked: Linking, values: list) -> dict:
             continue
         alike = (signature(made), made.inputs, made.from_one, fate.what == REMOVED)
         if alike not in groups:
-            groups[alike] = (_Keyed(r.story, fate), [])
+            groups[alike] = (_Keyed(r.story, fate, linked.devices), [])
         groups[alike][1].append(i)
     # (primitive, elements) of an input -> the groups computed from such a value
     wanted: dict[tuple, list[tuple]] = defaultdict(list)
@@ -192,11 +195,13 @@ def kept_inputs(linked: Linking, values: list) -> dict:
     return tied
 
 
-def _index(sigs: list[tuple]) -> dict[tuple, list]:
-    """(primitive, elements) -> the frames of each key in `sigs` with them."""
+def _index(sigs: list[tuple], devices: int) -> dict[tuple, list]:
+    """(primitive, elements on one device of `devices`) -> the frames of each
+    key in `sigs` with them."""
     out: dict[tuple, list] = defaultdict(list)
     for s in sigs:
-        out[(s[0], s[2])].append(s[3])
+        for count in per_device(s[2], devices):
+            out[(s[0], count)].append(s[3])
     return out
 
 
@@ -208,14 +213,14 @@ class _Keyed:
     """A residual with no buffer of its own, keyed once: the keys of the
     values it is computed from (its first operand's apart), and its own."""
 
-    def __init__(self, story: Story, fate: Fate):
+    def __init__(self, story: Story, fate: Fate, devices: int):
         made = story.made
         assert made is not None  # kept_inputs keys only residuals with their Made
         self.story, self.fate = story, fate
-        self.inputs = _index(as_xla_names([sig(*what) for what in made.inputs]))
-        self.own = _index(signatures(made))
+        self.inputs = _index(as_xla_names([sig(*what) for what in made.inputs]), devices)
+        self.own = _index(signatures(made), devices)
         alone = made.from_one and fate.what == REMOVED
-        self.first = _index(as_xla_names([sig(*made.inputs[0])])) if alone else {}
+        self.first = _index(as_xla_names([sig(*made.inputs[0])]), devices) if alone else {}
 
     def made_from(self, m: Made) -> str | None:
         """How the compiled step makes this residual from the kept value `m`

@@ -9,6 +9,14 @@ A residual has several keys: its equation's, those of the equations it only
 re-lays (XLA may keep the value before the reshape), and, for a primitive
 JAX lowers by composing others, the same with the composition's root, which
 is what XLA's op_name names (jaxcompat.hlo_values.hlo_primitives).
+
+Over a mesh the jaxpr's avals are global and the compiled values one
+device's: a residual's elements match a value's where the value holds the
+whole of it or an even share of it over some of the program's devices
+(`per_device`). The jaxpr does not say how XLA split what it left open
+(a mesh's Auto axes), so every share is a candidate; the primitive and the
+user's frames must match too. A value inside a `shard_map` body has its
+aval per device already: its whole count is one of the candidates.
 """
 
 from __future__ import annotations
@@ -56,11 +64,24 @@ def sig(primitive: str, shape: str, frames: tuple) -> tuple:
     dtype, _, dims = shape.partition("[")
     dtype = dtype.split("<")[0]
     count = 1
-    for d in dims.rstrip("]").split(","):
-        if d.strip().isdigit():
-            count *= int(d)
+    # `f32[2,16]{V:data}`: a shard_map body's aval names the axes it varies
+    # over; `f32[8@data,32]`: an explicitly sharded one, the mesh axis of a
+    # dimension (its size is the global one)
+    for d in dims.partition("]")[0].split(","):
+        size = d.strip().partition("@")[0]
+        if size.isdigit():
+            count *= int(size)
     where = tuple((f.file, f.line) for f in frames)
     return (primitive, hlo_dtype(dtype), count, where)
+
+
+@functools.lru_cache(maxsize=4096)
+def per_device(elements: int, devices: int) -> tuple[int, ...]:
+    """The element counts one device may hold of a value of `elements` over a
+    program of `devices` devices: the whole (replicated), or an even share
+    over any number of them that divides both."""
+    shares = [d for d in range(1, devices + 1) if devices % d == 0 and elements % d == 0]
+    return tuple(elements // d for d in shares)
 
 
 def keys(m: Made) -> set[tuple]:
@@ -71,10 +92,11 @@ def keys(m: Made) -> set[tuple]:
     return {(alias[0], alias[2]) for alias in m.aliases}
 
 
-def matches(sigs: list[tuple], m: Made) -> bool:
-    """Whether any of a residual's keys is any of the value's."""
+def matches(sigs: list[tuple], m: Made, devices: int = 1) -> bool:
+    """Whether any of a residual's keys is any of the value's, on one device
+    of `devices` (`per_device`)."""
     return any(
-        (alias[0], alias[2]) == (s[0], s[2]) and same_frames(s[3], alias[3])
+        alias[0] == s[0] and alias[2] in per_device(s[2], devices) and same_frames(s[3], alias[3])
         for s in sigs
         for alias in m.aliases
     )
@@ -115,3 +137,24 @@ def unique(records: Iterable) -> list:
             seen.add(id(m))
             out.append(m)
     return out
+
+
+def dims(shape: str | None) -> tuple[int, ...]:
+    """`f32[2,16]{V:data}`, `f32[8@data,16]{1,0}` -> (2, 16), (8, 16); () for
+    none, a scalar or a tuple."""
+    if not shape or shape.startswith("("):
+        return ()
+    inside = shape.partition("[")[2].partition("]")[0]
+    sizes = [d.strip().partition("@")[0] for d in inside.split(",") if d.strip()]
+    return tuple(int(d) for d in sizes) if all(d.isdigit() for d in sizes) else ()
+
+
+def held_in(m: Made, peak_bytes: dict[str, int]) -> str:
+    """The value that names the buffer keeping `m` for the backward part: the
+    one of its bytes at the peak (the memory view's), else the output of the
+    forward loop it leaves (`while.4{3}`, where the first value computing it
+    is the loop body's parameter), else the value that computes it."""
+    held = [k for k in (m.key, *m.same_bytes) if peak_bytes.get(k)]
+    if held:
+        return max(held, key=lambda k: peak_bytes[k])
+    return next((k for k in m.same_bytes if k.startswith("while.")), m.key)
