@@ -98,7 +98,9 @@ def hand_count(text: str, group: int) -> dict:
         if not m:
             continue
         kind = m.group(3)
-        operands = re.findall(r"%([\w.\-]+)", line.split(f"{kind}{m.group(4) or ''}(", 1)[1].split(")")[0])
+        operands = re.findall(
+            r"%([\w.\-]+)", line.split(f"{kind}{m.group(4) or ''}(", 1)[1].split(")")[0]
+        )
         operand = sum(_size(shapes[name]) for name in operands)
         runs = body_of_loop.get(computation, 1)
         factor = {

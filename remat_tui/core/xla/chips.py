@@ -164,6 +164,7 @@ _TPU_TRANSCENDENTAL_NOTE = (
 # for which no generation-specific host figure is public.
 _TPU_HOST_TYPICAL = 16e9
 
+
 def _ici_source(chip: str, bidirectional_gbps: int, url: str) -> str:
     return (
         f"Google's bidirectional ICI bandwidth per chip for TPU {chip}, "
@@ -173,8 +174,7 @@ def _ici_source(chip: str, bidirectional_gbps: int, url: str) -> str:
 
 def _nvlink_source(gpu: str, both_ways_gbps: int, url: str) -> str:
     return (
-        f"NVIDIA's NVLink bandwidth for {gpu}, {both_ways_gbps} GB/s, halved: "
-        f"one direction ({url})"
+        f"NVIDIA's NVLink bandwidth for {gpu}, {both_ways_gbps} GB/s, halved: one direction ({url})"
     )
 
 
