@@ -213,3 +213,33 @@ def test_replica_groups_in_each_of_xlas_forms():
     assert group_size("all-gather(%a), replica_groups=[2,4]<=[8], dimensions={0}", 8) == 4
     assert group_size("all-gather(%a), replica_groups={{0,1},{2,3}}, dimensions={0}", 4) == 2
     assert group_size("all-reduce(%a), replica_groups={}, to_apply=%add", 4) == 4
+
+
+def test_a_saved_gathered_weight_says_recomputing_it_gathers_it_again():
+    """everything_saveable saves each layer's gathered weight: its story
+    says so, with one device's bytes of it (JAX's own residual list says
+    which residual it is: the whole weight per device, not its shard)."""
+    from jax._src.ad_checkpoint import saved_residuals
+
+    from remat_tui.report.story import lines
+
+    mesh = mesh_of(jax.devices()[:4])
+    loss = fsdp_loss(jax.checkpoint_policies.everything_saveable, mesh)
+    args = fsdp_args(mesh)
+    a = remat_tui.analyze(loss, args=args)
+    gathered = [r for r in a.residuals if r.story and r.story.made and r.story.made.gathered_bytes]
+    assert len(gathered) == 1
+    weight = WIDTH * WIDTH * 4  # one layer's weight, whole, on each device
+    assert gathered[0].story.made.gathered_bytes == weight
+    words = dict(lines(gathered[0], 0))["gathered"]
+    assert "recomputing it gathers it again (16.0 KiB per device)" in words
+    # JAX saves the replicated (gathered) weights, stacked over the layers
+    jax_avals = [str(aval) for aval, _ in saved_residuals(loss, *args)]
+    assert any(f"[{LAYERS},{WIDTH},{WIDTH}]" in a for a in jax_avals)
+    # the shards are not gathered values; nothing_saveable saves no gathered value
+    nothing = remat_tui.analyze(
+        fsdp_loss(jax.checkpoint_policies.nothing_saveable, mesh), args=args
+    )
+    assert not [
+        r for r in nothing.residuals if r.story and r.story.made and r.story.made.gathered_bytes
+    ]
