@@ -243,3 +243,14 @@ def test_a_saved_gathered_weight_says_recomputing_it_gathers_it_again():
     assert not [
         r for r in nothing.residuals if r.story and r.story.made and r.story.made.gathered_bytes
     ]
+
+
+def test_every_interconnect_figure_cites_a_page_the_chip_cites():
+    from remat_tui.core.xla import chips
+
+    for chip in chips.CHIPS.values():
+        if chip.interconnect_bandwidth is None:
+            assert "not timed" in chip.interconnect()["source"]
+            continue
+        cited = re.search(r"\((https://[^)]+)\)", chip.interconnect_source)
+        assert cited and cited.group(1) in chip.sources, chip.name
