@@ -155,6 +155,9 @@ class Made:
             back: what XLA may keep instead of it and compute it from.
         from_one: whether its equation reads a single value (`inputs[0]`)
             besides literals and constants: a function of that value alone.
+        gathered_bytes: where its equation gathers it from the devices'
+            shards (an all-gather once partitioned), one device's bytes of
+            it: what recomputing it gathers again; else None.
     """
 
     primitive: str | None
@@ -167,12 +170,14 @@ class Made:
     alike: int = 0
     inputs: tuple[tuple, ...] = ()
     from_one: bool = False
+    gathered_bytes: int | None = None
 
     def to_dict(self) -> dict:
         return {
             "primitive": self.primitive,
             "frames": [f.to_dict() for f in self.frames],
             "same_as": None if self.same_as is None else f"R{self.same_as + 1}",
+            "gathered_bytes": self.gathered_bytes,
         }
 
 

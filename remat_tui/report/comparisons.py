@@ -186,7 +186,8 @@ def time_legend(rows: Sequence[Row]) -> str:
             f" est. step: an estimate of one step's time on {timed['chip']} by a roofline "
             "model (XLA's FLOPs at peak FLOP/s, its transcendentals at the chip's rate for "
             f"them, {overlap} its bytes accessed at memory bandwidth, plus offloaded bytes "
-            "out and back over the host link; remat_tui/core/xla/step_time.py); FLOPs stay "
+            "out and back over the host link, plus the bytes a device sends in collectives "
+            "over the chip's interconnect; remat_tui/core/xla/step_time.py); FLOPs stay "
             "beside it."
         )
         rates = rates_words(timed)

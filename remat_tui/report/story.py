@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from remat_tui.core.model import Analysis, Residual, Source
+from remat_tui.core.units import human_bytes
 
 READERS_SHOWN = 4  # readers named in a line, then "and N more"
 DISAGREES = "jaxpr ≠ XLA"  # the mark where the jaxpr saves what the compile does not keep
@@ -64,10 +65,22 @@ def lines(r: Residual, index: int) -> list[tuple[str, str]]:
     if made:
         rows.append(("made by", made))
     rows.append(("read by", reader_words(r)))
+    gathered = r.story.made.gathered_bytes if r.story.made is not None else None
+    if gathered:
+        rows.append(("gathered", gathered_words(gathered)))
     fate = fate_words(r)
     if fate:
         rows.append(("XLA", fate))
     return rows
+
+
+def gathered_words(per_device: int) -> str:
+    """What a residual gathered from the devices' shards costs again when
+    recomputed (core/jaxcompat/gathers.py)."""
+    return (
+        "a gathered value (the devices' shards put together, an all-gather): recomputing "
+        f"it gathers it again ({human_bytes(per_device)} per device)"
+    )
 
 
 def applied_lines(a: Analysis) -> list[str]:

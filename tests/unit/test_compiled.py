@@ -51,6 +51,7 @@ KEYS = {
     "spaces_note",
     "memory",
     "memory_note",
+    "collectives",
 }
 
 

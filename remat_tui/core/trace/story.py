@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from remat_tui.core import collector
 from remat_tui.core import jaxcompat as jc
+from remat_tui.core.jaxcompat.gathers import gathered_bytes
 from remat_tui.core.stories import Made, Reader, Story
 from remat_tui.core.trace import linemap, recomputation
 from remat_tui.core.trace.configured import target_dir
@@ -187,6 +188,7 @@ def _made(
         relaid=tuple(relaid),
         inputs=inputs,
         from_one=from_one,
+        gathered_bytes=gathered_bytes(eqn),
     )
     return made, found.place
 

@@ -33,6 +33,13 @@ approximate):
   "GiB" as 2**30. Read literally, a "GB" figure may understate what the device
   reports by up to ~7% (HBM is built in binary sizes); an attached device's
   own `memory_stats()` is the better figure where there is one.
+- Interconnect bandwidth (`interconnect_bandwidth`, for the collective part
+  of the estimate) is one direction, all of a chip's links together:
+  Google's "bidirectional inter-chip interconnect (ICI) bandwidth (per
+  chip)" and NVIDIA's NVLink figure count both directions, so each
+  direction gets half. A collective over one axis of a TPU torus uses only
+  that axis's links, so the figure is a ceiling, as the FLOP/s are. Google's
+  v4 page gives no per-chip figure: v4's collectives are counted, not timed.
 
 Pure Python: jax is imported only when the CPU is calibrated (cpu_rates.py).
 """
@@ -68,6 +75,21 @@ class Chip:
     overhead_seconds: float = 0.0
     # The CPU's: when and how its figures were measured, and where they are kept.
     calibration: calibrations.Calibration | None = None
+    # Bytes/s one device sends to the others, one direction, all its links
+    # together (the collective part of the estimate); None: unknown, the
+    # collectives are counted and not timed.
+    interconnect_bandwidth: float | None = None
+    # Where that figure comes from, in words.
+    interconnect_source: str = ""
+
+    def interconnect(self) -> dict:
+        """The interconnect figure an estimate's collective part used, and
+        where it comes from (`time.interconnect` in the JSON)."""
+        return {
+            "bytes_per_second": self.interconnect_bandwidth,
+            "source": self.interconnect_source
+            or f"no interconnect figure for {self.name}: collectives counted, not timed",
+        }
 
     def rates_source(self) -> dict:
         """Where the figures come from, for an estimate made with them
@@ -142,6 +164,20 @@ _TPU_TRANSCENDENTAL_NOTE = (
 # for which no generation-specific host figure is public.
 _TPU_HOST_TYPICAL = 16e9
 
+
+def _ici_source(chip: str, bidirectional_gbps: int, url: str) -> str:
+    return (
+        f"Google's bidirectional ICI bandwidth per chip for TPU {chip}, "
+        f"{bidirectional_gbps} GBps, halved: one direction, all links together ({url})"
+    )
+
+
+def _nvlink_source(gpu: str, both_ways_gbps: int, url: str) -> str:
+    return (
+        f"NVIDIA's NVLink bandwidth for {gpu}, {both_ways_gbps} GB/s, halved: one direction ({url})"
+    )
+
+
 _CHIPS = (
     Chip(
         name="tpu v4",
@@ -157,6 +193,7 @@ _CHIPS = (
         + _TPU_TRANSCENDENTAL_NOTE,
         # Two TensorCores (megacore), four 128x128 MXUs each: a 1.05 GHz clock.
         transcendentals_per_second=_tpu_transcendentals(275e12, 2, 4, 128),
+        # Google's v4 page gives no per-chip ICI figure: none here.
     ),
     Chip(
         name="tpu v5e",
@@ -175,6 +212,10 @@ _CHIPS = (
         + _TPU_TRANSCENDENTAL_NOTE,
         # One TensorCore, four 128x128 MXUs: the scaling book's 1.5 GHz.
         transcendentals_per_second=_tpu_transcendentals(197e12, 1, 4, 128),
+        # Google: "Bidirectional inter-chip interconnect (ICI) bandwidth (per
+        # chip) 400 GBps" (4 ICI ports): 200 GB/s each way.
+        interconnect_bandwidth=400e9 / 2,
+        interconnect_source=_ici_source("v5e", 400, TPU_V5E),
     ),
     Chip(
         name="tpu v5p",
@@ -190,6 +231,11 @@ _CHIPS = (
         "'95GB' read as 1e9 bytes (the scaling book says 96GB)." + _TPU_TRANSCENDENTAL_NOTE,
         # Two TensorCores, four 128x128 MXUs each: a 1.75 GHz clock.
         transcendentals_per_second=_tpu_transcendentals(459e12, 2, 4, 128),
+        # Google: "Bidirectional inter-chip interconnect (ICI) bandwidth (per
+        # chip) 1200 GBps" (an older revision: "Interchip Interconnect BW 4800
+        # Gbps"): 600 GB/s each way.
+        interconnect_bandwidth=1200e9 / 2,
+        interconnect_source=_ici_source("v5p", 1200, TPU_V5P),
     ),
     Chip(
         name="tpu v6e",
@@ -207,6 +253,10 @@ _CHIPS = (
         "read as 1e9 bytes." + _TPU_TRANSCENDENTAL_NOTE,
         # One TensorCore, four 256x256 MXUs: a 1.75 GHz clock.
         transcendentals_per_second=_tpu_transcendentals(918e12, 1, 4, 256),
+        # Google: "Bidirectional inter-chip interconnect (ICI) bandwidth (per
+        # chip) 800 GBps" (4 ICI ports): 400 GB/s each way.
+        interconnect_bandwidth=800e9 / 2,
+        interconnect_source=_ici_source("v6e", 800, TPU_V6E),
     ),
     Chip(
         name="nvidia a100",
@@ -227,6 +277,9 @@ _CHIPS = (
         "(CUDA guide, compute capability 8.0).",
         # "FP32 19.5 TFLOPS"; 64 FP32 lanes per SM.
         transcendentals_per_second=_sfu_rate(19.5e12, 64),
+        # "NVIDIA NVLink: 600GB/s", both directions: 300 GB/s each way.
+        interconnect_bandwidth=600e9 / 2,
+        interconnect_source=_nvlink_source("A100", 600, NVIDIA_A100),
     ),
     Chip(
         name="nvidia h100",
@@ -247,6 +300,9 @@ _CHIPS = (
         "and 16 special-function lanes per SM (CUDA guide, compute capability 9.0).",
         # "FP32 67 teraFLOPS"; 128 FP32 lanes per SM.
         transcendentals_per_second=_sfu_rate(67e12, 128),
+        # "NVIDIA NVLink: 900GB/s", both directions: 450 GB/s each way.
+        interconnect_bandwidth=900e9 / 2,
+        interconnect_source=_nvlink_source("H100", 900, NVIDIA_H100),
     ),
     Chip(
         name="nvidia h200",
@@ -265,6 +321,8 @@ _CHIPS = (
         "and 16 special-function lanes per SM (CUDA guide, compute capability 9.0).",
         # "FP32 67 TFLOPS" (the H100's GPU); 128 FP32 lanes per SM.
         transcendentals_per_second=_sfu_rate(67e12, 128),
+        interconnect_bandwidth=900e9 / 2,
+        interconnect_source=_nvlink_source("H200", 900, NVIDIA_H200),
     ),
 )
 
@@ -349,4 +407,10 @@ def _cpu_chip(calibration: calibrations.Calibration) -> Chip:
         overlaps_memory=False,
         overhead_seconds=rates.overhead,
         calibration=calibration,
+        # CPU devices share the machine's memory: a collective among them is
+        # a copy through it. Nominal: the measured memory bandwidth, not an
+        # interconnect's.
+        interconnect_bandwidth=rates.bandwidth,
+        interconnect_source="nominal: the CPU's devices share memory, so a collective is "
+        "timed as a copy at the measured memory bandwidth (no interconnect)",
     )

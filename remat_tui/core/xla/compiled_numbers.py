@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from remat_tui.core.display import Displayable
+from remat_tui.core.jaxcompat.collectives import count_collectives
 from remat_tui.core.jaxcompat.hlo_text import has_loops
 from remat_tui.core.xla.made import Made
 from remat_tui.core.xla.memory import memory_and_reason
@@ -69,6 +70,10 @@ class Compiled(Displayable):
             schedule, the buffers live at the peak, the bytes by category and
             the other memory spaces; None without the breakdown.
         memory_note: why there is no breakdown, when there is none.
+        collectives: the collectives one step runs and what one device sends
+            for them (core/jaxcompat/collectives.py), as its JSON: `sent_bytes`,
+            `count`, `kinds` (per kind: `count`, `operand_bytes`,
+            `sent_bytes`), `exact`; None where XLA gave no program text.
     """
 
     device: str  # the device label: cpu:0, tpu:v5e:2x2
@@ -98,6 +103,8 @@ class Compiled(Displayable):
     # as its JSON; or why there is none.
     memory: dict | None = None
     memory_note: str | None = None
+    # The collectives one step runs, per device (core/jaxcompat/collectives.py).
+    collectives: dict | None = None
     # What the forward work makes (core/xla/made.py), for naming the residuals
     # at the peak (core/xla/fates.py): kept with the numbers (`stored`), never
     # in the report's JSON.
@@ -152,7 +159,11 @@ def read(
     the schedule (from the dump); with `memory`, where the peak goes."""
     result = _numbers(executable.memory_analysis(), _costs(executable), label, spanned, seconds)
     text = executable.as_text()  # None where the backend gives none: no loops seen
-    result = replace(result, loops=text is not None and has_loops(text))
+    result = replace(
+        result,
+        loops=text is not None and has_loops(text),
+        collectives=_collectives(text, spanned),
+    )
     if not dumped:
         return result
     breakdown, why = memory_and_reason(executable, platform)
@@ -169,6 +180,18 @@ def read(
         memory_note=why,
         spaces_note=spaces_note(result.peak_bytes, result.backend_peak_bytes, breakdown),
     )
+
+
+def _collectives(text: str | None, spanned: int) -> dict | None:
+    """The collectives of the program's text, as JSON; None without text, or
+    where the text is laid out in a way core/jaxcompat/collectives.py cannot
+    read (the estimate then has no collective part, as before)."""
+    if text is None:
+        return None
+    try:
+        return count_collectives(text, spanned).to_dict()
+    except Exception:  # XLA's text changed: no collective part rather than no answer
+        return None
 
 
 def _costs(executable: jax.stages.Compiled) -> dict:

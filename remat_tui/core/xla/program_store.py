@@ -28,7 +28,7 @@ from pathlib import Path
 from remat_tui.core.units import count, human_bytes, parse_size
 from remat_tui.errors import RematError
 
-FORMAT = 1  # an entry's layout; another is a miss
+FORMAT = 2  # an entry's layout; another is a miss (2: with the collectives)
 DEFAULT_LIMIT = 256 * 2**20
 LIMIT_ENV = "REMAT_TUI_CACHE_SIZE"
 EVICT_TO = 0.9  # past the limit, the oldest entries go until this share of it is left

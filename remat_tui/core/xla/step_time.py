@@ -1,6 +1,6 @@
 """Provides the step-time estimate of Contracts 8 and 9: a roofline model of
 one step (the gradient, or the training step) on the chosen chip, per device,
-in four parts:
+in five parts:
 
     compute_seconds        = FLOPs / the chip's peak FLOP/s
     transcendental_seconds = transcendentals (exp, log, tanh, ...) / the
@@ -9,9 +9,15 @@ in four parts:
     host_seconds           = offloaded bytes, written in the forward part and
                              read back in the backward part (2 x host residual
                              bytes), / the host link's bandwidth
+    collective_seconds     = bytes one device sends in the step's collectives
+                             (all-gather, reduce-scatter, all-reduce,
+                             all-to-all, collective-permute: ring factors in
+                             core/jaxcompat/collectives.py) / the chip's
+                             interconnect bandwidth, one direction; 0 on one
+                             device
 
-    accelerators: seconds = max(compute + transcendental, memory) + host
-    the CPU:      seconds = compute + transcendental + memory + host + overhead
+    accelerators: seconds = max(compute + transcendental, memory) + host + collective
+    the CPU:      seconds = compute + transcendental + memory + host + collective + overhead
 
 where `overhead_seconds` is what any step costs however little it computes,
 measured for the CPU (core/xla/cpu_rates.py): all a tiny step costs there.
@@ -23,6 +29,12 @@ An accelerator streams memory while its units compute; a CPU's cores do the
 arithmetic and wait for memory themselves, and measured on this project's CPU
 the parts add up (bench/bench_calibration.py measures how close the estimate
 comes to measured steps).
+
+The collectives are added, never overlapped: XLA's scheduler may run them
+while the chip computes (asynchronous collectives), which this model does not
+see, so on a chip that overlaps them well the collective part is an upper
+bound. Their bytes are counted per iteration of the loops that hold them (the
+program's own trip counts), not scaled by `loop_scale`.
 
 The counts are XLA's own (`cost_analysis` of the compiled step: FLOPs,
 transcendentals and bytes accessed), with two corrections:
@@ -66,7 +78,8 @@ class StepTime:
 
     Attributes:
         seconds: the estimate: on an accelerator max(compute +
-            transcendental, memory) + host; on the CPU their sum + overhead.
+            transcendental, memory) + host + collective; on the CPU their
+            sum + overhead.
         compute_seconds: FLOPs at the chip's peak FLOP/s.
         transcendental_seconds: transcendentals at the chip's rate for them.
         memory_seconds: bytes accessed at the chip's memory bandwidth.
@@ -84,6 +97,11 @@ class StepTime:
             `source` in words; for the CPU, its calibration (when, how, for
             which machine, where it is kept, the rates); for the others, the
             vendors' pages cited.
+        collective_seconds: the bytes one device sends in collectives over
+            the chip's interconnect bandwidth; 0 on one device.
+        collective_bytes: those bytes.
+        interconnect: the interconnect figure used (`bytes_per_second`,
+            None where unknown: counted, not timed) and its `source`.
     """
 
     seconds: float
@@ -100,6 +118,9 @@ class StepTime:
     bytes_accessed: float = 0.0
     loop_scale: float = 1.0
     rates: dict = field(default_factory=dict)
+    collective_seconds: float = 0.0
+    collective_bytes: float = 0.0
+    interconnect: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -113,12 +134,20 @@ class StepCounts:
     transcendentals: float | None
     bytes_accessed: float | None
     loops: bool  # the compiled program has a while loop (a scan)
+    collective_bytes: float = 0.0  # sent by one device in the step's collectives
 
     @classmethod
     def of(cls, compiled: Any) -> StepCounts:
         """From a Compiled (core/xla/compiled.py) or its to_dict()."""
-        get = compiled.get if isinstance(compiled, dict) else lambda k: getattr(compiled, k)
-        return cls(get("flops"), get("transcendentals"), get("bytes_accessed"), bool(get("loops")))
+        get = compiled.get if isinstance(compiled, dict) else lambda k: getattr(compiled, k, None)
+        collectives = get("collectives") or {}
+        return cls(
+            get("flops"),
+            get("transcendentals"),
+            get("bytes_accessed"),
+            bool(get("loops")),
+            float(collectives.get("sent_bytes") or 0.0),
+        )
 
 
 def chip_of(device: str | jax.Device) -> chips.Chip | None:
@@ -135,6 +164,14 @@ def host_seconds(chip: chips.Chip, host_bytes: float) -> float:
     """Offloaded residuals cross the host link twice: out in the forward part,
     back in the backward part."""
     return 2 * host_bytes / chip.host_bandwidth
+
+
+def collective_seconds(chip: chips.Chip, sent_bytes: float) -> float:
+    """What one device sends in collectives over the chip's interconnect;
+    0 where the chip's interconnect figure is unknown (counted, not timed)."""
+    if not sent_bytes or not chip.interconnect_bandwidth:
+        return 0.0
+    return sent_bytes / chip.interconnect_bandwidth
 
 
 def lower_bound(chip: chips.Chip, flops: float, host_bytes: float) -> float:
@@ -163,11 +200,12 @@ def estimate(chip: chips.Chip, flops: float, host_bytes: float, counts: StepCoun
     transcendental = transcendentals / rate
     memory = accessed / chip.memory_bandwidth
     host = host_seconds(chip, host_bytes)
+    collective = collective_seconds(chip, counts.collective_bytes)
     if chip.overlaps_memory:
         seconds = max(compute + transcendental, memory) + host
     else:
         seconds = compute + transcendental + memory + host
-    seconds += chip.overhead_seconds
+    seconds += collective + chip.overhead_seconds
     return StepTime(
         seconds=seconds,
         compute_seconds=compute,
@@ -181,4 +219,7 @@ def estimate(chip: chips.Chip, flops: float, host_bytes: float, counts: StepCoun
         bytes_accessed=accessed,
         loop_scale=scale,
         rates=chip.rates_source(),
+        collective_seconds=collective,
+        collective_bytes=counts.collective_bytes,
+        interconnect=chip.interconnect(),
     )
