@@ -36,6 +36,9 @@ class Target:
         train_step: a training step of one's own, when it trains.
         opt_state: that step's optimizer state (an example, or a function of
             the parameters returning one).
+        verify_args: the arguments `verify` runs the step with, in place of
+            `args` (a tuple of arrays, or a callable returning one); None:
+            `args`, with seeded values where it gives shapes only.
     """
 
     fn: Callable
@@ -52,6 +55,7 @@ class Target:
     optimizer: Any = None
     train_step: Callable | None = None
     opt_state: Any = None  # the state's example, or a function of the parameters giving it
+    verify_args: Any = None  # what verify runs the step with, in place of args (Contract 18)
 
     @property
     def trains(self) -> bool:
@@ -79,6 +83,7 @@ def target(
     optimizer: Any = None,
     train_step: Callable | None = None,
     opt_state: Any = None,
+    verify_args: Any = None,
 ) -> Callable[[Callable], Callable]:
     """Register the decorated callable as a target; returns it unchanged.
 
@@ -118,6 +123,14 @@ def target(
         opt_state: the optimizer state of `train_step`: an example pytree, or
             a function of the parameters returning one (`optimizer.init`);
             by default `optimizer.init`.
+        verify_args: the arguments `remat_tui.verify` (and `remat-tui
+            verify`) runs the step with, in place of `args`: real arrays, as
+            a tuple or a callable returning one (taking `devices` as `args`
+            may). Give them where `args` gives shapes only and a value
+            matters: integer inputs in their range (token ids below the
+            vocabulary's size), where verify would otherwise fill zeros.
+            By default verify runs `args`' own arrays, and seeded random
+            floats (integer zeros) for its `jax.ShapeDtypeStruct`s.
 
     Raises:
         TypeError: arguments that do not go together (`params` without
@@ -146,6 +159,7 @@ def target(
                     optimizer=optimizer,
                     train_step=train_step,
                     opt_state=opt_state,
+                    verify_args=verify_args,
                 )
             )
         return fn
