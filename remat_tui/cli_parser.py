@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from remat_tui import __version__, cli_fit
+from remat_tui import __version__, cli_fit, cli_verify
 from remat_tui.report import FORMATS  # light: the report modules import no jax
 
 # The headless subcommands `headless_parser` parses; `cache` has a parser of its own.
-SUBCOMMANDS = ("report", "compare", "suggest", "diff", "memory", "fit", "check")
+SUBCOMMANDS = ("report", "compare", "suggest", "diff", "memory", "fit", "check", "verify")
 
 SITE_HELP = (
     "set the policy of a jax.checkpoint in the code: a site id or the checkpointed "
@@ -180,6 +180,10 @@ def headless_parser() -> argparse.ArgumentParser:
     cli_fit.add_parser(
         commands, target_options, policy_option, output_options, measure_options,
         compile_options, skip_option,
+    )  # fmt: skip
+    cli_verify.add_parser(
+        commands, target_options, policy_option, structure_option, output_options,
+        compile_options,
     )  # fmt: skip
     return parser
 

@@ -43,6 +43,7 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label, device_set, topology_of
 from remat_tui.core.setup.loading import verify_arguments
 from remat_tui.core.trace.configured import Cancelled, check_cancelled
+from remat_tui.core.xla import compile_service
 from remat_tui.core.xla.compiled import CompiledStep, compile_step
 from remat_tui.core.xla.measure import filler, run_error, step_inputs
 from remat_tui.core.xla.verify_leaves import RULE, Leaf, compare_leaf, json_number
@@ -220,12 +221,14 @@ def _compiled_otherwise(step: CompiledStep, target: Target) -> Any:
     off: not a program any configuration is, so it goes to no cache."""
     assert step.lowered is not None  # compile_step keeps it
     try:
-        return step.lowered.lowered.compile(compiler_options=OTHERWISE)
+        executable = step.lowered.lowered.compile(compiler_options=OTHERWISE)
     except Exception as exc:
         raise RematError(
             f"{target.label}: compiling the code as written again with {OTHERWISE} for "
             f"verify's tolerance failed: {run_error(exc)}"
         ) from None
+    compile_service.counts.add(compile_service.COMPILED)  # said with the command's compiles
+    return executable
 
 
 def _run(
