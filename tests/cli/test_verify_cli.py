@@ -1,0 +1,77 @@
+"""`remat-tui verify`, run as a user runs it (Contract 18): exit 0 when the
+gradients agree with the code as written's, 1 when they differ, naming the
+leaves; 2 on bad input, and on a deviceless TPU topology, where nothing can
+run and nothing is claimed."""
+
+import importlib.util
+import json
+import os
+import subprocess
+
+import pytest
+from conftest import ROOT, example
+
+from remat_tui import cli
+
+NOISY = os.path.join(ROOT, "tests", "models", "stateful_noise.py")
+HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None
+
+
+def test_recomputing_the_callback_exits_1_naming_the_leaves(remat_tui_cmd):
+    run = subprocess.run([remat_tui_cmd, "verify", NOISY, "--policy", "nothing_saveable"],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 1, run.stderr[-2000:]
+    first, *leaves = run.stdout.splitlines()
+    assert first.startswith("gradients differ: 2 of 3 leaves past their tolerance")
+    assert "policy nothing_saveable on cpu:0" in first
+    assert [line.split()[0] for line in leaves] == ["params['W1']", "params['W2']"]
+    assert "Traceback" not in run.stderr
+
+
+def test_saving_the_callbacks_value_exits_0(capsys):
+    assert cli.main(["verify", NOISY, "--policy", "everything_saveable"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("same gradients") and len(out.splitlines()) == 1
+
+
+def test_json_says_the_verdict_and_each_leaf(capsys):
+    assert cli.main(["verify", example("mlp.py"), "--policy", "dots_saveable", "--format",
+                     "json"]) == 0  # fmt: skip
+    said = json.loads(capsys.readouterr().out)
+    gradients = said["gradients"]
+    assert said["schema"] == 1 and gradients["verdict"] in ("equal", "agree")
+    assert {"verdict", "bitwise_leaves", "max_abs", "max_rel", "tolerance", "device"} <= set(
+        gradients
+    )
+    assert [leaf["path"] for leaf in gradients["leaves"]][:3] == [
+        "loss", "params[0][0]", "params[0][1]",
+    ]  # fmt: skip
+
+
+@pytest.mark.skipif(not HAS_LIBTPU, reason="needs the tpu extra (libtpu)")
+def test_a_deviceless_topology_exits_2_and_claims_nothing(capsys):
+    status = cli.main(["verify", example("mlp.py"), "--device", "tpu:v5e:2x2"])
+    out, err = capsys.readouterr()
+    assert status == 2 and out == ""
+    said = [line for line in err.splitlines() if line.startswith("remat-tui: error:")]
+    assert len(said) == 1 and "deviceless TPU topology" in said[0]
+    assert "nothing is claimed" in said[0] and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "args, cause",
+    [
+        (["--policy", "nothing_savable"], "unknown policy 'nothing_savable'"),
+        (["--site", "nowhere"], "expected ID=SPEC or FUNCTION=SPEC"),
+        (["--structure", "nested(0)"], "nested"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_cause(capsys, args, cause):
+    status = cli.main(["verify", example("mlp.py"), *args])
+    err = capsys.readouterr().err
+    assert status == 2 and cause in err and "Traceback" not in err
+
+
+def test_a_missing_file_exits_2(capsys):
+    assert cli.main(["verify", "no_such_model.py"]) == 2
+    assert "no_such_model.py" in capsys.readouterr().err
