@@ -56,13 +56,12 @@ def add_parser(
 
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
-    from remat_tui.cli_runners import site_overrides
-    from remat_tui.core.setup.config import Config
+    from remat_tui.core.setup.config import Config, parse_site_option
     from remat_tui.core.xla.verify import DIFFER, NOT_RUN, verify
     from remat_tui.report.verify import render
 
-    config = Config.make(opts.policy, site_overrides(opts.site), opts.device, target.policies,
-                         opts.structure)  # fmt: skip
+    sites = dict(parse_site_option(text) for text in opts.site)
+    config = Config.make(opts.policy, sites, opts.device, target.policies, opts.structure)
     result = verify(target, config, seed=opts.seed)
     if result.verdict == NOT_RUN:
         raise RematError(f"verify {config.with_device(None).label()}: {result.reason}.")

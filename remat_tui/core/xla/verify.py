@@ -53,7 +53,8 @@ from remat_tui.registry import Target
 REFERENCES = 2  # the code as written's runs kept (per target, device and seed)
 SEED = 0  # the inputs' generator's seed, the same for every run
 # The reference compiled a second time, for its own sensitivity (verify_leaves.py).
-OTHERWISE = {"xla_backend_optimization_level": 0}
+# (A string: JAX parses it as the option's type; its annotation takes no int.)
+OTHERWISE: dict[str, str | bool] = {"xla_backend_optimization_level": "0"}
 # Verdicts: every leaf bitwise equal; every leaf within its tolerance; some
 # leaf past it; nothing run (a deviceless topology, a step that does not fit).
 EQUAL, AGREE, DIFFER, NOT_RUN = "equal", "agree", "differ", "not_run"
@@ -285,7 +286,7 @@ def _leaf_names(fn: Callable, traced: tuple) -> list[str]:
     for path, _ in jax.tree_util.tree_flatten_with_path(traced)[0]:
         side, where, rest = path[0], path[1], path[2:]
         if getattr(side, "idx", 0) == 0:
-            i = where.idx  # type: ignore[attr-defined]
+            i = where.idx
             head = positional[i] if i < len(positional) else f"args[{i}]"
         else:
             head = str(getattr(where, "key", where))
@@ -307,7 +308,7 @@ def _param_leaves(fn: Callable, params: Any, positions: tuple[int, ...]) -> list
         if len(ordered) == 1:
             out.append((head(ordered[0]) + jax.tree_util.keystr(tuple(path)), x))
         else:
-            i = ordered[path[0].idx]  # type: ignore[attr-defined]
+            i = ordered[path[0].idx]
             out.append((head(i) + jax.tree_util.keystr(tuple(path[1:])), x))
     return out
 
