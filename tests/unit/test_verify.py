@@ -79,15 +79,18 @@ def test_saving_the_callbacks_value_keeps_the_gradients():
         assert largest_difference(got[leaf.path], want[leaf.path]) <= leaf.tolerance
 
 
-def mlp_with_arrays():
-    """examples/mlp.py's loss with real arrays of its example's shapes."""
-    mlp = remat_tui.load_targets(example("mlp.py"))["loss"]
+def with_arrays(target):
+    """`target` with real arrays of its example's shapes (the oracle runs them too)."""
     keys = iter(jax.random.split(jax.random.key(7), 32))
 
     def real(s):
         return 0.3 * jax.random.normal(next(keys), s.shape, s.dtype)
 
-    return Target(fn=mlp.fn, name="loss", args=jax.tree.map(real, mlp.args()))
+    return Target(fn=target.fn, name=target.name, args=jax.tree.map(real, target.args()))
+
+
+def mlp_with_arrays():
+    return with_arrays(remat_tui.load_targets(example("mlp.py"))["loss"])
 
 
 def test_every_builtin_policy_verifies_on_the_mlp_as_jax_computes_it():
@@ -164,3 +167,25 @@ def test_the_json_carries_the_contracts_keys():
     assert {"verdict", "bitwise_leaves", "max_abs", "max_rel", "tolerance", "device"} <= set(said)
     assert said["device"] == "cpu:0" and "xla_backend_optimization_level" in said["tolerance"]
     assert [leaf["path"] for leaf in said["leaves"]] == ["loss", "params['W1']", "params['W2']"]
+
+
+def test_every_structure_offered_verifies_on_a_scan_as_jax_computes_it():
+    """The structures a search weighs (nested and split scans, rebuilt from
+    the traced program) compute the scan as written's gradients; the code
+    as written's own are JAX's value_and_grad of the target."""
+    from remat_tui.core.search.structures import structure_candidates
+
+    scan_stack = os.path.join(ROOT, "tests", "models", "scan_stack.py")
+    target = with_arrays(remat_tui.load_targets(scan_stack)["stack"])
+    offered = structure_candidates(target, Config())
+    assert len(offered) >= 4
+    shares = {}
+    for config in offered:
+        v = verify(target, config)
+        assert v.ok, (config.label(), [leaf.to_dict() for leaf in v.differing])
+        shares[str(config.structure)] = v.bitwise_leaves / len(v.leaves)
+    want = by_hand(target.fn, "as_written", target.args)
+    assert [leaf.magnitude for leaf in v.leaves] == pytest.approx(
+        [float(np.max(np.abs(want[leaf.path]))) for leaf in v.leaves], rel=1e-6
+    )
+    print("bitwise-equal share per structure:", shares)
