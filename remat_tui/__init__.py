@@ -215,6 +215,7 @@ def suggest(
     narrowing: Callable[[Narrowing], object] | None = None,
     cancelled: Callable[[], bool] | None = None,
     skip: list[str] | None = None,
+    verify: bool = False,
 ) -> Suggestion:
     """The least-cost configuration whose memory fits a budget, with what it
     is proven against.
@@ -251,6 +252,10 @@ def suggest(
             stops and the best answer verified so far is returned
             (`cancelled` set, `search.gap` what is left).
         skip: candidates to leave out, as in `compare`.
+        verify: run the answer's step and the code as written's on `device`
+            with the same inputs, as `verify` does; an answer whose
+            gradients differ is dropped for the next best (`verify_failed`
+            says which and why; `gradients` is the answer's verification).
 
     Returns:
         A `Suggestion`: `best` is the answer (the smallest when nothing
@@ -265,6 +270,7 @@ def suggest(
     return _suggest(
         fn, budget, args, kwargs, compiled=compiled, device=device, sites=sites,
         measure=measure, runs=runs, narrowing=narrowing, cancelled=cancelled, skip=skip,
+        verify=verify,
     )  # fmt: skip
 
 

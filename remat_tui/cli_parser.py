@@ -283,6 +283,13 @@ def _suggest(commands: cli_fit.Commands) -> None:
     compile_options(suggest, search=True)
     skip_option(suggest)
     suggest.add_argument("--budget", required=True, metavar="SIZE", help="e.g. 2GiB, 1.5e9")
+    suggest.add_argument(
+        "--verify",
+        action="store_true",
+        help="run the answer's step and the code as written's on the device with the same "
+        "inputs (as remat-tui verify does); an answer whose gradients differ is dropped, said "
+        "with why, for the next best",
+    )
 
 
 def _memory(commands: cli_fit.Commands) -> None:

@@ -75,3 +75,25 @@ def test_bad_input_exits_2_naming_the_cause(capsys, args, cause):
 def test_a_missing_file_exits_2(capsys):
     assert cli.main(["verify", "no_such_model.py"]) == 2
     assert "no_such_model.py" in capsys.readouterr().err
+
+
+def test_suggest_verify_drops_an_answer_that_recomputes_the_callback(capsys):
+    """Without --verify the smallest answer recomputes the noisy block; with
+    it, every answer that does is dropped, said with the leaves that moved,
+    and the answer is one whose gradients are the code as written's."""
+    assert cli.main(["suggest", NOISY, "--budget", "1KiB", "--format", "json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["best"]["policy"] == "nothing_saveable" and plain["gradients"] is None
+    assert cli.main(["suggest", NOISY, "--budget", "1KiB", "--verify", "--format", "json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    dropped = {f["configuration"]: f for f in said["verify_failed"]}
+    assert "policy nothing_saveable" in dropped
+    assert dropped["policy nothing_saveable"]["differing"] == ["params['W1']", "params['W2']"]
+    assert said["best"]["policy"] not in {c.removeprefix("policy ") for c in dropped}
+    assert said["gradients"]["verdict"] in ("equal", "agree") and said["exact"] is False
+    assert cli.main(["suggest", NOISY, "--budget", "1KiB", "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "verify: dropped nothing_saveable: its gradients differ from the code as written's "
+        "(params['W1'] by" in out
+    )

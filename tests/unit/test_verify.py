@@ -189,3 +189,16 @@ def test_every_structure_offered_verifies_on_a_scan_as_jax_computes_it():
         [float(np.max(np.abs(want[leaf.path]))) for leaf in v.leaves], rel=1e-6
     )
     print("bitwise-equal share per structure:", shares)
+
+
+def test_a_suggestion_verifies_its_answer():
+    target, module = noisy()
+    s = remat_tui.suggest(target, "1KiB")
+    assert s.best.config.policy == "nothing_saveable" and s.gradients is None
+    module["draws"][0] = 0
+    v = s.verify()
+    assert v.verdict == "differ" and v.config == "policy nothing_saveable"
+    module["draws"][0] = 0
+    checked = remat_tui.suggest(target, "1KiB", verify=True)
+    assert checked.gradients.ok and checked.best.config.policy != "nothing_saveable"
+    assert [f.row.config.policy for f in checked.verify_failed][0] == "nothing_saveable"
