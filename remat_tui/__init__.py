@@ -473,4 +473,5 @@ def verify(
 
     target = as_target(fn, args, kwargs)
     config = Config.make(policy, sites, device, target.policies, structure)
+    _displays()
     return _verify(target, config, seed=seed)

@@ -202,3 +202,14 @@ def test_a_suggestion_verifies_its_answer():
     checked = remat_tui.suggest(target, "1KiB", verify=True)
     assert checked.gradients.ok and checked.best.config.policy != "nothing_saveable"
     assert [f.row.config.policy for f in checked.verify_failed][0] == "nothing_saveable"
+
+
+def test_a_verification_displays_itself_in_a_notebook():
+    target, module = noisy()
+    module["draws"][0] = 0
+    v = remat_tui.verify(target, policy="nothing_saveable")
+    html = v._repr_html_()
+    assert "gradients differ: 2 of 3 leaves" in html and "params[&#x27;W1&#x27;]" in html
+    assert "<script" not in html and "http" not in html
+    plain = v._repr_mimebundle_()["text/plain"]
+    assert plain.startswith("gradients differ") and "params['W2']" in plain

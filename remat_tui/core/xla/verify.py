@@ -36,6 +36,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from remat_tui.core.display import Displayable
 from remat_tui.core.jaxcompat.program import callback_errors_unlogged, forget_failed_effects
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.arguments import flatten_arguments
@@ -61,7 +62,7 @@ EQUAL, AGREE, DIFFER, NOT_RUN = "equal", "agree", "differ", "not_run"
 
 
 @dataclass(frozen=True)
-class Verification:
+class Verification(Displayable):
     """What `verify` found: the `verdict` (EQUAL, AGREE, DIFFER or NOT_RUN,
     with `reason`), the leaves compared, the configuration and device, and
     how the inputs were made. `to_dict()` is the JSON's `gradients`."""
