@@ -1,5 +1,5 @@
 """Every command on every zoo model (issue 41, Wanted 2; Contract 16), run
-as a user runs it, `python -m remat_tui ...`; this file: report, check,
+as a user runs it, `python -m remat_tui ...`; this file: report, check, verify,
 compare, diff, memory, and a deviceless TPU on a subset
 (test_zoo_suggest.py and test_zoo_fit.py: the searches).
 
@@ -60,6 +60,17 @@ def test_check_against_reports_json_is_unchanged(model):
 
 
 # ---- compare, diff, memory ----------------------------------------------------------
+
+
+@each_model()
+def test_verify_gives_the_code_as_writtens_gradients(model):
+    """verify (Contract 18) under nothing_saveable, which recomputes every
+    value: the zoo's models are pure, so their gradients agree (exit 0)."""
+    applies(model, "verify")
+    run = cli("verify", model.spec, "--policy", "nothing_saveable", "--format", "json")
+    assert_clean(run, (0,))
+    gradients = answered(run)["gradients"]
+    assert gradients["verdict"] in ("equal", "agree") and gradients["leaf_count"] >= 2, run.command
 
 
 @each_model()
