@@ -105,7 +105,7 @@ def test_memory(model):
 TPU = "tpu:v5e:2x2"
 
 
-@pytest.mark.parametrize("command", ["report", "suggest"])
+@pytest.mark.parametrize("command", ["report", "suggest", "verify"])
 @pytest.mark.parametrize("model", [m for m in MODELS if m.tpu], ids=lambda m: m.id)
 def test_a_deviceless_tpu(model, command):
     from remat_tui.core.setup import devices
@@ -115,6 +115,10 @@ def test_a_deviceless_tpu(model, command):
     if command == "report":
         run = cli("report", model.spec, "--compiled", "--device", TPU, "--format", "json")
         assert_clean(run, (0,))
+    elif command == "verify":  # a topology runs nothing: one line says so, nothing claimed
+        run = cli("verify", model.spec, "--device", TPU, "--format", "json")
+        assert_clean(run, (2,))
+        assert not run.stdout and "deviceless TPU topology" in run.first_error()
     else:
         budget = str(compiled_budget(model))
         run = cli("suggest", model.spec, "--budget", budget, "--compiled", "--device", TPU,
