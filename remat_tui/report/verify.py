@@ -51,7 +51,19 @@ def leaf_line(leaf: Leaf) -> str:
 
 
 def lines(v: Verification) -> list[str]:
-    return [verdict_line(v), *(f"  {leaf_line(leaf)}" for leaf in v.differing)]
+    return [
+        verdict_line(v),
+        *(f"  {leaf_line(leaf)}" for leaf in v.differing),
+        *(callback_line(c) for c in v.callbacks),
+    ]
+
+
+def callback_line(callback: str) -> str:
+    """Why a call back to Python may be what moved the gradients."""
+    return (
+        f"  the program calls back to Python: {callback}; recomputed under a checkpoint, it "
+        "runs again in the backward pass, with other values where it reads Python state"
+    )
 
 
 def render(v: Verification, fmt: str, target: str) -> str:

@@ -21,10 +21,14 @@ def test_recomputing_the_callback_exits_1_naming_the_leaves(remat_tui_cmd):
     run = subprocess.run([remat_tui_cmd, "verify", NOISY, "--policy", "nothing_saveable"],
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert run.returncode == 1, run.stderr[-2000:]
-    first, *leaves = run.stdout.splitlines()
+    first, *leaves, callback = run.stdout.splitlines()
     assert first.startswith("gradients differ: 2 of 3 leaves past their tolerance")
     assert "policy nothing_saveable on cpu:0" in first
     assert [line.split()[0] for line in leaves] == ["params['W1']", "params['W2']"]
+    # ... and the line of the callback that the backward pass runs again.
+    with open(NOISY) as fh:
+        line = next(i for i, text in enumerate(fh, 1) if "jax.pure_callback(_draw" in text)
+    assert f"calls back to Python: pure_callback at stateful_noise.py:{line};" in callback
     assert "Traceback" not in run.stderr
 
 

@@ -64,6 +64,9 @@ def test_recomputing_a_stateful_callback_moves_the_gradients_and_verify_names_th
         assert leaves[path].max_abs == pytest.approx(largest_difference(got[path], want[path]),
                                                      rel=1e-4)  # fmt: skip
     assert v.max_abs == max(leaves[p].max_abs for p in moved)
+    with open(NOISY) as fh:  # the callback the recomputation runs again, by its line
+        line = next(i for i, text in enumerate(fh, 1) if "jax.pure_callback(_draw" in text)
+    assert v.callbacks == (f"pure_callback at stateful_noise.py:{line}",)
 
 
 def test_saving_the_callbacks_value_keeps_the_gradients():
@@ -213,3 +216,21 @@ def test_a_verification_displays_itself_in_a_notebook():
     assert "<script" not in html and "http" not in html
     plain = v._repr_mimebundle_()["text/plain"]
     assert plain.startswith("gradients differ") and "params['W2']" in plain
+
+
+def test_host_callbacks_are_found_with_their_lines_and_checkpoints():
+    from remat_tui.core.jaxcompat.callbacks import host_callbacks
+
+    def f(x):
+        y = jax.pure_callback(np.sin, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+        return jnp.sum(jnp.tanh(x * y))
+
+    def g(x):
+        jax.debug.callback(print, x)
+        return jax.checkpoint(f)(x)
+
+    jaxpr = jax.make_jaxpr(g)(jnp.ones(3)).jaxpr
+    found = {(c.kind, c.checkpointed) for c in host_callbacks(jaxpr)}
+    assert found == {("debug_callback", False), ("pure_callback", True)}
+    where = {c.kind: c.where for c in host_callbacks(jaxpr)}
+    assert where["pure_callback"].startswith("test_verify.py:")

@@ -41,7 +41,7 @@ from remat_tui.core.jaxcompat.program import callback_errors_unlogged, forget_fa
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.arguments import flatten_arguments
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import device_label, device_set, topology_of
+from remat_tui.core.setup.devices import device_label, device_set, topology_of, trace_device
 from remat_tui.core.setup.loading import verify_arguments
 from remat_tui.core.trace.configured import Cancelled, check_cancelled
 from remat_tui.core.xla import compile_service
@@ -75,6 +75,9 @@ class Verification(Displayable):
     inputs: dict  # {"seed", "given", "drawn"}: leaves from the target, leaves drawn
     seconds: float = 0.0
     reason: str | None = None  # why nothing was run
+    # Where the gradients differ: the program's calls back to Python
+    # ("pure_callback at model.py:39"), which a recomputation runs again.
+    callbacks: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -112,6 +115,7 @@ class Verification(Displayable):
             "inputs": dict(self.inputs),
             "seconds": self.seconds,
             "reason": self.reason,
+            "callbacks": list(self.callbacks),
             "leaves": [leaf.to_dict() for leaf in self.leaves],
         }
 
@@ -155,10 +159,32 @@ def verify(
         verdict = DIFFER
     drawn = sum(isinstance(x, jax.ShapeDtypeStruct) for x in step.leaves)
     inputs = {"seed": seed, "given": len(step.leaves) - drawn, "drawn": drawn}
+    callbacks = _callbacks(target, dev, reference.arguments) if verdict == DIFFER else ()
     return Verification(
         verdict, leaves, config.with_device(None).label(), label, step_kind, inputs,
-        time.perf_counter() - start,
+        time.perf_counter() - start, callbacks=callbacks,
     )  # fmt: skip
+
+
+def _callbacks(target: Target, dev: jax.Device, arguments: tuple) -> tuple[str, ...]:
+    """The program's calls back to Python, as written (`pure_callback at
+    model.py:39`): a recomputation runs them again, the likeliest reason a
+    configuration's gradients differ. From the traced program the
+    configurations are built from (kept); none where it cannot be traced."""
+    from remat_tui.core import jaxcompat as jc
+    from remat_tui.core.jaxcompat.callbacks import host_callbacks
+    from remat_tui.core.trace.configured import target_dir
+    from remat_tui.core.trace.primal import primal_program
+
+    here = trace_device(dev)
+    try:
+        flat = flatten_arguments(target.fn, arguments[0], arguments[1], target.label)
+        with jax.default_device(here):
+            primal = primal_program(target, flat, here, target_dir(target))
+        found = host_callbacks(jc.open_jaxpr(primal.closed))
+    except Exception:  # a hint, not the verdict: the comparison stands without it
+        return ()
+    return tuple(f"{c.kind} at {c.where}" for c in found)
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,7 +222,9 @@ def _reference(
         return _too_big(written, device_label(dev))
     check_cancelled(cancelled)
     otherwise = _compiled_otherwise(step, target)
-    names = _leaf_names(target.fn, flatten_arguments(target.fn, *arguments, target.label).traced())
+    names = _leaf_names(
+        target.fn, flatten_arguments(target.fn, arguments[0], arguments[1], target.label).traced()
+    )
     want = _run(step, step.executable, seed, target, names)
     check_cancelled(cancelled)
     again = _run(step, otherwise, seed, target, names)
