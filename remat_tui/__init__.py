@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the package root imports none of them (see above)
     from remat_tui.core.search.exact import Narrowing
     from remat_tui.core.search.fit_rows import Fit
     from remat_tui.core.search.suggest import Suggestion
+    from remat_tui.core.xla.verify import Verification
     from remat_tui.notebook.widget import RematWidget
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "show",
     "suggest",
     "target",
+    "verify",
     "widget",
 ]
 
@@ -242,6 +244,7 @@ def suggest(
     cancelled: Callable[[], bool] | None = None,
     skip: list[str] | None = None,
     mesh: str | None = None,
+    verify: bool = False,
 ) -> Suggestion:
     """The least-cost configuration whose memory fits a budget, with what it
     is proven against.
@@ -281,6 +284,10 @@ def suggest(
         mesh: the mesh to build over `device`'s device set for an args
             factory's parameter named `mesh` (`"data=4,model=2"`, its sizes
             multiplying to the number of devices), as `--mesh` does.
+        verify: run the answer's step and the code as written's on `device`
+            with the same inputs, as `verify` does; an answer whose
+            gradients differ is dropped for the next best (`verify_failed`
+            says which and why; `gradients` is the answer's verification).
 
     Returns:
         A `Suggestion`: `best` is the answer (the smallest when nothing
@@ -296,6 +303,7 @@ def suggest(
     return _suggest(
         fn, budget, args, kwargs, compiled=compiled, device=device, sites=sites,
         measure=measure, runs=runs, narrowing=narrowing, cancelled=cancelled, skip=skip,
+        verify=verify,
     )  # fmt: skip
 
 
@@ -451,3 +459,57 @@ def fit(
         multiple=multiple, max_batch=max_batch, measure=measure, runs=runs, optimize=optimize,
         skip=skip,
     )  # fmt: skip
+
+
+def verify(
+    fn: Target | Callable,
+    args: tuple | None = None,
+    kwargs: dict | None = None,
+    policy: str = "as_written",
+    sites: dict[int | str, str] | None = None,
+    device: str | None = None,
+    structure: str | None = None,
+    seed: int = 0,
+) -> Verification:
+    """Whether a configuration computes what the code as written computes:
+    the same loss and gradients, run on the device.
+
+    Compiles the step (the loss and its gradient, or the target's training
+    step) under the configuration and as the code is written, runs both on
+    `device` with the same inputs (the target's `verify_args`, else its
+    example arrays, and for each `jax.ShapeDtypeStruct` random values drawn
+    from `seed`, the same for both runs), and compares the loss and every
+    gradient leaf (for a training step, the loss and the new parameters):
+    bitwise, and against a tolerance from the dtype and from the code as
+    written compiled a second time with XLA's backend optimisations off
+    (see the docs' "Verify" page for the rule). It proves these values on
+    these inputs on this device with this JAX; not other inputs or devices.
+
+    Args:
+        fn: a `Target`, or a plain callable analysed with `args` and `kwargs`.
+        args: the example arguments of a plain callable.
+        kwargs: its keyword arguments.
+        policy: the outer policy, as in `analyze`.
+        sites: site overrides, as in `analyze`.
+        device: as in `analyze`; it must be able to run a step (a deviceless
+            TPU topology cannot: the verdict is then `"not_run"`).
+        structure: a scan of the code rebuilt, as in `analyze`.
+        seed: the seed of the random inputs.
+
+    Returns:
+        A `Verification`: `verdict` (`"equal"`, `"agree"`, `"differ"` or
+        `"not_run"` with `reason`), `ok`, `leaves` (each with `path`,
+        `bitwise`, `max_abs`, `max_rel`, `tolerance`), `differing`, and
+        `to_dict()`, the JSON's `gradients`.
+
+    Raises:
+        RematError: bad input, or a compile or run that fails.
+    """
+    from remat_tui.core.setup.config import Config
+    from remat_tui.core.trace.configured import as_target
+    from remat_tui.core.xla.verify import verify as _verify
+
+    target = as_target(fn, args, kwargs)
+    config = Config.make(policy, sites, device, target.policies, structure)
+    _displays()
+    return _verify(target, config, seed=seed)

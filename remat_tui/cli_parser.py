@@ -11,11 +11,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from remat_tui import __version__, cli_fit
+from remat_tui import __version__, cli_fit, cli_verify
 from remat_tui.report import FORMATS  # light: the report modules import no jax
 
 # The headless subcommands `headless_parser` parses; `cache` has a parser of its own.
-SUBCOMMANDS = ("report", "compare", "suggest", "diff", "memory", "fit", "check")
+SUBCOMMANDS = ("report", "compare", "suggest", "diff", "memory", "fit", "check", "verify")
 
 SITE_HELP = (
     "set the policy of a jax.checkpoint in the code: a site id or the checkpointed "
@@ -193,6 +193,10 @@ def headless_parser() -> argparse.ArgumentParser:
         commands, target_options, policy_option, output_options, measure_options,
         compile_options, skip_option,
     )  # fmt: skip
+    cli_verify.add_parser(
+        commands, target_options, policy_option, structure_option, output_options,
+        compile_options,
+    )  # fmt: skip
     return parser
 
 
@@ -291,6 +295,13 @@ def _suggest(commands: cli_fit.Commands) -> None:
     compile_options(suggest, search=True)
     skip_option(suggest)
     suggest.add_argument("--budget", required=True, metavar="SIZE", help="e.g. 2GiB, 1.5e9")
+    suggest.add_argument(
+        "--verify",
+        action="store_true",
+        help="run the answer's step and the code as written's on the device with the same "
+        "inputs (as remat-tui verify does); an answer whose gradients differ is dropped, said "
+        "with why, for the next best",
+    )
 
 
 def _memory(commands: cli_fit.Commands) -> None:

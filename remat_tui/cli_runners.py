@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from remat_tui import cli_check, cli_fit
+from remat_tui import cli_check, cli_fit, cli_verify
 from remat_tui.core.units import count
 
 if TYPE_CHECKING:
@@ -180,6 +180,7 @@ RUNNERS = {
     "memory": _memory,
     "fit": cli_fit.run,
     "check": cli_check.run,
+    "verify": cli_verify.run,
 }
 
 

@@ -45,7 +45,8 @@ def run(
     with first_interrupt_stops(stop):
         try:
             result = suggest(target, checks["budget"], cancelled=stop.is_set,
-                             narrowing=lambda n: _narrowing(n, unit), **options)  # fmt: skip
+                             narrowing=lambda n: _narrowing(n, unit), verify=opts.verify,
+                             **options)  # fmt: skip
         except Cancelled:
             print("remat-tui: cancelled before any answer was verified", file=sys.stderr)
             return "", [], lambda: 130

@@ -40,6 +40,9 @@ class Target:
             API), as its axes `(("data", 4), ("model", 2))`: made over the
             chosen devices for an args factory's parameter named `mesh`;
             None where none was asked.
+        verify_args: the arguments `verify` runs the step with, in place of
+            `args` (a tuple of arrays, or a callable returning one); None:
+            `args`, with seeded values where it gives shapes only.
     """
 
     fn: Callable
@@ -57,6 +60,7 @@ class Target:
     train_step: Callable | None = None
     opt_state: Any = None  # the state's example, or a function of the parameters giving it
     mesh: tuple[tuple[str, int], ...] | None = None  # asked for; core/setup/meshes.py
+    verify_args: Any = None  # what verify runs the step with, in place of args (Contract 18)
 
     @property
     def trains(self) -> bool:
@@ -84,6 +88,7 @@ def target(
     optimizer: Any = None,
     train_step: Callable | None = None,
     opt_state: Any = None,
+    verify_args: Any = None,
 ) -> Callable[[Callable], Callable]:
     """Register the decorated callable as a target; returns it unchanged.
 
@@ -123,6 +128,14 @@ def target(
         opt_state: the optimizer state of `train_step`: an example pytree, or
             a function of the parameters returning one (`optimizer.init`);
             by default `optimizer.init`.
+        verify_args: the arguments `remat_tui.verify` (and `remat-tui
+            verify`) runs the step with, in place of `args`: real arrays, as
+            a tuple or a callable returning one (taking `devices` as `args`
+            may). Give them where `args` gives shapes only and a value
+            matters: integer inputs in their range (token ids below the
+            vocabulary's size), where verify would otherwise fill zeros.
+            By default verify runs `args`' own arrays, and seeded random
+            floats (integer zeros) for its `jax.ShapeDtypeStruct`s.
 
     Raises:
         TypeError: arguments that do not go together (`params` without
@@ -151,6 +164,7 @@ def target(
                     optimizer=optimizer,
                     train_step=train_step,
                     opt_state=opt_state,
+                    verify_args=verify_args,
                 )
             )
         return fn

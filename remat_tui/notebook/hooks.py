@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from functools import partial
 
+from rich.text import Text
+
 from remat_tui.core.display import register
 from remat_tui.core.model import Analysis
 from remat_tui.core.search.compare import Comparison
@@ -17,10 +19,12 @@ from remat_tui.core.search.diff import Diff
 from remat_tui.core.search.fit_rows import Fit
 from remat_tui.core.search.suggest import Suggestion
 from remat_tui.core.xla.compiled import Compiled
+from remat_tui.core.xla.verify import Verification
 from remat_tui.notebook import analysis_html, compare_html, fit_html, results_html, terminal, words
 from remat_tui.report import comparisons, memory, text
 from remat_tui.report import suggest as suggest_report
 from remat_tui.report.fit import render_fit
+from remat_tui.report.verify import lines as verify_lines
 
 
 def compiled_text(c: Compiled) -> str:
@@ -56,4 +60,11 @@ register(
     html=fit_html.render,
     text=partial(render_fit, fmt="text"),
     rich=terminal.fit,
+)
+
+register(
+    Verification,
+    html=results_html.verification,
+    text=lambda v: "\n".join(verify_lines(v)) + "\n",
+    rich=lambda v: Text("\n".join(verify_lines(v))),
 )

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from remat_tui.core.search.diff import Diff
     from remat_tui.core.search.suggest import Suggestion
     from remat_tui.core.xla.compiled_numbers import Compiled
+    from remat_tui.core.xla.verify import Verification
 
 
 def _root(title: str, body: str) -> str:
@@ -46,6 +47,20 @@ def suggestion(s: Suggestion) -> str:
         + compare_html.table(rows, numbers)
     )
     return _root("remat-tui suggest · budget " + text(human_bytes(s.budget)), body)
+
+
+# ---- verify ----------------------------------------------------------------------------
+
+
+def verification(v: Verification) -> str:
+    """The verdict in the report's words, and the leaves that differ."""
+    from remat_tui.report.verify import leaf_line, verdict_line
+
+    bold = "font-weight: bold"
+    body = tag("div", text(verdict_line(v)), bold) + "".join(
+        tag("div", text(leaf_line(leaf)), style.MUTED) for leaf in v.differing
+    )
+    return _root("remat-tui verify · " + text(v.config), body)
 
 
 # ---- diff ------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ def render_suggest(s: Suggestion, fmt: str) -> str:
             f"the budget is above the {human_bytes(s.device_memory)} the device has for the "
             "program: the device is the real limit",
         )
+    lines[3:3] = verify_lines(s)
     if best.notes:
         lines += ["", *(f"note: {n}" for n in best.notes)]
     if s.structure_notes:
@@ -65,6 +66,7 @@ def render_suggest(s: Suggestion, fmt: str) -> str:
                     *lines[:3],
                     *[step][: bool(step)],
                     *[f"- {line.strip()}" for line in proof],
+                    *[f"- {line}" for line in verify_lines(s)],
                     "",
                     "```",
                     best.python,
@@ -74,6 +76,21 @@ def render_suggest(s: Suggestion, fmt: str) -> str:
             + "\n"  # fmt: skip
         )
     return "\n".join(lines) + "\n"
+
+
+def verify_lines(s: Suggestion) -> list[str]:
+    """With --verify: each answer dropped because its gradients differ, and
+    the answer's own verdict (report/verify.py's line)."""
+    if s.gradients is None:
+        return []
+    from remat_tui.report.verify import verdict_line
+
+    dropped = [
+        f"verify: dropped {config_label(f.row)}: its gradients differ from the code as "
+        f"written's ({f.why()})"
+        for f in s.verify_failed
+    ]
+    return [*dropped, f"verify: {verdict_line(s.gradients)}"]
 
 
 def set_aside_words(s: Suggestion) -> str:

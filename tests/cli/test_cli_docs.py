@@ -48,7 +48,7 @@ def test_help_lists_every_command_the_page_lists(capsys):
 def test_every_command_that_compiles_takes_no_cache(capsys, store_on):
     sentence = re.search(r"Every command that compiles \(([^)]*)\)", PAGE)[1]
     compiling = named(sentence)
-    assert compiling == {"report", "memory", "compare", "suggest", "fit", "check"}
+    assert compiling == {"report", "memory", "compare", "suggest", "fit", "check", "verify"}
     for command in compiling:
         assert "--no-cache" in options_of(command), command
     # check, run: the cache neither read nor written.

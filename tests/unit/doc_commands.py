@@ -82,6 +82,7 @@ RUN_HERE = {
     "remat-tui report FILE --structure 'nested(4)'": 0,
     "remat-tui report FILE --structure 'split(8, everything_saveable, as_written)'": 0,
     "remat-tui memory FILE --structure 'nested(4)'": 0,
+    "remat-tui verify examples/mlp.py --policy nothing_saveable": 0,
     "remat-tui cache": 0,
     "remat-tui cache clear": 0,
     # deviceless TPU compiles (the tpu extra)
@@ -115,6 +116,9 @@ RUN_ELSEWHERE = {
     "remat-tui suggest model.py:loss --budget 40GiB --compiled --device tpu:v5p:2x2x2"
     " --cluster ray --format json": (
         "tests/unit/test_ray_compiles.py::test_compare_on_ray_gives_the_rows_of_compiling_here"
+    ),
+    "remat-tui verify tests/models/stateful_noise.py --policy nothing_saveable": (
+        "tests/cli/test_verify_cli.py::test_recomputing_the_callback_exits_1_naming_the_leaves"
     ),
 }
 

@@ -41,6 +41,7 @@ COMMANDS = (
     "suggest_compiled",
     "fit",
     "fit_optimize",
+    "verify",
 )
 
 

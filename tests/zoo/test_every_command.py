@@ -1,5 +1,5 @@
 """Every command on every zoo model (issue 41, Wanted 2; Contract 16), run
-as a user runs it, `python -m remat_tui ...`; this file: report, check,
+as a user runs it, `python -m remat_tui ...`; this file: report, check, verify,
 compare, diff, memory, and a deviceless TPU on a subset
 (test_zoo_suggest.py and test_zoo_fit.py: the searches).
 
@@ -63,6 +63,17 @@ def test_check_against_reports_json_is_unchanged(model):
 
 
 @each_model()
+def test_verify_gives_the_code_as_writtens_gradients(model):
+    """verify (Contract 18) under nothing_saveable, which recomputes every
+    value: the zoo's models are pure, so their gradients agree (exit 0)."""
+    applies(model, "verify")
+    run = cli("verify", model.spec, "--policy", "nothing_saveable", "--format", "json")
+    assert_clean(run, (0,))
+    gradients = answered(run)["gradients"]
+    assert gradients["verdict"] in ("equal", "agree") and gradients["leaf_count"] >= 2, run.command
+
+
+@each_model()
 def test_compare_lists_every_candidate(model):
     """Every candidate is a row; one JAX refuses is a row carrying its error."""
     applies(model, "compare")
@@ -94,7 +105,7 @@ def test_memory(model):
 TPU = "tpu:v5e:2x2"
 
 
-@pytest.mark.parametrize("command", ["report", "suggest"])
+@pytest.mark.parametrize("command", ["report", "suggest", "verify"])
 @pytest.mark.parametrize("model", [m for m in MODELS if m.tpu], ids=lambda m: m.id)
 def test_a_deviceless_tpu(model, command):
     from remat_tui.core.setup import devices
@@ -104,6 +115,10 @@ def test_a_deviceless_tpu(model, command):
     if command == "report":
         run = cli("report", model.spec, "--compiled", "--device", TPU, "--format", "json")
         assert_clean(run, (0,))
+    elif command == "verify":  # a topology runs nothing: one line says so, nothing claimed
+        run = cli("verify", model.spec, "--device", TPU, "--format", "json")
+        assert_clean(run, (2,))
+        assert not run.stdout and "deviceless TPU topology" in run.first_error()
     else:
         budget = str(compiled_budget(model))
         run = cli("suggest", model.spec, "--budget", budget, "--compiled", "--device", TPU,

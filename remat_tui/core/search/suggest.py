@@ -31,7 +31,7 @@ best answer compiled so far, with the gap left.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
@@ -71,10 +71,12 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.xla import host_memory
 from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:
-    pass
+    from remat_tui.core.search.verified import Failed
+    from remat_tui.core.xla.verify import Verification
 
 
 @dataclass
@@ -107,6 +109,11 @@ class Suggestion(Displayable):
         set_aside: where the code as written fits and the best found beats
             its cost by less than the cost can tell apart, that best (and by
             how much): the answer is then the code as written.
+        gradients: with `verify=True`, the answer's `Verification`: its
+            loss and gradients run on the device against the code as
+            written's (Contract 18); else None.
+        verify_failed: with `verify=True`, the answers dropped because
+            their gradients differ, each with why (`Failed`).
     """
 
     budget: int
@@ -129,6 +136,18 @@ class Suggestion(Displayable):
     cancelled: bool = False
     refused: tuple[Row, ...] = ()
     set_aside: Within | None = None  # the best found, within the cost's resolution of as written
+    gradients: Verification | None = None  # the answer verified (verify=True)
+    verify_failed: tuple[Failed, ...] = ()  # answers dropped: their gradients differ
+    target: Target | None = field(default=None, repr=False, compare=False)  # for verify()
+
+    def verify(self, seed: int = 0) -> Verification:
+        """Run the answer's step and the code as written's on the device with
+        the same inputs and compare the loss and gradients (`remat_tui.verify`)."""
+        from remat_tui.core.xla.verify import verify
+
+        if self.target is None:
+            raise RematError("this Suggestion was not made by suggest: it has no target to run")
+        return verify(self.target, self.best.config, seed=seed)
 
     @property
     def found(self) -> Row:
@@ -163,6 +182,8 @@ class Suggestion(Displayable):
             "refused": [
                 {"configuration": r.config.label(), "error": r.failure} for r in self.refused
             ],
+            "gradients": None if self.gradients is None else self.gradients.to_dict(),
+            "verify_failed": [f.to_dict() for f in self.verify_failed],
         }
 
 
@@ -182,6 +203,7 @@ def suggest(
     narrowing: Callable[[Narrowing], object] | None = None,
     max_rounds: int | None = None,
     skip: Sequence[str | Skip] | None = None,
+    verify: bool = False,
 ) -> Suggestion:
     """The least-cost configuration whose memory fits `budget` (see the module
     doc). `compile_all`: list the whole space, however large, and compile
@@ -191,7 +213,9 @@ def suggest(
     hears the exact search's bound, best and gap as they narrow (exact.py);
     `max_rounds`: the model's answers it compiles before stopping unproven.
     `skip`: candidates to leave out (core/search/skips.py: `SPEC` anywhere,
-    `ID|FUNCTION=SPEC` at a site); never the code as written."""
+    `ID|FUNCTION=SPEC` at a site); never the code as written. `verify`: run
+    the answer against the code as written on the device, and never answer
+    with one whose gradients differ (core/search/verified.py)."""
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
     skips = parse_skips(skip, target.policies)
@@ -214,7 +238,19 @@ def suggest(
         search.enumerate(space, compile_all)
     else:
         search.exact(space, narrowing, max_rounds)
-    return search.conclude(space)
+    answer = search.conclude(space)
+    if not verify:
+        return answer
+    from remat_tui.core.search.verified import verified_answer
+
+    best, fits, checked, failed = verified_answer(
+        answer.rows, answer.best, answer.fits, answer.baseline, budget, target, cancelled
+    )
+    if not failed:
+        return replace(answer, gradients=checked)
+    # Another answer than the search's: no longer its proven optimum.
+    return replace(answer, best=best, fits=fits, exact=False,
+                   set_aside=None, gradients=checked, verify_failed=tuple(failed))  # fmt: skip
 
 
 class _Search:
@@ -391,6 +427,7 @@ class _Search:
             cancelled=self.stopped,
             refused=tuple(r for r in self.analysed.all() if r.refused),
             set_aside=set_aside,
+            target=self.target,
         )
 
     def _certificate(self, space: Space, best: Row, fits: bool) -> cert.Certificate:

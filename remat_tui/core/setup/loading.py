@@ -174,6 +174,18 @@ def resolve_arguments(
     )
 
 
+def verify_arguments(t: Target, devices: list | None = None) -> tuple[tuple, dict]:
+    """The (args, kwargs) `verify` runs the step with: the target's
+    `verify_args` in place of its `args` where it gives them (Contract 18),
+    else `resolve_arguments`'."""
+    if t.verify_args is None:
+        return resolve_arguments(t, devices)
+    return (
+        _resolve(t, t.verify_args, "verify_args", tuple, (), devices),
+        _resolve(t, t.kwargs, "kwargs", dict, {}, devices),
+    )
+
+
 def takes_devices(t: Target) -> bool:
     """Whether the target's example arguments depend on the device set (a
     factory with a `devices` parameter): then they are built per device set."""

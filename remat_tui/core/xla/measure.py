@@ -53,6 +53,7 @@ from remat_tui.core.xla.compiled import (
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
+Fill = Callable[[Any, Any], jax.Array]  # (example leaf, sharding) -> an array
 RUNS = 5  # timed runs after the warm-up, unless asked otherwise
 FILL_STD = 0.1  # the spread of the normal values a ShapeDtypeStruct is filled with
 
@@ -169,8 +170,7 @@ def _run(
     assert lowered is not None  # compile_step keeps how to call what it compiled
     before = _memory_stats(dev)
     try:
-        real = [_real(x, placed) for x, placed in zip(step.leaves, step.abstract, strict=True)]
-        inputs = lowered.inputs(real, _fill)
+        inputs = step_inputs(step, _fill)
         times = []
         with callback_errors_unlogged():
             for i in range(runs + 1):  # the first is the warm-up
@@ -191,7 +191,7 @@ def _run(
         if out_of_memory(message):
             return Measured(0, None, None, None, fits=False,
                             error=f"did not fit when run: {_first_line(message)}")  # fmt: skip
-        return Measured(0, None, None, None, error=f"raised when run: {_cause(exc)}")
+        return Measured(0, None, None, None, error=f"raised when run: {run_error(exc)}")
     peak, note = _peak(before, _memory_stats(dev), dev)
     return Measured(runs, min(times), statistics.median(times), peak, note)
 
@@ -200,7 +200,7 @@ def _first_line(message: str) -> str:
     return trim_message(message, lines=1).strip()
 
 
-def _cause(exc: Exception) -> str:
+def run_error(exc: Exception) -> str:
     """What went wrong, in one line: for an error raised in the user's host
     callback (its traceback folded into XLA's message), that error's own
     last line; else XLA's first."""
@@ -226,27 +226,48 @@ def _peak(
     )
 
 
-def _real(leaf: Any, placed: jax.ShapeDtypeStruct) -> jax.Array:
+def step_inputs(step: CompiledStep, fill: Fill, copy: bool = False) -> tuple:
+    """The arguments to call `step`'s executable with: the target's example
+    arrays placed as the step was compiled for, and for each
+    ShapeDtypeStruct an array `fill` makes. `copy`: never the example's own
+    buffer, which a training step donates (and so deletes) when run; a
+    caller that runs the step again from the same examples (core/xla/verify.py)
+    asks for copies."""
+    lowered = step.lowered
+    assert lowered is not None  # compile_step keeps how to call what it compiled
+    real = [
+        _real(x, placed, fill, copy) for x, placed in zip(step.leaves, step.abstract, strict=True)
+    ]
+    return lowered.inputs(real, fill)
+
+
+def _real(leaf: Any, placed: jax.ShapeDtypeStruct, fill: Fill, copy: bool) -> jax.Array:
     """The target's example array, placed as the step was compiled for; or,
     for a ShapeDtypeStruct, one made."""
     if isinstance(leaf, (jax.Array, np.ndarray, np.generic, int, float, bool, complex)):
-        return jax.device_put(leaf, placed.sharding)
-    return _fill(placed, placed.sharding)
+        return jax.device_put(leaf, placed.sharding, may_alias=False if copy else None)
+    return fill(placed, placed.sharding)
 
 
-def _fill(example: jax.ShapeDtypeStruct, sharding: Any) -> jax.Array:
-    """An array of `example`'s shape and dtype, placed as `sharding` says:
-    normal values for floats, zeros otherwise. Made by numpy on the host (a
-    jitted random-number program would compile once per shape, which cost
-    more than running the step)."""
-    if isinstance(example, (jax.Array, np.ndarray, np.generic)):
-        return jax.device_put(example, sharding)
-    shape, dtype = tuple(example.shape), jnp.dtype(example.dtype)
-    if jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.complexfloating):
-        values = FILL_STD * _random.standard_normal(shape, dtype=np.float32)
-    else:
-        values = np.zeros(shape, np.int8)
-    return jax.device_put(np.asarray(values, dtype=dtype), sharding)
+def filler(rng: np.random.Generator) -> Fill:
+    """A fill: an array of an example's shape and dtype, placed as `sharding`
+    says: normal values for floats (drawn from `rng`, in turn), zeros
+    otherwise. Made by numpy on the host (a jitted random-number program
+    would compile once per shape, which cost more than running the step)."""
+
+    def fill(example: Any, sharding: Any) -> jax.Array:
+        if isinstance(example, (jax.Array, np.ndarray, np.generic)):
+            return jax.device_put(example, sharding)
+        shape, dtype = tuple(example.shape), jnp.dtype(example.dtype)
+        if jnp.issubdtype(dtype, jnp.floating) or jnp.issubdtype(dtype, jnp.complexfloating):
+            values = FILL_STD * rng.standard_normal(shape, dtype=np.float32)
+        else:
+            values = np.zeros(shape, np.int8)
+        return jax.device_put(np.asarray(values, dtype=dtype), sharding)
+
+    return fill
 
 
-_random = np.random.default_rng(0)
+# Measuring fills from one generator for the whole process: only the values'
+# shapes matter to a time (core/xla/verify.py seeds one per run).
+_fill = filler(np.random.default_rng(0))

@@ -1,0 +1,72 @@
+"""What verifying costs (issue 43's bar: at most 3x one measured step):
+`verify` of one configuration against `measure` of the same configuration,
+side by side in one process, alternately, each on a fresh target object
+(nothing cached: no compile, no reference run), and the ratio.
+
+measure: the step compiled once, one warm-up run and five timed runs.
+verify: the step compiled under the configuration and as the code is
+written, the code as written compiled once more with XLA's backend
+optimisations off (for the tolerance), and one run of each.
+
+    python bench/bench_verify.py [--repeat 3] [--policy nothing_saveable] [FILE[:NAME] ...]
+
+Default targets: examples/mlp.py and tests/models/scan_stack.py (16 scanned
+layers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import time
+
+os.environ.setdefault("REMAT_TUI_NO_CACHE", "1")  # every compile timed is made
+
+from remat_tui.core.setup.config import Config  # noqa: E402
+from remat_tui.core.setup.loading import load_target  # noqa: E402
+from remat_tui.core.xla import compiled  # noqa: E402
+from remat_tui.core.xla.measure import measure  # noqa: E402
+from remat_tui.core.xla.verify import verify  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TARGETS = [os.path.join(ROOT, "examples", "mlp.py"),
+           os.path.join(ROOT, "tests", "models", "scan_stack.py")]  # fmt: skip
+
+
+def timed(run, target, config) -> float:
+    """Seconds `run` takes on a fresh copy of `target` (nothing cached)."""
+    compiled.clear_cache()
+    fresh = dataclasses.replace(target)
+    start = time.perf_counter()
+    run(fresh, config)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("targets", nargs="*", default=TARGETS)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--policy", default="nothing_saveable")
+    opts = parser.parse_args()
+    for ref in opts.targets:
+        loaded = load_target(ref)
+        config = Config.make(opts.policy, declared=loaded.policies)
+        ratios, measured, verified = [], [], []
+        for _ in range(opts.repeat):
+            m = timed(measure, loaded, config)
+            v = timed(verify, loaded, config)
+            measured.append(m)
+            verified.append(v)
+            ratios.append(v / m)
+        print(
+            f"{os.path.relpath(ref, ROOT)} ({config.label()}): measure "
+            f"{statistics.median(measured):.2f} s, verify {statistics.median(verified):.2f} s, "
+            f"ratio median {statistics.median(ratios):.2f} (max {max(ratios):.2f}; bar 3.00)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+"""Provides `remat-tui verify` (Contract 18): its options and the runner
+cli.py's `_headless` calls. It runs the step under one configuration and
+under the code as written on the device, with the same inputs, and compares
+the loss and every gradient (core/xla/verify.py): exit status 0 when they
+agree, 1 when they differ, 2 on bad input or where nothing could be run (a
+deviceless TPU topology, a step that does not fit).
+
+Imports only the standard library at module level, as cli.py does.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from remat_tui.errors import RematError
+
+if TYPE_CHECKING:
+    from remat_tui.cli_check import Rendered
+    from remat_tui.cli_fit import Commands
+    from remat_tui.registry import Target
+
+
+def add_parser(
+    commands: Commands,
+    target_options: Callable[[argparse.ArgumentParser], None],
+    policy_option: Callable[..., None],
+    structure_option: Callable[[argparse.ArgumentParser], None],
+    output_options: Callable[[argparse.ArgumentParser, str | None], None],
+    compile_options: Callable[..., None],  # (parser, search=)
+) -> None:
+    verify = commands.add_parser(
+        "verify",
+        help="the same gradients as the code as written, run on the device",
+        description="Run the step (the loss and its gradient, or the training step) under "
+        "one configuration and under the code as written on the device, with the same "
+        "inputs, and compare the loss and every gradient leaf: bitwise, and against a "
+        "tolerance from the dtype and from the code as written compiled otherwise. Exit 0 "
+        "when they agree, 1 when they differ, 2 on bad input or where the step cannot run "
+        "(a deviceless TPU topology).",
+    )
+    target_options(verify)
+    policy_option(verify)
+    structure_option(verify)
+    output_options(verify, None)
+    compile_options(verify, search=False)
+    verify.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the seed of the random inputs drawn where the target gives shapes only "
+        "(the same for both runs; default 0)",
+    )
+
+
+def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
+    from remat_tui.core.setup.config import Config, parse_site_option
+    from remat_tui.core.xla.verify import DIFFER, NOT_RUN, verify
+    from remat_tui.report.verify import render
+
+    sites = dict(parse_site_option(text) for text in opts.site)
+    config = Config.make(opts.policy, sites, opts.device, target.policies, opts.structure)
+    result = verify(target, config, seed=opts.seed)
+    if result.verdict == NOT_RUN:
+        raise RematError(f"verify {config.with_device(None).label()}: {result.reason}.")
+    return render(result, fmt, target.label), [], lambda: 1 if result.verdict == DIFFER else 0

@@ -1,0 +1,99 @@
+"""Provides `render` and `verdict_line`: `verify`'s result
+(core/xla/verify.py, Contract 18) in every format: one line saying whether
+the gradients are the code as written's, then the leaves that differ."""
+
+from __future__ import annotations
+
+import json
+from html import escape
+from typing import TYPE_CHECKING
+
+from remat_tui.core.units import count
+from remat_tui.report.tables import md_cell
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.verify import Verification
+    from remat_tui.core.xla.verify_leaves import Leaf
+
+
+def verdict_line(v: Verification) -> str:
+    """The verdict in one line, with the configuration and the device."""
+    under = f"{v.config} on {v.device}"
+    n = len(v.leaves)
+    if v.verdict == "not_run":
+        return f"not verified: {v.reason}"
+    if v.verdict == "equal":
+        return (
+            f"same gradients: all {count(n, 'leaf', 'leaves')} (loss and gradients) bitwise "
+            f"equal to the code as written's; {under}"
+        )
+    if v.verdict == "agree":
+        worst = max(v.leaves, key=_share)
+        return (
+            f"same gradients within tolerance: {v.bitwise_leaves} of {n} leaves bitwise equal "
+            f"to the code as written's, the largest difference {_e(worst.max_abs)} "
+            f"({worst.path}, {_share(worst):.2g} of its tolerance); {under}"
+        )
+    differ = v.differing
+    return (
+        f"gradients differ: {len(differ)} of {n} leaves past their tolerance against the code "
+        f"as written's, the largest difference {_e(max(x.max_abs for x in differ))}; {under}"
+    )
+
+
+def leaf_line(leaf: Leaf) -> str:
+    """`params['W1']  float32[16,16]  max abs 3.2e-02  max rel 1.1e-01  tolerance 3.6e-07`."""
+    shape = ",".join(str(d) for d in leaf.shape)
+    return (
+        f"{leaf.path}  {leaf.dtype}[{shape}]  max abs {_e(leaf.max_abs)}  "
+        f"max rel {_e(leaf.max_rel)}  tolerance {_e(leaf.tolerance)}"
+    )
+
+
+def lines(v: Verification) -> list[str]:
+    return [
+        verdict_line(v),
+        *(f"  {leaf_line(leaf)}" for leaf in v.differing),
+        *(callback_line(c) for c in v.callbacks),
+    ]
+
+
+def callback_line(callback: str) -> str:
+    """Why a call back to Python may be what moved the gradients."""
+    return (
+        f"  the program calls back to Python: {callback}; recomputed under a checkpoint, it "
+        "runs again in the backward pass, with other values where it reads Python state"
+    )
+
+
+def render(v: Verification, fmt: str, target: str) -> str:
+    """`v` in format `fmt`; `target` names it (`file:name`)."""
+    if fmt == "json":
+        out = {"schema": 1, "target": target, "config": v.config, "gradients": v.to_dict()}
+        return json.dumps(out, indent=2) + "\n"
+    if fmt == "text":
+        return "\n".join(lines(v)) + "\n"
+    head, *rest = lines(v)
+    title = f"verify {target}"
+    if fmt == "md":
+        return f"# remat-tui {md_cell(title)}\n\n{md_cell(head)}\n\n" + "".join(
+            f"- {md_cell(x.strip())}\n" for x in rest
+        )
+    if fmt == "html":
+        items = "".join(f"<li>{escape(x.strip())}</li>" for x in rest)
+        return (
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>remat-tui {escape(title)}</title></head><body>"
+            f"<h1>remat-tui {escape(title)}</h1><p>{escape(head)}</p><ul>{items}</ul>"
+            "</body></html>\n"
+        )
+    raise ValueError(f"unknown format {fmt!r}")
+
+
+def _share(leaf: Leaf) -> float:
+    """How much of its tolerance a leaf's difference uses."""
+    return leaf.max_abs / leaf.tolerance if leaf.tolerance else 0.0
+
+
+def _e(x: float) -> str:
+    return f"{x:.2e}"
