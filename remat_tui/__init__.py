@@ -470,6 +470,7 @@ def verify(
     device: str | None = None,
     structure: str | None = None,
     seed: int = 0,
+    mesh: str | None = None,
 ) -> Verification:
     """Whether a configuration computes what the code as written computes:
     the same loss and gradients, run on the device.
@@ -495,6 +496,8 @@ def verify(
             TPU topology cannot: the verdict is then `"not_run"`).
         structure: a scan of the code rebuilt, as in `analyze`.
         seed: the seed of the random inputs.
+        mesh: the mesh to build over `device`'s device set for an args
+            factory's parameter named `mesh`, as in `analyze`.
 
     Returns:
         A `Verification`: `verdict` (`"equal"`, `"agree"`, `"differ"` or
@@ -509,6 +512,7 @@ def verify(
     from remat_tui.core.trace.configured import as_target
     from remat_tui.core.xla.verify import verify as _verify
 
+    fn, args, kwargs = _meshed(fn, args, kwargs, mesh, device)
     target = as_target(fn, args, kwargs)
     config = Config.make(policy, sites, device, target.policies, structure)
     _displays()
