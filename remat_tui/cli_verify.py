@@ -3,7 +3,9 @@ cli.py's `_headless` calls. It runs the step under one configuration and
 under the code as written on the device, with the same inputs, and compares
 the loss and every gradient (core/xla/verify.py): exit status 0 when they
 agree, 1 when they differ, 2 on bad input or where nothing could be run (a
-deviceless TPU topology, a step that does not fit).
+deviceless TPU topology, a step that does not fit). Where they differ, it
+names the fewest of the configuration's decisions that move them, verifying
+subsets (core/xla/verify_bisect.py), one progress line on stderr each.
 
 Imports only the standard library at module level, as cli.py does.
 """
@@ -56,13 +58,14 @@ def add_parser(
 
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
+    from remat_tui.cli_runners import Progress
     from remat_tui.core.setup.config import Config, parse_site_option
     from remat_tui.core.xla.verify import DIFFER, NOT_RUN, verify
     from remat_tui.report.verify import render
 
     sites = dict(parse_site_option(text) for text in opts.site)
     config = Config.make(opts.policy, sites, opts.device, target.policies, opts.structure)
-    result = verify(target, config, seed=opts.seed)
+    result = verify(target, config, seed=opts.seed, explain=True, progress=Progress())
     if result.verdict == NOT_RUN:
         raise RematError(f"verify {config.with_device(None).label()}: {result.reason}.")
     return render(result, fmt, target.label), [], lambda: 1 if result.verdict == DIFFER else 0

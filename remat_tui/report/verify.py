@@ -55,7 +55,21 @@ def lines(v: Verification) -> list[str]:
         verdict_line(v),
         *(f"  {leaf_line(leaf)}" for leaf in v.differing),
         *(callback_line(c) for c in v.callbacks),
+        *decision_lines(v),
     ]
+
+
+def decision_lines(v: Verification) -> list[str]:
+    """What the configuration changes against the code as written, where it
+    was asked (verify's `explain`), and what moved the gradients."""
+    if not v.decisions:
+        return []
+    whats = "; ".join(d.what for d in v.decisions)
+    out = [f"  decisions against the code as written ({len(v.decisions)}): {whats}"]
+    if v.culprit is not None:
+        tried = count(v.culprit.verifies, "configuration") + " verified to find it"
+        out.append(f"  culprit: {v.culprit.line} ({tried})")
+    return out
 
 
 def callback_line(callback: str) -> str:

@@ -30,8 +30,8 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
@@ -50,6 +50,9 @@ from remat_tui.core.xla.measure import filler, run_error, step_inputs
 from remat_tui.core.xla.verify_leaves import RULE, Leaf, compare_leaf, json_number
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
+
+if TYPE_CHECKING:
+    from remat_tui.core.xla.verify_bisect import Culprit, Decision, Progress
 
 REFERENCES = 2  # the code as written's runs kept (per target, device and seed)
 SEED = 0  # the inputs' generator's seed, the same for every run
@@ -78,6 +81,11 @@ class Verification(Displayable):
     # Where the gradients differ: the program's calls back to Python
     # ("pure_callback at model.py:39"), which a recomputation runs again.
     callbacks: tuple[str, ...] = ()
+    # With `explain`: what the configuration changes against the code as
+    # written, and where the gradients differ, the fewest of those that move
+    # them (core/xla/verify_bisect.py).
+    decisions: tuple[Decision, ...] = ()
+    culprit: Culprit | None = None
 
     @property
     def ok(self) -> bool:
@@ -117,6 +125,8 @@ class Verification(Displayable):
             "reason": self.reason,
             "callbacks": list(self.callbacks),
             "leaves": [leaf.to_dict() for leaf in self.leaves],
+            "decisions": [d.to_dict() for d in self.decisions],
+            "culprit": self.culprit.to_dict() if self.culprit is not None else None,
         }
 
 
@@ -126,10 +136,15 @@ def verify(
     cancelled: Callable[[], bool] | None = None,
     *,
     seed: int = SEED,
+    explain: bool = False,
+    progress: Progress | None = None,
 ) -> Verification:
     """Run `config`'s step and the code as written's on `config`'s device with
     the same inputs, and compare them (module doc). A compile or a run that
-    fails raises RematError; a device that cannot run says NOT_RUN."""
+    fails raises RematError; a device that cannot run says NOT_RUN.
+    `explain`: name the decisions `config` makes and, where the gradients
+    differ, find the fewest that move them, verifying subsets of them
+    (verify_bisect.py; `progress` is told of each)."""
     start = time.perf_counter()
     dev = config.jax_device
     label = device_label(dev)
@@ -160,19 +175,53 @@ def verify(
     drawn = sum(isinstance(x, jax.ShapeDtypeStruct) for x in step.leaves)
     inputs = {"seed": seed, "given": len(step.leaves) - drawn, "drawn": drawn}
     callbacks = _callbacks(target, dev, reference.arguments) if verdict == DIFFER else ()
-    return Verification(
+    result = Verification(
         verdict, leaves, config.with_device(None).label(), label, step_kind, inputs,
         time.perf_counter() - start, callbacks=callbacks,
     )  # fmt: skip
+    if not explain:
+        return result
+    from remat_tui.core.xla.verify_bisect import explain as _explain
+
+    names = _names(target, dev, reference.arguments)
+    found, culprit = _explain(target, config, result, seed, names, progress, cancelled)
+    return replace(result, decisions=found, culprit=culprit,
+                   seconds=time.perf_counter() - start)  # fmt: skip
 
 
 def _callbacks(target: Target, dev: jax.Device, arguments: tuple) -> tuple[str, ...]:
     """The program's calls back to Python, as written (`pure_callback at
     model.py:39`): a recomputation runs them again, the likeliest reason a
-    configuration's gradients differ. From the traced program the
-    configurations are built from (kept); none where it cannot be traced."""
-    from remat_tui.core import jaxcompat as jc
+    configuration's gradients differ. None where it cannot be traced."""
     from remat_tui.core.jaxcompat.callbacks import host_callbacks
+
+    jaxpr = _as_written(target, dev, arguments)
+    if jaxpr is None:
+        return ()
+    return tuple(f"{c.kind} at {c.where}" for c in host_callbacks(jaxpr))
+
+
+def _names(target: Target, dev: jax.Device, arguments: tuple) -> dict[str, str]:
+    """The program's checkpoint_names, as written, in program order, each
+    with the line that makes it first (`model.py:41`)."""
+    from remat_tui.core import jaxcompat as jc
+    from remat_tui.core.trace.names import name_eqns
+
+    jaxpr = _as_written(target, dev, arguments)
+    if jaxpr is None:
+        return {}
+    out = {}
+    for name, eqns in name_eqns(jaxpr).items():
+        source = jc.user_source(eqns[0][0].source_info)
+        out[name] = source.where() if source else "where JAX made it"
+    return out
+
+
+def _as_written(target: Target, dev: jax.Device, arguments: tuple) -> Any:
+    """The traced program the configurations are built from (kept), opened;
+    None where it cannot be traced (the notes it gives are hints: the
+    comparison stands without them)."""
+    from remat_tui.core import jaxcompat as jc
     from remat_tui.core.trace.configured import target_dir
     from remat_tui.core.trace.primal import primal_program
 
@@ -181,10 +230,9 @@ def _callbacks(target: Target, dev: jax.Device, arguments: tuple) -> tuple[str, 
         flat = flatten_arguments(target.fn, arguments[0], arguments[1], target.label)
         with jax.default_device(here):
             primal = primal_program(target, flat, here, target_dir(target))
-        found = host_callbacks(jc.open_jaxpr(primal.closed))
-    except Exception:  # a hint, not the verdict: the comparison stands without it
-        return ()
-    return tuple(f"{c.kind} at {c.where}" for c in found)
+        return jc.open_jaxpr(primal.closed)
+    except Exception:
+        return None
 
 
 @dataclass(frozen=True, eq=False)
