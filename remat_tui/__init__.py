@@ -471,6 +471,7 @@ def verify(
     structure: str | None = None,
     seed: int = 0,
     mesh: str | None = None,
+    explain: bool = True,
 ) -> Verification:
     """Whether a configuration computes what the code as written computes:
     the same loss and gradients, run on the device.
@@ -498,11 +499,17 @@ def verify(
         seed: the seed of the random inputs.
         mesh: the mesh to build over `device`'s device set for an args
             factory's parameter named `mesh`, as in `analyze`.
+        explain: name the decisions the configuration makes against the
+            code as written and, where the gradients differ, find the
+            fewest that move them by verifying subsets of them (a few
+            verifies more: about log2 of the decisions for each needed).
 
     Returns:
         A `Verification`: `verdict` (`"equal"`, `"agree"`, `"differ"` or
         `"not_run"` with `reason`), `ok`, `leaves` (each with `path`,
-        `bitwise`, `max_abs`, `max_rel`, `tolerance`), `differing`, and
+        `bitwise`, `max_abs`, `max_rel`, `tolerance`), `differing`,
+        `decisions` and `culprit` (with `explain`: the fewest decisions
+        that move the gradients, and `line`, that in one sentence), and
         `to_dict()`, the JSON's `gradients`.
 
     Raises:
@@ -516,4 +523,4 @@ def verify(
     target = as_target(fn, args, kwargs)
     config = Config.make(policy, sites, device, target.policies, structure)
     _displays()
-    return _verify(target, config, seed=seed)
+    return _verify(target, config, seed=seed, explain=explain)
