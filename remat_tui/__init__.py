@@ -518,9 +518,12 @@ def verify(
     from remat_tui.core.setup.config import Config
     from remat_tui.core.trace.configured import as_target
     from remat_tui.core.xla.verify import verify as _verify
+    from remat_tui.core.xla.verify_bisect import verify_explained
 
     fn, args, kwargs = _meshed(fn, args, kwargs, mesh, device)
     target = as_target(fn, args, kwargs)
     config = Config.make(policy, sites, device, target.policies, structure)
     _displays()
-    return _verify(target, config, seed=seed, explain=explain)
+    if explain:
+        return verify_explained(target, config, seed=seed)
+    return _verify(target, config, seed=seed)

@@ -13,6 +13,7 @@ Imports only the standard library at module level, as cli.py does.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from remat_tui.errors import RematError
 if TYPE_CHECKING:
     from remat_tui.cli_check import Rendered
     from remat_tui.cli_fit import Commands
+    from remat_tui.core.setup.config import Config
     from remat_tui.registry import Target
 
 
@@ -58,14 +60,20 @@ def add_parser(
 
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
-    from remat_tui.cli_runners import Progress
     from remat_tui.core.setup.config import Config, parse_site_option
-    from remat_tui.core.xla.verify import DIFFER, NOT_RUN, verify
+    from remat_tui.core.xla.verify import DIFFER, NOT_RUN
+    from remat_tui.core.xla.verify_bisect import verify_explained
     from remat_tui.report.verify import render
 
     sites = dict(parse_site_option(text) for text in opts.site)
     config = Config.make(opts.policy, sites, opts.device, target.policies, opts.structure)
-    result = verify(target, config, seed=opts.seed, explain=True, progress=Progress())
+    result = verify_explained(target, config, seed=opts.seed, progress=_progress)
     if result.verdict == NOT_RUN:
         raise RematError(f"verify {config.with_device(None).label()}: {result.reason}.")
     return render(result, fmt, target.label), [], lambda: 1 if result.verdict == DIFFER else 0
+
+
+def _progress(i: int, total: int, config: Config, stage: str) -> None:
+    """One line on stderr per configuration the explanation verifies, as the
+    other commands' progress lines: `remat-tui: [2/5] verifying policy ...`."""
+    print(f"remat-tui: [{i + 1}/{total}] {stage} {config.label()}", file=sys.stderr, flush=True)

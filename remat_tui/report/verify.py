@@ -67,8 +67,9 @@ def decision_lines(v: Verification) -> list[str]:
     whats = "; ".join(d.what for d in v.decisions)
     out = [f"  decisions against the code as written ({len(v.decisions)}): {whats}"]
     if v.culprit is not None:
-        tried = count(v.culprit.verifies, "configuration") + " verified to find it"
-        out.append(f"  culprit: {v.culprit.line} ({tried})")
+        tried = v.culprit.verifies
+        found = f" ({count(tried, 'configuration')} verified to find it)" if tried else ""
+        out.append(f"  culprit: {v.culprit.line}{found}")
     return out
 
 

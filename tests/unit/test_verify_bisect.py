@@ -14,8 +14,8 @@ from conftest import ROOT
 
 import remat_tui
 from remat_tui.core.setup.config import Config
-from remat_tui.core.xla.verify import verify
-from remat_tui.core.xla.verify_bisect import (
+from remat_tui.core.xla.verify_bisect import verify_explained
+from remat_tui.core.xla.verify_decisions import (
     NAME,
     POLICY,
     REST,
@@ -60,7 +60,7 @@ def test_recomputing_every_name_is_bisected_to_the_one_that_runs_the_callback_ag
     target, module = eight_names()
     names, noisy = module["NAMES"], module["NOISY"]
     module["draws"][0] = 0
-    v = verify(target, Config.make("save_only_these_names()"), explain=True)
+    v = verify_explained(target, Config.make("save_only_these_names()"))
     assert v.verdict == "differ"
     # Every name's recomputation is a decision, and the policy's rest.
     assert [d.key for d in v.decisions if d.kind == NAME] == list(names)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -52,7 +52,7 @@ from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:
-    from remat_tui.core.xla.verify_bisect import Culprit, Decision, Progress
+    from remat_tui.core.xla.verify_decisions import Culprit, Decision
 
 REFERENCES = 2  # the code as written's runs kept (per target, device and seed)
 SEED = 0  # the inputs' generator's seed, the same for every run
@@ -81,9 +81,9 @@ class Verification(Displayable):
     # Where the gradients differ: the program's calls back to Python
     # ("pure_callback at model.py:39"), which a recomputation runs again.
     callbacks: tuple[str, ...] = ()
-    # With `explain`: what the configuration changes against the code as
-    # written, and where the gradients differ, the fewest of those that move
-    # them (core/xla/verify_bisect.py).
+    # Where asked (verify_bisect.py's verify_explained): what the
+    # configuration changes against the code as written, and where the
+    # gradients differ, the fewest of those that move them.
     decisions: tuple[Decision, ...] = ()
     culprit: Culprit | None = None
 
@@ -136,15 +136,12 @@ def verify(
     cancelled: Callable[[], bool] | None = None,
     *,
     seed: int = SEED,
-    explain: bool = False,
-    progress: Progress | None = None,
 ) -> Verification:
     """Run `config`'s step and the code as written's on `config`'s device with
     the same inputs, and compare them (module doc). A compile or a run that
     fails raises RematError; a device that cannot run says NOT_RUN.
-    `explain`: name the decisions `config` makes and, where the gradients
-    differ, find the fewest that move them, verifying subsets of them
-    (verify_bisect.py; `progress` is told of each)."""
+    verify_bisect.py's `verify_explained` says which of `config`'s
+    decisions moved the gradients where they differ."""
     start = time.perf_counter()
     dev = config.jax_device
     label = device_label(dev)
@@ -175,18 +172,10 @@ def verify(
     drawn = sum(isinstance(x, jax.ShapeDtypeStruct) for x in step.leaves)
     inputs = {"seed": seed, "given": len(step.leaves) - drawn, "drawn": drawn}
     callbacks = _callbacks(target, dev, reference.arguments) if verdict == DIFFER else ()
-    result = Verification(
+    return Verification(
         verdict, leaves, config.with_device(None).label(), label, step_kind, inputs,
         time.perf_counter() - start, callbacks=callbacks,
     )  # fmt: skip
-    if not explain:
-        return result
-    from remat_tui.core.xla.verify_bisect import explain as _explain
-
-    names = _names(target, dev, reference.arguments)
-    found, culprit = _explain(target, config, result, seed, names, progress, cancelled)
-    return replace(result, decisions=found, culprit=culprit,
-                   seconds=time.perf_counter() - start)  # fmt: skip
 
 
 def _callbacks(target: Target, dev: jax.Device, arguments: tuple) -> tuple[str, ...]:
@@ -201,12 +190,19 @@ def _callbacks(target: Target, dev: jax.Device, arguments: tuple) -> tuple[str, 
     return tuple(f"{c.kind} at {c.where}" for c in host_callbacks(jaxpr))
 
 
-def _names(target: Target, dev: jax.Device, arguments: tuple) -> dict[str, str]:
+def program_names(target: Target, config: Config, seed: int = SEED) -> dict[str, str]:
     """The program's checkpoint_names, as written, in program order, each
-    with the line that makes it first (`model.py:41`)."""
+    with the line that makes it first (`model.py:41`), traced from the
+    arguments verify ran it on (kept), on `config`'s device."""
     from remat_tui.core import jaxcompat as jc
     from remat_tui.core.trace.names import name_eqns
 
+    dev = config.jax_device
+    kept = _references.get((id(target), device_label(dev), seed))
+    if kept is not None and kept.target is target:
+        arguments = kept.arguments
+    else:
+        arguments = verify_arguments(target, device_set(dev))
     jaxpr = _as_written(target, dev, arguments)
     if jaxpr is None:
         return {}
