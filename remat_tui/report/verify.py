@@ -60,9 +60,11 @@ def lines(v: Verification) -> list[str]:
 
 
 def decision_lines(v: Verification) -> list[str]:
-    """What the configuration changes against the code as written, where it
-    was asked (verify's `explain`), and what moved the gradients."""
-    if not v.decisions:
+    """Where the gradients differ: what the configuration changes against
+    the code as written (where asked: verify_bisect.py's verify_explained),
+    and which of those moved them. (Where they agree, the JSON lists the
+    decisions; the text keeps to its one line.)"""
+    if not v.decisions or v.verdict != "differ":
         return []
     whats = "; ".join(d.what for d in v.decisions)
     out = [f"  decisions against the code as written ({len(v.decisions)}): {whats}"]

@@ -21,7 +21,7 @@ def test_recomputing_the_callback_exits_1_naming_the_leaves(remat_tui_cmd):
     run = subprocess.run([remat_tui_cmd, "verify", NOISY, "--policy", "nothing_saveable"],
                          capture_output=True, text=True, timeout=300)  # fmt: skip
     assert run.returncode == 1, run.stderr[-2000:]
-    first, *leaves, callback = run.stdout.splitlines()
+    first, *leaves, callback, decisions, culprit = run.stdout.splitlines()
     assert first.startswith("gradients differ: 2 of 3 leaves past their tolerance")
     assert "policy nothing_saveable on cpu:0" in first
     assert [line.split()[0] for line in leaves] == ["params['W1']", "params['W2']"]
@@ -29,6 +29,15 @@ def test_recomputing_the_callback_exits_1_naming_the_leaves(remat_tui_cmd):
     with open(NOISY) as fh:
         line = next(i for i, text in enumerate(fh, 1) if "jax.pure_callback(_draw" in text)
     assert f"calls back to Python: pure_callback at stateful_noise.py:{line};" in callback
+    # ... and the one decision that moved them (issue 43, explain a difference).
+    assert (
+        decisions
+        == "  decisions against the code as written (1): the outer policy nothing_saveable"
+    )
+    assert culprit.startswith("  culprit: the outer policy nothing_saveable changes params['W")
+    assert culprit.endswith(
+        f"the pure_callback at stateful_noise.py:{line} runs again in the backward pass"
+    )
     assert "Traceback" not in run.stderr
 
 

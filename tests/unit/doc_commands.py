@@ -120,6 +120,9 @@ RUN_ELSEWHERE = {
     "remat-tui verify tests/models/stateful_noise.py --policy nothing_saveable": (
         "tests/cli/test_verify_cli.py::test_recomputing_the_callback_exits_1_naming_the_leaves"
     ),
+    'remat-tui verify tests/models/eight_names.py --policy "save_only_these_names()"': (
+        "tests/unit/test_verify_bisect.py::test_the_command_names_the_culprit_in_one_line"
+    ),
 }
 
 # Run by bench/bench_doc_commands.py: minutes each.

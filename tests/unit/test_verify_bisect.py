@@ -13,6 +13,7 @@ import numpy as np
 from conftest import ROOT
 
 import remat_tui
+from remat_tui import cli
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.verify_bisect import verify_explained
 from remat_tui.core.xla.verify_decisions import (
@@ -149,3 +150,18 @@ def test_the_search_finds_the_fewest_decisions_within_its_bound():
 
         assert {d.key for d in minimal(items, differs)} == needed
         assert len(asked) <= 2 * len(needed) * math.log2(len(items))
+
+
+def test_the_command_names_the_culprit_in_one_line(capsys):
+    _, module = eight_names()
+    module["draws"][0] = 0
+    assert cli.main(["verify", EIGHT, "--policy", "save_only_these_names()"]) == 1
+    out, err = capsys.readouterr()
+    culprit = [line for line in out.splitlines() if line.startswith("  culprit: ")]
+    assert len(culprit) == 1 and culprit[0].startswith(
+        f"  culprit: recomputing {module['NOISY']!r}"
+    )
+    assert "configurations verified to find it" in culprit[0]
+    progress = [line for line in err.splitlines() if "] verifying policy " in line]
+    assert progress and progress[0].startswith("remat-tui: [1/")  # one line per verify
+    assert "Traceback" not in err
