@@ -24,6 +24,7 @@ from remat_tui.core.xla.verify_decisions import (
     decisions,
     minimal,
 )
+from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 
@@ -62,29 +63,38 @@ def explain(
     found = decisions(config, names)
     if verification.verdict != DIFFER or not found:
         return tuple(found), None
-    seen: dict[str, Verification] = {config.label(): verification}
+    seen: dict[str, Verification | None] = {config.label(): verification}
     # the verifies one needed decision takes, for the progress line
     budget = (len(found) - 1).bit_length() + 1
 
-    def run(chosen: list[Decision]) -> Verification:
+    def run(chosen: list[Decision]) -> Verification | None:
         trial = configure(config, found, chosen)
         label = trial.label()
         if label not in seen:
             if progress is not None:
                 i = len(seen) - 1
                 progress(i, max(budget, i + 1), trial.with_device(None), "verifying")
-            seen[label] = verify(target, trial, cancelled, seed=seed)
+            try:
+                seen[label] = verify(target, trial, cancelled, seed=seed)
+            except RematError:  # a subset that does not compile or run moves nothing known
+                seen[label] = None
         return seen[label]
 
-    if len(found) == 1:
-        needed = found
-    else:
-        needed = minimal(found, lambda chosen: run(chosen).verdict == DIFFER)
+    def differs(chosen: list[Decision]) -> bool:
+        v = run(chosen)
+        return v is not None and v.verdict == DIFFER
+
+    needed = found
+    if len(found) > 1:
+        needed = minimal(found, differs)
         # keep the program's order, and a name's decision brings the rest along unsaid
         needed = [d for d in found if d in needed]
         if any(d.kind == NAME for d in needed):
             needed = [d for d in needed if d.kind != REST]
     alone = run(needed)
+    if alone is None or alone.verdict != DIFFER:
+        # Adding a decision undid a difference: no smaller set is known to differ.
+        needed, alone = found, verification
     return tuple(found), _culprit(needed, alone, verification.step, len(seen) - 1)
 
 
