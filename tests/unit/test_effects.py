@@ -16,7 +16,7 @@ from jax._src import source_info_util
 from jax._src.ad_checkpoint import saved_residuals
 
 import remat_tui
-from remat_tui.report import text
+from remat_tui.report import html, markdown, text
 
 NOISY = os.path.join(ROOT, "tests", "models", "stateful_noise.py")
 
@@ -40,7 +40,6 @@ def jax_callback_line(fn, args, primitive):
     """`file.py:N` of the `primitive` equation in JAX's jaxpr of `fn`."""
     eqn = next(e for e in _eqns(jax.make_jaxpr(fn)(*args).jaxpr) if e.primitive.name == primitive)
     return _line(eqn)  # from JAX's 'path:line:col (function)'
-
 
 
 def jax_runs(fn, args, primitive, where):
@@ -75,7 +74,8 @@ def test_a_recomputed_callback_is_noted_in_the_report_and_its_residuals_stories(
     assert effects == [{"kind": "pure_callback", "where": noisy_line, "ordered": False,
                         "reruns": True}]  # fmt: skip
     said = text.render(a)
-    assert f"pure_callback at {noisy_line} runs again in the backward pass" in said
+    note = f"pure_callback at {noisy_line} runs again in the backward pass"
+    assert note in said and note in markdown.render(a) and note in html.render(a)
     # the story of each residual it is recomputed from says it, and only those
     stories = [r.story.to_dict()["runs_again"] for r in a.residuals]
     assert [f"pure_callback at {noisy_line}"] in stories
@@ -94,7 +94,7 @@ def test_a_callback_whose_output_is_saved_runs_once_and_gets_no_note(noisy_line)
     a = remat_tui.analyze(target, policy="everything_saveable")
     assert a.to_dict()["effects"] == [{"kind": "pure_callback", "where": noisy_line,
                                        "ordered": False, "reruns": False}]  # fmt: skip
-    said = text.render(a)
+    said = text.render(a) + markdown.render(a) + html.render(a)
     assert "runs again" not in said
     assert all(not r.story.runs_again for r in a.residuals)
 

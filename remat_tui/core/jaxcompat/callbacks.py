@@ -74,7 +74,9 @@ def rerun_callbacks(bwd: Jaxpr, rerun_ids: set[int]) -> list[JaxprEqn]:
     (`rerun_ids`: the ids of the equations recomputation re-runs,
     core/trace/recomputation.py), in program order."""
     return [
-        eqn for eqn, _ in nested_eqns(bwd) if eqn.primitive.name in CALLBACKS and id(eqn) in rerun_ids
+        eqn
+        for eqn, _ in nested_eqns(bwd)
+        if eqn.primitive.name in CALLBACKS and id(eqn) in rerun_ids
     ]
 
 

@@ -67,4 +67,3 @@ def effects(t: Trace, bwd: jc.Jaxpr, recompute: Recomputation) -> list[Effect]:
         Effect(c.kind, c.where, c.ordered, c.where in again)
         for c in callbacks.host_callbacks(t.forward)
     ]
-
