@@ -133,3 +133,36 @@ def test_jax_refuses_an_io_callback_under_a_checkpoint():
 
     with pytest.raises(NotImplementedError, match="Effects not supported"):
         jax.grad(lambda x: jnp.sum(jax.checkpoint(block)(x)))(jnp.ones(3))
+
+
+def test_a_random_key_from_python_state_is_read_once_while_tracing_and_never_runs_again():
+    """A `jax.random` key made from a Python counter is read while JAX traces
+    the function: a constant in the jaxpr, which recomputation reuses. The
+    oracle: JAX's gradients under nothing_saveable are bitwise those of the
+    code as written, the counter reset before each; and there is no effect
+    to note."""
+    import numpy as np
+
+    counter = [0]
+
+    def block(h):
+        counter[0] += 1  # Python state, read while tracing
+        noise = jax.random.normal(jax.random.key(counter[0]), h.shape)
+        return jnp.tanh(h + noise + np.float32(np.random.default_rng(counter[0]).normal()))
+
+    def loss_under(policy):
+        inner = block if policy is None else jax.checkpoint(block, policy=policy)
+        return lambda w, x: jnp.sum(inner(x @ w) ** 2)
+
+    args = (jnp.ones((4, 4)) / 4, jnp.ones((2, 4)))
+    grads = {}
+    for label, policy in (
+        ("as_written", None),
+        ("nothing", jax.checkpoint_policies.nothing_saveable),
+    ):
+        counter[0] = 0
+        grads[label] = np.asarray(jax.jit(jax.grad(loss_under(policy)))(*args))
+    np.testing.assert_array_equal(grads["nothing"], grads["as_written"])
+    counter[0] = 0
+    a = remat_tui.analyze(loss_under(None), args, policy="nothing_saveable")
+    assert a.to_dict()["effects"] == [] and "runs again" not in text.render(a)

@@ -7,8 +7,11 @@ program says which. A callback run again reads Python state again (a
 counter, a random generator): its second value need not be its first, and
 then the gradients move (`remat-tui verify` measures by how much).
 
-Random draws from Python state are not told apart here: a `jax.random` key
-made from a Python counter is a constant in the jaxpr, like a fixed seed.
+A random draw from Python state made while tracing (a `jax.random` key from
+a Python counter, `np.random` values) is no effect: JAX reads the state once,
+as it traces, into a constant of the jaxpr, and recomputation reuses it
+(tests/unit/test_effects.py checks the gradients are bitwise the same). A
+draw at run time goes through a callback, and is one of these.
 """
 
 from __future__ import annotations
