@@ -279,6 +279,8 @@ class Analysis(Displayable):
         applied: the parts of the configuration that change nothing, and
             why (`trace.applied.Applied`s): a name no checkpoint_name makes,
             one the policy does not reach, ...
+        effects: the calls back to Python in the program and whether the
+            backward pass runs each again (`trace.effects.Effect`s, issue 43).
         auto_sharded_devices: how many devices the example arguments
             sharded automatically are placed over (1: none is): their avals
             carry no sharding, so the residual bytes are global array sizes.
@@ -306,6 +308,7 @@ class Analysis(Displayable):
     time: dict | None = None  # core/xla/step_time.py's estimate, as its JSON
     measured: dict | None = None  # core/xla/measure.py's run, as its JSON
     applied: list = field(default_factory=list)  # Contract 14: what changes nothing
+    effects: list = field(default_factory=list)  # callbacks, and which run again (issue 43)
     # How many devices the arguments sharded automatically are placed over;
     # their avals carry no sharding: the residual bytes are global array sizes.
     auto_sharded_devices: int = 1
@@ -351,6 +354,7 @@ class Analysis(Displayable):
             "time": self.time,
             "measured": self.measured,
             "applied": [v.to_dict() for v in self.applied],
+            "effects": [e.to_dict() for e in self.effects],
             "structure": getattr(self.config, "structure", None)
             and self.config.structure.to_dict(),
             "jaxprs": {"forward": self.forward.text, "backward": self.backward.text},

@@ -184,12 +184,15 @@ class Made:
 @dataclass(frozen=True)
 class Story:
     """A residual's whole story: `rule` (a `Rule`), `made` (a `Made`),
-    `readers` (`Reader`s) and, once compiled, `xla` (a `Fate`)."""
+    `readers` (`Reader`s), `runs_again` (the calls back to Python that
+    recomputing from it runs again, by the user's line: issue 43) and, once
+    compiled, `xla` (a `Fate`)."""
 
     rule: Rule
     made: Made | None
     readers: tuple[Reader, ...] = ()
     xla: Fate | None = None
+    runs_again: tuple[str, ...] = ()  # `pure_callback at model.py:39`
 
     def with_fate(self, fate: Fate | None) -> Story:
         return replace(self, xla=fate)
@@ -200,4 +203,5 @@ class Story:
             "made_by": None if self.made is None else self.made.to_dict(),
             "readers": [reader.to_dict() for reader in self.readers],
             "xla": None if self.xla is None else self.xla.to_dict(),
+            "runs_again": list(self.runs_again),
         }

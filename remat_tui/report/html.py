@@ -126,6 +126,9 @@ def render(a: Analysis) -> str:
     if story.applied_lines(a):
         items = "".join(f"<li>{escape(line)}</li>" for line in story.applied_lines(a))
         warnings += f"<h2>{escape(story.APPLIED_HEADING.capitalize())}</h2><ul>{items}</ul>"
+    if story.effect_lines(a):
+        items = "".join(f"<li>{escape(line)}</li>" for line in story.effect_lines(a))
+        warnings += f"<h2>{escape(story.EFFECTS_HEADING.capitalize())}</h2><ul>{items}</ul>"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>remat-tui: {escape(a.target_name)} under {escape(a.policy)}</title>

@@ -83,6 +83,9 @@ def render(a: Analysis) -> str:
     if story.applied_lines(a):
         parts += [f"## {story.APPLIED_HEADING[:1].upper()}{story.APPLIED_HEADING[1:]}", ""]
         parts += [*(f"- {md_cell(line)}" for line in story.applied_lines(a)), ""]
+    if story.effect_lines(a):
+        parts += [f"## {story.EFFECTS_HEADING[:1].upper()}{story.EFFECTS_HEADING[1:]}", ""]
+        parts += [*(f"- {md_cell(line)}" for line in story.effect_lines(a)), ""]
     if a.sites:
         parts += [
             "## Checkpoint sites",

@@ -68,10 +68,29 @@ def lines(r: Residual, index: int) -> list[tuple[str, str]]:
     gathered = r.story.made.gathered_bytes if r.story.made is not None else None
     if gathered:
         rows.append(("gathered", gathered_words(gathered)))
+    if r.story.runs_again:
+        rows.append(("again", runs_again_words(r.story.runs_again)))
     fate = fate_words(r)
     if fate:
         rows.append(("XLA", fate))
     return rows
+
+
+def runs_again_words(callbacks: tuple[str, ...]) -> str:
+    """What recomputing from a residual runs again (issue 43)."""
+    return (
+        f"recomputation runs them again: {' and '.join(callbacks)}, recomputed from it in the "
+        "backward pass, calls back to Python a second time"
+    )
+
+
+def effect_lines(a: Analysis) -> list[str]:
+    """`pure_callback at model.py:39 runs again in the backward pass: ...`:
+    each call back to Python this configuration runs again."""
+    return [e.words() for e in getattr(a, "effects", ()) if e.reruns]
+
+
+EFFECTS_HEADING = "effects under a checkpoint (recomputation runs them again)"
 
 
 def gathered_words(per_device: int) -> str:

@@ -32,6 +32,7 @@ def render(a: Analysis) -> str:
         *(f"warning: {w}" for w in a.warnings),
         *([""] if a.warnings else []),
         *_applied(a),
+        *_effects(a),
     ]
     if a.sites:
         lines += [
@@ -62,6 +63,17 @@ def _applied(a: Analysis) -> list[str]:
     if not said:
         return []
     out = [f"{story.APPLIED_HEADING}:"]
+    for line in said:
+        out += textwrap.wrap(line, 100, initial_indent="  - ", subsequent_indent="    ")
+    return [*out, ""]
+
+
+def _effects(a: Analysis) -> list[str]:
+    """The calls back to Python this configuration runs again (issue 43)."""
+    said = story.effect_lines(a)
+    if not said:
+        return []
+    out = [f"{story.EFFECTS_HEADING}:"]
     for line in said:
         out += textwrap.wrap(line, 100, initial_indent="  - ", subsequent_indent="    ")
     return [*out, ""]

@@ -75,6 +75,7 @@ RUN_HERE = {
     "remat-tui report examples/transformer.py:scanned_checkpointed"
     " --site block=nothing_saveable": 0,
     "remat-tui report examples/mlp.py --compiled": 0,
+    "remat-tui report tests/models/stateful_noise.py --policy nothing_saveable": 0,
     "remat-tui memory examples/mlp.py --policy nothing_saveable": 0,
     "remat-tui compare examples/transformer.py:scanned_checkpointed": 0,
     "remat-tui diff examples/notebook.py:f4 --policy nothing_saveable --vs dots_saveable": 0,

@@ -138,6 +138,7 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "time",
         "measured",
         "applied",  # Contract 14
+        "effects",  # issue 43: callbacks, and which the backward pass runs again
         "structure",  # Contract 15
         "jaxprs",
     }
@@ -163,7 +164,7 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "bytes_per_device",
         "story",  # Contract 14
     }
-    assert set(d["residuals"][0]["story"]) == {"rule", "made_by", "readers", "xla"}
+    assert set(d["residuals"][0]["story"]) == {"rule", "made_by", "readers", "xla", "runs_again"}
     named = [r for r in d["residuals"] if r["kind"] == "named"]
     assert named and named[0]["name"] == "a"
     assert set(named[0]["source"]) == {"file", "line", "column", "function"}

@@ -124,7 +124,10 @@ def run_shown(commands: list[str], tmp_path, monkeypatch, capsys) -> dict[str, t
     said = {}
     for command in commands:
         args = [STANDS_FOR.get(a, a) for a in argv(command)]
-        args = [os.path.join(ROOT, a) if a.startswith(("examples/", "bench/")) else a for a in args]
+        args = [
+            os.path.join(ROOT, a) if a.startswith(("examples/", "bench/", "tests/models/")) else a
+            for a in args
+        ]
         status = cli.main(args)
         out, err = capsys.readouterr()
         assert status == RUN_HERE[command], (command, status, err[-2000:])

@@ -74,6 +74,7 @@ def intrinsic_notes(a: Analysis) -> list[str]:
     for site in a.sites:
         if site.override is not None and site.override == site.policy:
             out.append(f"site {site.id} ({site.function}) already has {site.policy} in the code")
+    out += [e.words() for e in a.effects if e.reruns]  # issue 43: callbacks run again
     return out
 
 

@@ -28,7 +28,7 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set
 from remat_tui.core.setup.loading import resolve_arguments
-from remat_tui.core.trace import applied, linemap, recomputation, story, structure_code
+from remat_tui.core.trace import applied, effects, linemap, recomputation, story, structure_code
 from remat_tui.core.trace.call_code import checkpoints_code
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
 from remat_tui.core.trace.names import named_values
@@ -100,6 +100,7 @@ def full_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysis
     backward = linemap.make_view(bwd_text, bwd_lay, bwd_marks, recompute)
     a = _analysis(t, bwd, recompute, residuals, forward, backward, begun)
     a.applied = applied.verdicts(t, {n.name for n in a.names}, a.totals.host_bytes)
+    a.effects = effects.effects(t, bwd, recompute)
     return a
 
 

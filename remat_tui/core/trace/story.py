@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from remat_tui.core import collector
 from remat_tui.core import jaxcompat as jc
+from remat_tui.core.jaxcompat import callbacks
 from remat_tui.core.jaxcompat.gathers import gathered_bytes
 from remat_tui.core.stories import Made, Reader, Story
 from remat_tui.core.trace import linemap, recomputation
@@ -99,14 +100,24 @@ def _tell(
     computed: dict = {}
     made = [_made(fr, forward, origins, first, i, computed) for i, fr in enumerate(found)]
     made = _placed_among_alike(forward, made)
+    rerun = bool(callbacks.rerun_callbacks(bwd, recompute.eqn_ids))  # most programs: none
     out = []
     for fr, (m, _) in zip(found, made, strict=True):
         rule = rule_of(fr, origins, forward, governors)
         read = []
-        for invar in backward_inputs(fr, bwd, positions):
+        inputs = backward_inputs(fr, bwd, positions)
+        for invar in inputs:
             read.extend(readers.equations(bwd, invar))
-        out.append(Story(rule, m, tuple(_reader(e, bwd_lay, recompute) for e in read)))
+        again = _runs_again(bwd, inputs, recompute) if rerun else ()
+        out.append(Story(rule, m, tuple(_reader(e, bwd_lay, recompute) for e in read), None, again))
     return out
+
+
+def _runs_again(bwd: jc.Jaxpr, inputs: list, recompute: recomputation.Recomputation) -> tuple:
+    """`pure_callback at model.py:39` for each call back to Python that
+    recomputing from the backward inputs `inputs` runs again, once each."""
+    fed = callbacks.callbacks_fed_by(bwd, inputs, recompute.eqn_ids)
+    return tuple(dict.fromkeys(f"{jc.primitive_name(e)} at {callbacks.where_of(e)}" for e in fed))
 
 
 def _placed_among_alike(forward: jc.Jaxpr, made: list) -> list:
