@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
+from remat_tui import cli_verify
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
 
@@ -85,6 +86,11 @@ def add_parser(
         help="per batch size, the best decisions under the budget (the exact search of "
         "suggest --compiled at each batch), ranked by examples per second",
     )
+    cli_verify.add_option(
+        fit,
+        "with --optimize: verify each batch's answer; one whose gradients differ is dropped, "
+        "said with why, for the next best",
+    )
 
 
 def check(opts: argparse.Namespace) -> dict:
@@ -101,6 +107,11 @@ def check(opts: argparse.Namespace) -> dict:
             "--optimize searches every decision at each batch; --policy names configurations "
             "to search instead: give one or the other."
         )
+    if opts.verify and not opts.optimize:
+        raise RematError(
+            "--verify checks the configuration fit --optimize answers with at each batch; "
+            "add --optimize, or verify one configuration with remat-tui verify."
+        )
     if opts.max_batch is not None and opts.max_batch < opts.multiple:
         raise RematError(
             f"--max-batch {opts.max_batch}: the largest batch to try must be at least "
@@ -114,6 +125,7 @@ def check(opts: argparse.Namespace) -> dict:
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     """fit, rendered: (text, warnings, status)."""
+    cli_verify.refuse_topology(opts)
     from remat_tui.core.search.fit import fit
     from remat_tui.core.setup.config import parse_site_option
     from remat_tui.report.fit import render_fit
@@ -134,6 +146,7 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
             progress=Progress(),
             optimize=opts.optimize,
             skip=opts.skip,
+            verify=opts.verify,
         )
     if result.cancelled and not result.rows:
         print("remat-tui: cancelled before any row was found", file=sys.stderr)

@@ -7,6 +7,7 @@ from html import escape
 
 from remat_tui.core.model import Analysis, JaxprView, Residual
 from remat_tui.core.units import human_bytes
+from remat_tui.report.verify import report_lines
 from remat_tui.registry import target_label
 from remat_tui.report import compiled, story
 from remat_tui.report import memory as memory_view
@@ -111,6 +112,12 @@ def _residual_head(a: Analysis) -> str:
     )
 
 
+def _verified(a: Analysis) -> str:
+    """`report --verify`'s verdict, and the leaves that differ."""
+    said = report_lines(a)
+    return "".join(f"<p>{escape(line.strip())}</p>" for line in said)
+
+
 def render(a: Analysis) -> str:
     target = target_label(a.target_file, a.target_name)
     scope = residual_bytes_heading(a)
@@ -136,7 +143,7 @@ def render(a: Analysis) -> str:
 device {escape(compiled.device_name(a.device))}
 ({escape(compiled.device_details(a.device))}) · jax {escape(a.jax_version)} ·
 remat-tui {escape(a.tool_version)}</p>
-<p><strong>{escape(summary(a))}</strong></p>{_compiled(a)}
+<p><strong>{escape(summary(a))}</strong></p>{_verified(a)}{_compiled(a)}
 <p>Paste to get this policy:</p>
 <pre>{escape(a.python)}</pre>
 {warnings}
