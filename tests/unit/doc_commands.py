@@ -120,6 +120,13 @@ RUN_ELSEWHERE = {
     "remat-tui verify tests/models/stateful_noise.py --policy nothing_saveable": (
         "tests/cli/test_verify_cli.py::test_recomputing_the_callback_exits_1_naming_the_leaves"
     ),
+    "remat-tui report tests/models/stateful_noise.py --policy nothing_saveable --verify": (
+        "tests/cli/test_verify_everywhere.py::test_report_verify_says_the_verdict_in_json_and_one_line"
+    ),
+    "remat-tui compare tests/models/stateful_noise.py --verify": (
+        "tests/cli/test_verify_everywhere.py::"
+        "test_compare_verify_marks_recomputing_the_callback_and_never_stars_it"
+    ),
 }
 
 # Run by bench/bench_doc_commands.py: minutes each.
