@@ -155,12 +155,14 @@ def analyze(
 
     fn, args, kwargs = _meshed(fn, args, kwargs, mesh, device)
     config = None
-    if structure is not None or verify:
-        fn, args, kwargs = as_target(fn, args, kwargs), None, None
+    target = as_target(fn, args, kwargs) if structure is not None or verify else None
+    if target is not None:
+        fn, args, kwargs = target, None, None
     if structure is not None:
         from remat_tui.core.setup.config import Config
 
-        config = Config.make(policy, sites, device, fn.policies, structure)
+        assert target is not None
+        config = Config.make(policy, sites, device, target.policies, structure)
     _displays()
     if compiled or measure:
         from remat_tui.core.xla.compiled_analysis import analyze_compiled
@@ -174,13 +176,13 @@ def analyze(
 
         analysis = _analyze(fn, args, kwargs, policy=policy, device=device, sites=sites,
                             config=config)  # fmt: skip
-    if not verify:
+    if not verify or target is None:
         return analysis
     from dataclasses import replace
 
     from remat_tui.core.xla.verify import verify as _verify
 
-    return replace(analysis, gradients=_verify(fn, analysis.config))
+    return replace(analysis, gradients=_verify(target, analysis.config))
 
 
 def compare(

@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from remat_tui import cli_verify
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
 
@@ -47,6 +46,7 @@ def add_parser(
     measure_options: Callable[[argparse.ArgumentParser], None],
     compile_options: Callable[..., None],  # (parser, search=)
     skip_option: Callable[[argparse.ArgumentParser], None],
+    verify_option: Callable[[argparse.ArgumentParser, str], None],
 ) -> None:
     fit = commands.add_parser(
         "fit",
@@ -86,7 +86,7 @@ def add_parser(
         help="per batch size, the best decisions under the budget (the exact search of "
         "suggest --compiled at each batch), ranked by examples per second",
     )
-    cli_verify.add_option(
+    verify_option(
         fit,
         "with --optimize: verify each batch's answer; one whose gradients differ is dropped, "
         "said with why, for the next best",
@@ -125,7 +125,6 @@ def check(opts: argparse.Namespace) -> dict:
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     """fit, rendered: (text, warnings, status)."""
-    cli_verify.refuse_topology(opts)
     from remat_tui.core.search.fit import fit
     from remat_tui.core.setup.config import parse_site_option
     from remat_tui.report.fit import render_fit

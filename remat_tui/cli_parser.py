@@ -191,7 +191,7 @@ def headless_parser() -> argparse.ArgumentParser:
         add(commands)
     cli_fit.add_parser(
         commands, target_options, policy_option, output_options, measure_options,
-        compile_options, skip_option,
+        compile_options, skip_option, cli_verify.add_option,
     )  # fmt: skip
     cli_verify.add_parser(
         commands, target_options, policy_option, structure_option, output_options,

@@ -199,13 +199,18 @@ def _memory(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) ->
     return render(analysis, fmt), analysis.warnings, lambda: 0
 
 
+def _fit(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
+    cli_verify.refuse_topology(opts)
+    return cli_fit.run(target, opts, fmt, checks)
+
+
 RUNNERS = {
     "report": _report,
     "compare": _compare,
     "suggest": _suggest,
     "diff": _diff,
     "memory": _memory,
-    "fit": cli_fit.run,
+    "fit": _fit,
     "check": cli_check.run,
     "verify": cli_verify.run,
 }

@@ -7,7 +7,6 @@ from html import escape
 
 from remat_tui.core.model import Analysis, JaxprView, Residual
 from remat_tui.core.units import human_bytes
-from remat_tui.report.verify import report_lines
 from remat_tui.registry import target_label
 from remat_tui.report import compiled, story
 from remat_tui.report import memory as memory_view
@@ -22,6 +21,7 @@ from remat_tui.report.phrases import (
     what,
     where,
 )
+from remat_tui.report.verify import report_lines
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 110em;

@@ -85,7 +85,10 @@ def test_compare_verify_marks_recomputing_the_callback_and_never_stars_it(capsys
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if " nothing_saveable " in x)
     assert line.split()[0] == "≠"  # the mark column: differs, never ★
-    assert next(x for x in out.splitlines() if " everything_saveable " in x).split()[0] in ("★✓", "✓")
+    assert next(x for x in out.splitlines() if " everything_saveable " in x).split()[0] in (
+        "★✓",
+        "✓",
+    )
     assert "≠: they differ" in out
 
 
@@ -132,7 +135,9 @@ def test_fit_optimize_verify_never_answers_with_differing_gradients(capsys):
     assert plain["rows"][0]["batch"] == 16  # a recomputing answer, unverified
     said = json_of(capsys, [*argv, "--verify"], 0)
     dropped = [f for r in said["rows"] for f in r["verify_failed"]]
-    assert "policy as_written; site layer: nothing_saveable" in {f["configuration"] for f in dropped}
+    assert "policy as_written; site layer: nothing_saveable" in {
+        f["configuration"] for f in dropped
+    }
     assert all(f["verdict"] == "differ" for f in dropped)
     answered = [r for r in said["rows"] if r["batch"]]
     assert [r["batch"] for r in answered] == [8]
@@ -173,3 +178,16 @@ def test_a_deviceless_topology_exits_2_and_claims_nothing(capsys, argv):
     said = [line for line in err.splitlines() if line.startswith("remat-tui: error:")]
     assert len(said) == 1 and "deviceless TPU topology" in said[0]
     assert "nothing is claimed" in said[0] and "Traceback" not in err
+
+
+def test_the_api_takes_verify_as_the_commands_do():
+    target = remat_tui.load_targets(NOISY)["loss"]
+    a = remat_tui.analyze(target, policy="nothing_saveable", verify=True)
+    assert a.gradients.verdict == "differ" and a.to_dict()["gradients"]["verdict"] == "differ"
+    assert remat_tui.analyze(target, policy="nothing_saveable").gradients is None
+    c = remat_tui.compare(target, policies=["nothing_saveable", "everything_saveable"],
+                          verify=True)  # fmt: skip
+    verdicts = {r.config.policy: r.gradients["verdict"] for r in c.rows}
+    assert verdicts["nothing_saveable"] == "differ"
+    assert verdicts["everything_saveable"] in ("equal", "agree")
+    assert not next(r for r in c.rows if r.config.policy == "nothing_saveable").pareto

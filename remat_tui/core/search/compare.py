@@ -327,7 +327,10 @@ def mark_pareto(rows: list[Row]) -> None:
     eligible = [
         r
         for r in rows
-        if r.fits and not r.offload_slower and not r.offload_without_host and not r.measure_failed
+        if r.fits
+        and not r.offload_slower
+        and not r.offload_without_host
+        and not r.measure_failed
         and not r.gradients_differ
     ]
     for row in rows:

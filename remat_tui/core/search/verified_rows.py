@@ -12,7 +12,6 @@ row is "not_run" (the CLI refuses `--verify` there before any compile).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -39,9 +38,7 @@ def verify_rows(
         row.gradients = v.to_dict()
         if v.verdict == DIFFER:
             leaves = ", ".join(f"{x.path} by {x.max_abs:.1e}" for x in v.differing)
-            row.notes.append(
-                f"its gradients differ from the code as written's ({leaves}): never ★"
-            )
+            row.notes.append(f"its gradients differ from the code as written's ({leaves}): never ★")
 
 
 def verified(target: Target, row: Row, cancelled: Callable[[], bool] | None) -> Verification:
