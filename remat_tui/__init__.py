@@ -102,6 +102,7 @@ def analyze(
     vs_written: bool = False,
     structure: str | None = None,
     mesh: str | None = None,
+    verify: bool = False,
 ) -> Analysis:
     """Analyse what `fn` saves for the backward pass under one configuration.
 
@@ -139,6 +140,9 @@ def analyze(
         mesh: the mesh to build over `device`'s device set for an args
             factory's parameter named `mesh` (`"data=4,model=2"`, its sizes
             multiplying to the number of devices), as `--mesh` does.
+        verify: also run the step under this configuration and as the code
+            is written on `device` with the same inputs, as `verify` does:
+            sets `analysis.gradients` (a `Verification`).
 
     Returns:
         An `Analysis`; its `to_dict()` is the JSON report.
@@ -147,26 +151,38 @@ def analyze(
         RematError: bad input (an unknown policy or device, a target that
             fails to trace, a compile that fails other than for memory).
     """
+    from remat_tui.core.trace.configured import as_target
+
     fn, args, kwargs = _meshed(fn, args, kwargs, mesh, device)
     config = None
+    target = as_target(fn, args, kwargs) if structure is not None or verify else None
+    if target is not None:
+        fn, args, kwargs = target, None, None
     if structure is not None:
         from remat_tui.core.setup.config import Config
-        from remat_tui.core.trace.configured import as_target
 
-        fn, args, kwargs = as_target(fn, args, kwargs), None, None
-        config = Config.make(policy, sites, device, fn.policies, structure)
+        assert target is not None
+        config = Config.make(policy, sites, device, target.policies, structure)
+    _displays()
     if compiled or measure:
         from remat_tui.core.xla.compiled_analysis import analyze_compiled
 
-        _displays()
-        return analyze_compiled(
+        analysis = analyze_compiled(
             fn, args, kwargs, policy=policy, device=device, sites=sites, config=config,
             measure=measure, runs=runs, vs_written=vs_written,
         )  # fmt: skip
-    from remat_tui.core.trace.analysis import analyze as _analyze
+    else:
+        from remat_tui.core.trace.analysis import analyze as _analyze
 
-    _displays()
-    return _analyze(fn, args, kwargs, policy=policy, device=device, sites=sites, config=config)
+        analysis = _analyze(fn, args, kwargs, policy=policy, device=device, sites=sites,
+                            config=config)  # fmt: skip
+    if not verify or target is None:
+        return analysis
+    from dataclasses import replace
+
+    from remat_tui.core.xla.verify import verify as _verify
+
+    return replace(analysis, gradients=_verify(target, analysis.config))
 
 
 def compare(
@@ -181,6 +197,7 @@ def compare(
     runs: int = 5,
     skip: list[str] | None = None,
     mesh: str | None = None,
+    verify: bool = False,
 ) -> Comparison:
     """Rows of costs, one per configuration, Pareto-optimal ones marked.
 
@@ -208,6 +225,10 @@ def compare(
         mesh: the mesh to build over `device`'s device set for an args
             factory's parameter named `mesh` (`"data=4,model=2"`, its sizes
             multiplying to the number of devices), as `--mesh` does.
+        verify: also run each row's step (each that JAX traced) against the
+            code as written's on `device`, as `verify` does: sets each
+            row's `gradients` (the JSON's); a row whose gradients differ is
+            never Pareto-optimal.
 
     Returns:
         A `Comparison`, whose `rows` are `Row`s.
@@ -227,6 +248,7 @@ def compare(
         measure=measure,
         runs=runs,
         skip=skip,
+        verify=verify,
     )
 
 
@@ -412,6 +434,7 @@ def fit(
     optimize: bool = False,
     skip: list[str] | None = None,
     mesh: str | None = None,
+    verify: bool = False,
 ) -> Fit:
     """How big a batch fits: per configuration, the largest batch whose
     compiled step fits a budget, and its examples per second.
@@ -443,6 +466,10 @@ def fit(
         mesh: the mesh to build over `device`'s device set for an args
             factory's parameter named `mesh` (`"data=4,model=2"`, its sizes
             multiplying to the number of devices), as `--mesh` does.
+        verify: with `optimize`, run each batch's answer against the code
+            as written on `device`, as `suggest(verify=True)` does: one
+            whose gradients differ is dropped for the next best (each row's
+            `gradients` and `verify_failed`).
 
     Returns:
         A `Fit`: `rows` best first (`batch`, `peak_bytes`, `step_seconds`,
@@ -457,7 +484,7 @@ def fit(
     return _fit(
         fn, budget, args, kwargs, policies=policies, sites=sites, device=device,
         multiple=multiple, max_batch=max_batch, measure=measure, runs=runs, optimize=optimize,
-        skip=skip,
+        skip=skip, verify=verify,
     )  # fmt: skip
 
 

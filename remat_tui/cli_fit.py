@@ -46,6 +46,7 @@ def add_parser(
     measure_options: Callable[[argparse.ArgumentParser], None],
     compile_options: Callable[..., None],  # (parser, search=)
     skip_option: Callable[[argparse.ArgumentParser], None],
+    verify_option: Callable[[argparse.ArgumentParser, str], None],
 ) -> None:
     fit = commands.add_parser(
         "fit",
@@ -85,6 +86,11 @@ def add_parser(
         help="per batch size, the best decisions under the budget (the exact search of "
         "suggest --compiled at each batch), ranked by examples per second",
     )
+    verify_option(
+        fit,
+        "with --optimize: verify each batch's answer; one whose gradients differ is dropped, "
+        "said with why, for the next best",
+    )
 
 
 def check(opts: argparse.Namespace) -> dict:
@@ -100,6 +106,11 @@ def check(opts: argparse.Namespace) -> dict:
         raise RematError(
             "--optimize searches every decision at each batch; --policy names configurations "
             "to search instead: give one or the other."
+        )
+    if opts.verify and not opts.optimize:
+        raise RematError(
+            "--verify checks the configuration fit --optimize answers with at each batch; "
+            "add --optimize, or verify one configuration with remat-tui verify."
         )
     if opts.max_batch is not None and opts.max_batch < opts.multiple:
         raise RematError(
@@ -134,6 +145,7 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
             progress=Progress(),
             optimize=opts.optimize,
             skip=opts.skip,
+            verify=opts.verify,
         )
     if result.cancelled and not result.rows:
         print("remat-tui: cancelled before any row was found", file=sys.stderr)

@@ -191,7 +191,7 @@ def headless_parser() -> argparse.ArgumentParser:
         add(commands)
     cli_fit.add_parser(
         commands, target_options, policy_option, output_options, measure_options,
-        compile_options, skip_option,
+        compile_options, skip_option, cli_verify.add_option,
     )  # fmt: skip
     cli_verify.add_parser(
         commands, target_options, policy_option, structure_option, output_options,
@@ -252,6 +252,9 @@ def _report(commands: cli_fit.Commands) -> None:
         metavar="SIZE",
         help="with --compiled: exit 1 if the compiled peak per device exceeds SIZE",
     )
+    cli_verify.add_option(
+        report, "also verify this configuration's gradients, in one line; exit 1 if they differ"
+    )
 
 
 def _compare(commands: cli_fit.Commands) -> None:
@@ -274,6 +277,10 @@ def _compare(commands: cli_fit.Commands) -> None:
     measure_options(compare)
     compile_options(compare, search=True)
     skip_option(compare)
+    cli_verify.add_option(
+        compare,
+        "also verify each row's gradients: ✓ the same, ≠ they differ (never ★), ? not run",
+    )
 
 
 def _suggest(commands: cli_fit.Commands) -> None:
@@ -295,11 +302,9 @@ def _suggest(commands: cli_fit.Commands) -> None:
     compile_options(suggest, search=True)
     skip_option(suggest)
     suggest.add_argument("--budget", required=True, metavar="SIZE", help="e.g. 2GiB, 1.5e9")
-    suggest.add_argument(
-        "--verify",
-        action="store_true",
-        help="run the answer's step and the code as written's on the device with the same "
-        "inputs (as remat-tui verify does); an answer whose gradients differ is dropped, said "
+    cli_verify.add_option(
+        suggest,
+        "verify the answer's gradients; an answer whose gradients differ is dropped, said "
         "with why, for the next best",
     )
 

@@ -52,12 +52,23 @@ def _analysis(
 def _report(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui.report import render
 
+    cli_verify.refuse_topology(opts)
     analysis = _analysis(target, opts, opts.compiled, opts.vs_written)
     failed = [analysis.config.label()] if (analysis.measured or {}).get("error") else []
+    if opts.verify:
+        from dataclasses import replace
+
+        from remat_tui.core.xla.verify import verify
+
+        analysis = replace(analysis, gradients=verify(target, analysis.config))
 
     # The verdicts are printed after the report is written.
     def status() -> int:
-        return _failed_runs(failed, analysis.measured) or _gates(analysis, checks["limits"])
+        return (
+            _failed_runs(failed, analysis.measured)
+            or _gates(analysis, checks["limits"])
+            or _differing(analysis)
+        )
 
     return render(analysis, fmt), analysis.warnings, status
 
@@ -68,11 +79,13 @@ def _compare(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -
     from remat_tui.core.search.compare import compare
     from remat_tui.report.comparisons import render_compare
 
+    cli_verify.refuse_topology(opts)
     rows: list[Row] = []
     options = _search_options(opts)
     began = time.perf_counter()
     try:
-        result = compare(target, policies=opts.policy, on_row=rows.append, **options)
+        result = compare(target, policies=opts.policy, on_row=rows.append, verify=opts.verify,
+                         **options)  # fmt: skip
     except KeyboardInterrupt:
         if not rows:
             raise
@@ -92,6 +105,19 @@ def _compare(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -
             [r.config.label() for r in failed], failed[0].measured if failed else None
         ),
     )
+
+
+def _differing(analysis: Analysis) -> int:
+    """report --verify: exit status 1, said, when the gradients differ."""
+    v = analysis.gradients
+    if v is None or v.verdict != "differ":
+        return 0
+    print(
+        f"remat-tui: gradients differ: {analysis.config.label()} does not compute what the code "
+        f"as written computes ({', '.join(x.path for x in v.differing)})",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def _cancelled_comparison(
@@ -126,6 +152,7 @@ def _failed_runs(labels: list[str], measured: dict | None) -> int:
 def _suggest(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui import cli_suggest
 
+    cli_verify.refuse_topology(opts)
     return cli_suggest.run(target, opts, fmt, checks, _search_options(opts), _failed_runs)
 
 
@@ -172,13 +199,18 @@ def _memory(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) ->
     return render(analysis, fmt), analysis.warnings, lambda: 0
 
 
+def _fit(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
+    cli_verify.refuse_topology(opts)
+    return cli_fit.run(target, opts, fmt, checks)
+
+
 RUNNERS = {
     "report": _report,
     "compare": _compare,
     "suggest": _suggest,
     "diff": _diff,
     "memory": _memory,
-    "fit": cli_fit.run,
+    "fit": _fit,
     "check": cli_check.run,
     "verify": cli_verify.run,
 }

@@ -59,6 +59,33 @@ def add_parser(
     )
 
 
+def add_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """`--verify` on report, compare, suggest and fit: `what` says what is
+    verified and what comes of a difference."""
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help=f"{what} (run on the device against the code as written with the same inputs, "
+        "as remat-tui verify does; not on a deviceless TPU topology)",
+    )
+
+
+def refuse_topology(opts: argparse.Namespace) -> None:
+    """--verify runs steps: on a deviceless TPU topology, one line and exit 2
+    before anything is compiled, claiming nothing (as verify does)."""
+    if not getattr(opts, "verify", False):
+        return
+    from remat_tui.core.setup.devices import device_label, resolve_device, topology_of
+
+    dev = resolve_device(opts.device)
+    if topology_of(dev) is not None:
+        raise RematError(
+            f"--verify runs the step, and {device_label(dev)} is a deviceless TPU topology: "
+            "it compiles here but cannot run a step, so nothing would be verified and nothing "
+            "is claimed. Verify on the TPU itself (--device tpu:0), or drop --verify."
+        )
+
+
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui.core.setup.config import Config, parse_site_option
     from remat_tui.core.xla.verify import DIFFER, NOT_RUN

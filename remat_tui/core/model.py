@@ -276,6 +276,8 @@ class Analysis(Displayable):
             estimate in its parts (a `StepTime` as a dict); else None.
         measured: with `measure=True`, the step run on the device (a
             `Measured` as a dict); else None.
+        gradients: with `verify=True`, the step run against the code as
+            written's on the device (a `Verification`, Contract 18); else None.
         applied: the parts of the configuration that change nothing, and
             why (`trace.applied.Applied`s): a name no checkpoint_name makes,
             one the policy does not reach, ...
@@ -309,6 +311,9 @@ class Analysis(Displayable):
     measured: dict | None = None  # core/xla/measure.py's run, as its JSON
     applied: list = field(default_factory=list)  # Contract 14: what changes nothing
     effects: list = field(default_factory=list)  # callbacks, and which run again (issue 43)
+    # Contract 18, on request: its step run against the code as written's on
+    # the device (a core/xla/verify.py `Verification`).
+    gradients: Any = None
     # How many devices the arguments sharded automatically are placed over;
     # their avals carry no sharding: the residual bytes are global array sizes.
     auto_sharded_devices: int = 1
@@ -355,6 +360,7 @@ class Analysis(Displayable):
             "measured": self.measured,
             "applied": [v.to_dict() for v in self.applied],
             "effects": [e.to_dict() for e in self.effects],
+            "gradients": None if self.gradients is None else self.gradients.to_dict(),
             "structure": getattr(self.config, "structure", None)
             and self.config.structure.to_dict(),
             "jaxprs": {"forward": self.forward.text, "backward": self.backward.text},

@@ -217,7 +217,7 @@ def row_cells(row: Row, rank: dict | None = None) -> tuple[str, ...]:
     fitting = compiled.get("fits", True)
     numbers = not row.refused  # a refused row has none: blanks, not zeros
     cells = [
-        "★" if row.pareto else "",
+        ("★" if row.pareto else "") + gradients_mark(row),
         human_bytes(row.device_bytes) if numbers else "",
         human_bytes(row.host_bytes) if row.host_bytes else "",
         human_flops(row.recompute_flops) if numbers else "",
@@ -232,6 +232,24 @@ def row_cells(row: Row, rank: dict | None = None) -> tuple[str, ...]:
     if rank is not None:
         cells.insert(COLUMNS.index("est. step") + 1, measured_cell(row, rank))
     return tuple(cells)
+
+
+def gradients_mark(row: Row) -> str:
+    """With --verify: ✓ its gradients are the code as written's (bitwise or
+    within tolerance), ≠ they differ, ? it could not be run; '' unverified."""
+    verdict = (row.gradients or {}).get("verdict")
+    return {"equal": "✓", "agree": "✓", "differ": "≠", "not_run": "?"}.get(verdict or "", "")
+
+
+def gradients_legend(rows: Sequence[Row]) -> str:
+    """The legend's sentence on --verify's marks, where a row was verified."""
+    if not any(r.gradients for r in rows):
+        return ""
+    return (
+        " ✓: its step run on the device gives the code as written's loss and gradients "
+        "(bitwise or within tolerance); ≠: they differ (never ★; the notes name the leaves); "
+        "?: it could not be run (nothing claimed)."
+    )
 
 
 # ---- compare --------------------------------------------------------------------------
@@ -253,6 +271,7 @@ def compare_legend(rows: Sequence[Row]) -> str:
         + differentiated_legend(rows)
         + time_legend(rows)
         + legend_devices(rows)
+        + gradients_legend(rows)
     )
 
 

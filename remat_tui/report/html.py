@@ -21,6 +21,7 @@ from remat_tui.report.phrases import (
     what,
     where,
 )
+from remat_tui.report.verify import report_lines
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 110em;
@@ -111,6 +112,12 @@ def _residual_head(a: Analysis) -> str:
     )
 
 
+def _verified(a: Analysis) -> str:
+    """`report --verify`'s verdict, and the leaves that differ."""
+    said = report_lines(a)
+    return "".join(f"<p>{escape(line.strip())}</p>" for line in said)
+
+
 def render(a: Analysis) -> str:
     target = target_label(a.target_file, a.target_name)
     scope = residual_bytes_heading(a)
@@ -139,7 +146,7 @@ def render(a: Analysis) -> str:
 device {escape(compiled.device_name(a.device))}
 ({escape(compiled.device_details(a.device))}) · jax {escape(a.jax_version)} ·
 remat-tui {escape(a.tool_version)}</p>
-<p><strong>{escape(summary(a))}</strong></p>{_compiled(a)}
+<p><strong>{escape(summary(a))}</strong></p>{_verified(a)}{_compiled(a)}
 <p>Paste to get this policy:</p>
 <pre>{escape(a.python)}</pre>
 {warnings}

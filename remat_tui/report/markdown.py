@@ -19,6 +19,7 @@ from remat_tui.report.phrases import (
     where,
 )
 from remat_tui.report.tables import md_cell
+from remat_tui.report.verify import report_lines
 
 MARK_RESIDUAL, MARK_RECOMPUTE = "◀ R", "↻"
 
@@ -71,6 +72,7 @@ def render(a: Analysis) -> str:
         f"({md_cell(compiled.device_details(a.device))})",
         f"- jax {a.jax_version}, remat-tui {a.tool_version}",
         f"- **{summary(a)}**",
+        *(f"- {md_cell(line.strip())}" for line in report_lines(a)),
         "",
         *_compiled(a),
         "Paste to get this policy:",

@@ -18,6 +18,7 @@ from remat_tui.report.phrases import (
     summary,
 )
 from remat_tui.report.tables import text_table
+from remat_tui.report.verify import report_lines
 
 
 def render(a: Analysis) -> str:
@@ -27,6 +28,7 @@ def render(a: Analysis) -> str:
         *([f"structure  {structure_of(a)}"] if structure_of(a) is not None else []),
         f"device  {compiled.device_name(a.device)}{compiled.mesh_said(a.device, ', ')}",
         f"python  {a.python}",
+        *report_lines(a),
         "",
         *_compiled(a),
         *(f"warning: {w}" for w in a.warnings),

@@ -1,6 +1,7 @@
 """Provides `render` and `verdict_line`: `verify`'s result
 (core/xla/verify.py, Contract 18) in every format: one line saying whether
-the gradients are the code as written's, then the leaves that differ."""
+the gradients are the code as written's, then the leaves that differ; and
+`report_lines`, what `report --verify` adds to a report."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from remat_tui.core.units import count
 from remat_tui.report.tables import md_cell
 
 if TYPE_CHECKING:
+    from remat_tui.core.model import Analysis
     from remat_tui.core.xla.verify import Verification
     from remat_tui.core.xla.verify_leaves import Leaf
 
@@ -73,6 +75,16 @@ def decision_lines(v: Verification) -> list[str]:
         found = f" ({count(tried, 'configuration')} verified to find it)" if tried else ""
         out.append(f"  culprit: {v.culprit.line}{found}")
     return out
+
+
+def report_lines(a: Analysis) -> list[str]:
+    """A report's verification (`report --verify`): the verdict in one line,
+    then (where they differ) the leaves and the calls back to Python, as
+    `verify` prints them; none where it was not asked for."""
+    if a.gradients is None:
+        return []
+    head, *rest = lines(a.gradients)
+    return [f"verify: {head}", *rest]
 
 
 def callback_line(callback: str) -> str:

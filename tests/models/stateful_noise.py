@@ -76,12 +76,13 @@ def loss_under(policy):
     return loss
 
 
-def example_args():
+def example_args(batch=BATCH):
+    # Takes `batch`: the target scales, for fit (fit --optimize --verify).
     params = {
         "W1": jax.random.normal(jax.random.key(0), (WIDTH, WIDTH)) / WIDTH**0.5,
         "W2": jax.random.normal(jax.random.key(1), (WIDTH, 4)) / WIDTH**0.5,
     }
-    return params, jax.random.normal(jax.random.key(2), (BATCH, WIDTH))
+    return params, jax.random.normal(jax.random.key(2), (batch, WIDTH))
 
 
 loss = remat_tui.target(args=example_args, name="loss")(loss_under(None))

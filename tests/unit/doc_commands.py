@@ -124,6 +124,13 @@ RUN_ELSEWHERE = {
     'remat-tui verify tests/models/eight_names.py --policy "save_only_these_names()"': (
         "tests/unit/test_verify_bisect.py::test_the_command_names_the_culprit_in_one_line"
     ),
+    "remat-tui report tests/models/stateful_noise.py --policy nothing_saveable --verify": (
+        "tests/cli/test_verify_everywhere.py::test_report_verify_says_the_verdict_in_json_and_one_line"
+    ),
+    "remat-tui compare tests/models/stateful_noise.py --verify": (
+        "tests/cli/test_verify_everywhere.py::"
+        "test_compare_verify_marks_recomputing_the_callback_and_never_stars_it"
+    ),
 }
 
 # Run by bench/bench_doc_commands.py: minutes each.

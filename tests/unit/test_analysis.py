@@ -139,12 +139,14 @@ def test_json_object_follows_contracts_3_and_5(notebook_targets):
         "measured",
         "applied",  # Contract 14
         "effects",  # issue 43: callbacks, and which the backward pass runs again
+        "gradients",  # Contract 18: with verify=True, else None
         "structure",  # Contract 15
         "jaxprs",
     }
     assert d["schema"] == 1 and d["jax_version"] == jax.__version__
     assert d["compiled"] is None  # Contract 6: only on request (tests/unit/test_compiled.py)
     assert d["time"] is None and d["measured"] is None  # Contracts 8 and 9: with a compile
+    assert d["gradients"] is None  # Contract 18: only on request
     assert set(d["flops"]) == {"forward", "backward", "recompute"}  # Contract 6
     assert all(isinstance(n, int) for n in d["flops"].values()) and d["flops_exact"] is True
     assert set(d["residuals"][0]) == {

@@ -88,6 +88,7 @@ def compare(
     measure: bool = False,
     runs: int = RUNS,
     skip: Sequence[str | Skip] | None = None,
+    verify: bool = False,
 ) -> Comparison:
     """Rows for `policies` (outer specs; default: every configuration worth
     comparing, see `candidates`), each with `sites` as the site overrides.
@@ -97,7 +98,10 @@ def compare(
     a view to show it at once; notes that weigh rows against each other and
     the Pareto marks come with the Comparison. `skip`: candidates to leave
     out (core/search/skips.py), never the code as written; a candidate JAX
-    refuses to trace is a row with its error either way."""
+    refuses to trace is a row with its error either way. `verify`: run each
+    traced row's step against the code as written's on the device
+    (core/search/verified_rows.py); a row whose gradients differ is marked
+    and never Pareto-optimal."""
     start = time.perf_counter()
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
@@ -122,6 +126,10 @@ def compare(
         transpose,
         runs=runs if measure else None,
     )
+    if verify:
+        from remat_tui.core.search.verified_rows import verify_rows
+
+        verify_rows(target, rows, cancelled)
     return conclude(target, rows, baseline_analysis, base, time.perf_counter() - start)
 
 
@@ -313,13 +321,17 @@ def candidates(target: Target, baseline: Analysis, base: Config) -> list[Config]
 def mark_pareto(rows: list[Row]) -> None:
     """A row is Pareto-optimal when it fits, its offload is not slower than
     recomputing and has host memory to go to, its run (if any) did not fail,
-    and no other such row needs no more memory at no more cost (Row.cost:
-    measured or estimated step time, or recompute, then host bytes), and less
-    of one."""
+    its gradients (where verified) are the code as written's, and no other
+    such row needs no more memory at no more cost (Row.cost: measured or
+    estimated step time, or recompute, then host bytes), and less of one."""
     eligible = [
         r
         for r in rows
-        if r.fits and not r.offload_slower and not r.offload_without_host and not r.measure_failed
+        if r.fits
+        and not r.offload_slower
+        and not r.offload_without_host
+        and not r.measure_failed
+        and not r.gradients_differ
     ]
     for row in rows:
         row.pareto = row in eligible and not any(

@@ -94,6 +94,7 @@ def fit(
     on_row: Callable[[FitRow], object] | None = None,
     optimize: bool = False,
     skip: Sequence[str | Skip] | None = None,
+    verify: bool = False,
 ) -> Fit:
     """The largest batch that fits `budget` bytes (per device) for each of
     `policies` (outer specs, each row labelled as written; default: every
@@ -103,7 +104,9 @@ def fit(
     (the app's shown one). `on_row` hears each row as its search ends.
     `optimize`: instead, per batch size, the best decisions under the budget
     (core/search/fit_optimize.py), a row per batch. `skip`: candidates to
-    leave out (core/search/skips.py)."""
+    leave out (core/search/skips.py). `verify` (with `optimize`): each
+    batch's answer run against the code as written on the device, one whose
+    gradients differ dropped for the next best (Contract 18)."""
     # Long for its signature, the API's and the app's options; the body is the
     # setup each search shares, then one loop over configurations.
     start_time = time.perf_counter()
@@ -123,6 +126,11 @@ def fit(
     def built(batch: int) -> Target:
         return at_batch(target, batch, devices)
 
+    if verify and not optimize:
+        raise RematError(
+            "--verify checks the configuration fit --optimize answers with at each batch; "
+            "add --optimize, or verify one configuration with remat-tui verify."
+        )
     _check_scaling(target, built, budget, multiple)
     if optimize:
         if policies is not None or configs is not None:
@@ -131,7 +139,7 @@ def fit(
                 "configurations to search instead: give one or the other."
             )
         return fit_optimized(target, budget, base, multiple, max_batch, largest, start, measure,
-                             runs, cancelled, progress, on_row, skip)  # fmt: skip
+                             runs, cancelled, progress, on_row, skip, verify)  # fmt: skip
     stopped = False
     try:
         if configs is None:

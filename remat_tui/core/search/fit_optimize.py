@@ -57,10 +57,13 @@ def fit_optimized(
     progress: Callable[[FitProgress], object] | None,
     on_row: Callable[[FitRow], object] | None,
     skip: Sequence[str | Skip] | None = None,
+    verify: bool = False,
 ) -> Fit:
     """The best decisions at each batch tried (the module doc); `target`
     scales, `base` holds the sites and device, `start` is the first batch,
-    `cap` the largest allowed."""
+    `cap` the largest allowed. `verify`: each batch's answer run against the
+    code as written at that batch, one whose gradients differ dropped for the
+    next best, as suggest's `verify` does (core/search/verified.py)."""
     began = time.perf_counter()
     dev = resolve_device(base.device)
     devices = device_set(dev) if takes_devices(target) else None
@@ -83,7 +86,7 @@ def fit_optimized(
         try:
             s = suggest(at_batch(target, batch, devices), budget, compiled=True,
                         device=base.device, sites=dict(base.site_specs), cancelled=cancelled,
-                        measure=measure, runs=runs, skip=skip)  # fmt: skip
+                        measure=measure, runs=runs, skip=skip, verify=verify)  # fmt: skip
         except Cancelled:
             stopped = True
             break
@@ -140,11 +143,32 @@ def _least_peak(s: Suggestion) -> int | None:
     return min(peaks, default=None)
 
 
+def _verified(row: FitRow, s: Suggestion) -> None:
+    """With verify: the answer's verdict (`gradients`), and a note for each
+    answer dropped at this batch because its gradients differ."""
+    if s.gradients is None:
+        return
+    row.gradients = s.gradients.to_dict()
+    row.verify_failed = [f.to_dict() for f in s.verify_failed]
+    row.notes += [f"verify: dropped {f.row.config.label()}: its gradients differ from the code "
+                  f"as written's ({f.why()})" for f in s.verify_failed]  # fmt: skip
+    v = s.gradients
+    said = {"equal": "bitwise equal to", "agree": "within tolerance of",
+            "differ": "different from"}.get(v.verdict)  # fmt: skip
+    row.notes.append(
+        f"verify: its loss and gradients are {said} the code as written's on {v.device} "
+        f"({v.bitwise_leaves} of {len(v.leaves)} leaves bitwise)"
+        if said
+        else f"verify: not verified: {v.reason}"
+    )
+
+
 def _row(batch: int, s: Suggestion) -> FitRow:
     """A batch's row: the exact search's answer there, or nothing fits."""
     best = s.best
     row = FitRow(config=best.config, policy=best.config.policy, complete=not s.cancelled)
     row.search = s.search.to_dict()
+    _verified(row, s)
     if not s.fits or not best.compiled:
         row.not_fit = batch
         if best.compiled:

@@ -83,6 +83,10 @@ class FitRow:
     best: bool = False
     notes: list[str] = field(default_factory=list)
     search: dict | None = None  # fit --optimize: the exact search's certificate at this batch
+    # fit --optimize with verify (Contract 18): the answer's verification
+    # (`Verification.to_dict()`), and the answers dropped at this batch.
+    gradients: dict | None = None
+    verify_failed: list[dict] = field(default_factory=list)
 
     @property
     def at(self) -> Probe | None:
@@ -155,6 +159,8 @@ class FitRow:
             "error": self.error,
             "notes": list(self.notes),
             "search": self.search,
+            "gradients": self.gradients,
+            "verify_failed": list(self.verify_failed),
         }
 
 

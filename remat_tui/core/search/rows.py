@@ -73,6 +73,9 @@ class Row:
     offload_slower: bool = False  # its offload costs more time than the recompute it saves
     offload_without_host: bool = False  # no host memory to offload to: the bytes stay on device
     program: str | None = None  # its compiled program's key (core/xla/compile_service.py)
+    # With verify: its step run against the code as written's (Contract 18),
+    # `Verification.to_dict()`; a row whose gradients differ is never an answer.
+    gradients: dict | None = None
 
     @property
     def weighed_bytes(self) -> int:
@@ -127,6 +130,11 @@ class Row:
     def measure_failed(self) -> bool:
         """Its step raised when run (not for want of memory): bad input."""
         return bool(self.measured and self.measured.get("error") and self.measured.get("fits"))
+
+    @property
+    def gradients_differ(self) -> bool:
+        """Verified, its gradients differ from the code as written's."""
+        return (self.gradients or {}).get("verdict") == "differ"
 
     @property
     def step_flops(self) -> int | None:
@@ -185,6 +193,7 @@ class Row:
             "offload_without_host": self.offload_without_host,
             "saved_bytes": self.saved_bytes,
             "structure": _structure_dict(self.config),
+            "gradients": self.gradients,
         }
 
 
