@@ -40,8 +40,14 @@ def jax_bytes(target, spec: str) -> tuple[int, int]:
     if spec != "as_written":
         fn = jax.checkpoint(fn, policy=policies.build(policies.parse(spec)))
     args, kwargs = resolve_arguments(target)
+    # Traced under the arguments' mesh, as a user runs a model of explicit
+    # axes (and as remat-tui traces it): JAX 0.12 shards some residuals only
+    # there (the layers' hidden f32[8,32] is f32[8@data,32@model] under it).
+    (mesh,) = {leaf.sharding.mesh for leaf in jax.tree.leaves((args, kwargs))}
     per_device = whole = 0
-    for aval, _ in saved_residuals(fn, *args, **kwargs):
+    with jax.set_mesh(mesh):
+        saved = saved_residuals(fn, *args, **kwargs)
+    for aval, _ in saved:
         size = aval.dtype.itemsize
         whole += math.prod(aval.shape) * size
         sharding = getattr(aval, "sharding", None)
