@@ -55,6 +55,7 @@ def leaf_line(leaf: Leaf) -> str:
 def lines(v: Verification) -> list[str]:
     return [
         verdict_line(v),
+        *([f"  parameters: {v.parameters}"] if v.parameters else []),
         *(f"  {leaf_line(leaf)}" for leaf in v.differing),
         *(callback_line(c) for c in v.callbacks),
         *decision_lines(v),

@@ -2,7 +2,8 @@
 3) for a scan Linen's nn.scan made: `linen_code`, the call of a Linen helper
 (linen_helpers.py: `nested_nn_scan`, `split_nn_scan`) in place of the
 target's own nn.scan, with the one line that moves its existing parameters
-to the new layout, and `linen_helper_source`, the helper's text.
+to the new layout (stored_layout.py's `conversion`, which verify evaluates
+too), and `linen_helper_source`, the helper's text.
 
 The helpers build, with Linen's lifted nn.scan and nn.remat, the program
 structure_code.py's `nested_scan` / `split_scan` make at the JAX level,
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.structures import HELPER_MARK, NESTED, Structure
+from remat_tui.core.trace import stored_layout
 from remat_tui.core.trace.linen_call import ScanCall
 
 if TYPE_CHECKING:
@@ -73,8 +75,7 @@ def linen_code(scan: FoundScan, structure: Structure, call: ScanCall | None) -> 
         moved = [
             f"# Its parameters go from [{n}, ...] to [{k}, {n // k}, ...], one level down (under",
             f"# 'layers'). A stored tree, with scanned = params[...]{scanned}, converts by",
-            f"#     scanned = {{'layers': jax.tree.map(lambda p: p.reshape({k}, {n // k}, "
-            "*p.shape[1:]), scanned)}",
+            f"#     scanned = {stored_layout.conversion(structure, n)}",
         ]
     else:
         blocks = [_block_under(call, spec) for spec in structure.parts]
@@ -82,8 +83,7 @@ def linen_code(scan: FoundScan, structure: Structure, call: ScanCall | None) -> 
         moved = [
             f"# Its parameters split in two, one level down: [:{k}] under 'first', [{k}:] under",
             f"# 'rest'. A stored tree, with scanned = params[...]{scanned}, converts by",
-            f"#     scanned = {{'first': jax.tree.map(lambda p: p[:{k}], scanned), "
-            f"'rest': jax.tree.map(lambda p: p[{k}:], scanned)}}",
+            f"#     scanned = {stored_layout.conversion(structure, n)}",
         ]
     file = scan.source.where().split(":")[0] if scan.source else "the file"
     assigned = f"{call.assigned} = " if call.assigned else ""

@@ -18,6 +18,10 @@ difference, against a tolerance from the dtype and from the reference's own
 sensitivity (core/xla/verify_leaves.py says how). The reference is compiled
 a second time for that, with XLA's backend optimisations off.
 
+A structure on a scan Linen's nn.scan made is pasted with a line that
+converts the stored parameters to its layout: the configuration's run
+passes them through that very line (`_as_pasted`), so the check covers it.
+
 What it proves: these values, on these inputs, on this device, with this
 JAX and XLA. Not other inputs (a branch the values did not take), not other
 devices or versions. A deviceless TPU topology cannot run a step: there the
@@ -30,7 +34,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -52,6 +56,7 @@ from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:
+    from remat_tui.core.trace.primal import Primal
     from remat_tui.core.xla.verify_decisions import Culprit, Decision
 
 REFERENCES = 2  # the code as written's runs kept (per target, device and seed)
@@ -86,6 +91,9 @@ class Verification(Displayable):
     # gradients differ, the fewest of those that move them.
     decisions: tuple[Decision, ...] = ()
     culprit: Culprit | None = None
+    # A structure whose pasted code moves the stored parameters (a Linen
+    # nn.scan's): what verify did to them, in one line; None where nothing moves.
+    parameters: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -127,6 +135,7 @@ class Verification(Displayable):
             "leaves": [leaf.to_dict() for leaf in self.leaves],
             "decisions": [d.to_dict() for d in self.decisions],
             "culprit": self.culprit.to_dict() if self.culprit is not None else None,
+            "parameters": self.parameters,
         }
 
 
@@ -154,7 +163,8 @@ def verify(
     reference = _reference(target, config, seed, cancelled)
     if isinstance(reference, str):
         return _not_run(config, label, step_kind, start, reference)
-    step = compile_step(target, config, cancelled, device=dev, arguments=reference.arguments)
+    pasted, parameters = _as_pasted(target, config, reference.arguments)
+    step = compile_step(pasted, config, cancelled, device=dev, arguments=reference.arguments)
     if step.executable is None:
         return _not_run(config, label, step_kind, start, _too_big(config, label))
     check_cancelled(cancelled)
@@ -174,8 +184,40 @@ def verify(
     callbacks = _callbacks(target, dev, reference.arguments) if verdict == DIFFER else ()
     return Verification(
         verdict, leaves, config.with_device(None).label(), label, step_kind, inputs,
-        time.perf_counter() - start, callbacks=callbacks,
+        time.perf_counter() - start, callbacks=callbacks, parameters=parameters,
     )  # fmt: skip
+
+
+def _as_pasted(target: Target, config: Config, arguments: tuple) -> tuple[Target, str | None]:
+    """The target to run `config` on, and what was done to its parameters.
+    A structure on a scan Linen's nn.scan made is pasted with a line that
+    converts the stored parameters to the structure's layout: the target's
+    are passed through that very line, and read back in the layout the
+    structure's program reads (core/trace/stored_layout.py), so that the
+    check covers the paste. A structure on a plain jax.lax.scan regroups
+    inside the step: nothing to convert (None)."""
+    from remat_tui.core.trace.linen_call import read_scan_call
+    from remat_tui.core.trace.stored_layout import find_conversion
+    from remat_tui.core.trace.structures import scan_of
+
+    structure = config.structure
+    if structure is None:
+        return target, None
+    primal = _primal(target, config.jax_device, arguments)
+    if primal is None:
+        return target, None
+    scan = scan_of(primal.scans, structure)
+    if scan.library != "flax.linen":
+        return target, None
+    call = read_scan_call(scan.source)
+    if call is None:
+        return target, "not converted: its nn.scan call could not be read, so neither can its line"
+    found = find_conversion(
+        structure, scan.length, call.name, arguments[0], _positional_names(target.fn)
+    )
+    if isinstance(found, str):
+        return target, f"not converted: {found}"
+    return replace(target, fn=found.applied(target.fn)), found.line()
 
 
 def _callbacks(target: Target, dev: jax.Device, arguments: tuple) -> tuple[str, ...]:
@@ -218,6 +260,14 @@ def _as_written(target: Target, dev: jax.Device, arguments: tuple) -> Any:
     None where it cannot be traced (the notes it gives are hints: the
     comparison stands without them)."""
     from remat_tui.core import jaxcompat as jc
+
+    primal = _primal(target, dev, arguments)
+    return None if primal is None else jc.open_jaxpr(primal.closed)
+
+
+def _primal(target: Target, dev: jax.Device, arguments: tuple) -> Primal | None:
+    """The traced program the configurations are built from (kept); None
+    where it cannot be traced (compiling the step then says why)."""
     from remat_tui.core.trace.configured import target_dir
     from remat_tui.core.trace.primal import primal_program
 
@@ -225,8 +275,7 @@ def _as_written(target: Target, dev: jax.Device, arguments: tuple) -> Any:
     try:
         flat = flatten_arguments(target.fn, arguments[0], arguments[1], target.label)
         with jax.default_device(here):
-            primal = primal_program(target, flat, here, target_dir(target))
-        return jc.open_jaxpr(primal.closed)
+            return primal_program(target, flat, here, target_dir(target))
     except Exception:
         return None
 
