@@ -121,6 +121,10 @@ RUN_ELSEWHERE = {
     "remat-tui verify tests/models/stateful_noise.py --policy nothing_saveable": (
         "tests/cli/test_verify_cli.py::test_recomputing_the_callback_exits_1_naming_the_leaves"
     ),
+    'remat-tui verify tests/models/linen_stack.py --structure "nested(4)"': (
+        "tests/unit/test_verify_structures.py::"
+        "test_verify_of_a_structure_on_a_linen_model_exits_0_and_says_it_converted"
+    ),
     'remat-tui verify tests/models/eight_names.py --policy "save_only_these_names()"': (
         "tests/unit/test_verify_bisect.py::test_the_command_names_the_culprit_in_one_line"
     ),
