@@ -32,6 +32,7 @@ from remat_tui.registry import Target
 sys.path.insert(0, f"{ROOT}/tests/models")
 import linen_stack  # noqa: E402
 import scan_stack  # noqa: E402
+import vit_deep_linen  # noqa: E402
 
 LINEN = f"{ROOT}/tests/models/linen_stack.py"
 CP = jax.checkpoint_policies
@@ -213,3 +214,15 @@ def test_the_stored_parameters_are_found_by_the_scans_name():
     assert "none is" in missing
     other = stored_layout.find_conversion(nested, 6, "layers", (params, x), ["params", "x"])
     assert "none is" in other  # a dict of that name whose leaves are not [6, ...]
+    # One module down (a ViT's encoder blocks, nn.scan'd inside its Transformer):
+    deep = vit_deep_linen.example_args()
+    found = stored_layout.find_conversion(
+        structures.parse("nested(3)"), vit_deep_linen.DEPTH, "encoderblock", deep, ["params"]
+    )
+    assert found.where == "params['Transformer']['encoderblock']"
+    assert found.keys == ("Transformer", "encoderblock") and found.position == 0
+    # Stored twice (the parameters and, say, an optimizer's copy): not guessed.
+    twice = stored_layout.find_conversion(nested, 8, "layers", (params, params), ["p", "q"])
+    assert "several are" in twice
+    no_name = stored_layout.find_conversion(nested, 8, None, (params, x), ["params", "x"])
+    assert "no name=" in no_name
