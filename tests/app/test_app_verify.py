@@ -9,6 +9,7 @@ import os
 
 import jax
 import numpy as np
+import pytest
 from conftest import ROOT, example, wait_for
 from test_app import SIZE, settle
 
@@ -23,7 +24,7 @@ def verdict(app) -> str | None:
     return app.view.verdict_text
 
 
-async def press_g_until_verified(app, pilot):
+async def press_a_until_verified(app, pilot):
     """`a`, then wait until its verdict (or failure) is in."""
     key = app.scene().key_of(app.loaded.shown)
     await pilot.press("a")
@@ -42,7 +43,7 @@ async def test_g_verifies_the_configuration_shown_and_says_the_verdict_in_place(
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         assert verdict(app) is None  # nothing said until a
-        key = await press_g_until_verified(app, pilot)
+        key = await press_a_until_verified(app, pilot)
         shown = app.verifying.known[key]
         # the oracle: the API's verify of the same configuration, on a target of its own
         target = remat_tui.load_targets(example("mlp.py"))[app.loaded.target.name]
@@ -75,7 +76,7 @@ async def test_g_on_a_recomputed_callback_says_the_gradients_differ_and_names_th
     app = RematApp(NOISY, "loss", policy="nothing_saveable", show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        key = await press_g_until_verified(app, pilot)
+        key = await press_a_until_verified(app, pilot)
         shown = app.verifying.known[key]
         # JAX as the oracle: the gradients under nothing_saveable are not the
         # code as written's (the callback runs again in the backward pass)
@@ -119,8 +120,36 @@ async def test_g_again_cancels_and_an_error_keeps_the_analysis_shown(monkeypatch
             raise RematError("the step raised when run for verify: boom")
 
         monkeypatch.setattr(verify_bisect, "verify_explained", fails)
-        key = await press_g_until_verified(app, pilot)
+        key = await press_a_until_verified(app, pilot)
         said = verdict(app)
         assert said.startswith("verify failed: the step raised when run for verify: boom")
         assert app.query_one("#verdict").has_class("-failed")
         assert app.loaded.shown is shown and key not in app.verifying.known
+
+
+async def test_a_on_a_tpu_topology_says_it_needs_the_chip_and_claims_nothing():
+    from test_app_tpu import TOPOLOGY, pick_device
+
+    from remat_tui.core.setup import devices as devices_lib
+    from remat_tui.errors import RematError
+
+    try:
+        devices_lib.resolve_device(TOPOLOGY)
+    except RematError as exc:
+        pytest.skip(f"no deviceless TPU here ({exc.message})")
+    app = RematApp(example("mlp.py"), policy="nothing_saveable", show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pick_device(app, pilot, TOPOLOGY)
+        shown = app.loaded.shown
+        assert shown.config.device == TOPOLOGY
+        key = await press_a_until_verified(app, pilot)
+        oracle = remat_tui.verify(
+            remat_tui.load_targets(example("mlp.py"))[app.loaded.target.name],
+            policy="nothing_saveable",
+            device=TOPOLOGY,
+        )
+        assert oracle.verdict == app.verifying.known[key].verdict == "not_run"
+        said = verdict(app)
+        assert said.startswith("verify: not run: ") and "needs the chip" in said
+        assert app.loaded.shown is shown  # the analysis shown stays
