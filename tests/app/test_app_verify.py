@@ -95,7 +95,9 @@ async def test_g_on_a_recomputed_callback_says_the_gradients_differ_and_names_th
         ]
         assert moved
         assert shown.verdict == "differ"
+        oracle = remat_tui.verify(remat_tui.load_targets(NOISY)["loss"], policy="nothing_saveable")
         differing = {leaf.path for leaf in shown.differing}
+        assert oracle.verdict == "differ" and {x.path for x in oracle.differing} == differing
         assert {f"params['{name}']" for name in moved} <= differing
         said = verdict(app)
         assert "gradients differ" in said
