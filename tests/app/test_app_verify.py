@@ -38,7 +38,7 @@ async def press_a_until_verified(app, pilot):
     return key
 
 
-async def test_g_verifies_the_configuration_shown_and_says_the_verdict_in_place():
+async def test_a_verifies_the_configuration_shown_and_says_the_verdict_in_place():
     app = RematApp(example("mlp.py"), policy="nothing_saveable", show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -72,7 +72,7 @@ def shown_config(key):
     return key[1]
 
 
-async def test_g_on_a_recomputed_callback_says_the_gradients_differ_and_names_the_leaf():
+async def test_a_on_a_recomputed_callback_says_the_gradients_differ_and_names_the_leaf():
     app = RematApp(NOISY, "loss", policy="nothing_saveable", show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -109,7 +109,7 @@ async def test_g_on_a_recomputed_callback_says_the_gradients_differ_and_names_th
         assert app.loaded.shown.config == key[1]
 
 
-async def test_g_again_cancels_and_an_error_keeps_the_analysis_shown(monkeypatch):
+async def test_a_verify_that_fails_is_said_in_place_and_the_analysis_shown_stays(monkeypatch):
     from remat_tui.core.xla import verify_bisect
     from remat_tui.errors import RematError
 
@@ -155,3 +155,36 @@ async def test_a_on_a_tpu_topology_says_it_needs_the_chip_and_claims_nothing():
         said = verdict(app)
         assert said.startswith("verify: not run: ") and "needs the chip" in said
         assert app.loaded.shown is shown  # the analysis shown stays
+
+
+async def test_a_again_cancels_the_verify_under_way(monkeypatch):
+    """The core's `cancelled` turns true when `a` is pressed again: the
+    worker stops at its next poll, and nothing is claimed."""
+    import threading
+
+    from remat_tui.core.trace.configured import Cancelled
+    from remat_tui.core.xla import verify_bisect
+
+    asked, stopped = threading.Event(), threading.Event()
+
+    def waits(target, config, cancelled, **kw):
+        asked.set()
+        while not cancelled():  # as the core polls between its compiles and runs
+            threading.Event().wait(0.01)
+        stopped.set()
+        raise Cancelled()
+
+    monkeypatch.setattr(verify_bisect, "verify_explained", waits)
+    app = RematApp(example("mlp.py"), show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        await wait_for(pilot, asked.is_set, "the verify to start")
+        await pilot.pause()
+        assert verdict(app).startswith("verify: running policy as_written")
+        await pilot.press("a")
+        await wait_for(pilot, stopped.is_set, "the verify to stop")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.verifying.running is None and not app.verifying.known
+        assert verdict(app) is None
