@@ -31,10 +31,12 @@ class Key:
         return self.display or self.key
 
 
-# Letters a user can guess: b a memory budget (suggest answers it), f how big
-# a batch fits, l the lists, c compare, d device, e export, t target, w where
-# the peak goes, y why a value is saved; the sidebar's focus keys are their
-# lists' initials (n names, s sites, r residuals).
+# Letters a user can guess: a whether the gradients agree (verify), b a
+# memory budget (suggest answers it), f how big a batch fits, l the lists,
+# c compare, d device, e export, t target, w where the peak goes, y why a
+# value is saved (not g: the residual table's vim key for its first row);
+# the sidebar's focus keys are their lists' initials (n names, s sites,
+# r residuals).
 KEYS = (
     Key(
         "0",
@@ -207,6 +209,17 @@ KEYS = (
         "a TPU topology): measured beside the estimate; compare and suggest rank by it",
         "Measure on the device (on/off)",
         "x: run each step shown and time it, beside the estimate; compare ranks by it",
+    ),
+    Key(
+        "a",
+        "verify",
+        "gradients agree?",
+        "do the gradients agree (verify): run the configuration shown and the code as written "
+        "on its device with the same inputs, and compare the loss and every gradient leaf "
+        "(bitwise, and against a tolerance); the verdict above the panes, and where they "
+        "differ the decision that moves them; a again cancels it (a TPU topology cannot run it)",
+        "Verify: do the gradients agree",
+        "a: the shown configuration's loss and gradients against the code as written's, run",
     ),
     Key(
         "w",

@@ -36,6 +36,12 @@ from remat_tui.app.controllers.painting import Painter
 from remat_tui.app.controllers.reload import Reloader
 from remat_tui.app.controllers.showing import Showing
 from remat_tui.app.controllers.startup import Startup
+from remat_tui.app.controllers.verifying import (
+    VerifyDone,
+    VerifyFailed,
+    Verifying,
+    VerifyProgress,
+)
 from remat_tui.app.keys import APP_KEYS
 from remat_tui.app.messages import (
     AnalysisFailed,
@@ -99,9 +105,16 @@ class RematApp(App):
         self.reloader = Reloader(self, path)
         self.widths = Layout(self)  # the layout for the terminal's width
         self.name_judge = NameJudge(self)  # names whose saving spares no recompute
+        self.verifying = Verifying(self)  # a: the gradients of what is shown, verified
         view = lambda: self.view  # noqa: E731  (the main screen is made after the App)
         self.painter = Painter(
-            view, self.analyses, self.compiles, self.name_judge, self.activity, show_timings
+            view,
+            self.analyses,
+            self.compiles,
+            self.name_judge,
+            self.activity,
+            show_timings,
+            self.verifying,
         )  # what the main screen says, from a Scene of the state
         self.asking = Asking(self.scene, self.want, self.painter.name_states, view)
         watched = lambda: bool(self.reloader.watched)  # noqa: E731
@@ -259,6 +272,18 @@ class RematApp(App):
         on = not self.wanted.measured
         self.wanted = replace(self.wanted, measured=on, compiled=self.wanted.compiled or on)
 
+    def action_verify(self) -> None:
+        """`a`: verify the configuration shown against the code as written on
+        its device (app/controllers/verifying.py); again while it runs: cancel."""
+        scene = self.scene()
+        if scene.target is None or scene.shown is None:
+            self.notify("nothing is shown yet to verify", severity="warning")
+            return
+        key = scene.key_of(scene.shown)
+        assert key is not None  # there is a target
+        self.notify(self.verifying.toggle(key, scene.target, scene.shown.config), markup=False)
+        self.painter.verdict(scene)
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
@@ -297,3 +322,18 @@ class RematApp(App):
     @on(Progress)
     def progress(self, message: Progress) -> None:
         self.showing.progress(message)
+
+    @on(VerifyProgress)
+    def verify_progress(self, message: VerifyProgress) -> None:
+        if self.verifying.progress(message):  # the verify under way's stage
+            self.painter.verdict(self.scene())
+
+    @on(VerifyDone)
+    def verify_done(self, message: VerifyDone) -> None:
+        if self.verifying.done(message):  # a verdict still wanted
+            self.painter.verdict(self.scene())
+
+    @on(VerifyFailed)
+    def verify_failed(self, message: VerifyFailed) -> None:
+        if self.verifying.failed(message):
+            self.painter.verdict(self.scene())

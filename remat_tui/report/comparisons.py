@@ -217,7 +217,7 @@ def row_cells(row: Row, rank: dict | None = None) -> tuple[str, ...]:
     fitting = compiled.get("fits", True)
     numbers = not row.refused  # a refused row has none: blanks, not zeros
     cells = [
-        ("★" if row.pareto else "") + gradients_mark(row),
+        ("★" if row.pareto else "") + gradients_mark(row) + ("↻" if row.reruns_callbacks else ""),
         human_bytes(row.device_bytes) if numbers else "",
         human_bytes(row.host_bytes) if row.host_bytes else "",
         human_flops(row.recompute_flops) if numbers else "",
@@ -239,6 +239,17 @@ def gradients_mark(row: Row) -> str:
     within tolerance), ≠ they differ, ? it could not be run; '' unverified."""
     verdict = (row.gradients or {}).get("verdict")
     return {"equal": "✓", "agree": "✓", "differ": "≠", "not_run": "?"}.get(verdict or "", "")
+
+
+def effects_legend(rows: Sequence[Row]) -> str:
+    """The legend's sentence on ↻, where a row runs a call back to Python again."""
+    if not any(r.reruns_callbacks for r in rows):
+        return ""
+    return (
+        " ↻: its backward pass runs a call back to Python again (recomputed under a "
+        "checkpoint; the notes say which): where the call reads Python state, its second "
+        "value is not its first and the gradients move (remat-tui verify measures it)."
+    )
 
 
 def gradients_legend(rows: Sequence[Row]) -> str:
@@ -272,6 +283,7 @@ def compare_legend(rows: Sequence[Row]) -> str:
         + time_legend(rows)
         + legend_devices(rows)
         + gradients_legend(rows)
+        + effects_legend(rows)
     )
 
 

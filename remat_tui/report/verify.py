@@ -43,6 +43,39 @@ def verdict_line(v: Verification) -> str:
     )
 
 
+def brief_lines(v: Verification) -> list[str]:
+    """The verdict where a few lines fit (the app, above the panes): agree,
+    differ or not run; the leaves bitwise equal; the worst leaf (the most
+    of its tolerance used) against its tolerance; and where the gradients
+    differ, the culprit (or the calls back to Python, where none was
+    sought)."""
+    if v.verdict == "not_run":
+        return [f"verify: not run: {v.reason}"]
+    n = len(v.leaves)
+    worst = max(v.leaves, key=_share)
+    share = f"{v.bitwise_leaves} of {count(n, 'leaf', 'leaves')} bitwise equal"
+    if v.verdict == "equal":
+        head = f"verify ✓ gradients agree: {share} (loss and gradients)"
+    else:
+        past = "≤" if worst.within else ">"
+        compared = (
+            f"worst {worst.path}: max abs {_e(worst.max_abs)} {past} tolerance "
+            f"{_e(worst.tolerance)}"
+        )
+        if v.verdict == "agree":
+            head = f"verify ✓ gradients agree within tolerance: {share}; {compared}"
+        else:
+            differ = len(v.differing)
+            head = f"verify ✗ gradients differ: {share}, {differ} past tolerance; {compared}"
+    out = [f"{head} · {v.config} on {v.device}, against the code as written"]
+    if v.verdict == "differ":
+        if v.culprit is not None:
+            out.append(f"culprit: {v.culprit.line}")
+        else:
+            out += [c.strip() for c in map(callback_line, v.callbacks)]
+    return out
+
+
 def leaf_line(leaf: Leaf) -> str:
     """`params['W1']  float32[16,16]  max abs 3.2e-02  max rel 1.1e-01  tolerance 3.6e-07`."""
     shape = ",".join(str(d) for d in leaf.shape)
@@ -122,7 +155,9 @@ def render(v: Verification, fmt: str, target: str) -> str:
 
 def _share(leaf: Leaf) -> float:
     """How much of its tolerance a leaf's difference uses."""
-    return leaf.max_abs / leaf.tolerance if leaf.tolerance else 0.0
+    if not leaf.tolerance:  # an integer leaf: held to equality
+        return 0.0 if leaf.bitwise else float("inf")
+    return leaf.max_abs / leaf.tolerance
 
 
 def _e(x: float) -> str:

@@ -166,3 +166,58 @@ def test_a_random_key_from_python_state_is_read_once_while_tracing_and_never_run
     counter[0] = 0
     a = remat_tui.analyze(loss_under(None), args, policy="nothing_saveable")
     assert a.to_dict()["effects"] == [] and "runs again" not in text.render(a)
+
+
+def test_compare_and_suggest_rows_say_the_callback_they_run_again(noisy_line):
+    """A row of compare or suggest (made without the panes) carries the note
+    and the JSON `effects` the configuration's own analysis gives: under
+    nothing_saveable JAX's gradient program runs the callback twice and the
+    row says so; under everything_saveable once, and the row says nothing."""
+    from remat_tui.core.search.compare import compare
+    from remat_tui.core.search.suggest import suggest
+    from remat_tui.report.comparisons import render_compare
+
+    target, module = noisy()
+    note = f"pure_callback at {noisy_line} runs again in the backward pass"
+    c = compare(target, policies=["nothing_saveable", "everything_saveable"])
+    rows = {r.config.policy: r for r in c.rows}
+    for policy, runs in (("nothing_saveable", 2), ("everything_saveable", 1)):
+        assert jax_runs(checkpointed(module, policy), target.args(), "pure_callback",
+                        noisy_line) == runs  # fmt: skip
+        by_itself = remat_tui.analyze(target, policy=policy)
+        row = rows[policy].to_dict()
+        assert row["effects"] == by_itself.to_dict()["effects"]
+        assert row["effects"][0]["reruns"] is (runs == 2)
+        assert any(note in n for n in row["notes"]) is (runs == 2)
+    said = render_compare(c, "text")
+    assert "↻" in said and note in said
+    assert "↻" in render_compare(c, "md")
+    # suggest's rows are made as compare's: the same note on the same configuration
+    s = suggest(target, budget=10**9)
+    for row in s.rows:
+        if row.config.policy == "nothing_saveable" and not row.config.sites:
+            assert row.reruns_callbacks == [f"pure_callback at {noisy_line}"]
+            assert any(note in n for n in row.notes)
+    assert not s.baseline.reruns_callbacks and not any(note in n for n in s.baseline.notes)
+
+
+def test_a_row_traces_the_backward_pass_only_for_a_program_that_calls_back():
+    """A row of a model with no call back to Python is read from the linear
+    program as before (no backward pass traced: its backward FLOPs unknown);
+    a row of one that calls back has its backward pass traced, which says
+    which calls it runs again."""
+    from remat_tui.core.setup.config import Config
+    from remat_tui.core.trace.analysis import row_view
+    from remat_tui.core.trace.configured import as_target
+    from remat_tui.core.trace.traced import trace_config
+
+    def loss(w, x):
+        return jnp.sum(jnp.sin(jnp.sin(x @ w)))
+
+    plain = as_target(loss, (jnp.ones((4, 4)), jnp.ones((2, 4))), None)
+    config = Config.make("nothing_saveable")
+    a = row_view(trace_config(plain, config))
+    assert a.flops["backward"] is None and a.effects == []
+    target, _ = noisy()
+    b = row_view(trace_config(target, config))
+    assert b.flops["backward"] is not None and [e.reruns for e in b.effects] == [True]

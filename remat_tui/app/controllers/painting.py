@@ -20,6 +20,7 @@ from textual.markup import escape
 from remat_tui.app.controllers.analyses import Analyses
 from remat_tui.app.controllers.compiles import Compiles
 from remat_tui.app.controllers.name_judge import NameJudge
+from remat_tui.app.controllers.verifying import Verifying
 from remat_tui.app.state.scene import Scene
 from remat_tui.app.state.site_state import scope_states
 from remat_tui.app.state.status import Activity, summary
@@ -40,6 +41,7 @@ class Painter:
         name_judge: NameJudge,
         activity: Activity,
         show_timings: bool,
+        verifying: Verifying,
     ) -> None:
         self.view = view  # the main screen's (it is made after the App)
         self.analyses = analyses
@@ -47,6 +49,7 @@ class Painter:
         self.name_judge = name_judge
         self.activity = activity
         self.show_timings = show_timings
+        self.verifying = verifying
 
     def name_states(self, s: Scene) -> dict[str, str]:
         """R/S/O of each name where name toggles apply: read from the policy
@@ -128,6 +131,45 @@ class Painter:
         )
         if self.analyses.pending is None:  # background work waits for the user's trace
             self.name_judge.judge(s.target, shown, scope)
+
+    def verdict(self, s: Scene) -> None:
+        """The verdict of the `a` key on the configuration shown (its verify's stage
+        and clock while it runs; why it failed); the last one marked stale
+        while another configuration is shown; else nothing."""
+        from remat_tui.report.verify import brief_lines
+
+        v = self.verifying
+        key = s.key_of(s.shown) if s.shown is not None else None
+        view = self.view()
+        if key is not None and key == v.running:
+            clock = v.clock(self.show_timings)
+            view.show_verdict(f"verify: {v.stage}…{clock} (press a again to cancel)", "-running")
+        elif key is not None and key in v.known:
+            found = v.known[key]
+            kind = {"equal": "-agree", "agree": "-agree", "differ": "-differ"}
+            view.show_verdict("\n".join(brief_lines(found)), kind.get(found.verdict, "-not-run"))
+        elif key is not None and key in v.failures:
+            view.show_verdict(
+                f"verify failed: {v.failures[key]}\n"
+                "(the analysis shown stays; press a to try again)",
+                "-failed",
+            )
+        elif v.last is not None and (v.last in v.known or v.last in v.failures):
+            was = v.known.get(v.last)
+            said = (
+                brief_lines(was)[0] if was is not None else f"verify failed: {v.failures[v.last]}"
+            )
+            verified = v.last[1]  # the request key's Config
+            whose = (
+                "verified before the file changed"
+                if key is not None and key[1] == verified
+                else f"verified for {verified.label()}, not the configuration shown"
+            )
+            view.show_verdict(
+                f"stale, {whose}: {said}\n(press a to verify the configuration shown)", "-stale"
+            )
+        else:
+            view.show_verdict(None)
 
     def activity_line(self, s: Scene) -> None:
         """While a worker runs, what it is doing and for how long (the compile's

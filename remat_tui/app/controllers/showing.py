@@ -123,6 +123,10 @@ class Showing:
             loaded, launch_warnings=loaded.start_warnings, start_warnings=()
         )
         self.painter.cautions(self.holder.scene(), a)
+        scene = self.holder.scene()
+        if self.painter.verifying.running not in (None, scene.key_of(a)):
+            self.painter.verifying.cancel()  # its verdict would be stale as it came
+        self.painter.verdict(scene)  # the `a` key's verdict, or the last marked stale
         self.paint_sidebar()
         view.restore_view(a)
         if loaded.target is not None:  # (it is: `a` is its analysis)
@@ -140,7 +144,10 @@ class Showing:
 
     def tick(self) -> None:
         try:
-            self.painter.activity_line(self.holder.scene())
+            scene = self.holder.scene()
+            self.painter.activity_line(scene)
+            if self.painter.verifying.running is not None:  # its clock
+                self.painter.verdict(scene)
         except NoMatches:  # the app is closing: the timer outlived the main screen's widgets
             pass
 

@@ -115,6 +115,8 @@ def full_label(config: Config) -> str:
     return "; ".join(parts)
 
 
+# Where a row's backward pass runs a call back to Python again (issue 43).
+RERUNS = " · ↻: it runs a call back to Python again in the backward pass (notes: which)"
 DETAIL_FIELDS = ("configuration", "paste", "estimate", "rates", "measured", "notes")
 DETAIL_LABELS = {"estimate": "est. step"}  # the others are labelled as named
 
@@ -303,6 +305,7 @@ class CompareScreen(Screen[Config | None]):
             f"★ {front} Pareto-optimal "
             "(no other needs no more memory at no more cost) · enter opens a row"
             + legend_devices(self.rows)
+            + (RERUNS if any(r.reruns_callbacks for r in self.rows) else "")
         )
         self.show_columns()
         self.show_rows()

@@ -73,6 +73,7 @@ class MainScreen(Screen):
             yield Sidebar(id="sidebar")
             with Vertical(id="main"):
                 yield Static("", id="error")
+                yield Static("", id="verdict", markup=False)  # a: the gradients verified
                 with Horizontal(id="panes"):
                     yield CodeView(JaxprLexer(), id="forward")
                     yield CodeView(JaxprLexer(), id="backward")
@@ -92,6 +93,7 @@ class MainScreen(Screen):
         self.query_one("#residuals").border_title = "Residuals"
         self.query_one("#source").border_title = "Source"
         self.query_one("#error").display = False
+        self.query_one("#verdict").display = False  # until a
         self.query_one("#story").display = False  # y shows it
         self.post_message(ScreenReady())  # the widgets loading draws into are all mounted
 

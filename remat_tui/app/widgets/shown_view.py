@@ -284,6 +284,27 @@ class ShownView:
         error = self.query_one("#error", Static)
         return bool(error.display) and not error.has_class("-warning")
 
+    # ---- the verdict on the gradients (a) ---------------------------------------------
+
+    VERDICT_KINDS = ("-running", "-agree", "-differ", "-not-run", "-failed", "-stale")
+
+    def show_verdict(self, text: str | None, kind: str = "") -> None:
+        """The verdict of the `a` key above the panes (plain text), its `kind` one
+        of VERDICT_KINDS (its colour); None hides it."""
+        verdict = self.query_one("#verdict", Static)
+        verdict.display = text is not None
+        if text is None:
+            return
+        for k in self.VERDICT_KINDS:
+            verdict.set_class(k == kind, k)
+        verdict.update(text)
+
+    @property
+    def verdict_text(self) -> str | None:
+        """What the verdict line says (None: hidden)."""
+        verdict = self.query_one("#verdict", Static)
+        return str(verdict.render()) if verdict.display else None
+
     # ---- the sidebar --------------------------------------------------------------------
 
     def show_lists(self, lists: Lists) -> None:

@@ -50,6 +50,13 @@ def host_callbacks(jaxpr: Jaxpr) -> list[HostCallback]:
     return list(found.values())
 
 
+def calls_back(jaxpr: Jaxpr) -> bool:
+    """Whether `jaxpr` or a body it holds calls back to Python: one walk that
+    stops at the first call (most programs make none, and then nothing a
+    configuration recomputes can be one)."""
+    return any(eqn.primitive.name in CALLBACKS for eqn, _ in nested_eqns(jaxpr))
+
+
 def is_callback(eqn: JaxprEqn) -> bool:
     return eqn.primitive.name in CALLBACKS
 

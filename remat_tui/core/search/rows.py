@@ -42,6 +42,10 @@ class Row:
         offload_slower: its offload is slower than recomputing instead.
         offload_without_host: it offloads where the device's compile has no
             host memory: the offloaded bytes stay in device memory.
+        effects: the program's calls back to Python and whether this
+            configuration's backward pass runs each again
+            (`trace.effects.Effect.to_dict()`, issue 43); a row that runs
+            one again has a note saying so.
     """
 
     config: Config
@@ -76,6 +80,8 @@ class Row:
     # With verify: its step run against the code as written's (Contract 18),
     # `Verification.to_dict()`; a row whose gradients differ is never an answer.
     gradients: dict | None = None
+    # The calls back to Python and which this configuration runs again (issue 43).
+    effects: list[dict] = field(default_factory=list)
 
     @property
     def weighed_bytes(self) -> int:
@@ -137,6 +143,13 @@ class Row:
         return (self.gradients or {}).get("verdict") == "differ"
 
     @property
+    def reruns_callbacks(self) -> list[str]:
+        """The calls back to Python its backward pass runs again (`pure_callback
+        at model.py:39`): recomputed, a call reading Python state gives another
+        value, and the gradients move."""
+        return [f"{e['kind']} at {e['where']}" for e in self.effects if e["reruns"]]
+
+    @property
     def step_flops(self) -> int | None:
         """The whole step's FLOPs: forward, transposition and recompute."""
         if self.transpose_flops is None:
@@ -194,6 +207,7 @@ class Row:
             "saved_bytes": self.saved_bytes,
             "structure": _structure_dict(self.config),
             "gradients": self.gradients,
+            "effects": [dict(e) for e in self.effects],
         }
 
 
@@ -212,6 +226,7 @@ def row_of(a: Analysis, compiled: dict | None = None) -> Row:
         global_host_bytes=_unless(t.global_host_bytes, t.host_bytes),
         auto_sharded_devices=a.auto_sharded_devices,
         compiled=compiled,
+        effects=[e.to_dict() for e in a.effects],
     )
 
 

@@ -6,7 +6,9 @@ and the views of one Trace (core/trace/traced.py) every caller reads:
 - `costs_view`: the same without the panes (diff, the transposition FLOPs);
 - `row_view`: what a row of compare or suggest needs, the backward pass traced
   only when the recompute FLOPs cannot be read from the linear program
-  (core/trace/recomputation.py); then `flops["backward"]` is None and the sites
+  (core/trace/recomputation.py), or when the program calls back to Python
+  (only the backward pass says which calls a configuration runs again: its
+  `effects`, issue 43); otherwise `flops["backward"]` is None and the sites
   carry no FLOPs.
 """
 
@@ -23,6 +25,7 @@ from remat_tui.core import collector
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.costs import flops, site_flops
 from remat_tui.core.costs.flops import count_dots
+from remat_tui.core.jaxcompat.callbacks import calls_back
 from remat_tui.core.model import Analysis, Deferred, Flops, JaxprView, Residual
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
@@ -113,16 +116,22 @@ def costs_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysi
 
 
 def row_view(t: Trace, cancelled: Callable[[], bool] | None = None) -> Analysis:
-    """What a row of compare or suggest needs: residuals, bytes and recompute
-    FLOPs, read from the linear program when it tells them exactly (the
-    backward pass then never traced), no panes."""
+    """What a row of compare or suggest needs: residuals, bytes, recompute
+    FLOPs and the calls back to Python it runs again (`effects`), read from
+    the linear program when it tells them exactly (the backward pass then
+    never traced), no panes. A program with no call back to Python (one walk
+    of the forward program says so) runs none again; one with a call has
+    its backward pass traced, which says whether this configuration
+    recomputes it."""
     begun = _clock(t)
     read = recomputation.from_linear(t.linear) if t.linear is not None else None
-    if read is not None:
+    if read is not None and not calls_back(t.forward):
         return _analysis(t, None, read, *_without_panes(t, read), begun)
     bwd = t.backward(cancelled)
     recompute = _recompute_in(t, bwd)
-    return _analysis(t, bwd, recompute, *_without_panes(t, recompute), begun)
+    a = _analysis(t, bwd, recompute, *_without_panes(t, recompute), begun)
+    a.effects = effects.effects(t, bwd, recompute)
+    return a
 
 
 def _clock(t: Trace) -> tuple[float, float]:

@@ -65,8 +65,8 @@ def effects(t: Trace, bwd: jc.Jaxpr, recompute: Recomputation) -> list[Effect]:
     """Every call back to Python the forward program makes, in program
     order, each marked with whether the backward program `bwd` runs it
     again (`recompute`: its re-run equations)."""
+    found = callbacks.host_callbacks(t.forward)
+    if not found:  # most programs: no backward walk for what cannot be there
+        return []
     again = {callbacks.where_of(e) for e in callbacks.rerun_callbacks(bwd, recompute.eqn_ids)}
-    return [
-        Effect(c.kind, c.where, c.ordered, c.where in again)
-        for c in callbacks.host_callbacks(t.forward)
-    ]
+    return [Effect(c.kind, c.where, c.ordered, c.where in again) for c in found]
