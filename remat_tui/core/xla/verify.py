@@ -18,6 +18,11 @@ difference, against a tolerance from the dtype and from the reference's own
 sensitivity (core/xla/verify_leaves.py says how). The reference is compiled
 a second time for that, with XLA's backend optimisations off.
 
+Where the command measured the configuration too (`--measure --verify`),
+measure ran it on these inputs and kept its first run
+(core/xla/shared_runs.py): verify takes that run and compiles and runs only
+the code as written.
+
 What it proves: these values, on these inputs, on this device, with this
 JAX and XLA. Not other inputs (a branch the values did not take), not other
 devices or versions. A deviceless TPU topology cannot run a step: there the
@@ -41,10 +46,9 @@ from remat_tui.core.jaxcompat.program import callback_errors_unlogged, forget_fa
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.arguments import flatten_arguments
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import device_label, device_set, topology_of, trace_device
-from remat_tui.core.setup.loading import verify_arguments
+from remat_tui.core.setup.devices import device_label, topology_of, trace_device
 from remat_tui.core.trace.configured import Cancelled, check_cancelled
-from remat_tui.core.xla import compile_service
+from remat_tui.core.xla import compile_service, shared_runs
 from remat_tui.core.xla.compiled import CompiledStep, compile_step
 from remat_tui.core.xla.measure import filler, run_error, step_inputs
 from remat_tui.core.xla.verify_leaves import RULE, Leaf, compare_leaf, json_number
@@ -55,7 +59,7 @@ if TYPE_CHECKING:
     from remat_tui.core.xla.verify_decisions import Culprit, Decision
 
 REFERENCES = 2  # the code as written's runs kept (per target, device and seed)
-SEED = 0  # the inputs' generator's seed, the same for every run
+SEED = shared_runs.SEED  # the inputs' generator's seed, the same for every run
 # The reference compiled a second time, for its own sensitivity (verify_leaves.py).
 # (A string: JAX parses it as the option's type; its annotation takes no int.)
 OTHERWISE: dict[str, str | bool] = {"xla_backend_optimization_level": "0"}
@@ -154,11 +158,14 @@ def verify(
     reference = _reference(target, config, seed, cancelled)
     if isinstance(reference, str):
         return _not_run(config, label, step_kind, start, reference)
-    step = compile_step(target, config, cancelled, device=dev, arguments=reference.arguments)
-    if step.executable is None:
-        return _not_run(config, label, step_kind, start, _too_big(config, label))
-    check_cancelled(cancelled)
-    got = _run(step, step.executable, seed, target, reference.names)
+    ran = shared_runs.kept(target, config, label, seed)
+    if ran is None:
+        step = compile_step(target, config, cancelled, device=dev, arguments=reference.arguments)
+        if step.executable is None:
+            return _not_run(config, label, step_kind, start, _too_big(config, label))
+        check_cancelled(cancelled)
+        ran = _run(step, step.executable, seed, target)
+    got = _compared(ran, target, reference.names)
     leaves = tuple(
         compare_leaf(name, g, w, a)
         for (name, g), (_, w), (_, a) in zip(got, reference.want, reference.again, strict=True)
@@ -169,8 +176,7 @@ def verify(
         verdict = AGREE
     else:
         verdict = DIFFER
-    drawn = sum(isinstance(x, jax.ShapeDtypeStruct) for x in step.leaves)
-    inputs = {"seed": seed, "given": len(step.leaves) - drawn, "drawn": drawn}
+    inputs = {"seed": seed, "given": ran.given, "drawn": ran.drawn}
     callbacks = _callbacks(target, dev, reference.arguments) if verdict == DIFFER else ()
     return Verification(
         verdict, leaves, config.with_device(None).label(), label, step_kind, inputs,
@@ -198,11 +204,7 @@ def program_names(target: Target, config: Config, seed: int = SEED) -> dict[str,
     from remat_tui.core.trace.names import name_eqns
 
     dev = config.jax_device
-    kept = _references.get((id(target), device_label(dev), seed))
-    if kept is not None and kept.target is target:
-        arguments = kept.arguments
-    else:
-        arguments = verify_arguments(target, device_set(dev))
+    arguments = shared_runs.arguments(target, dev)
     jaxpr = _as_written(target, dev, arguments)
     if jaxpr is None:
         return {}
@@ -259,7 +261,7 @@ def _reference(
     kept = _references.get(key)
     if kept is not None and kept.target is target:
         return kept
-    arguments = verify_arguments(target, device_set(dev))
+    arguments = shared_runs.arguments(target, dev)
     written = Config(device=config.device)
     step = compile_step(target, written, cancelled, device=dev, arguments=arguments)
     if step.executable is None:
@@ -269,9 +271,9 @@ def _reference(
     names = _leaf_names(
         target.fn, flatten_arguments(target.fn, arguments[0], arguments[1], target.label).traced()
     )
-    want = _run(step, step.executable, seed, target, names)
+    want = _compared(_run(step, step.executable, seed, target), target, names)
     check_cancelled(cancelled)
-    again = _run(step, otherwise, seed, target, names)
+    again = _compared(_run(step, otherwise, seed, target), target, names)
     reference = _Reference(target, arguments, names, want, again)
     _references.put(key, reference)
     return reference
@@ -305,11 +307,10 @@ def _compiled_otherwise(step: CompiledStep, target: Target) -> Any:
     return executable
 
 
-def _run(
-    step: CompiledStep, executable: Any, seed: int, target: Target, names: list[str]
-) -> list[tuple[str, np.ndarray]]:
-    """The step's compared outputs (`_compared`), on the host, from one run
-    on inputs drawn with `seed` (a generator of their own)."""
+def _run(step: CompiledStep, executable: Any, seed: int, target: Target) -> shared_runs.Ran:
+    """One run of `executable` (`step` or its program compiled otherwise) on
+    inputs drawn with `seed` (a generator of their own), its outputs on the
+    host."""
     fill = filler(np.random.default_rng(seed))
     try:
         inputs = step_inputs(step, fill, copy=True)
@@ -323,26 +324,30 @@ def _run(
         raise RematError(
             f"{target.label}: the step raised when run for verify: {run_error(exc)}"
         ) from None
-    return _compared(host, step, target, names)
-
-
-def _compared(
-    outputs: Any, step: CompiledStep, target: Target, names: list[str]
-) -> list[tuple[str, np.ndarray]]:
-    """(name, value) of each output verify compares: the loss and the
-    gradients, each gradient named as its argument leaf (`names`, by flat
-    index); for a training step the loss it returns and the new parameters
-    (not the optimizer state)."""
     lowered = step.lowered
-    assert lowered is not None
-    if lowered.carried:
+    assert lowered is not None  # compile_step keeps how to call what it compiled
+    wrt = lowered.differentiated
+    drawn = sum(isinstance(x, jax.ShapeDtypeStruct) for x in step.leaves)
+    return shared_runs.Ran(
+        target, host, lowered.carried, None if wrt is None else tuple(wrt.leaves),
+        len(step.leaves) - drawn, drawn,
+    )  # fmt: skip
+
+
+def _compared(ran: shared_runs.Ran, target: Target, names: list[str]) -> list[tuple[str, Any]]:
+    """(name, value) of each output of `ran` verify compares: the loss and
+    the gradients, each gradient named as its argument leaf (`names`, by
+    flat index); for a training step the loss it returns and the new
+    parameters (not the optimizer state)."""
+    outputs = ran.outputs
+    if ran.carried:
         loss = _with_paths(outputs[2], "loss") if len(outputs) > 2 else []
         return [*loss, *_param_leaves(target.fn, outputs[0], target.param_positions or (0,))]
-    assert lowered.differentiated is not None  # a gradient step says what it differentiates
+    assert ran.wrt is not None  # a gradient step says what it differentiates
     out, grads = outputs
     return [
         *_with_paths(out, "loss"),
-        *((names[i], g) for i, g in zip(lowered.differentiated.leaves, grads, strict=True)),
+        *((names[i], g) for i, g in zip(ran.wrt, grads, strict=True)),
     ]
 
 

@@ -1,0 +1,137 @@
+"""Issue 43, honest limits: `--measure` and verify share their runs where
+both are asked for (core/xla/shared_runs.py). The configuration's step is
+compiled once, its first, untimed run is on verify's inputs, and those
+outputs are verify's: verifying adds only the code as written's compile and
+runs. Counted by wrapping `compile_step` and the executables it returns; the
+oracle for the inputs is `jax.value_and_grad` by hand on verify's seeded
+draws."""
+
+import collections
+import json
+
+import jax
+import numpy as np
+import pytest
+from conftest import example
+
+import remat_tui
+from remat_tui import cli
+from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.policies import as_spec, checkpoint_policy
+from remat_tui.core.xla import measure as measure_module
+from remat_tui.core.xla import shared_runs
+from remat_tui.core.xla import verify as verify_module
+from remat_tui.core.xla.measure import measure
+
+MLP = example("mlp.py")
+POLICY = "dots_saveable"
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """{configuration label: [compiles, runs]} of every step compile_step
+    compiles for measure or verify in the test (runs: calls of its
+    executable)."""
+    seen: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    real = measure_module.compile_step
+
+    def compile_step(target, config, *args, **kwargs):
+        step = real(target, config, *args, **kwargs)
+        tally = seen[config.spec.canonical]
+        tally[0] += 1
+        executable = step.executable
+        if executable is None:
+            return step
+
+        def run(*inputs):
+            tally[1] += 1
+            return executable(*inputs)
+
+        return step._replace(executable=run)
+
+    monkeypatch.setattr(measure_module, "compile_step", compile_step)
+    monkeypatch.setattr(verify_module, "compile_step", compile_step)
+    shared_runs.forget()
+    yield seen
+    shared_runs.forget()
+
+
+def _advance_measures_generator():
+    """Measure another configuration first: measure's own generator (one for
+    the process) is then past the draws a fresh seed gives, so only a
+    measure that takes verify's inputs runs on verify's values."""
+    target = remat_tui.load_targets(MLP)["loss"]
+    measure(target, Config.make("nothing_saveable"), runs=1)
+
+
+def test_report_measure_verify_compiles_and_runs_the_configuration_once(counted, capsys):
+    _advance_measures_generator()
+    counted.clear()
+    status = cli.main(["report", MLP, "--policy", POLICY, "--measure", "--runs", "2",
+                       "--verify", "--format", "json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0, out["gradients"]
+    assert out["gradients"]["verdict"] == "equal"
+    assert out["measured"]["runs"] == 2
+    # The configuration: one compile, the warm-up and two timed runs, nothing
+    # more for verify. The code as written: verify's reference, compiled and
+    # run once (and once more compiled otherwise, outside compile_step).
+    assert dict(counted) == {POLICY: [1, 3], "as_written": [1, 1]}
+
+
+def test_the_measured_first_run_is_verify_s_run_on_verify_s_inputs(counted):
+    """The kept outputs are what JAX gives on verify's seeded draws: the loss
+    and each gradient of `jax.value_and_grad` under the policy, by hand."""
+    _advance_measures_generator()
+    target = remat_tui.load_targets(MLP)["loss"]
+    config = Config.make(POLICY)
+    with shared_runs.sharing(True):
+        measure(target, config, runs=1)
+    ran = shared_runs.kept(target, config, "cpu:0", shared_runs.SEED)
+    assert ran is not None and ran.drawn == len(jax.tree.leaves(target.args())) and not ran.given
+
+    rng = np.random.default_rng(shared_runs.SEED)  # measure.py's filler, leaf by leaf
+    args = jax.tree.map(
+        lambda s: np.asarray(0.1 * rng.standard_normal(s.shape, dtype=np.float32), s.dtype),
+        target.args(),
+    )
+    policy = checkpoint_policy(as_spec(POLICY))
+    value, grads = jax.jit(jax.value_and_grad(jax.checkpoint(target.fn, policy=policy)))(*args)
+    loss, got = ran.outputs
+    np.testing.assert_allclose(loss, value, rtol=1e-6)
+    for g, want in zip(got, jax.tree.leaves(grads), strict=True):
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-7)
+
+    # And verify takes it: no compile of the configuration, the same verdict.
+    counted.clear()
+    v = verify_module.verify(target, config)
+    assert v.verdict == "equal"
+    assert counted[POLICY] == [0, 0]
+
+
+def test_api_analyze_measure_verify_shares_the_run(counted):
+    _advance_measures_generator()
+    counted.clear()
+    target = remat_tui.load_targets(MLP)["loss"]
+    a = remat_tui.analyze(target, policy=POLICY, measure=True, runs=1, verify=True)
+    assert a.gradients is not None and a.gradients.verdict == "equal"
+    assert counted[POLICY] == [1, 2]
+
+
+def test_compare_measure_verify_verifies_each_row_from_its_measured_run(counted, capsys):
+    _advance_measures_generator()
+    counted.clear()
+    status = cli.main(["compare", MLP, "--policy", POLICY, "--policy", "nothing_saveable",
+                       "--measure", "--runs", "1", "--verify", "--format", "json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0
+    verdicts = {row["policy"]: row["gradients"]["verdict"] for row in out["rows"]}
+    assert set(verdicts.values()) <= {"equal", "agree"}, verdicts
+    for label in (POLICY, "nothing_saveable"):
+        assert counted[label] == [1, 2], (label, dict(counted))
+
+
+def test_without_verify_measure_keeps_nothing(counted):
+    target = remat_tui.load_targets(MLP)["loss"]
+    measure(target, Config.make(POLICY), runs=1)
+    assert shared_runs.kept(target, Config.make(POLICY), "cpu:0", shared_runs.SEED) is None
