@@ -46,7 +46,7 @@ from remat_tui.core.jaxcompat.program import callback_errors_unlogged, forget_fa
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.arguments import flatten_arguments
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import device_label, topology_of, trace_device
+from remat_tui.core.setup.devices import device_label, topology_of
 from remat_tui.core.trace.configured import Cancelled, check_cancelled
 from remat_tui.core.xla import compile_service, shared_runs
 from remat_tui.core.xla.compiled import CompiledStep, compile_step
@@ -177,60 +177,25 @@ def verify(
     else:
         verdict = DIFFER
     inputs = {"seed": seed, "given": ran.given, "drawn": ran.drawn}
-    callbacks = _callbacks(target, dev, reference.arguments) if verdict == DIFFER else ()
+    callbacks = _callbacks(target, dev) if verdict == DIFFER else ()
     return Verification(
         verdict, leaves, config.with_device(None).label(), label, step_kind, inputs,
         time.perf_counter() - start, callbacks=callbacks,
     )  # fmt: skip
 
 
-def _callbacks(target: Target, dev: jax.Device, arguments: tuple) -> tuple[str, ...]:
+def _callbacks(target: Target, dev: jax.Device) -> tuple[str, ...]:
     """The program's calls back to Python, as written (`pure_callback at
     model.py:39`): a recomputation runs them again, the likeliest reason a
     configuration's gradients differ. None where it cannot be traced."""
+    from remat_tui.core import jaxcompat as jc
     from remat_tui.core.jaxcompat.callbacks import host_callbacks
+    from remat_tui.core.xla.verify_places import primal_as_written
 
-    jaxpr = _as_written(target, dev, arguments)
-    if jaxpr is None:
+    primal = primal_as_written(target, dev)
+    if primal is None:
         return ()
-    return tuple(f"{c.kind} at {c.where}" for c in host_callbacks(jaxpr))
-
-
-def program_names(target: Target, config: Config, seed: int = SEED) -> dict[str, str]:
-    """The program's checkpoint_names, as written, in program order, each
-    with the line that makes it first (`model.py:41`), traced from the
-    arguments verify ran it on (kept), on `config`'s device."""
-    from remat_tui.core import jaxcompat as jc
-    from remat_tui.core.trace.names import name_eqns
-
-    dev = config.jax_device
-    arguments = shared_runs.arguments(target, dev)
-    jaxpr = _as_written(target, dev, arguments)
-    if jaxpr is None:
-        return {}
-    out = {}
-    for name, eqns in name_eqns(jaxpr).items():
-        source = jc.user_source(eqns[0][0].source_info)
-        out[name] = source.where() if source else "where JAX made it"
-    return out
-
-
-def _as_written(target: Target, dev: jax.Device, arguments: tuple) -> Any:
-    """The traced program the configurations are built from (kept), opened;
-    None where it cannot be traced (the notes it gives are hints: the
-    comparison stands without them)."""
-    from remat_tui.core import jaxcompat as jc
-    from remat_tui.core.trace.configured import target_dir
-    from remat_tui.core.trace.primal import primal_program
-
-    here = trace_device(dev)
-    try:
-        flat = flatten_arguments(target.fn, arguments[0], arguments[1], target.label)
-        with jax.default_device(here):
-            primal = primal_program(target, flat, here, target_dir(target))
-        return jc.open_jaxpr(primal.closed)
-    except Exception:
-        return None
+    return tuple(f"{c.kind} at {c.where}" for c in host_callbacks(jc.open_jaxpr(primal.closed)))
 
 
 @dataclass(frozen=True, eq=False)
