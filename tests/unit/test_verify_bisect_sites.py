@@ -218,3 +218,20 @@ def test_the_bisection_separates_a_split_s_parts():
     rest_only = grads(split_loss(policies.everything_saveable, policies.nothing_saveable))
     assert not moved(first_only, written, tolerance)
     assert v.culprit.leaf in moved(rest_only, written, tolerance)
+
+
+def test_the_command_names_the_one_name_at_the_site(capsys):
+    from remat_tui import cli
+
+    _, module = site_model()
+    reset(module)
+    status = cli.main(["verify", SITE_MODEL, "--site", "block=save_only_these_names()"])
+    out, err = capsys.readouterr()
+    assert status == 1
+    culprit = [line for line in out.splitlines() if line.startswith("  culprit: ")]
+    draw = line_of("jax.pure_callback(_draw")
+    assert len(culprit) == 1 and culprit[0].startswith(
+        f"  culprit: recomputing {module['NOISY']!r} ("
+    )
+    assert f"the pure_callback at eight_names_site.py:{draw} runs again" in culprit[0]
+    assert "Traceback" not in err
