@@ -135,3 +135,32 @@ def test_without_verify_measure_keeps_nothing(counted):
     target = remat_tui.load_targets(MLP)["loss"]
     measure(target, Config.make(POLICY), runs=1)
     assert shared_runs.kept(target, Config.make(POLICY), "cpu:0", shared_runs.SEED) is None
+
+
+def test_a_run_too_large_to_keep_is_verified_by_running_it_again(counted, monkeypatch):
+    """Kept runs stay within their memory budget: a run larger than it is not
+    kept, and verify compiles and runs that configuration itself."""
+    target = remat_tui.load_targets(MLP)["loss"]
+    config = Config.make(POLICY)
+    monkeypatch.setattr(shared_runs, "_budget", lambda: 1024)  # the MLP's gradients are more
+    with shared_runs.sharing(True):
+        measure(target, config, runs=1)
+    assert shared_runs.kept(target, config, "cpu:0", shared_runs.SEED) is None
+    assert verify_module.verify(target, config).verdict == "equal"
+    assert counted[POLICY] == [2, 3]
+
+
+def test_suggest_measure_verify_verifies_its_answer_from_its_measured_run(
+    counted, capsys, monkeypatch
+):
+    # Every candidate's run kept: which is fastest, and so the answer, is the
+    # machine's noise's to say (KEPT bounds the runs kept, not this seam).
+    monkeypatch.setattr(shared_runs._runs, "limit", 64)
+    status = cli.main(["suggest", MLP, "--budget", "1GiB", "--measure", "--runs", "1",
+                       "--verify", "--format", "json"])  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0
+    assert out["gradients"]["verdict"] in ("equal", "agree")
+    answer = Config.make(out["best"]["policy"]).spec.canonical
+    if answer != "as_written":  # the code as written is verify's reference besides
+        assert counted[answer] == [1, 2], (answer, dict(counted))

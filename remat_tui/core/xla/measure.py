@@ -197,9 +197,12 @@ def _shared(target: Target, config: Config, step: CompiledStep, dev: jax.Device)
     label = device_label(dev)
 
     def keep(outputs: Any) -> None:
+        nbytes = sum(x.nbytes for x in jax.tree.leaves(outputs))
+        if not shared_runs.room_for(nbytes):  # verify compiles and runs it again
+            return
         ran = shared_runs.Ran(
             target, jax.device_get(outputs), lowered.carried,
-            None if wrt is None else tuple(wrt.leaves), len(leaves) - drawn, drawn,
+            None if wrt is None else tuple(wrt.leaves), len(leaves) - drawn, drawn, nbytes,
         )  # fmt: skip
         shared_runs.keep(target, config, label, seed, ran)
 

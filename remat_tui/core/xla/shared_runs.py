@@ -15,8 +15,10 @@ draws afresh each call; for each `jax.ShapeDtypeStruct`, values from a
 generator seeded with the seed, afresh for each run (measure.py's `filler`).
 
 Kept: the first run's outputs on the host (`jax.device_get`, as verify
-reads them), with what verify needs to name them; at most KEPT runs, least
-recently used dropped. suggest measures many candidates and verifies only
+reads them), with what verify needs to name them; at most KEPT runs, and
+at most a quarter of the memory available when one is kept (a large model's
+gradients are gigabytes), least recently used dropped; a run larger than
+that alone is not kept. suggest measures many candidates and verifies only
 its answer: an answer whose run was dropped is compiled and run again by
 verify, as it would be without sharing.
 """
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 
 SEED = 0  # verify's inputs' seed, unless asked otherwise
 KEPT = 8  # configurations' first runs kept for verify
+BUDGET_UNKNOWN = 1 << 30  # bytes of runs kept where the machine does not say its memory
 ARGUMENTS_KEPT = 2  # targets' verify arguments kept (as many as verify keeps references)
 
 # The seed verify will run with, while a command that measures and verifies
@@ -59,6 +62,7 @@ class Ran:
     wrt: tuple[int, ...] | None
     given: int
     drawn: int
+    nbytes: int = 0  # the outputs' size on the host
 
 
 _runs: LRU[Ran] = LRU(KEPT)  # (id(target), config without device, device label, seed)
@@ -97,8 +101,19 @@ def arguments(target: Target, dev: jax.Device) -> tuple[tuple, dict]:
     return made
 
 
+def room_for(nbytes: int) -> bool:
+    """Whether a run of outputs this large may be kept (module doc)."""
+    return nbytes <= _budget()
+
+
 def keep(target: Target, config: Config, label: str, seed: int, ran: Ran) -> None:
+    """Keep `ran` as `config`'s first run, dropping the least recently used
+    beyond KEPT runs or the memory budget."""
     _runs.put(_key(target, config, label, seed), ran)
+    budget = _budget()
+    while len(_runs) > 1 and sum(r.nbytes for r in _runs.values()) > budget:
+        oldest = _runs.values()[0]
+        _runs.retain(lambda _, r: r is not oldest)  # noqa: B023 (used at once)
 
 
 def kept(target: Target, config: Config, label: str, seed: int) -> Ran | None:
@@ -112,6 +127,13 @@ def forget() -> None:
     """Drop every kept run and argument (tests, benchmarks)."""
     _runs.clear()
     _arguments.clear()
+
+
+def _budget() -> int:
+    from remat_tui.core.machine import available_ram
+
+    available = available_ram()
+    return BUDGET_UNKNOWN if available is None else available // 4
 
 
 def _key(target: Target, config: Config, label: str, seed: int) -> tuple:
