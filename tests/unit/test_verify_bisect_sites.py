@@ -30,6 +30,7 @@ from remat_tui.core.xla.verify_decisions import (
     configure,
     decisions,
 )
+from remat_tui.core.xla.verify_places import program_callbacks
 
 SITE_MODEL = os.path.join(ROOT, "tests", "models", "eight_names_site.py")
 
@@ -95,13 +96,15 @@ def test_a_names_policy_at_a_site_is_bisected_to_the_one_name_and_its_one_callba
     assert not moved(kept, want, tolerance)
     assert v.culprit.leaf in moved(removed, want, tolerance)
 
-    # The program calls back to Python twice; the culprit's line names the one
-    # whose recomputation it causes, not the one after the block.
+    # The program calls back to Python twice; the verification and the
+    # culprit's line name the one whose recomputation they cause, not the one
+    # after the block.
     draw, shift = line_of("jax.pure_callback(_draw"), line_of("jax.pure_callback(_shift")
-    assert set(v.callbacks) == {
+    assert program_callbacks(target, jax.devices("cpu")[0]) == (
         f"pure_callback at eight_names_site.py:{draw}",
         f"pure_callback at eight_names_site.py:{shift}",
-    }
+    )
+    assert v.callbacks == (f"pure_callback at eight_names_site.py:{draw}",)
     assert v.culprit.callbacks == (f"pure_callback at eight_names_site.py:{draw}",)
     made = line_of("checkpoint_name(z, name)")
     assert v.culprit.line.startswith(
@@ -234,4 +237,5 @@ def test_the_command_names_the_one_name_at_the_site(capsys):
         f"  culprit: recomputing {module['NOISY']!r} ("
     )
     assert f"the pure_callback at eight_names_site.py:{draw} runs again" in culprit[0]
+    assert f"eight_names_site.py:{line_of('jax.pure_callback(_shift')}" not in out
     assert "Traceback" not in err

@@ -82,8 +82,9 @@ class Verification(Displayable):
     inputs: dict  # {"seed", "given", "drawn"}: leaves from the target, leaves drawn
     seconds: float = 0.0
     reason: str | None = None  # why nothing was run
-    # Where the gradients differ: the program's calls back to Python
-    # ("pure_callback at model.py:39"), which a recomputation runs again.
+    # Where the gradients differ: the calls back to Python ("pure_callback
+    # at model.py:39") this configuration runs again in the backward pass
+    # (where none is found, every one the program makes).
     callbacks: tuple[str, ...] = ()
     # Where asked (verify_bisect.py's verify_explained): what the
     # configuration changes against the code as written, and where the
@@ -177,25 +178,21 @@ def verify(
     else:
         verdict = DIFFER
     inputs = {"seed": seed, "given": ran.given, "drawn": ran.drawn}
-    callbacks = _callbacks(target, dev) if verdict == DIFFER else ()
+    callbacks = _callbacks(target, config) if verdict == DIFFER else ()
     return Verification(
         verdict, leaves, config.with_device(None).label(), label, step_kind, inputs,
         time.perf_counter() - start, callbacks=callbacks,
     )  # fmt: skip
 
 
-def _callbacks(target: Target, dev: jax.Device) -> tuple[str, ...]:
-    """The program's calls back to Python, as written (`pure_callback at
-    model.py:39`): a recomputation runs them again, the likeliest reason a
-    configuration's gradients differ. None where it cannot be traced."""
-    from remat_tui.core import jaxcompat as jc
-    from remat_tui.core.jaxcompat.callbacks import host_callbacks
-    from remat_tui.core.xla.verify_places import primal_as_written
+def _callbacks(target: Target, config: Config) -> tuple[str, ...]:
+    """The calls back to Python (`pure_callback at model.py:39`) that
+    `config`'s backward pass runs again and the code as written's does not,
+    the likeliest reason its gradients differ; where none is found (or the
+    program cannot be analysed), every one the program makes."""
+    from remat_tui.core.xla.verify_places import program_callbacks, rerun_callbacks
 
-    primal = primal_as_written(target, dev)
-    if primal is None:
-        return ()
-    return tuple(f"{c.kind} at {c.where}" for c in host_callbacks(jc.open_jaxpr(primal.closed)))
+    return rerun_callbacks(target, config) or program_callbacks(target, config.jax_device)
 
 
 @dataclass(frozen=True, eq=False)

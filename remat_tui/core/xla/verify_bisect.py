@@ -25,7 +25,7 @@ from remat_tui.core.xla.verify_decisions import (
     decisions,
     minimal,
 )
-from remat_tui.core.xla.verify_places import program_names, rerun_callbacks, site_names
+from remat_tui.core.xla.verify_places import program_names, site_names
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -98,18 +98,14 @@ def explain(
     if alone is None or alone.verdict != DIFFER:
         # Adding a decision undid a difference: no smaller set is known to differ.
         needed, alone = found, verification
-    # The calls back to Python the culprit's recomputation runs again (not
-    # every one the program makes); where that cannot be told, every one.
-    again = rerun_callbacks(target, configure(config, found, needed)) if alone.callbacks else ()
-    callbacks = again or alone.callbacks
-    culprit = _culprit(needed, alone, verification.step, len(seen) - 1, callbacks)
-    return tuple(found), culprit
+    # `alone` (the culprit's own verification) names the calls back to Python
+    # its recomputation runs again, not every one the program makes.
+    return tuple(found), _culprit(needed, alone, verification.step, len(seen) - 1)
 
 
-def _culprit(
-    needed: list[Decision], v: Verification, step: str, verifies: int, callbacks: tuple[str, ...]
-) -> Culprit:
+def _culprit(needed: list[Decision], v: Verification, step: str, verifies: int) -> Culprit:
     worst = max(v.differing or v.leaves, key=lambda leaf: leaf.max_abs)
+    callbacks = v.callbacks
     what = " and ".join(d.what for d in needed)
     verb = "changes" if len(needed) == 1 else "together change"
     if worst.path == "loss":

@@ -5,7 +5,8 @@ names made at each site a configuration overrides, and the names policy
 written there: core/xla/verify_decisions.py's `SiteNames`), and
 `rerun_callbacks`, the calls back to Python a configuration runs again in
 the backward pass that the code as written does not (core/trace/effects.py:
-JAX's partial evaluation says which), the ones its recomputation causes.
+JAX's partial evaluation says which), the ones its recomputation causes,
+and `program_callbacks`, every one the program makes.
 
 Each is a hint for the explanation, never the verdict: where the program
 cannot be traced it is empty, or None, and the explanation says less.
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
+from remat_tui.core.lru import LRU
 from remat_tui.core.setup.arguments import flatten_arguments
 from remat_tui.core.setup.config import Config, SiteKey
 from remat_tui.core.setup.devices import trace_device
@@ -63,20 +65,43 @@ def site_names(target: Target, config: Config) -> dict[SiteKey, SiteNames]:
     return out
 
 
-def rerun_callbacks(target: Target, config: Config) -> tuple[str, ...] | None:
+def rerun_callbacks(target: Target, config: Config) -> tuple[str, ...]:
     """The calls back to Python (`pure_callback at model.py:39`) that
     `config`'s backward pass runs again and the code as written's does not;
-    None where either cannot be analysed."""
+    () where either cannot be analysed."""
+    try:
+        written = _written_reruns.get_or_build(
+            (id(target), config.device),
+            lambda: (target, _reruns(target, Config(device=config.device))),
+            valid=lambda hit: hit[0] is target,
+        )[1]
+        return tuple(c for c in _reruns(target, config) if c not in written)
+    except Exception:  # a hint: the explanation stands without it
+        return ()
+
+
+def program_callbacks(target: Target, dev: jax.Device) -> tuple[str, ...]:
+    """Every call back to Python the program as written makes, in program
+    order; () where it cannot be traced."""
+    from remat_tui.core import jaxcompat as jc
+    from remat_tui.core.jaxcompat.callbacks import host_callbacks
+
+    primal = primal_as_written(target, dev)
+    if primal is None:
+        return ()
+    return tuple(f"{c.kind} at {c.where}" for c in host_callbacks(jc.open_jaxpr(primal.closed)))
+
+
+# (id(target), device) -> (target, what the code as written's backward pass runs again)
+_written_reruns: LRU[tuple[Any, tuple[str, ...]]] = LRU(2)
+
+
+def _reruns(target: Target, config: Config) -> tuple[str, ...]:
     from remat_tui.core.trace.analysis import analyze
 
-    def again(c: Config) -> list[str]:
-        return [f"{e.kind} at {e.where}" for e in analyze(target, config=c).effects if e.reruns]
-
-    try:
-        written = set(again(Config(device=config.device)))
-        return tuple(c for c in again(config) if c not in written)
-    except Exception:  # a hint: the explanation stands without it
-        return None
+    return tuple(
+        f"{e.kind} at {e.where}" for e in analyze(target, config=config).effects if e.reruns
+    )
 
 
 def primal_as_written(target: Target, dev: jax.Device) -> Primal | None:
