@@ -164,3 +164,72 @@ def test_suggest_measure_verify_verifies_its_answer_from_its_measured_run(
     answer = Config.make(out["best"]["policy"]).spec.canonical
     if answer != "as_written":  # the code as written is verify's reference besides
         assert counted[answer] == [1, 2], (answer, dict(counted))
+
+
+def _table_loss(table, tokens):
+    return jax.numpy.mean(jax.numpy.tanh(table[tokens]) ** 2)
+
+
+def test_the_measure_runs_on_the_targets_verify_args(counted):
+    """verify_args of the example's shapes are the measure's inputs too, and
+    what it kept is JAX's gradient on them."""
+    from remat_tui.registry import Target
+
+    jnp = jax.numpy
+    shapes = (jax.ShapeDtypeStruct((50, 8), jnp.float32), jax.ShapeDtypeStruct((12,), jnp.int32))
+    given = (jnp.ones((50, 8)) * jnp.arange(50.0)[:, None] / 50, jnp.arange(12) * 4)
+    target = Target(fn=_table_loss, name="loss", args=shapes, verify_args=lambda: given)
+    config = Config.make("nothing_saveable")
+    with shared_runs.sharing(True):
+        measure(target, config, runs=1)
+    ran = shared_runs.kept(target, config, "cpu:0", shared_runs.SEED)
+    assert ran is not None and (ran.given, ran.drawn) == (2, 0)
+    value, grad = jax.value_and_grad(_table_loss)(*given)
+    np.testing.assert_allclose(ran.outputs[0], value, rtol=1e-6)
+    np.testing.assert_allclose(ran.outputs[1][0], grad, rtol=1e-5, atol=1e-8)
+    v = verify_module.verify(target, config)
+    assert v.ok and v.inputs == {"seed": 0, "given": 2, "drawn": 0}
+    assert counted["nothing_saveable"] == [1, 2]
+
+
+def test_verify_args_of_other_shapes_are_not_shared(counted):
+    from remat_tui.registry import Target
+
+    jnp = jax.numpy
+    shapes = (jax.ShapeDtypeStruct((50, 8), jnp.float32), jax.ShapeDtypeStruct((12,), jnp.int32))
+    given = (jnp.ones((50, 8)), jnp.arange(6))  # six tokens, not twelve
+    target = Target(fn=_table_loss, name="loss", args=shapes, verify_args=lambda: given)
+    config = Config.make("nothing_saveable")
+    with shared_runs.sharing(True):
+        measure(target, config, runs=1)
+    assert shared_runs.kept(target, config, "cpu:0", shared_runs.SEED) is None
+    assert verify_module.verify(target, config).ok
+    assert counted["nothing_saveable"] == [2, 3]
+
+
+def test_a_training_step_shares_its_first_run_before_donating_it(counted):
+    """A training step donates its parameters: the measure runs on copies of
+    verify's inputs, keeps the first run's new parameters, and the timed runs
+    carry on from them; verify compares the kept loss and parameters."""
+    import os
+
+    from conftest import ROOT
+
+    from remat_tui.registry import Target
+
+    optax = pytest.importorskip("optax")
+    noisy = remat_tui.load_targets(os.path.join(ROOT, "tests", "models", "stateful_noise.py"))
+    base = noisy["loss"]
+    module = base.fn.__globals__
+    trained = Target(fn=base.fn, name="loss", args=base.args, param_positions=(0,),
+                     optimizer=optax.sgd(0.1))  # fmt: skip
+    module["draws"][0] = 0
+    config = Config.make("everything_saveable")
+    with shared_runs.sharing(True):
+        measure(trained, config, runs=2)
+    ran = shared_runs.kept(trained, config, "cpu:0", shared_runs.SEED)
+    assert ran is not None and ran.carried == 2
+    v = verify_module.verify(trained, config)
+    assert v.step == "train" and v.ok, [leaf.to_dict() for leaf in v.leaves]
+    assert [leaf.path for leaf in v.leaves] == ["loss", "params['W1']", "params['W2']"]
+    assert counted["everything_saveable"] == [1, 3]

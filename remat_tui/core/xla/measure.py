@@ -183,13 +183,17 @@ def _shared(target: Target, config: Config, step: CompiledStep, dev: jax.Device)
     """Where a verify shares this measure's runs: the step to run on verify's
     inputs, and how to keep its first run; None where none does, or where
     verify's arguments are not the shapes the step was compiled for (a
-    target's `verify_args` of other shapes: verify then runs its own)."""
+    target's `verify_args` of other shapes) or cannot be made: verify then
+    runs its own."""
     seed = shared_runs.shared_seed()
     lowered = step.lowered
     if seed is None or lowered is None:
         return None
-    args, kwargs = shared_runs.arguments(target, dev)
-    leaves = flatten_arguments(target.fn, args, kwargs, target.label).leaves
+    try:
+        args, kwargs = shared_runs.arguments(target, dev)
+        leaves = flatten_arguments(target.fn, args, kwargs, target.label).leaves
+    except RematError:  # verify says so itself; the measure stands without it
+        return None
     if [_shape_dtype(x) for x in leaves] != [_shape_dtype(x) for x in step.leaves]:
         return None
     drawn = sum(isinstance(x, jax.ShapeDtypeStruct) for x in leaves)
