@@ -37,7 +37,8 @@ def counted(monkeypatch):
 
     def compile_step(target, config, *args, **kwargs):
         step = real(target, config, *args, **kwargs)
-        tally = seen[config.spec.canonical]
+        whole = config.site_specs or config.structure  # else by its policy alone
+        tally = seen[config.with_device(None).label() if whole else config.spec.canonical]
         tally[0] += 1
         executable = step.executable
         if executable is None:
@@ -233,3 +234,39 @@ def test_a_training_step_shares_its_first_run_before_donating_it(counted):
     assert v.step == "train" and v.ok, [leaf.to_dict() for leaf in v.leaves]
     assert [leaf.path for leaf in v.leaves] == ["loss", "params['W1']", "params['W2']"]
     assert counted["everything_saveable"] == [1, 3]
+
+
+def test_suggest_measure_verify_drops_a_differing_answer_from_its_measured_run(
+    counted, capsys, monkeypatch
+):
+    """The deep stateful model: within the compiled peak of its layer under
+    nothing_saveable (by hand, XLA's own memory_analysis), only that
+    recomputing configuration fits, and it recomputes the noise. Its
+    measured first run is what verify compares, and it differs: dropped,
+    without compiling it again."""
+    import os
+
+    from conftest import ROOT
+
+    deep = os.path.join(ROOT, "tests", "models", "stateful_noise_deep.py")
+    target = remat_tui.load_targets(deep)["loss"]
+    module = target.fn.__globals__
+    recomputing = module["loss_under"](jax.checkpoint_policies.nothing_saveable)
+
+    def peak(fn):
+        m = jax.jit(jax.value_and_grad(fn)).lower(*target.args()).compile().memory_analysis()
+        return (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
+                - m.alias_size_in_bytes)  # fmt: skip
+
+    budget = peak(recomputing)
+    assert peak(target.fn) > budget  # the premise: the code as written does not fit
+    module["draws"][0] = 0
+    monkeypatch.setattr(shared_runs._runs, "limit", 64)
+    status = cli.main(["suggest", deep, "--budget", str(budget), "--measure", "--runs", "1",
+                       "--verify", "--format", "json"])  # fmt: skip
+    said = json.loads(capsys.readouterr().out)
+    assert status == 0
+    label = "policy as_written; site layer: nothing_saveable"
+    dropped = {f["configuration"]: f for f in said["verify_failed"]}
+    assert dropped[label]["verdict"] == "differ"
+    assert counted[label] == [1, 2]
