@@ -18,8 +18,8 @@ finest grain that is still a configuration:
   "the policy with its names as written", which any name's decision brings
   with it. Names are those made in the site's body (`SiteNames`).
 - a split structure: its two parts, the first K layers under one policy and
-  the rest under the other, where both change something (the part not
-  chosen stays as written, `as_written`).
+  the rest under the other, where neither part is `as_written` (the part
+  not chosen stays as written: `as_written` in its place).
 - any other policy, a nested structure: one decision each.
 
 Where the gradients differ and there are several decisions, the smallest
