@@ -166,11 +166,13 @@ def analyze(
     _displays()
     if compiled or measure:
         from remat_tui.core.xla.compiled_analysis import analyze_compiled
+        from remat_tui.core.xla.shared_runs import sharing
 
-        analysis = analyze_compiled(
-            fn, args, kwargs, policy=policy, device=device, sites=sites, config=config,
-            measure=measure, runs=runs, vs_written=vs_written,
-        )  # fmt: skip
+        with sharing(verify):  # the measure's first run is verify's
+            analysis = analyze_compiled(
+                fn, args, kwargs, policy=policy, device=device, sites=sites, config=config,
+                measure=measure, runs=runs, vs_written=vs_written,
+            )  # fmt: skip
     else:
         from remat_tui.core.trace.analysis import analyze as _analyze
 

@@ -53,7 +53,10 @@ def _report(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) ->
     from remat_tui.report import render
 
     cli_verify.refuse_topology(opts)
-    analysis = _analysis(target, opts, opts.compiled, opts.vs_written)
+    from remat_tui.core.xla.shared_runs import sharing
+
+    with sharing(opts.verify):  # --measure's first run is --verify's (core/xla/shared_runs.py)
+        analysis = _analysis(target, opts, opts.compiled, opts.vs_written)
     failed = [analysis.config.label()] if (analysis.measured or {}).get("error") else []
     if opts.verify:
         from dataclasses import replace

@@ -128,6 +128,13 @@ RUN_ELSEWHERE = {
     'remat-tui verify tests/models/eight_names.py --policy "save_only_these_names()"': (
         "tests/unit/test_verify_bisect.py::test_the_command_names_the_culprit_in_one_line"
     ),
+    'remat-tui verify tests/models/eight_names_site.py --site "block=save_only_these_names()"': (
+        "tests/unit/test_verify_bisect_sites.py::test_the_command_names_the_one_name_at_the_site"
+    ),
+    "remat-tui report examples/mlp.py --policy dots_saveable --measure --verify": (
+        "tests/unit/test_verify_shared.py::"
+        "test_report_measure_verify_compiles_and_runs_the_configuration_once"
+    ),
     "remat-tui report tests/models/stateful_noise.py --policy nothing_saveable --verify": (
         "tests/cli/test_verify_everywhere.py::test_report_verify_says_the_verdict_in_json_and_one_line"
     ),

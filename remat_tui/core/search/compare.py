@@ -30,7 +30,7 @@ from remat_tui.core.setup.policies import as_spec
 from remat_tui.core.trace.analysis import costs_view, row_view
 from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.trace.traced import Trace, trace_config
-from remat_tui.core.xla import compile_pool, host_memory, step_time
+from remat_tui.core.xla import compile_pool, host_memory, shared_runs, step_time
 from remat_tui.core.xla import compiled as compiled_xla
 from remat_tui.core.xla.flop_note import flop_note
 from remat_tui.core.xla.measure import RUNS, check_measurable
@@ -115,17 +115,18 @@ def compare(
     else:
         configs = [base.with_policy(as_spec(p, target.policies)) for p in policies]
     configs = [c for c in configs if c == base or c in skips.keep([c], baseline_analysis.sites)]
-    rows = evaluate(
-        target,
-        configs,
-        baseline_analysis,
-        compiled,
-        cancelled,
-        progress,
-        on_row,
-        transpose,
-        runs=runs if measure else None,
-    )
+    with shared_runs.sharing(verify and measure):  # each row measured is verified from its run
+        rows = evaluate(
+            target,
+            configs,
+            baseline_analysis,
+            compiled,
+            cancelled,
+            progress,
+            on_row,
+            transpose,
+            runs=runs if measure else None,
+        )
     if verify:
         from remat_tui.core.search.verified_rows import verify_rows
 

@@ -69,7 +69,7 @@ from remat_tui.core.search.suggest_rows import (  # noqa: F401 (choose: where ca
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import Cancelled, as_target
-from remat_tui.core.xla import host_memory
+from remat_tui.core.xla import host_memory, shared_runs
 from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
@@ -234,10 +234,11 @@ def suggest(
     run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
     search = _Search(target, base, first, budget, compiled, cancelled, progress, transpose, run)
     search.skips = skips
-    if compile_all or space_size(target, names, space.places) <= ENUMERATE_LIMIT:
-        search.enumerate(space, compile_all)
-    else:
-        search.exact(space, narrowing, max_rounds)
+    with shared_runs.sharing(verify and measure):  # the answer measured is verified from its run
+        if compile_all or space_size(target, names, space.places) <= ENUMERATE_LIMIT:
+            search.enumerate(space, compile_all)
+        else:
+            search.exact(space, narrowing, max_rounds)
     answer = search.conclude(space)
     if not verify:
         return answer

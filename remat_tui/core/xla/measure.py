@@ -14,6 +14,11 @@ integers and booleans zeros (safe indices). Dense programs run as fast
 whatever the values; a program whose control flow depends on them runs as
 these make it.
 
+Where verify is asked too (core/xla/shared_runs.py's `sharing`), the runs
+take verify's inputs instead (its arguments, and draws seeded with its
+seed), and the warm-up's outputs are kept as verify's run of this
+configuration: it is compiled and run once for both.
+
 The measured peak is the backend's `peak_bytes_in_use` (`memory_stats()`),
 which the backend keeps once per process: a candidate whose peak stays below
 one reached before in the process has no figure of its own, and says so. The
@@ -31,7 +36,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,10 +44,12 @@ import numpy as np
 
 from remat_tui.core.jaxcompat.program import callback_errors_unlogged, forget_failed_effects
 from remat_tui.core.machine import available_ram
+from remat_tui.core.setup.arguments import flatten_arguments
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label, resolve_device, topology_of
 from remat_tui.core.trace.configured import Cancelled, check_cancelled
 from remat_tui.core.units import human_bytes
+from remat_tui.core.xla import shared_runs
 from remat_tui.core.xla.compiled import (
     Compiled,
     CompiledStep,
@@ -140,7 +147,7 @@ def measure(
             f"the device's {human_bytes(capacity)}",
         )  # fmt: skip
     try:
-        return compiled, _run(step, dev, runs, cancelled)
+        return compiled, _run(step, dev, runs, cancelled, _shared(target, config, step, dev))
     finally:
         del step  # the executable and the arguments go now, before the next candidate
 
@@ -163,14 +170,70 @@ def _memory_stats(dev: jax.Device) -> dict | None:
         return None
 
 
+class _Shared(NamedTuple):
+    """How a measure shares its first run with verify (core/xla/shared_runs.py):
+    verify's inputs, and where that run's outputs are kept."""
+
+    step: CompiledStep  # the step with verify's arguments as its leaves
+    fill: Fill  # verify's generator, seeded
+    keep: Callable[[Any], None]  # given the first run's outputs
+
+
+def _shared(target: Target, config: Config, step: CompiledStep, dev: jax.Device) -> _Shared | None:
+    """Where a verify shares this measure's runs: the step to run on verify's
+    inputs, and how to keep its first run; None where none does, or where
+    verify's arguments are not the shapes the step was compiled for (a
+    target's `verify_args` of other shapes) or cannot be made: verify then
+    runs its own."""
+    seed = shared_runs.shared_seed()
+    lowered = step.lowered
+    if seed is None or lowered is None:
+        return None
+    try:
+        args, kwargs = shared_runs.arguments(target, dev)
+        leaves = flatten_arguments(target.fn, args, kwargs, target.label).leaves
+    except RematError:  # verify says so itself; the measure stands without it
+        return None
+    if [_shape_dtype(x) for x in leaves] != [_shape_dtype(x) for x in step.leaves]:
+        return None
+    drawn = sum(isinstance(x, jax.ShapeDtypeStruct) for x in leaves)
+    wrt = lowered.differentiated
+    label = device_label(dev)
+
+    def keep(outputs: Any) -> None:
+        nbytes = sum(x.nbytes for x in jax.tree.leaves(outputs))
+        if not shared_runs.room_for(nbytes):  # verify compiles and runs it again
+            return
+        ran = shared_runs.Ran(
+            target, jax.device_get(outputs), lowered.carried,
+            None if wrt is None else tuple(wrt.leaves), len(leaves) - drawn, drawn, nbytes,
+        )  # fmt: skip
+        shared_runs.keep(target, config, label, seed, ran)
+
+    return _Shared(step._replace(leaves=leaves), filler(np.random.default_rng(seed)), keep)
+
+
+def _shape_dtype(leaf: Any) -> tuple:
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+        return tuple(leaf.shape), jnp.dtype(leaf.dtype)
+    return (), jnp.result_type(leaf)  # a Python scalar
+
+
 def _run(
-    step: CompiledStep, dev: jax.Device, runs: int, cancelled: Callable[[], bool] | None
+    step: CompiledStep,
+    dev: jax.Device,
+    runs: int,
+    cancelled: Callable[[], bool] | None,
+    shared: _Shared | None = None,
 ) -> Measured:
     lowered = step.lowered
     assert lowered is not None  # compile_step keeps how to call what it compiled
     before = _memory_stats(dev)
     try:
-        inputs = step_inputs(step, _fill)
+        if shared is None:
+            inputs = step_inputs(step, _fill)
+        else:  # verify's inputs, copied: a training step donates them
+            inputs = step_inputs(shared.step, shared.fill, copy=True)
         times = []
         with callback_errors_unlogged():
             for i in range(runs + 1):  # the first is the warm-up
@@ -180,6 +243,8 @@ def _run(
                 jax.block_until_ready(outputs)
                 if i:
                     times.append(time.perf_counter() - start)
+                elif shared is not None:  # before the next run donates them
+                    shared.keep(outputs)
                 if lowered.carried:  # donated: the next step takes what this one gave
                     inputs = (*outputs[: lowered.carried], *inputs[lowered.carried :])
                 del outputs

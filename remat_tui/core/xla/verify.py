@@ -22,6 +22,11 @@ A structure on a scan Linen's nn.scan made is pasted with a line that
 converts the stored parameters to its layout: the configuration's run
 passes them through that very line (`_as_pasted`), so the check covers it.
 
+Where the command measured the configuration too (`--measure --verify`),
+measure ran it on these inputs and kept its first run
+(core/xla/shared_runs.py): verify takes that run and compiles and runs only
+the code as written.
+
 What it proves: these values, on these inputs, on this device, with this
 JAX and XLA. Not other inputs (a branch the values did not take), not other
 devices or versions. A deviceless TPU topology cannot run a step: there the
@@ -45,10 +50,9 @@ from remat_tui.core.jaxcompat.program import callback_errors_unlogged, forget_fa
 from remat_tui.core.lru import LRU
 from remat_tui.core.setup.arguments import flatten_arguments
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import device_label, device_set, topology_of, trace_device
-from remat_tui.core.setup.loading import verify_arguments
+from remat_tui.core.setup.devices import device_label, topology_of
 from remat_tui.core.trace.configured import Cancelled, check_cancelled
-from remat_tui.core.xla import compile_service
+from remat_tui.core.xla import compile_service, shared_runs
 from remat_tui.core.xla.compiled import CompiledStep, compile_step
 from remat_tui.core.xla.measure import filler, run_error, step_inputs
 from remat_tui.core.xla.verify_leaves import RULE, Leaf, compare_leaf, json_number
@@ -56,11 +60,10 @@ from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:
-    from remat_tui.core.trace.primal import Primal
     from remat_tui.core.xla.verify_decisions import Culprit, Decision
 
 REFERENCES = 2  # the code as written's runs kept (per target, device and seed)
-SEED = 0  # the inputs' generator's seed, the same for every run
+SEED = shared_runs.SEED  # the inputs' generator's seed, the same for every run
 # The reference compiled a second time, for its own sensitivity (verify_leaves.py).
 # (A string: JAX parses it as the option's type; its annotation takes no int.)
 OTHERWISE: dict[str, str | bool] = {"xla_backend_optimization_level": "0"}
@@ -83,8 +86,9 @@ class Verification(Displayable):
     inputs: dict  # {"seed", "given", "drawn"}: leaves from the target, leaves drawn
     seconds: float = 0.0
     reason: str | None = None  # why nothing was run
-    # Where the gradients differ: the program's calls back to Python
-    # ("pure_callback at model.py:39"), which a recomputation runs again.
+    # Where the gradients differ: the calls back to Python ("pure_callback
+    # at model.py:39") this configuration runs again in the backward pass
+    # (where none is found, every one the program makes).
     callbacks: tuple[str, ...] = ()
     # Where asked (verify_bisect.py's verify_explained): what the
     # configuration changes against the code as written, and where the
@@ -164,11 +168,16 @@ def verify(
     if isinstance(reference, str):
         return _not_run(config, label, step_kind, start, reference)
     pasted, parameters = _as_pasted(target, config, reference.arguments)
-    step = compile_step(pasted, config, cancelled, device=dev, arguments=reference.arguments)
-    if step.executable is None:
-        return _not_run(config, label, step_kind, start, _too_big(config, label))
-    check_cancelled(cancelled)
-    got = _run(step, step.executable, seed, target, reference.names)
+    # A measured run is of the structure as remat-tui rebuilds it, not as
+    # pasted: where the paste converts parameters, verify runs it itself.
+    ran = shared_runs.kept(target, config, label, seed) if pasted is target else None
+    if ran is None:
+        step = compile_step(pasted, config, cancelled, device=dev, arguments=reference.arguments)
+        if step.executable is None:
+            return _not_run(config, label, step_kind, start, _too_big(config, label))
+        check_cancelled(cancelled)
+        ran = _run(step, step.executable, seed, target)
+    got = _compared(ran, target, reference.names)
     leaves = tuple(
         compare_leaf(name, g, w, a)
         for (name, g), (_, w), (_, a) in zip(got, reference.want, reference.again, strict=True)
@@ -179,9 +188,8 @@ def verify(
         verdict = AGREE
     else:
         verdict = DIFFER
-    drawn = sum(isinstance(x, jax.ShapeDtypeStruct) for x in step.leaves)
-    inputs = {"seed": seed, "given": len(step.leaves) - drawn, "drawn": drawn}
-    callbacks = _callbacks(target, dev, reference.arguments) if verdict == DIFFER else ()
+    inputs = {"seed": seed, "given": ran.given, "drawn": ran.drawn}
+    callbacks = _callbacks(target, config) if verdict == DIFFER else ()
     return Verification(
         verdict, leaves, config.with_device(None).label(), label, step_kind, inputs,
         time.perf_counter() - start, callbacks=callbacks, parameters=parameters,
@@ -199,11 +207,12 @@ def _as_pasted(target: Target, config: Config, arguments: tuple) -> tuple[Target
     from remat_tui.core.trace.linen_call import read_scan_call
     from remat_tui.core.trace.stored_layout import find_conversion
     from remat_tui.core.trace.structures import scan_of
+    from remat_tui.core.xla.verify_places import primal_as_written
 
     structure = config.structure
     if structure is None:
         return target, None
-    primal = _primal(target, config.jax_device, arguments)
+    primal = primal_as_written(target, config.jax_device)
     if primal is None:
         return target, None
     scan = scan_of(primal.scans, structure)
@@ -220,64 +229,14 @@ def _as_pasted(target: Target, config: Config, arguments: tuple) -> tuple[Target
     return replace(target, fn=found.applied(target.fn)), found.line()
 
 
-def _callbacks(target: Target, dev: jax.Device, arguments: tuple) -> tuple[str, ...]:
-    """The program's calls back to Python, as written (`pure_callback at
-    model.py:39`): a recomputation runs them again, the likeliest reason a
-    configuration's gradients differ. None where it cannot be traced."""
-    from remat_tui.core.jaxcompat.callbacks import host_callbacks
+def _callbacks(target: Target, config: Config) -> tuple[str, ...]:
+    """The calls back to Python (`pure_callback at model.py:39`) that
+    `config`'s backward pass runs again and the code as written's does not,
+    the likeliest reason its gradients differ; where none is found (or the
+    program cannot be analysed), every one the program makes."""
+    from remat_tui.core.xla.verify_places import program_callbacks, rerun_callbacks
 
-    jaxpr = _as_written(target, dev, arguments)
-    if jaxpr is None:
-        return ()
-    return tuple(f"{c.kind} at {c.where}" for c in host_callbacks(jaxpr))
-
-
-def program_names(target: Target, config: Config, seed: int = SEED) -> dict[str, str]:
-    """The program's checkpoint_names, as written, in program order, each
-    with the line that makes it first (`model.py:41`), traced from the
-    arguments verify ran it on (kept), on `config`'s device."""
-    from remat_tui.core import jaxcompat as jc
-    from remat_tui.core.trace.names import name_eqns
-
-    dev = config.jax_device
-    kept = _references.get((id(target), device_label(dev), seed))
-    if kept is not None and kept.target is target:
-        arguments = kept.arguments
-    else:
-        arguments = verify_arguments(target, device_set(dev))
-    jaxpr = _as_written(target, dev, arguments)
-    if jaxpr is None:
-        return {}
-    out = {}
-    for name, eqns in name_eqns(jaxpr).items():
-        source = jc.user_source(eqns[0][0].source_info)
-        out[name] = source.where() if source else "where JAX made it"
-    return out
-
-
-def _as_written(target: Target, dev: jax.Device, arguments: tuple) -> Any:
-    """The traced program the configurations are built from (kept), opened;
-    None where it cannot be traced (the notes it gives are hints: the
-    comparison stands without them)."""
-    from remat_tui.core import jaxcompat as jc
-
-    primal = _primal(target, dev, arguments)
-    return None if primal is None else jc.open_jaxpr(primal.closed)
-
-
-def _primal(target: Target, dev: jax.Device, arguments: tuple) -> Primal | None:
-    """The traced program the configurations are built from (kept); None
-    where it cannot be traced (compiling the step then says why)."""
-    from remat_tui.core.trace.configured import target_dir
-    from remat_tui.core.trace.primal import primal_program
-
-    here = trace_device(dev)
-    try:
-        flat = flatten_arguments(target.fn, arguments[0], arguments[1], target.label)
-        with jax.default_device(here):
-            return primal_program(target, flat, here, target_dir(target))
-    except Exception:
-        return None
+    return rerun_callbacks(target, config) or program_callbacks(target, config.jax_device)
 
 
 @dataclass(frozen=True, eq=False)
@@ -308,7 +267,7 @@ def _reference(
     kept = _references.get(key)
     if kept is not None and kept.target is target:
         return kept
-    arguments = verify_arguments(target, device_set(dev))
+    arguments = shared_runs.arguments(target, dev)
     written = Config(device=config.device)
     step = compile_step(target, written, cancelled, device=dev, arguments=arguments)
     if step.executable is None:
@@ -318,9 +277,9 @@ def _reference(
     names = _leaf_names(
         target.fn, flatten_arguments(target.fn, arguments[0], arguments[1], target.label).traced()
     )
-    want = _run(step, step.executable, seed, target, names)
+    want = _compared(_run(step, step.executable, seed, target), target, names)
     check_cancelled(cancelled)
-    again = _run(step, otherwise, seed, target, names)
+    again = _compared(_run(step, otherwise, seed, target), target, names)
     reference = _Reference(target, arguments, names, want, again)
     _references.put(key, reference)
     return reference
@@ -354,11 +313,10 @@ def _compiled_otherwise(step: CompiledStep, target: Target) -> Any:
     return executable
 
 
-def _run(
-    step: CompiledStep, executable: Any, seed: int, target: Target, names: list[str]
-) -> list[tuple[str, np.ndarray]]:
-    """The step's compared outputs (`_compared`), on the host, from one run
-    on inputs drawn with `seed` (a generator of their own)."""
+def _run(step: CompiledStep, executable: Any, seed: int, target: Target) -> shared_runs.Ran:
+    """One run of `executable` (`step` or its program compiled otherwise) on
+    inputs drawn with `seed` (a generator of their own), its outputs on the
+    host."""
     fill = filler(np.random.default_rng(seed))
     try:
         inputs = step_inputs(step, fill, copy=True)
@@ -372,26 +330,30 @@ def _run(
         raise RematError(
             f"{target.label}: the step raised when run for verify: {run_error(exc)}"
         ) from None
-    return _compared(host, step, target, names)
-
-
-def _compared(
-    outputs: Any, step: CompiledStep, target: Target, names: list[str]
-) -> list[tuple[str, np.ndarray]]:
-    """(name, value) of each output verify compares: the loss and the
-    gradients, each gradient named as its argument leaf (`names`, by flat
-    index); for a training step the loss it returns and the new parameters
-    (not the optimizer state)."""
     lowered = step.lowered
-    assert lowered is not None
-    if lowered.carried:
+    assert lowered is not None  # compile_step keeps how to call what it compiled
+    wrt = lowered.differentiated
+    drawn = sum(isinstance(x, jax.ShapeDtypeStruct) for x in step.leaves)
+    return shared_runs.Ran(
+        target, host, lowered.carried, None if wrt is None else tuple(wrt.leaves),
+        len(step.leaves) - drawn, drawn,
+    )  # fmt: skip
+
+
+def _compared(ran: shared_runs.Ran, target: Target, names: list[str]) -> list[tuple[str, Any]]:
+    """(name, value) of each output of `ran` verify compares: the loss and
+    the gradients, each gradient named as its argument leaf (`names`, by
+    flat index); for a training step the loss it returns and the new
+    parameters (not the optimizer state)."""
+    outputs = ran.outputs
+    if ran.carried:
         loss = _with_paths(outputs[2], "loss") if len(outputs) > 2 else []
         return [*loss, *_param_leaves(target.fn, outputs[0], target.param_positions or (0,))]
-    assert lowered.differentiated is not None  # a gradient step says what it differentiates
+    assert ran.wrt is not None  # a gradient step says what it differentiates
     out, grads = outputs
     return [
         *_with_paths(out, "loss"),
-        *((names[i], g) for i, g in zip(lowered.differentiated.leaves, grads, strict=True)),
+        *((names[i], g) for i, g in zip(ran.wrt, grads, strict=True)),
     ]
 
 

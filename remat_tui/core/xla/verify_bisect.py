@@ -12,18 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from remat_tui.core.setup.config import Config
-from remat_tui.core.xla.verify import DIFFER, NOT_RUN, SEED, Verification, program_names, verify
+from remat_tui.core.setup.config import Config, SiteKey
+from remat_tui.core.xla.verify import DIFFER, NOT_RUN, SEED, Verification, verify
 from remat_tui.core.xla.verify_decisions import (
     NAME,
     REST,
     Culprit,
     Decision,
     Progress,
+    SiteNames,
     configure,
     decisions,
     minimal,
 )
+from remat_tui.core.xla.verify_places import program_names, site_names
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -43,9 +45,8 @@ def verify_explained(
     result = verify(target, config, cancelled, seed=seed)
     if result.verdict == NOT_RUN:
         return result
-    found, culprit = explain(
-        target, config, result, seed, program_names(target, config, seed), progress, cancelled
-    )
+    names, sites = program_names(target, config), site_names(target, config)
+    found, culprit = explain(target, config, result, seed, names, progress, cancelled, sites)
     return replace(result, decisions=found, culprit=culprit)
 
 
@@ -57,10 +58,12 @@ def explain(
     names: dict[str, str],
     progress: Progress | None = None,
     cancelled: Callable[[], bool] | None = None,
+    sites: dict[SiteKey, SiteNames] | None = None,
 ) -> tuple[tuple[Decision, ...], Culprit | None]:
-    """The decisions `config` makes, and where `verification` (its
-    Verification) differs, the culprit (None where it agrees)."""
-    found = decisions(config, names)
+    """The decisions `config` makes (`names`: the program's; `sites`: what
+    each overridden site makes, verify_places.py), and where `verification`
+    (its Verification) differs, the culprit (None where it agrees)."""
+    found = decisions(config, names, sites)
     if verification.verdict != DIFFER or not found:
         return tuple(found), None
     seen: dict[str, Verification | None] = {config.label(): verification}
@@ -87,19 +90,22 @@ def explain(
     needed = found
     if len(found) > 1:
         needed = minimal(found, differs)
-        # keep the program's order, and a name's decision brings the rest along unsaid
+        # keep the program's order, and a name's decision brings its policy's rest along unsaid
         needed = [d for d in found if d in needed]
-        if any(d.kind == NAME for d in needed):
-            needed = [d for d in needed if d.kind != REST]
+        named = {d.site for d in needed if d.kind == NAME}
+        needed = [d for d in needed if not (d.kind == REST and d.site in named)]
     alone = run(needed)
     if alone is None or alone.verdict != DIFFER:
         # Adding a decision undid a difference: no smaller set is known to differ.
         needed, alone = found, verification
+    # `alone` (the culprit's own verification) names the calls back to Python
+    # its recomputation runs again, not every one the program makes.
     return tuple(found), _culprit(needed, alone, verification.step, len(seen) - 1)
 
 
 def _culprit(needed: list[Decision], v: Verification, step: str, verifies: int) -> Culprit:
     worst = max(v.differing or v.leaves, key=lambda leaf: leaf.max_abs)
+    callbacks = v.callbacks
     what = " and ".join(d.what for d in needed)
     verb = "changes" if len(needed) == 1 else "together change"
     if worst.path == "loss":
@@ -109,12 +115,12 @@ def _culprit(needed: list[Decision], v: Verification, step: str, verifies: int) 
     else:
         moved = f"{worst.path}'s gradient"
     line = f"{what} {verb} {moved} by {worst.max_abs:.1e}"
-    if len(v.callbacks) == 1:
-        kind, _, where = v.callbacks[0].partition(" at ")
+    if len(callbacks) == 1:
+        kind, _, where = callbacks[0].partition(" at ")
         line += f": the {kind} at {where} runs again in the backward pass"
-    elif v.callbacks:
+    elif callbacks:
         line += (
-            f": the program calls back to Python at {', '.join(v.callbacks)}; "
+            f": the program calls back to Python at {', '.join(callbacks)}; "
             "recomputed, a call runs again in the backward pass"
         )
-    return Culprit(tuple(needed), worst.path, worst.max_abs, v.callbacks, line, verifies)
+    return Culprit(tuple(needed), worst.path, worst.max_abs, callbacks, line, verifies)

@@ -5,13 +5,22 @@ them applied), `minimal` (the search for the fewest that differ) and
 `Culprit`, what the search found.
 
 The decisions are what the configuration changes against the code as
-written: the outer policy, each site's policy, the structure, and, for an
-outer names policy (`save_only_these_names`, `save_and_offload_only_these_names`,
-or one half of a `save_from_both_policies`), each checkpoint_name it
-recomputes or offloads, one decision a name. The code as written has no
-outer checkpoint, so every name is saved there; the rest of a names policy
-(what no name names is recomputed) is one decision more, "the policy with
-every name saved", which any name's decision brings with it.
+written: the outer policy, each site's policy, the structure, each at the
+finest grain that is still a configuration:
+- a names policy (`save_only_these_names`, `save_and_offload_only_these_names`,
+  or one half of a `save_from_both_policies`), outer or at a site: one
+  decision per checkpoint_name it treats otherwise than the code as written
+  (recomputes, offloads or saves it). Outside any site the code as written
+  saves every name (it has no outer checkpoint); at a site, a name is as the
+  policy written there treats it where that policy decides by name alone
+  (a names policy), else saved. The rest of the policy (what no name
+  names), where it differs from what is written, is one decision more,
+  "the policy with its names as written", which any name's decision brings
+  with it. Names are those made in the site's body (`SiteNames`).
+- a split structure: its two parts, the first K layers under one policy and
+  the rest under the other, where neither part is `as_written` (the part
+  not chosen stays as written: `as_written` in its place).
+- any other policy, a nested structure: one decision each.
 
 Where the gradients differ and there are several decisions, the smallest
 set that moves them past the tolerance is found by applying subsets as
@@ -26,17 +35,21 @@ decisions can go, provided adding decisions never undoes a difference.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.config import AS_WRITTEN, Config
+from remat_tui.core.setup.config import AS_WRITTEN, Config, SiteKey
 from remat_tui.core.setup.policy_spec import names_part, names_policy, with_names
+from remat_tui.core.setup.structures import SPLIT, Structure
 from remat_tui.core.xla.verify_leaves import json_number
 
-# Decision kinds: the outer policy whole, a name it recomputes or offloads,
-# the rest of an outer names policy, a site's policy, the structure.
+# Decision kinds: the outer policy whole, a name a names policy treats
+# otherwise (outer or at a site), the rest of a names policy, a site's
+# policy whole, the structure (or one part of a split).
 POLICY, NAME, REST, SITE, STRUCTURE = "policy", "name", "rest", "site", "structure"
-ACTING = {"recompute": "recomputing", "offload": "offloading"}
+SAVE, RECOMPUTE, OFFLOAD = "save", "recompute", "offload"
+ACTING = {RECOMPUTE: "recomputing", OFFLOAD: "offloading", SAVE: "saving"}
+FIRST, OTHERS = "first", "rest"  # a split's parts (Decision.key)
 Progress = Callable[[int, int, Config, str], None]  # (i, total, config, stage)
 
 
@@ -44,24 +57,40 @@ Progress = Callable[[int, int, Config, str], None]  # (i, total, config, stage)
 class Decision:
     """One thing the configuration changes against the code as written:
     `kind` (POLICY, NAME, REST, SITE, STRUCTURE), `key` (the name, the site
-    key), `action` (for a name: "recompute" or "offload") and `what`, in
-    words: `recomputing 'h5' (model.py:41)`."""
+    key, a split's part), `action` (for a name: RECOMPUTE, OFFLOAD or
+    SAVE; `written`: what the code as written does with it), `site` (for a
+    name or a rest: the site's key; None: the outer policy) and `what`, in
+    words: `recomputing 'h5' (model.py:41) at site block`."""
 
     kind: str
     what: str
     key: str | int | None = None
     action: str | None = None
+    site: SiteKey | None = None
+    written: str | None = None
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "what": self.what, "key": self.key, "action": self.action}
+        return {"kind": self.kind, "what": self.what, "key": self.key, "action": self.action,
+                "site": self.site}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SiteNames:
+    """What the decisions at a site key need of the program as written: the
+    checkpoint_names made in its body (name -> the line that makes it), and
+    the policy written there where it decides by name alone (a names
+    policy, the same at every site of the key), else None."""
+
+    names: dict[str, str]
+    written: policies.PolicySpec | None = None
 
 
 @dataclass(frozen=True)
 class Culprit:
     """The smallest set of decisions found that moves the gradients past the
-    tolerance, the leaf it moves most (`leaf`, by `max_abs`) and the
-    program's calls back to Python, `line`: all in one sentence. `verifies`:
-    the configurations verified to find it."""
+    tolerance, the leaf it moves most (`leaf`, by `max_abs`) and the calls
+    back to Python that set runs again (`callbacks`), `line`: all in one
+    sentence. `verifies`: the configurations verified to find it."""
 
     decisions: tuple[Decision, ...]
     leaf: str
@@ -81,47 +110,130 @@ class Culprit:
         }
 
 
-def decisions(config: Config, names: dict[str, str]) -> list[Decision]:
+def decisions(
+    config: Config, names: dict[str, str], sites: dict[SiteKey, SiteNames] | None = None
+) -> list[Decision]:
     """What `config` changes against the code as written, in its order:
-    the outer policy (by name where it is a names policy), the sites, the
-    structure. `names`: the program's checkpoint_names and where each is
-    made (`model.py:41`)."""
+    the outer policy (by name where it is a names policy), the sites (by
+    name where `sites` says what each makes), the structure (a split by its
+    parts). `names`: the program's checkpoint_names and where each is made
+    (`model.py:41`)."""
     out: list[Decision] = []
     outer = config.spec
     named = _by_name(outer)
     if named is not None:
         out.append(Decision(REST, f"the outer policy {outer.canonical} with every name saved"))
-        for name in names:
-            action = _action(named, name)
-            if action is not None:
-                what = f"{ACTING[action]} {name!r} ({names[name]})"
-                out.append(Decision(NAME, what, name, action))
+        out += _name_decisions(named, names, None, None, "")
     elif outer.kind != policies.AS_WRITTEN:
         out.append(Decision(POLICY, f"the outer policy {outer.canonical}"))
     for key, spec in config.site_specs:
-        out.append(Decision(SITE, f"site {key}: {spec.canonical}", key))
-    if config.structure is not None:
-        out.append(Decision(STRUCTURE, f"structure {config.structure}"))
+        out += _site_decisions(key, spec, (sites or {}).get(key))
+    out += _structure_decisions(config)
     return out
+
+
+def _site_decisions(key: SiteKey, spec: policies.PolicySpec, place: SiteNames | None) -> list:
+    named = _by_name(spec)
+    if named is None or place is None or not place.names:
+        return [Decision(SITE, f"site {key}: {spec.canonical}", key)]
+    out = []
+    # The rest differs from what is written unless both decide by name alone.
+    if place.written is None or named != spec:
+        with_what = "its names as written" if place.written is not None else "every name saved"
+        out.append(Decision(REST, f"site {key}: {spec.canonical} with {with_what}", site=key))
+    return out + _name_decisions(named, place.names, place.written, key, f" at site {key}")
+
+
+def _name_decisions(
+    named: policies.PolicySpec,
+    names: dict[str, str],
+    written: policies.PolicySpec | None,
+    site: SiteKey | None,
+    at: str,
+) -> list[Decision]:
+    """One decision per name `named` treats otherwise than `written` (a names
+    policy; None: every name saved)."""
+    out = []
+    for name, where in names.items():
+        action = _action(named, name)
+        was = SAVE if written is None else _action(written, name)
+        if action != was:
+            what = f"{ACTING[action]} {name!r} ({where}){at}"
+            out.append(Decision(NAME, what, name, action, site, was))
+    return out
+
+
+def _structure_decisions(config: Config) -> list[Decision]:
+    s = config.structure
+    if s is None:
+        return []
+    if s.kind == SPLIT:
+        first, rest = s.parts
+        if first.kind != policies.AS_WRITTEN and rest.kind != policies.AS_WRITTEN:
+            return [
+                Decision(STRUCTURE, f"structure {s}: its first {s.count} layers under "
+                         f"{first.canonical}", FIRST),
+                Decision(STRUCTURE, f"structure {s}: its other layers under {rest.canonical}",
+                         OTHERS),
+            ]  # fmt: skip
+    return [Decision(STRUCTURE, f"structure {s}")]
 
 
 def configure(config: Config, found: list[Decision], chosen: list[Decision]) -> Config:
     """`config` with only the `chosen` decisions of `found` (`decisions`)
-    applied, the rest as the code is written: a name not chosen is saved."""
+    applied, the rest as the code is written: a name not chosen is as
+    written (outside any site: saved)."""
     kinds = {d.kind for d in chosen}
     outer = AS_WRITTEN
     if POLICY in kinds:
         outer = config.spec
-    elif kinds & {REST, NAME}:
-        named = _by_name(config.spec)
-        assert named is not None  # only a names policy has these decisions
-        offload = [str(d.key) for d in chosen if d.kind == NAME and d.action == "offload"]
-        unchosen = [str(d.key) for d in found if d.kind == NAME and d not in chosen]
-        outer = with_names(config.spec, names_policy([*named.names, *unchosen], offload))
-    sites = {d.key for d in chosen if d.kind == SITE}
-    overrides = tuple((key, spec) for key, spec in config.site_specs if key in sites)
-    structure = config.structure if STRUCTURE in kinds else None
-    return Config(outer, overrides, config.device, structure)
+    elif any(d.kind in (REST, NAME) and d.site is None for d in chosen):
+        outer = _names_applied(config.spec, found, chosen, None)
+    whole = {d.key for d in chosen if d.kind == SITE}
+    by_name = {d.site for d in chosen if d.kind in (REST, NAME) and d.site is not None}
+    overrides = []
+    for key, spec in config.site_specs:
+        if key in whole:
+            overrides.append((key, spec))
+        elif key in by_name:
+            overrides.append((key, _names_applied(spec, found, chosen, key)))
+    return Config(outer, tuple(overrides), config.device, _structure(config, chosen))
+
+
+def _names_applied(
+    spec: policies.PolicySpec, found: list[Decision], chosen: list[Decision], site: SiteKey | None
+) -> policies.PolicySpec:
+    """`spec` (a policy deciding by name) with each name whose decision is
+    not chosen treated as the code as written treats it."""
+    named = _by_name(spec)
+    assert named is not None  # only a policy deciding by name has these decisions
+    saved, offloaded = set(named.names), set(named.offloaded)
+    for d in found:
+        if d.kind != NAME or d.site != site or d in chosen:
+            continue
+        name = str(d.key)
+        saved.discard(name)
+        offloaded.discard(name)
+        if d.written == SAVE:
+            saved.add(name)
+        elif d.written == OFFLOAD:
+            offloaded.add(name)
+    return with_names(spec, names_policy(sorted(saved), sorted(offloaded)))
+
+
+def _structure(config: Config, chosen: list[Decision]) -> Structure | None:
+    s = config.structure
+    parts = {d.key for d in chosen if d.kind == STRUCTURE}
+    if s is None or not parts:
+        return None
+    if parts == {None}:
+        return s
+    first, rest = s.parts
+    return replace(
+        s,
+        first=first if FIRST in parts else AS_WRITTEN,
+        rest=rest if OTHERS in parts else AS_WRITTEN,
+    )
 
 
 def minimal(
@@ -155,11 +267,11 @@ def _by_name(spec: policies.PolicySpec) -> policies.PolicySpec | None:
     return names_part(spec)
 
 
-def _action(named: policies.PolicySpec, name: str) -> str | None:
-    """What the names policy does with `name` that the code as written
-    (every name saved) does not: recompute it, offload it, or nothing."""
+def _action(named: policies.PolicySpec, name: str) -> str:
+    """What the names policy `named` does with `name`: SAVE, OFFLOAD or
+    RECOMPUTE."""
     if name in named.offloaded:
-        return "offload"
+        return OFFLOAD
     if name in named.names:
-        return None
-    return "recompute"
+        return SAVE
+    return RECOMPUTE
