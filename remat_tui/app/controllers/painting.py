@@ -24,6 +24,7 @@ from remat_tui.app.state.scene import Scene
 from remat_tui.app.state.site_state import scope_states
 from remat_tui.app.state.status import Activity, summary
 from remat_tui.app.widgets.shown_view import Lists, ShownView
+from remat_tui.core.setup.meshes import mesh_words
 
 if TYPE_CHECKING:
     from remat_tui.core.model import Analysis
@@ -59,10 +60,13 @@ class Painter:
         policy = s.wanted.spec.canonical if s.target else "?"
         name = f"{s.path}:{s.target.name}" if s.target else s.path
         device = s.wanted.device
+        # the mesh --mesh built, said as the headless reports say it
+        meshed = f", mesh {mesh_words(s.target.mesh)}" if s.target and s.target.mesh else ""
         structure = s.wanted.config.structure  # a row of compare or suggest's answer
         rebuilt = f"structure [b]{escape(str(structure))}[/b]  " if structure else ""
         self.view().show_title(
-            f"[b]remat-tui[/b]  {escape(name)}  policy [b]{escape(policy)}[/b]  {rebuilt}{device}"
+            f"[b]remat-tui[/b]  {escape(name)}  policy [b]{escape(policy)}[/b]  "
+            f"{rebuilt}{device}{meshed}"
         )
         self.view().show_devices(s.devices, device)
 
