@@ -70,3 +70,39 @@ def test_the_browsers_app_is_given_the_mesh_too():
 
     command = app_command(MODEL, "loss", "as_written", None, (), MESH)
     assert command.endswith(f"--mesh {MESH}"), command
+
+
+async def test_the_headline_shows_the_estimates_collective_part():
+    """Contract 17: on a mesh, the compiled headline gives the step-time
+    estimate in its parts, the collectives' among them, as StepTime has it."""
+    from remat_tui.app.state.status import estimate_parts
+    from remat_tui.core.xla.compiled_analysis import estimated
+
+    target = remat_tui.load_targets(MODEL)["loss"]
+    time = remat_tui.analyze(target, compiled=True).to_dict()["time"]  # StepTime's
+    assert time["collective_bytes"] > 0 and time["collective_seconds"] > 0
+
+    app = RematApp(MODEL, "loss", show_timings=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("p")
+        await wait_for(pilot, lambda: app.compiles.known, "the compile")
+        await pilot.pause()
+        (known,) = app.compiles.known.values()
+        shown = estimated(app.loaded.shown, known)
+        assert shown["collective_seconds"] == time["collective_seconds"]
+        assert shown["collective_bytes"] == time["collective_bytes"]
+        status = str(app.query_one("#status").render())
+        words = estimate_parts(time)
+        assert words in status, status
+        # this tiny program's collectives take under a microsecond: said in ns, not "0 µs"
+        assert time["collective_seconds"] < 1e-6
+        seconds, sent = time["collective_seconds"] * 1e9, human_bytes(int(time["collective_bytes"]))
+        assert f"collectives {seconds:.3g} ns for {sent}/device" in status, status
+
+
+def test_one_device_headline_has_no_parts():
+    from remat_tui.app.state.status import estimate_parts
+
+    assert estimate_parts(None) is None
+    assert estimate_parts({"collective_bytes": 0.0, "seconds": 1e-3}) is None
