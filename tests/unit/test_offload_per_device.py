@@ -77,3 +77,27 @@ def test_the_host_part_is_one_devices_bytes_over_the_host_link():
         device=DEVICE, mesh=mesh,
     ).rows  # fmt: skip
     assert row.time["host_seconds"] == pytest.approx(want, rel=1e-12)
+
+
+def test_an_offload_is_judged_by_one_devices_bytes(monkeypatch):
+    """compare's "offloading is slower than recomputing" weighs the bytes one
+    device moves over its own host link (here a link slowed to 1 kB/s, so
+    that the seconds show) against that device's share of the recompute."""
+    import dataclasses
+    import sys
+
+    from remat_tui.core.units import human_bytes, human_seconds
+
+    sys.path.insert(0, os.path.dirname(MODEL))
+    per_device, _ = jax_host_bytes()
+    slow = dataclasses.replace(step_time.chip_of(DEVICE), host_bandwidth=1e3)
+    monkeypatch.setattr(step_time, "chip_of", lambda device: slow)
+    target = remat_tui.load_targets(MODEL)["loss"]
+    mesh = ",".join(f"{a}={n}" for a, n in MESH)
+    (row,) = remat_tui.compare(
+        target, policies=["as_written"], sites={"mlp": OFFLOAD}, device=DEVICE, mesh=mesh
+    ).rows
+    assert row.offload_slower
+    trip = human_seconds(2 * per_device / slow.host_bandwidth)
+    said = f"moving {human_bytes(per_device)}/device to host and back takes about {trip} a step"
+    assert any(said in note for note in row.notes), row.notes
