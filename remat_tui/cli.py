@@ -283,6 +283,10 @@ def run_app(opts: argparse.Namespace) -> int:
     check_syntax(opts.policy)
     for spec in site_overrides(opts.site).values():
         check_syntax(spec)
+    if opts.mesh is not None:  # its sizes against the devices are said in the app
+        from remat_tui.core.setup.meshes import parse_mesh
+
+        parse_mesh(opts.mesh)
     path, name = split_target_ref(opts.target)
     if not os.path.isfile(path):
         raise RematError(
@@ -295,7 +299,9 @@ def run_app(opts: argparse.Namespace) -> int:
         from remat_tui.web import DEFAULT_PORT, serve
 
         port = DEFAULT_PORT if opts.port is None else opts.port
-        return serve(path, name, policy=opts.policy, device=opts.device, port=port, sites=opts.site)
+        return serve(
+            path, name, opts.policy, opts.device, port=port, sites=opts.site, mesh=opts.mesh
+        )
     from remat_tui.app.launch import run
 
-    return run(path, name, policy=opts.policy, device=opts.device, sites=opts.site)
+    return run(path, name, opts.policy, opts.device, sites=opts.site, mesh=opts.mesh)

@@ -29,9 +29,9 @@ COMPILED_HELP = (
 )
 
 
-def target_options(parser: argparse.ArgumentParser, mesh: bool = True) -> None:
-    """What every command takes: the target, its site overrides and the device;
-    and, headless, the mesh."""
+def target_options(parser: argparse.ArgumentParser) -> None:
+    """What every command takes: the target, its site overrides, the device
+    and the mesh."""
     parser.add_argument(
         "target",
         metavar="FILE[:NAME]",
@@ -50,17 +50,16 @@ def target_options(parser: argparse.ArgumentParser, mesh: bool = True) -> None:
             "cpu:1 and up need XLA_FLAGS=--xla_force_host_platform_device_count=N)"
         ),
     )
-    if mesh:
-        parser.add_argument(
-            "--mesh",
-            default=None,
-            metavar="AXIS=N,...",
-            help=(
-                "the mesh to build over the chosen device set's devices, e.g. data=4,model=2, "
-                "for a target whose args factory takes a parameter named mesh "
-                "(args=lambda mesh: ...); its sizes multiply to the number of devices"
-            ),
-        )
+    parser.add_argument(
+        "--mesh",
+        default=None,
+        metavar="AXIS=N,...",
+        help=(
+            "the mesh to build over the chosen device set's devices, e.g. data=4,model=2, "
+            "for a target whose args factory takes a parameter named mesh "
+            "(args=lambda mesh: ...); its sizes multiply to the number of devices"
+        ),
+    )
 
 
 def policy_option(parser: argparse.ArgumentParser, **kwargs: Any) -> None:
@@ -172,7 +171,7 @@ def app_parser() -> argparse.ArgumentParser:
         f"{{{','.join(SUBCOMMANDS)}}} --help; the compile cache: remat-tui cache --help.",
     )
     parser.add_argument("--version", action="version", version=f"remat-tui {__version__}")
-    target_options(parser, mesh=False)
+    target_options(parser)
     policy_option(parser)
     parser.add_argument(
         "--web", action="store_true", help="serve the app to a browser on localhost instead"

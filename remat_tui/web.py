@@ -21,16 +21,23 @@ DEFAULT_PORT = 8000
 
 
 def app_command(
-    path: str, name: str | None, policy: str, device: str | None, sites: Sequence[str] = ()
+    path: str,
+    name: str | None,
+    policy: str,
+    device: str | None,
+    sites: Sequence[str] = (),
+    mesh: str | None = None,
 ) -> str:
     """The shell command textual-serve runs for each browser tab: this Python,
-    `-m remat_tui` and the same target, policy and device, each quoted."""
+    `-m remat_tui` and the same target, policy, device, sites and mesh, each quoted."""
     ref = os.path.abspath(path) + (f":{name}" if name else "")
     argv = [sys.executable, "-m", "remat_tui", ref, "--policy", policy]
     if device:
         argv += ["--device", device]
     for site in sites:
         argv += ["--site", site]
+    if mesh:
+        argv += ["--mesh", mesh]
     return shlex.join(argv)
 
 
@@ -42,6 +49,7 @@ def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
     sites: Sequence[str] = (),
+    mesh: str | None = None,
 ) -> int:
     """Serve the app at http://host:port/ until interrupted (Ctrl+C or SIGTERM)."""
     if not 0 < port < 65536:
@@ -54,7 +62,7 @@ def serve(
         ) from None
     ref = os.path.basename(path) + (f":{name}" if name else "")
     server = Server(
-        app_command(path, name, policy, device, sites),
+        app_command(path, name, policy, device, sites, mesh),
         host=host,
         port=port,
         title=f"remat-tui {ref}",

@@ -17,12 +17,13 @@ def run(
     policy: str = "as_written",
     device: str | None = None,
     sites: list[str] | tuple[str, ...] = (),
+    mesh: str | None = None,
 ) -> int:
     import asyncio
     import sys
     import threading
 
-    app = RematApp(path, name, policy=policy, device=device, sites=sites)
+    app = RematApp(path, name, policy=policy, device=device, sites=sites, mesh=mesh)
     with _stdout_off_the_screen():
         # Our own loop: asyncio.run (Python 3.12+) would wait for every worker
         # thread at the end, a trace the user quit during included.

@@ -95,10 +95,13 @@ class RematApp(App):
         device: str | None = None,
         show_timings: bool = True,
         sites: list[str] | tuple[str, ...] = (),
+        mesh: str | tuple[tuple[str, int], ...] | None = None,
     ):
+        """`mesh`: --mesh (`data=4,model=2`, or its axes), built over the chosen
+        devices for a target whose args factory takes a `mesh`."""
         super().__init__()
         self.path = path
-        self.startup = Startup(self, path, name, policy, device, sites)  # the command line's
+        self.startup = Startup(self, path, name, policy, device, sites, mesh)  # the command line's
         self.activity = Activity()  # what the status line says the app is doing
         self.analyses = Analyses(self)
         self.compiles = Compiles(self)

@@ -190,4 +190,5 @@ class Site:
             "flops": None if self.flops is None else self.flops.to_dict(),
             "called_at": source_dict(self.called_at),
             "wrapper": None if self.wrapper is None else self.wrapper.to_dict(),
+            "prevent_cse": self.prevent_cse,
         }

@@ -154,7 +154,8 @@ LEFT_TO_BENCH = {
 
 # A placeholder file or a synopsis: parsed, not run.
 SHAPES_ONLY = {
-    "remat-tui FILE[:NAME] [--policy SPEC] [--site ID|FUNCTION=SPEC] [--device D]",
+    "remat-tui FILE[:NAME] [--policy SPEC] [--site ID|FUNCTION=SPEC] [--device D]"
+    " [--mesh AXIS=N,...]",
     "remat-tui target.py",
     "remat-tui target.py:f",
 }

@@ -132,7 +132,7 @@ class Compiles:
         try:
             if target.file is not None and self.process is not None:
                 result, measured = self.process.compile(
-                    target.file, name, config, reloads, cancelled, runs
+                    target.file, name, config, reloads, cancelled, runs, target.mesh
                 )
             else:
                 # The arguments the analysis was traced with (built for this device's

@@ -99,11 +99,11 @@ class Loading:
         palette stay listed where they still parse."""
         app = self.app
         before = app.loaded
-        target = before.targets[name]
+        target, meshed = self.startup.meshed(before.targets[name])  # --mesh, where it takes one
         first, typed = before.target is None, list(before.listed.values())
         listed = self.startup.listed(target)
         config, warnings = self.startup.request(target, app.wanted, keep_policy, first)
-        app.loaded = replace(before, target=target, listed=frozen(listed)).warned(warnings)
+        app.loaded = replace(before, target=target, listed=frozen(listed)).warned(meshed + warnings)
         app.main_screen.target_loaded = True
         app.wanted = replace(app.wanted, target=target.name, config=config)
         self.showing.paint_title()

@@ -23,8 +23,9 @@ from remat_tui.app.controllers.name_judge import NameJudge
 from remat_tui.app.controllers.verifying import Verifying
 from remat_tui.app.state.scene import Scene
 from remat_tui.app.state.site_state import scope_states
-from remat_tui.app.state.status import Activity, summary
+from remat_tui.app.state.status import Activity, estimate_parts, summary
 from remat_tui.app.widgets.shown_view import Lists, ShownView
+from remat_tui.core.setup.meshes import mesh_words
 
 if TYPE_CHECKING:
     from remat_tui.core.model import Analysis
@@ -62,10 +63,13 @@ class Painter:
         policy = s.wanted.spec.canonical if s.target else "?"
         name = f"{s.path}:{s.target.name}" if s.target else s.path
         device = s.wanted.device
+        # the mesh --mesh built, said as the headless reports say it
+        meshed = f", mesh {mesh_words(s.target.mesh)}" if s.target and s.target.mesh else ""
         structure = s.wanted.config.structure  # a row of compare or suggest's answer
         rebuilt = f"structure [b]{escape(str(structure))}[/b]  " if structure else ""
         self.view().show_title(
-            f"[b]remat-tui[/b]  {escape(name)}  policy [b]{escape(policy)}[/b]  {rebuilt}{device}"
+            f"[b]remat-tui[/b]  {escape(name)}  policy [b]{escape(policy)}[/b]  "
+            f"{rebuilt}{device}{meshed}"
         )
         self.view().show_devices(s.devices, device)
 
@@ -84,8 +88,9 @@ class Painter:
         return summary(a, base, self.show_timings, self.headline(s, a), devices=devices)
 
     def headline(self, s: Scene, a: Analysis) -> str | None:
-        """The compiled peak (or the compile's clock) for `a`, and with `x` on
-        its measured time beside the estimate; None with `p` off."""
+        """The compiled peak (or the compile's clock) for `a`, with `x` on its
+        measured time beside the estimate, and on a program that sends
+        collectives the estimate in its parts; None with `p` off."""
         if not s.wanted.compiled:
             return None
         key = s.key_of(a)
@@ -95,8 +100,9 @@ class Painter:
             return headline
         from remat_tui.core.xla.compiled_analysis import estimated
 
-        timed = self.compiles.measured_words(key, estimated(a, known))
-        return headline if timed is None else f"{headline} · {timed}"
+        estimate = estimated(a, known)
+        timed = self.compiles.measured_words(key, estimate)
+        return " · ".join(w for w in (headline, timed, estimate_parts(estimate)) if w)
 
     def cautions(self, s: Scene, a: Analysis) -> None:
         """What to know about `a`, above the panes: the command line's warnings,

@@ -1,5 +1,5 @@
 """Provides Startup: what the command line asked for (target, policy, --site,
-device), the worker that imports JAX and the target file off the UI thread,
+device, --mesh), the worker that imports JAX and the target file off the UI thread,
 and the decisions of starting a target: which one (asked for when the file
 has several), under which Config, and what could not be had, said with the
 first analysis instead of failing.
@@ -22,6 +22,7 @@ from remat_tui.app.messages import LoadFailed, Progress, TargetsLoaded
 from remat_tui.app.screens.failure import failure_words
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import AS_WRITTEN, Config, parse_site_option
+from remat_tui.core.setup.meshes import Axes, mesh_words, parse_mesh
 from remat_tui.errors import RematError
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class Startup:
         policy: str,
         device: str | None,
         sites: Iterable[str],
+        mesh: str | Axes | None = None,
     ) -> None:
         self.app = app  # Textual's: run_worker, post_message, log
         self.path = path
@@ -48,6 +50,8 @@ class Startup:
         self.policy = policy
         self.device = device
         self.sites = dict(parse_site_option(t) for t in sites)
+        # --mesh's axes: every target that takes a `mesh` is built over it
+        self.mesh = parse_mesh(mesh) if isinstance(mesh, str) else mesh
 
     def load(self) -> None:
         """Import JAX and the target file in a thread; TargetsLoaded or LoadFailed follows."""
@@ -69,6 +73,9 @@ class Startup:
                 app.post_message(LoadFailed(error, watched))
                 return
             assert targets is not None  # import_targets gives targets or an error
+            if (refused := self.mesh_refused(targets)) is not None:
+                app.post_message(LoadFailed(refused, watched))
+                return
             devices = available_devices()  # local devices, then TPU topologies
             try:
                 device = device_label_of(self.device) or devices[0]
@@ -81,6 +88,35 @@ class Startup:
         except Exception as exc:  # our bug: say so, keep the app alive
             app.log.error(traceback.format_exc())
             app.post_message(LoadFailed(f"while loading: {failure_words(exc)}"))
+
+    def mesh_refused(self, targets: dict[str, Target]) -> str | None:
+        """Why --mesh cannot be had, as the headless commands say it: the
+        target named (else every target of the file) takes no `mesh`."""
+        from remat_tui.core.setup.loading import takes_mesh, with_mesh
+
+        named = [targets[self.name]] if self.name in targets else list(targets.values())
+        if self.mesh is None or not named or any(takes_mesh(t) for t in named):
+            return None
+        try:
+            with_mesh(named[0], self.mesh)
+        except RematError as exc:
+            return exc.message
+        return None  # pragma: no cover  (with_mesh refuses a target that takes no mesh)
+
+    def meshed(self, target: Target) -> tuple[Target, list[str]]:
+        """`target` asking for --mesh where it takes one (its example arguments
+        are then built over that mesh for every analysis, compile, measure and
+        search); one of several that takes none is analysed without it, said."""
+        from remat_tui.core.setup.loading import takes_mesh, with_mesh
+
+        if self.mesh is None:
+            return target, []
+        if not takes_mesh(target):
+            return target, [
+                f"--mesh {mesh_words(self.mesh)}: {target.name} takes no `mesh`; "
+                "analysed without it."
+            ]
+        return with_mesh(target, self.mesh), []
 
     def warnings(self, device_error: str | None) -> list[str]:
         """What to say with the first analysis: the device that could not be

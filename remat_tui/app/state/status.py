@@ -16,7 +16,7 @@ import functools
 import time
 
 from remat_tui.core.model import Analysis
-from remat_tui.core.units import count, human_bytes
+from remat_tui.core.units import count, human_bytes, human_seconds
 from remat_tui.report.phrases import (
     GLOBAL,
     GLOBAL_SIZES,
@@ -110,6 +110,37 @@ def summary(
     if show_timings:
         parts.append(f"traced in {a.trace_seconds:.2f} s")
     return " · ".join(parts)
+
+
+def estimate_parts(t: dict | None) -> str | None:
+    """`est. ~12.3 ms (compute 9.1 ms, memory 1.2 ms, collectives 2.0 ms for
+    1.2 MiB/device)`: the step-time estimate (core/xla/step_time.py's
+    StepTime, as a dict) in its parts, for a program whose devices send
+    collectives: on a mesh the network's share is what remat costs beyond
+    FLOPs (a recomputed layer gathers its weights again). None where no
+    collective is sent, so a one-device headline stays short."""
+    if not t or not t.get("collective_bytes"):
+        return None
+    parts = [
+        ("compute", t["compute_seconds"]),
+        ("transcendentals", t["transcendental_seconds"]),
+        ("memory", t["memory_seconds"]),
+        ("host", t["host_seconds"]),
+    ]
+    words = [f"{name} {_seconds(s)}" for name, s in parts if s]
+    timed = (t.get("interconnect") or {}).get("bytes_per_second")
+    sent = human_bytes(int(t["collective_bytes"]))
+    collectives = _seconds(t["collective_seconds"]) if timed else "not timed"
+    words.append(f"collectives {collectives} for {sent}/device")
+    if t.get("overhead_seconds"):
+        words.append(f"overhead {_seconds(t['overhead_seconds'])}")
+    return f"est. ~{_seconds(t['seconds'])} ({', '.join(words)})"
+
+
+def _seconds(s: float) -> str:
+    """human_seconds, with a part under a microsecond in nanoseconds (a small
+    program's collectives): `0 µs` would hide that there is one."""
+    return f"{s * 1e9:.3g} ns" if 0 < s < 1e-6 else human_seconds(s)
 
 
 def residual_scope(a: Analysis, compiled: str | None, devices: int | None) -> str:

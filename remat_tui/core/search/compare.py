@@ -241,13 +241,18 @@ def compile_row(
     if not result.fits or row.step_flops is None:
         return
     per_device = result.devices
-    # The whole program's FLOPs and host bytes (global array sizes), over its devices.
+    # The whole program's FLOPs over its devices; the host bytes one device moves.
     if chip is not None:
+        host = host_memory.one_devices_host_bytes(
+            row.host_bytes,
+            row.global_host_bytes or row.host_bytes,
+            row.auto_sharded_devices,
+            per_device,
+        )
         row.time = step_time.estimate(
             chip,
             row.step_flops / per_device,
-            host_memory.moved_bytes(result.device, row.global_host_bytes or row.host_bytes)
-            / per_device,
+            host_memory.moved_bytes(result.device, host),
             step_time.StepCounts.of(result),
         ).to_dict()
     note = flop_note(row.step_flops / per_device, row.recompute_flops / per_device, result)

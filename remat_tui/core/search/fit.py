@@ -345,10 +345,14 @@ class _Search:
         backward = a.flops["backward"]
         assert backward is not None  # the costs view traces the backward pass
         step_flops = a.flops["forward"] + backward
+        t = a.totals
+        host = host_memory.one_devices_host_bytes(
+            t.host_bytes, t.global_host_bytes, a.auto_sharded_devices, devices
+        )
         estimate = step_time.estimate(
             self.chip,
             step_flops / devices,
-            host_memory.moved_bytes(compiled.device, a.totals.global_host_bytes) / devices,
+            host_memory.moved_bytes(compiled.device, host),
             step_time.StepCounts.of(compiled),
         ).to_dict()
         self.times[key] = estimate

@@ -14,6 +14,7 @@ Two ways an offload is not worth it:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -48,26 +49,37 @@ def judge_offloads(
     if chip is None:
         return
     by_config = {r.config: r for r in rows}
+    devices = program_devices(baseline)
     for row in offloading:
         instead = row.config.recomputing_offloads(target.policies)
         other = by_config.get(instead)
         if other is None:
             other = by_config[instead] = analysed(instead)
-        saved = (other.recompute_flops - row.recompute_flops) / chip.peak_flops
-        # The recompute FLOPs are the whole program's, so the bytes weighed
-        # against them are too: the global array sizes where residuals are
-        # split (the words say so), which one device would move alone.
-        moved = row.host_bytes if row.global_host_bytes is None else row.global_host_bytes
+        # One device's time both ways (Contract 17): its share of the whole
+        # program's recompute FLOPs, against the bytes it moves over its own
+        # host link (all of a replicated residual, its share of a split one).
+        saved = (other.recompute_flops - row.recompute_flops) / devices / chip.peak_flops
+        moved = host_memory.one_devices_host_bytes(
+            row.host_bytes, row.global_host_bytes or row.host_bytes,
+            row.auto_sharded_devices, devices,
+        )  # fmt: skip
         moving = step_time.host_seconds(chip, moved)
         if moving > saved:
             row.offload_slower = True
-            row.notes.append(_slower_offload_note(chip, moved, moving, saved, row.sharded))
+            row.notes.append(_slower_offload_note(chip, int(moved), moving, saved, devices))
+
+
+def program_devices(a: Analysis) -> int:
+    """How many devices the program runs over: its arguments' mesh's, or
+    those arguments sharded automatically are placed over (1: one device)."""
+    mesh = a.device.get("mesh")
+    return math.prod(mesh.values()) if mesh else a.auto_sharded_devices
 
 
 def _slower_offload_note(
-    chip: Chip, host_bytes: int, moving: float, saved: float, sharded: bool = False
+    chip: Chip, host_bytes: int, moving: float, saved: float, devices: int = 1
 ) -> str:
-    size = human_bytes(host_bytes) + (" (global array sizes)" if sharded else "")
+    size = human_bytes(host_bytes) + ("/device" if devices > 1 else "")
     trip = f"moving {size} to host and back takes about {human_seconds(moving)} a step"
     if saved <= 0:
         return (

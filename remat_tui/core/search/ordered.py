@@ -22,6 +22,7 @@ from remat_tui.core.search.compare import Row, compile_row
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import compile_pool, compile_service, step_time
+from remat_tui.core.xla.host_memory import one_devices_host_bytes
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:
@@ -202,9 +203,12 @@ def least_cost(baseline: Row) -> LeastCost:
         if chip is None or row.step_flops is None:
             return (row.recompute_flops, row.host_bytes)
         # what crosses to host, counted as the estimate counts it (compare.py
-        # compile_row): the whole program's bytes over its devices
-        moved = 0 if row.offload_without_host else (row.global_host_bytes or row.host_bytes)
-        bound = step_time.lower_bound(chip, row.step_flops / devices, moved / devices)
+        # compile_row): the bytes one device moves
+        moved = 0.0
+        if not row.offload_without_host:
+            whole = row.global_host_bytes or row.host_bytes
+            moved = one_devices_host_bytes(row.host_bytes, whole, row.auto_sharded_devices, devices)
+        bound = step_time.lower_bound(chip, row.step_flops / devices, moved)
         return (bound, row.host_bytes)
 
     return least

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 
-def nested_nn_scan(block, groups, length, static_argnums=(), **scan_kwargs):
+def nested_nn_scan(block, groups, length, static_argnums=(), prevent_cse=True, **scan_kwargs):
     """nn.scan(block, length=length, **scan_kwargs) run as `groups` groups of
     length // groups layers, each group under nn.remat: about groups +
     length // groups carries kept instead of length, for one more forward
@@ -22,7 +22,8 @@ def nested_nn_scan(block, groups, length, static_argnums=(), **scan_kwargs):
     it returns; the block's parameters move to [name]['layers'] with a
     leading [groups, length // groups] axis in place of [length]. Scanned
     inputs (in_axes 0, the default) are split in groups here;
-    static_argnums: the block's nn.remat's, for the group's nn.remat."""
+    static_argnums, prevent_cse: the block's nn.remat's, for the group's
+    nn.remat."""
     layers = nn.scan(block, length=length // groups, **scan_kwargs)
 
     class Group(nn.Module):
@@ -32,7 +33,7 @@ def nested_nn_scan(block, groups, length, static_argnums=(), **scan_kwargs):
         def __call__(self, carry, *xs):
             return layers(name="layers", **self.block_kwargs)(carry, *xs)
 
-    scanned = nn.remat(Group, static_argnums=static_argnums)
+    scanned = nn.remat(Group, static_argnums=static_argnums, prevent_cse=prevent_cse)
     outer = nn.scan(scanned, length=groups, **scan_kwargs)
     in_axes = scan_kwargs.get("in_axes", 0)
 

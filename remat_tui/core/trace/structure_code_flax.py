@@ -71,7 +71,7 @@ def linen_code(scan: FoundScan, structure: Structure, call: ScanCall | None) -> 
         static = (call.remat or ("", "", {}))[2].get("static_argnums")
         extra = {"static_argnums": static} if static else {}
         args = [call.block if call.remat is None else _remat(call, None), f"groups={k}"]
-        made = _call("nested_nn_scan", args, {"length": length, **extra, **kwargs})
+        made = _call("nested_nn_scan", args, {"length": length, **extra, **kwargs, **_cse(scan)})
         moved = [
             f"# Its parameters go from [{n}, ...] to [{k}, {n // k}, ...], one level down (under",
             f"# 'layers'). A stored tree, with scanned = params[...]{scanned}, converts by",
@@ -89,6 +89,12 @@ def linen_code(scan: FoundScan, structure: Structure, call: ScanCall | None) -> 
     assigned = f"{call.assigned} = " if call.assigned else ""
     lines = [head, f"# At {file}:{call.line}, in place of its nn.scan(...):", assigned + made]
     return "\n".join([*lines, *moved]), linen_helper_source(structure)
+
+
+def _cse(scan: FoundScan) -> dict[str, str]:
+    """The groups' nn.remat keeps the prevent_cse of the user's checkpoint,
+    as the nested_scan remat-tui traces for it does; nothing for JAX's default."""
+    return {} if scan.prevent_cse else {"prevent_cse": "False"}
 
 
 def _call(function: str, args: list[str], kwargs: dict[str, str]) -> str:
@@ -134,6 +140,6 @@ def _unread(scan: FoundScan, structure: Structure, where: str) -> list[str]:
         made,
         "# BLOCK: the module class it scans (e.g. nn.remat(Block, policy=...)); SCAN_KWARGS:",
         "# your nn.scan's arguments but length (variable_axes, split_rngs, in_axes...);",
-        "# for nested, static_argnums=: your nn.remat's, if it has one.",
+        "# for nested, static_argnums= and prevent_cse=: your nn.remat's, if it has them.",
         move,
     ]

@@ -90,12 +90,14 @@ class CompileProcess:
         token: object,
         cancelled: Callable[[], bool],
         runs: int | None = None,
+        mesh: tuple[tuple[str, int], ...] | None = None,
     ) -> tuple[Compiled, Measured | None]:
         """Compile target `name` of `file` under `config` (its device included)
-        and, with `runs`, run it that many times there (core/xla/measure.py).
+        and, with `runs`, run it that many times there (core/xla/measure.py);
+        `mesh`: the mesh the target asks for (`Target.mesh`, the app's --mesh).
         `token` changes when the file is reloaded. Raises RematError with the
         child's message, or Cancelled (the child killed) once `cancelled()`."""
-        return self.ask((file, name, config, token, runs), cancelled)
+        return self.ask((file, name, config, token, runs, mesh), cancelled)
 
     def ask(self, message: object, cancelled: Callable[[], bool]) -> Any:
         """Send `message` (the app's request tuple, or a CompileRequest of a
@@ -240,7 +242,7 @@ def serve() -> None:
                 except Exception as exc:  # our bug: the parent compiles it itself
                     _write(replies, ("internal", f"internal error while compiling: {exc!r}"))
                 continue
-            file, name, config, token, runs = request
+            file, name, config, token, runs, mesh = request
             if loaded is None or loaded[0] != (file, token):
                 loaded = None
                 targets, error, _ = import_targets(file)
@@ -251,11 +253,12 @@ def serve() -> None:
             targets = loaded[1]
             if name not in targets:
                 raise RematError(f"{file}: no target named '{name}' any more")
+            target = targets[name] if mesh is None else replace(targets[name], mesh=mesh)
             reply: tuple
             if runs is None:
-                reply = (compile_costs(targets[name], config, memory=True), None)
+                reply = (compile_costs(target, config, memory=True), None)
             else:
-                reply = measure(targets[name], config, runs)
+                reply = measure(target, config, runs)
             _write(replies, ("ok", reply))
         except RematError as exc:
             _write(replies, ("error", exc.message))

@@ -113,7 +113,13 @@ def estimated(a: Analysis, c: Compiled | None) -> dict | None:
     if chip is None or backward is None:
         return None
     flops = (a.flops["forward"] + backward) / c.devices
-    host = host_memory.moved_bytes(c.device, a.totals.global_host_bytes) / c.devices
+    t = a.totals
+    host = host_memory.moved_bytes(
+        c.device,
+        host_memory.one_devices_host_bytes(
+            t.host_bytes, t.global_host_bytes, a.auto_sharded_devices, c.devices
+        ),
+    )
     return step_time.estimate(chip, flops, host, step_time.StepCounts.of(c)).to_dict()
 
 
@@ -134,7 +140,7 @@ def linked(
     if memory is None:
         return a.compiled
     device, host = a.compiled.device, a.totals.host_bytes
-    moved = host_memory.moved_bytes(device, host)
+    moved = int(host_memory.moved_bytes(device, host))
     # Offloaded bytes with no host memory to go to stay in device memory.
     stays = _sentence(host_memory.stays_on_device(host, device)) if host and not moved else None
     kept = kept_by_xla(memory, a.totals.bytes_excluding_arguments - moved)

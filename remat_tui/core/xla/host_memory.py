@@ -76,11 +76,23 @@ def _probe(device: str | None) -> bool:
     return offloading.temp_bytes != saving.temp_bytes
 
 
-def moved_bytes(device: str | None, host_bytes: int) -> int:
+def moved_bytes(device: str | None, host_bytes: float) -> float:
     """The offloaded bytes that really cross to host memory and back (what the
     step-time estimate charges the host link for): none where the compile
     has no host memory for them."""
     return host_bytes if host_bytes and offloads_to_host(device) else 0
+
+
+def one_devices_host_bytes(
+    host_bytes: int, global_host_bytes: int, auto_sharded_devices: int, devices: int
+) -> float:
+    """The offloaded bytes one device of a program over `devices` holds, and
+    so moves over its own host link (Contract 17): `host_bytes`, each
+    residual counted by what its aval's sharding puts on one device (a
+    replicated one: all of it, on every device). Where the arguments are
+    sharded automatically the avals say nothing of shares, and the global
+    bytes are taken as spread evenly over the devices."""
+    return global_host_bytes / devices if auto_sharded_devices > 1 else host_bytes
 
 
 def stays_on_device(host_bytes: int, device: str | None = None) -> str:

@@ -7,8 +7,10 @@ in five parts:
                              chip's rate for them (core/xla/chips.py)
     memory_seconds         = bytes accessed / the chip's memory bandwidth
     host_seconds           = offloaded bytes, written in the forward part and
-                             read back in the backward part (2 x host residual
-                             bytes), / the host link's bandwidth
+                             read back in the backward part (2 x one device's
+                             host residual bytes: core/xla/host_memory.py
+                             one_devices_host_bytes), / the host link's
+                             bandwidth
     collective_seconds     = bytes one device sends in the step's collectives
                              (all-gather, reduce-scatter, all-reduce,
                              all-to-all, collective-permute: ring factors in

@@ -8,6 +8,8 @@ layer i's checkpoint (NO_CHECKPOINT: the layer called directly). The
 registered target `loss` uses `WRITTEN`, `save_only_these_names('hidden')`
 at both layers. The arguments are
 sharded over the chosen device set's devices (`devices`); the mesh needs 4.
+With `--mesh data=D,model=M` (the factory's `mesh`) they are sharded over
+that mesh instead.
 """
 
 import jax
@@ -44,16 +46,17 @@ def make_loss(policy_of=WRITTEN):
     return loss
 
 
-def example_args(devices=None, batch=BATCH):
+def example_args(devices=None, batch=BATCH, mesh=None):
     devices = devices if devices is not None else jax.devices()
-    if len(devices) < 4:
+    if mesh is None and len(devices) < 4:
         raise ValueError(
             f"mesh_model needs 4 devices, has {len(devices)}: "
             "XLA_FLAGS=--xla_force_host_platform_device_count=4"
         )
-    mesh = jax.make_mesh(
-        (2, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2, devices=devices[:4]
-    )
+    if mesh is None:
+        mesh = jax.make_mesh(
+            (2, 2), ("data", "model"), axis_types=(AxisType.Explicit,) * 2, devices=devices[:4]
+        )
 
     def f32(shape, spec):
         return jax.ShapeDtypeStruct(shape, jnp.float32, sharding=NamedSharding(mesh, spec))
