@@ -1,0 +1,216 @@
+"""Structures of a scan inside a `shard_map` body (issue 42, Wanted 1;
+Contracts 15 and 17), on tests/models/shard_map_scan.py: an FSDP kernel
+whose body, on each device's local arrays, scans 4 layers under
+`jax.checkpoint`, over a 4-device mesh. The scan is rebuilt within the body;
+nested(G) and split rows are the same structure written here by hand inside
+the body, compiled by JAX with `jax.value_and_grad` (one device's peak, to
+the byte), with JAX's own residuals; the printed code, pasted where the body
+calls the scan, compiles to the reported peak; suggest completes on it; and
+the residuals made in the body carry the lines of the body's equations, as
+JAX records them."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import jax
+import pytest
+from conftest import ROOT
+from test_structures import WHERE, jax_residuals, value_and_grad_memory
+
+from remat_tui.core.setup.config import Config
+from remat_tui.core.trace.analysis import analyze
+from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.registry import Target
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
+import shard_map_scan as model  # noqa: E402
+
+CP = jax.checkpoint_policies
+CALL = re.compile(r"^#\s+carry, ys = (.+)$", re.M)
+STEP = re.compile(r"^# with (step_\w+) = (.+?)(  \(as written\))?$", re.M)
+LITERAL = "f32[] from a literal"
+
+
+def the_target() -> Target:
+    return Target(fn=model.make_loss(), name="loss", args=model.example_args)
+
+
+def by_hand_nested(groups):
+    """The body with its scan nested by hand: the local stacked weights
+    reshaped (plain: inside the body they are one device's), a scan over
+    `groups` checkpointed groups of scans over their layers."""
+    step = jax.checkpoint(model.layer, policy=model.WRITTEN)
+    per_group = model.LAYERS // groups
+
+    def body(params, x):
+        grouped = jax.tree.map(lambda w: w.reshape(groups, per_group, *w.shape[1:]), params)
+
+        def group(x, group_params):
+            return jax.lax.scan(step, x, group_params)
+
+        x, means = jax.lax.scan(jax.checkpoint(group), x, grouped)
+        return model.loss_of(x, means.reshape(model.LAYERS))
+
+    return model.make_loss(body=body)
+
+
+def by_hand_split(first, policy_first, policy_rest):
+    """The body's scan as two scans by hand: the first `first` layers under
+    `policy_first`, the rest under `policy_rest`."""
+
+    def body(params, x):
+        head = jax.tree.map(lambda w: w[:first], params)
+        tail = jax.tree.map(lambda w: w[first:], params)
+        x, means_head = jax.lax.scan(jax.checkpoint(model.layer, policy=policy_first), x, head)
+        x, means_tail = jax.lax.scan(jax.checkpoint(model.layer, policy=policy_rest), x, tail)
+        return model.loss_of(x, jax.numpy.concatenate([means_head, means_tail]))
+
+    return model.make_loss(body=body)
+
+
+BY_HAND = {
+    "nested(2)": lambda: by_hand_nested(2),
+    "split(2, everything_saveable, as_written)": lambda: by_hand_split(
+        2, CP.everything_saveable, model.WRITTEN
+    ),
+    "split(1, as_written, nothing_saveable)": lambda: by_hand_split(
+        1, model.WRITTEN, CP.nothing_saveable
+    ),
+}
+
+
+def pasted(python: str):
+    """The loss with the body's scan replaced as `python` (the tool's
+    snippet) says: the helper executed, the steps it names built, the call
+    it prints made where the body calls jax.lax.scan(step, init, xs)."""
+    helper: dict = {}
+    exec(python, helper)  # noqa: S102 (the code the tool prints, run as a user would)
+    steps = {
+        name: eval(expr, {"jax": jax, "layer": model.layer})  # noqa: S307
+        for name, expr, _ in STEP.findall(python)
+    }
+    (call,) = CALL.findall(python)
+    step = jax.checkpoint(model.layer, policy=model.WRITTEN)
+
+    def body(params, x):
+        scope = {**helper, **steps, "step": step, "init": x, "xs": params}
+        x, means = eval(call, scope)  # noqa: S307
+        return model.loss_of(x, means)
+
+    return model.make_loss(body=body)
+
+
+def without_literal(lines: list[str]) -> list[str]:
+    """The residual lines but JAX's "from a literal": the loss's division by
+    the batch size, outside the body. A program remat-tui rewrites (any site
+    policy or structure) re-binds that literal, and JAX then keeps it as a
+    constant of the backward pass, not a residual (the same with no
+    shard_map, and with a site override alone): 4 bytes, not a layer's."""
+    return [line for line in lines if line != LITERAL]
+
+
+@pytest.mark.parametrize("structure", list(BY_HAND))
+def test_a_structure_is_the_same_structure_written_by_hand_in_the_body(structure):
+    target, config = the_target(), Config.make(structure=structure)
+    args = target.args()
+    by_hand = BY_HAND[structure]()
+    tool = analyze(target, config=config)
+    assert [WHERE.sub("", r.text) for r in tool.residuals] == without_literal(
+        jax_residuals(by_hand, args)
+    )
+    compiled = compile_costs(target, config)
+    assert compiled.devices == 4
+    memory = value_and_grad_memory(by_hand, args)
+    assert (compiled.peak_bytes, compiled.temp_bytes) == (
+        memory["peak_bytes"],
+        memory["temp_bytes"],
+    )
+    # The printed code says where it goes, and pasted there compiles to it.
+    assert "inside a jax.shard_map body" in tool.python
+    fn = pasted(tool.python)
+    assert value_and_grad_memory(fn, args)["peak_bytes"] == compiled.peak_bytes
+    assert jax_residuals(fn, args) == jax_residuals(by_hand, args)
+
+
+def test_the_scan_in_the_body_is_offered_structures():
+    from remat_tui.core.search.structures import structure_candidates, structure_notes
+
+    target, base = the_target(), Config.make()
+    assert structure_notes(target, base) == []
+    offered = {c.structure.canonical for c in structure_candidates(target, base)}
+    assert {"nested(2)", "split(2, everything_saveable, as_written)"} <= offered, offered
+
+
+def test_residuals_made_in_the_body_carry_the_lines_of_its_equations():
+    """JAX words a residual made in the body `output of shard_map from` the
+    shard_map's call; its origin is the body's equation that made it, at the
+    line JAX records for that equation (the named ones at their
+    checkpoint_name), never the call's; so is the first frame of its story."""
+    target = Target(
+        fn=model.make_loss(CP.save_only_these_names("gathered", "hidden")),
+        name="loss",
+        args=model.example_args,
+    )
+    args = target.args()
+    lines = {}  # (primitive, name) -> the lines JAX records for the body's equations
+    for eqn in _body_eqns(jax.make_jaxpr(target.fn)(*args).jaxpr):
+        frame = jax._src.source_info_util.user_frame(eqn.source_info.traceback)
+        if frame is not None and frame.file_name == model.__file__:
+            key = (eqn.primitive.name, eqn.params.get("name"))
+            lines.setdefault(key, set()).add(frame.start_line)
+    tool = analyze(target, config=Config.make())
+    mapped = [r for r in tool.residuals if "output of shard_map" in r.text]
+    assert len(mapped) == 4, [r.text for r in mapped]
+    call_line = min(r.source.line for r in mapped)  # the shard_map's call, JAX's words
+    made = {}
+    for r in mapped:
+        origin = r.origin
+        assert origin.source is not None and origin.source.file == model.__file__, r.text
+        assert origin.source.line != call_line, r.text
+        # a named one at its checkpoint_name; the others at one of the body's
+        # lines (their primitive may be autodiff's: `x**2` saves a mul)
+        body_lines = set().union(*lines.values())
+        where = lines[("name", origin.name)] if origin.name else body_lines
+        assert origin.source.line in where, (r.text, origin, lines)
+        made[origin.name or origin.primitive] = origin.source.line
+        frame = r.story.made.frames[0]
+        assert (frame.file, frame.line) == (origin.source.file, origin.source.line)
+    assert made["gathered"] in lines[("name", "gathered")]
+    assert made["hidden"] in lines[("name", "hidden")]
+
+
+def _body_eqns(jaxpr):
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for value in eqn.params.values():
+            inner = getattr(value, "jaxpr", value)
+            if hasattr(inner, "eqns"):
+                yield from _body_eqns(inner)
+
+
+def test_suggest_on_a_budget_completes_over_the_structures():
+    """suggest --compiled weighs the body's structures beside the policies
+    (no note says a scan gets none) and answers within the budget, its
+    figure the answer's compiled by hand."""
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    done = subprocess.run(
+        [sys.executable, "-m", "remat_tui", "suggest", model.__file__, "--compiled",
+         "--budget", "10KiB", "--format", "json"],
+        capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["fits"] and report["structure_notes"] == []
+    best = report["best"]
+    assert best["compiled"]["peak_bytes"] <= 10 * 1024
+    assert (best["policy"], best["sites"], best.get("structure")) == (
+        "as_written",
+        {"layer": "nothing_saveable"},
+        None,
+    )
+    by_hand = model.make_loss(CP.nothing_saveable)
+    peak = value_and_grad_memory(by_hand, model.example_args())["peak_bytes"]
+    assert best["compiled"]["peak_bytes"] == peak
