@@ -39,7 +39,7 @@ def the_target() -> Target:
     return Target(fn=model.make_loss(), name="loss", args=model.example_args)
 
 
-def by_hand_nested(groups):
+def by_hand_nested(groups, devices=None):
     """The body with its scan nested by hand: the local stacked weights
     reshaped (plain: inside the body they are one device's), a scan over
     `groups` checkpointed groups of scans over their layers."""
@@ -55,10 +55,10 @@ def by_hand_nested(groups):
         x, means = jax.lax.scan(jax.checkpoint(group), x, grouped)
         return model.loss_of(x, means.reshape(model.LAYERS))
 
-    return model.make_loss(body=body)
+    return model.make_loss(body=body, devices=devices)
 
 
-def by_hand_split(first, policy_first, policy_rest):
+def by_hand_split(first, policy_first, policy_rest, devices=None):
     """The body's scan as two scans by hand: the first `first` layers under
     `policy_first`, the rest under `policy_rest`."""
 
@@ -69,7 +69,7 @@ def by_hand_split(first, policy_first, policy_rest):
         x, means_tail = jax.lax.scan(jax.checkpoint(model.layer, policy=policy_rest), x, tail)
         return model.loss_of(x, jax.numpy.concatenate([means_head, means_tail]))
 
-    return model.make_loss(body=body)
+    return model.make_loss(body=body, devices=devices)
 
 
 BY_HAND = {
@@ -202,18 +202,20 @@ def _body_eqns(jaxpr):
 def test_suggest_on_a_budget_completes_over_the_structures():
     """suggest --compiled weighs the body's structures beside the policies
     (no note says a scan gets none) and answers within the budget, its
-    figure the answer's compiled by hand."""
+    figure the answer compiled by hand. The budget, 9000 B, is one only the
+    layer's checkpoint under nothing_saveable fits (8604 B on JAX 0.10 and
+    0.12; the next, a split, 9628 B), so the answer does not hang on the
+    estimated times, which are calibrated on this machine."""
     env = {**os.environ, "PYTHONPATH": ROOT}
     done = subprocess.run(
         [sys.executable, "-m", "remat_tui", "suggest", model.__file__, "--compiled",
-         "--budget", "10KiB", "--format", "json"],
+         "--budget", "9000", "--format", "json"],
         capture_output=True, text=True, env=env, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["fits"] and report["structure_notes"] == []
     best = report["best"]
-    assert best["compiled"]["peak_bytes"] <= 10 * 1024
     assert (best["policy"], best["sites"], best.get("structure")) == (
         "as_written",
         {"layer": "nothing_saveable"},
@@ -221,7 +223,7 @@ def test_suggest_on_a_budget_completes_over_the_structures():
     )
     by_hand = model.make_loss(CP.nothing_saveable)
     peak = value_and_grad_memory(by_hand, model.example_args())["peak_bytes"]
-    assert best["compiled"]["peak_bytes"] == peak
+    assert best["compiled"]["peak_bytes"] == peak <= 9000
 
 
 @pytest.mark.parametrize("structure", ["nested(2)", "split(1, as_written, nothing_saveable)"])
@@ -236,3 +238,38 @@ def test_the_rebuilt_body_gives_the_gradients_of_the_code_as_written(structure):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["gradients"]["verdict"] == "equal"
+
+
+def test_on_a_deviceless_tpu_a_structure_compiles_to_the_hand_written_one():
+    """Compiled for a deviceless `tpu:v5e:2x2` (4 chips, the mesh over them),
+    the rebuilt body's step has XLA's own figures of the same structure
+    written by hand in the body: temporaries, arguments and outputs, per chip."""
+    from remat_tui.core.setup import devices as devices_lib
+    from remat_tui.errors import RematError
+
+    try:
+        tpu = devices_lib.resolve_device("tpu:v5e:2x2")
+    except RematError as exc:
+        pytest.skip(f"no deviceless TPU here ({exc.message})")
+    chips = devices_lib.device_set(tpu)
+    target = Target(
+        fn=model.make_loss(devices=chips),
+        name="loss",
+        args=lambda devices=None: model.example_args(devices),
+    )
+    args = model.example_args(chips)
+    for structure, by_hand in [
+        ("nested(2)", by_hand_nested(2, chips)),
+        ("split(1, as_written, nothing_saveable)",
+         by_hand_split(1, model.WRITTEN, CP.nothing_saveable, chips)),
+    ]:  # fmt: skip
+        compiled = compile_costs(target, Config.make(structure=structure), device=tpu)
+        assert compiled.devices == 4
+        m = jax.jit(jax.value_and_grad(by_hand)).lower(*args).compile().memory_analysis()
+        assert (
+            compiled.temp_bytes, compiled.argument_bytes, compiled.output_bytes,
+            compiled.alias_bytes,
+        ) == (
+            m.temp_size_in_bytes, m.argument_size_in_bytes, m.output_size_in_bytes,
+            m.alias_size_in_bytes,
+        ), structure  # fmt: skip
