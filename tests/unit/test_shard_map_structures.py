@@ -273,3 +273,36 @@ def test_on_a_deviceless_tpu_a_structure_compiles_to_the_hand_written_one():
             m.temp_size_in_bytes, m.argument_size_in_bytes, m.output_size_in_bytes,
             m.alias_size_in_bytes,
         ), structure  # fmt: skip
+
+
+def test_a_checkpoint_without_cse_prevention_is_rebuilt_with_it_in_the_body():
+    """The body's layer under `jax.checkpoint(..., prevent_cse=False)` (as a
+    checkpoint inside a scan usually is): nested(2)'s groups and its printed
+    call keep the keyword, and the row is the hand-written one with it."""
+    step = jax.checkpoint(model.layer, policy=model.WRITTEN, prevent_cse=False)
+
+    def body(params, x):
+        x, means = jax.lax.scan(step, x, params)
+        return model.loss_of(x, means)
+
+    def by_hand(params, x):
+        grouped = jax.tree.map(lambda w: w.reshape(2, 2, *w.shape[1:]), params)
+
+        def group(x, group_params):
+            return jax.lax.scan(step, x, group_params)
+
+        x, means = jax.lax.scan(jax.checkpoint(group, prevent_cse=False), x, grouped)
+        return model.loss_of(x, means.reshape(model.LAYERS))
+
+    target = Target(fn=model.make_loss(body=body), name="loss", args=model.example_args)
+    config, args = Config.make(structure="nested(2)"), target.args()
+    hand = model.make_loss(body=by_hand)
+    tool = analyze(target, config=config)
+    assert "#     carry, ys = nested_scan(step, init, xs, groups=2, prevent_cse=False)" in (
+        tool.python.splitlines()
+    )
+    assert [WHERE.sub("", r.text) for r in tool.residuals] == without_literal(
+        jax_residuals(hand, args)
+    )
+    peak = compile_costs(target, config).peak_bytes
+    assert peak == value_and_grad_memory(hand, args)["peak_bytes"]
