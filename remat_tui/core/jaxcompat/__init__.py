@@ -12,6 +12,7 @@ Each JAX difference is one named adapter, in the module it concerns:
 - residual_words: one reduce_precision looked through (0.10) or a chain (0.11+);
 - bodies: the one table of how each higher-order primitive holds its bodies;
 - scans: a scan's loop params, read for the structures that rebuild it;
+- shard_maps: the context a shard_map traces its body in, entered again;
 - hlo_text: a tuple's element as XLA's dump writes it, a get-tuple-element
   (0.10) or `%name#k` (0.12);
 - hlo_values: the primitives JAX lowers by composing others, named in XLA's
@@ -19,7 +20,7 @@ Each JAX difference is one named adapter, in the module it concerns:
 """
 
 from remat_tui.core.jaxcompat import policies as policy_objects
-from remat_tui.core.jaxcompat import primitives, residual_words, scans
+from remat_tui.core.jaxcompat import primitives, residual_words, scans, shard_maps
 from remat_tui.core.jaxcompat.bodies import (
     HI_BODY,
     Body,
@@ -82,6 +83,7 @@ __all__ = [
     "primitives",
     "remat3_enabled", "remat_body", "remat_function", "remat_policy", "remat_prevent_cse",
     "replace_body",
-    "residual_words", "scan_layout", "scans", "short", "summarize", "tpu_chips_here",
+    "residual_words", "scan_layout", "scans", "shard_maps", "short", "summarize",
+    "tpu_chips_here",
     "untested_message", "user_source", "users_frames", "version_tuple", "with_policy",
 ]  # fmt: skip

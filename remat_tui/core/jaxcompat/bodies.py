@@ -34,6 +34,8 @@ class Body:
     counted: bool = True  # its work is the equation's (custom_linear_solve: its solve only)
     known: bool = True  # the primitive is in the table (else its bodies are read generically)
     iterations: int | None = None  # a scan's length: each value it stacks is one per iteration
+    # its `runs` are one on each device of a mesh, side by side (a shard_map body)
+    per_device: bool = False
 
 
 def bodies(eqn: JaxprEqn) -> tuple[Body, ...]:
@@ -94,7 +96,7 @@ def _shard_map(eqn: JaxprEqn) -> tuple[Body, ...]:
     axes = p.get("newly_manual_axes", p.get("manual_axes", shape.keys()))
     devices = math.prod(shape.get(a, 1) for a in axes)
     body = open_jaxpr(p["jaxpr"])
-    return (Body(body, ("jaxpr", None), tuple(eqn.invars), True, runs=devices),)
+    return (Body(body, ("jaxpr", None), tuple(eqn.invars), True, runs=devices, per_device=True),)
 
 
 @expects("a custom_linear_solve equation with jaxprs (matvec, vecmat, solve, transpose_solve)")

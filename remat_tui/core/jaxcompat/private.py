@@ -21,6 +21,20 @@ def dispatch() -> ModuleType:
     return module
 
 
+def shard_map() -> ModuleType:
+    """JAX's shard_map module (the context it traces a body in), imported on first use."""
+    from jax._src import shard_map as module
+
+    return module
+
+
+def config() -> ModuleType:
+    """JAX's config module (its `_check_vma` state), imported on first use."""
+    from jax._src import config as module
+
+    return module
+
+
 def hardware_utils() -> ModuleType:
     """JAX's TPU chip probe, imported on first use (only when libtpu is installed)."""
     from jax._src import hardware_utils as module
@@ -32,8 +46,10 @@ __all__ = [
     "CALLBACK_LOGGER",
     "ad_checkpoint",
     "api_util",
+    "config",
     "core",
     "dispatch",
     "hardware_utils",
+    "shard_map",
     "source_info_util",
 ]

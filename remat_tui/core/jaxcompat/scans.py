@@ -24,7 +24,7 @@ from remat_tui.core.jaxcompat.objects import (
     open_jaxpr,
 )
 from remat_tui.core.jaxcompat.policies import Policy
-from remat_tui.core.jaxcompat.private import source_info_util
+from remat_tui.core.jaxcompat.private import core, source_info_util
 from remat_tui.core.jaxcompat.remat import is_remat, remat_prevent_cse, with_policy
 from remat_tui.core.jaxcompat.sources import calling_file, outermost_own_function
 from remat_tui.core.jaxcompat.version import expects
@@ -68,8 +68,15 @@ def scan_loop(eqn: JaxprEqn) -> ScanLoop | None:
         num_consts=layout[0],
         num_carry=layout[1],
         body=p["jaxpr"],
-        effects=tuple(sorted(str(e) for e in eqn.effects)),
+        effects=tuple(sorted(str(e) for e in eqn.effects if not _named_axis(e))),
     )
+
+
+def _named_axis(effect: Any) -> bool:
+    """An effect that only says the body uses a mesh axis (a collective inside
+    a shard_map body): no side effect, a recomputed group gathers again, as
+    any recomputation does."""
+    return isinstance(effect, core.NamedAxisEffect)
 
 
 def body_with_policies(loop: ScanLoop, policy: Policy) -> Any:
@@ -160,7 +167,13 @@ def trace_abstract(fn: Callable, invars: list) -> tuple[Any, str | None]:
 
 def _abstract(aval: Any) -> jax.ShapeDtypeStruct:
     """The stand-in for a value of type `aval`, its sharding included (an
-    unsharded type's is the empty mesh's)."""
+    unsharded type's is the empty mesh's), and, inside a shard_map body, the
+    manual axes it varies over (`f32[8,16]{V:data}`)."""
     weak = getattr(aval, "weak_type", False)
     sharding = getattr(aval, "sharding", None)
-    return jax.ShapeDtypeStruct(aval.shape, aval.dtype, weak_type=weak, sharding=sharding)
+    manual = getattr(aval, "manual_axis_type", None)
+    if manual is not None and getattr(manual, "empty", True):
+        manual = None
+    return jax.ShapeDtypeStruct(
+        aval.shape, aval.dtype, weak_type=weak, sharding=sharding, manual_axis_type=manual
+    )

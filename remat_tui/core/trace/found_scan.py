@@ -28,6 +28,9 @@ class FoundScan:
     library: str | None  # "flax.linen" | "flax.nnx" when a Flax transform made the scan
     why_not: str | None  # why no structure is offered for it; None: offered
     prevent_cse: bool = True  # its checkpoint's prevent_cse: a rebuilt checkpoint keeps it
+    # The shard_map bodies holding it, outermost first (jaxcompat ManualBody):
+    # it runs once on each device, on local arrays, and is rebuilt within them.
+    within: tuple = ()
 
     def groups(self) -> list[int]:
         """The G worth trying for nested(G): divisors of N that leave at least

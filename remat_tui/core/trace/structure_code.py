@@ -110,7 +110,7 @@ def code_for(scan: FoundScan, structure: Structure) -> tuple[str, str]:
             f"#     carry, ys = split_scan(step_first, step_rest, init, xs, first={k})",
             *_split_steps(scan, structure),
         ]
-    return "\n".join([*head, *_library_note(scan)]), helper_source(structure)
+    return "\n".join([*head, *_within_note(scan), *_library_note(scan)]), helper_source(structure)
 
 
 def _step(scan: FoundScan) -> str:
@@ -159,6 +159,17 @@ def _keywords(scan: FoundScan) -> str:
     """The keywords of the scan's checkpoint a rebuilt checkpoint keeps
     (`, prevent_cse=False` where the user wrote it; nothing for JAX's default)."""
     return "" if scan.prevent_cse else ", prevent_cse=False"
+
+
+def _within_note(scan: FoundScan) -> list[str]:
+    """Where the scan runs inside a shard_map body: the call goes there, where
+    arrays are one device's (so the helper's plain reshape or slice applies)."""
+    if scan.within:
+        return [
+            "# The scan runs inside a jax.shard_map body: make the call there, on the body's",
+            "# local arrays (one device's), as the scan is called now.",
+        ]
+    return []
 
 
 def _library_note(scan: FoundScan) -> list[str]:

@@ -6,11 +6,14 @@ core/trace/sites.py's rewrite with the site overrides, in one pass).
 A scan is rebuilt by tracing, where the user's scan was written, the very
 code core/trace/structure_code.py prints for the user (`nested_scan`,
 `split_scan`), around the scan's own body run again: so the program
-analysed and compiled is the program the printed code makes.
+analysed and compiled is the program the printed code makes. A scan inside
+a `shard_map` body runs once on each device, on local arrays: it is rebuilt
+within the body, traced as JAX traces the body (jaxcompat/shard_maps.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -33,12 +36,15 @@ MIN_LENGTH = 4  # shorter loops have nothing to gain from a structure
 
 def find_scans(jaxpr: jc.Jaxpr, found_sites: list, prefer_dir: str | None) -> list[FoundScan]:
     """Every scan of at least MIN_LENGTH layers in the primal program, in
-    program order, reached through calls (jit, checkpoints); those inside
-    another loop or a branch are listed with why they are not offered."""
+    program order, reached through calls (jit, checkpoints, shard_map
+    bodies); those inside another loop or a branch are listed with why they
+    are not offered."""
     out: list[FoundScan] = []
     site_at = {(f.steps, f.index): f for f in found_sites}
 
-    def walk(j: jc.Jaxpr, steps: tuple, enclosed: str | None, outer_source: Source | None) -> None:
+    def walk(
+        j: jc.Jaxpr, steps: tuple, enclosed: str | None, outer_source: Source | None, within: tuple
+    ) -> None:
         for i, eqn in enumerate(j.eqns):
             held = jc.bodies(eqn)
             if not held:
@@ -46,14 +52,18 @@ def find_scans(jaxpr: jc.Jaxpr, found_sites: list, prefer_dir: str | None) -> li
             own = jc.own_source(eqn.source_info, prefer_dir, fallback=False) or outer_source
             loop = jc.scans.scan_loop(eqn)
             if loop is not None and loop.length >= MIN_LENGTH:
-                out.append(_found(len(out) + 1, steps, i, eqn, loop, own, enclosed, site_at))
+                where = (steps, i, own, enclosed, within)
+                out.append(_found(len(out) + 1, eqn, loop, where, site_at))
             for body in held:
-                inner = enclosed
-                if inner is None and (body.runs != 1 or body.alternative or body.inputs is None):
+                inner, inside = enclosed, within
+                if body.per_device and body.inputs is not None:
+                    # a shard_map body: once on each device, its scans rebuilt within it
+                    inside = (*within, jc.shard_maps.manual_body(eqn))
+                elif inner is None and (body.runs != 1 or body.alternative or body.inputs is None):
                     inner = _enclosing_words(eqn, loop)
-                walk(body.jaxpr, (*steps, (i, body.slot)), inner, own)
+                walk(body.jaxpr, (*steps, (i, body.slot)), inner, own, inside)
 
-    walk(jaxpr, (), None, None)
+    walk(jaxpr, (), None, None, ())
     return out
 
 
@@ -65,14 +75,15 @@ def _enclosing_words(eqn: jc.JaxprEqn, loop: jc.scans.ScanLoop | None) -> str:
 
 def _found(
     id_: int,
-    steps: tuple,
-    index: int,
     eqn: jc.JaxprEqn,
     loop: jc.scans.ScanLoop,
-    own: Source | None,
-    enclosed: str | None,
+    where: tuple,
     site_at: dict[tuple, site_lib.FoundSite],
 ) -> FoundScan:
+    """The scan of `eqn`; `where`: (steps, index, its own source, why an
+    enclosing loop or branch keeps it from being rebuilt, the shard_map
+    bodies holding it)."""
+    steps, index, own, enclosed, within = where
     body_steps = (*steps, (index, jc.bodies(eqn)[0].slot))
     top = [site_at[(body_steps, k)] for k, e in enumerate(loop.open_body.eqns) if jc.is_remat(e)]
     site = top[0].site if top else None
@@ -90,6 +101,7 @@ def _found(
         library=jc.scans.library_of(eqn),
         why_not=_why_not(loop, enclosed, len(top)),
         prevent_cse=jc.scans.checkpoint_prevent_cse(loop),
+        within=within,
     )
 
 
@@ -137,7 +149,9 @@ def splice_for(scan: FoundScan, structure: Structure, declared: dict | None) -> 
         loop = jc.scans.scan_loop(eqn)
         assert loop is not None  # the splice replaces a scan
         rebuilt = _rebuilt(loop, structure, declared)
-        with jc.scans.traced_at(eqn):
+        with contextlib.ExitStack() as inside, jc.scans.traced_at(eqn):
+            for body in scan.within:  # a shard_map body's: its axes, its local types
+                inside.enter_context(body.entered())
             jaxpr, why = jc.scans.trace_abstract(rebuilt, list(eqn.invars))
         if jaxpr is None:
             raise RematError(f"structure {structure} cannot be built: {why}.")
