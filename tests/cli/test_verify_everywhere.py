@@ -84,7 +84,8 @@ def test_compare_verify_marks_recomputing_the_callback_and_never_stars_it(capsys
     assert cli.main(["compare", NOISY, *policies, "--verify"]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if " nothing_saveable " in x)
-    assert line.split()[0] == "≠"  # the mark column: differs, never ★
+    # The mark column: differs, never ★, and runs the callback again (↻).
+    assert line.split()[0] == "≠↻"
     assert next(x for x in out.splitlines() if " everything_saveable " in x).split()[0] in (
         "★✓",
         "✓",
