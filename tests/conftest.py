@@ -99,6 +99,26 @@ def jax_saved_residuals(fn, spec_text, args, kwargs, declared=None) -> list[str]
     return buf.getvalue().splitlines()
 
 
+def checkpoints_prevent_cse(fn, *args) -> list[bool]:
+    """JAX's own record: the prevent_cse each checkpoint equation of `fn`'s
+    traced program was bound with, in program order, outermost first (scan
+    bodies included)."""
+    import jax
+
+    found = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if "prevent_cse" in eqn.params and "jaxpr" in eqn.params:  # a checkpoint
+                found.append(bool(eqn.params["prevent_cse"]))
+            for value in eqn.params.values():  # a body: a Jaxpr, or a ClosedJaxpr's
+                if hasattr(value, "eqns") or hasattr(getattr(value, "jaxpr", None), "eqns"):
+                    walk(getattr(value, "jaxpr", value))
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found
+
+
 @pytest.fixture(scope="session")
 def notebook_targets():
     import remat_tui

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 import jax
 import pytest
-from conftest import ROOT
+from conftest import ROOT, checkpoints_prevent_cse
 
 import remat_tui
 from remat_tui.report import render
@@ -104,24 +104,6 @@ def test_write_atomic_refuses_missing_folder(tmp_path):
         write_atomic(str(tmp_path / "nope" / "r.json"), "{}")
 
 
-def _checkpoints_prevent_cse(fn, *args) -> list[bool]:
-    """JAX's own record: the prevent_cse each checkpoint equation of the
-    traced gradient's forward was bound with, in program order (scan bodies
-    included)."""
-    found = []
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            if "prevent_cse" in eqn.params and "jaxpr" in eqn.params:  # a checkpoint
-                found.append(bool(eqn.params["prevent_cse"]))
-            for value in eqn.params.values():  # a body: a Jaxpr, or a ClosedJaxpr's
-                if hasattr(value, "eqns") or hasattr(getattr(value, "jaxpr", None), "eqns"):
-                    walk(getattr(value, "jaxpr", value))
-
-    walk(jax.make_jaxpr(fn)(*args).jaxpr)
-    return found
-
-
 def test_each_site_says_its_prevent_cse_as_jax_bound_it():
     """Issue 42: the JSON's sites carry the prevent_cse the code wrote, as
     the printed code keeps it: False for the scanned checkpoint written so,
@@ -138,5 +120,5 @@ def test_each_site_says_its_prevent_cse_as_jax_bound_it():
 
     args = (jnp.ones((3, 4, 4)), jnp.ones((2, 4)))
     sites = json.loads(render(remat_tui.analyze(loss, args=args), "json"))["sites"]
-    assert [s["prevent_cse"] for s in sites] == _checkpoints_prevent_cse(loss, *args)
+    assert [s["prevent_cse"] for s in sites] == checkpoints_prevent_cse(loss, *args)
     assert [s["prevent_cse"] for s in sites] == [False, True]

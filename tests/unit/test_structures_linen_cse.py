@@ -7,8 +7,7 @@ gives the reported residuals."""
 
 import sys
 
-import jax
-from conftest import ROOT
+from conftest import ROOT, checkpoints_prevent_cse
 from test_structures import WHERE, jax_residuals, value_and_grad_memory
 from test_structures_linen import CALL, pasted
 
@@ -21,23 +20,6 @@ sys.path.insert(0, f"{ROOT}/tests/models")
 import linen_stack_cse  # noqa: E402
 
 
-def _groups_prevent_cse(fn, args) -> list[bool]:
-    """JAX's own record: the prevent_cse of each checkpoint equation of `fn`'s
-    program, outermost first."""
-    found = []
-
-    def walk(jaxpr):
-        for eqn in jaxpr.eqns:
-            if "prevent_cse" in eqn.params and "jaxpr" in eqn.params:  # a checkpoint
-                found.append(bool(eqn.params["prevent_cse"]))
-            for value in eqn.params.values():  # a body: a Jaxpr, or a ClosedJaxpr's
-                if hasattr(value, "eqns") or hasattr(getattr(value, "jaxpr", None), "eqns"):
-                    walk(getattr(value, "jaxpr", value))
-
-    walk(jax.make_jaxpr(fn)(*args).jaxpr)
-    return found
-
-
 def test_the_nested_linen_code_keeps_the_users_prevent_cse():
     target = Target(fn=linen_stack_cse.loss, name="loss", args=linen_stack_cse.example_args)
     config = Config.make(structure="nested(4)")
@@ -48,7 +30,7 @@ def test_the_nested_linen_code_keeps_the_users_prevent_cse():
     fn = pasted(reported.python.replace("linen_stack_cse", "linen_stack"))
     args = target.args()
     # Every checkpoint of the pasted program, the groups' included, as the user wrote hers.
-    assert _groups_prevent_cse(fn, args) == [False, False]
+    assert checkpoints_prevent_cse(fn, *args) == [False, False]
     assert jax_residuals(fn, args) == [WHERE.sub("", r.text) for r in reported.residuals]
     compiled = compile_costs(target, config)
     assert value_and_grad_memory(fn, args) == {
