@@ -151,6 +151,11 @@ class CompiledStep(NamedTuple):
     how: str = compile_service.COMPILED
     program: str | None = None  # the program's key (None when CACHED: it was not lowered)
 
+    def with_leaves(self, leaves: list) -> CompiledStep:
+        """The same compile, called on other arguments of the same shapes
+        (measure's, made verify's when both are asked: core/xla/shared_runs.py)."""
+        return self._replace(leaves=leaves)
+
 
 def compile_answer(
     target: Target,

@@ -210,7 +210,7 @@ def _shared(target: Target, config: Config, step: CompiledStep, dev: jax.Device)
         )  # fmt: skip
         shared_runs.keep(target, config, label, seed, ran)
 
-    return _Shared(step._replace(leaves=leaves), filler(np.random.default_rng(seed)), keep)
+    return _Shared(step.with_leaves(leaves), filler(np.random.default_rng(seed)), keep)
 
 
 def _shape_dtype(leaf: Any) -> tuple:
