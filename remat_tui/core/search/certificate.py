@@ -101,12 +101,13 @@ def model_assumptions(
             "decisions taken together add up (no "
             f"{'compile' if compiled else 'analysis'} of several together showed otherwise)"
         )
-    if outcome.chains:
+    if outcome.chains or outcome.chains_slower or outcome.chains_over:
         out.append(
             f"the {count(len(outcome.chains), 'assignment')} of the greedy chains suggest "
             "searched before this search (names by recompute removed per byte) compiled "
             "first: the answer is no worse than that list's"
             + (" (its order here from each call's effect alone)" if space.per_call else "")
+            + _chains_left_out(outcome)
         )
     if outcome.checked:
         out.append(
@@ -170,6 +171,14 @@ def enumeration_assumptions(compiled: bool, cost_words: str, cancelled: bool) ->
     return out
 
 
+def covered_words(count_left: int) -> str:
+    """Why the splits `compile_in_order` left out as saving too much were not compiled."""
+    return (
+        f"{count(count_left, 'split')} saving, layer by layer, at least what a configuration "
+        "compiled over the budget saves, taken not to fit and not compiled"
+    )
+
+
 def cost_words(source: str, chip: str | None) -> str:
     """What the cost is, in words (a row's `cost_source`)."""
     if source == "measured":
@@ -177,3 +186,17 @@ def cost_words(source: str, chip: str | None) -> str:
     if source == "estimate":
         return f"cost: the estimated step time on {chip} (roofline)"
     return "cost: the recompute FLOPs"
+
+
+def _chains_left_out(outcome: NameOutcome) -> str:
+    """The chains' assignments not compiled, and why none could be the answer."""
+    why = []
+    if outcome.chains_slower:
+        why.append(f"{count(outcome.chains_slower, 'assignment')} whose least cost before "
+                   "compiling is above an answer's")  # fmt: skip
+    if outcome.chains_over:
+        why.append(
+            f"{count(outcome.chains_over, 'assignment')} longer than a prefix of its chain "
+            "over the budget, which the model, told of that prefix, puts over it too"
+        )
+    return f"; left out: {' and '.join(why)}" if why else ""

@@ -27,7 +27,7 @@ so far, with the gap to the model's last bound.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from remat_tui.core.search.exact_check import SelfCheck
@@ -78,6 +78,8 @@ class NameOutcome:
     checked: int = 0  # assignments compiled beyond the model's optimum, to check it
     # The greedy chains' assignments compiled, each as its names.
     chains: list[list[str]] = field(default_factory=list)
+    chains_slower: int = 0  # chain assignments left out: least cost above an answer's
+    chains_over: int = 0  # left out: past a prefix over the budget, and predicted over it
     error: str = ""  # what the self-check assumed of what it did not compile, in words
 
 
@@ -103,11 +105,14 @@ def search_names(
     narrowing: Callable[[Narrowing], object] | None = None,
     incumbent: float | None = None,
     max_rounds: int | None = None,
+    least: Callable[[Row], tuple] | None = None,
 ) -> NameOutcome:
     """Search the decisions of `space` (the module doc). `analyse(configs)`
     gives their rows uncompiled; `compile_rows(rows)` compiles them in place
     (None: the residual measure, nothing compiled). `incumbent`: the cost of
-    the best answer found elsewhere, for the gap shown while searching."""
+    the best answer found elsewhere, for the gap shown while searching.
+    `least`: a row's least cost before compiling (core/search/ordered.py's
+    `least_cost`), which leaves out the chains that cannot be the answer."""
     stop = cancelled or (lambda: False)
     rows_of: dict[Assignment, Row] = {}  # assignment -> its row
 
@@ -151,13 +156,15 @@ def search_names(
         chains = greedy_chains(
             space, rows_of[empty], {i: rows_of[s] for i, s in enumerate(singles)}
         )
-        chains = [c for c in chains if c not in rows_of and not c & model.forbidden]
-        outcome.chains = [sorted({space.decisions[i].name for i in c}) for c in chains]
-        if chains and not stop():
-            predicted = [(model.predict(c), model.unmeasured_pairs(c)) for c in chains]
-            for chain, (guess, pairs), row in zip(chains, predicted, evaluate(chains), strict=True):
+        prune = least if compile_rows is not None else None  # analysing is cheap: all of it
+        for wave in _chain_waves(chains, model, budget, rows_of, analyse, space, prune, outcome):
+            if stop():
+                break
+            predicted = [(model.predict(c), model.unmeasured_pairs(c)) for c in wave]
+            for chain, (guess, pairs), row in zip(wave, predicted, evaluate(wave), strict=True):
                 self_check.saw(guess["cost"], guess["peak"], row, pairs)
                 _record(model, chain, row, outcome, space)
+                outcome.chains.append(sorted({space.decisions[i].name for i in chain}))
         rounds_left = max_rounds
         if rounds_left is None:
             rounds_left = max(ROUNDS_PER_DECISION * len(space.decisions), ROUNDS_AT_LEAST)
@@ -246,14 +253,62 @@ def _converge(
         compile_answer(solution)
 
 
-def greedy_chains(space: Space, empty: Row, alone: dict[int, Row]) -> list[Assignment]:
+def _chain_waves(
+    chains: list[list[Assignment]],
+    model: Model,
+    budget: int,
+    rows_of: dict[Assignment, Row],
+    analyse: Callable[[list[Config]], list[Row]],
+    space: Space,
+    least: Callable[[Row], tuple] | None,
+    outcome: NameOutcome,
+) -> Iterator[list[Assignment]]:
+    """The chains' assignments to evaluate, one of each chain at a time
+    (shortest first), so that what the shorter ones showed leaves out the
+    longer ones that cannot be the answer (counted in `outcome`): with
+    `least`, one whose least cost before compiling is above the best
+    evaluated answer's cost; and, after a prefix of its chain over the
+    budget, one the model (told of that prefix) puts over the budget too:
+    each name a chain adds saves more, and the model, exact at the prefix,
+    adds what the name does alone."""
+    left = [[c for c in chain if not c & model.forbidden] for chain in chains]
+    over = [False] * len(left)  # the chain's last evaluated prefix is over the budget
+
+    def worth(k: int, assignment: Assignment) -> bool:
+        best = _best(rows_of, budget)
+        if least is not None and best is not None:
+            (row,) = analyse([space.config(assignment)])
+            if least(row) > best.estimated_cost:
+                outcome.chains_slower += 1
+                return False
+        if over[k] and model.predict(assignment)["peak"] > budget:
+            outcome.chains_over += 1
+            return False
+        return True
+
+    while True:
+        wave: dict[int, Assignment] = {}  # chain -> its next assignment
+        for k, chain in enumerate(left):
+            while chain and k not in wave:
+                assignment = chain.pop(0)
+                if assignment not in rows_of and assignment not in wave.values():
+                    if worth(k, assignment):
+                        wave[k] = assignment
+        if not wave:
+            return
+        yield list(wave.values())
+        for k, assignment in wave.items():
+            over[k] = assignment in rows_of and not within(rows_of[assignment], budget)
+
+
+def greedy_chains(space: Space, empty: Row, alone: dict[int, Row]) -> list[list[Assignment]]:
     """The assignments that the list suggest searched before this search
-    tried (one chain per state: names added by the recompute they remove
+    tried, one chain per state (names added by the recompute they remove
     alone per byte they add alone, device bytes for a save, host bytes for
     an offload; the same state of a name at every place, each place's
-    effect measured alone and summed), longest last; the rows of each
-    decision `alone` and of everything recomputed (`empty`) measured."""
-    chains: list[Assignment] = []
+    effect measured alone and summed), each shortest first; the rows of
+    each decision `alone` and of everything recomputed (`empty`) measured."""
+    chains: list[list[Assignment]] = []
     for state in space.states:
         # name -> [recompute removed, bytes added], over its places
         gains: dict[str, list[int]] = {}
@@ -266,11 +321,13 @@ def greedy_chains(space: Space, empty: Row, alone: dict[int, Row]) -> list[Assig
             gain[0] += max(empty.recompute_flops - row.recompute_flops, 0)
             gain[1] += added
         order = sorted(gains, key=lambda n: (gains[n][0] / max(gains[n][1], 1), n), reverse=True)
+        chain = []
         for k in range(1, len(order) + 1):  # one name: a single decision where it has one place
             chosen = set(order[:k])
-            chains.append(frozenset(i for i, d in enumerate(space.decisions)
-                                    if d.state == state and d.name in chosen))  # fmt: skip
-    return list(dict.fromkeys(chains))
+            chain.append(frozenset(i for i, d in enumerate(space.decisions)
+                                   if d.state == state and d.name in chosen))  # fmt: skip
+        chains.append(list(dict.fromkeys(chain)))
+    return chains
 
 
 def _record(

@@ -10,7 +10,9 @@ How large such an interaction can be is read from those it did measure:
 the weight of each evaluated set of two or more decisions is exactly what
 the model would have mispredicted that set by without its compile (its
 prediction from the sets inside it). Each decision is charged the largest
-such weight that lowered the cost or a peak among the sets it is in; an
+such weight that lowered the cost or a peak among the sets it is in, where
+it is what the set added to one evaluated (a chain's last name: the chain's
+interaction is that name's with its prefix, not every pair's inside it); an
 unmeasured pair is given the smaller charge of its two decisions (an
 interaction needs both: a decision that has interacted little with every
 partner measured is taken to interact as little with the rest); an

@@ -168,9 +168,12 @@ class Model:
         of an evaluated set of two or more is what the model, without that
         compile, would have mispredicted it by (its prediction from the
         sets inside it), so each such weight that lowers the cost or a
-        peak is charged to every decision of the set. A decision in no such
-        set is given the largest charged to any; None where no set is
-        evaluated (nothing yet shows how the decisions interact)."""
+        peak is charged to the decisions that set added to one evaluated
+        already (those whose removal leaves an evaluated set: a chain's
+        last name, whose interaction with the prefix it is), or to every
+        decision of the set where none did. A decision in no such set is
+        given the largest charged to any; None where no set is evaluated
+        (nothing yet shows how the decisions interact)."""
         cost, peak = [0.0] * self.size, [0.0] * self.size
         beyond = [0.0, 0.0]
         charged = set()
@@ -178,7 +181,11 @@ class Model:
             if len(s) < 2:
                 continue
             lowered = max(-w["cost"], 0.0), max(*(-w[p] for p in self.parts), 0.0)
-            for i in s:
+            # A prefix of two or more evaluated: what the set measured beyond
+            # it is its added decisions' (charging the prefix too would give
+            # every pair inside a long chain the chain's last interaction).
+            added = [i for i in s if len(s) > 2 and s - {i} in self.measured]
+            for i in added or s:
                 cost[i], peak[i] = max(cost[i], lowered[0]), max(peak[i], lowered[1])
                 charged.add(i)
             if len(s) > 2:

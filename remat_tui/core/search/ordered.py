@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from remat_tui.core.search.compare import Row, compile_row
+from remat_tui.core.search.structures import saves_at_least
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import compile_pool, compile_service, step_time
@@ -107,25 +108,40 @@ def compile_in_order(
     progress: Progress | None,
     run: Runner | None = None,
     known: tuple[Row, ...] = (),
-) -> tuple[list[Row], str]:
+) -> tuple[list[Row], str, list[Row]]:
     """Compile rows from the least cost they can have, and stop at the first
     whose least cost exceeds the cost of the best row found to fit the budget:
     no later row can be the answer. The baseline comes first
     (`compile_baseline`); `known`: rows compiled already (the exact search's),
-    whose best answer bounds the rest from the start.
+    whose best answer bounds the rest from the start. A split that saves,
+    layer by layer, at least what a row compiled over the budget saves
+    (core/search/structures.py `saves_at_least`) is left out: it is taken
+    not to fit either.
 
     A row's least cost before compiling is exact in its recompute FLOPs and
     host bytes; on a chip the table knows, it is the step time's lower bound
     (core/xla/step_time.py), which its compile can only raise; so rows are
     weighed by their estimated cost here, measured or not. `run` compiles a
     row (Runner). Returns the rows compiled (the baseline first, `known`
-    not among them) and why the rest were not."""
+    not among them), why the rest were not, and the splits left out as
+    saving at least what did not fit."""
     runner = run or Runner(None, None)
     none_can_fit = compile_baseline(target, baseline, budget, cancelled, progress, runner,
                                     len(rows))  # fmt: skip
     done = [baseline]
+    covered: list[Row] = []  # splits saving at least what a row over the budget saves
     if none_can_fit:
-        return done, none_can_fit
+        return done, none_can_fit, covered
+
+    def over(row: Row) -> bool:
+        return row.compiled is not None and (not row.fits or row.weighed_bytes > budget)
+
+    def saves_too_much(row: Row) -> bool:
+        if any(saves_at_least(row.config, d.config) for d in (*done, *known) if over(d)):
+            covered.append(row)
+            return True
+        return False
+
     chip = _chip(baseline)
     least = least_cost(baseline)
 
@@ -144,10 +160,14 @@ def compile_in_order(
         position = 0
         while position < len(candidates):
             wave = []
-            for row in candidates[position : position + width]:
+            for row in candidates[position:]:
                 if best is not None and least(row) > best:
                     break  # this row and every later one cost more than one that fits
-                wave.append(row)
+                position += 1
+                if not saves_too_much(row):
+                    wave.append(row)
+                if len(wave) == width:
+                    break
             if not wave:
                 return
 
@@ -166,7 +186,6 @@ def compile_in_order(
                 done.append(row)
                 if answers(row) and (best is None or row.estimated_cost < best):
                     best = row.estimated_cost
-            position += len(wave)
 
     def best_of(answers: Callable[[Row], bool]) -> tuple | None:
         costs = [r.estimated_cost for r in (baseline, *known) if answers(r)]
@@ -189,7 +208,7 @@ def compile_in_order(
             return r.fits and r.weighed_bytes <= budget
 
         compile_from_cheapest(slower, best_of(within), within)
-    return done, _why_skipped(chip, fits and bool(slower))
+    return done, _why_skipped(chip, fits and bool(slower)), covered
 
 
 def least_cost(baseline: Row) -> LeastCost:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.structures import nested, split
+from remat_tui.core.setup.structures import SPLIT, nested, split
 from remat_tui.core.trace.configured import program_scans
 from remat_tui.registry import Target
 
@@ -79,3 +79,45 @@ def structure_notes(target: Target, base: Config) -> list[str]:
                 "of at least two; split is offered."
             )
     return notes
+
+
+def saves_at_least(config: Config, other: Config) -> bool:
+    """Whether `config` is a split that saves, layer by layer, at least what
+    `other` saves (`other` the same configuration as written or under a
+    split of the same scan): its policy at every layer saves everything
+    `other`'s does (everything saved over the layer as written over
+    nothing saved). A budget `other` compiled over, `config` is taken not to
+    fit (what a layer holds grows with what it saves). Layers are compared
+    in runs between the splits' boundaries, each run taken to hold a layer
+    (the scan's length is not needed: a run that is empty only asks more)."""
+    mine = config.structure
+    if (
+        mine is None
+        or mine.kind != SPLIT
+        or config.with_structure(None) != other.with_structure(None)
+    ):
+        return False
+    theirs = other.structure
+    if theirs is None:
+        runs_other = [(0, AS_WRITTEN)]
+    elif theirs.kind == SPLIT and theirs.scan == mine.scan:
+        runs_other = [(0, theirs.parts[0]), (theirs.count, theirs.parts[1])]
+    else:
+        return False
+    runs_mine = [(0, mine.parts[0]), (mine.count, mine.parts[1])]
+    starts = sorted({start for start, _ in (*runs_mine, *runs_other)})
+
+    def at(runs: list[tuple[int, policies.PolicySpec]], layer: int) -> int | None:
+        spec = [s for start, s in runs if start <= layer][-1]
+        return _SAVING.get(spec.canonical)
+
+    for layer in starts:
+        ours, other_saves = at(runs_mine, layer), at(runs_other, layer)
+        if ours is None or other_saves is None or ours < other_saves:
+            return False
+    return True
+
+
+# How much each policy a split pairs saves, in order (any layer's policy lies
+# between saving everything and saving nothing).
+_SAVING = {NOTHING.canonical: 0, AS_WRITTEN.canonical: 1, EVERYTHING.canonical: 2}

@@ -282,6 +282,7 @@ class _Search:
         self.method = cert.ENUMERATION
         self.outcome: NameOutcome | None = None  # the exact search's, on the model path
         self.unpriced: list[Row] = []  # candidates not compiled, weighed by their least cost
+        self.covered: list[Row] = []  # splits saving at least what did not fit: not compiled
         self.skips = Skips()  # what the user left out (--skip)
 
     def _kept(self, configs: list[Config]) -> list[Config]:
@@ -318,15 +319,18 @@ class _Search:
                 compile_every(self.target, wanted, self.cancelled, self.progress, self.run)
                 done, why = wanted, ""
             else:
-                done, why = compile_in_order(self.target, wanted, baseline, self.budget,
-                                             self.cancelled, self.progress, self.run)  # fmt: skip
+                done, why, self.covered = compile_in_order(
+                    self.target, wanted, baseline, self.budget, self.cancelled, self.progress,
+                    self.run,
+                )  # fmt: skip
         except Cancelled:
             self.stopped = True
             done, why = [r for r in wanted if r.compiled or r.error], ""
-        if len(done) < len(wanted) and why:
+        if len(done) + len(self.covered) < len(wanted) and why:
             self.reasons.insert(0, why)
+        self._say_covered()
         self.skipped = len(everything) - len(done)
-        self.unpriced = [r for r in wanted if r not in done]
+        self.unpriced = [r for r in wanted if r not in done and r not in self.covered]
         self.rows = done
 
     def exact(
@@ -354,9 +358,10 @@ class _Search:
                 self.reasons.insert(0, why)
                 return
         incumbent = baseline.cost[0] if within(baseline, self.budget) else None
+        least = least_cost(baseline) if self.compiled and baseline.compiled else None
         self.outcome = search_names(
             space, self.budget, self.analysed, self._compile_rows if self.compiled else None,
-            self.cancelled, narrowing, incumbent, max_rounds,
+            self.cancelled, narrowing, incumbent, max_rounds, least,
         )  # fmt: skip
         self.stopped = self.outcome.cancelled
         names = self.outcome.rows
@@ -368,17 +373,25 @@ class _Search:
         done = [baseline]
         if not self.stopped:
             try:
-                done, why = compile_in_order(self.target, wanted, baseline, self.budget,
-                                             self.cancelled, self.progress, self.run,
-                                             known=tuple(answers))  # fmt: skip
+                done, why, self.covered = compile_in_order(
+                    self.target, wanted, baseline, self.budget, self.cancelled, self.progress,
+                    self.run, known=tuple(answers),
+                )  # fmt: skip
             except Cancelled:
                 self.stopped, why = True, ""
                 done = [r for r in wanted if r.compiled or r.error]
-            if why and any(r not in done and r.compiled is None for r in wanted):
+            if why and any(r not in done and r not in self.covered and r.compiled is None
+                           for r in wanted):  # fmt: skip
                 self.reasons.insert(0, why)
-        self.unpriced = [r for r in wanted if r.compiled is None and r.error is None]
-        self.skipped = len(self.unpriced) + len(homeless)
+            self._say_covered()
+        self.unpriced = [r for r in wanted if r.compiled is None and r.error is None
+                         and r not in self.covered]  # fmt: skip
+        self.skipped = len(self.unpriced) + len(self.covered) + len(homeless)
         self.rows = _unique([*done, *names])
+
+    def _say_covered(self) -> None:
+        if self.covered:
+            self.reasons.append(cert.covered_words(len(self.covered)))
 
     def _compile_rows(self, rows: list[Row]) -> None:
         """Compile the exact search's rows not compiled yet."""
@@ -442,12 +455,14 @@ class _Search:
             least = least_cost(self.baseline)
             bounds += [least(r)[0] for r in self.unpriced if not r.offload_slower]
         compiles = len({r.program or ("config", r.config) for r in self.rows if r.compiled})
+        covered = [cert.covered_words(len(self.covered))] if self.covered else []
         if self.method == cert.ENUMERATION:
             bound = min(bounds, default=float("inf") if not self.stopped else None)
             assumptions = cert.enumeration_assumptions(self.compiled, words, self.stopped)
             return cert.Certificate(
                 cert.ENUMERATION, unit, bound, best_cost, compiles, not self.stopped,
-                (*assumptions, *cert.shared_calls_words(space)), space=len(self.analysed.all()),
+                (*assumptions, *covered, *cert.shared_calls_words(space)),
+                space=len(self.analysed.all()),
             )  # fmt: skip
         outcome = self.outcome
         name_bound = outcome.bound if outcome is not None else None
@@ -460,7 +475,7 @@ class _Search:
             if outcome is not None else [words]
         )  # fmt: skip
         return cert.Certificate(
-            cert.MODEL, unit, bound, best_cost, compiles, proven, tuple(assumptions),
+            cert.MODEL, unit, bound, best_cost, compiles, proven, (*assumptions, *covered),
             space=(outcome.space if outcome else 0) + len(self.analysed.all()),
             decisions=outcome.decisions if outcome else 0,
             rounds=outcome.rounds if outcome else 0,
