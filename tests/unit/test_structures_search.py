@@ -11,9 +11,11 @@ import jax
 import jax.numpy as jnp
 import pytest
 from conftest import ROOT
-from test_structures import stack_target
+from jax import checkpoint_policies as CP
+from test_structures import by_hand_split, stack_target
 
 import remat_tui
+from remat_tui.core.search.structures import FINE, structure_candidates
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.compiled import compile_costs
@@ -52,6 +54,20 @@ def test_suggest_answers_with_a_structure_where_no_policy_fits():
     text = render_suggest(s, "text")
     assert "def nested_scan(" in text.split("paste:")[1]
     assert s.to_dict()["best"]["structure"]["kind"] == "nested"
+    # The splits that save everything in their first layers and the layer as
+    # written in the rest save, layer by layer, at least what the code as
+    # written saves, which is over the budget: not compiled, and said so. JAX
+    # decides whether that held: each, written by hand, needs more than it.
+    covered = [c for c in structure_candidates(target, Config(), FINE)
+               if c.structure.first == policies.EVERYTHING]  # fmt: skip
+    assert covered and not {r.config for r in s.rows} & set(covered)
+    assert f"{len(covered)} splits saving, layer by layer, at least" in s.skipped_why
+    assert any("taken not to fit" in a for a in s.search.assumptions)
+    for config in covered:
+        hand = by_hand_split(config.structure.count, CP.everything_saveable, CP.nothing_saveable)
+        peak = compile_costs(Target(fn=hand, name="hand", args=target.args), Config(),
+                             memory=True).peak_bytes  # fmt: skip
+        assert peak > budget, config.structure
 
 
 def test_compare_rows_carry_their_structure():

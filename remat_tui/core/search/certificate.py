@@ -101,7 +101,7 @@ def model_assumptions(
             "decisions taken together add up (no "
             f"{'compile' if compiled else 'analysis'} of several together showed otherwise)"
         )
-    if outcome.chains or outcome.chains_slower or outcome.chains_over:
+    if outcome.chains or outcome.chains_slower:
         out.append(
             f"the {count(len(outcome.chains), 'assignment')} of the greedy chains suggest "
             "searched before this search (names by recompute removed per byte) compiled "
@@ -190,13 +190,9 @@ def cost_words(source: str, chip: str | None) -> str:
 
 def _chains_left_out(outcome: NameOutcome) -> str:
     """The chains' assignments not compiled, and why none could be the answer."""
-    why = []
-    if outcome.chains_slower:
-        why.append(f"{count(outcome.chains_slower, 'assignment')} whose least cost before "
-                   "compiling is above an answer's")  # fmt: skip
-    if outcome.chains_over:
-        why.append(
-            f"{count(outcome.chains_over, 'assignment')} longer than a prefix of its chain "
-            "over the budget, which the model, told of that prefix, puts over it too"
-        )
-    return f"; left out: {' and '.join(why)}" if why else ""
+    if not outcome.chains_slower:
+        return ""
+    return (
+        f"; left out: {count(outcome.chains_slower, 'assignment')} whose least cost before "
+        "compiling is above an answer's"
+    )

@@ -79,7 +79,6 @@ class NameOutcome:
     # The greedy chains' assignments compiled, each as its names.
     chains: list[list[str]] = field(default_factory=list)
     chains_slower: int = 0  # chain assignments left out: least cost above an answer's
-    chains_over: int = 0  # left out: past a prefix over the budget, and predicted over it
     error: str = ""  # what the self-check assumed of what it did not compile, in words
 
 
@@ -156,8 +155,9 @@ def search_names(
         chains = greedy_chains(
             space, rows_of[empty], {i: rows_of[s] for i, s in enumerate(singles)}
         )
+        chains = [[c for c in chain if not c & model.forbidden] for chain in chains]
         prune = least if compile_rows is not None else None  # analysing is cheap: all of it
-        for wave in _chain_waves(chains, model, budget, rows_of, analyse, space, prune, outcome):
+        for wave in _chain_waves(chains, budget, rows_of, analyse, space, prune, outcome):
             if stop():
                 break
             predicted = [(model.predict(c), model.unmeasured_pairs(c)) for c in wave]
@@ -255,7 +255,6 @@ def _converge(
 
 def _chain_waves(
     chains: list[list[Assignment]],
-    model: Model,
     budget: int,
     rows_of: dict[Assignment, Row],
     analyse: Callable[[list[Config]], list[Row]],
@@ -267,23 +266,19 @@ def _chain_waves(
     (shortest first), so that what the shorter ones showed leaves out the
     longer ones that cannot be the answer (counted in `outcome`): with
     `least`, one whose least cost before compiling is above the best
-    evaluated answer's cost; and, after a prefix of its chain over the
-    budget, one the model (told of that prefix) puts over the budget too:
-    each name a chain adds saves more, and the model, exact at the prefix,
-    adds what the name does alone."""
-    left = [[c for c in chain if not c & model.forbidden] for chain in chains]
-    over = [False] * len(left)  # the chain's last evaluated prefix is over the budget
+    evaluated answer's cost. A chain over the budget goes on: saving more
+    can lower a compiled peak (XLA schedules the program anew), and what
+    the chains show of how names interact is what the self-check weighs
+    everything not compiled by."""
+    left = [list(chain) for chain in chains]
 
-    def worth(k: int, assignment: Assignment) -> bool:
+    def worth(assignment: Assignment) -> bool:
         best = _best(rows_of, budget)
         if least is not None and best is not None:
             (row,) = analyse([space.config(assignment)])
             if least(row) > best.estimated_cost:
                 outcome.chains_slower += 1
                 return False
-        if over[k] and model.predict(assignment)["peak"] > budget:
-            outcome.chains_over += 1
-            return False
         return True
 
     while True:
@@ -292,13 +287,11 @@ def _chain_waves(
             while chain and k not in wave:
                 assignment = chain.pop(0)
                 if assignment not in rows_of and assignment not in wave.values():
-                    if worth(k, assignment):
+                    if worth(assignment):
                         wave[k] = assignment
         if not wave:
             return
         yield list(wave.values())
-        for k, assignment in wave.items():
-            over[k] = assignment in rows_of and not within(rows_of[assignment], budget)
 
 
 def greedy_chains(space: Space, empty: Row, alone: dict[int, Row]) -> list[list[Assignment]]:

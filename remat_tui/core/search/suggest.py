@@ -360,7 +360,7 @@ class _Search:
         incumbent = baseline.cost[0] if within(baseline, self.budget) else None
         least = least_cost(baseline) if self.compiled and baseline.compiled else None
         self.outcome = search_names(
-            space, self.budget, self.analysed, self._compile_rows if self.compiled else None,
+            space, self.budget, self._analyse_names, self._compile_rows if self.compiled else None,
             self.cancelled, narrowing, incumbent, max_rounds, least,
         )  # fmt: skip
         self.stopped = self.outcome.cancelled
@@ -393,11 +393,18 @@ class _Search:
         if self.covered:
             self.reasons.append(cert.covered_words(len(self.covered)))
 
+    def _analyse_names(self, configs: list[Config]) -> list[Row]:
+        """The exact search's rows, analysed, with the transpose FLOPs their
+        least cost and estimate count (measured once, on the code as written)."""
+        rows = self.analysed(configs)
+        if self.compiled:
+            for row in rows:
+                row.transpose_flops = self.transpose
+        return rows
+
     def _compile_rows(self, rows: list[Row]) -> None:
         """Compile the exact search's rows not compiled yet."""
         fresh = [r for r in rows if r.compiled is None and r.error is None]
-        for row in fresh:
-            row.transpose_flops = self.transpose
         compile_every(self.target, fresh, self.cancelled, self.progress, self.run)
 
     def conclude(self, space: Space) -> Suggestion:
