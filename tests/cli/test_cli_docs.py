@@ -10,7 +10,8 @@ import pytest
 from conftest import ROOT, example
 
 from remat_tui import cli
-from remat_tui.cli_parser import SUBCOMMANDS, headless_parser
+from remat_tui.cli.commands import SUBCOMMANDS
+from remat_tui.cli.commands import parser as headless_parser
 from remat_tui.core.xla import compiled
 
 PAGE = open(os.path.join(ROOT, "docs", "guide", "cli.md"), encoding="utf-8").read()

@@ -14,7 +14,8 @@ import pytest
 from conftest import example
 
 import remat_tui
-from remat_tui import cli, cli_fit, cli_suggest
+from remat_tui import cli
+from remat_tui.cli import interrupts
 
 MLP = example("mlp.py")
 
@@ -28,8 +29,7 @@ def stopped_at_once(monkeypatch):
         stop.set()
         yield
 
-    monkeypatch.setattr(cli_fit, "first_interrupt_stops", stopped)
-    monkeypatch.setattr(cli_suggest, "first_interrupt_stops", stopped)
+    monkeypatch.setattr(interrupts, "first_interrupt_stops", stopped)
 
 
 @pytest.mark.parametrize(
@@ -64,10 +64,10 @@ def test_compare_stopped_says_how_many_of_how_many_and_the_time(monkeypatch, cap
     import re
     import time
 
-    from remat_tui import cli_runners
+    from remat_tui.cli.progress import Progress
 
     planned = len(remat_tui.compare(remat_tui.load_targets(MLP)["loss"]).rows)
-    real = cli_runners.Progress.__call__
+    real = Progress.__call__
 
     def interrupted(self, i, total, config, stage=""):
         real(self, i, total, config, stage)
@@ -75,7 +75,7 @@ def test_compare_stopped_says_how_many_of_how_many_and_the_time(monkeypatch, cap
             time.sleep(0.3)  # the time it ran, at least this
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_runners.Progress, "__call__", interrupted)
+    monkeypatch.setattr(Progress, "__call__", interrupted)
     assert cli.main(["compare", MLP]) == 130
     head = capsys.readouterr().out.splitlines()[0]
     said = re.search(rf"\(2 of {planned} configurations: stopped by Ctrl-C, (\d+\.\d) s\)$", head)
@@ -96,7 +96,7 @@ def test_suggest_stopped_after_an_answer_writes_it_with_the_gap_and_exits_130(
 
     from conftest import ROOT
 
-    from remat_tui import cli_runners
+    from remat_tui.cli.progress import Progress
 
     held = {}
 
@@ -105,8 +105,8 @@ def test_suggest_stopped_after_an_answer_writes_it_with_the_gap_and_exits_130(
         held["stop"] = stop
         yield
 
-    monkeypatch.setattr(cli_suggest, "first_interrupt_stops", stops)
-    real = cli_runners.Progress.__call__
+    monkeypatch.setattr(interrupts, "first_interrupt_stops", stops)
+    real = Progress.__call__
     compiling = []
 
     def progress(self, i, total, config, stage=""):
@@ -116,7 +116,7 @@ def test_suggest_stopped_after_an_answer_writes_it_with_the_gap_and_exits_130(
             if len(compiling) >= 8:
                 held["stop"].set()
 
-    monkeypatch.setattr(cli_runners.Progress, "__call__", progress)
+    monkeypatch.setattr(Progress, "__call__", progress)
     out = tmp_path / "answer.json"
     loop = f"{ROOT}/tests/models/unnamed_loops.py:loop"
     command = ["suggest", loop, "--budget", "1GiB", "--compiled", "--format", "json"]

@@ -122,7 +122,8 @@ def test_the_tpu_environment_is_set_before_the_target_is_imported(write_target, 
 
 
 def test_every_headless_command_takes_mesh_and_the_page_says_so():
-    from remat_tui.cli_parser import SUBCOMMANDS, headless_parser
+    from remat_tui.cli.commands import SUBCOMMANDS
+    from remat_tui.cli.commands import parser as headless_parser
 
     parser = headless_parser()
     commands = next(a for a in parser._actions if a.dest == "command").choices

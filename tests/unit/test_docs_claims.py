@@ -35,7 +35,10 @@ from doc_commands import (
 )
 
 from remat_tui import cli
-from remat_tui.cli_parser import SUBCOMMANDS, app_parser, cache_parser, headless_parser
+from remat_tui.cli.app import parser as app_parser
+from remat_tui.cli.commands import SUBCOMMANDS
+from remat_tui.cli.commands import parser as headless_parser
+from remat_tui.cli.commands.cache import parser as cache_parser
 
 HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None
 needs_tpu = pytest.mark.skipif(not HAS_LIBTPU, reason="needs the tpu extra (libtpu)")

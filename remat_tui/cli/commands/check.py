@@ -1,36 +1,74 @@
-"""Provides `remat-tui check`: the checks made before JAX loads (the
-tolerance, the baseline file) and the runner cli.py's `_headless` calls.
+"""Provides `remat-tui check`: a guard for upgrades and refactors.
 `--write BASELINE.json` saves one configuration's compiled JSON report as
 the baseline; `--against BASELINE.json` compares with it
-(core/search/check.py): exit status 0 unchanged, 1 changed, 2 bad input.
+(core/search/check.py), with the baseline's own policy, sites, device and
+mesh unless given: exit status 0 unchanged, 1 changed, 2 bad input.
 
-Imports only the standard library at module level, as cli.py does.
+Imports only the standard library and light modules at module level.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from remat_tui.cli.options import (
+    Commands,
+    compile_options,
+    output_options,
+    policy_option,
+    site_overrides,
+    target_options,
+)
 from remat_tui.errors import RematError
 
 if TYPE_CHECKING:
+    from remat_tui.cli.rendering import Rendered
+    from remat_tui.core.setup.config import Config
     from remat_tui.registry import Target
 
-# What a subcommand's runner gives back: (the report, its warnings, the exit
-# status once it is written). An empty report is no answer (Ctrl-C came
-# before one): nothing is written. cli_runners.py holds the runners; this
-# module and cli_fit.py hold two of them.
-Rendered = tuple[str, list[str], Callable[[], int]]
+
+def add_parser(commands: Commands) -> None:
+    check = commands.add_parser(
+        "check",
+        help="compare with a saved baseline (for CI: JAX upgrades, refactors)",
+        description="Analyse and compile one configuration and compare it with a baseline "
+        "saved by --write: the residuals (by where they come from and their names), the "
+        "compiled peak and the step-time estimate. Exit 0 unchanged, 1 changed (residuals "
+        "appeared or disappeared, or the peak moved by more than --tolerance), 2 bad input. "
+        "With --against, the baseline's own policy, sites and device are used unless given.",
+    )
+    target_options(check)
+    policy_option(check, default=None, help="the outer policy (default: the baseline's, or "
+                  "as_written with --write)")  # fmt: skip
+    output_options(check, None)
+    compile_options(check, search=False)
+    saved = check.add_mutually_exclusive_group(required=True)
+    saved.add_argument("--against", metavar="BASELINE.json", help="the baseline to compare with")
+    saved.add_argument(
+        "--write", metavar="BASELINE.json", help="save this configuration's report as the baseline"
+    )
+    check.add_argument(
+        "--tolerance",
+        default="1%",
+        metavar="SHARE",
+        help="how far the compiled peak may move and still be unchanged: 1%% (the default), "
+        "0.5%%, 0.02",
+    )
 
 
 def check(opts: argparse.Namespace) -> dict:
-    """The tolerance as a share, and the baseline read, before JAX loads."""
+    """The tolerance as a share, and the baseline read, before JAX loads; the
+    mesh the baseline asked for, and its device, where --mesh and --device
+    are not given (the headless run builds the mesh over that device)."""
     out: dict = {"tolerance": tolerance(opts.tolerance)}
     if opts.against is not None:
-        out["baseline"] = read_baseline(opts.against)
+        saved = out["baseline"] = read_baseline(opts.against)
+        if opts.mesh is None:
+            out["mesh"] = mesh_asked(saved)
+        if opts.device is None:
+            out["mesh_device"] = device_of(saved)
     return out
 
 
@@ -80,9 +118,9 @@ def device_of(saved: dict) -> str | None:
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui.core.search import check as checking
-    from remat_tui.core.setup.config import Config, parse_site_option
+    from remat_tui.core.setup.config import Config
 
-    sites = dict(parse_site_option(text) for text in opts.site)
+    sites = site_overrides(opts.site)
     if opts.write is not None:
         from remat_tui.core.units import human_bytes
         from remat_tui.core.xla.compiled_analysis import analyze_compiled

@@ -1,53 +1,44 @@
-"""Provides `remat-tui fit`: its options, the checks made before JAX loads,
-and the runner cli.py's `_headless` calls (cli.py keeps the options every
-command shares and passes them in).
+"""Provides `remat-tui fit`: the largest batch that fits a budget, per
+configuration (or, with --optimize, the best decisions at each batch).
 
 The first Ctrl-C stops the search after the compile under way (XLA cannot be
 interrupted mid-compile) and the rows found so far are written, exit status
 130; a second Ctrl-C quits at once.
 
-Imports only the standard library at module level, as cli.py does.
+Imports only the standard library and light modules at module level.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import signal
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
+from remat_tui.cli import interrupts
+from remat_tui.cli.options import (
+    Commands,
+    check_measure,
+    compile_options,
+    measure_options,
+    output_options,
+    policy_option,
+    refuse_topology,
+    site_overrides,
+    skip_option,
+    target_options,
+    verify_option,
+)
+from remat_tui.cli.progress import Progress
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
 
 if TYPE_CHECKING:
-    from types import FrameType
-
-    from remat_tui.cli_check import Rendered
-    from remat_tui.core.search.fit_rows import FitProgress
+    from remat_tui.cli.rendering import Rendered
     from remat_tui.registry import Target
 
 
-class Commands(Protocol):
-    """What `ArgumentParser.add_subparsers` returns, as the parsers use it
-    (argparse keeps its class private)."""
-
-    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
-
-
-def add_parser(
-    commands: Commands,
-    target_options: Callable[[argparse.ArgumentParser], None],
-    policy_option: Callable[..., None],
-    output_options: Callable[[argparse.ArgumentParser, str | None], None],
-    measure_options: Callable[[argparse.ArgumentParser], None],
-    compile_options: Callable[..., None],  # (parser, search=)
-    skip_option: Callable[[argparse.ArgumentParser], None],
-    verify_option: Callable[[argparse.ArgumentParser, str], None],
-) -> None:
+def add_parser(commands: Commands) -> None:
     fit = commands.add_parser(
         "fit",
         help="the largest batch that fits a budget, per configuration",
@@ -97,6 +88,7 @@ def check(opts: argparse.Namespace) -> dict:
     """The budget in bytes, and the batch options' sense, before JAX loads."""
     from remat_tui.core.units import parse_size
 
+    check_measure(opts)
     if opts.multiple < 1:
         raise RematError(
             f"--multiple {opts.multiple}: batches are tried in steps of this many examples; "
@@ -126,23 +118,23 @@ def check(opts: argparse.Namespace) -> dict:
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     """fit, rendered: (text, warnings, status)."""
     from remat_tui.core.search.fit import fit
-    from remat_tui.core.setup.config import parse_site_option
     from remat_tui.report.fit import render_fit
 
+    refuse_topology(opts)
     stop = threading.Event()
-    with first_interrupt_stops(stop):
+    with interrupts.first_interrupt_stops(stop):
         result = fit(
             target,
             checks["budget"],
             policies=opts.policy,
-            sites=dict(parse_site_option(text) for text in opts.site),
+            sites=site_overrides(opts.site),
             device=opts.device,
             multiple=opts.multiple,
             max_batch=opts.max_batch,
             measure=opts.measure,
             runs=opts.runs,
             cancelled=stop.is_set,
-            progress=Progress(),
+            progress=Progress().batch,
             optimize=opts.optimize,
             skip=opts.skip,
             verify=opts.verify,
@@ -170,49 +162,3 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
         return 130 if result.cancelled else 0
 
     return render_fit(result, fmt), [], status
-
-
-@contextlib.contextmanager
-def first_interrupt_stops(stop: threading.Event) -> Iterator[None]:
-    """While a search runs (fit, suggest): the first Ctrl-C sets `stop`, the
-    next quits."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupted(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
-        print(
-            "remat-tui: stopping after the compile under way (Ctrl-C again quits now)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    previous = signal.signal(signal.SIGINT, interrupted)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-class Progress:
-    """A line on stderr per batch tried: `[2/15] fit nothing_saveable: fits
-    64, not 128 -> trying 96 (7 compiles, 41 s)`; for --optimize, `[search 3]
-    fit --optimize: fits 4, not 8 -> trying 6 (...)`."""
-
-    def __init__(self) -> None:
-        self.start = time.perf_counter()
-
-    def __call__(self, p: FitProgress) -> None:
-        from remat_tui.report.fit import progress_count, progress_line
-
-        seconds = time.perf_counter() - self.start
-        same = f", {p.reused} answered without compiling" if p.reused else ""
-        print(
-            f"remat-tui: [{progress_count(p)}] {progress_line(p)} "
-            f"({count(p.compiles, 'compile')}{same}, {seconds:.0f} s)",
-            file=sys.stderr,
-            flush=True,
-        )
