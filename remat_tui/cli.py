@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from remat_tui import cli_check, cli_fit
 from remat_tui.cli_parser import SUBCOMMANDS, app_parser, cache_parser, headless_parser
 from remat_tui.cli_runners import RUNNERS, site_overrides
+from remat_tui.core.setup.config import RUNS
 from remat_tui.core.units import count
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
@@ -208,10 +209,10 @@ def _check_before(opts: argparse.Namespace) -> dict:
         if opts.runs < 1:
             raise RematError(
                 f"--runs {opts.runs}: measuring needs at least one timed run; give --runs 1 "
-                "or more (default 5)."
+                f"or more (default {RUNS})."
             )
         opts.compiled = True
-    elif getattr(opts, "runs", 5) != 5:
+    elif getattr(opts, "runs", RUNS) != RUNS:
         raise RematError("--runs is for --measure; add --measure to run the compiled steps.")
     if opts.command == "suggest":
         if opts.policy is not None:

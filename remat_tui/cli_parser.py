@@ -12,6 +12,7 @@ import argparse
 from typing import Any
 
 from remat_tui import __version__, cli_fit, cli_verify
+from remat_tui.core.setup.config import RUNS  # light: no jax
 from remat_tui.report import FORMATS  # light: the report modules import no jax
 
 # The headless subcommands `headless_parser` parses; `cache` has a parser of its own.
@@ -151,9 +152,9 @@ def measure_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runs",
         type=int,
-        default=5,
+        default=RUNS,
         metavar="N",
-        help="with --measure: timed runs of each step, after one warm-up (default 5)",
+        help="with --measure: timed runs of each step, after one warm-up (default %(default)s)",
     )
     parser.add_argument(
         "--recalibrate",

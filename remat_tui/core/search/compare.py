@@ -25,7 +25,7 @@ from remat_tui.core.search.rows import Row, refused_row, row_of
 from remat_tui.core.search.skips import Skip, parse_skips
 from remat_tui.core.search.structures import structure_candidates, structure_notes
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.config import RUNS, Config
 from remat_tui.core.setup.policies import as_spec
 from remat_tui.core.trace.analysis import costs_view, row_view
 from remat_tui.core.trace.configured import Cancelled, as_target
@@ -33,7 +33,7 @@ from remat_tui.core.trace.traced import Trace, trace_config
 from remat_tui.core.xla import compile_pool, host_memory, shared_runs, step_time
 from remat_tui.core.xla import compiled as compiled_xla
 from remat_tui.core.xla.flop_note import flop_note
-from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.core.xla.measure import check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.core.xla.peak_notes import peak_note
 from remat_tui.errors import RematError

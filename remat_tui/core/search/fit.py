@@ -44,7 +44,7 @@ from remat_tui.core.search.compare import candidates
 from remat_tui.core.search.fit_optimize import fit_optimized
 from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow, Probe, rank
 from remat_tui.core.search.skips import Skip, parse_skips
-from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.config import RUNS, Config
 from remat_tui.core.setup.devices import describe_device, device_set
 from remat_tui.core.setup.loading import takes_devices
 from remat_tui.core.setup.policies import as_spec
@@ -61,7 +61,7 @@ from remat_tui.core.trace.traced import trace_config
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import compile_pool, host_memory, programs, step_time
 from remat_tui.core.xla.compiled import Source
-from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.core.xla.measure import check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.errors import RematError
 from remat_tui.registry import Target

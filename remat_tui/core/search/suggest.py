@@ -67,10 +67,10 @@ from remat_tui.core.search.suggest_rows import (  # noqa: F401 (choose: where ca
     within_resolution,
 )
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.config import RUNS, Config
 from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.xla import host_memory, shared_runs
-from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.core.xla.measure import check_measurable
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 SiteKey = int | str  # a site id, or a checkpointed function's name (every site of it)
 Spec = str | policies.PolicySpec  # what a user typed, or a spec parsed already
 AS_WRITTEN = policies.PolicySpec(policies.AS_WRITTEN)
+# Timed runs of a measured step after its warm-up, unless asked otherwise: the one
+# statement of the default, here where the command line and the package root can
+# read it without importing jax.
+RUNS = 5
 
 
 @dataclass(frozen=True, init=False)

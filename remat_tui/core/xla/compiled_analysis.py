@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from remat_tui.core.model import Analysis
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.config import RUNS, Config
 from remat_tui.core.setup.devices import device_set
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace import story
@@ -28,7 +28,7 @@ from remat_tui.core.trace.configured import as_target
 from remat_tui.core.trace.traced import trace, trace_config
 from remat_tui.core.xla import fates, host_memory, same_program, step_time
 from remat_tui.core.xla.compiled import compile_costs
-from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.core.xla.measure import check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.core.xla.peak_notes import kept_by_xla, peak_note, recomputed_early
 from remat_tui.errors import RematError
