@@ -7,12 +7,23 @@ from __future__ import annotations
 import ast
 import inspect
 import pathlib
+from dataclasses import dataclass
 
 import pytest
 
 import remat_tui
 from remat_tui.cli_parser import headless_parser
-from remat_tui.core.setup.config import RUNS
+from remat_tui.core.setup.config import RUNS, Config
+from remat_tui.core.setup.devices import (
+    describe_device,
+    device_label,
+    libtpu_installed,
+    resolve_device,
+    topology_of,
+)
+from remat_tui.core.setup.labels import device_label_from
+from remat_tui.core.xla.host_memory import stays_on_device
+from remat_tui.report.compiled import device_name
 
 PACKAGE = pathlib.Path(remat_tui.__file__).parent
 HOME_OF_RUNS = PACKAGE / "core" / "setup" / "config.py"
@@ -75,3 +86,50 @@ def test_every_runs_default_is_the_home(capsys):
     with pytest.raises(SystemExit):
         headless_parser().parse_args(["compare", "--help"])
     assert f"(default {RUNS})" in " ".join(capsys.readouterr().out.split())
+
+
+@dataclass(frozen=True)
+class _Gpu:
+    """A device of a platform this machine lacks, as far as a label reads one."""
+
+    id: int
+    platform: str = "gpu"
+    device_kind: str = "NVIDIA H100"
+
+
+def _every_label(d, typed: str) -> set[str]:
+    """What each place that names a device calls `d` (typed as `typed`):
+    devices.py, a report (from the analysis' description of it), a Config and
+    the offload note."""
+    labels = {device_name(describe_device(d))}
+    if isinstance(d, _Gpu):  # not a jax.Device: only the spelling itself can label it
+        return labels | {device_label_from(d.platform, d.id, topology_of(d))}
+    note = stays_on_device(1, typed)
+    labels |= {device_label(d), device_label(typed), Config.make(device=typed).device}
+    return labels | {
+        Config.make(device=d).device,
+        note[note.index(" on ") + 4 : note.index(": XLA")],
+    }
+
+
+@pytest.mark.parametrize(
+    "which, expected",
+    [
+        ("cpu:0", "cpu:0"),
+        ("cpu:3", "cpu:3"),
+        ("gpu:0", "gpu:0"),
+        ("gpu:2", "gpu:2"),
+        ("tpu:v5e:2x2", "tpu:v5e:2x2"),
+        ("tpu:v5e:2x2#2", "tpu:v5e:2x2#2"),
+    ],
+)
+def test_every_home_of_a_device_label_agrees(which, expected):
+    if which.startswith("gpu"):
+        d = _Gpu(int(which[-1]))
+    elif which.startswith("tpu"):
+        if not libtpu_installed():
+            pytest.skip("needs libtpu for a deviceless TPU topology")
+        d = resolve_device(which)
+    else:
+        d = resolve_device(which)
+    assert _every_label(d, which) == {expected}

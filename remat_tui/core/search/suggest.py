@@ -68,6 +68,7 @@ from remat_tui.core.search.suggest_rows import (  # noqa: F401 (choose: where ca
 )
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import RUNS, Config
+from remat_tui.core.setup.devices import device_label
 from remat_tui.core.trace.configured import Cancelled, as_target
 from remat_tui.core.xla import host_memory, shared_runs
 from remat_tui.core.xla.measure import check_measurable
@@ -492,6 +493,6 @@ def _without_host(count: int, device: str | None) -> str:
     """Why suggest leaves out the configurations that offload where the
     device's compile has no host memory."""
     return (
-        f"{count} offload to host memory, which {host_memory.label(device)}'s compile does "
+        f"{count} offload to host memory, which {device_label(device)}'s compile does "
         "not have: the offloaded bytes would stay in device memory"
     )

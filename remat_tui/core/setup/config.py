@@ -97,7 +97,7 @@ class Config:
                 raise RematError(f"site {key}: {exc.message}") from None
         if structure is not None:
             structure = structure_specs.parse(structure, declared)
-        return cls(outer, tuple(overrides.items()), device_label_of(device), structure)
+        return cls(outer, tuple(overrides.items()), _device_label(device), structure)
 
     @cached_property
     def jax_device(self) -> jax.Device:
@@ -178,15 +178,14 @@ class Config:
         return "; ".join(parts)
 
 
-def device_label_of(device: str | jax.Device | None) -> str | None:
-    """The canonical label of the device the user named (`0`, `cpu`, `cpu:0`
-    and the jax.Device itself are all `cpu:0`); None stays None, JAX's
-    default. An unknown device raises RematError listing the available ones."""
+def _device_label(device: str | jax.Device | None) -> str | None:
+    """The canonical label of the device the user named (devices.py's
+    `device_label`); None stays None, JAX's default."""
     if device is None:
         return None
-    from remat_tui.core.setup.devices import device_label, resolve_device
+    from remat_tui.core.setup.devices import device_label
 
-    return device_label(resolve_device(device))
+    return device_label(device)
 
 
 def parse_site_option(text: str) -> tuple[SiteKey, str]:
