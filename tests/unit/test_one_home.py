@@ -7,9 +7,11 @@ from __future__ import annotations
 import ast
 import inspect
 import pathlib
+import sys
 from dataclasses import dataclass
 
 import pytest
+from exact_oracle import hand_peak_and_counts
 
 import remat_tui
 from remat_tui.cli_parser import headless_parser
@@ -133,3 +135,36 @@ def test_every_home_of_a_device_label_agrees(which, expected):
     else:
         d = resolve_device(which)
     assert _every_label(d, which) == {expected}
+
+
+SCALES = """
+import jax, jax.numpy as jnp, remat_tui
+
+@remat_tui.target(args=lambda batch=4: (jax.ShapeDtypeStruct((16, 16), jnp.float32),
+                                        jax.ShapeDtypeStruct((batch, 16), jnp.float32)))
+def f(w, x):
+    return jnp.mean(jnp.tanh(x @ w) ** 2)
+"""
+
+
+def test_a_search_resolves_what_it_is_asked_once(write_target, monkeypatch):
+    """compare, suggest and fit (fit --optimize's suggest at every batch among
+    them) make the search's base configuration once, from what was asked."""
+    target = remat_tui.load_targets(write_target(SCALES))["f"]
+    made: list[str] = []
+    make = Config.make.__func__  # type: ignore[attr-defined]
+
+    def counted(cls, *args, **kwargs):
+        caller = sys._getframe(1).f_globals["__name__"]
+        if caller.startswith("remat_tui.core.search"):
+            made.append(caller)
+        return make(cls, *args, **kwargs)
+
+    monkeypatch.setattr(Config, "make", classmethod(counted))
+    budget = hand_peak_and_counts(target.fn, target.args(3))[0]  # batch 3 fits, 4 does not
+    remat_tui.compare(target, policies=["nothing_saveable"])
+    remat_tui.suggest(target, budget)
+    assert len(made) == 2
+    fitted = remat_tui.fit(target, budget, optimize=True, sites={})
+    assert len(fitted.rows) > 1  # searched at several batches
+    assert len(made) == 3, made
