@@ -168,3 +168,19 @@ def test_a_search_resolves_what_it_is_asked_once(write_target, monkeypatch):
     fitted = remat_tui.fit(target, budget, optimize=True, sites={})
     assert len(fitted.rows) > 1  # searched at several batches
     assert len(made) == 3, made
+
+
+def test_one_entry_point_compiles_a_configuration():
+    """`compile_answer` compiles (and caches) a configuration's step; its
+    `.result` is XLA's numbers. `compile_step` is its uncached twin that keeps
+    the executable, for measuring. No third name says the same."""
+    from remat_tui.core.xla import compiled
+
+    entries = {
+        name
+        for name, value in vars(compiled).items()
+        if name.startswith("compile")
+        and inspect.isfunction(value)
+        and value.__module__ == compiled.__name__
+    }
+    assert entries == {"compile_answer", "compile_step"}

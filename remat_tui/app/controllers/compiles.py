@@ -121,7 +121,7 @@ class Compiles:
     def _compile(self, key: tuple, target: Target) -> None:
         from remat_tui.app.arguments import prepared
         from remat_tui.core.trace.configured import Cancelled
-        from remat_tui.core.xla.compiled import compile_costs
+        from remat_tui.core.xla.compiled import compile_answer
         from remat_tui.core.xla.measure import measure
 
         name, config, reloads = key
@@ -139,13 +139,13 @@ class Compiles:
                 ready = prepared(target, config.device)
                 arguments = (ready.args, ready.kwargs)
                 if runs is None:
-                    result = compile_costs(
+                    result = compile_answer(
                         target,
                         config,
                         cancelled=cancelled,
                         arguments=arguments,
                         memory=True,  # the memory view (w), the status line's largest category
-                    )
+                    ).result
                 else:
                     result, measured = measure(target, config, runs, cancelled, arguments=arguments)
         except Cancelled:

@@ -27,7 +27,7 @@ from jax.ad_checkpoint import checkpoint_name
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label
 from remat_tui.core.units import human_bytes
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -68,11 +68,11 @@ def offloads_to_host(device: str | None) -> bool:
 
 
 def _probe(device: str | None) -> bool:
-    offloading = compile_costs(_PROBE, Config.make(_OFFLOADING, device=device), memory=True)
+    offloading = compile_answer(_PROBE, Config.make(_OFFLOADING, device=device), memory=True).result
     spaces = (offloading.memory or {}).get("other_spaces", [])
     if offloading.host_temp_bytes > 0 or any(s["space"] == "host" for s in spaces):
         return True
-    saving = compile_costs(_PROBE, Config.make(_SAVING, device=device))
+    saving = compile_answer(_PROBE, Config.make(_SAVING, device=device)).result
     return offloading.temp_bytes != saving.temp_bytes
 
 

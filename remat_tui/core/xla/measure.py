@@ -128,7 +128,7 @@ def measure(
     """Compile `config`'s step for its device (or `device`) and run it: XLA's
     numbers, and what the runs took (None when `run_if` says the compile
     need not run: suggest runs only what fits its budget). A compile that
-    fails raises RematError (as compile_costs does); a run that fails is the
+    fails raises RematError (as compile_answer does); a run that fails is the
     Measured's `error`."""
     dev = config.jax_device if device is None else device
     check_measurable(dev, runs)
