@@ -8,7 +8,7 @@ import ast
 import inspect
 import pathlib
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import pytest
 from exact_oracle import hand_peak_and_counts
@@ -184,3 +184,11 @@ def test_one_entry_point_compiles_a_configuration():
         and value.__module__ == compiled.__name__
     }
     assert entries == {"compile_answer", "compile_step"}
+
+
+def test_the_exact_search_calls_what_its_check_assumed_so():
+    """The self-check's words are what it assumed, not an error."""
+    from remat_tui.core.search.exact import NameOutcome
+
+    assert {f.name for f in fields(NameOutcome)} >= {"assumed"}
+    assert "error" not in {f.name for f in fields(NameOutcome)}

@@ -80,7 +80,7 @@ class NameOutcome:
     chains: list[list[str]] = field(default_factory=list)
     chains_slower: int = 0  # chain assignments left out: least cost above an answer's
     chains_over: int = 0  # left out: past a prefix over the budget, and predicted over it
-    error: str = ""  # what the self-check assumed of what it did not compile, in words
+    assumed: str = ""  # what the self-check assumed of what it did not compile, in words
 
 
 def gap(best: float | None, bound: float | None) -> float | None:
@@ -206,7 +206,7 @@ def search_names(
     outcome.rows = list(rows_of.values())
     outcome.answer = _best(rows_of, budget)
     outcome.interactions = model.interactions
-    outcome.error = self_check.words(outcome.proven, outcome.answer, compile_rows is not None)
+    outcome.assumed = self_check.words(outcome.proven, outcome.answer, compile_rows is not None)
     return outcome
 
 
