@@ -2,8 +2,8 @@
 before a search starts (`search_request`): the target, the configuration
 every candidate starts from (the sites and device asked for), the candidates
 left out, and whether each is compiled and run. A bad one raises RematError
-before anything is traced; fit's search per batch (core/search/fit_optimize.py)
-hands suggest the same request at each batch's target.
+before anything is traced; fit's search per batch (`fit_optimized`) hands
+`suggest_request` the same request at each batch's target.
 """
 
 from __future__ import annotations

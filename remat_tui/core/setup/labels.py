@@ -1,7 +1,7 @@
 """Provides `device_label_from`: a device's canonical label from plain values,
-the one place it is spelled. devices.py's `device_label` labels a jax.Device
-(or what a user typed) with it, a Config carries the label, and the reports,
-which import no jax, label the device an analysis describes with it too.
+the one place it is spelled. `device_label` labels a jax.Device (or what a
+user typed) with it, a Config carries the label, and the reports, which
+import no jax, label the device an analysis describes (`device_name`) with it.
 """
 
 from __future__ import annotations
