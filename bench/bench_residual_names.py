@@ -112,7 +112,7 @@ def _cost(target, device, repeat: int) -> None:
             compiled.clear_cache()
             spent.clear()
             start = time.perf_counter()
-            c = compiled.compile_costs(target, config, memory=True)
+            c = compiled.compile_answer(target, config, memory=True).result
             compiles.append(time.perf_counter() - start)
             reads.append(sum(spent))
             start = time.perf_counter()

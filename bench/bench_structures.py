@@ -42,16 +42,16 @@ def cpu_curve(layers: int = 64) -> None:
     import scan_stack
 
     from remat_tui.core.setup.config import Config
-    from remat_tui.core.xla.compiled import compile_costs
+    from remat_tui.core.xla.compiled import compile_answer
     from remat_tui.registry import Target
 
     target = Target(fn=scan_stack.make_stack(layers=layers), name="stack",
                     args=scan_stack.make_args(layers))  # fmt: skip
     groups = [g for g in range(2, layers // 2 + 1) if layers % g == 0]
-    peaks = {None: compile_costs(target, Config(), memory=True).memory["peak_bytes"]}
+    peaks = {None: compile_answer(target, Config(), memory=True).result.memory["peak_bytes"]}
     for g in groups:
         config = Config.make(structure=f"nested({g})")
-        peaks[g] = compile_costs(target, config, memory=True).memory["peak_bytes"]
+        peaks[g] = compile_answer(target, config, memory=True).result.memory["peak_bytes"]
     # peak = fixed + per_carry * (G + N/G), fitted to the nested points
     kept = np.array([g + layers / g for g in groups], float)
     measured = np.array([peaks[g] for g in groups], float)

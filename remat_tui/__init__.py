@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from remat_tui.core.setup.config import RUNS  # light: no jax (see config.py)
 from remat_tui.errors import RematError
 from remat_tui.registry import Target, target
 from remat_tui.version import __version__
@@ -98,7 +99,7 @@ def analyze(
     sites: dict[int | str, str] | None = None,
     compiled: bool = False,
     measure: bool = False,
-    runs: int = 5,
+    runs: int = RUNS,
     vs_written: bool = False,
     structure: str | None = None,
     mesh: str | None = None,
@@ -196,7 +197,7 @@ def compare(
     compiled: bool = False,
     device: str | None = None,
     measure: bool = False,
-    runs: int = 5,
+    runs: int = RUNS,
     skip: list[str] | None = None,
     mesh: str | None = None,
     verify: bool = False,
@@ -263,7 +264,7 @@ def suggest(
     device: str | None = None,
     sites: dict[int | str, str] | None = None,
     measure: bool = False,
-    runs: int = 5,
+    runs: int = RUNS,
     narrowing: Callable[[Narrowing], object] | None = None,
     cancelled: Callable[[], bool] | None = None,
     skip: list[str] | None = None,
@@ -432,7 +433,7 @@ def fit(
     multiple: int = 1,
     max_batch: int | None = None,
     measure: bool = False,
-    runs: int = 5,
+    runs: int = RUNS,
     optimize: bool = False,
     skip: list[str] | None = None,
     mesh: str | None = None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Protocol
 
+from remat_tui.core.setup.config import RUNS  # light: no jax
 from remat_tui.errors import RematError
 from remat_tui.report import FORMATS  # light: the report modules import no jax
 
@@ -165,9 +166,9 @@ def measure_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runs",
         type=int,
-        default=5,
+        default=RUNS,
         metavar="N",
-        help="with --measure: timed runs of each step, after one warm-up (default 5)",
+        help="with --measure: timed runs of each step, after one warm-up (default %(default)s)",
     )
     parser.add_argument(
         "--recalibrate",
@@ -184,10 +185,10 @@ def check_measure(opts: argparse.Namespace) -> None:
         if opts.runs < 1:
             raise RematError(
                 f"--runs {opts.runs}: measuring needs at least one timed run; give --runs 1 "
-                "or more (default 5)."
+                f"or more (default {RUNS})."
             )
         opts.compiled = True
-    elif opts.runs != 5:
+    elif opts.runs != RUNS:
         raise RematError("--runs is for --measure; add --measure to run the compiled steps.")
 
 

@@ -9,6 +9,7 @@ import os
 from typing import TYPE_CHECKING
 
 from remat_tui.core.model import Analysis, Totals
+from remat_tui.core.setup.labels import device_label_from
 from remat_tui.core.units import human_bytes, human_flops, human_seconds
 from remat_tui.core.xla.flop_note import flop_note
 from remat_tui.report.phrases import (
@@ -33,10 +34,10 @@ EXPLAINED = (
 
 
 def device_name(device: dict) -> str:
-    """`cpu:0`, or `tpu:v5e:2x2` for a deviceless TPU topology."""
-    if device.get("topology"):
-        return f"{device.get('platform')}:{device['topology']}"
-    return f"{device.get('platform')}:{device.get('id')}"
+    """The label of the device an analysis describes (`Analysis.device`):
+    `cpu:0`, or `tpu:v5e:2x2` (`tpu:v5e:2x2#3` for its chip 3) for a deviceless
+    TPU topology; the label its Config carries."""
+    return device_label_from(device.get("platform"), device.get("id"), device.get("topology"))
 
 
 def device_details(device: dict) -> str:

@@ -99,7 +99,7 @@ def test_compare_screen_snapshot(snap_compare):
 
 async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
     from remat_tui.core.units import human_bytes
-    from remat_tui.core.xla.compiled import compile_costs
+    from remat_tui.core.xla.compiled import compile_answer
 
     app = RematApp(example("mlp.py"), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -109,9 +109,9 @@ async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
         status = str(app.query_one("#status").render())
         child = app.compiles.process.pid  # compiled in a child process, not here
         assert child is not None and child != os.getpid()
-        want = compile_costs(
+        want = compile_answer(
             app.loaded.target, app.loaded.shown.config
-        )  # compiled here: the same numbers
+        ).result  # compiled here: the same numbers
         assert "(compiled, gradient alone)" in status and "saved by autodiff" in status
         assert f"peak {human_bytes(want.peak_bytes)}/device" in status
         await pilot.press("2")  # another policy: compiled too, its own numbers
@@ -268,7 +268,7 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
     compiled numbers), and the shown configuration's peak is the status line's.
     With `p` off those columns are not drawn at all."""
     from remat_tui.core.units import human_bytes
-    from remat_tui.core.xla.compiled import compile_costs
+    from remat_tui.core.xla.compiled import compile_answer
 
     app = RematApp(write_target(SMALL), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -300,7 +300,7 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
         other = next(r for r in screen.rows if r.config.policy == "nothing_saveable")
         assert (
             other.compiled["peak_bytes"]
-            == compile_costs(app.loaded.target, other.config).peak_bytes
+            == compile_answer(app.loaded.target, other.config).result.peak_bytes
         )
         status = str(screen.query_one("#compare-status").render())
         assert "memory: compiled peak per device (gradient alone)" in status

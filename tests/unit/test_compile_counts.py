@@ -166,7 +166,7 @@ def test_the_store_is_never_stale(write_target, xla_compiles, store_on, monkeypa
         compiled.clear_cache()
         compile_service.clear_memo()  # as a new process would
         target = remat_tui.load_targets(path)["loss"]
-        return compiled.compile_costs(target, Config(), memory=memory)
+        return compiled.compile_answer(target, Config(), memory=memory).result
 
     def compiles(step) -> int:
         before = len(xla_compiles)
@@ -210,14 +210,14 @@ def test_a_library_one_command_imports_is_no_new_program(tmp_path, xla_compiles,
     path = project / "model.py"
     path.write_text(SOURCE.format(n=4, op="sin"))
     target = remat_tui.load_targets(str(path))["loss"]
-    compiled.compile_costs(target, Config(), memory=True)  # as report --compiled
+    compiled.compile_answer(target, Config(), memory=True)  # as report --compiled
     assert len(xla_compiles) == 1
     compiled.clear_cache()  # a new process: nothing known but the store
     compile_service.clear_memo()
     monkeypatch.syspath_prepend(str(packages))
     try:
         importlib.import_module("installed_41")  # what the next command imports beside
-        compiled.compile_costs(target, Config())  # as fit asks: the store answers
+        compiled.compile_answer(target, Config())  # as fit asks: the store answers
     finally:
         sys.modules.pop("installed_41", None)
     assert len(xla_compiles) == 1

@@ -14,7 +14,7 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.loading import load_targets
 from remat_tui.core.trace.configured import Cancelled
 from remat_tui.core.xla.compile_process import CompileProcess
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 from remat_tui.errors import RematError
 
 
@@ -42,7 +42,7 @@ def test_the_child_gives_the_numbers_compiling_here_gives(child, policy):
     path = example("mlp.py")
     config = Config.make(policy)
     there, measured = child.compile(path, "loss", config, 0, never)
-    here = compile_costs(load_targets(path)["loss"], config)
+    here = compile_answer(load_targets(path)["loss"], config).result
     assert measured is None  # not asked to run it
     assert there.peak_bytes == here.peak_bytes and there.temp_bytes == here.temp_bytes
     assert there.device == here.device == "cpu:0"

@@ -19,7 +19,7 @@ from remat_tui.core.setup import devices as devices_lib
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.loading import resolve_arguments, takes_devices
 from remat_tui.core.xla import compiled as compiled_lib
-from remat_tui.core.xla.compiled import compile_costs, trim_message
+from remat_tui.core.xla.compiled import compile_answer, trim_message
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 from remat_tui.report import render
@@ -102,8 +102,8 @@ def test_compiled_numbers_are_present_and_depend_on_the_policy():
     # whole function recomputes every layer before the backward part needs
     # the first, which leaves the peak where it was (Contract 7's example).
     t = target(make_checkpointed(jax.checkpoint_policies.everything_saveable))
-    nothing = compile_costs(t, Config.make(sites={1: "nothing_saveable"}))
-    everything = compile_costs(t, Config())
+    nothing = compile_answer(t, Config.make(sites={1: "nothing_saveable"})).result
+    everything = compile_answer(t, Config()).result
     for c in (nothing, everything):
         assert set(c.to_dict()) == KEYS
         assert c.device == "cpu:0" and c.devices == 1
@@ -128,8 +128,8 @@ def test_analyze_attaches_compiled_only_on_request():
     # The compile is cached (the same object comes back, with its breakdown); the
     # analysis adds to the breakdown only what it knows: residual names, the
     # sentence against the code as written.
-    cached = compile_costs(t, Config.make("nothing_saveable"), memory=True)
-    assert compile_costs(t, Config.make("nothing_saveable")) is cached
+    cached = compile_answer(t, Config.make("nothing_saveable"), memory=True).result
+    assert compile_answer(t, Config.make("nothing_saveable")).result is cached
     assert {**a.compiled.to_dict(), "memory": None} == {**cached.to_dict(), "memory": None}
     assert a.compiled.memory["peak_bytes"] == cached.memory["peak_bytes"]
 
@@ -138,23 +138,27 @@ def test_site_overrides_reach_the_compile():
     """Overriding the site compiles what editing the policy in the source does."""
     as_written = target(make_checkpointed(jax.checkpoint_policies.nothing_saveable))
     edited = target(make_checkpointed(jax.checkpoint_policies.everything_saveable))
-    base = compile_costs(as_written, Config.make())
-    overridden = compile_costs(as_written, Config.make(sites={"block": "everything_saveable"}))
-    by_hand = compile_costs(edited, Config.make())
+    base = compile_answer(as_written, Config.make()).result
+    overridden = compile_answer(
+        as_written, Config.make(sites={"block": "everything_saveable"})
+    ).result
+    by_hand = compile_answer(edited, Config.make()).result
     assert overridden.temp_bytes != base.temp_bytes
     assert (overridden.temp_bytes, overridden.peak_bytes) == (
         by_hand.temp_bytes,
         by_hand.peak_bytes,
     )
-    removed = compile_costs(as_written, Config.make(sites={"block": "as_written"}))
-    assert removed.temp_bytes == compile_costs(target(scanned_mlp), Config.make()).temp_bytes
+    removed = compile_answer(as_written, Config.make(sites={"block": "as_written"})).result
+    assert (
+        removed.temp_bytes == compile_answer(target(scanned_mlp), Config.make()).result.temp_bytes
+    )
 
 
 def test_results_are_cached_per_target_and_config():
     t = target(scanned_mlp)
-    first = compile_costs(t, Config.make("dots_saveable"))
-    assert compile_costs(t, Config.make("dots_saveable")) is first
-    assert compile_costs(target(scanned_mlp), Config.make("dots_saveable")) is not first
+    first = compile_answer(t, Config.make("dots_saveable")).result
+    assert compile_answer(t, Config.make("dots_saveable")).result is first
+    assert compile_answer(target(scanned_mlp), Config.make("dots_saveable")).result is not first
     assert compiled_lib.CACHE_SIZE >= 64
 
 
@@ -171,7 +175,7 @@ def test_a_failing_compile_shows_xlas_message_trimmed(monkeypatch):
     monkeypatch.setattr(jax.stages.Lowered, "compile", fail)
     t = target(scanned_mlp)
     with pytest.raises(RematError) as info:
-        compile_costs(t, Config.make("nothing_saveable"))
+        compile_answer(t, Config.make("nothing_saveable"))
     text = info.value.message
     assert text.startswith("scanned_mlp: compiling the gradient under policy nothing_saveable")
     assert "for cpu:0 failed: XLA says:" in text
@@ -181,7 +185,7 @@ def test_a_failing_compile_shows_xlas_message_trimmed(monkeypatch):
     # The failure is cached too: the same code fails the same way, at once.
     monkeypatch.undo()
     with pytest.raises(RematError, match="Mosaic failed"):
-        compile_costs(t, Config.make("nothing_saveable"))
+        compile_answer(t, Config.make("nothing_saveable"))
 
 
 # XLA's words when a program does not fit, as its TPU compiler prints them.
@@ -211,7 +215,7 @@ def test_a_compile_out_of_memory_is_a_result_not_an_error(monkeypatch, case):
         raise jax.errors.JaxRuntimeError(message)
 
     monkeypatch.setattr(jax.stages.Lowered, "compile", fail)
-    c = compile_costs(target(scanned_mlp), Config.make("dots_saveable"))
+    c = compile_answer(target(scanned_mlp), Config.make("dots_saveable")).result
     assert not c.fits
     assert c.needed_bytes == needed and c.available_bytes == available
     assert c.error == message.splitlines()[0][:300]
@@ -302,7 +306,9 @@ def test_deviceless_tpu_compile_of_a_small_model(tpu):
     assert c.backend_peak_bytes >= c.peak_bytes
     assert c.argument_bytes == 4 * (LAYERS * WIDTH * WIDTH + BATCH * WIDTH)
     assert c.generated_code_bytes > 0
-    everything = compile_costs(t, Config.make(sites={"block": "everything_saveable"}, device=tpu))
+    everything = compile_answer(
+        t, Config.make(sites={"block": "everything_saveable"}, device=tpu)
+    ).result
     # Temps this small stay on chip, mostly in VMEM: the backend's peak, which
     # counts them, moves with the policy; HBM's moves less, or not at all.
     assert everything.backend_peak_bytes > c.backend_peak_bytes
@@ -326,7 +332,7 @@ def test_deviceless_tpu_compile_of_a_small_model(tpu):
 
 def test_sharded_target_compiles_over_the_topologys_chips(tpu):
     t = Target(fn=sharded, name="sharded", args=sharded_args)
-    c = compile_costs(t, Config.make(device=tpu))
+    c = compile_answer(t, Config.make(device=tpu)).result
     assert c.devices == 4 and c.device == tpu
     assert c.argument_bytes == 4 * (WIDTH * WIDTH + BATCH * WIDTH // 4)
 
@@ -336,13 +342,13 @@ def test_arguments_sharded_over_other_devices_are_refused(tpu):
     x = jax.ShapeDtypeStruct((BATCH, WIDTH), jnp.float32, sharding=NamedSharding(mesh, P("data")))
     t = Target(fn=lambda x: jnp.sum(jnp.sin(x)), name="f", args=(x,))
     with pytest.raises(RematError, match="sharded over cpu devices.*args=lambda devices"):
-        compile_costs(t, Config.make(device=tpu))
+        compile_answer(t, Config.make(device=tpu))
 
 
 def test_a_compile_that_does_not_fit_the_chip(tpu):
     big = (jax.ShapeDtypeStruct((70000, 30000), jnp.float32),)  # nothing is allocated
     t = Target(fn=lambda x: jnp.sum(jnp.sin(x @ x.T) @ x), name="big", args=big)
-    c = compile_costs(t, Config.make(device=tpu))
+    c = compile_answer(t, Config.make(device=tpu)).result
     assert not c.fits and c.device == tpu
     assert "RESOURCE_EXHAUSTED" in c.error
     # v5e has 16 GiB of HBM: XLA's need is above what it says is available.
@@ -395,7 +401,7 @@ def test_flops_and_bytes_accessed_are_xlas_own():
     """What the step-time estimate reads from XLA: its cost analysis of the
     same gradient, compiled by JAX directly."""
     fn = make_checkpointed(jax.checkpoint_policies.nothing_saveable)
-    c = compile_costs(target(fn), Config())
+    c = compile_answer(target(fn), Config()).result
     args = _args()
 
     gradient = jax.value_and_grad(fn)  # the first argument, as the step users run

@@ -237,6 +237,7 @@ def code_constants():
     from remat_tui.app.screens import fit as fit_screen
     from remat_tui.core.jaxcompat import version
     from remat_tui.core.search import check, exact, exact_space, notes, suggest_candidates
+    from remat_tui.core.setup import config
     from remat_tui.core.trace import primal, structures
     from remat_tui.core.xla import (
         compile_pool,
@@ -341,7 +342,7 @@ def code_constants():
             r"differ by more than (\d+%) on a program without loops",
             pct(flop_note.TOLERANCE),
         ),
-        ("docs/guide/measure.md", r"timed runs \(default (\d+)\)", measure.RUNS),
+        ("docs/guide/measure.md", r"timed runs \(default (\d+)\)", config.RUNS),
         ("docs/guide/measure.md", r"standard deviation ([\d.]+)", measure.FILL_STD),
         ("docs/how-it-decides.md", r"the fastest of (\d+) interleaved rounds", cpu_rates.ROUNDS),
     ]

@@ -27,7 +27,7 @@ def failing_for(monkeypatch):
     """Make compiles of the given outer policies run out of memory (or fail)."""
 
     def install(out_of_memory=(), broken=()):
-        real = compiled_lib.compile_answer  # what compile_costs and the searches call
+        real = compiled_lib.compile_answer  # what compile_answer and the searches call
 
         def compile_answer(target, config, cancelled=None, **kw):
             policy = dict(config.sites).get("block", config.policy)  # at the site, else outer
@@ -222,7 +222,7 @@ def test_a_budget_below_the_arguments_and_outputs_compiles_one(all_compiled):
     """Every configuration holds the same arguments and returns the same
     gradients: a budget below those bytes cannot be met, said after one compile."""
     target = as_target(LOSS, ARGS, None)
-    base = compiled_lib.compile_costs(target, remat_tui.core.setup.config.Config())
+    base = compiled_lib.compile_answer(target, remat_tui.core.setup.config.Config()).result
     floor = base.argument_bytes + base.output_bytes - base.alias_bytes
     got = remat_tui.core.search.suggest.suggest(target, floor - 1, compiled=True)
     assert not got.fits and got.compiled_count == 1 and got.skipped == got.searched - 1

@@ -14,7 +14,7 @@ from conftest import ROOT
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import resolve_device
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -133,7 +133,7 @@ def test_a_budget_weighs_hbm_alone(chip):
         jax.ShapeDtypeStruct((256, 4096), jnp.float32),
         jax.ShapeDtypeStruct((4096, 256), jnp.float32),
     )
-    c = compile_costs(Target(fn=f, name="f", args=lambda: args), Config(device=TOPOLOGY))
+    c = compile_answer(Target(fn=f, name="f", args=lambda: args), Config(device=TOPOLOGY)).result
     assert c.peak_source == "live" and c.peak_bytes < c.backend_peak_bytes
     live_always = c.argument_bytes + c.output_bytes - c.alias_bytes
     assert live_always <= c.peak_bytes <= live_always + c.temp_bytes
@@ -161,8 +161,8 @@ def test_every_space_of_an_offloading_step_is_named(chip):
         "names_which_can_be_offloaded=['y'], offload_src='device', offload_dst='pinned_host')"
     )
     args = (jax.ShapeDtypeStruct((256,), jnp.float32),)
-    c = compile_costs(Target(fn=f, name="f", args=args), Config.make(spec, device=TOPOLOGY),
-                      memory=True)  # fmt: skip
+    c = compile_answer(Target(fn=f, name="f", args=args), Config.make(spec, device=TOPOLOGY),
+                      memory=True).result  # fmt: skip
     spaces = {s["space"] for s in c.memory["other_spaces"]}
     assert "host" in spaces and spaces <= {"vmem", "sflag", "smem", "host"}
 

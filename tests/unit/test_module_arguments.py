@@ -24,7 +24,7 @@ eqx = pytest.importorskip("equinox")
 
 import remat_tui  # noqa: E402
 from remat_tui.core.setup.config import Config  # noqa: E402
-from remat_tui.core.xla.compiled import compile_costs  # noqa: E402
+from remat_tui.core.xla.compiled import compile_answer  # noqa: E402
 from remat_tui.errors import RematError  # noqa: E402
 from remat_tui.registry import Target  # noqa: E402
 
@@ -181,7 +181,7 @@ def test_the_compiled_step_is_equinoxs_own(model):
     oracle to the byte; eqx.filter_jit's own compile of it has the same
     arguments and temporaries (its outputs hold one s32 more, of its own)."""
     target = MODELS[model](CP.dots_saveable)
-    ours = compile_costs(target, Config())
+    ours = compile_answer(target, Config()).result
     args, kwargs = _built(target)
     fn, dyn_args, dyn_kwargs = filtered(target.fn, args, kwargs)
     want = jax.jit(jax.value_and_grad(fn)).lower(*dyn_args, **dyn_kwargs).compile()
@@ -211,7 +211,7 @@ def test_the_training_step_updates_the_modules_arrays():
     trained = Target(
         fn=target.fn, name="loss", args=target.args, param_positions=(0,), optimizer=optimizer
     )
-    ours = compile_costs(trained, Config())
+    ours = compile_answer(trained, Config()).result
     model, x = _built(target)[0]
     params, static = eqx.partition(model, eqx.is_array)
 
@@ -245,7 +245,7 @@ def test_a_train_step_of_ones_own_gets_the_modules_arrays():
         fn=target.fn, name="loss", args=target.args, param_positions=(0,),
         train_step=sgd, opt_state=(),
     )  # fmt: skip
-    ours = compile_costs(trained, Config())
+    ours = compile_answer(trained, Config()).result
     model, x = _built(target)[0]
     params, static = eqx.partition(model, eqx.is_array)
 

@@ -23,7 +23,7 @@ from test_structures import WHERE, jax_residuals, value_and_grad_memory
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import analyze
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 from remat_tui.registry import Target
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
@@ -122,7 +122,7 @@ def test_a_structure_is_the_same_structure_written_by_hand_in_the_body(structure
     assert [WHERE.sub("", r.text) for r in tool.residuals] == without_literal(
         jax_residuals(by_hand, args)
     )
-    compiled = compile_costs(target, config)
+    compiled = compile_answer(target, config).result
     assert compiled.devices == 4
     memory = value_and_grad_memory(by_hand, args)
     assert (compiled.peak_bytes, compiled.temp_bytes) == (
@@ -263,7 +263,7 @@ def test_on_a_deviceless_tpu_a_structure_compiles_to_the_hand_written_one():
         ("split(1, as_written, nothing_saveable)",
          by_hand_split(1, model.WRITTEN, CP.nothing_saveable, chips)),
     ]:  # fmt: skip
-        compiled = compile_costs(target, Config.make(structure=structure), device=tpu)
+        compiled = compile_answer(target, Config.make(structure=structure), device=tpu).result
         assert compiled.devices == 4
         m = jax.jit(jax.value_and_grad(by_hand)).lower(*args).compile().memory_analysis()
         assert (
@@ -304,5 +304,5 @@ def test_a_checkpoint_without_cse_prevention_is_rebuilt_with_it_in_the_body():
     assert [WHERE.sub("", r.text) for r in tool.residuals] == without_literal(
         jax_residuals(hand, args)
     )
-    peak = compile_costs(target, config).peak_bytes
+    peak = compile_answer(target, config).result.peak_bytes
     assert peak == value_and_grad_memory(hand, args)["peak_bytes"]

@@ -24,7 +24,7 @@ from test_structures import WHERE, jax_residuals
 import remat_tui
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import analyze
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 from remat_tui.registry import Target
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -106,7 +106,7 @@ def test_a_structure_is_the_same_structure_written_by_hand_with_its_shardings(st
     by_hand = BY_HAND[structure]()
     tool = analyze(target, config=config)
     assert [WHERE.sub("", r.text) for r in tool.residuals] == jax_residuals(by_hand, args)
-    reported = compile_costs(target, config).peak_bytes
+    reported = compile_answer(target, config).result.peak_bytes
     assert reported == hand.hand_peak(by_hand, args)
     # The printed code, pasted in place of the scan's call, compiles to it.
     assert "prevent_cse=False" in tool.python
@@ -125,7 +125,7 @@ def test_a_one_device_explicit_mesh_builds_the_same_structure():
     by_hand = by_hand_nested(4)
     tool = analyze(target, config=config)
     assert [WHERE.sub("", r.text) for r in tool.residuals] == jax_residuals(by_hand, args)
-    assert compile_costs(target, config).peak_bytes == hand.hand_peak(by_hand, args)
+    assert compile_answer(target, config).result.peak_bytes == hand.hand_peak(by_hand, args)
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
@@ -170,7 +170,7 @@ def test_a_structure_that_cannot_be_built_is_a_row_with_why_and_the_search_goes_
     assert rows and all(r.refused and why in r.error for r in rows)
     # suggest's exact search (forced here) answers from the rest
     monkeypatch.setattr(suggest_module, "ENUMERATE_LIMIT", 0)
-    budget = compile_costs(target, Config.make()).peak_bytes - 1
+    budget = compile_answer(target, Config.make()).result.peak_bytes - 1
     answer = suggest_module.suggest(target, budget=budget, compiled=True)
     assert answer.fits and answer.found.config.structure is None
     assert answer.found.compiled["peak_bytes"] <= budget
@@ -188,6 +188,6 @@ def test_a_sites_code_keeps_its_checkpoints_prevent_cse():
     pasted = hand.paste(tool.python, MODEL)
     assert "jax.lax.scan(jax.checkpoint(decoder_layer" in pasted.source
     args = target.args()
-    assert hand.hand_peak(pasted.function, args) == compile_costs(target, config).peak_bytes
+    assert hand.hand_peak(pasted.function, args) == compile_answer(target, config).result.peak_bytes
     by_hand = fsdp.make_loss(CP.dots_saveable)
     assert hand.hand_peak(pasted.function, args) == hand.hand_peak(by_hand, args)

@@ -16,7 +16,7 @@ import pytest
 
 import remat_tui
 from remat_tui.core.setup.config import Config
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 from remat_tui.core.xla.differentiated import FIRST, FIRST_NOT_FLOAT, KEYWORDS_ONLY, NAMED
 from remat_tui.registry import Target
 from remat_tui.report import render
@@ -46,7 +46,7 @@ def test_the_vit_step_differentiates_its_parameters_not_its_batch(integer_labels
     alone, as jax.value_and_grad(loss) does, not the images' or labels'."""
     args = vit_linen.example_args(integer_labels)
     fn = vit_linen.make_loss(vit_linen.REMAT_POLICY, integer_labels)
-    ours = compile_costs(Target(fn=fn, name="loss", args=lambda: args), Config.make(policy))
+    ours = compile_answer(Target(fn=fn, name="loss", args=lambda: args), Config.make(policy)).result
     want = _by_hand(fn, args, policy).memory_analysis()
     assert ours.output_bytes == want.output_size_in_bytes
     assert ours.temp_bytes == pytest.approx(want.temp_size_in_bytes, rel=0.05, abs=1024)
@@ -68,7 +68,7 @@ def test_params_names_what_the_step_differentiates():
     # params without an optimizer is allowed: it names what the gradient takes.
     assert remat_tui.target(args=(x, w, b), params=(1, 2))(scaled) is scaled
     t = Target(fn=scaled, name="scaled", args=(x, w, b), param_positions=(2, 1))
-    ours = compile_costs(t, Config())
+    ours = compile_answer(t, Config()).result
     want = _by_hand(scaled, (x, w, b), argnums=(1, 2)).memory_analysis()
     assert not t.trains and ours.step == "gradient"
     assert ours.output_bytes == want.output_size_in_bytes
@@ -85,7 +85,7 @@ def test_integer_arguments_are_never_differentiated_even_when_named():
     params = {"w": _shape(64, 64), "count": _shape(dtype=I32)}
     x, n = _shape(32, 64), _shape(dtype=I32)
     t = Target(fn=counted, name="counted", args=(params, x, n), param_positions=(0, 2))
-    ours = compile_costs(t, Config())
+    ours = compile_answer(t, Config()).result
 
     def of_w(w, count, x, n):  # JAX refuses integer inputs: the float leaf alone
         return counted({"w": w, "count": count}, x, n)
@@ -103,7 +103,7 @@ def test_keyword_arguments_alone_are_all_differentiated():
         return jnp.sum(jnp.sin(x @ w)) * n
 
     kwargs = {"x": _shape(16, 32), "w": _shape(32, 32), "n": _shape(dtype=I32)}
-    ours = compile_costs(Target(fn=f, name="f", args=(), kwargs=kwargs), Config())
+    ours = compile_answer(Target(fn=f, name="f", args=(), kwargs=kwargs), Config()).result
 
     def of_floats(floats, n):
         return f(**floats, n=n)
@@ -121,7 +121,7 @@ def test_an_integer_first_argument_gives_way_to_the_floating_ones():
         return jnp.sum(jnp.tanh(table[tokens] * scale))
 
     args = (_shape(8, dtype=I32), _shape(50, 16), _shape(16))
-    ours = compile_costs(Target(fn=lookup, name="lookup", args=args), Config())
+    ours = compile_answer(Target(fn=lookup, name="lookup", args=args), Config()).result
     want = _by_hand(lookup, args, argnums=(1, 2)).memory_analysis()
     assert ours.output_bytes == want.output_size_in_bytes
     assert ours.differentiated["positions"] == [1, 2]

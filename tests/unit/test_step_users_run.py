@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import pytest
 
 from remat_tui.core.setup.config import Config
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 from remat_tui.registry import Target
 
 SIDE = 512  # 1 MiB of f32: large enough that XLA keeps temporaries for the chain
@@ -63,7 +63,9 @@ def _by_hand(fn, args, policy: str):
 @pytest.mark.parametrize("program", sorted(PROGRAMS))
 def test_the_compiled_gradient_is_value_and_grad(program, policy):
     fn, args = PROGRAMS[program]
-    ours = compile_costs(Target(fn=fn, name=program, args=lambda: args), Config.make(policy))
+    ours = compile_answer(
+        Target(fn=fn, name=program, args=lambda: args), Config.make(policy)
+    ).result
     stats, costs = _by_hand(fn, args, policy)
     assert ours.temp_bytes == pytest.approx(stats.temp_size_in_bytes, rel=0.1, abs=1024)
     assert ours.flops == pytest.approx(costs["flops"], rel=0.1)
@@ -82,7 +84,7 @@ def test_the_chain_keeps_the_forward_work_a_dropped_loss_loses():
 
     dropped = jax.jit(loss_dropped).lower(*args).compile().memory_analysis()
     kept, _ = _by_hand(fn, args, "as_written")
-    ours = compile_costs(Target(fn=fn, name="chain", args=lambda: args), Config())
+    ours = compile_answer(Target(fn=fn, name="chain", args=lambda: args), Config()).result
     assert dropped.temp_size_in_bytes < kept.temp_size_in_bytes
     assert ours.temp_bytes == pytest.approx(kept.temp_size_in_bytes, rel=0.1)
 
@@ -92,6 +94,6 @@ def test_a_non_scalar_output_is_kept_beside_its_cotangents():
         return jnp.sin(x) * 2.0
 
     x = _f32(64, 64)
-    ours = compile_costs(Target(fn=f, name="f", args=lambda: (x,)), Config())
+    ours = compile_answer(Target(fn=f, name="f", args=lambda: (x,)), Config()).result
     # Output: f's own f32[64,64] and the gradient's (and the tuple's index table).
     assert ours.output_bytes == pytest.approx(2 * 64 * 64 * 4, abs=64)

@@ -17,7 +17,7 @@ from conftest import ROOT
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import analyze
 from remat_tui.core.trace.structures import sqrt_groups
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 from remat_tui.registry import Target
 
 sys.path.insert(0, f"{ROOT}/tests/models")
@@ -91,7 +91,7 @@ def assert_same_as_by_hand(target, config, by_hand):
     args = target.args()
     tool = analyze(target, config=config)
     assert [WHERE.sub("", r.text) for r in tool.residuals] == jax_residuals(by_hand, args)
-    ours = compile_costs(target, config)
+    ours = compile_answer(target, config).result
     assert {"temp_bytes": ours.temp_bytes, "peak_bytes": ours.peak_bytes} == (
         value_and_grad_memory(by_hand, args)
     )

@@ -15,7 +15,7 @@ from test_structures import WHERE, jax_residuals, stack_target, value_and_grad_m
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import analyze
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 
 sys.path.insert(0, f"{ROOT}/tests/models")
 import scan_stack  # noqa: E402
@@ -59,7 +59,7 @@ def test_the_printed_code_compiles_to_what_was_reported(structure):
     fn = pasted(reported.python, step)
     args = target.args()
     assert jax_residuals(fn, args) == [WHERE.sub("", r.text) for r in reported.residuals]
-    compiled = compile_costs(target, config)
+    compiled = compile_answer(target, config).result
     assert value_and_grad_memory(fn, args) == {
         "temp_bytes": compiled.temp_bytes,
         "peak_bytes": compiled.peak_bytes,

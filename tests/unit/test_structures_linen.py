@@ -32,7 +32,7 @@ from remat_tui.core.setup.structures import HELPER_MARK
 from remat_tui.core.trace.analysis import analyze
 from remat_tui.core.trace.linen_call import read_scan_call
 from remat_tui.core.trace.structure_code_flax import linen_code
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 from remat_tui.registry import Target
 
 sys.path.insert(0, f"{ROOT}/tests/models")
@@ -93,7 +93,7 @@ def test_the_printed_linen_code_compiles_to_what_was_reported(structure):
         lambda a: a.shape, made
     )
     assert jax_residuals(fn, args) == [WHERE.sub("", r.text) for r in reported.residuals]
-    compiled = compile_costs(target, config)
+    compiled = compile_answer(target, config).result
     assert value_and_grad_memory(fn, args) == {
         "temp_bytes": compiled.temp_bytes,
         "peak_bytes": compiled.peak_bytes,

@@ -13,7 +13,7 @@ from test_structures_linen import CALL, pasted
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import analyze
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 from remat_tui.registry import Target
 
 sys.path.insert(0, f"{ROOT}/tests/models")
@@ -32,7 +32,7 @@ def test_the_nested_linen_code_keeps_the_users_prevent_cse():
     # Every checkpoint of the pasted program, the groups' included, as the user wrote hers.
     assert checkpoints_prevent_cse(fn, *args) == [False, False]
     assert jax_residuals(fn, args) == [WHERE.sub("", r.text) for r in reported.residuals]
-    compiled = compile_costs(target, config)
+    compiled = compile_answer(target, config).result
     assert value_and_grad_memory(fn, args) == {
         "temp_bytes": compiled.temp_bytes,
         "peak_bytes": compiled.peak_bytes,

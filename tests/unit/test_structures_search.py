@@ -18,7 +18,7 @@ import remat_tui
 from remat_tui.core.search.structures import FINE, structure_candidates
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 from remat_tui.report.comparisons import render_compare
@@ -30,8 +30,10 @@ import scan_stack  # noqa: E402
 
 def test_suggest_answers_with_a_structure_where_no_policy_fits():
     target = stack_target()
-    as_written = compile_costs(target, Config(), memory=True).peak_bytes
-    nested = compile_costs(target, Config.make(structure="nested(4)"), memory=True).peak_bytes
+    as_written = compile_answer(target, Config(), memory=True).result.peak_bytes
+    nested = compile_answer(
+        target, Config.make(structure="nested(4)"), memory=True
+    ).result.peak_bytes
     budget = (nested + as_written) // 2
     s = remat_tui.suggest(target, budget, compiled=True)
     # No policy fits: every one suggest weighs at the layer's checkpoint was
@@ -65,8 +67,8 @@ def test_suggest_answers_with_a_structure_where_no_policy_fits():
     assert any("taken not to fit" in a for a in s.search.assumptions)
     for config in covered:
         hand = by_hand_split(config.structure.count, CP.everything_saveable, CP.nothing_saveable)
-        peak = compile_costs(Target(fn=hand, name="hand", args=target.args), Config(),
-                             memory=True).peak_bytes  # fmt: skip
+        hand_target = Target(fn=hand, name="hand", args=target.args)
+        peak = compile_answer(hand_target, Config(), memory=True).result.peak_bytes
         assert peak > budget, config.structure
 
 

@@ -12,7 +12,7 @@ optax = pytest.importorskip("optax")
 
 import remat_tui  # noqa: E402
 from remat_tui.core.setup.config import Config  # noqa: E402
-from remat_tui.core.xla.compiled import compile_costs  # noqa: E402
+from remat_tui.core.xla.compiled import compile_answer  # noqa: E402
 from remat_tui.errors import RematError  # noqa: E402
 from remat_tui.registry import Target  # noqa: E402
 from remat_tui.report import render  # noqa: E402
@@ -53,13 +53,13 @@ def by_hand(optimizer):
 @pytest.mark.parametrize("name", ["adam", "sgd"])
 def test_the_training_step_is_what_a_loop_compiles(name):
     optimizer = {"adam": optax.adam(1e-3), "sgd": optax.sgd(1e-2)}[name]
-    c = compile_costs(trained(optimizer), Config())
+    c = compile_answer(trained(optimizer), Config()).result
     want = by_hand(optimizer).memory_analysis()
     assert c.step == "train"
     assert c.argument_bytes == want.argument_size_in_bytes
     assert c.output_bytes == want.output_size_in_bytes
     assert c.alias_bytes == want.alias_size_in_bytes > 0  # parameters and state donated
-    gradient = compile_costs(trained(), Config())
+    gradient = compile_answer(trained(), Config()).result
     assert gradient.step == "gradient"
     params_bytes = 2 * WIDTH * WIDTH * 4
     if name == "adam":  # two moments the size of the parameters, and a step count
@@ -82,7 +82,7 @@ def test_an_optimizer_needs_params_and_params_name_real_arguments():
     bad = Target(fn=loss, name="loss", args=(PARAMS, BATCH_X), param_positions=(5,),
                  optimizer=optax.sgd(1.0))  # fmt: skip
     with pytest.raises(RematError, match=r"params=\(5,\) names argument positions \[5\]"):
-        compile_costs(bad, Config())
+        compile_answer(bad, Config())
 
 
 def test_the_cli_compiles_the_training_step_of_a_file(write_target, capsys):
@@ -118,7 +118,7 @@ def clipped_init(params):
 def test_a_train_step_of_ones_own_is_what_jax_compiles_for_it():
     target = Target(fn=loss, name="loss", args=(PARAMS, BATCH_X), param_positions=(0,),
                     train_step=clipped_step, opt_state=clipped_init)  # fmt: skip
-    c = compile_costs(target, Config())
+    c = compile_answer(target, Config()).result
     state = jax.eval_shape(clipped_init, PARAMS)
     want = (
         jax.jit(lambda p, s, x: clipped_step(p, s, x, loss=loss), donate_argnums=(0, 1))
@@ -144,9 +144,9 @@ def test_the_train_step_differentiates_the_configured_loss():
         return clipped_step(params, opt_state, x, loss=loss)
 
     spied = Target(**{**vars(target), "train_step": spying_step})
-    compile_costs(spied, Config.make("nothing_saveable"))
+    compile_answer(spied, Config.make("nothing_saveable"))
     assert "checkpoint" in str(seen[-1]) or "remat" in str(seen[-1])
-    compile_costs(spied, Config())
+    compile_answer(spied, Config())
     assert "checkpoint" not in str(seen[-1]) and "remat" not in str(seen[-1])
 
 
@@ -154,7 +154,7 @@ def test_a_train_step_that_returns_the_wrong_shape_is_told_so():
     target = Target(fn=loss, name="loss", args=(PARAMS, BATCH_X), param_positions=(0,),
                     train_step=lambda p, s, x, loss: p, opt_state=clipped_init)  # fmt: skip
     with pytest.raises(RematError, match=r"train_step must return \(params, opt_state\)"):
-        compile_costs(target, Config())
+        compile_answer(target, Config())
 
 
 def test_train_step_needs_params_and_a_state():
@@ -180,8 +180,8 @@ def test_a_sharded_training_step_is_per_device_and_shards_the_state():
     optimizer = optax.adam(1e-3)
     sharded = Target(fn=loss, name="loss", args=(params, x), param_positions=(0,),
                      optimizer=optimizer)  # fmt: skip
-    c = compile_costs(sharded, Config())
-    whole = compile_costs(trained(optimizer), Config())
+    c = compile_answer(sharded, Config()).result
+    whole = compile_answer(trained(optimizer), Config()).result
     assert c.step == "train" and c.devices == 4
     # parameters, the two Adam moments and the batch split four ways (the step
     # count, a scalar, is whole on each device)

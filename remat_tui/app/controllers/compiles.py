@@ -27,6 +27,7 @@ from textual.app import App
 from textual.message import Message
 
 from remat_tui.app.screens.failure import failure_words
+from remat_tui.core.setup.config import RUNS  # `x`: timed runs of each step shown, after a warm-up
 from remat_tui.core.units import human_bytes, human_seconds
 from remat_tui.core.xla.compile_process import CompileProcess
 from remat_tui.errors import RematError
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
     from remat_tui.core.xla.compiled_numbers import Compiled
     from remat_tui.core.xla.measure import Measured
     from remat_tui.registry import Target
-
-MEASURE_RUNS = 5  # `x`: timed runs of each step shown, after a warm-up
 
 
 @dataclass
@@ -73,11 +72,11 @@ class Compiles:
         (`show_error` says why, in place)."""
         if new.measured and not self.measurable(new.device, show_error):
             new = replace(new, measured=False)
-        self.runs = MEASURE_RUNS if new.measured else None
+        self.runs = RUNS if new.measured else None
         if new.measured and not old.measured:
             self.app.notify(
                 f"Running every analysis shown on {new.device} to time it "
-                f"({MEASURE_RUNS} runs after a warm-up; x turns it off)"
+                f"({RUNS} runs after a warm-up; x turns it off)"
             )
         elif new.compiled and not old.compiled:
             self.app.notify("Compiling every analysis shown (p turns it off); nothing is run")
@@ -98,7 +97,7 @@ class Compiles:
         from remat_tui.core.xla.measure import check_measurable
 
         try:
-            check_measurable(device, MEASURE_RUNS)
+            check_measurable(device, RUNS)
         except RematError as exc:
             show_error(exc.message)
             return False
@@ -122,7 +121,7 @@ class Compiles:
     def _compile(self, key: tuple, target: Target) -> None:
         from remat_tui.app.arguments import prepared
         from remat_tui.core.trace.configured import Cancelled
-        from remat_tui.core.xla.compiled import compile_costs
+        from remat_tui.core.xla.compiled import compile_answer
         from remat_tui.core.xla.measure import measure
 
         name, config, reloads = key
@@ -140,13 +139,13 @@ class Compiles:
                 ready = prepared(target, config.device)
                 arguments = (ready.args, ready.kwargs)
                 if runs is None:
-                    result = compile_costs(
+                    result = compile_answer(
                         target,
                         config,
                         cancelled=cancelled,
                         arguments=arguments,
                         memory=True,  # the memory view (w), the status line's largest category
-                    )
+                    ).result
                 else:
                     result, measured = measure(target, config, runs, cancelled, arguments=arguments)
         except Cancelled:

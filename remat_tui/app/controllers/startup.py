@@ -63,8 +63,7 @@ class Startup:
             app.post_message(Progress("importing JAX"))
             import jax  # noqa: F401  (the stage the status line names)
 
-            from remat_tui.core.setup.config import device_label_of
-            from remat_tui.core.setup.devices import available_devices
+            from remat_tui.core.setup.devices import available_devices, device_label
             from remat_tui.core.setup.loading import import_targets
 
             app.post_message(Progress(f"importing {self.path}"))
@@ -78,7 +77,7 @@ class Startup:
                 return
             devices = available_devices()  # local devices, then TPU topologies
             try:
-                device = device_label_of(self.device) or devices[0]
+                device = devices[0] if self.device is None else device_label(self.device)
                 device_error = None
             except RematError as exc:
                 device, device_error = devices[0], f"{exc.message} Using {devices[0]}."

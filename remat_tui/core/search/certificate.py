@@ -114,8 +114,8 @@ def model_assumptions(
             f"{count(outcome.checked, 'assignment')} beyond the model's optimum compiled to check "
             "it, where interactions the model had not measured could hide a better answer"
         )
-    if outcome.error:
-        out.append(outcome.error)
+    if outcome.assumed:
+        out.append(outcome.assumed)
     for function in space.per_call:
         calls = [p for p in space.places if p.function == function]
         out.append(

@@ -21,19 +21,19 @@ from remat_tui.core.model import Analysis
 from remat_tui.core.search.distinct import distinct
 from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
 from remat_tui.core.search.offload import judge_offloads
+from remat_tui.core.search.request import search_request
 from remat_tui.core.search.rows import Row, refused_row, row_of
-from remat_tui.core.search.skips import Skip, parse_skips
+from remat_tui.core.search.skips import Skip
 from remat_tui.core.search.structures import structure_candidates, structure_notes
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.config import RUNS, Config
 from remat_tui.core.setup.policies import as_spec
 from remat_tui.core.trace.analysis import costs_view, row_view
-from remat_tui.core.trace.configured import Cancelled, as_target
+from remat_tui.core.trace.configured import Cancelled
 from remat_tui.core.trace.traced import Trace, trace_config
 from remat_tui.core.xla import compile_pool, host_memory, shared_runs, step_time
 from remat_tui.core.xla import compiled as compiled_xla
 from remat_tui.core.xla.flop_note import flop_note
-from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.core.xla.peak_notes import peak_note
 from remat_tui.errors import RematError
@@ -103,19 +103,16 @@ def compare(
     (core/search/verified_rows.py); a row whose gradients differ is marked
     and never Pareto-optimal."""
     start = time.perf_counter()
-    target = as_target(fn, args, kwargs)
-    base = Config.make(sites=sites, device=device, declared=target.policies)
-    skips = parse_skips(skip, target.policies)
-    if measure:
-        check_measurable(base.device, runs)
-    compiled = compiled or measure
+    request = search_request(fn, args, kwargs, sites=sites, device=device, compiled=compiled,
+                             measure=measure, runs=runs, skip=skip)  # fmt: skip
+    target, base, skips, compiled = request.target, request.base, request.skips, request.compiled
     baseline_analysis, transpose = measure_baseline(target, base, compiled, cancelled)
     if policies is None:
         configs = candidates(target, baseline_analysis, base)
     else:
         configs = [base.with_policy(as_spec(p, target.policies)) for p in policies]
     configs = [c for c in configs if c == base or c in skips.keep([c], baseline_analysis.sites)]
-    with shared_runs.sharing(verify and measure):  # each row measured is verified from its run
+    with shared_runs.sharing(verify and request.measured):  # measured rows: verified by their runs
         rows = evaluate(
             target,
             configs,
@@ -125,7 +122,7 @@ def compare(
             progress,
             on_row,
             transpose,
-            runs=runs if measure else None,
+            runs=request.runs,
         )
     if verify:
         from remat_tui.core.search.verified_rows import verify_rows

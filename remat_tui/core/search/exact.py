@@ -79,7 +79,7 @@ class NameOutcome:
     # The greedy chains' assignments compiled, each as its names.
     chains: list[list[str]] = field(default_factory=list)
     chains_slower: int = 0  # chain assignments left out: least cost above an answer's
-    error: str = ""  # what the self-check assumed of what it did not compile, in words
+    assumed: str = ""  # what the self-check assumed of what it did not compile, in words
 
 
 def gap(best: float | None, bound: float | None) -> float | None:
@@ -206,7 +206,7 @@ def search_names(
     outcome.rows = list(rows_of.values())
     outcome.answer = _best(rows_of, budget)
     outcome.interactions = model.interactions
-    outcome.error = self_check.words(outcome.proven, outcome.answer, compile_rows is not None)
+    outcome.assumed = self_check.words(outcome.proven, outcome.answer, compile_rows is not None)
     return outcome
 
 

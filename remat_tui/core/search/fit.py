@@ -43,8 +43,9 @@ from remat_tui.core.search import bracket
 from remat_tui.core.search.compare import candidates
 from remat_tui.core.search.fit_optimize import fit_optimized
 from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow, Probe, rank
-from remat_tui.core.search.skips import Skip, parse_skips
-from remat_tui.core.setup.config import Config
+from remat_tui.core.search.request import search_request
+from remat_tui.core.search.skips import Skip, Skips
+from remat_tui.core.setup.config import RUNS, Config
 from remat_tui.core.setup.devices import describe_device, device_set
 from remat_tui.core.setup.loading import takes_devices
 from remat_tui.core.setup.policies import as_spec
@@ -61,7 +62,6 @@ from remat_tui.core.trace.traced import trace_config
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla import compile_pool, host_memory, programs, step_time
 from remat_tui.core.xla.compiled import Source
-from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
@@ -113,9 +113,10 @@ def fit(
     target = as_target(fn, args, kwargs)
     _check_numbers(budget, multiple, max_batch)
     require_scalable(target)
-    base = Config.make(sites=sites, device=device, declared=target.policies)
-    if measure:
-        check_measurable(base.device, runs)
+    # Every batch is compiled: its peak is what fits.
+    request = search_request(target, sites=sites, device=device, compiled=True,
+                             measure=measure, runs=runs, skip=skip)  # fmt: skip
+    base = request.base
     dev = base.jax_device
     devices = device_set(dev) if takes_devices(target) else None
     cap = MAX_BATCH if max_batch is None else max_batch
@@ -138,12 +139,12 @@ def fit(
                 "--optimize searches every decision at each batch; --policy names "
                 "configurations to search instead: give one or the other."
             )
-        return fit_optimized(target, budget, base, multiple, max_batch, largest, start, measure,
-                             runs, cancelled, progress, on_row, skip, verify)  # fmt: skip
+        return fit_optimized(request, budget, multiple, max_batch, largest, start, cancelled,
+                             progress, on_row, verify)  # fmt: skip
     stopped = False
     try:
         if configs is None:
-            configs = _configs(target, built(start), base, policies, cancelled, skip)
+            configs = _configs(target, built(start), base, policies, cancelled, request.skips)
     except Cancelled:  # before any row: an empty answer, said to be cancelled
         configs, stopped = [], True
     if first is not None and not stopped:
@@ -173,8 +174,8 @@ def fit(
                 on_row(row)
         if stopped:
             break
-    if measure and not stopped:
-        stopped = _measure_rows(rows, built, dev, runs, cancelled)
+    if request.runs is not None and not stopped:
+        stopped = _measure_rows(rows, built, dev, request.runs, cancelled)
     return Fit(
         target_file=target.file,
         target_name=target.name,
@@ -242,14 +243,13 @@ def _configs(
     base: Config,
     policies: Sequence[str | PolicySpec] | None,
     cancelled: Callable[[], bool] | None,
-    skip: Sequence[str | Skip] | None = None,
+    skips: Skips,
 ) -> list[tuple[Config, str]]:
     """(Config, label) per configuration asked for: `policies` as written, or
     compare's candidates (read off a trace at the first batch) less those
-    `skip` names, duplicates (two spellings of one policy) searched once."""
+    `skips` names, duplicates (two spellings of one policy) searched once."""
     if policies is None:
         baseline = row_view(trace_config(example, base, cancelled), cancelled)
-        skips = parse_skips(skip, target.policies)
         kept = [c for c in candidates(example, baseline, base)
                 if c == base or skips.keep([c], baseline.sites)]  # fmt: skip
         pairs = [(c, c.policy) for c in kept]

@@ -24,13 +24,12 @@ far are kept (the one under way with the best it verified).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from remat_tui.core.search import bracket
 from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow, Probe, rank
-from remat_tui.core.search.skips import Skip
-from remat_tui.core.search.suggest import Suggestion, suggest
-from remat_tui.core.setup.config import Config
+from remat_tui.core.search.request import Request
+from remat_tui.core.search.suggest import Suggestion, suggest_request
 from remat_tui.core.setup.devices import describe_device, device_set, resolve_device
 from remat_tui.core.setup.loading import takes_devices
 from remat_tui.core.setup.scaling import at_batch, example_batch
@@ -38,33 +37,30 @@ from remat_tui.core.trace.configured import Cancelled
 from remat_tui.core.units import count
 from remat_tui.core.xla import compile_service
 from remat_tui.core.xla.compiled_numbers import Compiled
-from remat_tui.registry import Target
 
 OPTIMIZED = "the best decisions"  # what the progress line calls the configuration searched
 
 
 def fit_optimized(
-    target: Target,
+    request: Request,
     budget: int,
-    base: Config,
     multiple: int,
     max_batch: int | None,
     cap: int,
     start: int,
-    measure: bool,
-    runs: int,
     cancelled: Callable[[], bool] | None,
     progress: Callable[[FitProgress], object] | None,
     on_row: Callable[[FitRow], object] | None,
-    skip: Sequence[str | Skip] | None = None,
     verify: bool = False,
 ) -> Fit:
-    """The best decisions at each batch tried (the module doc); `target`
-    scales, `base` holds the sites and device, `start` is the first batch,
+    """The best decisions at each batch tried (the module doc); the request's
+    target scales, its base holds the sites and device, and suggest is asked
+    it at each batch's target; `start` is the first batch,
     `cap` the largest allowed. `verify`: each batch's answer run against the
     code as written at that batch, one whose gradients differ dropped for the
     next best, as suggest's `verify` does (core/search/verified.py)."""
     began = time.perf_counter()
+    target, base = request.target, request.base
     dev = resolve_device(base.device)
     devices = device_set(dev) if takes_devices(target) else None
     rows: dict[int, FitRow] = {}
@@ -84,9 +80,8 @@ def fit_optimized(
         if batch is None:
             break
         try:
-            s = suggest(at_batch(target, batch, devices), budget, compiled=True,
-                        device=base.device, sites=dict(base.site_specs), cancelled=cancelled,
-                        measure=measure, runs=runs, skip=skip, verify=verify)  # fmt: skip
+            s = suggest_request(request.at(at_batch(target, batch, devices)), budget,
+                                cancelled=cancelled, verify=verify)  # fmt: skip
         except Cancelled:
             stopped = True
             break

@@ -49,7 +49,8 @@ from remat_tui.core.search.ordered import (
     compile_in_order,
     least_cost,
 )
-from remat_tui.core.search.skips import Skip, Skips, parse_skips
+from remat_tui.core.search.request import Request, search_request
+from remat_tui.core.search.skips import Skip, Skips
 from remat_tui.core.search.structures import structure_notes
 from remat_tui.core.search.suggest_candidates import (  # noqa: F401 (STATES: where tests look)
     ENUMERATE_LIMIT,
@@ -67,10 +68,10 @@ from remat_tui.core.search.suggest_rows import (  # noqa: F401 (choose: where ca
     within_resolution,
 )
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.config import Config
-from remat_tui.core.trace.configured import Cancelled, as_target
+from remat_tui.core.setup.config import RUNS, Config
+from remat_tui.core.setup.devices import device_label
+from remat_tui.core.trace.configured import Cancelled
 from remat_tui.core.xla import host_memory, shared_runs
-from remat_tui.core.xla.measure import RUNS, check_measurable
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -216,12 +217,25 @@ def suggest(
     `ID|FUNCTION=SPEC` at a site); never the code as written. `verify`: run
     the answer against the code as written on the device, and never answer
     with one whose gradients differ (core/search/verified.py)."""
-    target = as_target(fn, args, kwargs)
-    base = Config.make(sites=sites, device=device, declared=target.policies)
-    skips = parse_skips(skip, target.policies)
-    if measure:
-        check_measurable(base.device, runs)
-    compiled = compiled or measure
+    request = search_request(fn, args, kwargs, sites=sites, device=device, compiled=compiled,
+                             measure=measure, runs=runs, skip=skip)  # fmt: skip
+    return suggest_request(request, budget, cancelled, progress, compile_all, narrowing,
+                           max_rounds, verify)  # fmt: skip
+
+
+def suggest_request(
+    request: Request,
+    budget: int,
+    cancelled: Callable[[], bool] | None = None,
+    progress: Progress | None = None,
+    compile_all: bool = False,
+    narrowing: Callable[[Narrowing], object] | None = None,
+    max_rounds: int | None = None,
+    verify: bool = False,
+) -> Suggestion:
+    """`suggest` of a request already made (fit's search per batch asks the
+    same at each batch's target)."""
+    target, base, skips, compiled = request.target, request.base, request.skips, request.compiled
     first, transpose = measure_baseline(target, base, compiled, cancelled)
     names = [n.name for n in first.names]
     offload = host_memory.offloads_to_host(base.device)
@@ -231,10 +245,10 @@ def suggest(
         for i, d in enumerate(space.decisions)
         if d.policy is None or not skips.drops_at(d.policy, d.place.key, first.sites)
     )
-    run = Runner(runs if measure else None, lambda c: c.fits and c.peak_bytes <= budget)
+    run = Runner(request.runs, lambda c: c.fits and c.peak_bytes <= budget)
     search = _Search(target, base, first, budget, compiled, cancelled, progress, transpose, run)
     search.skips = skips
-    with shared_runs.sharing(verify and measure):  # the answer measured is verified from its run
+    with shared_runs.sharing(verify and request.measured):  # measured: verified by its run
         if compile_all or space_size(target, names, space.places) <= ENUMERATE_LIMIT:
             search.enumerate(space, compile_all)
         else:
@@ -499,6 +513,6 @@ def _without_host(count: int, device: str | None) -> str:
     """Why suggest leaves out the configurations that offload where the
     device's compile has no host memory."""
     return (
-        f"{count} offload to host memory, which {host_memory.label(device)}'s compile does "
+        f"{count} offload to host memory, which {device_label(device)}'s compile does "
         "not have: the offloaded bytes would stay in device memory"
     )

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 SiteKey = int | str  # a site id, or a checkpointed function's name (every site of it)
 Spec = str | policies.PolicySpec  # what a user typed, or a spec parsed already
 AS_WRITTEN = policies.PolicySpec(policies.AS_WRITTEN)
+# Timed runs of a measured step after its warm-up, unless asked otherwise: the one
+# statement of the default, here where the command line and the package root can
+# read it without importing jax.
+RUNS = 5
 
 
 @dataclass(frozen=True, init=False)
@@ -93,7 +97,7 @@ class Config:
                 raise RematError(f"site {key}: {exc.message}") from None
         if structure is not None:
             structure = structure_specs.parse(structure, declared)
-        return cls(outer, tuple(overrides.items()), device_label_of(device), structure)
+        return cls(outer, tuple(overrides.items()), _device_label(device), structure)
 
     @cached_property
     def jax_device(self) -> jax.Device:
@@ -174,15 +178,14 @@ class Config:
         return "; ".join(parts)
 
 
-def device_label_of(device: str | jax.Device | None) -> str | None:
-    """The canonical label of the device the user named (`0`, `cpu`, `cpu:0`
-    and the jax.Device itself are all `cpu:0`); None stays None, JAX's
-    default. An unknown device raises RematError listing the available ones."""
+def _device_label(device: str | jax.Device | None) -> str | None:
+    """The canonical label of the device the user named (devices.py's
+    `device_label`); None stays None, JAX's default."""
     if device is None:
         return None
-    from remat_tui.core.setup.devices import device_label, resolve_device
+    from remat_tui.core.setup.devices import device_label
 
-    return device_label(resolve_device(device))
+    return device_label(device)
 
 
 def parse_site_option(text: str) -> tuple[SiteKey, str]:

@@ -16,6 +16,7 @@ import threading
 
 import jax
 
+from remat_tui.core.setup.labels import device_label_from
 from remat_tui.errors import RematError
 
 # Listed when libtpu is installed; any other topology libtpu knows works too.
@@ -136,11 +137,12 @@ def available_devices() -> list[str]:
     return labels
 
 
-def device_label(d: jax.Device) -> str:
-    name = topology_of(d)
-    if name is not None:
-        return f"tpu:{name}" if d.id == 0 else f"tpu:{name}#{d.id}"
-    return f"{d.platform}:{d.id}"
+def device_label(d: jax.Device | str | None = None) -> str:
+    """The canonical label of `d`, or of the device it names (`0`, `cpu`,
+    `cpu:0` and the jax.Device are all `cpu:0`; None: JAX's default device).
+    An unknown device raises RematError listing the available ones."""
+    device = resolve_device(d)
+    return device_label_from(device.platform, device.id, topology_of(device))
 
 
 def describe_device(d: jax.Device) -> dict:

@@ -10,7 +10,7 @@ started at once (its JAX import overlaps whatever the app does next).
 The child imports the target file and its local modules afresh, as the app's
 hot reload does (core/loading.import_targets), whenever the parent's reload
 token changes; builds the arguments for the device; and calls
-core/compiled.compile_costs, so the numbers are the ones the CLI and the API
+core/compiled.compile_answer, so the numbers are the ones the CLI and the API
 give. It compiles the file as it is on disk: a save the app has not reloaded
 yet, or failed to reload, is compiled as saved. Anything the child prints
 goes nowhere: the app owns the terminal.
@@ -224,7 +224,7 @@ def serve() -> None:
     os.close(null)
     from remat_tui.core.setup.loading import import_targets
     from remat_tui.core.xla import compile_process  # not __main__'s copy: what the parent pickles
-    from remat_tui.core.xla.compiled import compile_costs
+    from remat_tui.core.xla.compiled import compile_answer
     from remat_tui.core.xla.measure import measure
 
     loaded: tuple[tuple, dict] | None = None
@@ -256,7 +256,7 @@ def serve() -> None:
             target = targets[name] if mesh is None else replace(targets[name], mesh=mesh)
             reply: tuple
             if runs is None:
-                reply = (compile_costs(target, config, memory=True), None)
+                reply = (compile_answer(target, config, memory=True).result, None)
             else:
                 reply = measure(target, config, runs)
             _write(replies, ("ok", reply))
@@ -277,7 +277,7 @@ def answer(request: CompileRequest) -> tuple[str, object]:
     from remat_tui.core.setup.loading import import_targets, takes_devices
     from remat_tui.core.setup.scaling import at_batch
     from remat_tui.core.xla import compile_service
-    from remat_tui.core.xla.compiled import compile_costs
+    from remat_tui.core.xla.compiled import compile_answer
 
     path = request.file if os.path.isfile(request.file) else os.path.abspath(request.file)
     mtime = os.path.getmtime(path)
@@ -300,7 +300,9 @@ def answer(request: CompileRequest) -> tuple[str, object]:
     compile_service.use_store(request.store)
     try:
         with compile_service.expecting(request.key):
-            result = compile_costs(target, request.config, device=dev, memory=request.memory)
+            result = compile_answer(
+                target, request.config, device=dev, memory=request.memory
+            ).result
     except compile_service.OtherProgram as other:
         return ("stale", other.parts)
     return ("ok", result.stored())

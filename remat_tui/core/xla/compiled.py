@@ -1,4 +1,4 @@
-"""Provides `compile_costs` (Contract 6, "compiled"): what XLA says the step a
+"""Provides `compile_answer` (Contract 6, "compiled"): what XLA says the step a
 training loop runs needs on a device, for a target as configured.
 
 The step is the loss and its gradient of the configured function (site
@@ -110,31 +110,6 @@ class Source:
     mesh: tuple[tuple[str, int], ...] | None = None
 
 
-def compile_costs(
-    target: Target,
-    config: Config,
-    cancelled: Callable[[], bool] | None = None,
-    *,
-    device: jax.Device | None = None,
-    arguments: tuple[tuple, dict] | None = None,
-    memory: bool = False,
-    source: Source | None = None,
-) -> Compiled:
-    """Compile the step of `target` (the loss and its gradient, or its training
-    step) under `config` for its device (or
-    `device`, a jax.Device, when given) and return XLA's numbers. `arguments`:
-    (args, kwargs) already built from the target's factories, to reuse.
-    `memory`: also read where the peak goes (Contract 7; XLA writes its record
-    of the compile, which takes a little longer). `source`: where a worker
-    finds the target (a search's compiles may run in workers; the target's
-    own file and name when not given). A compile that fails raises RematError
-    with XLA's message, trimmed."""
-    return compile_answer(
-        target, config, cancelled, device=device, arguments=arguments, memory=memory,
-        source=source,
-    ).result  # fmt: skip
-
-
 class CompiledStep(NamedTuple):
     """One compile kept for running it (core/xla/measure.py): XLA's numbers,
     the executable (None when it did not fit the device, or when it was not
@@ -167,9 +142,17 @@ def compile_answer(
     memory: bool = False,
     source: Source | None = None,
 ) -> CompiledStep:
-    """`compile_costs`, saying how the numbers were had (`CompiledStep.how`;
-    CACHED where this very target and configuration were
-    compiled before in this process: nothing was lowered)."""
+    """Compile the step of `target` (the loss and its gradient, or its training
+    step) under `config` for its device (or `device`, a jax.Device, when
+    given): XLA's numbers (`.result`) and how they were had (`.how`; CACHED
+    where this very target and configuration were compiled before in this
+    process: nothing was lowered). `arguments`: (args, kwargs) already built
+    from the target's factories, to reuse. `memory`: also read where the peak
+    goes (Contract 7; XLA writes its record of the compile, which takes a
+    little longer). `source`: where a worker finds the target (a search's
+    compiles may run in workers; the target's own file and name when not
+    given). A compile that fails raises RematError with XLA's message,
+    trimmed."""
     dev = config.jax_device if device is None else device
     label = device_label(dev)
     # A result with the breakdown answers a request without it too.
@@ -195,9 +178,9 @@ def compile_step(
     arguments: tuple[tuple, dict] | None = None,
     memory: bool = False,
 ) -> CompiledStep:
-    """`compile_costs` without its cache, compiled here and keeping the
+    """`compile_answer` without its cache, compiled here and keeping the
     executable: for a caller that runs it (core/xla/measure.py). Its numbers
-    are kept for `compile_costs` all the same."""
+    are kept for `compile_answer` all the same."""
     dev = config.jax_device if device is None else device
     label = device_label(dev)
     return _compile_kept(target, config, cancelled, dev, label, arguments, memory, None, keep=True)

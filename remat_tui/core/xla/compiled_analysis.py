@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from remat_tui.core.model import Analysis
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.config import RUNS, Config
 from remat_tui.core.setup.devices import device_set
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.trace import story
@@ -27,8 +27,8 @@ from remat_tui.core.trace.applied import Applied
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.trace.traced import trace, trace_config
 from remat_tui.core.xla import fates, host_memory, same_program, step_time
-from remat_tui.core.xla.compiled import compile_costs
-from remat_tui.core.xla.measure import RUNS, check_measurable
+from remat_tui.core.xla.compiled import compile_answer
+from remat_tui.core.xla.measure import check_measurable
 from remat_tui.core.xla.measure import measure as measure_step
 from remat_tui.core.xla.peak_notes import kept_by_xla, peak_note, recomputed_early
 from remat_tui.errors import RematError
@@ -71,9 +71,9 @@ def analyze_compiled(
             target, config, runs, cancelled, device=dev, arguments=arguments
         )
     else:
-        compiled = compile_costs(
+        compiled = compile_answer(
             target, config, cancelled, device=dev, arguments=arguments, memory=True
-        )
+        ).result
     a = replace(a, compiled=compiled, measured=None if measured is None else measured.to_dict())
     # Each residual with what XLA made of it; each buffer at the peak naming its residual.
     residuals, memory = fates.link(a.residuals, compiled, story.recomputed(traced))
@@ -149,7 +149,9 @@ def linked(
     if vs_written and a.config != written and a.compiled.fits:
         base = row_view(trace_config(target, written, cancelled), cancelled)
         try:
-            base_compiled = compile_costs(target, written, cancelled, device=dev, memory=True)
+            base_compiled = compile_answer(
+                target, written, cancelled, device=dev, memory=True
+            ).result
         except RematError:  # the code as written fails to compile: nothing to weigh against
             base_compiled = None
         if base_compiled is not None:

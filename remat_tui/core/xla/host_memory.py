@@ -25,9 +25,9 @@ import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.devices import device_label, resolve_device
+from remat_tui.core.setup.devices import device_label
 from remat_tui.core.units import human_bytes
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compiled import compile_answer
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -68,11 +68,11 @@ def offloads_to_host(device: str | None) -> bool:
 
 
 def _probe(device: str | None) -> bool:
-    offloading = compile_costs(_PROBE, Config.make(_OFFLOADING, device=device), memory=True)
+    offloading = compile_answer(_PROBE, Config.make(_OFFLOADING, device=device), memory=True).result
     spaces = (offloading.memory or {}).get("other_spaces", [])
     if offloading.host_temp_bytes > 0 or any(s["space"] == "host" for s in spaces):
         return True
-    saving = compile_costs(_PROBE, Config.make(_SAVING, device=device))
+    saving = compile_answer(_PROBE, Config.make(_SAVING, device=device)).result
     return offloading.temp_bytes != saving.temp_bytes
 
 
@@ -99,13 +99,8 @@ def stays_on_device(host_bytes: int, device: str | None = None) -> str:
     """The note on a configuration offloading `host_bytes` where the compile
     has no host memory for them: naming `device` where given (a row of
     compare shares its device with every other, and names none)."""
-    where = f"on {label(device)}" if device is not None else "here"
+    where = f"on {device_label(device)}" if device is not None else "here"
     return (
         f"offloading lowers no device memory {where}: XLA's compile for the device has no "
         f"host memory space, so the {human_bytes(host_bytes)} offloaded stay in device memory"
     )
-
-
-def label(device: str | None) -> str:
-    """The device's label, JAX's default device's for None."""
-    return device or device_label(resolve_device(None))

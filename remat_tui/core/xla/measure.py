@@ -45,7 +45,7 @@ import numpy as np
 from remat_tui.core.jaxcompat.program import callback_errors_unlogged, forget_failed_effects
 from remat_tui.core.machine import available_ram
 from remat_tui.core.setup.arguments import flatten_arguments
-from remat_tui.core.setup.config import Config
+from remat_tui.core.setup.config import RUNS, Config
 from remat_tui.core.setup.devices import device_label, resolve_device, topology_of
 from remat_tui.core.trace.configured import Cancelled, check_cancelled
 from remat_tui.core.units import human_bytes
@@ -61,7 +61,6 @@ from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 Fill = Callable[[Any, Any], jax.Array]  # (example leaf, sharding) -> an array
-RUNS = 5  # timed runs after the warm-up, unless asked otherwise
 FILL_STD = 0.1  # the spread of the normal values a ShapeDtypeStruct is filled with
 
 
@@ -129,7 +128,7 @@ def measure(
     """Compile `config`'s step for its device (or `device`) and run it: XLA's
     numbers, and what the runs took (None when `run_if` says the compile
     need not run: suggest runs only what fits its budget). A compile that
-    fails raises RematError (as compile_costs does); a run that fails is the
+    fails raises RematError (as compile_answer does); a run that fails is the
     Measured's `error`."""
     dev = config.jax_device if device is None else device
     check_measurable(dev, runs)

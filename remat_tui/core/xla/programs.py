@@ -1,4 +1,4 @@
-"""Provides `compile_shared`: compile_costs for searches that compile many
+"""Provides `compile_shared`: compile_answer for searches that compile many
 configurations (fit, core/search/fit.py), saying how each answer was had.
 
 Different configurations are often the same program: `dots_saveable` and
@@ -49,7 +49,7 @@ def compile_shared(
     SAME_PROGRAM (an identical program compiled before in this process
     answered), STORED (the store on disk answered) or CACHED (this very
     target and configuration were compiled before). `source`: where a worker
-    finds the target. Failures raise as compile_costs raises."""
+    finds the target. Failures raise as compile_answer raises."""
     step = compile_answer(target, config, cancelled, device=device, source=source)
     return Shared(step.result, step.how, step.program)
 
