@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from types import FrameType
 
     from remat_tui.cli_check import Rendered
-    from remat_tui.core.search.fit_rows import FitProgress
+    from remat_tui.core.search.fit.results import FitProgress
     from remat_tui.registry import Target
 
 
@@ -125,7 +125,7 @@ def check(opts: argparse.Namespace) -> dict:
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     """fit, rendered: (text, warnings, status)."""
-    from remat_tui.core.search.fit import fit
+    from remat_tui.core.search.fit.batches import fit
     from remat_tui.core.setup.config import parse_site_option
     from remat_tui.report.fit import render_fit
 

@@ -53,15 +53,15 @@ def _report(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) ->
     from remat_tui.report import render
 
     cli_verify.refuse_topology(opts)
-    from remat_tui.core.xla.shared_runs import sharing
+    from remat_tui.core.xla.run.shared_runs import sharing
 
-    with sharing(opts.verify):  # --measure's first run is --verify's (core/xla/shared_runs.py)
+    with sharing(opts.verify):  # --measure's first run is --verify's (core/xla/run/shared_runs.py)
         analysis = _analysis(target, opts, opts.compiled, opts.vs_written)
     failed = [analysis.config.label()] if (analysis.measured or {}).get("error") else []
     if opts.verify:
         from dataclasses import replace
 
-        from remat_tui.core.xla.verify import verify
+        from remat_tui.core.xla.verify.runs import verify
 
         analysis = replace(analysis, gradients=verify(target, analysis.config))
 
@@ -193,7 +193,7 @@ def _memory(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) ->
     if "memory_limit" in checks:  # what XLA's own rematerialization pass does under a limit
         from dataclasses import replace
 
-        from remat_tui.core.xla.xla_remat import remat_pass
+        from remat_tui.core.xla.fates.remat_pass import remat_pass
 
         limited = remat_pass(target, analysis.config, checks["memory_limit"])
         memory = {**(analysis.compiled.memory or {}), "xla_remat": limited.to_dict()}

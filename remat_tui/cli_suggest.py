@@ -21,7 +21,7 @@ from remat_tui.cli_fit import first_interrupt_stops
 
 if TYPE_CHECKING:
     from remat_tui.cli_check import Rendered
-    from remat_tui.core.search.exact import Narrowing
+    from remat_tui.core.search.exact.search import Narrowing
     from remat_tui.registry import Target
 
 
@@ -36,7 +36,7 @@ def run(
     """suggest, rendered: (text, warnings, status). `options`: cli.py's
     search options; `failed_runs(labels, measured)`: the exit status and
     message for candidates whose step raised when run."""
-    from remat_tui.core.search.suggest import suggest
+    from remat_tui.core.search.suggest.pipeline import suggest
     from remat_tui.core.trace.configured import Cancelled
     from remat_tui.report.suggest import render_suggest
 

@@ -1,11 +1,11 @@
 """Provides `remat-tui verify` (Contract 18): its options and the runner
 cli.py's `_headless` calls. It runs the step under one configuration and
 under the code as written on the device, with the same inputs, and compares
-the loss and every gradient (core/xla/verify.py): exit status 0 when they
+the loss and every gradient (core/xla/verify/runs.py): exit status 0 when they
 agree, 1 when they differ, 2 on bad input or where nothing could be run (a
 deviceless TPU topology, a step that does not fit). Where they differ, it
 names the fewest of the configuration's decisions that move them, verifying
-subsets (core/xla/verify_bisect.py), one progress line on stderr each.
+subsets (core/xla/verify/bisect.py), one progress line on stderr each.
 
 Imports only the standard library at module level, as cli.py does.
 """
@@ -88,8 +88,8 @@ def refuse_topology(opts: argparse.Namespace) -> None:
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui.core.setup.config import Config, parse_site_option
-    from remat_tui.core.xla.verify import DIFFER, NOT_RUN
-    from remat_tui.core.xla.verify_bisect import verify_explained
+    from remat_tui.core.xla.verify.bisect import verify_explained
+    from remat_tui.core.xla.verify.runs import DIFFER, NOT_RUN
     from remat_tui.report.verify import render
 
     sites = dict(parse_site_option(text) for text in opts.site)

@@ -22,7 +22,7 @@ __all__ = [
     "SiteFlops", "Source", "Totals", "Wrapper",
 ]  # fmt: skip
 
-# Contract 7: what the bytes live at a compiled peak are (core/xla/memory.py).
+# Contract 7: what the bytes live at a compiled peak are (core/xla/buffers/memory.py).
 MEMORY_CATEGORIES = ("argument", "output", "residual", "recomputed", "temporary")
 
 
@@ -306,13 +306,13 @@ class Analysis(Displayable):
     dots: tuple[int, int] = (0, 0)  # dot_generals in the forward pass, and those unbatched
     flops: Flops = field(default_factory=lambda: Flops(forward=0, backward=0, recompute=0))
     flops_exact: bool = True
-    compiled: Any = None  # a Compiled (core/xla/compiled.py), on request
-    time: dict | None = None  # core/xla/step_time.py's estimate, as its JSON
-    measured: dict | None = None  # core/xla/measure.py's run, as its JSON
+    compiled: Any = None  # a Compiled (core/xla/compile/costs.py), on request
+    time: dict | None = None  # core/xla/estimates/step_time.py's estimate, as its JSON
+    measured: dict | None = None  # core/xla/run/measure.py's run, as its JSON
     applied: list = field(default_factory=list)  # Contract 14: what changes nothing
     effects: list = field(default_factory=list)  # callbacks, and which run again (issue 43)
     # Contract 18, on request: its step run against the code as written's on
-    # the device (a core/xla/verify.py `Verification`).
+    # the device (a core/xla/verify/runs.py `Verification`).
     gradients: Any = None
     # How many devices the arguments sharded automatically are placed over;
     # their avals carry no sharding: the residual bytes are global array sizes.

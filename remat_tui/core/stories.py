@@ -2,7 +2,7 @@
 the rule that saved it (`Rule`, core/trace/rules.py), the equation that made
 it with the user's frames around it (`Made`) and the backward equations that
 read it (`Reader`, both core/trace/story.py), and what XLA made of it in the
-compiled step (`Fate`, core/xla/fates.py). Plain frozen data, beside
+compiled step (`Fate`, core/xla/fates/residuals.py). Plain frozen data, beside
 model.py's, so that every stage and every display reads the same records.
 """
 

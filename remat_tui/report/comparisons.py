@@ -187,7 +187,7 @@ def time_legend(rows: Sequence[Row]) -> str:
             "model (XLA's FLOPs at peak FLOP/s, its transcendentals at the chip's rate for "
             f"them, {overlap} its bytes accessed at memory bandwidth, plus offloaded bytes "
             "out and back over the host link, plus the bytes a device sends in collectives "
-            "over the chip's interconnect; remat_tui/core/xla/step_time.py); FLOPs stay "
+            "over the chip's interconnect; remat_tui/core/xla/estimates/step_time.py); FLOPs stay "
             "beside it."
         )
         rates = rates_words(timed)

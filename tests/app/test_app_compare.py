@@ -99,7 +99,7 @@ def test_compare_screen_snapshot(snap_compare):
 
 async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
     from remat_tui.core.units import human_bytes
-    from remat_tui.core.xla.compiled import compile_costs
+    from remat_tui.core.xla.compile.costs import compile_costs
 
     app = RematApp(example("mlp.py"), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -268,7 +268,7 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
     compiled numbers), and the shown configuration's peak is the status line's.
     With `p` off those columns are not drawn at all."""
     from remat_tui.core.units import human_bytes
-    from remat_tui.core.xla.compiled import compile_costs
+    from remat_tui.core.xla.compile.costs import compile_costs
 
     app = RematApp(write_target(SMALL), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:

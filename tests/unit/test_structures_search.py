@@ -16,7 +16,7 @@ from test_structures import stack_target
 import remat_tui
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.xla.compiled import compile_costs
+from remat_tui.core.xla.compile.costs import compile_costs
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 from remat_tui.report.comparisons import render_compare

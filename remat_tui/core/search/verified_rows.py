@@ -1,5 +1,5 @@
 """Provides `verify_rows`: compare's rows, each run on the device against the
-code as written (core/xla/verify.py, Contract 18), for `compare --verify`.
+code as written (core/xla/verify/runs.py, Contract 18), for `compare --verify`.
 
 Each row JAX traced is verified; a row it refused has no program to run and
 is left unverified (`gradients` None). The verdict goes to the row as its
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from remat_tui.core.setup.devices import device_label
 from remat_tui.core.trace.configured import check_cancelled
-from remat_tui.core.xla.verify import DIFFER, NOT_RUN, SEED, Verification, verify
+from remat_tui.core.xla.verify.runs import DIFFER, NOT_RUN, SEED, Verification, verify
 from remat_tui.errors import RematError
 
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from remat_tui import registry
+from remat_tui.core.runtime.usercode import is_users
 from remat_tui.core.setup.usererrors import describe, user_traceback
-from remat_tui.core.usercode import is_users
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 

@@ -1,6 +1,6 @@
 """Provides targets that scale (Contract 10): a target whose `args` (or
 `kwargs`) factory takes a parameter named `batch` can be built at any batch
-size, which fit (core/search/fit.py) grows to find the largest that fits.
+size, which fit (core/search/fit/batches.py) grows to find the largest that fits.
 
     @remat_tui.target(args=lambda batch=32: (params, jax.ShapeDtypeStruct((batch, 784), f32)))
 
@@ -21,7 +21,7 @@ import jax
 import numpy as np
 from jax.tree_util import tree_flatten, tree_map
 
-from remat_tui.core.lru import LRU
+from remat_tui.core.runtime.lru import LRU
 from remat_tui.core.setup.loading import factory_parameter, resolve_arguments
 from remat_tui.errors import RematError
 from remat_tui.registry import Target

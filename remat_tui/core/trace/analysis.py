@@ -21,12 +21,12 @@ from typing import Any
 
 import jax
 
-from remat_tui.core import collector
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.costs import flops, site_flops
 from remat_tui.core.costs.flops import count_dots
 from remat_tui.core.jaxcompat.callbacks import calls_back
 from remat_tui.core.model import Analysis, Deferred, Flops, JaxprView, Residual
+from remat_tui.core.runtime import collector
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set
@@ -35,8 +35,8 @@ from remat_tui.core.trace import applied, effects, linemap, recomputation, story
 from remat_tui.core.trace.call_code import checkpoints_code
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
 from remat_tui.core.trace.names import named_values
+from remat_tui.core.trace.rebuilt_scans import scan_of
 from remat_tui.core.trace.residuals import FoundResidual
-from remat_tui.core.trace.structures import scan_of
 from remat_tui.core.trace.traced import Trace, trace
 from remat_tui.registry import Target
 from remat_tui.version import __version__
@@ -63,7 +63,7 @@ def analyze(
     (the app's worker) can abandon a superseded analysis early.
 
     Python's automatic garbage collection is paused while it traces
-    (core/collector.py: full collections over a heap the trace only adds to
+    (core/runtime/collector.py: full collections over a heap the trace only adds to
     free nothing and cost up to a third of the call)."""
     target = as_target(fn, args, kwargs)
     config, dev = resolve(target, policy, sites, device, config)

@@ -5,7 +5,7 @@ policy does not reach (outside the checkpoint whose policy lists it: in a
 scan around it, or in code under no checkpoint), a policy whose rule does
 not look at names, a site's policy under an outer policy (JAX judges the
 whole body of the outermost checkpoint by its policy, core/trace/rules.py),
-and an offload that moves nothing. core/xla/same_program.py adds, for a
+and an offload that moves nothing. core/xla/compile/same_program.py adds, for a
 compiled configuration, whether dropping a name or the outer policy
 compiles to the same program.
 """

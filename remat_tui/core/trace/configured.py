@@ -1,6 +1,6 @@
 """Provides the configured function: the target as a Config asks for it (its
 checkpoint sites overridden, the outer policy wrapped around it), which
-core/trace/analysis.py traces and core/xla/lowering.py compiles; and what both take
+core/trace/analysis.py traces and core/xla/compile/lowering.py compiles; and what both take
 and raise on the way (`as_target`, `Cancelled`).
 """
 
@@ -51,7 +51,7 @@ def configured_function(
     overridden and its structure built (a rewrite of the primal program),
     and the outer policy wrapped around it. Also the primal program (when sites are overridden, a
     structure or an outer policy is set, else None) and the override plan
-    ({site id: spec}). What analysis traces and core/xla/compiled.py compiles."""
+    ({site id: spec}). What analysis traces and core/xla/compile/costs.py compiles."""
     spec = config.spec
     primal: Primal | None = None
     plan: dict = {}
@@ -72,7 +72,7 @@ def configured_function(
 
 def program_scans(target: Target, config: Config) -> list:
     """The scans of the target's program a structure may rebuild (its primal
-    program's, core/trace/structures.py FoundScan), traced for the config's
+    program's, core/trace/rebuilt_scans.py FoundScan), traced for the config's
     device (cached with the primal program)."""
     dev = config.jax_device
     flat = flatten_arguments(target.fn, *resolve_arguments(target, device_set(dev)), target.label)

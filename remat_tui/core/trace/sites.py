@@ -31,7 +31,7 @@ INLINE = object()  # the override that removes a checkpoint
 class Splice:
     """A rewrite action that replaces an equation by a jaxpr computing the
     same outputs from the same inputs: `make(eqn)` returns it (open, no
-    constants of its own; core/trace/structures.py rebuilds a scan so)."""
+    constants of its own; core/trace/rebuilt_scans.py rebuilds a scan so)."""
 
     make: Callable
 

@@ -20,7 +20,7 @@ import os
 from typing import TYPE_CHECKING
 
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.structures import HELPER_MARK, NESTED, Structure
+from remat_tui.core.setup.structure_specs import HELPER_MARK, NESTED, Structure
 from remat_tui.core.trace import stored_layout
 from remat_tui.core.trace.linen_call import ScanCall
 

@@ -1,0 +1,1 @@
+"""The runtime subpackage (issue 44): see the modules below."""

@@ -1,0 +1,1 @@
+"""The configs subpackage (issue 44): see the modules below."""

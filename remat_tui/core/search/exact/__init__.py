@@ -1,0 +1,1 @@
+"""The exact subpackage (issue 44): see the modules below."""

@@ -1,0 +1,1 @@
+"""The fit subpackage (issue 44): see the modules below."""

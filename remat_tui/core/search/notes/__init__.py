@@ -1,0 +1,1 @@
+"""The notes subpackage (issue 44): see the modules below."""

@@ -1,0 +1,1 @@
+"""The suggest subpackage (issue 44): see the modules below."""

@@ -1,0 +1,1 @@
+"""The buffers subpackage (issue 44): see the modules below."""

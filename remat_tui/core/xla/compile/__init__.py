@@ -1,0 +1,1 @@
+"""The compile subpackage (issue 44): see the modules below."""

@@ -1,0 +1,1 @@
+"""The estimates subpackage (issue 44): see the modules below."""

@@ -1,0 +1,1 @@
+"""The fates subpackage (issue 44): see the modules below."""

@@ -1,0 +1,1 @@
+"""The run subpackage (issue 44): see the modules below."""

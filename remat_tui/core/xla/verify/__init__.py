@@ -1,0 +1,1 @@
+"""The verify subpackage (issue 44): see the modules below."""
