@@ -8,7 +8,7 @@ import pytest
 from test_compare import ARGS, LOSS
 
 import remat_tui
-import remat_tui.core.search.suggest.pipeline
+from remat_tui.core.search.suggest import pipeline
 from remat_tui.core.setup import policies
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.units import human_bytes
@@ -68,8 +68,8 @@ def test_compare_goes_on_past_rows_that_do_not_fit_or_fail(failing_for):
 def all_compiled():
     """Every candidate suggest considers, each compiled (suggest's own
     compile_all): the answers of the ordered search are checked against it."""
-    return remat_tui.core.search.suggest.pipeline.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
-                                          compile_all=True).rows  # fmt: skip
+    return pipeline.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
+                            compile_all=True).rows  # fmt: skip
 
 
 def cheapest_that_fits(rows, budget):
@@ -142,10 +142,8 @@ def test_suggest_skips_compiles_that_cannot_beat_the_answer(compute_bound_cpu, m
         "remat_tui.core.xla.compile.host_memory.offloads_to_host", lambda device: True
     )
     target = as_target(LOSS, ARGS, None)
-    got = remat_tui.core.search.suggest.pipeline.suggest(target, 2**40, compiled=True)
-    everything = remat_tui.core.search.suggest.pipeline.suggest(
-        target, 2**40, compiled=True, compile_all=True
-    )
+    got = pipeline.suggest(target, 2**40, compiled=True)
+    everything = pipeline.suggest(target, 2**40, compiled=True, compile_all=True)
     assert got.found.config == cheapest_that_fits(everything.rows, 2**40).config
     assert got.fits and got.skipped > 0 and "estimated slower on cpu" in got.skipped_why
     assert got.found.time["seconds"] == min(
@@ -190,7 +188,7 @@ def test_suggest_when_nothing_fits_the_device(failing_for):
 def test_suggest_progress_counts_to_what_it_says_it_searched():
     # Progress said [n/33] while the answer said "all 34 configurations".
     seen = []
-    got = remat_tui.core.search.suggest.pipeline.suggest(
+    got = pipeline.suggest(
         as_target(LOSS, ARGS, None),
         2**40,
         compiled=True,
@@ -209,14 +207,14 @@ def test_a_budget_above_the_device_is_said_to_be(failing_for):
     # (dots_saveable at the site: nothing_saveable there is the code as
     # written, merged with it before anything compiles)
     failing_for(out_of_memory={"dots_saveable"})
-    got = remat_tui.core.search.suggest.pipeline.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
-                                         compile_all=True)  # fmt: skip
+    got = pipeline.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
+                           compile_all=True)  # fmt: skip
     assert got.device_memory == 8 * 2**30 and got.budget_above_device
     assert got.to_dict()["budget_above_device"] is True
     text = suggest_reports.render_suggest(got, "text")
     assert "above the 8.0 GiB" in text
-    fits = remat_tui.core.search.suggest.pipeline.suggest(as_target(LOSS, ARGS, None), 2**20, compiled=True,
-                                          compile_all=True)  # fmt: skip
+    fits = pipeline.suggest(as_target(LOSS, ARGS, None), 2**20, compiled=True,
+                            compile_all=True)  # fmt: skip
     assert not fits.budget_above_device
 
 
@@ -226,7 +224,7 @@ def test_a_budget_below_the_arguments_and_outputs_compiles_one(all_compiled):
     target = as_target(LOSS, ARGS, None)
     base = compiled_lib.compile_costs(target, remat_tui.core.setup.config.Config())
     floor = base.argument_bytes + base.output_bytes - base.alias_bytes
-    got = remat_tui.core.search.suggest.pipeline.suggest(target, floor - 1, compiled=True)
+    got = pipeline.suggest(target, floor - 1, compiled=True)
     assert not got.fits and got.compiled_count == 1 and got.skipped == got.searched - 1
     assert "none can fit" in got.skipped_why and human_bytes(floor) in got.skipped_why
     # Every candidate compiled (the module's compile_all: a row's peak and

@@ -95,7 +95,8 @@ def memory_and_reason(
     if record is None:
         return None, (
             "this executable was compiled without XLA's dump, which holds the schedule "
-            "and buffer assignment: compile it with remat_tui.core.xla.buffers.memory.compile_with_memory"
+            "and buffer assignment: compile it with "
+            "remat_tui.core.xla.buffers.memory.compile_with_memory"
         )
     if isinstance(record, str):
         return None, record
