@@ -22,7 +22,8 @@ from remat_tui.core.units import count
 if TYPE_CHECKING:
     from remat_tui.cli_check import Rendered
     from remat_tui.core.model import Analysis
-    from remat_tui.core.search.compare import Comparison, Row
+    from remat_tui.core.search.compare import Comparison
+    from remat_tui.core.search.rows import Row
     from remat_tui.core.setup.config import Config
     from remat_tui.registry import Target
 

@@ -18,7 +18,7 @@ from remat_tui.core.search.compare import Comparison
 from remat_tui.core.search.diff import Diff
 from remat_tui.core.search.fit.results import Fit
 from remat_tui.core.search.suggest.pipeline import Suggestion
-from remat_tui.core.xla.compile.costs import Compiled
+from remat_tui.core.xla.compile.compiled import Compiled
 from remat_tui.core.xla.verify.runs import Verification
 from remat_tui.notebook import analysis_html, compare_html, fit_html, results_html, terminal, words
 from remat_tui.report import comparisons, memory, text

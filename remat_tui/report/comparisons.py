@@ -19,8 +19,9 @@ from remat_tui.report.phrases import PER_DEVICE_UNKNOWN, signed
 from remat_tui.report.tables import md_cell, text_table
 
 if TYPE_CHECKING:
-    from remat_tui.core.search.compare import Comparison, Row
+    from remat_tui.core.search.compare import Comparison
     from remat_tui.core.search.diff import Diff
+    from remat_tui.core.search.rows import Row
 
 COLUMNS = (
     "", "device", "host", "recompute", "% fwd", "peak", "temp", "most at peak", "est. step",

@@ -157,7 +157,7 @@ def test_the_chart_plots_steps_measured_on_a_chip_the_table_does_not_know():
     from textual_plotext import PlotextPlot
 
     from remat_tui.app.screens.compare_chart import draw_compare_chart
-    from remat_tui.core.search.compare import Row
+    from remat_tui.core.search.rows import Row
     from remat_tui.core.setup.config import Config
 
     rows = [
@@ -177,7 +177,7 @@ def test_the_charts_budget_is_said_in_bytes_not_as_typed():
     from textual_plotext import PlotextPlot
 
     from remat_tui.app.screens.compare_chart import draw_compare_chart
-    from remat_tui.core.search.compare import Row
+    from remat_tui.core.search.rows import Row
     from remat_tui.core.setup.config import Config
     from remat_tui.core.units import human_bytes
 

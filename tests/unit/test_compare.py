@@ -15,7 +15,8 @@ import remat_tui
 from remat_tui.core.search.compare import compare
 from remat_tui.core.search.diff import diff
 from remat_tui.core.search.notes.unchanged import SPARES_LITTLE
-from remat_tui.core.search.suggest.pipeline import STATES, suggest
+from remat_tui.core.search.suggest.candidates import STATES
+from remat_tui.core.search.suggest.pipeline import suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.report.comparisons import render_diff

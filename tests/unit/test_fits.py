@@ -13,6 +13,7 @@ from remat_tui.core.setup import policies
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla.compile import costs as compiled_lib
+from remat_tui.core.xla.compile.compiled import does_not_fit
 from remat_tui.core.xla.estimates import step_time
 from remat_tui.errors import RematError
 from remat_tui.report import comparisons as comparison_reports
@@ -32,7 +33,7 @@ def failing_for(monkeypatch):
         def compile_answer(target, config, cancelled=None, **kw):
             policy = dict(config.sites).get("block", config.policy)  # at the site, else outer
             if out_of_memory == "all" or policy in out_of_memory:
-                oom = compiled_lib.does_not_fit(OOM, "cpu:0", 1, 0.1)
+                oom = does_not_fit(OOM, "cpu:0", 1, 0.1)
                 return compiled_lib.CompiledStep(oom, None, None, [], [])
             if policy in broken:
                 raise RematError("compiling failed: XLA says: INTERNAL: a bug")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.setup.config import Config
-from remat_tui.core.xla.compile.costs import Compiled
+from remat_tui.core.xla.compile.compiled import Compiled
 
 
 @dataclass

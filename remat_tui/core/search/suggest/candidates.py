@@ -24,17 +24,18 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from remat_tui.core.model import Analysis
-from remat_tui.core.search.compare import Row, evaluate
+from remat_tui.core.search.compare import evaluate
 from remat_tui.core.search.configs.distinct import merge_key
 from remat_tui.core.search.configs.structure_grid import FINE, structure_candidates
 from remat_tui.core.search.exact.space import Place
+from remat_tui.core.search.rows import Row
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:
     from remat_tui.core.places import Site
-    from remat_tui.core.search.suggest.ordered import Progress
+    from remat_tui.core.search.suggest.ordered import SearchProgress
 
 ENUMERATE_LIMIT = 64  # configurations listed whole; beyond, the exact search's model
 STATES = ("recompute", "save", "offload")
@@ -50,7 +51,7 @@ class Analysed:
         target: Target,
         first: Analysis,
         cancelled: Callable[[], bool] | None,
-        progress: Progress | None,
+        progress: SearchProgress | None,
     ) -> None:
         self.target, self.first = target, first
         self.cancelled, self.progress = cancelled, progress

@@ -1,7 +1,7 @@
 """Provides how suggest compiles its candidates (Contract 8): `Runner` (a
 row's compile, and its run on the device when measuring), and the ordered
 search, `compile_in_order`, which compiles only what can change the answer;
-`Progress` is what the search says as it goes.
+`SearchProgress` is what the search says as it goes.
 
 Every candidate is first analysed without compiling: its recompute FLOPs and
 host bytes need no compile, and give a lower bound of its step time
@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from remat_tui.core.search.compare import Row, compile_row
+from remat_tui.core.search.compare import compile_row
 from remat_tui.core.search.configs.structure_grid import saves_at_least
+from remat_tui.core.search.rows import Row
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla.compile import service as compile_service
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 LeastCost = Callable[[Row], tuple]  # a row's least cost before compiling (`least_cost`)
 
 
-class Progress(Protocol):
+class SearchProgress(Protocol):
     """What suggest says as it goes: (done, total, the configuration), and the
     stage ("compiling") where it compiles; analysing gives none."""
 
@@ -58,7 +59,7 @@ def compile_every(
     target: Target,
     rows: list[Row],
     cancelled: Callable[[], bool] | None,
-    progress: Progress | None,
+    progress: SearchProgress | None,
     run: Runner,
 ) -> None:
     """Compile every row (the exact search's, or every candidate to check the
@@ -81,7 +82,7 @@ def compile_baseline(
     baseline: Row,
     budget: int,
     cancelled: Callable[[], bool] | None,
-    progress: Progress | None,
+    progress: SearchProgress | None,
     run: Runner,
     total: int = 1,
 ) -> str:
@@ -107,7 +108,7 @@ def compile_in_order(
     baseline: Row,
     budget: int,
     cancelled: Callable[[], bool] | None,
-    progress: Progress | None,
+    progress: SearchProgress | None,
     run: Runner | None = None,
     known: tuple[Row, ...] = (),
 ) -> tuple[list[Row], str, list[Row]]:

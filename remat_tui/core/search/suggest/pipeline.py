@@ -36,22 +36,22 @@ from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.model import Analysis
-from remat_tui.core.search.compare import Row, analysed_row, measure_baseline
+from remat_tui.core.search.compare import analysed_row, measure_baseline
 from remat_tui.core.search.configs.skips import Skip, Skips, parse_skips
 from remat_tui.core.search.configs.structure_grid import structure_notes
 from remat_tui.core.search.exact import certificate as cert
 from remat_tui.core.search.exact.search import NameOutcome, Narrowing, search_names, within
 from remat_tui.core.search.exact.space import Space
 from remat_tui.core.search.notes.offloads import judge_offloads
-from remat_tui.core.search.suggest.candidates import (  # noqa: F401 (STATES: where tests look)
+from remat_tui.core.search.rows import Row
+from remat_tui.core.search.suggest.candidates import (
     ENUMERATE_LIMIT,
-    STATES,
     Analysed,
     enumerated,
     listed,
     space_size,
 )
-from remat_tui.core.search.suggest.choice import (  # noqa: F401 (choose: where callers look)
+from remat_tui.core.search.suggest.choice import (
     Within,
     choose,
     device_memory,
@@ -59,8 +59,8 @@ from remat_tui.core.search.suggest.choice import (  # noqa: F401 (choose: where 
     within_resolution,
 )
 from remat_tui.core.search.suggest.ordered import (
-    Progress,
     Runner,
+    SearchProgress,
     compile_baseline,
     compile_every,
     compile_in_order,
@@ -197,7 +197,7 @@ def suggest(
     device: str | None = None,
     sites: dict | None = None,
     cancelled: Callable[[], bool] | None = None,
-    progress: Progress | None = None,
+    progress: SearchProgress | None = None,
     compile_all: bool = False,
     measure: bool = False,
     runs: int = RUNS,
@@ -267,7 +267,7 @@ class _Search:
         budget: int,
         compiled: bool,
         cancelled: Callable[[], bool] | None,
-        progress: Progress | None,
+        progress: SearchProgress | None,
         transpose: int | None,
         run: Runner,
     ) -> None:

@@ -39,7 +39,7 @@ from remat_tui.core.model import MEMORY_CATEGORIES
 from remat_tui.core.runtime import usercode
 from remat_tui.core.xla.buffers import kinds as buffer_kinds
 from remat_tui.core.xla.buffers.kinds import Context
-from remat_tui.core.xla.buffers.made import Made, clones, forward_values
+from remat_tui.core.xla.buffers.made import ForwardValue, clones, forward_values
 from remat_tui.core.xla.buffers.occupancy import Placed, occupancy, thin, union
 
 CATEGORIES = MEMORY_CATEGORIES
@@ -126,7 +126,7 @@ class Memory:
     other_spaces: tuple[OtherSpace, ...] = ()
     # What the forward work makes (core/xla/buffers/made.py), for naming residuals
     # (core/xla/fates/residuals.py): not in the JSON.
-    made: tuple[Made, ...] = ()
+    made: tuple[ForwardValue, ...] = ()
     # What XLA's rematerialization pass recomputes (`tanh at model.py:12`, per
     # clone; core/xla/fates/remat_pass.py): empty where it did not act.
     xla_rematerialized: tuple[str, ...] = ()

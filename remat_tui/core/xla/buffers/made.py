@@ -1,5 +1,5 @@
 """Provides `forward_values`: what the compiled step's forward work makes, one
-record (`Made`) per value, for core/xla/fates/residuals.py to tie each jaxpr residual
+record (`ForwardValue`) per value, for core/xla/fates/residuals.py to tie each jaxpr residual
 to the compiled value that holds it, and to say what XLA did with it.
 
 What ties them: JAX lowers each jaxpr equation with its primitive in the
@@ -40,7 +40,7 @@ FORWARD, BACKWARD, FUSED, ARGUMENT = "forward", "backward", "fused", "argument"
 
 
 @dataclass(frozen=True)
-class Made:
+class ForwardValue:
     """One value of the compiled step, known by what computes it."""
 
     key: str  # the value's name in XLA's records: "fusion.3{}", "while.43{5}"
@@ -70,15 +70,17 @@ class Made:
     recomputes: tuple[tuple, ...] = ()
 
 
-def forward_values(module: hlo_text.Module, placed: list[Placed], context: Any) -> tuple[Made, ...]:
+def forward_values(
+    module: hlo_text.Module, placed: list[Placed], context: Any
+) -> tuple[ForwardValue, ...]:
     """The records of one compile: `placed` are its values in their
     allocations, `context` core/xla/buffers/kinds.py's Context (chains, where
     the backward part starts). Buffers of one forward computation (a loop's
     carry and its output, a copy XLA keeps) make one record."""
     calls = hv.Calls(module)
     b = context.backward_from
-    out: list[Made] = []
-    forward: dict[str, Made] = {}  # computing instruction -> its record
+    out: list[ForwardValue] = []
+    forward: dict[str, ForwardValue] = {}  # computing instruction -> its record
     defined: dict[str, int] = {}  # instruction -> the step it runs
     for p in sorted(placed, key=lambda p: (p.start, -p.end)):
         defined.setdefault(p.value.instruction, p.start)
@@ -243,9 +245,11 @@ class _Readers:
 _PASSING = frozenset({"get-tuple-element", "broadcast", "copy-start"})
 
 
-def _made(key: str, instruction: hlo_text.Instruction, shape: str, where: str, **more: Any) -> Made:
+def _made(
+    key: str, instruction: hlo_text.Instruction, shape: str, where: str, **more: Any
+) -> ForwardValue:
     more.setdefault("aliases", _aliases([instruction]))
-    return Made(
+    return ForwardValue(
         key=key,
         instruction=instruction.name,
         primitive=primitive(instruction.op_name),

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from remat_tui.core.display import Displayable
 from remat_tui.core.jaxcompat.collectives import count_collectives
 from remat_tui.core.jaxcompat.hlo_text import has_loops
-from remat_tui.core.xla.buffers.made import Made
+from remat_tui.core.xla.buffers.made import ForwardValue
 from remat_tui.core.xla.buffers.memory import memory_and_reason
 from remat_tui.core.xla.buffers.peak_notes import spaces_note
 
@@ -108,7 +108,7 @@ class Compiled(Displayable):
     # What the forward work makes (core/xla/buffers/made.py), for naming the residuals
     # at the peak (core/xla/fates/residuals.py): kept with the numbers (`stored`), never
     # in the report's JSON.
-    made: tuple[Made, ...] = field(default=(), repr=False, compare=False)
+    made: tuple[ForwardValue, ...] = field(default=(), repr=False, compare=False)
 
     def to_dict(self) -> dict:
         """The report's JSON (Contract 6): the numbers, without `made`."""
@@ -127,18 +127,18 @@ class Compiled(Displayable):
         return cls(**{k: v for k, v in d.items() if k != "made"}, made=made)
 
 
-def _made_json(made: Made) -> dict:
-    """A Made record as JSON (its tuples become lists)."""
+def _made_json(made: ForwardValue) -> dict:
+    """A ForwardValue record as JSON (its tuples become lists)."""
     return asdict(made)
 
 
-def _made_of(d: dict) -> Made:
-    """The Made record `_made_json` wrote: JSON's lists back to tuples."""
-    return Made(**_tuples(d))
+def _made_of(d: dict) -> ForwardValue:
+    """The ForwardValue record `_made_json` wrote: JSON's lists back to tuples."""
+    return ForwardValue(**_tuples(d))
 
 
 def _tuples(value: Any) -> Any:
-    """JSON's lists as the tuples a Made record holds (frames, aliases, keys)."""
+    """JSON's lists as the tuples a ForwardValue record holds (frames, aliases, keys)."""
     if isinstance(value, dict):
         return {k: _tuples(v) for k, v in value.items()}
     if isinstance(value, list):

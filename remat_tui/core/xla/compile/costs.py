@@ -76,12 +76,8 @@ from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.setup.meshes import mesh_of, mesh_words, placed_sharding
 from remat_tui.core.trace.configured import check_cancelled
 from remat_tui.core.xla.compile import service as compile_service
-from remat_tui.core.xla.compile.compiled import (  # noqa: F401 (re-exported: where callers look)
-    ERROR_LINES,
+from remat_tui.core.xla.compile.compiled import (
     Compiled,
-    does_not_fit,
-    out_of_memory,
-    trim_message,
 )
 from remat_tui.core.xla.compile.lowering import Lowered, lower
 from remat_tui.errors import RematError

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.compile import service as compile_service
-from remat_tui.core.xla.compile.costs import CACHED, Compiled, Source, compile_answer
+from remat_tui.core.xla.compile.compiled import Compiled
+from remat_tui.core.xla.compile.costs import CACHED, Source, compile_answer
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:

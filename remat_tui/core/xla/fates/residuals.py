@@ -98,9 +98,9 @@ class Linked:
             value_key(b["instruction"]): b.get("shape")
             for b in [*at_peak, *(b for space in other_spaces for b in space["at_peak"])]
         }
-        forward: defaultdict[tuple, list[mk.Made]] = defaultdict(list)
-        elsewhere: defaultdict[tuple, list[mk.Made]] = defaultdict(list)
-        arguments: dict[int, mk.Made] = {}
+        forward: defaultdict[tuple, list[mk.ForwardValue]] = defaultdict(list)
+        elsewhere: defaultdict[tuple, list[mk.ForwardValue]] = defaultdict(list)
+        arguments: dict[int, mk.ForwardValue] = {}
         for m in made:
             if m.where == mk.ARGUMENT:
                 if m.number is not None:
@@ -134,7 +134,9 @@ class Linked:
 
     # ---- the residuals ------------------------------------------------------------
 
-    def _records(self, sigs: list[tuple], index: dict[tuple, list[mk.Made]]) -> list[mk.Made]:
+    def _records(
+        self, sigs: list[tuple], index: dict[tuple, list[mk.ForwardValue]]
+    ) -> list[mk.ForwardValue]:
         """The records of `index` ((primitive, elements) -> records) a
         residual with keys `sigs` may be, on one device."""
         return unique(
@@ -145,7 +147,7 @@ class Linked:
             if matches(sigs, m, self.devices)
         )
 
-    def _arguments(self, arguments: dict[int, mk.Made]) -> None:
+    def _arguments(self, arguments: dict[int, mk.ForwardValue]) -> None:
         """Argument residuals in the step's parameters: the gradient step takes
         the flat arguments in order (checked by size: a parameter jit drops
         as unused shifts the rest, and a training step takes them otherwise)."""
@@ -218,7 +220,7 @@ class Linked:
             if not progress:
                 return
 
-    def _shaped_as(self, i: int, m: mk.Made) -> bool:
+    def _shaped_as(self, i: int, m: mk.ForwardValue) -> bool:
         """Whether a buffer at the peak holding `m` ends in the dimensions of
         residual i's value (per iteration, for a loop's stacked one), each
         whole or an even share over the devices."""
@@ -277,7 +279,7 @@ class Linked:
                 return indices, values
         return indices, None
 
-    def _keep(self, i: int, m: mk.Made, words: str) -> None:
+    def _keep(self, i: int, m: mk.ForwardValue, words: str) -> None:
         at_peak = sum(self._peak_bytes.get(k, 0) for k in {m.key, *m.same_bytes})
         peak = f"; {human_bytes(at_peak)} of it live at the peak" if at_peak else ""
         buffer = shown(held_in(m, self._peak_bytes))
@@ -287,7 +289,7 @@ class Linked:
         for k in m.same_bytes:
             self.named.setdefault(k, i)
 
-    def _not_kept(self, m: mk.Made, elsewhere: list) -> Fate:
+    def _not_kept(self, m: mk.ForwardValue, elsewhere: list) -> Fate:
         """A residual whose forward value dies before the backward part."""
         again = [e for e in elsewhere if e.where == mk.BACKWARD]
         fused = [e for e in elsewhere if e.where == mk.FUSED]
@@ -371,7 +373,7 @@ class Linked:
 
     # ---- the buffers ----------------------------------------------------------------
 
-    def peak_bytes_of(self, m: mk.Made) -> int:
+    def peak_bytes_of(self, m: mk.ForwardValue) -> int:
         """The bytes at the peak of the buffers holding the value `m`."""
         return sum(self._peak_bytes.get(k, 0) for k in {m.key, *m.values, *m.same_bytes})
 

@@ -50,7 +50,7 @@ from remat_tui.core.xla.fates.value_keys import (
 )
 
 if TYPE_CHECKING:
-    from remat_tui.core.xla.buffers.made import Made
+    from remat_tui.core.xla.buffers.made import ForwardValue
 
 ALIKE = "one of several alike values: which residual it holds, XLA does not say"
 
@@ -69,7 +69,7 @@ class Linking(Protocol):
     inputs: dict[str, int]
     devices: int
 
-    def peak_bytes_of(self, m: Made) -> int: ...
+    def peak_bytes_of(self, m: ForwardValue) -> int: ...
 
 
 def explain(linked: Linking, forward: dict) -> None:
@@ -102,7 +102,7 @@ def explain(linked: Linking, forward: dict) -> None:
             _say(linked, m, tied.get(("alike", id(m))) or _no_residual(m))
 
 
-def _no_residual(m: Made) -> str:
+def _no_residual(m: ForwardValue) -> str:
     return (
         f"no residual: XLA keeps this forward value ({_at(m)}) for the backward part, "
         "where autodiff saves none of it (XLA keeps it rather than recompute it from "
@@ -110,17 +110,17 @@ def _no_residual(m: Made) -> str:
     )
 
 
-def _say(linked: Linking, m: Made, why: str) -> None:
+def _say(linked: Linking, m: ForwardValue, why: str) -> None:
     for k in (m.key, *m.values):
         linked.unnamed[k] = why
 
 
-def _at(m: Made) -> str:
+def _at(m: ForwardValue) -> str:
     where = f" at {os.path.basename(m.frames[0][0])}:{m.frames[0][1]}" if m.frames else ""
     return f"{m.primitive}{where}"
 
 
-def _merged_recompute(linked: Linking, m: Made) -> None:
+def _merged_recompute(linked: Linking, m: ForwardValue) -> None:
     """A kept forward value the backward jaxpr recomputes: XLA merged the
     recomputation with the forward computation (common subexpression
     elimination) and keeps the forward value instead."""
@@ -222,7 +222,7 @@ class _Keyed:
         alone = made.from_one and fate.what == REMOVED
         self.first = _index(as_xla_names([sig(*made.inputs[0])]), devices) if alone else {}
 
-    def made_from(self, m: Made) -> str | None:
+    def made_from(self, m: ForwardValue) -> str | None:
         """How the compiled step makes this residual from the kept value `m`
         (computed from it in the jaxpr): `recomputed` where the backward
         part computes the residual's equation from it, `folded` where the
@@ -238,7 +238,7 @@ class _Keyed:
         return None
 
 
-def _read_as(readers: tuple[Reader, ...], m: Made) -> bool:
+def _read_as(readers: tuple[Reader, ...], m: ForwardValue) -> bool:
     """Whether the backward part reads `m` where the backward jaxpr reads the
     residual (`readers`): on one of their lines, or, where XLA kept no line
     (a folded constant), with one of their primitives."""

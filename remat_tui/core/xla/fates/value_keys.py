@@ -30,7 +30,7 @@ from remat_tui.core.jaxcompat.hlo_values import hlo_dtype, hlo_primitives
 
 if TYPE_CHECKING:
     from remat_tui.core import stories
-    from remat_tui.core.xla.buffers.made import Made
+    from remat_tui.core.xla.buffers.made import ForwardValue
 
 
 def signature(made: stories.Made | None) -> tuple | None:
@@ -84,7 +84,7 @@ def per_device(elements: int, devices: int) -> tuple[int, ...]:
     return tuple(elements // d for d in shares)
 
 
-def keys(m: Made) -> set[tuple]:
+def keys(m: ForwardValue) -> set[tuple]:
     """The (primitive, elements) of each instruction computing the compiled
     value `m`. Not its dtype: XLA may keep a value narrower than the
     jaxpr's (TPU keeps an f32 dot's output in bf16 when what reads it
@@ -92,7 +92,7 @@ def keys(m: Made) -> set[tuple]:
     return {(alias[0], alias[2]) for alias in m.aliases}
 
 
-def matches(sigs: list[tuple], m: Made, devices: int = 1) -> bool:
+def matches(sigs: list[tuple], m: ForwardValue, devices: int = 1) -> bool:
     """Whether any of a residual's keys is any of the value's, on one device
     of `devices` (`per_device`)."""
     return any(
@@ -149,7 +149,7 @@ def dims(shape: str | None) -> tuple[int, ...]:
     return tuple(int(d) for d in sizes) if all(d.isdigit() for d in sizes) else ()
 
 
-def held_in(m: Made, peak_bytes: dict[str, int]) -> str:
+def held_in(m: ForwardValue, peak_bytes: dict[str, int]) -> str:
     """The value that names the buffer keeping `m` for the backward part: the
     one of its bytes at the peak (the memory view's), else the output of the
     forward loop it leaves (`while.4{3}`, where the first value computing it

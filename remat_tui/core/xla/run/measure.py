@@ -49,13 +49,8 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_label, resolve_device, topology_of
 from remat_tui.core.trace.configured import Cancelled, check_cancelled
 from remat_tui.core.units import human_bytes
-from remat_tui.core.xla.compile.costs import (
-    Compiled,
-    CompiledStep,
-    compile_step,
-    out_of_memory,
-    trim_message,
-)
+from remat_tui.core.xla.compile.compiled import Compiled, out_of_memory, trim_message
+from remat_tui.core.xla.compile.costs import CompiledStep, compile_step
 from remat_tui.core.xla.run import shared_runs
 from remat_tui.errors import RematError
 from remat_tui.registry import Target

@@ -33,7 +33,7 @@ from remat_tui.errors import RematError
 
 if TYPE_CHECKING:  # the app imports this module before JAX is imported
     from remat_tui.core.setup.config import Config
-    from remat_tui.core.xla.compile.costs import Compiled
+    from remat_tui.core.xla.compile.compiled import Compiled
     from remat_tui.core.xla.run.measure import Measured
 
 POLL_SECONDS = 0.05  # how often a waiting compile looks at `cancelled`

@@ -16,9 +16,9 @@ from remat_tui.core.setup.config import Config, SiteKey
 from remat_tui.core.xla.verify.decisions import (
     NAME,
     REST,
+    BisectProgress,
     Culprit,
     Decision,
-    Progress,
     SiteNames,
     configure,
     decisions,
@@ -36,7 +36,7 @@ def verify_explained(
     cancelled: Callable[[], bool] | None = None,
     *,
     seed: int = SEED,
-    progress: Progress | None = None,
+    progress: BisectProgress | None = None,
 ) -> Verification:
     """`verify(target, config)` with its `decisions`, and where the
     gradients differ, its `culprit`: the fewest decisions found that move
@@ -56,7 +56,7 @@ def explain(
     verification: Verification,
     seed: int,
     names: dict[str, str],
-    progress: Progress | None = None,
+    progress: BisectProgress | None = None,
     cancelled: Callable[[], bool] | None = None,
     sites: dict[SiteKey, SiteNames] | None = None,
 ) -> tuple[tuple[Decision, ...], Culprit | None]:

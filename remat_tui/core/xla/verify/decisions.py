@@ -50,7 +50,7 @@ POLICY, NAME, REST, SITE, STRUCTURE = "policy", "name", "rest", "site", "structu
 SAVE, RECOMPUTE, OFFLOAD = "save", "recompute", "offload"
 ACTING = {RECOMPUTE: "recomputing", OFFLOAD: "offloading", SAVE: "saving"}
 FIRST, OTHERS = "first", "rest"  # a split's parts (Decision.key)
-Progress = Callable[[int, int, Config, str], None]  # (i, total, config, stage)
+BisectProgress = Callable[[int, int, Config, str], None]  # (i, total, config, stage)
 
 
 @dataclass(frozen=True)
