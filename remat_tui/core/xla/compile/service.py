@@ -353,7 +353,14 @@ def _versions(platform_name: str) -> dict:
 @functools.cache
 def _reading_code() -> str:
     """A digest of the code that turns XLA's output into our numbers."""
-    package = Path(__file__).resolve().parents[3]  # remat_tui/core/xla/compile/
+    return code_digest(Path(__file__).resolve().parents[3])  # remat_tui/, from core/xla/compile/
+
+
+def code_digest(package: Path) -> str:
+    """A digest of every module under `package`'s folders that read XLA's
+    output (`_READING_CODE`), in subfolders too, each by its path there: a
+    module changed, added or moved gives another digest, so the store never
+    answers with numbers an older reading made."""
     digest = hashlib.sha256()
     for folder in _READING_CODE:
         root = package / folder
