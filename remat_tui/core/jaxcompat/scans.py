@@ -1,4 +1,4 @@
-"""Provides what structures (core/trace/rebuilt_scans.py) need of a `scan`
+"""Provides what structures (`trace.rebuilt_scans`) need of a `scan`
 equation and of JAX's tracing: the loop's params read in one place
 (`scan_loop`), its body run again as a Python step function (`body_step`),
 and equations traced where the scan was written (`traced_at`,

@@ -150,7 +150,7 @@ def users_frames(source_info: SourceInfo) -> tuple[Source, ...]:
     """Every frame of the user's own code behind an equation (outside JAX,
     the standard library and installed packages), innermost first: the
     line, and the calls that led to it. XLA's instruction metadata keeps the
-    same frames (core/xla/buffers/made.py reads them there)."""
+    same frames (`xla.buffers.made` reads them there)."""
     return _per_traceback("users", source_info, _users_frames)
 
 

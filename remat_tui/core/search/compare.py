@@ -1,12 +1,12 @@
 """Provides compare (Contract 6): one row of costs per configuration, with the
 Pareto-optimal rows marked.
 
-Every row is the row view of its configuration's trace (core/trace/analysis.py
+Every row is the row view of its configuration's trace (`trace.analysis`
 `row_view`: no jaxpr text), so a row's numbers are the same as the full
 analysis of that configuration shows. The configurations
 are built-in policies, the target's own, the checkpoint_name save/offload
 sets, and each policy at each checkpointed function; a comparison's rows are
-Configs, so a row opens in the app as it is (`Row`: core/search/rows.py).
+Configs, so a row opens in the app as it is (`Row`: `search.rows`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class Comparison(Displayable):
         rows: one `Row` per configuration.
         seconds: how long the comparison took.
         structure_notes: why a scan of the program gets no structure (or no
-            nested one), core/search/configs/structure_grid.py.
+            nested one), `search.configs.structure_grid`.
     """
 
     target_file: str | None
@@ -96,14 +96,14 @@ def compare(
     """Rows for `policies` (outer specs; default: every configuration worth
     comparing, see `candidates`), each with `sites` as the site overrides.
     `measure`: compile each and run it on the device `runs` times (after a
-    warm-up), and rank by the measured time (core/xla/run/measure.py).
+    warm-up), and rank by the measured time (`xla.run.measure`).
     `on_row` receives each row as soon as it is measured (compiled too), for
     a view to show it at once; notes that weigh rows against each other and
     the Pareto marks come with the Comparison. `skip`: candidates to leave
-    out (core/search/configs/skips.py), never the code as written; a candidate JAX
+    out (`search.configs.skips`), never the code as written; a candidate JAX
     refuses to trace is a row with its error either way. `verify`: run each
     traced row's step against the code as written's on the device
-    (core/search/verified_rows.py); a row whose gradients differ is marked
+    (`search.verified_rows`); a row whose gradients differ is marked
     and never Pareto-optimal."""
     start = time.perf_counter()
     target = as_target(fn, args, kwargs)
@@ -275,7 +275,7 @@ def transpose_flops(baseline: Trace, cancelled: Callable[[], bool] | None = None
 
 def peak_notes(rows: list[Row], base: Config) -> None:
     """Note on each compiled row why its peak moved so much less than its
-    residual bytes against the code as written, when it did (core/search/notes/unchanged.py)."""
+    residual bytes against the code as written, when it did (`search.notes.unchanged`)."""
     written = next((r for r in rows if r.config == base), None)
     if written is None:
         return
@@ -304,7 +304,7 @@ def candidates(target: Target, baseline: Analysis, base: Config) -> list[Config]
     name saved alone, all names, each offloaded alone, all offloaded), at the
     checkpointed functions when the code has sites, else outer; for code
     with sites, each built-in policy at each checkpointed function; and the
-    structures of its scans (core/search/configs/structure_grid.py); those that decide
+    structures of its scans (`search.configs.structure_grid`); those that decide
     alike once."""
     outer = policies.candidate_specs(target.policies)
     names = [n.name for n in baseline.names]
@@ -323,7 +323,7 @@ def candidates(target: Target, baseline: Analysis, base: Config) -> list[Config]
     else:
         configs += [base.with_policy(spec) for spec in name_specs]
     configs += structure_candidates(target, base)
-    # Spellings of the same decisions are one row, the first (core/search/configs/distinct.py).
+    # Spellings of the same decisions are one row, the first (`search.configs.distinct`).
     return distinct(configs, baseline.sites)
 
 

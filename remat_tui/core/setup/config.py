@@ -1,7 +1,7 @@
 """Provides Config: what one analysis is asked for, as one immutable value.
 
 The outer policy, the per-site overrides, the device and, where asked, a
-structure (a scan rebuilt as nested or split scans, core/setup/structure_specs.py).
+structure (a scan rebuilt as nested or split scans, `setup.structure_specs`).
 
 Policies are carried parsed (`PolicySpec`): text is parsed once, where it
 enters (the command line, the app's inputs, the API's entry points, the

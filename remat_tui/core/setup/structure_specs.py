@@ -11,7 +11,7 @@ parsed with `ast` like policy specs, with one canonical spelling.
   checkpoint around it; `as_written` leaves the layer as the code has it.
 
 Both take `scan=I` when the program has several scans (I: the scan's id,
-counted in program order; 1 by default). core/trace/rebuilt_scans.py builds them.
+counted in program order; 1 by default). `trace.rebuilt_scans` builds them.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from remat_tui.errors import RematError
 
 NESTED, SPLIT = "nested", "split"
 # Where a structure's code to write ends and the helper it calls begins
-# (core/trace/structure_code.py writes it; a table's panel cuts there).
+# (`trace.structure_code` writes it; a table's panel cuts there).
 HELPER_MARK = "# The helper, defined once:"
 EXAMPLES = "e.g. nested(4) or split(8, everything_saveable, nothing_saveable)"
 

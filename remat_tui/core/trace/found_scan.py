@@ -1,5 +1,5 @@
 """Provides FoundScan: a scan of the primal program, and what a structure
-may do with it (core/trace/rebuilt_scans.py finds them; core/trace/structure_code.py
+may do with it (`trace.rebuilt_scans` finds them; `trace.structure_code`
 writes the code for one, so it names the type without importing the finder)."""
 
 from __future__ import annotations

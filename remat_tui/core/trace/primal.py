@@ -48,7 +48,7 @@ class Primal:
 
     @property
     def scans(self) -> list:
-        """The scans a structure may rebuild (core/trace/rebuilt_scans.py
+        """The scans a structure may rebuild (`trace.rebuilt_scans`
         FoundScan), found on first need."""
         if self._scans is None:
             program = jc.open_jaxpr(self.closed)

@@ -1,14 +1,14 @@
 """Provides structures (Contract 15) built from the traced program: the scans
 a structure can rebuild (`find_scans`, each with why not where it cannot) and
 the program with one of them rebuilt (`splice_for`, applied by
-core/trace/sites.py's rewrite with the site overrides, in one pass).
+`trace.sites`'s rewrite with the site overrides, in one pass).
 
 A scan is rebuilt by tracing, where the user's scan was written, the very
-code core/trace/structure_code.py prints for the user (`nested_scan`,
+code `trace.structure_code` prints for the user (`nested_scan`,
 `split_scan`), around the scan's own body run again: so the program
 analysed and compiled is the program the printed code makes. A scan inside
 a `shard_map` body runs once on each device, on local arrays: it is rebuilt
-within the body, traced as JAX traces the body (jaxcompat/shard_maps.py).
+within the body, traced as JAX traces the body (`jaxcompat.shard_maps`).
 """
 
 from __future__ import annotations

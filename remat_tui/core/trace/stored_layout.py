@@ -1,7 +1,7 @@
 """Provides the one line that converts a Linen nn.scan's stored parameters
 to a structure's layout (Contract 15, issue 43): `conversion`, the
 expression structure_code_flax.py prints for the user to paste, and
-`Conversion`, which `verify` (core/xla/verify/runs.py) evaluates from that very
+`Conversion`, which `verify` (`xla.verify.runs`) evaluates from that very
 text on the stored parameters, so that its check covers the paste.
 
 The layout the Linen helpers keep (linen_helpers.py): `nested_nn_scan`

@@ -3,7 +3,7 @@
 a structure needs with where and how to call it (for a scan Linen's nn.scan
 made, the Linen form: structure_code_flax.py).
 
-The helpers are the code core/trace/rebuilt_scans.py traces to build a
+The helpers are the code `trace.rebuilt_scans` traces to build a
 structure, so what remat-tui reports of a structure is what this code
 compiles to (tests/unit/test_structures_code.py runs the printed text).
 """

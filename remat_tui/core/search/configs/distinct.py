@@ -2,13 +2,13 @@
 decisions, merged before anything is traced or compiled (Contract 13).
 
 Two configurations are one where their outer policies make the same
-decisions (core/setup/policies.py `same_decisions`: `save_only_these_names()`
+decisions (`setup.policies` `same_decisions`: `save_only_these_names()`
 is nothing_saveable, ...) and so do their site overrides, an override being
 no override at all where it makes the decisions of the policy written at
 that site (`--site block=nothing_saveable` on `jax.checkpoint(block)`, whose
 default policy is nothing_saveable). What still differs only as programs
 (dots_saveable and dots_with_no_batch_dims_saveable on a model without
-batched dots) is compiled once by core/xla/compile/service.py's key.
+batched dots) is compiled once by `xla.compile.service`'s key.
 """
 
 from __future__ import annotations

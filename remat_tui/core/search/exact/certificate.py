@@ -4,7 +4,7 @@
 - `method`: "enumeration" (every configuration of a small space analysed,
   compiled from the least cost it could have up: nothing assumed) or
   "model" (the exact search's model of the name decisions solved exactly
-  and corrected by compiling, core/search/exact/search.py, beside the other
+  and corrected by compiling, `search.exact.search`, beside the other
   candidates compiled from their least cost up).
 - `bound`: the least cost any configuration of the space can have within
   the budget, as proven (enumeration) or as the model says (model), in the
@@ -83,7 +83,7 @@ class Certificate:
 def model_assumptions(
     outcome: NameOutcome, space: Space, compiled: bool, cost_words: str
 ) -> list[str]:
-    """What the model path assumed, in words (core/search/exact/search.py's outcome)."""
+    """What the model path assumed, in words (`search.exact.search`'s outcome)."""
     made = "compiles" if compiled else "analyses"
     out = [
         f"each of the {count(outcome.decisions, space.noun)} measured alone against "

@@ -35,7 +35,7 @@ host, then less memory (the parts' peaks summed), then fewer decisions
 
 `Model.solve(slack=...)` weighs each assignment as it could be at best
 where the model has not measured all of it (the self-check's question,
-core/search/exact/self_check.py): its cost and peaks lowered by a slack per pair
+`search.exact.self_check`): its cost and peaks lowered by a slack per pair
 of its decisions that no evaluated set inside it holds (`Slack`), with a
 continuous variable per such pair.
 """
@@ -68,7 +68,7 @@ class Slack:
     lowered the cost and a peak beyond the sets inside it. `most`: no
     assignment is given more in all than that share of its cost and those
     bytes of its peak (the largest errors a prediction has shown,
-    exact_check.py). `per_pair` False (more pairs than PAIRS_AT_MOST: a
+    `search.exact.self_check`). `per_pair` False (more pairs than PAIRS_AT_MOST: a
     variable each would make the program too large to solve in a round):
     every assignment not evaluated is given `most`."""
 

@@ -2,19 +2,19 @@
 place (Contract 12), which suggest runs where the space is too large to
 list.
 
-1. Everything recomputed, and each decision alone (core/search/exact/space.py),
+1. Everything recomputed, and each decision alone (`search.exact.space`),
    analysed without compiling; a decision whose residuals, recompute and host
    bytes are those of everything recomputed changes nothing (its name is not
    at that place, or the backward pass does not read it) and is left out.
 2. The rest compiled (or, for the residual measure, only analysed), side by
-   side where compiles can run elsewhere (core/xla/run/pool.py): the
-   model's first points (core/search/exact/model.py).
+   side where compiles can run elsewhere (`xla.run.pool`): the
+   model's first points (`search.exact.model`).
 3. The model solved exactly; its answer compiled. Where the compile
    disagrees with the model, the model takes what it showed (it is exact at
    every assignment evaluated) and is solved again, until its optimum is an
    assignment already evaluated: then the compiled answer is the model's
    optimum, and the model's least cost is the bound it is proven against.
-4. The check (core/search/exact/self_check.py): the model's best assignment not
+4. The check (`search.exact.self_check`): the model's best assignment not
    yet evaluated that the interactions it has not measured could make
    better than the answer (as large as those it measured, per pair of
    decisions) is compiled, and the model converges again, until none could.
@@ -111,7 +111,7 @@ def search_names(
     gives their rows uncompiled; `compile_rows(rows)` compiles them in place
     (None: the residual measure, nothing compiled). `incumbent`: the cost of
     the best answer found elsewhere, for the gap shown while searching.
-    `least`: a row's least cost before compiling (core/search/suggest/ordered.py's
+    `least`: a row's least cost before compiling (`search.suggest.ordered`'s
     `least_cost`), which leaves out the chains that cannot be the answer."""
     stop = cancelled or (lambda: False)
     rows_of: dict[Assignment, Row] = {}  # assignment -> its row
@@ -184,7 +184,7 @@ def search_names(
                 break
             # The model's optimum is verified. What the model has not measured may
             # still surprise it: compile its best assignment not yet evaluated
-            # where the errors it has shown (exact_check.py) could make it beat
+            # where the errors it has shown (`search.exact.self_check`) could make it beat
             # the answer; then converge again with what that compile showed.
             check = self_check.worth_checking(model, budget, list(rows_of), _best(rows_of, budget))
             if check is None:

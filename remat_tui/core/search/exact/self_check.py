@@ -1,9 +1,9 @@
-"""Provides `SelfCheck`: the check the exact search (core/search/exact/search.py)
+"""Provides `SelfCheck`: the check the exact search (`search.exact.search`)
 makes once its model's optimum is verified: compile the model's best
 assignment not yet evaluated that the interactions the model has not
 measured could make better than the answer, until none could.
 
-The model (exact_model.py) is exact at every assignment evaluated;
+The model (`search.exact.model`) is exact at every assignment evaluated;
 elsewhere it misses what its decisions do together that no evaluated set
 inside the assignment measured: the pairs `Model.unmeasured_pairs` counts.
 How large such an interaction can be is read from those it did measure:

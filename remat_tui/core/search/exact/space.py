@@ -6,7 +6,7 @@ function, or, where the traced program holds several calls of one function
 (a Python loop calling it: one remat equation, so one site, per call), each
 call; in code with no checkpoint, the outer policy. A decision is one
 `checkpoint_name` saved or offloaded at one place (offloaded only where the
-device's compile has host memory for it, core/xla/compile/host_memory.py); a name
+device's compile has host memory for it, `xla.compile.host_memory`); a name
 neither saved nor offloaded is recomputed. An assignment is the set of
 decisions taken; at each place it is the policy
 `save_and_offload_only_these_names` (or `save_only_these_names`) of them.

@@ -3,28 +3,28 @@ compiled step (the training step where the target trains, else the gradient
 keeping the loss) fits a memory budget, and what that batch buys in examples
 per second.
 
-The target must scale (core/setup/scaling.py: its args factory takes
+The target must scale (`setup.scaling`: its args factory takes
 `batch`). Each configuration is searched on its own, from the example's batch,
-by core/search/fit/bracket.py (grow or shrink along the peaks' trend, then
+by `search.fit.bracket` (grow or shrink along the peaks' trend, then
 narrow by interpolation and bisection), batches in steps of `multiple` up to
 `max_batch`; the answer is a batch that fits beside the next multiple that
 does not. A compile XLA refuses for want of memory is a batch that does not
 fit, never an error; a compile that fails otherwise ends that configuration's
 row with its error, and the search goes on.
 
-Compiles are shared where the program is the same (core/xla/compile/service.py:
+Compiles are shared where the program is the same (`xla.compile.service`:
 the lowered module and what it is compiled for), across configurations,
 searches and runs (the store on disk), and cached per target, configuration
-and batch (core/xla/compile/costs.py). Each configuration's batches depend on the
+and batch (`xla.compile.costs`). Each configuration's batches depend on the
 ones before, so they are compiled in turn; the configurations depend on
 nothing, so they are searched side by side where compiles can run in worker
-processes or on a Ray cluster (core/xla/run/pool.py), rows kept in
+processes or on a Ray cluster (`xla.run.pool`), rows kept in
 their order.
 
 Each batch that fits gets the roofline's step-time estimate (its FLOPs and
 host bytes from a trace at that batch, XLA's counts from the compile), which
 makes the examples-per-second curve. With `measure`, each row's batch is then
-compiled once more and run on the device (core/xla/run/measure.py), and the
+compiled once more and run on the device (`xla.run.measure`), and the
 measured time ranks.
 
 `cancelled()` (the app's escape, the CLI's Ctrl-C) stops the search after
@@ -106,8 +106,8 @@ def fit(
     search instead; `first`: a configuration to search before the others
     (the app's shown one). `on_row` hears each row as its search ends.
     `optimize`: instead, per batch size, the best decisions under the budget
-    (core/search/fit/optimize.py), a row per batch. `skip`: candidates to
-    leave out (core/search/configs/skips.py). `verify` (with `optimize`): each
+    (`search.fit.optimize`), a row per batch. `skip`: candidates to
+    leave out (`search.configs.skips`). `verify` (with `optimize`): each
     batch's answer run against the code as written on the device, one whose
     gradients differ dropped for the next best (Contract 18)."""
     # Long for its signature, the API's and the app's options; the body is the

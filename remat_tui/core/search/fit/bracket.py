@@ -1,4 +1,4 @@
-"""Provides `next_batch`: where fit (core/search/fit/batches.py) looks next for the
+"""Provides `next_batch`: where fit (`search.fit.batches`) looks next for the
 largest batch whose compiled step fits a budget, from the batches it has
 tried. Pure arithmetic, no JAX: tests run it against any peak curve.
 

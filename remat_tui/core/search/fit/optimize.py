@@ -1,10 +1,10 @@
 """Provides `fit --optimize` (Contract 10 with Contract 12): per batch size, the
-best decisions under the budget, by the exact search (core/search/suggest/pipeline.py
+best decisions under the budget, by the exact search (`search.suggest.pipeline`
 compiled at that batch), ranked by examples per second: the throughput
 question, which configuration and which batch.
 
 The batches: from the example's (or `multiple`), as plain fit chooses them
-(core/search/fit/bracket.py: grow while the answer fits, shrink while nothing
+(`search.fit.bracket`: grow while the answer fits, shrink while nothing
 does, then narrow between the largest batch that fits and the smallest that
 does not, in steps of `multiple`), each try one exact search, each batch
 searched once. The trend it aims along is the least compiled peak each search
@@ -63,7 +63,7 @@ def fit_optimized(
     scales, `base` holds the sites and device, `start` is the first batch,
     `cap` the largest allowed. `verify`: each batch's answer run against the
     code as written at that batch, one whose gradients differ dropped for the
-    next best, as suggest's `verify` does (core/search/suggest/verified.py)."""
+    next best, as suggest's `verify` does (`search.suggest.verified`)."""
     began = time.perf_counter()
     dev = resolve_device(base.device)
     devices = device_set(dev) if takes_devices(target) else None

@@ -1,10 +1,10 @@
-"""Provides what fit (core/search/fit/batches.py) finds, as values: a Probe per batch
+"""Provides what fit (`search.fit.batches`) finds, as values: a Probe per batch
 tried, a FitRow per configuration, the Fit of a whole search (Contract 10's
 JSON), and FitProgress, what it says while it searches.
 
 A row's batch is the largest that fits the budget; its step time is the
 measured one where it was run (`--measure`), else the roofline estimate
-(core/xla/estimates/step_time.py); examples per second = batch / step time, and rows
+(`xla.estimates.step_time`); examples per second = batch / step time, and rows
 rank by it, the best marked.
 """
 
@@ -24,7 +24,7 @@ class Probe:
     batch: int
     fits: bool  # XLA took it and its peak is within the budget
     compiled: Compiled
-    how: str  # core/xla/compile/shared.py: compiled now, the same program's, or cached
+    how: str  # `xla.compile.shared`: compiled now, the same program's, or cached
     time: dict | None = None  # the step-time estimate at this batch, where it fits
 
     @property

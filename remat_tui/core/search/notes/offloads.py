@@ -4,7 +4,7 @@ suggest's answer.
 
 Two ways an offload is not worth it:
 - the device's compile has no host memory to put the values in (XLA's CPU
-  compile: core/xla/compile/host_memory.py), so the offloaded bytes stay in device
+  compile: `xla.compile.host_memory`), so the offloaded bytes stay in device
   memory and lower nothing: `offload_without_host`, whose residual bytes then
   weigh device and host bytes together;
 - moving the bytes to host and back costs more time on the chip than
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 def judge_offloads(
     target: Target, rows: list, baseline: Analysis, analysed: Callable[[Config], Row]
 ) -> None:
-    """Mark and note the rows (core/search/compare.py's `Row`) whose offload
+    """Mark and note the rows (`search.compare`'s `Row`) whose offload
     lowers no device memory, or costs more time on the chip than the
     recompute it saves; `analysed(config)` gives the row of a configuration
     no row has (the one recomputing instead of offloading)."""

@@ -1,7 +1,7 @@
 """Provides `rerun_beneath`: why saving a checkpoint_name spares (almost) no
 recompute, in the words of the user's own program: the work beneath the
 named value that the backward pass still re-runs, read from the traced
-program with the name saved (core/search/notes/unchanged.py's `spare_verdict` says it).
+program with the name saved (`search.notes.unchanged`'s `spare_verdict` says it).
 
 How it is read: in the forward pass, the name is applied to a value some
 equation made (`sin`'s output, say). Walking back from that equation through

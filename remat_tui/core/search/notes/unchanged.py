@@ -96,7 +96,7 @@ def saved_name_notes(
     both (compare.candidates makes them, merging configurations that decide
     alike: `sites`, the analysis's, tells which). With the `target`, the note
     names the work beneath the name that is still re-run
-    (core/search/notes/reruns.py)."""
+    (`search.notes.reruns`)."""
     by_decisions = {merge_key(r.config, sites): r for r in reversed(rows)}
     for row in rows:
         for place, name in _single_saved_names(row.config):
@@ -118,7 +118,7 @@ def saved_name_notes(
 
 def _beneath(target: Target, config: Config, name: str) -> Callable:
     """What the backward pass re-runs beneath `name` under `config`, traced
-    when a note asks (core/search/notes/reruns.py)."""
+    when a note asks (`search.notes.reruns`)."""
 
     def read() -> Beneath | None:
         from remat_tui.core.search.notes.reruns import rerun_beneath

@@ -1,7 +1,7 @@
 """Provides name_verdicts: for each checkpoint_name, whether saving it alone at
 one place (the outer policy, or a checkpointed function) spares any recompute,
-and why not when it does not (core/notes.spare_verdict, naming the work
-beneath it still re-run: core/search/notes/reruns.py). The app's Names list
+and why not when it does not (`search.notes.unchanged.spare_verdict`, naming
+the work beneath it still re-run: `search.notes.reruns`). The app's Names list
 marks those names; compare says the same in its notes.
 
 Measured, not guessed: one lean analysis with no name saved at the place and

@@ -1,20 +1,20 @@
 """Provides the configurations suggest weighs, and `Analysed`, which analyses
 each once.
 
-Two ways, by the size of the space (core/search/suggest/pipeline.py):
+Two ways, by the size of the space (`search.suggest.pipeline`):
 
 - `enumerated`: a small space (at most ENUMERATE_LIMIT configurations) is
-  listed whole: at each place (core/search/exact/space.py) every built-in
+  listed whole: at each place (`search.exact.space`) every built-in
   policy, the target's own, and every save/offload/recompute assignment of
   the names, in every combination over the places; the built-ins around
   the whole function; and the structures.
-- `listed`: beside the exact search over the names (core/search/exact/search.py),
+- `listed`: beside the exact search over the names (`search.exact.search`),
   the candidates that are not name decisions: every built-in policy and the
   target's own at every checkpointed function alike (and, where there are
   several, at each alone), or as the outer policy in code with no
   checkpoint; around the whole function where it has checkpoints (its
   checkpoints as written inside); and the structures of its scans
-  (core/search/configs/structure_grid.py).
+  (`search.configs.structure_grid`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ STATES = ("recompute", "save", "offload")
 
 class Analysed:
     """Rows of configurations, analysed without compiling; configurations
-    that decide alike (core/search/configs/distinct.py) analysed once, and the same
+    that decide alike (`search.configs.distinct`) analysed once, and the same
     Row given for each."""
 
     def __init__(

@@ -5,7 +5,7 @@ search, `compile_in_order`, which compiles only what can change the answer;
 
 Every candidate is first analysed without compiling: its recompute FLOPs and
 host bytes need no compile, and give a lower bound of its step time
-(core/xla/estimates/step_time.py). The code as written is compiled first; the rest
+(`xla.estimates.step_time`). The code as written is compiled first; the rest
 from the least bound up, and the search stops at the first candidate whose
 bound exceeds the cost of the best one found to fit: it and every later one
 cost more. Compiles that run out of memory are fast and are rows that do not
@@ -118,12 +118,12 @@ def compile_in_order(
     (`compile_baseline`); `known`: rows compiled already (the exact search's),
     whose best answer bounds the rest from the start. A split that saves,
     layer by layer, at least what a row compiled over the budget saves
-    (core/search/configs/structure_grid.py `saves_at_least`) is left out: it is taken
+    (`search.configs.structure_grid` `saves_at_least`) is left out: it is taken
     not to fit either.
 
     A row's least cost before compiling is exact in its recompute FLOPs and
     host bytes; on a chip the table knows, it is the step time's lower bound
-    (core/xla/estimates/step_time.py), which its compile can only raise; so rows are
+    (`xla.estimates.step_time`), which its compile can only raise; so rows are
     weighed by their estimated cost here, measured or not. `run` compiles a
     row (Runner). Returns the rows compiled (the baseline first, `known`
     not among them), why the rest were not, and the splits left out as
@@ -224,7 +224,7 @@ def least_cost(baseline: Row) -> LeastCost:
     def least(row: Row) -> tuple:
         if chip is None or row.step_flops is None:
             return (row.recompute_flops, row.host_bytes)
-        # what crosses to host, counted as the estimate counts it (compare.py
+        # what crosses to host, counted as the estimate counts it (`search.compare`
         # compile_row): the bytes one device moves
         moved = 0.0
         if not row.offload_without_host:

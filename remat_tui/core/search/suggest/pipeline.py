@@ -3,8 +3,8 @@ memory fits a budget, with what it is proven against.
 
 Memory is the residual bytes one device holds, or the compiled peak per device when
 compiling. Cost is the recompute FLOPs, or, once compiled for a chip the
-table knows (core/xla/estimates/chips.py), the estimated step time
-(core/xla/estimates/step_time.py), or, measuring (`measure=True`), the time measured
+table knows (`xla.estimates.chips`), the estimated step time
+(`xla.estimates.step_time`), or, measuring (`measure=True`), the time measured
 on the device for candidates that fit; host bytes break ties, and a
 configuration whose offload is slower than recomputing what it offloads is
 the answer only when nothing else fits.
@@ -12,15 +12,15 @@ the answer only when nothing else fits.
 The space: per place (each checkpointed function, or each call of it where
 the program holds several; the outer policy in code without checkpoints) and
 per checkpoint_name, save, recompute or offload; the built-in policies and
-the target's own; the structures of its scans (structures.py). Searched
-exactly either way (core/search/exact/certificate.py says what the answer is
+the target's own; the structures of its scans (`search.configs.structure_grid`). Searched
+exactly either way (`search.exact.certificate` says what the answer is
 proven against):
 
 - a small space (suggest_candidates.ENUMERATE_LIMIT) is listed whole: every
   configuration analysed, then compiled from the least cost it can have up,
   stopping where none left can beat the best that fits
-  (ordered.py);
-- a larger one by the exact search (exact.py): a model of the name
+  (`search.suggest.ordered`);
+- a larger one by the exact search (`search.exact.search`): a model of the name
   decisions solved exactly and corrected by compiling until its optimum is
   verified, and the other candidates compiled from their least cost up.
 
@@ -211,12 +211,12 @@ def suggest(
     every candidate: the oracle the search is checked against (bench/,
     tests). `measure`: run each compiled candidate that fits `runs` times on
     the device, and choose by the measured time. `narrowing(Narrowing)`:
-    hears the exact search's bound, best and gap as they narrow (exact.py);
+    hears the exact search's bound, best and gap as they narrow (`search.exact.search`);
     `max_rounds`: the model's answers it compiles before stopping unproven.
-    `skip`: candidates to leave out (core/search/configs/skips.py: `SPEC` anywhere,
+    `skip`: candidates to leave out (`search.configs.skips`: `SPEC` anywhere,
     `ID|FUNCTION=SPEC` at a site); never the code as written. `verify`: run
     the answer against the code as written on the device, and never answer
-    with one whose gradients differ (core/search/suggest/verified.py)."""
+    with one whose gradients differ (`search.suggest.verified`)."""
     target = as_target(fn, args, kwargs)
     base = Config.make(sites=sites, device=device, declared=target.policies)
     skips = parse_skips(skip, target.policies)

@@ -1,5 +1,5 @@
 """Provides `verified_answer`: suggest's answer run on the device against the
-code as written (core/xla/verify/runs.py, Contract 18), and never an answer
+code as written (`xla.verify.runs`, Contract 18), and never an answer
 whose gradients differ.
 
 The answer is verified; one that differs is dropped, said with why (the

@@ -1,5 +1,5 @@
-"""Provides the accounting behind core/xla/buffers/memory.py (Contract 7): from XLA's
-record of one compile (jaxcompat/buffers.py), the bytes live at each step, the
+"""Provides the accounting behind `xla.buffers.memory` (Contract 7): from XLA's
+record of one compile (`jaxcompat.buffers`), the bytes live at each step, the
 buffers live at the peak with their categories, and the bytes by category.
 
 How the bytes are counted, so that the figures add up and stay at or under
@@ -23,7 +23,7 @@ the compiled peak of Contract 6:
   few hundred bytes each, which TPU's own peak leaves out) and constants
   (compiled into the program) are left out.
 
-Categories (Contract 7) are told by core/xla/buffers/kinds.py.
+Categories (Contract 7) are told by `xla.buffers.kinds`.
 """
 
 from __future__ import annotations
@@ -124,11 +124,11 @@ class Memory:
     # The other memory spaces (TPU VMEM, SMEM and sync flags, host memory of offloaded
     # values), each at its own peak: not in the figures above.
     other_spaces: tuple[OtherSpace, ...] = ()
-    # What the forward work makes (core/xla/buffers/made.py), for naming residuals
-    # (core/xla/fates/residuals.py): not in the JSON.
+    # What the forward work makes (`xla.buffers.made`), for naming residuals
+    # (`xla.fates.residuals`): not in the JSON.
     made: tuple[ForwardValue, ...] = ()
     # What XLA's rematerialization pass recomputes (`tanh at model.py:12`, per
-    # clone; core/xla/fates/remat_pass.py): empty where it did not act.
+    # clone; `xla.fates.remat_pass`): empty where it did not act.
     xla_rematerialized: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:

@@ -1,5 +1,5 @@
 """Provides what each buffer of a compiled program is, for the accounting of
-core/xla/buffers/accounting.py (Contract 7's categories): the phase each
+`xla.buffers.accounting` (Contract 7's categories): the phase each
 instruction belongs to (forward or backward, from JAX's name stack in its
 op_name), the step where the backward part starts, the values the entry
 computation returns, and the chains of values XLA keeps in the same bytes one

@@ -1,12 +1,12 @@
 """Provides `forward_values`: what the compiled step's forward work makes, one
-record (`ForwardValue`) per value, for core/xla/fates/residuals.py to tie each jaxpr residual
+record (`ForwardValue`) per value, for `xla.fates.residuals` to tie each jaxpr residual
 to the compiled value that holds it, and to say what XLA did with it.
 
 What ties them: JAX lowers each jaxpr equation with its primitive in the
 instruction's op_name (`jvp(...)/tanh` for forward work) and the user's
 frames in its metadata; XLA keeps both through fusion (a fusion carries its
 root's). So a compiled value is known by the instruction that really
-computes it (core/jaxcompat/hlo_values.py looks through a loop's stacking, a
+computes it (`jaxcompat.hlo_values` looks through a loop's stacking, a
 fusion's root and parameters, bitcasts and copies): its primitive, dtype,
 element count (per iteration, for a scan's stacked value) and the user's
 frames, which are the jaxpr equation's own.
@@ -74,7 +74,7 @@ def forward_values(
     module: hlo_text.Module, placed: list[Placed], context: Any
 ) -> tuple[ForwardValue, ...]:
     """The records of one compile: `placed` are its values in their
-    allocations, `context` core/xla/buffers/kinds.py's Context (chains, where
+    allocations, `context` `xla.buffers.kinds`'s Context (chains, where
     the backward part starts). Buffers of one forward computation (a loop's
     carry and its output, a copy XLA keeps) make one record."""
     calls = hv.Calls(module)

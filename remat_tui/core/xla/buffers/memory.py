@@ -8,14 +8,14 @@ instruction of the entry computation and of the loop bodies and branches it
 calls, a loop's body once however many times it runs.
 
 The source is XLA's own record of the compile (see
-`jaxcompat/buffers.py` for what it is and why): its schedule and each value's
+`jaxcompat.buffers` for what it is and why): its schedule and each value's
 live range (HloLiveRange), and how buffer assignment placed every value in an
 allocation (offsets, sizes, memory spaces). An executable only has that record
 if it was compiled with XLA's dump turned on, which `compile_with_memory` does
 (per compile, no global flag); `memory_of` then reads it.
 
 The figures themselves, how bytes are counted and how a buffer's category is
-told, are core/xla/buffers/accounting.py's.
+told, are `xla.buffers.accounting`'s.
 """
 
 from __future__ import annotations

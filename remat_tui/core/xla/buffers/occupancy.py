@@ -1,7 +1,7 @@
 """Provides the bytes live at each step of a compiled program's schedule
 (`occupancy`), counting once the bytes two live values of one allocation
 share, and the curve thinned for drawing with its peak kept (`thin`): the
-arithmetic under core/xla/buffers/accounting.py.
+arithmetic under `xla.buffers.accounting`.
 """
 
 from __future__ import annotations

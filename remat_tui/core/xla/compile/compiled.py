@@ -2,8 +2,8 @@
 "compiled", Contract 7's "memory"), and how they are read: from an
 executable (`read`: memory_analysis, cost_analysis, and on TPU or on request
 XLA's dump, for the peak HBM holds and where it goes), or from a compile XLA
-refused for want of memory (`does_not_fit`). core/xla/compile/costs.py says what
-is compiled; core/xla/compile/service.py is the one place that compiles it.
+refused for want of memory (`does_not_fit`). `xla.compile.costs` says what
+is compiled; `xla.compile.service` is the one place that compiles it.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class Compiled(Displayable):
         step: `"train"` (the whole training step) or `"gradient"` (alone).
         differentiated: what the step differentiates, as its JSON
             (`positions`, `keywords`, `why`, `every_argument`:
-            core/xla/compile/differentiated.py); None for a train_step of one's own.
+            `xla.compile.differentiated`); None for a train_step of one's own.
         bytes_accessed: XLA's `cost_analysis` bytes accessed, or None.
         transcendentals: XLA's `cost_analysis` transcendentals, or None.
         loops: whether the program runs a while loop (XLA's counts then
@@ -71,7 +71,7 @@ class Compiled(Displayable):
             the other memory spaces; None without the breakdown.
         memory_note: why there is no breakdown, when there is none.
         collectives: the collectives one step runs and what one device sends
-            for them (core/jaxcompat/collectives.py), as its JSON: `sent_bytes`,
+            for them (`jaxcompat.collectives`), as its JSON: `sent_bytes`,
             `count`, `kinds` (per kind: `count`, `operand_bytes`,
             `sent_bytes`), `exact`; None where XLA gave no program text.
     """
@@ -99,14 +99,14 @@ class Compiled(Displayable):
     loops: bool = False  # the program runs a while loop: XLA's counts undercount it
     backend_peak_bytes: int | None = None  # XLA's peak_memory_in_bytes, all spaces
     spaces_note: str | None = None  # why the spaces do not add up to the backend's peak
-    # Contract 7, on request (`memory=True`): where the peak goes (core/xla/buffers/memory.py),
+    # Contract 7, on request (`memory=True`): where the peak goes (`xla.buffers.memory`),
     # as its JSON; or why there is none.
     memory: dict | None = None
     memory_note: str | None = None
-    # The collectives one step runs, per device (core/jaxcompat/collectives.py).
+    # The collectives one step runs, per device (`jaxcompat.collectives`).
     collectives: dict | None = None
-    # What the forward work makes (core/xla/buffers/made.py), for naming the residuals
-    # at the peak (core/xla/fates/residuals.py): kept with the numbers (`stored`), never
+    # What the forward work makes (`xla.buffers.made`), for naming the residuals
+    # at the peak (`xla.fates.residuals`): kept with the numbers (`stored`), never
     # in the report's JSON.
     made: tuple[ForwardValue, ...] = field(default=(), repr=False, compare=False)
 
@@ -184,7 +184,7 @@ def read(
 
 def _collectives(text: str | None, spanned: int) -> dict | None:
     """The collectives of the program's text, as JSON; None without text, or
-    where the text is laid out in a way core/jaxcompat/collectives.py cannot
+    where the text is laid out in a way `jaxcompat.collectives` cannot
     read (the estimate then has no collective part, as before)."""
     if text is None:
         return None

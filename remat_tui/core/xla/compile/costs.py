@@ -6,17 +6,17 @@ overrides and the outer policy, the function `analyze` traces:
 configured.configured_function): `jax.vjp` applied to a cotangent of ones,
 its output kept, which for a scalar loss is `jax.value_and_grad`, with
 respect to the first argument or the target's `params=`; or, for a
-target that trains, its whole training step (core/xla/compile/lowering.py). It is
+target that trains, its whole training step (`xla.compile.lowering`). It is
 lowered with the example arguments' shapes (ShapeDtypeStructs: nothing is
-allocated) and compiled for the chosen device, not run (core/xla/run/measure.py
+allocated) and compiled for the chosen device, not run (`xla.run.measure`
 runs it, when asked); `memory_analysis()` and `cost_analysis()` of the
 executable are the numbers.
 
 Where it compiles: an unsharded target for the chosen device alone (one chip
 of a TPU topology); a target whose example arguments are sharded over several
-devices (its args factory took `devices`, core/setup/loading.py) over those
+devices (its args factory took `devices`, `setup.loading`) over those
 devices, and the numbers are then per device. A deviceless TPU topology
-(`tpu:v5e:2x2`, core/setup/devices.py) traces on a local CPU device and compiles
+(`tpu:v5e:2x2`, `setup.devices`) traces on a local CPU device and compiles
 for its chips.
 
 `peak_bytes` is the peak of the device's main memory (HBM; RAM on CPU), the
@@ -29,7 +29,7 @@ every memory's, VMEM included, and both count the temporaries' whole heap
 0.10 and 2.31 GB on 0.12, against 1.65 GB of HBM live at its peak on both).
 So a TPU compile always keeps XLA's dump, and `peak_bytes` is the most HBM
 holds at one step of XLA's schedule (`peak_source` "live",
-core/xla/buffers/memory.py); the sum stands only where the dump could not be read.
+`xla.buffers.memory`); the sum stands only where the dump could not be read.
 The backend's own `peak_memory_in_bytes` is kept beside it
 (`backend_peak_bytes`): on TPU it is every memory at one moment, VMEM too
 (measured: the example MLP's 389 KiB of HBM + 200 KiB of VMEM), never less
@@ -45,7 +45,7 @@ message says. Any other failure raises RematError with XLA's message.
 Compiling costs seconds to a minute, so results are kept per (target,
 Config, device): at most CACHE_SIZE results, least recently used dropped, a
 failed compile too (the same code fails the same way). Beneath that, every
-compile goes through core/xla/compile/service.py, which answers a program it
+compile goes through `xla.compile.service`, which answers a program it
 has seen (the same lowered module, device, options and versions) without
 compiling, in this process or from the store on disk, across runs.
 """
@@ -94,7 +94,7 @@ CACHED = "cached"  # this very target and configuration, compiled before in this
 @dataclass(frozen=True)
 class Source:
     """Where a worker process finds the target to compile it there
-    (core/xla/run/pool.py): its file and name, and the batch it was
+    (`xla.run.pool`): its file and name, and the batch it was
     built at (fit), or None for the example's, and the mesh it asks for
     (`Target.mesh`). A dataclass: the compile sets its `config` with
     `dataclasses.replace`."""
@@ -132,10 +132,10 @@ def compile_costs(
 
 
 class CompiledStep(NamedTuple):
-    """One compile kept for running it (core/xla/run/measure.py): XLA's numbers,
+    """One compile kept for running it (`xla.run.measure`): XLA's numbers,
     the executable (None when it did not fit the device, or when it was not
     compiled here), how to call it, the traced arguments' leaves (as the
-    target built them; core/setup/arguments.py) and their placed shapes,
+    target built them; `setup.arguments`) and their placed shapes,
     and how the numbers were had (compile_service's COMPILED, SAME_PROGRAM,
     STORED or IN_WORKER)."""
 
@@ -149,7 +149,7 @@ class CompiledStep(NamedTuple):
 
     def with_leaves(self, leaves: list) -> CompiledStep:
         """The same compile, called on other arguments of the same shapes
-        (measure's, made verify's when both are asked: core/xla/run/shared_runs.py)."""
+        (measure's, made verify's when both are asked: `xla.run.shared_runs`)."""
         return self._replace(leaves=leaves)
 
 
@@ -192,7 +192,7 @@ def compile_step(
     memory: bool = False,
 ) -> CompiledStep:
     """`compile_costs` without its cache, compiled here and keeping the
-    executable: for a caller that runs it (core/xla/run/measure.py). Its numbers
+    executable: for a caller that runs it (`xla.run.measure`). Its numbers
     are kept for `compile_costs` all the same."""
     dev = config.jax_device if device is None else device
     label = device_label(dev)
@@ -324,7 +324,7 @@ def _abstract(leaf: Any, dev: jax.Device, devices: list, what: str) -> jax.Shape
     """The leaf's shape and dtype, placed on `dev`; a leaf sharded over several
     devices keeps its sharding (they must be among `devices`). A mesh the
     user gave is kept, made over the chosen devices where it is abstract or
-    of one device (core/setup/meshes.py): their code may name its axes."""
+    of one device (`setup.meshes`): their code may name its axes."""
     aval = jax.typeof(leaf)
     sharding = getattr(leaf, "sharding", None)
     rebound = placed_sharding(sharding, devices, dev, what)

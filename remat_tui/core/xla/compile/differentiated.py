@@ -1,5 +1,5 @@
 """Provides `differentiated`: which arguments the compiled gradient step
-differentiates (core/xla/compile/lowering.py), as the step users run does.
+differentiates (`xla.compile.lowering`), as the step users run does.
 
 `jax.value_and_grad(loss)` differentiates its first argument (the
 parameters, in `loss(params, batch...)`), not the batch: the compiled step
@@ -11,7 +11,7 @@ floating-point leaf (`loss(tokens, params)`: every floating-point positional
 argument), and a target with keyword arguments only (every floating-point
 keyword argument).
 
-The leaves are the traced ones (core/setup/arguments.py): a module's
+The leaves are the traced ones (`setup.arguments`): a module's
 functions and Python numbers are carried, never differentiated.
 
 The residual list is not this step's: it is `print_saved_residuals`' own,

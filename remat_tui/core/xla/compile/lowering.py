@@ -1,4 +1,4 @@
-"""Provides `lower`: what core/xla/compile/costs.py compiles, lowered for the example
+"""Provides `lower`: what `xla.compile.costs` compiles, lowered for the example
 arguments' shapes: the step a training loop runs (Contract 9).
 
 The gradient: `jax.vjp` of the configured function applied to a cotangent of
@@ -6,7 +6,7 @@ ones, under `jax.jit`, returning the function's output beside the gradients,
 as `jax.value_and_grad` does for a scalar loss. Like `jax.value_and_grad`, it
 differentiates the first argument (the parameters, not the batch), or the
 positions the target names with `params=`, floating-point leaves only
-(core/xla/compile/differentiated.py): gradients of the batch are work and memory the
+(`xla.compile.differentiated`): gradients of the batch are work and memory the
 step users run does not have (a big_vision ViT on CPU, as reported in issue
 30: 444.9 MiB with the images' and labels' gradients, 440.2 MiB without).
 
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Lowered:
-    """A lowered step, and how to call its executable (core/xla/run/measure.py
+    """A lowered step, and how to call its executable (`xla.run.measure`
     runs it): `inputs(leaves, fill)` makes its arguments from the target's
     flat arguments, real arrays placed as `abstract` says (`fill(example,
     sharding)` makes one more from an example leaf); a training step gives

@@ -5,7 +5,7 @@ program, so change nothing XLA runs (Contract 14's "did it apply"): the
 outer policy against the code as written, and each name the outer policy
 lists against the policy without it.
 
-The key is core/xla/compile/shared.py's: the lowered StableHLO module's text
+The key is `xla.compile.shared`'s: the lowered StableHLO module's text
 (`Lowered.as_text()`, which prints no source locations, so lines and op
 names, metadata, do not tell two programs apart), hashed, with the device.
 Lowering is the cheap part of a compile (a trace), so each check costs one.
@@ -55,7 +55,7 @@ def lowered_step(
     cancelled: Callable[[], bool] | None = None,
 ) -> jax.stages.Lowered:
     """`config`'s step lowered for the device `dev` (a jax.Stages.Lowered),
-    as core/xla/compile/costs.py lowers it before compiling."""
+    as `xla.compile.costs` lowers it before compiling."""
     devices = device_set(dev)
     args, kwargs = arguments if arguments is not None else resolve_arguments(target, devices)
     flat = flatten_arguments(target.fn, args, kwargs, target.label)
@@ -75,7 +75,7 @@ def verdicts(
     flagged: list[Applied],
     cancelled: Callable[[], bool] | None = None,
 ) -> list[Applied]:
-    """`flagged` (the structural verdicts, core/trace/applied.py) with what
+    """`flagged` (the structural verdicts, `trace.applied`) with what
     compiles to the same program: said as a verdict of its own, or added to
     the one already flagging that part."""
     spec = config.spec

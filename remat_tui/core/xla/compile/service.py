@@ -1,7 +1,7 @@
 """Provides `compile_program`: the one place every compile of remat-tui goes
 through (Contract 13), and what it counts. report, compare, suggest, fit,
 memory, the app's compile process, the notebook and the API all reach it
-through core/xla/compile/costs.py.
+through `xla.compile.costs`.
 
 A program is known by its key: the lowered StableHLO module's text, the
 device or topology it is compiled for, whether XLA's breakdown of the peak
@@ -12,16 +12,16 @@ anew). The text is without debug information (source lines and op names are
 metadata: they do not tell two programs apart; and the debug text names the
 caller's frames, which differ between a command and a worker). A breakdown
 also names the user's lines: its key adds `sources`, the user's files as
-they are on disk (compiled.py says which), so a line moved in the file is a
+they are on disk (`xla.compile.costs` says which), so a line moved in the file is a
 new breakdown. A breakdown's numbers answer a request without one. A known program is
 answered without compiling: from this process's memo (SAME_PROGRAM), else
 from the store on disk (STORED,
-core/xla/compile/store.py). A changed file, argument shape, option or
+`xla.compile.store`). A changed file, argument shape, option or
 version lowers to another key, so an answer is never stale by construction.
 
 Otherwise it compiles (COMPILED), here or, inside a search that runs its
 compiles in parallel, in a worker process or a Ray task
-(core/xla/run/pool.py sets `dispatch` for its threads; IN_WORKER), and
+(`xla.run.pool` sets `dispatch` for its threads; IN_WORKER), and
 remembers the numbers: never the executable. Two threads asking for one
 program at once compile it once: the second waits for the first.
 
@@ -75,7 +75,7 @@ _lock = threading.Lock()
 _store_setting: bool | None = None  # None: the environment decides
 _stores: dict[str, Store] = {}  # folder -> its Store
 
-# Set by core/xla/run/pool.py in the threads of a parallel search:
+# Set by `xla.run.pool` in the threads of a parallel search:
 # (Program, memory, source, cancelled) -> Compiled, or None where the worker
 # lowered another program (the target's file changed on disk meanwhile).
 dispatch: contextvars.ContextVar = contextvars.ContextVar("dispatch", default=None)
@@ -224,7 +224,7 @@ def compile_program(
     """XLA's numbers for `lowered` compiled for `dev`: known, or compiled now
     (module doc). `memory`: with where the peak goes; `keep_executable`:
     compile here whatever is known, and keep the executable (to run it);
-    `source`: how a worker process rebuilds the target (core/xla/run/pool.py),
+    `source`: how a worker process rebuilds the target (`xla.run.pool`),
     None to compile here; `sources`: the user's files as on disk (a digest),
     which a breakdown names; `mesh`: the mesh it is compiled over, in words. A
     compile that fails other than for want of memory raises RematError with

@@ -1,10 +1,10 @@
 """Provides `compile_shared`: compile_costs for searches that compile many
-configurations (fit, core/search/fit/batches.py), saying how each answer was had.
+configurations (fit, `search.fit.batches`), saying how each answer was had.
 
 Different configurations are often the same program: `dots_saveable` and
 `dots_with_no_batch_dims_saveable` on a model whose dots have no batch
 dimensions, or a names policy that saves what another policy saves. Every
-compile goes through core/xla/compile/service.py, which knows a program by
+compile goes through `xla.compile.service`, which knows a program by
 its lowered module (without debug information: source lines and op names do
 not tell two programs apart), device, options and versions, and answers one
 it has seen without compiling. Lowering is the cheap part: measured here on

@@ -1,8 +1,8 @@
 """Provides the store of compile results on disk (Contract 13): what
 remat-tui read from XLA for one program (a `Compiled`'s JSON: the peak, where
 it goes, the costs), one small JSON file per program key
-(core/xla/known_programs.py), so that a search run again, tomorrow or under
-another budget, is answered without compiling.
+(`xla.compile.service`'s `Program`), so that a search run again, tomorrow or
+under another budget, is answered without compiling.
 
 Where: `$XDG_CACHE_HOME/remat-tui/compiles` where XDG_CACHE_HOME is set, else
 `~/.cache/remat-tui/compiles`. Its size is capped (`REMAT_TUI_CACHE_SIZE`,

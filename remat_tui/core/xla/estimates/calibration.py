@@ -1,4 +1,4 @@
-"""Provides the CPU's calibration: its rates (core/xla/estimates/cpu_rates.py) measured
+"""Provides the CPU's calibration: its rates (`xla.estimates.cpu_rates`) measured
 once per machine and kept, so that the same program gets the same step-time
 estimate run after run. Measured afresh in every process, on a shared
 machine, the matmul's rate came out between 96 and 160 GFLOP/s in four

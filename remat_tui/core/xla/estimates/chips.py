@@ -8,7 +8,7 @@ host_bandwidth. The accelerators' figures here are their vendors' public peak
 figures, each cited by URL in `sources`: an estimate's ceiling, never a
 measurement, and real programs reach only a fraction of them. The CPU alone is
 measured (`measured_cpu`), since no vendor figure describes the machine the
-tool runs on: once per machine, and kept (core/xla/estimates/calibration.py). Every
+tool runs on: once per machine, and kept (`xla.estimates.calibration`). Every
 chip says where its figures come from (`Chip.rates_source`), and so does
 every estimate made with them.
 
@@ -41,7 +41,7 @@ approximate):
   that axis's links, so the figure is a ceiling, as the FLOP/s are. Google's
   v4 page gives no per-chip figure: v4's collectives are counted, not timed.
 
-Pure Python: jax is imported only when the CPU is calibrated (cpu_rates.py).
+Pure Python: jax is imported only when the CPU is calibrated (`xla.estimates.cpu_rates`).
 """
 
 from __future__ import annotations
@@ -373,7 +373,7 @@ _cpu_lock = threading.Lock()
 
 
 def measured_cpu() -> Chip:
-    """The CPU's figures, from this machine's calibration (core/xla/estimates/calibration.py:
+    """The CPU's figures, from this machine's calibration (`xla.estimates.calibration`:
     measured the first time, then kept across runs), read once per process;
     host bandwidth = memory bandwidth (host and device are the same memory)."""
     global _cpu

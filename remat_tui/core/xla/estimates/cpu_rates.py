@@ -1,5 +1,5 @@
 """Provides `measure`: the rates of the CPU remat-tui runs on, measured
-with small jitted kernels, for the roofline estimate (core/xla/estimates/chips.py makes
+with small jitted kernels, for the roofline estimate (`xla.estimates.chips` makes
 them the CPU's row). No vendor figure describes the machine at hand, and on a
 CPU the same cores do matrix products, elementwise work and transcendentals,
 at very different rates:
@@ -24,7 +24,7 @@ a burst of other work on a shared machine slows one round of every kernel
 instead of every run of one, and the fastest run is the one least disturbed.
 On a loaded machine they are lower bounds on what the CPU can do. It takes
 about a second on an idle 2-core machine, two or three on a loaded one: so it
-is done once per machine and kept (core/xla/estimates/calibration.py), and an estimate
+is done once per machine and kept (`xla.estimates.calibration`), and an estimate
 says which calibration it used. jax is imported only inside `measure`.
 """
 

@@ -1,5 +1,5 @@
 """Provides `flop_note`: why remat-tui's FLOP count of a step (forward,
-transposition and recompute: core/costs/flops.py) and XLA's count of the same
+transposition and recompute: `costs.flops`) and XLA's count of the same
 compiled step differ by more than 10%, on a program without loops (XLA counts
 a loop's body once, so there they always differ).
 
@@ -15,7 +15,7 @@ between them is what XLA changed:
   nothing, and it saves no memory either);
 - less otherwise: the compiled step differentiates fewer arguments than the
   traced vjp (the first argument or `params=`, against every argument:
-  core/xla/compile/differentiated.py), or XLA's simplifier removed work (dead code,
+  `xla.compile.differentiated`), or XLA's simplifier removed work (dead code,
   multiplications by the cotangent of ones, constants folded).
 """
 

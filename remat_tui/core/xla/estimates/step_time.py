@@ -4,17 +4,17 @@ in five parts:
 
     compute_seconds        = FLOPs / the chip's peak FLOP/s
     transcendental_seconds = transcendentals (exp, log, tanh, ...) / the
-                             chip's rate for them (core/xla/estimates/chips.py)
+                             chip's rate for them (`xla.estimates.chips`)
     memory_seconds         = bytes accessed / the chip's memory bandwidth
     host_seconds           = offloaded bytes, written in the forward part and
                              read back in the backward part (2 x one device's
-                             host residual bytes: core/xla/compile/host_memory.py
+                             host residual bytes: `xla.compile.host_memory`
                              one_devices_host_bytes), / the host link's
                              bandwidth
     collective_seconds     = bytes one device sends in the step's collectives
                              (all-gather, reduce-scatter, all-reduce,
                              all-to-all, collective-permute: ring factors in
-                             core/jaxcompat/collectives.py) / the chip's
+                             `jaxcompat.collectives`) / the chip's
                              interconnect bandwidth, one direction; 0 on one
                              device
 
@@ -22,9 +22,9 @@ in five parts:
     the CPU:      seconds = compute + transcendental + memory + host + collective + overhead
 
 where `overhead_seconds` is what any step costs however little it computes,
-measured for the CPU (core/xla/estimates/cpu_rates.py): all a tiny step costs there.
+measured for the CPU (`xla.estimates.cpu_rates`): all a tiny step costs there.
 The CPU's rates are its calibration, measured once per machine and kept
-(core/xla/estimates/calibration.py), so that the same program gets the same estimate
+(`xla.estimates.calibration`), so that the same program gets the same estimate
 run after run; each estimate says where its rates came from (`rates`).
 
 An accelerator streams memory while its units compute; a CPU's cores do the
@@ -42,7 +42,7 @@ The counts are XLA's own (`cost_analysis` of the compiled step: FLOPs,
 transcendentals and bytes accessed), with two corrections:
 - XLA counts a loop's body once whatever its trip count. In a program with
   loops, XLA's counts are scaled by remat-tui's count over XLA's (remat-tui
-  counts every iteration: core/costs/flops.py), `loop_scale`.
+  counts every iteration: `costs.flops`), `loop_scale`.
 - The FLOPs are the larger of XLA's and remat-tui's less the transcendentals
   (which remat-tui counts as one FLOP each). XLA's may be larger (its fusions
   compute a cheap value again in each fusion that reads it); remat-tui's may
@@ -140,7 +140,7 @@ class StepCounts:
 
     @classmethod
     def of(cls, compiled: Any) -> StepCounts:
-        """From a Compiled (core/xla/compile/costs.py) or its to_dict()."""
+        """From a Compiled (`xla.compile.costs`) or its to_dict()."""
         get = compiled.get if isinstance(compiled, dict) else lambda k: getattr(compiled, k, None)
         collectives = get("collectives") or {}
         return cls(

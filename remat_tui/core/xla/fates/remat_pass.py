@@ -15,7 +15,7 @@ It acts silently: the step fits, and takes longer (a step went from 16.4 s to
   device's own memory, where the pass has no reason to act, and says what the
   limit cost: peak, XLA's FLOPs and the estimated step time.
 
-What controls it (core/jaxcompat/xla_remat_pass.py holds what was measured):
+What controls it (`jaxcompat.xla_remat_pass` holds what was measured):
 the memory limit, on TPU the HBM size XLA compiles for; JAX's
 `jax_compiler_enable_remat_pass=False` leaves TPU's pass on. XLA's CPU
 compiler has no such pass: a CPU step is never rematerialized by XLA. A

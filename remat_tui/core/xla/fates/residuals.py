@@ -4,9 +4,9 @@ it, and each residual says what XLA did with it (a `Fate`: kept to the
 backward part, recomputed, fused away, merged with another, removed).
 
 How a residual is tied to a compiled value: by what computed it. The jaxpr
-side is the residual's `Made` (core/trace/story.py: the equation's
+side is the residual's `Made` (`trace.story`: the equation's
 primitive, its output's dtype and element count, the user's frames behind
-it); the compiled side is core/xla/buffers/made.py's records, read off the
+it); the compiled side is `xla.buffers.made`'s records, read off the
 instruction that computes each value. Equal on all four, they are the same
 computation. Where several residuals are alike on all four (one layer's
 code run for every layer of an unrolled loop), they are told apart by order:
@@ -19,7 +19,7 @@ The jaxpr and the compile disagree where the jaxpr saves a value and the
 compiled step keeps no buffer of it into the backward part (XLA recomputes
 it, fuses it into its reader, removed it, or keeps what it is computed from
 instead), and where the compiled step keeps a forward value the jaxpr saves
-under no residual: core/xla/fates/unsaved.py says what those values hold.
+under no residual: `xla.fates.unsaved` says what those values hold.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class Linked:
         # the devices the program spans: a residual's aval is global, the
         # compiled values one device's (value_keys.per_device)
         self.devices = devices
-        # (primitive, aval, frames) of what the backward jaxpr re-runs (core/trace/story.py)
+        # (primitive, aval, frames) of what the backward jaxpr re-runs (`trace.story`)
         self.recomputed = as_xla_names([sig(*w) for w in recomputed if w[1] is not None])
         self.merged_recompute: list[dict] = []  # recomputations XLA merged into the forward part
         self.fates: list[Fate | None] = [None] * len(residuals)
@@ -422,7 +422,7 @@ def link(
     with each buffer at the peak naming the residual it holds): the jaxpr
     tied to one compile of its configuration (a `Compiled` with its memory
     breakdown). As given where the compile has no breakdown. `recomputed`:
-    what the backward jaxpr re-runs (core/trace/story.py `recomputed`), to
+    what the backward jaxpr re-runs (`trace.story` `recomputed`), to
     tell where XLA merged that with the forward computation."""
     memory = getattr(compiled, "memory", None)
     if memory is None or not getattr(compiled, "made", ()):

@@ -1,5 +1,5 @@
 """Provides what the forward values the compiled step keeps for its backward
-part hold where they hold no residual's own value (core/xla/fates/residuals.py ties
+part hold where they hold no residual's own value (`xla.fates.residuals` ties
 the rest), for their buffers at the peak to say:
 
 - the input of residuals XLA recomputes from it (`kept_inputs`): the jaxpr

@@ -1,8 +1,8 @@
 """Provides the keys that tie a jaxpr residual to the compiled values that may
-hold it (core/xla/fates/residuals.py): a residual's key, (primitive, dtype, elements,
-the user's frames), read off its `Made` (core/trace/story.py); a compiled
+hold it (`xla.fates.residuals`): a residual's key, (primitive, dtype, elements,
+the user's frames), read off its `Made` (`trace.story`); a compiled
 value's, (primitive, elements) per instruction computing it
-(core/xla/buffers/made.py); whether the two match; and how the memory view spells a
+(`xla.buffers.made`); whether the two match; and how the memory view spells a
 value (`fusion.2`, `while.4{3}`).
 
 A residual has several keys: its equation's, those of the equations it only

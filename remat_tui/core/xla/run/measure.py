@@ -1,7 +1,7 @@
 """Provides `measure` (Contract 9): a configuration's compiled step run on the
 local device it was compiled for, and timed.
 
-The step is the one core/xla/compile/costs.py compiles (the gradient keeping the
+The step is the one `xla.compile.costs` compiles (the gradient keeping the
 loss, or the training step), compiled once here and run: one warm-up run,
 then `runs` timed runs, each to the end of its results
 (`block_until_ready`). A training step donates its parameters and optimizer
@@ -14,7 +14,7 @@ integers and booleans zeros (safe indices). Dense programs run as fast
 whatever the values; a program whose control flow depends on them runs as
 these make it.
 
-Where verify is asked too (core/xla/run/shared_runs.py's `sharing`), the runs
+Where verify is asked too (`xla.run.shared_runs`'s `sharing`), the runs
 take verify's inputs instead (its arguments, and draws seeded with its
 seed), and the warm-up's outputs are kept as verify's run of this
 configuration: it is compiled and run once for both.
@@ -166,7 +166,7 @@ def _memory_stats(dev: jax.Device) -> dict | None:
 
 
 class _Shared(NamedTuple):
-    """How a measure shares its first run with verify (core/xla/run/shared_runs.py):
+    """How a measure shares its first run with verify (`xla.run.shared_runs`):
     verify's inputs, and where that run's outputs are kept."""
 
     step: CompiledStep  # the step with verify's arguments as its leaves
@@ -291,7 +291,7 @@ def step_inputs(step: CompiledStep, fill: Fill, copy: bool = False) -> tuple:
     arrays placed as the step was compiled for, and for each
     ShapeDtypeStruct an array `fill` makes. `copy`: never the example's own
     buffer, which a training step donates (and so deletes) when run; a
-    caller that runs the step again from the same examples (core/xla/verify/runs.py)
+    caller that runs the step again from the same examples (`xla.verify.runs`)
     asks for copies."""
     lowered = step.lowered
     assert lowered is not None  # compile_step keeps how to call what it compiled
@@ -329,5 +329,5 @@ def filler(rng: np.random.Generator) -> Fill:
 
 
 # Measuring fills from one generator for the whole process: only the values'
-# shapes matter to a time (core/xla/verify/runs.py seeds one per run).
+# shapes matter to a time (`xla.verify.runs` seeds one per run).
 _fill = filler(np.random.default_rng(0))

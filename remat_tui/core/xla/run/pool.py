@@ -6,7 +6,7 @@ processes on this machine or as Ray tasks on a cluster (Contract 13), and
 Where the compiles run:
 
 - `--jobs 1`: here, one after another.
-- `--jobs N`: in N worker processes (core/xla/run/process.py's child, as
+- `--jobs N`: in N worker processes (`xla.run.process`'s child, as
   the app's), started once and kept for the process's life.
 - neither: REMAT_TUI_JOBS where set, else as many workers as the machine
   has cores and memory for (one per MEMORY_PER_JOB of available memory, at
@@ -20,7 +20,7 @@ Where the compiles run:
   a compile that could not be had there is made here: nothing is lost.
 
 What goes to a worker is the compile alone. The asking thread lowers the
-program here (its key, core/xla/compile/service.py: a known program is
+program here (its key, `xla.compile.service`: a known program is
 answered without any worker); the worker imports the target's file, lowers
 it again and compiles only if it gets the same key, else says so and the
 compile is made here (the file changed meanwhile, or the worker's JAX,

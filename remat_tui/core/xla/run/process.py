@@ -46,7 +46,7 @@ class WorkerLost(RematError):
 
 @dataclass(frozen=True)
 class CompileRequest:
-    """One compile of a parallel search (core/xla/run/pool.py), as a worker
+    """One compile of a parallel search (`xla.run.pool`), as a worker
     (this module's child, or a Ray task) rebuilds it: the target's file and
     name and the batch it was built at (None: the example's), the
     configuration, the device's label, whether XLA's breakdown is read, the
@@ -93,7 +93,7 @@ class CompileProcess:
         mesh: tuple[tuple[str, int], ...] | None = None,
     ) -> tuple[Compiled, Measured | None]:
         """Compile target `name` of `file` under `config` (its device included)
-        and, with `runs`, run it that many times there (core/xla/run/measure.py);
+        and, with `runs`, run it that many times there (`xla.run.measure`);
         `mesh`: the mesh the target asks for (`Target.mesh`, the app's --mesh).
         `token` changes when the file is reloaded. Raises RematError with the
         child's message, or Cancelled (the child killed) once `cancelled()`."""

@@ -1,18 +1,18 @@
 """Provides what `--measure` and `verify` share where both are asked for
-(issue 43): `sharing(seed)`, within which measure (core/xla/run/measure.py)
+(issue 43): `sharing(seed)`, within which measure (`xla.run.measure`)
 runs a configuration on verify's inputs for that seed and keeps its first,
 untimed run's outputs (`keep`); and `kept`, which verify
-(core/xla/verify/runs.py) takes in place of compiling and running that
+(`xla.verify.runs`) takes in place of compiling and running that
 configuration again. So a command given both compiles each measured
 configuration once and runs it `runs` + 1 times: verifying it adds only
 the code as written's runs, which verify keeps per target, device and seed.
 
 verify's inputs (`arguments`): the target's `verify_args` where it gives
-them, else its example arrays (core/setup/loading.py's verify_arguments),
+them, else its example arrays (`setup.loading`'s verify_arguments),
 built once per target and device and kept, so that the code as written and
 a measured configuration start from the same arrays even where a factory
 draws afresh each call; for each `jax.ShapeDtypeStruct`, values from a
-generator seeded with the seed, afresh for each run (measure.py's `filler`).
+generator seeded with the seed, afresh for each run (`xla.run.measure`'s `filler`).
 
 Kept: the first run's outputs on the host (`jax.device_get`, as verify
 reads them), with what verify needs to name them; at most KEPT runs, and

@@ -1,6 +1,6 @@
-"""Provides `verify_explained`: `verify` (core/xla/verify/runs.py) and, where
+"""Provides `verify_explained`: `verify` (`xla.verify.runs`) and, where
 the gradients differ, which of the configuration's decisions moves them
-(issue 43): subsets of its decisions (core/xla/verify/decisions.py) applied
+(issue 43): subsets of its decisions (`xla.verify.decisions`) applied
 as configurations and verified, the code as written's run kept by verify,
 searched with `minimal`. Said in one line: "recomputing 'h5' (model.py:70)
 changes params['W3']'s gradient by 1.8e-02: the pure_callback at model.py:36
@@ -40,7 +40,7 @@ def verify_explained(
 ) -> Verification:
     """`verify(target, config)` with its `decisions`, and where the
     gradients differ, its `culprit`: the fewest decisions found that move
-    them (verify_decisions.py's `minimal`); `progress` is told of each
+    them (`xla.verify.decisions`'s `minimal`); `progress` is told of each
     configuration verified to find them."""
     result = verify(target, config, cancelled, seed=seed)
     if result.verdict == NOT_RUN:
@@ -61,7 +61,7 @@ def explain(
     sites: dict[SiteKey, SiteNames] | None = None,
 ) -> tuple[tuple[Decision, ...], Culprit | None]:
     """The decisions `config` makes (`names`: the program's; `sites`: what
-    each overridden site makes, verify_places.py), and where `verification`
+    each overridden site makes, `xla.verify.program_names`), and where `verification`
     (its Verification) differs, the culprit (None where it agrees)."""
     found = decisions(config, names, sites)
     if verification.verdict != DIFFER or not found:

@@ -1,5 +1,5 @@
 """Provides the decisions of a configuration, for `verify`'s explanation
-(core/xla/verify/bisect.py, issue 43): `Decision`, `decisions` (what a
+(`xla.verify.bisect`, issue 43): `Decision`, `decisions` (what a
 configuration changes against the code as written), `configure` (a subset of
 them applied), `minimal` (the search for the fewest that differ) and
 `Culprit`, what the search found.

@@ -1,6 +1,6 @@
 """Provides `compare_leaf` and `Leaf`: one output of the step (the loss, a
 gradient, a new parameter) under a configuration against the code as
-written's, for `verify` (core/xla/verify/runs.py, Contract 18).
+written's, for `verify` (`xla.verify.runs`, Contract 18).
 
 Per leaf: whether the two are bitwise equal, the largest absolute
 difference, and the largest relative one, which is that difference over

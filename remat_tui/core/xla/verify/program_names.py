@@ -1,10 +1,10 @@
-"""Provides what verify's explanation (core/xla/verify/bisect.py) reads of
+"""Provides what verify's explanation (`xla.verify.bisect`) reads of
 the program as written, traced from the arguments verify runs it on:
 `program_names` (its checkpoint_names and their lines), `site_names` (the
 names made at each site a configuration overrides, and the names policy
-written there: core/xla/verify/decisions.py's `SiteNames`), and
+written there: `xla.verify.decisions`'s `SiteNames`), and
 `rerun_callbacks`, the calls back to Python a configuration runs again in
-the backward pass that the code as written does not (core/trace/effects.py:
+the backward pass that the code as written does not (`trace.effects`:
 JAX's partial evaluation says which), the ones its recomputation causes,
 and `program_callbacks`, every one the program makes.
 

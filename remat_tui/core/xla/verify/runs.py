@@ -1,21 +1,21 @@
 """Provides `verify` (Contract 18): whether a configuration computes what the
 code as written computes, run on the device.
 
-The step is the one core/xla/run/measure.py runs (the loss and its gradient, or
-the training step: core/xla/compile/lowering.py), compiled (`compile_step`) and run
+The step is the one `xla.run.measure` runs (the loss and its gradient, or
+the training step: `xla.compile.lowering`), compiled (`compile_step`) and run
 once under the configuration and once as the code is written (no outer
 policy, no site overridden, no structure), on the configuration's device,
 with the same inputs: the target's `verify_args` where it gives them, else
 its example arrays, and for each `jax.ShapeDtypeStruct` values drawn from a
 generator seeded with `seed` afresh for each run (floats normal, integers
-zeros: measure.py's `filler`). A training step donates its inputs, so each
+zeros: `xla.run.measure`'s `filler`). A training step donates its inputs, so each
 run gets copies.
 
 Compared: the loss and every gradient (for a training step, the loss it
 returns and the new parameters), leaf by leaf, each named by its path
 (`params['W1']`): bitwise equal or not, the largest absolute and relative
 difference, against a tolerance from the dtype and from the reference's own
-sensitivity (core/xla/verify/leaves.py says how). The reference is compiled
+sensitivity (`xla.verify.leaves` says how). The reference is compiled
 a second time for that, with XLA's backend optimisations off.
 
 A structure on a scan Linen's nn.scan made is pasted with a line that
@@ -24,7 +24,7 @@ passes them through that very line (`_as_pasted`), so the check covers it.
 
 Where the command measured the configuration too (`--measure --verify`),
 measure ran it on these inputs and kept its first run
-(core/xla/run/shared_runs.py): verify takes that run and compiles and runs only
+(`xla.run.shared_runs`): verify takes that run and compiles and runs only
 the code as written.
 
 What it proves: these values, on these inputs, on this device, with this
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
 REFERENCES = 2  # the code as written's runs kept (per target, device and seed)
 SEED = shared_runs.SEED  # the inputs' generator's seed, the same for every run
-# The reference compiled a second time, for its own sensitivity (verify_leaves.py).
+# The reference compiled a second time, for its own sensitivity (`xla.verify.leaves`).
 # (A string: JAX parses it as the option's type; its annotation takes no int.)
 OTHERWISE: dict[str, str | bool] = {"xla_backend_optimization_level": "0"}
 # Verdicts: every leaf bitwise equal; every leaf within its tolerance; some
@@ -91,7 +91,7 @@ class Verification(Displayable):
     # at model.py:39") this configuration runs again in the backward pass
     # (where none is found, every one the program makes).
     callbacks: tuple[str, ...] = ()
-    # Where asked (verify_bisect.py's verify_explained): what the
+    # Where asked (`xla.verify.bisect`'s verify_explained): what the
     # configuration changes against the code as written, and where the
     # gradients differ, the fewest of those that move them.
     decisions: tuple[Decision, ...] = ()
@@ -154,7 +154,7 @@ def verify(
     """Run `config`'s step and the code as written's on `config`'s device with
     the same inputs, and compare them (module doc). A compile or a run that
     fails raises RematError; a device that cannot run says NOT_RUN.
-    verify_bisect.py's `verify_explained` says which of `config`'s
+    `xla.verify.bisect`'s `verify_explained` says which of `config`'s
     decisions moved the gradients where they differ."""
     start = time.perf_counter()
     dev = config.jax_device
@@ -202,7 +202,7 @@ def _as_pasted(target: Target, config: Config, arguments: tuple) -> tuple[Target
     A structure on a scan Linen's nn.scan made is pasted with a line that
     converts the stored parameters to the structure's layout: the target's
     are passed through that very line, and read back in the layout the
-    structure's program reads (core/trace/stored_layout.py), so that the
+    structure's program reads (`trace.stored_layout`), so that the
     check covers the paste. A structure on a plain jax.lax.scan regroups
     inside the step: nothing to convert (None)."""
     from remat_tui.core.trace.linen_call import read_scan_call
