@@ -175,7 +175,7 @@ def duplicate_table(n: int, seed: int) -> dict:
 @pytest.mark.parametrize("seed", range(3))
 def test_one_pair_that_interacts_widens_the_check_only_where_it_can_matter(seed):
     """The self-check's slack is per pair of decisions never compiled
-    together (exact_check.py): the duplicate pair, once measured, leaves
+    together (`search.exact.self_check`): the duplicate pair, once measured, leaves
     the other pairs the noise their compiles showed. Before, every
     assignment was widened by the chains' 9% and the search ran out of
     rounds unproven at 40 evaluations of 256."""
@@ -280,7 +280,7 @@ def test_names_that_take_less_together_than_alone_are_found():
 
 @pytest.mark.parametrize("seed", range(3))
 def test_the_solve_with_slack_is_the_brute_force_least_of_the_model_less_its_slack(seed):
-    """With a slack (the self-check's, exact_check.py), the solve's bound is
+    """With a slack (the self-check's, `search.exact.self_check`), the solve's bound is
     the least cost, less the slack of its unmeasured pairs (each the smaller
     of its two decisions'; `beyond` where every pair is measured; at most
     `most`: a share of the cost, bytes of the peak), of the assignments not

@@ -2,7 +2,7 @@
 site is one decision per name it treats otherwise than the code as written,
 a split structure's two parts are two decisions, and the culprit's line
 names only the calls back to Python its recomputation runs again
-(core/xla/verify/decisions.py, verify_places.py, verify_bisect.py). The
+(`xla.verify.decisions`, `xla.verify.program_names`, `xla.verify.bisect`). The
 oracle: the gradients by hand with `jax.value_and_grad` under hand-written
 policies, at test time."""
 
