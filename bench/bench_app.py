@@ -5,7 +5,7 @@
 2. key press -> updated screen for a new policy on the unrolled transformer,
    against the core's own `analyze` time for a new policy, side by side
    (both pause Python's automatic garbage collection while they trace:
-   app/controllers/analyses.py, core/collector.py; the app also collects once after the
+   app/controllers/analyses.py, core/runtime/collector.py; the app also collects once after the
    frame and freezes what is left);
 3. opening a 20,000-line jaxpr in a pane (set_lines + first frame).
 

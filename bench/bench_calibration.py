@@ -1,5 +1,5 @@
 """How good is the step-time estimate? For each program and configuration,
-the roofline estimate (core/xla/step_time.py, from `compare(...,
+the roofline estimate (core/xla/estimates/step_time.py, from `compare(...,
 compiled=True)`) beside the real step on the local device: the same function
 under the same policy as a user writes it, `jax.jit(jax.value_and_grad(
 jax.checkpoint(f, policy=...)))` (for a non-scalar output, the output beside
@@ -45,7 +45,7 @@ import numpy as np
 import remat_tui
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.loading import resolve_arguments
-from remat_tui.core.xla import chips
+from remat_tui.core.xla.estimates import chips
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(os.path.dirname(HERE), "examples")

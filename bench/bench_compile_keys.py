@@ -16,7 +16,7 @@ end of the first frame written after that. The budget is judged on handled.
 Before the first `p`, the same keys are timed with nothing running.
 
 The app compiles a target loaded from a file in a child process
-(core/xla/compile_process.py), killed and started afresh between rounds here so
+(core/xla/run/process.py), killed and started afresh between rounds here so
 each round compiles again: nothing of the compile runs in this process.
 To say where a slow key's time goes, each press is recorded with the UI
 thread's CPU time during it, the full garbage collections (generation 2,
@@ -168,7 +168,7 @@ def worst_gap(gaps, t0: float, t1: float) -> float:
 
 async def run(path: str, name: str, interval: float, rounds: int) -> None:
     from remat_tui.app.main import RematApp
-    from remat_tui.core.xla import compiled as compiled_lib
+    from remat_tui.core.xla.compile import costs as compiled_lib
 
     collections = Collections()
     app = RematApp(path, name, show_timings=True)

@@ -115,7 +115,7 @@ def simulated_fit(target: str, device: str | None, budget: str) -> None:
     os.environ["REMAT_TUI_JOBS"] = "1"
     sys.path.insert(0, ROOT)
     import remat_tui
-    from remat_tui.core.search.fit import fit
+    from remat_tui.core.search.fit.batches import fit
     from remat_tui.core.units import parse_size
 
     def chain(row) -> float:

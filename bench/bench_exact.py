@@ -28,7 +28,7 @@ PYTHONPATH for the search before this one (`--label` names the run).
 
 `cpu`'s costs are the step-time estimate, the roofline on the CPU's rates:
 `--rates calibrated` (the default) reads this machine's calibration
-(core/xla/calibration.py, measured once and kept), `--rates pinned` the one
+(core/xla/estimates/calibration.py, measured once and kept), `--rates pinned` the one
 tests/unit/test_exact.py pins (exact_oracle.pinned_cpu_rates). The optimum,
 the search's answer and its gap move with the rates, because every cost
 does; the peaks and compile counts do not. The rates used are printed
@@ -63,7 +63,7 @@ import remat_tui  # noqa: E402
 
 
 def clear() -> None:
-    from remat_tui.core.xla import compiled
+    from remat_tui.core.xla.compile import costs as compiled
 
     compiled.clear_cache()
 
@@ -92,7 +92,7 @@ def best_names_row(s, budget):
 
 
 def searched(target, budget):
-    from remat_tui.core.search.suggest import suggest
+    from remat_tui.core.search.suggest.pipeline import suggest
 
     clear()
     began = time.perf_counter()
@@ -129,7 +129,7 @@ def cpu(budget_positions: list[float], ways: list[float], only: str | None, rate
 
     from exact_oracle import pinned_cpu_rates
 
-    from remat_tui.core.xla import chips
+    from remat_tui.core.xla.estimates import chips
 
     with pinned_cpu_rates() if rates == "pinned" else contextlib.nullcontext():
         used = chips.measured_cpu().calibration
@@ -206,7 +206,7 @@ def twelve(targets, random_too: bool) -> None:
     from remat_tui.core.search.compare import analysed_row, measure_baseline
     from remat_tui.core.setup import policies
     from remat_tui.core.setup.config import Config
-    from remat_tui.core.xla import step_time
+    from remat_tui.core.xla.estimates import step_time
 
     chip = step_time.chip_of("cpu:0")
     _, transpose = measure_baseline(targets["twelve"], Config(), True)
@@ -236,7 +236,7 @@ def twelve(targets, random_too: bool) -> None:
 
 def explain_predictions() -> None:
     """Print the model's prediction of each assignment it is checked at."""
-    from remat_tui.core.search import exact_check
+    from remat_tui.core.search.exact import self_check as exact_check
 
     saw = exact_check.SelfCheck.saw
 
@@ -255,8 +255,8 @@ def explain_predictions() -> None:
 
 
 def tpu(label: str, explain: bool) -> None:
-    from remat_tui.core.search.suggest import suggest
-    from remat_tui.core.xla.compile_service import counts
+    from remat_tui.core.search.suggest.pipeline import suggest
+    from remat_tui.core.xla.compile.service import counts
 
     if explain:
         explain_predictions()

@@ -49,7 +49,7 @@ own figure on this model), every answer sits at the chip's own limit: the
 batch after it is one XLA refuses, in about a second. So a bisection by hand
 wastes little time on the batches that do not fit, and fit saves compiles
 but not time here. With the peak weighed as XLA's allocation sizes (which
-overstate HBM: core/xla/compiled.py), the answers were 15 to 51 and every try
+overstate HBM: core/xla/compile/costs.py), the answers were 15 to 51 and every try
 a full compile: fit took 19 compiles and 632 s against 31 and 951 s (0.61,
 0.66). Where fit loses a compile (qkv), XLA's TPU compiler rematerialises on
 its own near the chip's memory, so the peak flattens there and a line
@@ -171,11 +171,12 @@ def main() -> None:
     )
 
     import remat_tui
-    from remat_tui.core.search.fit import fit
+    from remat_tui.core.search.fit.batches import fit
     from remat_tui.core.setup.config import Config
     from remat_tui.core.setup.devices import resolve_device
     from remat_tui.core.units import human_bytes, parse_size
-    from remat_tui.core.xla import compiled, programs
+    from remat_tui.core.xla.compile import costs as compiled
+    from remat_tui.core.xla.compile import shared as programs
 
     budget = parse_size(opts.budget or ("1GiB" if opts.quick else "16GiB"))
     target = remat_tui.load_targets(os.path.join(HERE, "gpt_v5e.py"))[name]

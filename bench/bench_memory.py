@@ -2,7 +2,7 @@
 side by side in one process: the 24-layer transformer's gradient (unrolled and
 scanned, examples/transformer.py) compiled for CPU plainly and with XLA's
 record of the compile written, read and turned into the breakdown
-(core/xla/memory.py), alternately, best of --repeat each. Issue 15's bar: at most
+(core/xla/buffers/memory.py), alternately, best of --repeat each. Issue 15's bar: at most
 20% added compile time. Then, headless in the app, the key `w` to the memory
 view's first frame written once the compile is cached (bar: 100 ms), median
 of 10.
@@ -39,7 +39,7 @@ def main() -> None:
 
     import remat_tui
     from remat_tui.core.setup.config import Config
-    from remat_tui.core.xla import compiled
+    from remat_tui.core.xla.compile import costs as compiled
 
     example = os.path.join(HERE, "..", "examples", "transformer.py")
     wanted = options.target or [f"{example}:unrolled", f"{example}:scanned_checkpointed"]

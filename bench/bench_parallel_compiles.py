@@ -1,5 +1,5 @@
 """Do XLA compiles in parallel threads help on this machine? Why fit
-(core/search/fit.py) compiles one batch after another.
+(core/search/fit/batches.py) compiles one batch after another.
 
 Lowers distinct programs (one model at different batch sizes), compiles one to
 warm up, then, side by side in one process: N compiles one after another, N

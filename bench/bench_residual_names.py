@@ -5,11 +5,11 @@ residuals to the compile costs beside the compile itself.
 
 For each target and device: one `analyze(..., compiled=True)`; per memory
 (the device's main one, and TPU's VMEM), the share of the `residual` bytes
-at its peak whose buffer names a residual (core/xla/fates.py), of it those
+at its peak whose buffer names a residual (core/xla/fates/residuals.py), of it those
 holding what the residual is computed from (`holds: input`,
-core/xla/unsaved.py), and the bytes left unnamed summed by the reason each
+core/xla/fates/unsaved.py), and the bytes left unnamed summed by the reason each
 buffer gives (`unnamed`). The cost: reading what the forward part makes
-(core/xla/made.py, inside reading the dump) and linking (fates.link), timed
+(core/xla/buffers/made.py, inside reading the dump) and linking (fates.link), timed
 against the compile, alternately, best of --repeat.
 
     python bench/bench_residual_names.py [--device cpu:0 --device tpu:v5e:2x2]
@@ -91,7 +91,9 @@ def _cost(target, device, repeat: int) -> None:
     best of `repeat`."""
     from remat_tui.core.setup.config import Config
     from remat_tui.core.trace import analysis
-    from remat_tui.core.xla import compiled, fates, memory_accounting
+    from remat_tui.core.xla.buffers import accounting as memory_accounting
+    from remat_tui.core.xla.compile import costs as compiled
+    from remat_tui.core.xla.fates import residuals as fates
 
     config = Config.make(device=device)
     a = analysis.analyze(target, config=config)

@@ -42,7 +42,7 @@ def cpu_curve(layers: int = 64) -> None:
     import scan_stack
 
     from remat_tui.core.setup.config import Config
-    from remat_tui.core.xla.compiled import compile_answer
+    from remat_tui.core.xla.compile.costs import compile_answer
     from remat_tui.registry import Target
 
     target = Target(fn=scan_stack.make_stack(layers=layers), name="stack",
@@ -70,9 +70,9 @@ def cpu_curve(layers: int = 64) -> None:
 def tpu_table(device: str = "tpu:v5e:2x2", budget: int = 16 * GIB) -> None:
     import remat_tui
     from remat_tui.core.search.compare import evaluate, measure_baseline
-    from remat_tui.core.search.structures import k_grid
+    from remat_tui.core.search.configs.structure_grid import k_grid
     from remat_tui.core.setup.config import Config
-    from remat_tui.core.trace.structures import sqrt_groups
+    from remat_tui.core.trace.rebuilt_scans import sqrt_groups
 
     target = remat_tui.load_targets(os.path.join(HERE, "gpt_v5e.py"))["gpt"]
     layers = 24

@@ -38,7 +38,7 @@ def child(budget: str, device: str) -> None:
         print(f"  [{time.perf_counter() - start:6.1f} s] {stage or 'analysing'} {i + 1}/{n}: "
               f"{config.with_device(None).label()}", file=sys.stderr, flush=True)  # fmt: skip
 
-    from remat_tui.core.search.suggest import suggest
+    from remat_tui.core.search.suggest.pipeline import suggest
     from remat_tui.core.units import parse_size
 
     start = time.perf_counter()

@@ -80,8 +80,8 @@ def gib(n) -> str:
 
 
 def run(label, target, budget, device, compile_all):
-    from remat_tui.core.search.suggest import suggest
-    from remat_tui.core.xla import compiled
+    from remat_tui.core.search.suggest.pipeline import suggest
+    from remat_tui.core.xla.compile import costs as compiled
 
     compiled.clear_cache()
     start = time.perf_counter()

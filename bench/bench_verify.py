@@ -12,7 +12,7 @@ optimisations off (for the tolerance), and one run of each.
     python bench/bench_verify.py --shared [--repeat 3] ...
 
 `--shared`: what `--measure --verify` costs (issue 43: they share their
-runs, core/xla/shared_runs.py) against `--measure` alone and verify alone,
+runs, core/xla/run/shared_runs.py) against `--measure` alone and verify alone,
 side by side in one process, in turn, each on a fresh target: `both` is
 measure within `sharing`, then verify, as report --measure --verify runs
 them. Printed: the medians, both / measure, both / (measure + verify), and
@@ -34,9 +34,10 @@ os.environ.setdefault("REMAT_TUI_NO_CACHE", "1")  # every compile timed is made
 
 from remat_tui.core.setup.config import Config  # noqa: E402
 from remat_tui.core.setup.loading import load_target  # noqa: E402
-from remat_tui.core.xla import compiled, shared_runs  # noqa: E402
-from remat_tui.core.xla.measure import measure  # noqa: E402
-from remat_tui.core.xla.verify import verify  # noqa: E402
+from remat_tui.core.xla.compile import costs as compiled  # noqa: E402
+from remat_tui.core.xla.run import shared_runs  # noqa: E402
+from remat_tui.core.xla.run.measure import measure  # noqa: E402
+from remat_tui.core.xla.verify.runs import verify  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -21,10 +21,10 @@ if TYPE_CHECKING:  # the package root imports none of them (see above)
     from remat_tui.core.model import Analysis
     from remat_tui.core.search.compare import Comparison
     from remat_tui.core.search.diff import Diff
-    from remat_tui.core.search.exact import Narrowing
-    from remat_tui.core.search.fit_rows import Fit
-    from remat_tui.core.search.suggest import Suggestion
-    from remat_tui.core.xla.verify import Verification
+    from remat_tui.core.search.exact.search import Narrowing
+    from remat_tui.core.search.fit.results import Fit
+    from remat_tui.core.search.suggest.pipeline import Suggestion
+    from remat_tui.core.xla.verify.runs import Verification
     from remat_tui.notebook.widget import RematWidget
 
 __all__ = [
@@ -167,7 +167,7 @@ def analyze(
     _displays()
     if compiled or measure:
         from remat_tui.core.xla.compiled_analysis import analyze_compiled
-        from remat_tui.core.xla.shared_runs import sharing
+        from remat_tui.core.xla.run.shared_runs import sharing
 
         with sharing(verify):  # the measure's first run is verify's
             analysis = analyze_compiled(
@@ -183,7 +183,7 @@ def analyze(
         return analysis
     from dataclasses import replace
 
-    from remat_tui.core.xla.verify import verify as _verify
+    from remat_tui.core.xla.verify.runs import verify as _verify
 
     return replace(analysis, gradients=_verify(target, analysis.config))
 
@@ -319,7 +319,7 @@ def suggest(
         fits), `best.python` the code to paste, `exact` whether it is proven
         optimal (within the model), `search` what it is proven against.
     """
-    from remat_tui.core.search.suggest import suggest as _suggest
+    from remat_tui.core.search.suggest.pipeline import suggest as _suggest
     from remat_tui.core.units import parse_size
 
     budget = parse_size(budget) if isinstance(budget, str) else budget
@@ -385,7 +385,7 @@ def calibrate_cpu() -> dict:
         in words, `calibrated_at`, `method`, `machine`, `file` (None where
         it could not be written, and `source` says why) and the rates.
     """
-    from remat_tui.core.xla.chips import recalibrate_cpu
+    from remat_tui.core.xla.estimates.chips import recalibrate_cpu
 
     return recalibrate_cpu().rates_source()
 
@@ -478,7 +478,7 @@ def fit(
         A `Fit`: `rows` best first (`batch`, `peak_bytes`, `step_seconds`,
         `examples_per_second`), `best`, `to_dict()` for the JSON.
     """
-    from remat_tui.core.search.fit import fit as _fit
+    from remat_tui.core.search.fit.batches import fit as _fit
     from remat_tui.core.units import parse_size
 
     budget = parse_size(budget) if isinstance(budget, str) else budget
@@ -547,8 +547,8 @@ def verify(
     """
     from remat_tui.core.setup.config import Config
     from remat_tui.core.trace.configured import as_target
-    from remat_tui.core.xla.verify import verify as _verify
-    from remat_tui.core.xla.verify_bisect import verify_explained
+    from remat_tui.core.xla.verify.bisect import verify_explained
+    from remat_tui.core.xla.verify.runs import verify as _verify
 
     fn, args, kwargs = _meshed(fn, args, kwargs, mesh, device)
     target = as_target(fn, args, kwargs)

@@ -8,8 +8,8 @@ import sys
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
 
-# remat-tui's cache folder (the compile store, core/xla/program_store.py, and
-# the CPU's calibration, core/xla/calibration.py) is never the user's: the
+# remat-tui's cache folder (the compile store, core/xla/compile/store.py, and
+# the CPU's calibration, core/xla/estimates/calibration.py) is never the user's: the
 # whole suite, and the commands it runs, keep theirs in a folder of the
 # session's own. The compile store is off unless a test turns it on
 # (`store_on`), so that a test that counts compiles is not answered by another's.
@@ -36,7 +36,7 @@ def _programs_forgotten():
     """Each test starts knowing no compiled program, as it would in a process
     of its own (the same program compiled by an earlier test answers nothing)."""
     yield
-    from remat_tui.core.xla import compile_service
+    from remat_tui.core.xla.compile import service as compile_service
 
     compile_service.clear_memo()
 
@@ -45,7 +45,7 @@ def _programs_forgotten():
 def store_on(tmp_path, monkeypatch):
     """The compile store on, in a folder of this test's own: the folder
     (XDG_CACHE_HOME, which the commands a test runs inherit)."""
-    from remat_tui.core.xla import compile_service
+    from remat_tui.core.xla.compile import service as compile_service
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("REMAT_TUI_NO_CACHE", "0")

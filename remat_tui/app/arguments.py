@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from remat_tui.core.lru import LRU
+from remat_tui.core.runtime.lru import LRU
 from remat_tui.registry import Target
 
 LIMIT = 16  # builds kept (they may hold real arrays): targets of old reloads, devices left

@@ -113,14 +113,14 @@ def _compile_settings(opts: argparse.Namespace) -> None:
     if jobs is not None and jobs < 1:
         raise RematError(f"--jobs {jobs}: give 1 or more worker processes (1: compile here).")
     if jobs is not None or cluster is not None:
-        from remat_tui.core.xla import compile_pool
+        from remat_tui.core.xla.run import pool as compile_pool
 
         compile_pool.configure(jobs=jobs, cluster=cluster)
 
 
 def _recalibrate() -> None:
     """--recalibrate: the CPU's rates measured again and kept, before the estimates."""
-    from remat_tui.core.xla.chips import recalibrate_cpu
+    from remat_tui.core.xla.estimates.chips import recalibrate_cpu
 
     calibration = recalibrate_cpu().calibration
     assert calibration is not None  # measured just now
@@ -134,7 +134,7 @@ def _recalibrate() -> None:
 def _compile_counts() -> dict[str, int]:
     """The compile service's counts so far in this process ({} before it is
     loaded: importing it would load jax)."""
-    service = sys.modules.get("remat_tui.core.xla.compile_service")
+    service = sys.modules.get("remat_tui.core.xla.compile.service")
     return service.counts.snapshot() if service is not None else {}
 
 
@@ -142,7 +142,7 @@ def _compiles_said(before: dict[str, int]) -> str | None:
     """What this command's compiles were (since `before`), in one line: how
     many XLA compiled, how many the compile cache answered; None when
     nothing was compiled or answered."""
-    service = sys.modules.get("remat_tui.core.xla.compile_service")
+    service = sys.modules.get("remat_tui.core.xla.compile.service")
     if service is None:
         return None
     n = {k: v - before.get(k, 0) for k, v in service.counts.snapshot().items()}
@@ -161,7 +161,7 @@ def _compiles_said(before: dict[str, int]) -> str | None:
 
 
 def _compile_notices() -> list[str]:
-    pool = sys.modules.get("remat_tui.core.xla.compile_pool")
+    pool = sys.modules.get("remat_tui.core.xla.run.pool")
     return sorted(pool.notices) if pool is not None else []
 
 

@@ -142,7 +142,7 @@ def compile_options(parser: argparse.ArgumentParser, search: bool) -> None:
 
 
 def skip_option(parser: argparse.ArgumentParser) -> None:
-    """Candidates a search leaves out (core/search/skips.py)."""
+    """Candidates a search leaves out (core/search/configs/skips.py)."""
     parser.add_argument(
         "--skip",
         action="append",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from remat_tui.core.units import count
 
 if TYPE_CHECKING:
-    from remat_tui.core.search.fit_rows import FitProgress
+    from remat_tui.core.search.fit.results import FitProgress
     from remat_tui.core.setup.config import Config
 
 

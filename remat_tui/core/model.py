@@ -1,6 +1,6 @@
 """Provides the Analysis model: residuals, names, jaxpr panes and their line maps
 (the places they point to in the user's code, Source, Origin and Site, are
-core/places.py's, re-exported here).
+`core.places`'s, re-exported here).
 
 Plain dataclasses, so an Analysis can be cached, turned into the JSON report
 (Contract 3) and drawn by the app. One exception: each JaxprView keeps its
@@ -22,13 +22,13 @@ __all__ = [
     "SiteFlops", "Source", "Totals", "Wrapper",
 ]  # fmt: skip
 
-# Contract 7: what the bytes live at a compiled peak are (core/xla/memory.py).
+# Contract 7: what the bytes live at a compiled peak are (`xla.buffers.memory`).
 MEMORY_CATEGORIES = ("argument", "output", "residual", "recomputed", "temporary")
 
 
 class _StoryField:
     """`Residual.story`: a Story, or a deferred one (`Deferred`, from a
-    full analysis' lazily told stories, core/trace/story.py) resolved the
+    full analysis' lazily told stories, `trace.story`) resolved the
     first time it is read and kept. A data descriptor, so the dataclass's
     `__init__` and `dataclasses.replace` store through it and every reader
     (equality, `to_dict`, the reports) sees the Story itself."""
@@ -114,7 +114,7 @@ class Residual:
     backward_var: str | None = None  # its input variable name in the backward pane
     origin: Origin | None = None
     bytes_per_device: int | None = None  # set when its aval is sharded over devices
-    story: Any = _StoryField()  # Contract 14 (core/stories.py), in a full analysis
+    story: Any = _StoryField()  # Contract 14 (`core.stories`), in a full analysis
 
     def to_dict(self) -> dict:
         return {
@@ -306,13 +306,13 @@ class Analysis(Displayable):
     dots: tuple[int, int] = (0, 0)  # dot_generals in the forward pass, and those unbatched
     flops: Flops = field(default_factory=lambda: Flops(forward=0, backward=0, recompute=0))
     flops_exact: bool = True
-    compiled: Any = None  # a Compiled (core/xla/compiled.py), on request
-    time: dict | None = None  # core/xla/step_time.py's estimate, as its JSON
-    measured: dict | None = None  # core/xla/measure.py's run, as its JSON
+    compiled: Any = None  # a Compiled (`xla.compile.costs`), on request
+    time: dict | None = None  # `xla.estimates.step_time`'s estimate, as its JSON
+    measured: dict | None = None  # `xla.run.measure`'s run, as its JSON
     applied: list = field(default_factory=list)  # Contract 14: what changes nothing
     effects: list = field(default_factory=list)  # callbacks, and which run again (issue 43)
     # Contract 18, on request: its step run against the code as written's on
-    # the device (a core/xla/verify.py `Verification`).
+    # the device (a `xla.verify.runs` `Verification`).
     gradients: Any = None
     # How many devices the arguments sharded automatically are placed over;
     # their avals carry no sharding: the residual bytes are global array sizes.

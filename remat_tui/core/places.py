@@ -2,7 +2,7 @@
 line, a residual's `Origin` (where its value was really computed), and a
 checkpoint `Site` (with the library `Wrapper` that applies it and its
 `SiteFlops`). Plain frozen dataclasses, each with the JSON it reports
-(core/model.py re-exports them with the Analysis that holds them).
+(`core.model` re-exports them with the Analysis that holds them).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Provides the records of a residual's story (Contract 14), a `Story` each:
-the rule that saved it (`Rule`, core/trace/rules.py), the equation that made
+the rule that saved it (`Rule`, `trace.rules`), the equation that made
 it with the user's frames around it (`Made`) and the backward equations that
-read it (`Reader`, both core/trace/story.py), and what XLA made of it in the
-compiled step (`Fate`, core/xla/fates.py). Plain frozen data, beside
+read it (`Reader`, both `trace.story`), and what XLA made of it in the
+compiled step (`Fate`, `xla.fates.residuals`). Plain frozen data, beside
 model.py's, so that every stage and every display reads the same records.
 """
 

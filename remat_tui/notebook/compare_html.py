@@ -32,7 +32,8 @@ from remat_tui.report.comparisons import (
 )
 
 if TYPE_CHECKING:
-    from remat_tui.core.search.compare import Comparison, Row
+    from remat_tui.core.search.compare import Comparison
+    from remat_tui.core.search.rows import Row
 
 # What each column sorts by, by its base name (`base_name`); any other column
 # sorts by its text.

@@ -12,7 +12,7 @@ from remat_tui.notebook.style import tag, text
 from remat_tui.report.fit import COLUMNS, cells, chart_svg, headline, legend, searched, verdict
 
 if TYPE_CHECKING:
-    from remat_tui.core.search.fit_rows import Fit
+    from remat_tui.core.search.fit.results import Fit
 
 NUMERIC = {1, 2, 3, 4}  # batch, peak, step, examples/s
 

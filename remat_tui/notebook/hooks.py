@@ -16,10 +16,10 @@ from remat_tui.core.display import register
 from remat_tui.core.model import Analysis
 from remat_tui.core.search.compare import Comparison
 from remat_tui.core.search.diff import Diff
-from remat_tui.core.search.fit_rows import Fit
-from remat_tui.core.search.suggest import Suggestion
-from remat_tui.core.xla.compiled import Compiled
-from remat_tui.core.xla.verify import Verification
+from remat_tui.core.search.fit.results import Fit
+from remat_tui.core.search.suggest.pipeline import Suggestion
+from remat_tui.core.xla.compile.compiled import Compiled
+from remat_tui.core.xla.verify.runs import Verification
 from remat_tui.notebook import analysis_html, compare_html, fit_html, results_html, terminal, words
 from remat_tui.report import comparisons, memory, text
 from remat_tui.report import suggest as suggest_report

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from remat_tui.core.lru import LRU
 from remat_tui.core.model import Analysis
+from remat_tui.core.runtime.lru import LRU
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import analyze
 from remat_tui.core.trace.configured import Cancelled

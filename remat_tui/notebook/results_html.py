@@ -18,9 +18,9 @@ from remat_tui.report.suggest import render_suggest
 
 if TYPE_CHECKING:
     from remat_tui.core.search.diff import Diff
-    from remat_tui.core.search.suggest import Suggestion
-    from remat_tui.core.xla.compiled_numbers import Compiled
-    from remat_tui.core.xla.verify import Verification
+    from remat_tui.core.search.suggest.pipeline import Suggestion
+    from remat_tui.core.xla.compile.compiled import Compiled
+    from remat_tui.core.xla.verify.runs import Verification
 
 
 def _root(title: str, body: str) -> str:

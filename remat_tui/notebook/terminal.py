@@ -36,9 +36,9 @@ from remat_tui.report.suggest import render_suggest
 if TYPE_CHECKING:
     from remat_tui.core.search.compare import Comparison
     from remat_tui.core.search.diff import Diff
-    from remat_tui.core.search.fit_rows import Fit
-    from remat_tui.core.search.suggest import Suggestion
-    from remat_tui.core.xla.compiled_numbers import Compiled
+    from remat_tui.core.search.fit.results import Fit
+    from remat_tui.core.search.suggest.pipeline import Suggestion
+    from remat_tui.core.xla.compile.compiled import Compiled
 
 RESIDUAL = "on #5a4500"  # a dark amber behind residual lines (the app's colour, dimmed)
 RECOMPUTE = "on #1f2f5a"

@@ -11,7 +11,7 @@ from remat_tui.core.units import human_bytes, human_flops
 from remat_tui.report import compiled as words
 
 if TYPE_CHECKING:
-    from remat_tui.core.xla.compiled_numbers import Compiled
+    from remat_tui.core.xla.compile.compiled import Compiled
 
 
 def headline(c: Compiled) -> str:

@@ -19,8 +19,9 @@ from remat_tui.report.phrases import PER_DEVICE_UNKNOWN, signed
 from remat_tui.report.tables import md_cell, text_table
 
 if TYPE_CHECKING:
-    from remat_tui.core.search.compare import Comparison, Row
+    from remat_tui.core.search.compare import Comparison
     from remat_tui.core.search.diff import Diff
+    from remat_tui.core.search.rows import Row
 
 COLUMNS = (
     "", "device", "host", "recompute", "% fwd", "peak", "temp", "most at peak", "est. step",
@@ -187,7 +188,7 @@ def time_legend(rows: Sequence[Row]) -> str:
             "model (XLA's FLOPs at peak FLOP/s, its transcendentals at the chip's rate for "
             f"them, {overlap} its bytes accessed at memory bandwidth, plus offloaded bytes "
             "out and back over the host link, plus the bytes a device sends in collectives "
-            "over the chip's interconnect; remat_tui/core/xla/step_time.py); FLOPs stay "
+            "over the chip's interconnect; remat_tui/core/xla/estimates/step_time.py); FLOPs stay "
             "beside it."
         )
         rates = rates_words(timed)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from remat_tui.core.model import Analysis, Totals
 from remat_tui.core.setup.labels import device_label_from
 from remat_tui.core.units import human_bytes, human_flops, human_seconds
-from remat_tui.core.xla.flop_note import flop_note
+from remat_tui.core.xla.estimates.flop_note import flop_note
 from remat_tui.report.phrases import (
     GLOBAL,
     PER_DEVICE_UNKNOWN,
@@ -21,7 +21,7 @@ from remat_tui.report.phrases import (
 )
 
 if TYPE_CHECKING:
-    from remat_tui.core.xla.compiled_numbers import Compiled
+    from remat_tui.core.xla.compile.compiled import Compiled
 
 EXPLAINED = (
     "The compiled peak is what XLA's program for the step needs at once in one device's "

@@ -15,7 +15,7 @@ from remat_tui.report.compiled import rates_words
 from remat_tui.report.tables import md_cell, text_table
 
 if TYPE_CHECKING:
-    from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow
+    from remat_tui.core.search.fit.results import Fit, FitProgress, FitRow
     from remat_tui.core.setup.config import Config
 
 COLUMNS = ("", "batch", "peak", "step", "examples/s", "configuration", "notes")

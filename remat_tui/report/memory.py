@@ -15,7 +15,7 @@ from remat_tui.core.model import Analysis
 from remat_tui.core.units import human_bytes
 
 if TYPE_CHECKING:
-    from remat_tui.core.xla.compiled_numbers import Compiled
+    from remat_tui.core.xla.compile.compiled import Compiled
 
 TOP = 12  # buffers at the peak a report lists (the JSON has every one)
 BUFFER_COLUMNS = ("bytes", "category", "line", "shape", "residual", "instruction")

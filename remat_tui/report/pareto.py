@@ -12,7 +12,7 @@ from remat_tui.core.units import human_bytes, human_flops
 from remat_tui.report.labels import config_label
 
 if TYPE_CHECKING:
-    from remat_tui.core.search.compare import Row
+    from remat_tui.core.search.rows import Row
 
 
 def pareto_svg(

@@ -12,7 +12,7 @@ from remat_tui.core.model import Analysis, JaxprView, Residual, Site
 from remat_tui.core.units import count, human_bytes, human_flops
 
 if TYPE_CHECKING:
-    from remat_tui.core.setup.structures import Structure
+    from remat_tui.core.setup.structure_specs import Structure
 
 
 def signed(n: int, human: Callable[[int], str]) -> str:

@@ -15,10 +15,10 @@ from remat_tui.report.memory import peak_make_up, summary
 from remat_tui.report.phrases import residual_measure
 
 if TYPE_CHECKING:
-    from remat_tui.core.search.certificate import Certificate
-    from remat_tui.core.search.exact import Narrowing
+    from remat_tui.core.search.exact.certificate import Certificate
+    from remat_tui.core.search.exact.search import Narrowing
     from remat_tui.core.search.rows import Row
-    from remat_tui.core.search.suggest import Suggestion
+    from remat_tui.core.search.suggest.pipeline import Suggestion
 
 
 def render_suggest(s: Suggestion, fmt: str) -> str:

@@ -1,5 +1,5 @@
 """Provides `render` and `verdict_line`: `verify`'s result
-(core/xla/verify.py, Contract 18) in every format: one line saying whether
+(core/xla/verify/runs.py, Contract 18) in every format: one line saying whether
 the gradients are the code as written's, then the leaves that differ; and
 `report_lines`, what `report --verify` adds to a report."""
 
@@ -14,8 +14,8 @@ from remat_tui.report.tables import md_cell
 
 if TYPE_CHECKING:
     from remat_tui.core.model import Analysis
-    from remat_tui.core.xla.verify import Verification
-    from remat_tui.core.xla.verify_leaves import Leaf
+    from remat_tui.core.xla.verify.leaves import Leaf
+    from remat_tui.core.xla.verify.runs import Verification
 
 
 def verdict_line(v: Verification) -> str:

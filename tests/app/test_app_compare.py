@@ -99,7 +99,7 @@ def test_compare_screen_snapshot(snap_compare):
 
 async def test_p_compiles_what_is_shown_and_leads_with_the_peak():
     from remat_tui.core.units import human_bytes
-    from remat_tui.core.xla.compiled import compile_answer
+    from remat_tui.core.xla.compile.costs import compile_answer
 
     app = RematApp(example("mlp.py"), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -157,7 +157,7 @@ def test_the_chart_plots_steps_measured_on_a_chip_the_table_does_not_know():
     from textual_plotext import PlotextPlot
 
     from remat_tui.app.screens.compare_chart import draw_compare_chart
-    from remat_tui.core.search.compare import Row
+    from remat_tui.core.search.rows import Row
     from remat_tui.core.setup.config import Config
 
     rows = [
@@ -177,7 +177,7 @@ def test_the_charts_budget_is_said_in_bytes_not_as_typed():
     from textual_plotext import PlotextPlot
 
     from remat_tui.app.screens.compare_chart import draw_compare_chart
-    from remat_tui.core.search.compare import Row
+    from remat_tui.core.search.rows import Row
     from remat_tui.core.setup.config import Config
     from remat_tui.core.units import human_bytes
 
@@ -268,7 +268,7 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
     compiled numbers), and the shown configuration's peak is the status line's.
     With `p` off those columns are not drawn at all."""
     from remat_tui.core.units import human_bytes
-    from remat_tui.core.xla.compiled import compile_answer
+    from remat_tui.core.xla.compile.costs import compile_answer
 
     app = RematApp(write_target(SMALL), show_timings=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -10,8 +10,9 @@ from textual.widgets import DataTable, Input
 
 from remat_tui.app.main import RematApp
 from remat_tui.app.screens.fit import FitScreen
-from remat_tui.core.search import fit as fit_module
-from remat_tui.core.xla import compiled, programs
+from remat_tui.core.search.fit import batches as fit_module
+from remat_tui.core.xla.compile import costs as compiled
+from remat_tui.core.xla.compile import shared as programs
 from remat_tui.report.fit import COLUMNS, cells
 
 SCALES = """

@@ -1,6 +1,6 @@
 """The Names list marks a checkpoint_name whose saving spares no recompute (⊘),
 and the note says why once it is saved; the marks are what the analyses of
-the same code say (core/search/name_verdicts.py, checked against compare there)."""
+the same code say (core/search/notes/verdicts.py, checked against compare there)."""
 
 from test_app import SIZE, name_marks, settle
 

@@ -62,7 +62,7 @@ def said_once(text: str) -> None:
 
 
 async def test_a_suggest_that_raises_says_why_stops_its_clock_and_escape_goes_back(monkeypatch):
-    import remat_tui.core.search.suggest as core_suggest
+    import remat_tui.core.search.suggest.pipeline as core_suggest
 
     app = RematApp(example("mlp.py"), show_timings=False)
     monkeypatch.setattr(core_suggest, "suggest", raising(app))
@@ -85,7 +85,7 @@ async def test_a_suggest_that_raises_says_why_stops_its_clock_and_escape_goes_ba
 async def test_words_of_the_exact_search_that_raise_fail_the_search_not_the_app(monkeypatch):
     """The narrowing's words are made where the search runs: if making them
     raises, the search fails in place (it used to raise in the App's handler)."""
-    import remat_tui.core.search.suggest as core_suggest
+    import remat_tui.core.search.suggest.pipeline as core_suggest
     import remat_tui.report.suggest as report_suggest
 
     def narrowing_line(*args):
@@ -152,7 +152,7 @@ async def test_a_compare_that_raises_says_why_and_escape_goes_back(monkeypatch):
 
 
 async def test_a_fit_that_raises_says_why_and_escape_goes_back(monkeypatch):
-    import remat_tui.core.search.fit as core_fit
+    import remat_tui.core.search.fit.batches as core_fit
 
     app = RematApp(example("mlp.py"), show_timings=False)
     monkeypatch.setattr(core_fit, "fit", raising(app, reports=False))

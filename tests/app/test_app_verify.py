@@ -110,7 +110,7 @@ async def test_a_on_a_recomputed_callback_says_the_gradients_differ_and_names_th
 
 
 async def test_a_verify_that_fails_is_said_in_place_and_the_analysis_shown_stays(monkeypatch):
-    from remat_tui.core.xla import verify_bisect
+    from remat_tui.core.xla.verify import bisect as verify_bisect
     from remat_tui.errors import RematError
 
     app = RematApp(example("mlp.py"), show_timings=False)
@@ -163,7 +163,7 @@ async def test_a_again_cancels_the_verify_under_way(monkeypatch):
     import threading
 
     from remat_tui.core.trace.configured import Cancelled
-    from remat_tui.core.xla import verify_bisect
+    from remat_tui.core.xla.verify import bisect as verify_bisect
 
     asked, stopped = threading.Event(), threading.Event()
 

@@ -47,7 +47,7 @@ def same_cpu_everywhere(monkeypatch) -> None:
     and note) is close enough on CPU to turn with the machine's speed."""
     import tempfile
 
-    from remat_tui.core.xla import chips, cpu_rates
+    from remat_tui.core.xla.estimates import chips, cpu_rates
 
     rates = cpu_rates.Rates(flops=1e11, bandwidth=2e10, transcendentals=1e9, overhead=5e-6)
     monkeypatch.setattr(cpu_rates, "measure", lambda: rates)

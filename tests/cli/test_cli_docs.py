@@ -12,7 +12,7 @@ from conftest import ROOT, example
 from remat_tui import cli
 from remat_tui.cli.commands import SUBCOMMANDS
 from remat_tui.cli.commands import parser as headless_parser
-from remat_tui.core.xla import compiled
+from remat_tui.core.xla.compile import costs as compiled
 
 PAGE = open(os.path.join(ROOT, "docs", "guide", "cli.md"), encoding="utf-8").read()
 MLP = example("mlp.py")

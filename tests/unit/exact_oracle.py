@@ -28,7 +28,7 @@ import jax
 from remat_tui.core.search.compare import analysed_row, measure_baseline
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.xla import step_time
+from remat_tui.core.xla.estimates import step_time
 
 CP = jax.checkpoint_policies
 
@@ -51,7 +51,7 @@ def pinned_cpu_rates():
     gap, is then a function of XLA's counts alone, the same on every machine
     and in every run (tests/unit/test_exact.py; `bench/bench_exact.py
     --rates pinned`)."""
-    from remat_tui.core.xla import calibration, chips, cpu_rates
+    from remat_tui.core.xla.estimates import calibration, chips, cpu_rates
 
     kept = chips._cpu
     chips._cpu = chips._cpu_chip(calibration.Calibration(

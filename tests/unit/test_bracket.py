@@ -1,4 +1,4 @@
-"""fit's search order (core/search/bracket.py), pure: on peak curves of the
+"""fit's search order (core/search/fit/bracket.py), pure: on peak curves of the
 shapes XLA gives (linear in the batch, rounded up to tiles, bending, with a
 kink), the answer is the largest batch that fits by brute force, and it takes
 fewer tries than doubling then bisecting by hand."""
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from remat_tui.core.search.bracket import Tried, bracket, next_batch
+from remat_tui.core.search.fit.bracket import Tried, bracket, next_batch
 
 CURVES = {
     "linear": lambda a, c: lambda b: a + c * b,

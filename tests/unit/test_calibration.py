@@ -1,5 +1,5 @@
 """Issue 31, item 5: the CPU's rates are calibrated once per machine and kept
-(core/xla/calibration.py), so that the same program gets the same estimate in
+(core/xla/estimates/calibration.py), so that the same program gets the same estimate in
 two runs; `--recalibrate` and `remat_tui.calibrate_cpu()` measure again; every
 estimate says where its rates came from."""
 
@@ -13,7 +13,7 @@ import pytest
 from conftest import example
 
 import remat_tui
-from remat_tui.core.xla import calibration, chips, cpu_rates, step_time
+from remat_tui.core.xla.estimates import calibration, chips, cpu_rates, step_time
 
 MLP = example("mlp.py")
 RATES = cpu_rates.Rates(flops=2e11, bandwidth=3e10, transcendentals=2e9, overhead=4e-6)

@@ -1,4 +1,4 @@
-"""The chip table (core/xla/chips.py): every vendor figure positive and cited, the
+"""The chip table (core/xla/estimates/chips.py): every vendor figure positive and cited, the
 device kinds JAX reports mapped to the right chip (the TPU ones read from
 libtpu's deviceless topologies), and the CPU measured once per process."""
 
@@ -9,7 +9,7 @@ import time
 import pytest
 
 from remat_tui.core.setup.devices import libtpu_installed
-from remat_tui.core.xla import chips
+from remat_tui.core.xla.estimates import chips
 
 VENDOR_CHIPS = (
     "tpu v4",
@@ -166,7 +166,7 @@ def test_measured_cpu_is_positive_and_cached(monkeypatch, tmp_path):
 
 
 def test_importing_the_table_loads_no_jax_textual_or_rich():
-    code = "import sys, remat_tui.core.xla.chips; print(' '.join(sys.modules))"
+    code = "import sys, remat_tui.core.xla.estimates.chips; print(' '.join(sys.modules))"
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout

@@ -246,7 +246,7 @@ def test_a_saved_gathered_weight_says_recomputing_it_gathers_it_again():
 
 
 def test_every_interconnect_figure_cites_a_page_the_chip_cites():
-    from remat_tui.core.xla import chips
+    from remat_tui.core.xla.estimates import chips
 
     for chip in chips.CHIPS.values():
         if chip.interconnect_bandwidth is None:

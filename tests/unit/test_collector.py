@@ -1,5 +1,5 @@
 """One analysis pauses Python's automatic garbage collection while it traces
-(core/collector.py says why) and always leaves it as it found it."""
+(core/runtime/collector.py says why) and always leaves it as it found it."""
 
 import gc
 import threading
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import pytest
 
 import remat_tui
-from remat_tui.core import collector
+from remat_tui.core.runtime import collector
 from remat_tui.core.trace import analysis
 from remat_tui.errors import RematError
 

@@ -14,8 +14,9 @@ from jax.ad_checkpoint import checkpoint_name
 import remat_tui
 from remat_tui.core.search.compare import compare
 from remat_tui.core.search.diff import diff
-from remat_tui.core.search.notes import SPARES_LITTLE
-from remat_tui.core.search.suggest import STATES, suggest
+from remat_tui.core.search.notes.unchanged import SPARES_LITTLE
+from remat_tui.core.search.suggest.candidates import STATES
+from remat_tui.core.search.suggest.pipeline import suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.report.comparisons import render_diff
@@ -177,7 +178,7 @@ def test_suggest_beyond_the_listed_space_is_the_models_and_says_so(monkeypatch):
     """Beyond the space listed whole, the exact search's model: it fits, says
     so, and tries saving both names together (the greedy chain of names
     saved, one of its first points), which no single decision is."""
-    import remat_tui.core.search.suggest as suggest_module
+    import remat_tui.core.search.suggest.pipeline as suggest_module
 
     monkeypatch.setattr(suggest_module, "ENUMERATE_LIMIT", 1)
     most = full(Config.make(sites={"block": "everything_saveable"}))
@@ -235,7 +236,7 @@ def test_python_api_entry_points():
 
 
 def test_notes_explain_a_dots_policy_every_dot_defeats_and_an_empty_offload():
-    from remat_tui.core.search.notes import intrinsic_notes
+    from remat_tui.core.search.notes.unchanged import intrinsic_notes
 
     def batched(W, x):  # every dot has a batch dimension (b)
         return jnp.sum(jnp.sin(jnp.einsum("bij,bjk->bik", W, x)))
@@ -355,7 +356,7 @@ def test_saving_a_name_that_spares_no_recompute_is_pointed_out():
 
 def test_name_verdicts_match_compares_notes():
     """What the app's Names list marks is what compare notes, at the same place."""
-    from remat_tui.core.search.name_verdicts import name_verdicts
+    from remat_tui.core.search.notes.verdicts import name_verdicts
     from remat_tui.core.trace.configured import as_target
 
     target = as_target(gelu_loss(None), GELU_ARGS, None)

@@ -21,15 +21,16 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import row_view
 from remat_tui.core.trace.traced import trace_config
-from remat_tui.core.xla import compile_service, compiled
-from remat_tui.core.xla import lowering as lowering_module
+from remat_tui.core.xla.compile import costs as compiled
+from remat_tui.core.xla.compile import lowering as lowering_module
+from remat_tui.core.xla.compile import service as compile_service
 
 MLP = example("mlp.py")
 
 
 @pytest.fixture
 def lowered_texts(monkeypatch):
-    """The module text of every step lowered (core/xla/lowering.py), from now on."""
+    """The module text of every step lowered (core/xla/compile/lowering.py), from now on."""
     texts = Texts()
     real = compiled.lower
 
@@ -224,7 +225,7 @@ def test_a_library_one_command_imports_is_no_new_program(tmp_path, xla_compiles,
 
 
 def test_the_store_keeps_within_its_limit(tmp_path):
-    from remat_tui.core.xla.program_store import Store
+    from remat_tui.core.xla.compile.store import Store
 
     store = Store(tmp_path, limit=3000)
     for i in range(10):
@@ -298,7 +299,7 @@ def test_candidates_that_decide_alike_are_merged_before_tracing(monkeypatch):
     assert len({policies.same_decisions(s) for s in specs}) == len(specs)
     # the empty name list is spelt nothing_saveable, the built-in that comes first
     assert "save_only_these_names()" not in [c.policy for c in configs]
-    from remat_tui.core.search import suggest_candidates
+    from remat_tui.core.search.suggest import candidates as suggest_candidates
 
     choices = suggest_candidates.choices(target, [n.name for n in baseline.names])
     spelt = [c.canonical for c in choices]
@@ -321,12 +322,12 @@ def _without_timings(report: dict) -> dict:
 
 def test_no_test_writes_the_users_cache():
     assert os.environ["XDG_CACHE_HOME"] != os.path.join(os.path.expanduser("~"), ".cache")
-    assert lowering_module is not None and sys.modules.get("remat_tui.core.xla.compile_service")
+    assert lowering_module is not None and sys.modules.get("remat_tui.core.xla.compile.service")
 
 
 def test_worker_processes_give_the_rows_of_compiling_here(write_target, monkeypatch):
     """--jobs 2: compare's compiles in two worker processes, the same rows."""
-    from remat_tui.core.xla import compile_pool
+    from remat_tui.core.xla.run import pool as compile_pool
 
     path = write_target(SOURCE.format(n=8, op="tanh"))
     target = remat_tui.load_targets(path)["loss"]

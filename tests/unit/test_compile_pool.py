@@ -1,6 +1,6 @@
-"""core/xla/compile_pool.py: the local pool sized from the machine."""
+"""core/xla/run/pool.py: the local pool sized from the machine."""
 
-from remat_tui.core.xla import compile_pool
+from remat_tui.core.xla.run import pool as compile_pool
 
 
 def test_one_worker_where_the_machine_tells_neither_cores_nor_memory(monkeypatch):

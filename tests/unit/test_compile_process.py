@@ -1,4 +1,4 @@
-"""The app's compiles in a child process (core/xla/compile_process.py): the same
+"""The app's compiles in a child process (core/xla/run/process.py): the same
 numbers as compiling in this process, one child reused across requests, a
 cancel that kills it, the reload token, and errors coming back as messages."""
 
@@ -13,8 +13,8 @@ from conftest import example
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.loading import load_targets
 from remat_tui.core.trace.configured import Cancelled
-from remat_tui.core.xla.compile_process import CompileProcess
-from remat_tui.core.xla.compiled import compile_answer
+from remat_tui.core.xla.compile.costs import compile_answer
+from remat_tui.core.xla.run.process import CompileProcess
 from remat_tui.errors import RematError
 
 

@@ -18,8 +18,9 @@ import remat_tui
 from remat_tui.core.setup import devices as devices_lib
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.loading import resolve_arguments, takes_devices
-from remat_tui.core.xla import compiled as compiled_lib
-from remat_tui.core.xla.compiled import compile_answer, trim_message
+from remat_tui.core.xla.compile import costs as compiled_lib
+from remat_tui.core.xla.compile.compiled import trim_message
+from remat_tui.core.xla.compile.costs import compile_answer
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 from remat_tui.report import render

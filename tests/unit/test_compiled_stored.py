@@ -1,15 +1,15 @@
 """What the compile store and the worker processes keep of a compile
 (Compiled.stored, read back by Compiled.from_dict) is JSON, and reads back
-as the same numbers and the same forward values (core/xla/made.py)."""
+as the same numbers and the same forward values (core/xla/buffers/made.py)."""
 
 import json
 
-from remat_tui.core.xla.compiled_numbers import Compiled
-from remat_tui.core.xla.made import FORWARD, Made
+from remat_tui.core.xla.buffers.made import FORWARD, ForwardValue
+from remat_tui.core.xla.compile.compiled import Compiled
 
 
 def test_stored_numbers_and_made_values_read_back_the_same():
-    made = Made(
+    made = ForwardValue(
         key="fusion.3{}",
         instruction="fusion.3",
         primitive="tanh",

@@ -236,18 +236,19 @@ def code_constants():
     from remat_tui.app.controllers import analyses
     from remat_tui.app.screens import fit as fit_screen
     from remat_tui.core.jaxcompat import version
-    from remat_tui.core.search import check, exact, exact_space, notes, suggest_candidates
+    from remat_tui.core.search import check
+    from remat_tui.core.search.exact import search as exact
+    from remat_tui.core.search.exact import space as exact_space
+    from remat_tui.core.search.notes import unchanged as notes
+    from remat_tui.core.search.suggest import candidates as suggest_candidates
     from remat_tui.core.setup import config
-    from remat_tui.core.trace import primal, structures
-    from remat_tui.core.xla import (
-        compile_pool,
-        cpu_rates,
-        flop_note,
-        measure,
-        peak_notes,
-        program_store,
-        step_time,
-    )
+    from remat_tui.core.trace import primal
+    from remat_tui.core.trace import rebuilt_scans as structures
+    from remat_tui.core.xla.buffers import peak_notes
+    from remat_tui.core.xla.compile import store as program_store
+    from remat_tui.core.xla.estimates import cpu_rates, flop_note, step_time
+    from remat_tui.core.xla.run import measure
+    from remat_tui.core.xla.run import pool as compile_pool
     from remat_tui.notebook import analysis_html, live
 
     pct = lambda x: f"{x:.0%}"  # noqa: E731
@@ -377,7 +378,7 @@ def test_the_figures_that_are_the_codes_own_constants():
 
 
 def test_the_chips_the_estimate_knows_are_the_pages():
-    from remat_tui.core.xla import chips
+    from remat_tui.core.xla.estimates import chips
 
     page = " ".join(read("docs/guide/measure.md").split())
     said = re.search(r"The chips are TPU (.*?), and NVIDIA (.*?), with", page)

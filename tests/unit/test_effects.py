@@ -174,7 +174,7 @@ def test_compare_and_suggest_rows_say_the_callback_they_run_again(noisy_line):
     nothing_saveable JAX's gradient program runs the callback twice and the
     row says so; under everything_saveable once, and the row says nothing."""
     from remat_tui.core.search.compare import compare
-    from remat_tui.core.search.suggest import suggest
+    from remat_tui.core.search.suggest.pipeline import suggest
     from remat_tui.report.comparisons import render_compare
 
     target, module = noisy()

@@ -24,8 +24,8 @@ from conftest import ROOT
 
 import remat_tui
 from remat_tui.core.search.compare import analysed_row, compare
-from remat_tui.core.search.suggest import suggest
-from remat_tui.core.search.suggest_rows import within_resolution
+from remat_tui.core.search.suggest.choice import within_resolution
+from remat_tui.core.search.suggest.pipeline import suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import Cancelled
@@ -218,7 +218,7 @@ def test_an_answer_within_the_estimates_resolution_keeps_the_code_as_written(mon
     """Where the code as written fits and the best found beats its estimate
     by less than the estimate can tell, the answer is the code as written,
     and the best found is named beside it; beyond that, the best found."""
-    from remat_tui.core.xla import step_time
+    from remat_tui.core.xla.estimates import step_time
 
     target = remat_tui.load_targets(NOTEBOOK)["f4"]
     monkeypatch.setattr(step_time, "RESOLUTION", 0.0)
@@ -300,7 +300,7 @@ def test_fit_optimize_finds_every_batch_plain_fit_finds(targets):
     """fit --optimize searches at each batch everything suggest weighs, the
     built-ins around the whole function included: its largest batch is at
     least the largest any configuration of plain fit reaches."""
-    from remat_tui.core.search.fit import fit
+    from remat_tui.core.search.fit.batches import fit
 
     target = targets["batched"]
     budget = remat_tui.analyze(target, compiled=True).compiled.peak_bytes * 3

@@ -35,7 +35,7 @@ from exact_oracle import (
 
 import remat_tui
 from remat_tui.core.search.compare import analysed_row
-from remat_tui.core.search.suggest import suggest
+from remat_tui.core.search.suggest.pipeline import suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.report.suggest import render_suggest
@@ -112,7 +112,7 @@ def test_suggest_finds_the_optimum_compiling_every_assignment_finds(targets, ora
     assert len(tried) >= 7  # nothing saved, and each name alone
     # Fewer than compiling every assignment: the model's checks stop where no
     # interaction as large as those measured could hide a better one
-    # (core/search/exact_check.py). Before the slack per pair, the chains'
+    # (core/search/exact/self_check.py). Before the slack per pair, the chains'
     # error (the duplicate names n1 and n2, 13% of the cost on 8 layers)
     # widened every assignment: at the 60% position of the sorted peaks of 8
     # layers it compiled 25 of the 64.
@@ -262,7 +262,7 @@ def test_fit_optimize_gives_each_batch_its_best_decisions(targets):
     rows ranked by examples per second, each with its certificate."""
     from exact_oracle import hand_peak_and_counts
 
-    from remat_tui.core.search.fit import fit
+    from remat_tui.core.search.fit.batches import fit
 
     at_64, _ = hand_peak_and_counts(g.make_scanned(spec=g.PAIR), g.batch_args(64))
     budget = int(at_64 * 1.1)  # 64 fits with everything recomputed, and a little more

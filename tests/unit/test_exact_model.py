@@ -1,7 +1,7 @@
 """The exact search's model and loop (issue 33) on tables of known truth, no
-JAX: core/search/exact_model.py is exact at every assignment it evaluated,
+JAX: core/search/exact/model.py is exact at every assignment it evaluated,
 its mixed-integer optimum is the brute-force optimum of the model, and the
-loop of core/search/exact.py (solve, evaluate the answer, correct) ends at
+loop of core/search/exact/search.py (solve, evaluate the answer, correct) ends at
 the brute-force optimum of tables whose peaks do not add up (the larger of
 two parts' peaks, as a compiled peak moves between the forward and backward
 parts, and pairs of names that interact), in few evaluations, stating its
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from remat_tui.core.search.exact import greedy_chains, search_names
-from remat_tui.core.search.exact_model import Model, Slack
-from remat_tui.core.search.exact_space import Space
+from remat_tui.core.search.exact.model import Model, Slack
+from remat_tui.core.search.exact.search import greedy_chains, search_names
+from remat_tui.core.search.exact.space import Space
 from remat_tui.core.setup.config import Config
 
 
@@ -347,7 +347,7 @@ def test_too_many_pairs_to_weigh_each_leaves_the_largest_error_alone(monkeypatch
     peak (the check as it was before the slack per pair)."""
     from dataclasses import replace
 
-    from remat_tui.core.search import exact_model
+    from remat_tui.core.search.exact import model as exact_model
 
     monkeypatch.setattr(exact_model, "PAIRS_AT_MOST", 3)
     n = 6

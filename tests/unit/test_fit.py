@@ -18,7 +18,7 @@ from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
 from remat_tui.cli import main
-from remat_tui.core.xla import programs
+from remat_tui.core.xla.compile import shared as programs
 from remat_tui.errors import RematError
 
 
@@ -252,7 +252,7 @@ def test_cancel_keeps_the_rows_found_so_far():
         seen.append(p)
 
     # Stop once the second configuration has tried one batch.
-    result = remat_tui.core.search.fit.fit(
+    result = remat_tui.core.search.fit.batches.fit(
         loss, budget, args=args, policies=["as_written", "nothing_saveable", "dots_saveable"],
         progress=progress,
         cancelled=lambda: sum(1 for p in seen if p.index == 1 and p.trying) > 1,
@@ -266,7 +266,7 @@ def test_cancel_keeps_the_rows_found_so_far():
 
 
 def test_progress_shows_the_bracket_narrowing():
-    from remat_tui.core.search.fit_rows import FitProgress
+    from remat_tui.core.search.fit.results import FitProgress
     from remat_tui.core.setup.config import Config
     from remat_tui.report.fit import progress_line
 
@@ -276,7 +276,7 @@ def test_progress_shows_the_bracket_narrowing():
     loss, args = tagged_mlp(widths=(16, 32, 8))
     lines = []
     budget = by_hand(loss, args, "as_written", 30)
-    remat_tui.core.search.fit.fit(
+    remat_tui.core.search.fit.batches.fit(
         loss, budget, args=args, policies=["as_written"],
         progress=lambda p: lines.append(progress_line(p)),
     )  # fmt: skip
@@ -419,7 +419,9 @@ def test_max_batch_caps_the_search_at_a_multiple():
 
 def test_cancelled_before_any_row_is_an_empty_answer():
     loss, args = tagged_mlp(widths=(16, 32, 8))
-    from remat_tui.core.search.fit import fit  # the core's (run alone, no other test imports it)
+    from remat_tui.core.search.fit.batches import (
+        fit,  # the core's (run alone, no other test imports it)
+    )
 
     result = fit(loss, 1 << 30, args=args, cancelled=lambda: True)
     assert result.cancelled and result.rows == [] and result.best is None

@@ -8,12 +8,13 @@ import pytest
 from test_compare import ARGS, LOSS
 
 import remat_tui
-import remat_tui.core.search.suggest
+from remat_tui.core.search.suggest import pipeline
 from remat_tui.core.setup import policies
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.units import human_bytes
-from remat_tui.core.xla import compiled as compiled_lib
-from remat_tui.core.xla import step_time
+from remat_tui.core.xla.compile import costs as compiled_lib
+from remat_tui.core.xla.compile.compiled import does_not_fit
+from remat_tui.core.xla.estimates import step_time
 from remat_tui.errors import RematError
 from remat_tui.report import comparisons as comparison_reports
 from remat_tui.report import suggest as suggest_reports
@@ -32,7 +33,7 @@ def failing_for(monkeypatch):
         def compile_answer(target, config, cancelled=None, **kw):
             policy = dict(config.sites).get("block", config.policy)  # at the site, else outer
             if out_of_memory == "all" or policy in out_of_memory:
-                oom = compiled_lib.does_not_fit(OOM, "cpu:0", 1, 0.1)
+                oom = does_not_fit(OOM, "cpu:0", 1, 0.1)
                 return compiled_lib.CompiledStep(oom, None, None, [], [])
             if policy in broken:
                 raise RematError("compiling failed: XLA says: INTERNAL: a bug")
@@ -68,8 +69,8 @@ def test_compare_goes_on_past_rows_that_do_not_fit_or_fail(failing_for):
 def all_compiled():
     """Every candidate suggest considers, each compiled (suggest's own
     compile_all): the answers of the ordered search are checked against it."""
-    return remat_tui.core.search.suggest.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
-                                          compile_all=True).rows  # fmt: skip
+    return pipeline.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
+                            compile_all=True).rows  # fmt: skip
 
 
 def cheapest_that_fits(rows, budget):
@@ -126,7 +127,7 @@ def compute_bound_cpu(monkeypatch):
     bounds skip nothing: exact, but no faster than compiling everything)."""
     import dataclasses
 
-    from remat_tui.core.xla import chips
+    from remat_tui.core.xla.estimates import chips
 
     fast = dataclasses.replace(chips.measured_cpu(), memory_bandwidth=float("inf"))
     monkeypatch.setattr(step_time, "chip_of", lambda device: fast)
@@ -138,12 +139,12 @@ def compute_bound_cpu(monkeypatch):
 def test_suggest_skips_compiles_that_cannot_beat_the_answer(compute_bound_cpu, monkeypatch):
     # As on a chip with host memory: the offloads compete (on the CPU's own
     # compile they are left out uncompiled, tests/unit/test_offload_without_host.py).
-    monkeypatch.setattr("remat_tui.core.xla.host_memory.offloads_to_host", lambda device: True)
-    target = as_target(LOSS, ARGS, None)
-    got = remat_tui.core.search.suggest.suggest(target, 2**40, compiled=True)
-    everything = remat_tui.core.search.suggest.suggest(
-        target, 2**40, compiled=True, compile_all=True
+    monkeypatch.setattr(
+        "remat_tui.core.xla.compile.host_memory.offloads_to_host", lambda device: True
     )
+    target = as_target(LOSS, ARGS, None)
+    got = pipeline.suggest(target, 2**40, compiled=True)
+    everything = pipeline.suggest(target, 2**40, compiled=True, compile_all=True)
     assert got.found.config == cheapest_that_fits(everything.rows, 2**40).config
     assert got.fits and got.skipped > 0 and "estimated slower on cpu" in got.skipped_why
     assert got.found.time["seconds"] == min(
@@ -188,7 +189,7 @@ def test_suggest_when_nothing_fits_the_device(failing_for):
 def test_suggest_progress_counts_to_what_it_says_it_searched():
     # Progress said [n/33] while the answer said "all 34 configurations".
     seen = []
-    got = remat_tui.core.search.suggest.suggest(
+    got = pipeline.suggest(
         as_target(LOSS, ARGS, None),
         2**40,
         compiled=True,
@@ -207,14 +208,14 @@ def test_a_budget_above_the_device_is_said_to_be(failing_for):
     # (dots_saveable at the site: nothing_saveable there is the code as
     # written, merged with it before anything compiles)
     failing_for(out_of_memory={"dots_saveable"})
-    got = remat_tui.core.search.suggest.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
-                                         compile_all=True)  # fmt: skip
+    got = pipeline.suggest(as_target(LOSS, ARGS, None), 2**40, compiled=True,
+                           compile_all=True)  # fmt: skip
     assert got.device_memory == 8 * 2**30 and got.budget_above_device
     assert got.to_dict()["budget_above_device"] is True
     text = suggest_reports.render_suggest(got, "text")
     assert "above the 8.0 GiB" in text
-    fits = remat_tui.core.search.suggest.suggest(as_target(LOSS, ARGS, None), 2**20, compiled=True,
-                                          compile_all=True)  # fmt: skip
+    fits = pipeline.suggest(as_target(LOSS, ARGS, None), 2**20, compiled=True,
+                            compile_all=True)  # fmt: skip
     assert not fits.budget_above_device
 
 
@@ -224,7 +225,7 @@ def test_a_budget_below_the_arguments_and_outputs_compiles_one(all_compiled):
     target = as_target(LOSS, ARGS, None)
     base = compiled_lib.compile_answer(target, remat_tui.core.setup.config.Config()).result
     floor = base.argument_bytes + base.output_bytes - base.alias_bytes
-    got = remat_tui.core.search.suggest.suggest(target, floor - 1, compiled=True)
+    got = pipeline.suggest(target, floor - 1, compiled=True)
     assert not got.fits and got.compiled_count == 1 and got.skipped == got.searched - 1
     assert "none can fit" in got.skipped_why and human_bytes(floor) in got.skipped_why
     # Every candidate compiled (the module's compile_all: a row's peak and

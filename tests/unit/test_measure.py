@@ -11,11 +11,12 @@ import jax.numpy as jnp
 import pytest
 
 import remat_tui
-from remat_tui.core.search.compare import Row, mark_pareto
+from remat_tui.core.search.compare import mark_pareto
+from remat_tui.core.search.rows import Row
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.policies import PolicySpec
-from remat_tui.core.xla import measure as measure_lib
-from remat_tui.core.xla.compiled import CompiledStep
+from remat_tui.core.xla.compile.costs import CompiledStep
+from remat_tui.core.xla.run import measure as measure_lib
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 

@@ -12,8 +12,14 @@ import pytest
 from jax import lax
 
 from remat_tui.core.jaxcompat import buffers, hlo_text
-from remat_tui.core.xla import buffer_kinds, memory, occupancy
-from remat_tui.core.xla.memory import CATEGORIES, compile_with_memory, memory_and_reason, memory_of
+from remat_tui.core.xla.buffers import kinds as buffer_kinds
+from remat_tui.core.xla.buffers import memory, occupancy
+from remat_tui.core.xla.buffers.memory import (
+    CATEGORIES,
+    compile_with_memory,
+    memory_and_reason,
+    memory_of,
+)
 
 LAYERS, ROWS, WIDTH = 8, 256, 128
 ACT = ROWS * WIDTH * 4  # bytes of one f32[256,128] activation

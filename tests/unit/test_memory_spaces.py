@@ -14,7 +14,7 @@ from conftest import ROOT
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import resolve_device
-from remat_tui.core.xla.compiled import compile_answer
+from remat_tui.core.xla.compile.costs import compile_answer
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -173,7 +173,7 @@ def test_smem_is_where_a_pallas_smem_operand_goes(chip):
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
-    from remat_tui.core.xla.memory import compile_with_memory, memory_of
+    from remat_tui.core.xla.buffers.memory import compile_with_memory, memory_of
 
     def kernel(s_ref, x_ref, o_ref):
         o_ref[...] = x_ref[...] * s_ref[0]

@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import pytest
 
 import remat_tui
-from remat_tui.core.xla import unsaved
-from remat_tui.core.xla.memory import CATEGORIES
+from remat_tui.core.xla.buffers.memory import CATEGORIES
+from remat_tui.core.xla.fates import unsaved
 from remat_tui.report import comparisons as comparison_reports
 from remat_tui.report import render
 from remat_tui.report.suggest import render_suggest
@@ -75,7 +75,7 @@ def test_why_the_peak_did_not_move_is_said(written_and_nothing):
 def test_the_sentence_is_said_only_when_the_peak_lags_the_residuals():
     """Residual bytes moving by more than 20% and the peak by less than a
     third of that: said; otherwise not."""
-    from remat_tui.core.xla.peak_notes import peak_note
+    from remat_tui.core.xla.buffers.peak_notes import peak_note
 
     def memory(peak, residual, recomputed):
         rest = peak - residual - recomputed

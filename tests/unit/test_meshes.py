@@ -136,8 +136,8 @@ def test_a_compile_worker_builds_the_mesh_asked_for(tmp_path):
     with the request, and the worker lowers the very program asked for."""
     from remat_tui.core.setup.config import Config
     from remat_tui.core.setup.loading import load_targets, with_mesh
-    from remat_tui.core.xla import compile_process
-    from remat_tui.core.xla.compiled import compile_answer
+    from remat_tui.core.xla.compile.costs import compile_answer
+    from remat_tui.core.xla.run import process as compile_process
 
     path = tmp_path / "meshed.py"
     path.write_text(MESHED_FILE)
@@ -171,8 +171,8 @@ def test_the_mesh_is_part_of_the_compile_key(store_on):
     the store keeps it beside the program."""
     from remat_tui.core.setup.config import Config
     from remat_tui.core.setup.loading import with_mesh
-    from remat_tui.core.xla import compile_service
-    from remat_tui.core.xla.compiled import compile_answer
+    from remat_tui.core.xla.compile import service as compile_service
+    from remat_tui.core.xla.compile.costs import compile_answer
 
     target = Target(fn=resharded, name="resharded", args=_meshed)
     config = Config.make("as_written", None, "cpu:0")

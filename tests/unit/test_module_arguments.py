@@ -24,7 +24,7 @@ eqx = pytest.importorskip("equinox")
 
 import remat_tui  # noqa: E402
 from remat_tui.core.setup.config import Config  # noqa: E402
-from remat_tui.core.xla.compiled import compile_answer  # noqa: E402
+from remat_tui.core.xla.compile.costs import compile_answer  # noqa: E402
 from remat_tui.errors import RematError  # noqa: E402
 from remat_tui.registry import Target  # noqa: E402
 

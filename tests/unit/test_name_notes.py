@@ -13,7 +13,7 @@ import pytest
 from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
-from remat_tui.core.search.name_verdicts import name_verdicts
+from remat_tui.core.search.notes.verdicts import name_verdicts
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import as_target
 

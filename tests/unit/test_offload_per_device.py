@@ -19,7 +19,7 @@ from conftest import ROOT
 import remat_tui
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.devices import libtpu_installed
-from remat_tui.core.xla import step_time
+from remat_tui.core.xla.estimates import step_time
 
 pytestmark = pytest.mark.skipif(not libtpu_installed(), reason="needs the tpu extra (libtpu)")
 

@@ -12,10 +12,10 @@ from jax.ad_checkpoint import checkpoint_name
 
 import remat_tui
 from remat_tui.core.search.compare import compare
-from remat_tui.core.search.suggest import suggest
+from remat_tui.core.search.suggest.pipeline import suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.units import human_bytes
-from remat_tui.core.xla import host_memory
+from remat_tui.core.xla.compile import host_memory
 from remat_tui.report import render
 from remat_tui.report.suggest import render_suggest
 
@@ -120,7 +120,9 @@ def test_suggest_never_recommends_an_offload_without_host_memory(rows):
 def test_where_offloading_works_the_summary_counts_host_bytes(monkeypatch, rows):
     """On a backend with host memory (as a TPU's compile has), the answer may
     offload, and its summary says how much it sends to host."""
-    monkeypatch.setattr("remat_tui.core.xla.host_memory.offloads_to_host", lambda device: True)
+    monkeypatch.setattr(
+        "remat_tui.core.xla.compile.host_memory.offloads_to_host", lambda device: True
+    )
     budget = min(r.device_bytes for r in rows if r.host_bytes and r.config.sites)
     got = suggest(make(), budget, args=ARGS)
     assert got.best.host_bytes and got.fits

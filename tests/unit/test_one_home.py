@@ -24,7 +24,7 @@ from remat_tui.core.setup.devices import (
     topology_of,
 )
 from remat_tui.core.setup.labels import device_label_from
-from remat_tui.core.xla.host_memory import stays_on_device
+from remat_tui.core.xla.compile.host_memory import stays_on_device
 from remat_tui.report.compiled import device_name
 
 PACKAGE = pathlib.Path(remat_tui.__file__).parent
@@ -174,7 +174,7 @@ def test_one_entry_point_compiles_a_configuration():
     """`compile_answer` compiles (and caches) a configuration's step; its
     `.result` is XLA's numbers. `compile_step` is its uncached twin that keeps
     the executable, for measuring. No third name says the same."""
-    from remat_tui.core.xla import compiled
+    from remat_tui.core.xla.compile import costs as compiled
 
     entries = {
         name
@@ -188,7 +188,7 @@ def test_one_entry_point_compiles_a_configuration():
 
 def test_the_exact_search_calls_what_its_check_assumed_so():
     """The self-check's words are what it assumed, not an error."""
-    from remat_tui.core.search.exact import NameOutcome
+    from remat_tui.core.search.exact.search import NameOutcome
 
     assert {f.name for f in fields(NameOutcome)} >= {"assumed"}
     assert "error" not in {f.name for f in fields(NameOutcome)}

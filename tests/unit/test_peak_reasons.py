@@ -18,7 +18,7 @@ import remat_tui
 from remat_tui.core.model import MEMORY_CATEGORIES as CATEGORIES
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.units import human_bytes
-from remat_tui.core.xla.peak_notes import kept_by_xla, peak_note
+from remat_tui.core.xla.buffers.peak_notes import kept_by_xla, peak_note
 from remat_tui.report import render
 
 MLP = str(Path(__file__).parent.parent.parent / "examples" / "mlp.py")

@@ -11,7 +11,9 @@ ray = pytest.importorskip("ray", reason="the ray extra is not installed")
 
 import remat_tui  # noqa: E402
 from remat_tui.core.search.compare import compare  # noqa: E402
-from remat_tui.core.xla import compile_pool, compile_service, compiled  # noqa: E402
+from remat_tui.core.xla.compile import costs as compiled  # noqa: E402
+from remat_tui.core.xla.compile import service as compile_service  # noqa: E402
+from remat_tui.core.xla.run import pool as compile_pool  # noqa: E402
 
 # A scanned MLP whose args factory, in a Ray worker (not the test's own
 # process), kills its process once when told to by a `.die` file beside it.
@@ -109,7 +111,7 @@ def test_a_worker_killed_mid_search_is_retried_and_nothing_is_lost(local_ray, ta
     here = rows(target)
     # The file is new to the cluster's workers, so each builds its arguments
     # again: a worker that compiled these programs in the test before answers
-    # from its own cache (core/xla/compiled.py) and never reads the `.die`.
+    # from its own cache (core/xla/compile/costs.py) and never reads the `.die`.
     stat = target_file.stat()
     os.utime(target_file, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
     die = target_file.with_suffix(".die")

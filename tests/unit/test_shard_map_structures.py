@@ -23,7 +23,7 @@ from test_structures import WHERE, jax_residuals, value_and_grad_memory
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import analyze
-from remat_tui.core.xla.compiled import compile_answer
+from remat_tui.core.xla.compile.costs import compile_answer
 from remat_tui.registry import Target
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
@@ -137,7 +137,7 @@ def test_a_structure_is_the_same_structure_written_by_hand_in_the_body(structure
 
 
 def test_the_scan_in_the_body_is_offered_structures():
-    from remat_tui.core.search.structures import structure_candidates, structure_notes
+    from remat_tui.core.search.configs.structure_grid import structure_candidates, structure_notes
 
     target, base = the_target(), Config.make()
     assert structure_notes(target, base) == []

@@ -24,7 +24,7 @@ from test_structures import WHERE, jax_residuals
 import remat_tui
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import analyze
-from remat_tui.core.xla.compiled import compile_answer
+from remat_tui.core.xla.compile.costs import compile_answer
 from remat_tui.registry import Target
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -160,8 +160,8 @@ def test_a_structure_that_cannot_be_built_is_a_row_with_why_and_the_search_goes_
     # Stands for a scan whose inputs a rebuilt loop cannot take (JAX's types
     # varying over manual axes): every structure is refused with the reason.
     from remat_tui.core import jaxcompat as jc
-    from remat_tui.core.search import suggest as suggest_module
     from remat_tui.core.search.compare import compare
+    from remat_tui.core.search.suggest import pipeline as suggest_module
 
     why = "its inputs carry types a rebuilt loop cannot take"
     monkeypatch.setattr(jc.scans, "trace_abstract", lambda fn, invars: (None, why))

@@ -16,8 +16,8 @@ import pytest
 
 import remat_tui
 from remat_tui.core.setup.config import Config
-from remat_tui.core.xla.compiled import compile_answer
-from remat_tui.core.xla.differentiated import FIRST, FIRST_NOT_FLOAT, KEYWORDS_ONLY, NAMED
+from remat_tui.core.xla.compile.costs import compile_answer
+from remat_tui.core.xla.compile.differentiated import FIRST, FIRST_NOT_FLOAT, KEYWORDS_ONLY, NAMED
 from remat_tui.registry import Target
 from remat_tui.report import render
 
@@ -156,7 +156,7 @@ def test_a_training_steps_outputs_are_the_new_parameters_and_state():
 def test_the_flop_note_names_the_arguments_the_step_leaves_out():
     """remat-tui's FLOPs are the traced vjp's, every argument's gradient in
     them: a compiled count below it is first that."""
-    from remat_tui.core.xla.flop_note import flop_note
+    from remat_tui.core.xla.estimates.flop_note import flop_note
 
     compiled = {"loops": False, "flops": 700.0, "transcendentals": 0.0,
                 "differentiated": {"every_argument": False}}  # fmt: skip

@@ -13,7 +13,7 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import costs_view
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.trace.traced import trace_config
-from remat_tui.core.xla import chips, step_time
+from remat_tui.core.xla.estimates import chips, step_time
 
 CHIP = chips.Chip("test chip", peak_flops=1e12, memory_bandwidth=1e11, host_bandwidth=1e10,
                   memory_bytes=2**34, sources=("https://example.com",),
@@ -151,7 +151,9 @@ def test_an_offload_that_beats_recomputing_can_be_starred(monkeypatch):
     fast_link = dataclasses.replace(CHIP, host_bandwidth=1e18)
     monkeypatch.setattr(step_time, "chip_of", lambda device: fast_link)
     # A chip with host memory to offload to (the CPU's compile has none).
-    monkeypatch.setattr("remat_tui.core.xla.host_memory.offloads_to_host", lambda device: True)
+    monkeypatch.setattr(
+        "remat_tui.core.xla.compile.host_memory.offloads_to_host", lambda device: True
+    )
     rows = compare(LOSS, args=ARGS).rows
     offloading = [r for r in rows if r.host_bytes]
     assert any(not r.offload_slower for r in offloading)

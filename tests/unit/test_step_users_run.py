@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import pytest
 
 from remat_tui.core.setup.config import Config
-from remat_tui.core.xla.compiled import compile_answer
+from remat_tui.core.xla.compile.costs import compile_answer
 from remat_tui.registry import Target
 
 SIDE = 512  # 1 MiB of f32: large enough that XLA keeps temporaries for the chain

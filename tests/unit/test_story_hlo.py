@@ -97,7 +97,7 @@ def test_the_backward_part_starts_where_instructions_own_op_names_say():
     the wide blocks' weights) inherit the forward phase of their operand,
     and counted so they moved the backward part's start to the end, making
     every residual 'freed before the backward part'."""
-    from remat_tui.core.xla import buffer_kinds
+    from remat_tui.core.xla.buffers import kinds as buffer_kinds
 
     forward = '{op_name="jit(step)/jvp()/tanh"}'
     backward = '{op_name="jit(step)/transpose(jvp())/mul"}'
@@ -128,7 +128,7 @@ def test_the_backward_part_starts_where_backward_work_reads_forward_values():
     Neither places the backward part: it starts at the first backward work
     reading a forward value (before the fix: at the first weight transpose,
     step 1)."""
-    from remat_tui.core.xla import buffer_kinds
+    from remat_tui.core.xla.buffers import kinds as buffer_kinds
 
     forward = '{op_name="jit(step)/jvp()/tanh"}'
     backward = '{op_name="jit(step)/transpose(jvp())/mul"}'

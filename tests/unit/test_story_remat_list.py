@@ -24,7 +24,7 @@ import remat_tui
 from remat_tui.core import stories
 from remat_tui.core.jaxcompat import buffers, hlo_text
 from remat_tui.core.units import human_bytes
-from remat_tui.core.xla import memory
+from remat_tui.core.xla.buffers import memory
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "models"))
 import linen_remat_list as model  # noqa: E402

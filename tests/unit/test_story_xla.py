@@ -201,7 +201,7 @@ def test_xlas_remat_pass_under_a_small_memory_limit_is_detected_with_its_flag():
     XLA's rematerialization pass clones forward work into the backward part;
     the check says what, what it cost, and the flag that set the limit."""
     from remat_tui.core.setup.config import Config
-    from remat_tui.core.xla.xla_remat import TPU_LIMIT_FLAG, remat_pass
+    from remat_tui.core.xla.fates.remat_pass import TPU_LIMIT_FLAG, remat_pass
 
     def wide(x, ws):
         for w in ws:
@@ -252,7 +252,7 @@ def test_a_buffer_xla_keeps_instead_of_a_residual_names_it_as_its_input():
     exp and div on the softmax's line inside fusions of the backward part."""
     from remat_tui.core.jaxcompat import hlo_text
     from remat_tui.core.setup.config import Config
-    from remat_tui.core.xla import compiled
+    from remat_tui.core.xla.compile import costs as compiled
 
     target = _masked_attention()
     a = remat_tui.analyze(target, compiled=True, device="tpu:v5e:2x2")

@@ -16,8 +16,8 @@ from conftest import ROOT
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import analyze
-from remat_tui.core.trace.structures import sqrt_groups
-from remat_tui.core.xla.compiled import compile_answer
+from remat_tui.core.trace.rebuilt_scans import sqrt_groups
+from remat_tui.core.xla.compile.costs import compile_answer
 from remat_tui.registry import Target
 
 sys.path.insert(0, f"{ROOT}/tests/models")

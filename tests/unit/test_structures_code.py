@@ -15,7 +15,7 @@ from test_structures import WHERE, jax_residuals, stack_target, value_and_grad_m
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import analyze
-from remat_tui.core.xla.compiled import compile_answer
+from remat_tui.core.xla.compile.costs import compile_answer
 
 sys.path.insert(0, f"{ROOT}/tests/models")
 import scan_stack  # noqa: E402

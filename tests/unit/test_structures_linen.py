@@ -26,13 +26,13 @@ from conftest import ROOT
 from test_structures import WHERE, jax_residuals, value_and_grad_memory
 
 from remat_tui.core.places import Source
-from remat_tui.core.setup import structures
+from remat_tui.core.setup import structure_specs as structures
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.structures import HELPER_MARK
+from remat_tui.core.setup.structure_specs import HELPER_MARK
 from remat_tui.core.trace.analysis import analyze
 from remat_tui.core.trace.linen_call import read_scan_call
 from remat_tui.core.trace.structure_code_flax import linen_code
-from remat_tui.core.xla.compiled import compile_answer
+from remat_tui.core.xla.compile.costs import compile_answer
 from remat_tui.registry import Target
 
 sys.path.insert(0, f"{ROOT}/tests/models")

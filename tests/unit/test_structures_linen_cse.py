@@ -13,7 +13,7 @@ from test_structures_linen import CALL, pasted
 
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import analyze
-from remat_tui.core.xla.compiled import compile_answer
+from remat_tui.core.xla.compile.costs import compile_answer
 from remat_tui.registry import Target
 
 sys.path.insert(0, f"{ROOT}/tests/models")

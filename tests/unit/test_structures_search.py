@@ -15,10 +15,10 @@ from jax import checkpoint_policies as CP
 from test_structures import by_hand_split, stack_target
 
 import remat_tui
-from remat_tui.core.search.structures import FINE, structure_candidates
+from remat_tui.core.search.configs.structure_grid import FINE, structure_candidates
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.xla.compiled import compile_answer
+from remat_tui.core.xla.compile.costs import compile_answer
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 from remat_tui.report.comparisons import render_compare

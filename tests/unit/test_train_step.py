@@ -12,7 +12,7 @@ optax = pytest.importorskip("optax")
 
 import remat_tui  # noqa: E402
 from remat_tui.core.setup.config import Config  # noqa: E402
-from remat_tui.core.xla.compiled import compile_answer  # noqa: E402
+from remat_tui.core.xla.compile.costs import compile_answer  # noqa: E402
 from remat_tui.errors import RematError  # noqa: E402
 from remat_tui.registry import Target  # noqa: E402
 from remat_tui.report import render  # noqa: E402

@@ -17,8 +17,8 @@ import remat_tui
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.policies import as_spec, checkpoint_policy
 from remat_tui.core.setup.policy_spec import builtin_specs
-from remat_tui.core.xla import compile_service
-from remat_tui.core.xla.verify import verify
+from remat_tui.core.xla.compile import service as compile_service
+from remat_tui.core.xla.verify.runs import verify
 from remat_tui.registry import Target
 
 NOISY = os.path.join(ROOT, "tests", "models", "stateful_noise.py")
@@ -176,7 +176,7 @@ def test_every_structure_offered_verifies_on_a_scan_as_jax_computes_it():
     """The structures a search weighs (nested and split scans, rebuilt from
     the traced program) compute the scan as written's gradients; the code
     as written's own are JAX's value_and_grad of the target."""
-    from remat_tui.core.search.structures import structure_candidates
+    from remat_tui.core.search.configs.structure_grid import structure_candidates
 
     scan_stack = os.path.join(ROOT, "tests", "models", "scan_stack.py")
     target = with_arrays(remat_tui.load_targets(scan_stack)["stack"])

@@ -1,6 +1,6 @@
 """Issue 43, "explain a difference": `verify` names the decisions a
 configuration makes against the code as written and, where the gradients
-differ, bisects them to the fewest that move them (core/xla/verify_bisect.py).
+differ, bisects them to the fewest that move them (core/xla/verify/bisect.py).
 The oracle: the gradients computed by hand with `jax.value_and_grad` under
 `jax.checkpoint(loss, policy=...)`, at test time."""
 
@@ -15,8 +15,8 @@ from conftest import ROOT
 import remat_tui
 from remat_tui import cli
 from remat_tui.core.setup.config import Config
-from remat_tui.core.xla.verify_bisect import verify_explained
-from remat_tui.core.xla.verify_decisions import (
+from remat_tui.core.xla.verify.bisect import verify_explained
+from remat_tui.core.xla.verify.decisions import (
     NAME,
     POLICY,
     REST,

@@ -2,7 +2,7 @@
 site is one decision per name it treats otherwise than the code as written,
 a split structure's two parts are two decisions, and the culprit's line
 names only the calls back to Python its recomputation runs again
-(core/xla/verify_decisions.py, verify_places.py, verify_bisect.py). The
+(`xla.verify.decisions`, `xla.verify.program_names`, `xla.verify.bisect`). The
 oracle: the gradients by hand with `jax.value_and_grad` under hand-written
 policies, at test time."""
 
@@ -15,8 +15,8 @@ from conftest import ROOT
 import remat_tui
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.policies import AS_WRITTEN, PolicySpec, as_spec
-from remat_tui.core.xla.verify_bisect import verify_explained
-from remat_tui.core.xla.verify_decisions import (
+from remat_tui.core.xla.verify.bisect import verify_explained
+from remat_tui.core.xla.verify.decisions import (
     FIRST,
     NAME,
     OFFLOAD,
@@ -30,7 +30,7 @@ from remat_tui.core.xla.verify_decisions import (
     configure,
     decisions,
 )
-from remat_tui.core.xla.verify_places import program_callbacks
+from remat_tui.core.xla.verify.program_names import program_callbacks
 
 SITE_MODEL = os.path.join(ROOT, "tests", "models", "eight_names_site.py")
 

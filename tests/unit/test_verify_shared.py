@@ -1,5 +1,5 @@
 """Issue 43, honest limits: `--measure` and verify share their runs where
-both are asked for (core/xla/shared_runs.py). The configuration's step is
+both are asked for (core/xla/run/shared_runs.py). The configuration's step is
 compiled once, its first, untimed run is on verify's inputs, and those
 outputs are verify's: verifying adds only the code as written's compile and
 runs. Counted by wrapping `compile_step` and the executables it returns; the
@@ -18,10 +18,10 @@ import remat_tui
 from remat_tui import cli
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.policies import as_spec, checkpoint_policy
-from remat_tui.core.xla import measure as measure_module
-from remat_tui.core.xla import shared_runs
-from remat_tui.core.xla import verify as verify_module
-from remat_tui.core.xla.measure import measure
+from remat_tui.core.xla.run import measure as measure_module
+from remat_tui.core.xla.run import shared_runs
+from remat_tui.core.xla.run.measure import measure
+from remat_tui.core.xla.verify import runs as verify_module
 
 MLP = example("mlp.py")
 POLICY = "dots_saveable"

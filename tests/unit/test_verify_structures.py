@@ -4,7 +4,7 @@ run here as a user pastes it (the helper defined, the printed call in place
 of the scan, for a Linen nn.scan the printed line converting the stored
 parameters), and its gradients are the scan as written's, both computed by
 hand with `jax.value_and_grad`, within verify's own tolerance rule
-(core/xla/verify_leaves.py; its `again` is the code as written compiled
+(core/xla/verify/leaves.py; its `again` is the code as written compiled
 with XLA's backend optimisations off, by hand). `remat-tui verify` of such a
 structure passes the stored parameters through the very line the snippet
 prints, so a wrong line fails it."""
@@ -21,12 +21,12 @@ from test_structures_code import pasted as pasted_jax
 from test_structures_linen import pasted as pasted_linen
 
 from remat_tui import cli
-from remat_tui.core.setup import structures
+from remat_tui.core.setup import structure_specs as structures
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace import stored_layout
 from remat_tui.core.trace.analysis import analyze
-from remat_tui.core.xla.verify import OTHERWISE, verify
-from remat_tui.core.xla.verify_leaves import compare_leaf
+from remat_tui.core.xla.verify.leaves import compare_leaf
+from remat_tui.core.xla.verify.runs import OTHERWISE, verify
 from remat_tui.registry import Target
 
 sys.path.insert(0, f"{ROOT}/tests/models")

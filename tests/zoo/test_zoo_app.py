@@ -38,7 +38,7 @@ def cases() -> list:
 def shared_store(monkeypatch):
     """The CLI tier's compile store (runs.store_folder), for the app's
     compiles: a program the CLI compiled is not compiled again."""
-    from remat_tui.core.xla import compile_service
+    from remat_tui.core.xla.compile import service as compile_service
 
     monkeypatch.setenv("XDG_CACHE_HOME", store_folder())
     monkeypatch.setenv("REMAT_TUI_NO_CACHE", "0")

@@ -27,8 +27,8 @@ from remat_tui.app.arguments import prepared
 from remat_tui.app.messages import AnalysisFailed, AnalysisReady, Progress
 from remat_tui.app.screens.failure import failure_words
 from remat_tui.app.state.drawing import Drawing, draw
-from remat_tui.core.lru import LRU
 from remat_tui.core.model import Analysis
+from remat_tui.core.runtime.lru import LRU
 from remat_tui.core.setup.caches import clear_jax_caches
 from remat_tui.errors import RematError
 

@@ -3,11 +3,11 @@
 device in a worker of its own, and the compiled peak per device becomes the
 status line's headline, the residual bytes beside it as "saved by autodiff".
 While `x` is on too (`Wanted.measured`), the step is also run on the device
-(core/xla/measure.py) and its measured time joins the headline, beside the
+(core/xla/run/measure.py) and its measured time joins the headline, beside the
 estimate.
 
 A target loaded from a file compiles in a child process
-(core/xla/compile_process.py): its lowering does not share the app's GIL and
+(core/xla/run/process.py): its lowering does not share the app's GIL and
 garbage collector, so keys are answered while it runs, and a newer request
 kills it. A target given as a function object (no file to load it from in
 the child) compiles in a thread; a newer request supersedes it there and its
@@ -29,14 +29,14 @@ from textual.message import Message
 from remat_tui.app.screens.failure import failure_words
 from remat_tui.core.setup.config import RUNS  # `x`: timed runs of each step shown, after a warm-up
 from remat_tui.core.units import human_bytes, human_seconds
-from remat_tui.core.xla.compile_process import CompileProcess
+from remat_tui.core.xla.run.process import CompileProcess
 from remat_tui.errors import RematError
 from remat_tui.report.memory import peak_make_up
 
 if TYPE_CHECKING:
     from remat_tui.app.state.wanted import Wanted
-    from remat_tui.core.xla.compiled_numbers import Compiled
-    from remat_tui.core.xla.measure import Measured
+    from remat_tui.core.xla.compile.compiled import Compiled
+    from remat_tui.core.xla.run.measure import Measured
     from remat_tui.registry import Target
 
 
@@ -94,7 +94,7 @@ class Compiles:
     @staticmethod
     def measurable(device: str | None, show_error: Callable[[str], object]) -> bool:
         """Whether `device` can run steps; if not, `show_error` says why."""
-        from remat_tui.core.xla.measure import check_measurable
+        from remat_tui.core.xla.run.measure import check_measurable
 
         try:
             check_measurable(device, RUNS)
@@ -121,8 +121,8 @@ class Compiles:
     def _compile(self, key: tuple, target: Target) -> None:
         from remat_tui.app.arguments import prepared
         from remat_tui.core.trace.configured import Cancelled
-        from remat_tui.core.xla.compiled import compile_answer
-        from remat_tui.core.xla.measure import measure
+        from remat_tui.core.xla.compile.costs import compile_answer
+        from remat_tui.core.xla.run.measure import measure
 
         name, config, reloads = key
         runs = self.runs

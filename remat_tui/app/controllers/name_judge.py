@@ -1,5 +1,5 @@
 """Provides NameJudge: which checkpoint_names spare no recompute when saved
-alone where the Names list's toggles apply (core/search/name_verdicts.py), measured
+alone where the Names list's toggles apply (core/search/notes/verdicts.py), measured
 in a background thread once per target, place and the rest of the
 configuration, and kept (at most LIMIT places).
 
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from textual.app import App
 from textual.message import Message
 
-from remat_tui.core.lru import LRU
+from remat_tui.core.runtime.lru import LRU
 from remat_tui.core.setup import policies
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class NameJudge:
         """The configuration with no name saved where toggles apply (the rest
         of a save_from_both_policies kept): what every verdict there is
         measured against, whatever is toggled now."""
-        from remat_tui.core.search.name_verdicts import place_spec
+        from remat_tui.core.search.notes.verdicts import place_spec
 
         function = scope.function if scope is not None else None
         around = place_spec(analysis.config, function, analysis.sites)
@@ -78,7 +78,7 @@ class NameJudge:
         sites = analysis.sites
 
         def work() -> None:
-            from remat_tui.core.search.name_verdicts import name_verdicts
+            from remat_tui.core.search.notes.verdicts import name_verdicts
 
             try:
                 verdicts = name_verdicts(

@@ -34,7 +34,7 @@ from remat_tui.errors import RematError
 from remat_tui.report.phrases import residual_measure, whose
 
 if TYPE_CHECKING:
-    from remat_tui.core.xla.compiled_numbers import Compiled
+    from remat_tui.core.xla.compile.compiled import Compiled
 
 
 class Opening:
@@ -236,7 +236,7 @@ class Opening:
             self.app.notify(f"no breakdown of the peak: {why}", severity="warning", markup=False)
             return
         from remat_tui.app.screens.memory import MemoryScreen
-        from remat_tui.core.xla.fates import link
+        from remat_tui.core.xla.fates.residuals import link
 
         # The compile child knows no residuals: the buffers get their R# here,
         # from the analysis shown (the one whose configuration was compiled).

@@ -107,9 +107,9 @@ class Painter:
     def cautions(self, s: Scene, a: Analysis) -> None:
         """What to know about `a`, above the panes: the command line's warnings,
         the policy's, why the configuration may change nothing
-        (core/search/notes.py, against as_written when at hand) and the names
+        (core/search/notes/unchanged.py, against as_written when at hand) and the names
         saved in vain."""
-        from remat_tui.core.search.notes import Baseline, notes_for
+        from remat_tui.core.search.notes.unchanged import Baseline, notes_for
 
         base = self.analyses.cache.get(s.baseline_key())
         in_vain = self.name_judge.verdicts(s.target, a, s.scope)

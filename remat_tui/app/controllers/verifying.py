@@ -1,7 +1,7 @@
 """Provides Verifying: the App's verify controller (`a`, issue 43, Contract
 18). `a` runs the configuration shown (outer policy, site overrides, names,
 structure) and the code as written on the shown device with the same inputs
-(core/xla/verify_bisect.py's `verify_explained`), in a worker of its own,
+(core/xla/verify/bisect.py's `verify_explained`), in a worker of its own,
 and the verdict is said above the panes: the same gradients or not, the
 leaves bitwise equal, the worst leaf against its tolerance and, where they
 differ, the decision that moves them.
@@ -32,7 +32,7 @@ from remat_tui.app.screens.failure import failure_words
 
 if TYPE_CHECKING:
     from remat_tui.core.setup.config import Config
-    from remat_tui.core.xla.verify import Verification
+    from remat_tui.core.xla.verify.runs import Verification
     from remat_tui.registry import Target
 
 
@@ -99,7 +99,7 @@ class Verifying:
 
     def _verify(self, key: tuple, target: Target, config: Config) -> None:
         from remat_tui.core.trace.configured import Cancelled
-        from remat_tui.core.xla.verify_bisect import verify_explained
+        from remat_tui.core.xla.verify.bisect import verify_explained
 
         cancelled = lambda: key != self.running  # noqa: E731
         device = config.device or "the default device"

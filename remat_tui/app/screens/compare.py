@@ -46,7 +46,7 @@ from remat_tui.app.screens.table_rows import highlighted_config, keyed_index
 from remat_tui.app.widgets.footer import Footer
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
-from remat_tui.core.setup.structures import without_helper
+from remat_tui.core.setup.structure_specs import without_helper
 from remat_tui.core.units import count
 from remat_tui.report.comparisons import (
     COLUMNS,

@@ -15,7 +15,7 @@ from remat_tui.core.units import BYTE_UNITS, FLOP_UNITS, axis_unit, human_bytes,
 from remat_tui.errors import RematError
 
 if TYPE_CHECKING:
-    from remat_tui.core.search.compare import Row
+    from remat_tui.core.search.rows import Row
 
 SECOND_UNITS = (("µs", 1e-6), ("ms", 1e-3), ("s", 1.0))
 

@@ -128,7 +128,7 @@ class DiffScreen(Screen[Config | None]):
         7.0 MiB`, and why the peak did not move when it did not; '' unless both
         sides were compiled with their breakdown."""
         from remat_tui.core.model import MEMORY_CATEGORIES as CATEGORIES
-        from remat_tui.core.xla.peak_notes import peak_note
+        from remat_tui.core.xla.buffers.peak_notes import peak_note
 
         a, b = self.memories
         if not a or not b:

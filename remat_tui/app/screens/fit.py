@@ -1,5 +1,5 @@
 """Provides the FitScreen: how big a batch fits a memory budget (Contract 10,
-core/search/fit.py), for the configuration shown in the main screen and every
+core/search/fit/batches.py), for the configuration shown in the main screen and every
 configuration compare weighs: a row per configuration (its largest batch,
 peak, step time and examples per second, the best marked) and a chart of
 estimated examples per second against batch, a line per configuration.
@@ -42,7 +42,7 @@ from remat_tui.core.units import axis_unit, count, human_bytes
 from remat_tui.report.fit import COLUMNS, cells, curve, progress_line, row_label
 
 if TYPE_CHECKING:
-    from remat_tui.core.search.fit_rows import Fit, FitProgress, FitRow
+    from remat_tui.core.search.fit.results import Fit, FitProgress, FitRow
     from remat_tui.registry import Target
 
 LINES = 8  # configurations the chart draws: the best ones (more is a tangle)
@@ -161,7 +161,7 @@ class FitScreen(Screen[Config | None]):
 
     @work(thread=True, exclusive=True, group="fit", exit_on_error=False)
     def run_fit(self, budget: int, request: int) -> None:
-        from remat_tui.core.search.fit import fit
+        from remat_tui.core.search.fit.batches import fit
 
         def stopped() -> bool:
             return not self.is_attached or request != self.request or not self.running

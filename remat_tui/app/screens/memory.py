@@ -1,5 +1,5 @@
 """Provides the MemoryScreen: where the compiled peak of the shown
-configuration goes (Contract 7, core/xla/memory.py): the live bytes over XLA's
+configuration goes (Contract 7, core/xla/buffers/memory.py): the live bytes over XLA's
 schedule as a chart, the backward part's start and the peak marked; beside it
 the buffers live at the peak, largest first, with category, residual R# (the
 App names them from the analysis shown) and line. Enter on a buffer closes

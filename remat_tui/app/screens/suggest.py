@@ -1,6 +1,6 @@
 """Provides the BudgetScreen (a memory budget typed as 2GiB, 512MiB or 1.5e9)
 and the SuggestScreen: the least-cost configuration whose memory fits that
-budget (core/search/suggest.py), with the code to paste at each site and
+budget (core/search/suggest/pipeline.py), with the code to paste at each site and
 what the answer is proven against.
 
 The search analyses and compiles many configurations, so it runs in this
@@ -49,8 +49,8 @@ from remat_tui.core.units import count, human_bytes, human_flops
 from remat_tui.report.phrases import signed
 
 if TYPE_CHECKING:
-    from remat_tui.core.search.exact import Narrowing
-    from remat_tui.core.search.suggest import Suggestion
+    from remat_tui.core.search.exact.search import Narrowing
+    from remat_tui.core.search.suggest.pipeline import Suggestion
     from remat_tui.registry import Target
 
 RESIDUAL = "residual bytes per device"
@@ -245,7 +245,7 @@ class SuggestScreen(Screen[Config | None]):
 
     @work(thread=True, exclusive=True, group="suggest", exit_on_error=False)
     def run_search(self, request: int, budget: int) -> None:
-        from remat_tui.core.search.suggest import suggest
+        from remat_tui.core.search.suggest.pipeline import suggest
         from remat_tui.core.trace.configured import Cancelled
         from remat_tui.report.suggest import narrowing_line
 

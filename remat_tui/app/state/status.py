@@ -114,7 +114,7 @@ def summary(
 
 def estimate_parts(t: dict | None) -> str | None:
     """`est. ~12.3 ms (compute 9.1 ms, memory 1.2 ms, collectives 2.0 ms for
-    1.2 MiB/device)`: the step-time estimate (core/xla/step_time.py's
+    1.2 MiB/device)`: the step-time estimate (core/xla/estimates/step_time.py's
     StepTime, as a dict) in its parts, for a program whose devices send
     collectives: on a mesh the network's share is what remat costs beyond
     FLOPs (a recomputed layer gathers its weights again). None where no

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from remat_tui.app.state.drawing import Drawing
     from remat_tui.core.model import Analysis, Residual
-    from remat_tui.core.xla.compiled_numbers import Compiled
+    from remat_tui.core.xla.compile.compiled import Compiled
 
 NO_LINES: frozenset[int] = frozenset()
 PANES = ("#forward", "#backward", "#residuals", "#source")

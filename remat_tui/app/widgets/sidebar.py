@@ -58,7 +58,7 @@ def name_label(
     name: str, states: dict[str, str], info: NamedValue | None, in_vain: bool = False
 ) -> str:
     """`info` is the shown analysis's NameInfo for `name`, or None; `in_vain`:
-    saving it alone spares (almost) no recompute (core/search/name_verdicts.py)."""
+    saving it alone spares (almost) no recompute (core/search/notes/verdicts.py)."""
     mark = NAME_MARKS[states.get(name, "recompute")] if states else "·"
     size = ""
     if info is not None:

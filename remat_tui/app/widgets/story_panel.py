@@ -6,7 +6,7 @@ it, marked where the jaxpr and the compile disagree.
 
 The analysis shown carries the jaxpr's part; the compile arrives apart (from
 the compile child, which knows no residuals), so the panel ties the two
-(core/xla/fates.py) the first time it tells a residual of that pair, and
+(core/xla/fates/residuals.py) the first time it tells a residual of that pair, and
 keeps the result for the next selection.
 
 The panel is a few lines high; a longer story scrolls in it (the wheel, or
@@ -29,7 +29,7 @@ from remat_tui.report.phrases import what, where
 
 if TYPE_CHECKING:
     from remat_tui.core.model import Analysis
-    from remat_tui.core.xla.compiled_numbers import Compiled
+    from remat_tui.core.xla.compile.compiled import Compiled
 
 NOT_COMPILED = "p compiles this configuration: then what XLA made of it"
 
@@ -80,7 +80,7 @@ class StoryPanel(VerticalScroll):
             return a.residuals
         key = (id(a), id(compiled))
         if self._linked is None or self._linked[:2] != key:
-            from remat_tui.core.xla.fates import link
+            from remat_tui.core.xla.fates.residuals import link
 
             self._linked = (*key, link(a.residuals, compiled)[0])
         return self._linked[2]

@@ -30,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     """`remat-tui cache ARGV`."""
     opts = parser().parse_args(argv)  # --help before the store is imported
-    from remat_tui.core.xla.program_store import Store, describe
+    from remat_tui.core.xla.compile.store import Store, describe
 
     store = Store()
     if opts.action == "clear":

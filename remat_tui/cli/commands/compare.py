@@ -30,7 +30,8 @@ from remat_tui.core.units import count
 
 if TYPE_CHECKING:
     from remat_tui.cli.rendering import Rendered
-    from remat_tui.core.search.compare import Comparison, Row
+    from remat_tui.core.search.compare import Comparison
+    from remat_tui.core.search.rows import Row
     from remat_tui.registry import Target
 
 

@@ -117,7 +117,7 @@ def check(opts: argparse.Namespace) -> dict:
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     """fit, rendered: (text, warnings, status)."""
-    from remat_tui.core.search.fit import fit
+    from remat_tui.core.search.fit.batches import fit
     from remat_tui.report.fit import render_fit
 
     refuse_topology(opts)

@@ -69,7 +69,7 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
     if "memory_limit" in checks:  # what XLA's own rematerialization pass does under a limit
         from dataclasses import replace
 
-        from remat_tui.core.xla.xla_remat import remat_pass
+        from remat_tui.core.xla.fates.remat_pass import remat_pass
 
         limited = remat_pass(target, analysis.config, checks["memory_limit"])
         memory = {**(analysis.compiled.memory or {}), "xla_remat": limited.to_dict()}

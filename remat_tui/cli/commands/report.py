@@ -107,17 +107,17 @@ def _limits(opts: argparse.Namespace) -> dict[str, int]:
 
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
-    from remat_tui.core.xla.shared_runs import sharing
+    from remat_tui.core.xla.run.shared_runs import sharing
     from remat_tui.report import render
 
     refuse_topology(opts)
-    with sharing(opts.verify):  # --measure's first run is --verify's (core/xla/shared_runs.py)
+    with sharing(opts.verify):  # --measure's first run is --verify's (core/xla/run/shared_runs.py)
         analysis = analysing.analysis(target, opts, opts.compiled, opts.vs_written)
     failed = [analysis.config.label()] if (analysis.measured or {}).get("error") else []
     if opts.verify:
         from dataclasses import replace
 
-        from remat_tui.core.xla.verify import verify
+        from remat_tui.core.xla.verify.runs import verify
 
         analysis = replace(analysis, gradients=verify(target, analysis.config))
 

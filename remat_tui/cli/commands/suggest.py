@@ -35,7 +35,7 @@ from remat_tui.errors import RematError
 
 if TYPE_CHECKING:
     from remat_tui.cli.rendering import Rendered
-    from remat_tui.core.search.exact import Narrowing
+    from remat_tui.core.search.exact.search import Narrowing
     from remat_tui.registry import Target
 
 
@@ -80,7 +80,7 @@ def check(opts: argparse.Namespace) -> dict:
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     """suggest, rendered: (text, warnings, status)."""
-    from remat_tui.core.search.suggest import suggest
+    from remat_tui.core.search.suggest.pipeline import suggest
     from remat_tui.core.trace.configured import Cancelled
     from remat_tui.report.suggest import render_suggest
 

@@ -1,10 +1,10 @@
 """Provides `remat-tui verify` (Contract 18). It runs the step under one
 configuration and under the code as written on the device, with the same
-inputs, and compares the loss and every gradient (core/xla/verify.py): exit
+inputs, and compares the loss and every gradient (core/xla/verify/runs.py): exit
 status 0 when they agree, 1 when they differ, 2 on bad input or where nothing
 could be run (a deviceless TPU topology, a step that does not fit). Where
 they differ, it names the fewest of the configuration's decisions that move
-them, verifying subsets (core/xla/verify_bisect.py), one progress line on
+them, verifying subsets (core/xla/verify/bisect.py), one progress line on
 stderr each.
 
 Imports only the standard library and light modules at module level.
@@ -64,8 +64,8 @@ def check(opts: argparse.Namespace) -> dict:
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
     from remat_tui.core.setup.config import Config
-    from remat_tui.core.xla.verify import DIFFER, NOT_RUN
-    from remat_tui.core.xla.verify_bisect import verify_explained
+    from remat_tui.core.xla.verify.bisect import verify_explained
+    from remat_tui.core.xla.verify.runs import DIFFER, NOT_RUN
     from remat_tui.report.verify import render
 
     config = Config.make(opts.policy, site_overrides(opts.site), opts.device, target.policies,

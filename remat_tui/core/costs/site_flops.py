@@ -2,11 +2,11 @@
 Contract 6's rules): what a site's body costs in the forward pass, and the
 forward work the backward pass does again there under the site's policy.
 
-Forward: the site's remat body in the primal program, counted by core/costs/flops.py,
+Forward: the site's remat body in the primal program, counted by `costs.flops`,
 times its trip count. It does not depend on the policy (the body runs once in
 the forward pass whatever is saved), so an override leaves it unchanged.
 
-Recompute: the equations `core/trace/recomputation.py` marks, each attributed to the
+Recompute: the equations `trace.recomputation` marks, each attributed to the
 innermost remat equation of the backward pass that is a site's. JAX keeps the
 call's source information on the remat equation it emits for the backward
 pass, so a backward remat belongs to the site applied at the same user line
@@ -39,8 +39,8 @@ def attach(
     declared: dict[str, Callable] | None,
 ) -> list[Site]:
     """`sites` (as shown, overrides set) with their `flops`; `primal` is the
-    program they were found in (core/trace/primal.py), `bwd` the backward jaxpr and
-    `recompute` its Recomputation (core/trace/recomputation.py)."""
+    program they were found in (`trace.primal`), `bwd` the backward jaxpr and
+    `recompute` its Recomputation (`trace.recomputation`)."""
     if not sites:
         return sites
     live = [s for s in sites if s.effective != policies.AS_WRITTEN]  # inlined: no remat
@@ -100,7 +100,7 @@ def _remats(
     jaxpr: jc.Jaxpr, prefer_dir: str | None
 ) -> list[tuple[jc.JaxprEqn, Source | None, int | None]]:
     """(remat equation, its user source, trip count) in program order, the
-    source found as core/trace/sites.py finds a site's `called_at`: inside a
+    source found as `trace.sites` finds a site's `called_at`: inside a
     scan body the line that entered the scan stands in for frames a library's
     scan leaves."""
     found = []
@@ -123,7 +123,7 @@ def _remats(
 
 class _Attributor:
     """Recomputed FLOPs per owner (site id, or None outside any site), summed
-    by core/costs/flops.py's rules: scan bodies x length, a cond's costliest branch."""
+    by `costs.flops`'s rules: scan bodies x length, a cond's costliest branch."""
 
     def __init__(self, marked: set[int], owners: dict[int, int]):
         self.marked = marked

@@ -1,7 +1,7 @@
 """Provides what XLA wrote about one compiled program's memory, read into plain
 Python data: the schedule, every value's live range, how values share
 allocations, and the optimized module (its instructions read by
-core/jaxcompat/hlo_text.py).
+`jaxcompat.hlo_text`).
 
 Everything here depends on XLA's own debug output, so it lives in jaxcompat.
 

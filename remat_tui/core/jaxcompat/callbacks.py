@@ -79,7 +79,7 @@ def where_of(eqn: JaxprEqn) -> str:
 def rerun_callbacks(bwd: Jaxpr, rerun_ids: set[int]) -> list[JaxprEqn]:
     """The callbacks of the backward program `bwd` that re-run forward work
     (`rerun_ids`: the ids of the equations recomputation re-runs,
-    core/trace/recomputation.py), in program order."""
+    `trace.recomputation`), in program order."""
     return [
         eqn
         for eqn, _ in nested_eqns(bwd)

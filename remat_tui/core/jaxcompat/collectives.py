@@ -1,7 +1,7 @@
 """Provides `count_collectives`: the collectives of a compiled program
 (`Compiled.as_text()`, the HLO after SPMD partitioning), with the bytes each
 device sends over the interconnect, for the collective part of the step-time
-estimate (core/xla/step_time.py).
+estimate (`xla.estimates.step_time`).
 
 After SPMD partitioning the shapes in the HLO are one device's: an
 all-gather's operand is the device's shard, its result the gathered array.

@@ -3,7 +3,7 @@ it: `policy(primitive, *input avals, **params)`, its answer read into one word
 ("save", "offload" or "recompute"). JAX answers with a bool, or with the
 `Saveable`, `Recompute` and `Offloadable(src, dst)` objects of its partial
 evaluation, none of them public; the equation's primitive and params are
-JAX's private structure too. core/trace/rules.py puts the answer in words.
+JAX's private structure too. `trace.rules` puts the answer in words.
 """
 
 from __future__ import annotations

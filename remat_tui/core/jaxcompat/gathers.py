@@ -1,7 +1,7 @@
 """Provides `gathered_bytes`: whether a forward equation gathers its value
 from the devices' shards (an all-gather once partitioned), and how many
 bytes one device then holds, for a residual's story: recomputing a gathered
-value gathers it again (the collectives of core/jaxcompat/collectives.py).
+value gathers it again (the collectives of `jaxcompat.collectives`).
 
 A value's per-device shape is read from its type's sharding (explicit
 sharding: `reshard`, `sharding_constraint`), or is its shape inside a

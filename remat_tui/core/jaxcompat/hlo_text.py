@@ -1,5 +1,5 @@
 """Provides the optimized HLO module XLA dumped (`*after_optimizations.txt`,
-core/jaxcompat/buffers.py finds it), read into plain Python data: each
+`jaxcompat.buffers` finds it), read into plain Python data: each
 instruction's op, shape without layout, operands and metadata (op_name, and
 the stack of source frames where XLA prints one), and what an op_name says of
 the pass it came from (`phase`, `recomputes`).

@@ -1,10 +1,10 @@
 """Provides `computing`: the instruction of an optimized HLO module (read by
-core/jaxcompat/hlo_text.py) that really computes a value, looking through
+`jaxcompat.hlo_text`) that really computes a value, looking through
 what XLA wraps values in: tuples and their elements, a loop's body (a scan's
 stacked output is the loop's tuple element, written each iteration by a
 dynamic-update-slice whose update is the iteration's value), a fusion's
 root and parameters, and the ops that only move or re-lay bytes (bitcast,
-copy, reshape, transpose). core/xla/made.py reads the value's op_name and
+copy, reshape, transpose). `xla.buffers.made` reads the value's op_name and
 frames off that instruction, to tie it to the jaxpr equation JAX lowered.
 
 Everything here depends on XLA's opcodes and module layout, so it lives in

@@ -1,5 +1,5 @@
 """Provides what each primitive is, by JAX's primitive and param names: what it
-costs by Contract 6's rules (core/costs/flops.py counts bodies), which primitives only
+costs by Contract 6's rules (`costs.flops` counts bodies), which primitives only
 copy a value, and which transpose without re-running forward work."""
 
 from __future__ import annotations

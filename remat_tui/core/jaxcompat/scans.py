@@ -1,4 +1,4 @@
-"""Provides what structures (core/trace/structures.py) need of a `scan`
+"""Provides what structures (`trace.rebuilt_scans`) need of a `scan`
 equation and of JAX's tracing: the loop's params read in one place
 (`scan_loop`), its body run again as a Python step function (`body_step`),
 and equations traced where the scan was written (`traced_at`,
@@ -28,7 +28,7 @@ from remat_tui.core.jaxcompat.private import core, source_info_util
 from remat_tui.core.jaxcompat.remat import is_remat, remat_prevent_cse, with_policy
 from remat_tui.core.jaxcompat.sources import calling_file, outermost_own_function
 from remat_tui.core.jaxcompat.version import expects
-from remat_tui.core.usercode import in_library
+from remat_tui.core.runtime.usercode import in_library
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Provides what tracing inside a `shard_map` body needs (for a scan rebuilt
-there, core/trace/structures.py): the context JAX itself traces the body in,
+there, `trace.rebuilt_scans`): the context JAX itself traces the body in,
 read off the shard_map equation (`manual_body`) and entered again
 (`ManualBody.entered`): the mesh's manual axes bound, so that the body's
 collectives find them; the abstract mesh with those axes Manual, so that

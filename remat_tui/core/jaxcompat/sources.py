@@ -15,7 +15,7 @@ from jax.extend import source_info_util as public_siu
 from remat_tui.core.jaxcompat.objects import Jaxpr
 from remat_tui.core.jaxcompat.private import source_info_util as _siu
 from remat_tui.core.places import Source
-from remat_tui.core.usercode import in_library, is_users
+from remat_tui.core.runtime.usercode import in_library, is_users
 
 # Our own frames must never be taken for the user's: JAX attributes each
 # equation to the innermost frame outside its exclusions.
@@ -150,7 +150,7 @@ def users_frames(source_info: SourceInfo) -> tuple[Source, ...]:
     """Every frame of the user's own code behind an equation (outside JAX,
     the standard library and installed packages), innermost first: the
     line, and the calls that led to it. XLA's instruction metadata keeps the
-    same frames (core/xla/made.py reads them there)."""
+    same frames (`xla.buffers.made` reads them there)."""
     return _per_traceback("users", source_info, _users_frames)
 
 

@@ -32,8 +32,8 @@ from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import device_set, resolve_device
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.setup.meshes import Axes, mesh_of, mesh_words
+from remat_tui.core.xla.compile.same_program import program_key
 from remat_tui.core.xla.compiled_analysis import analyze_compiled
-from remat_tui.core.xla.same_program import program_key
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 

@@ -1,12 +1,12 @@
 """Provides compare (Contract 6): one row of costs per configuration, with the
 Pareto-optimal rows marked.
 
-Every row is the row view of its configuration's trace (core/trace/analysis.py
+Every row is the row view of its configuration's trace (`trace.analysis`
 `row_view`: no jaxpr text), so a row's numbers are the same as the full
 analysis of that configuration shows. The configurations
 are built-in policies, the target's own, the checkpoint_name save/offload
 sets, and each policy at each checkpointed function; a comparison's rows are
-Configs, so a row opens in the app as it is (`Row`: core/search/rows.py).
+Configs, so a row opens in the app as it is (`Row`: `search.rows`).
 """
 
 from __future__ import annotations
@@ -18,29 +18,32 @@ from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.model import Analysis
-from remat_tui.core.search.distinct import distinct
-from remat_tui.core.search.notes import Baseline, notes_for, saved_name_notes
-from remat_tui.core.search.offload import judge_offloads
+from remat_tui.core.search.configs.distinct import distinct
+from remat_tui.core.search.configs.skips import Skip
+from remat_tui.core.search.configs.structure_grid import structure_candidates, structure_notes
+from remat_tui.core.search.notes.offloads import judge_offloads
+from remat_tui.core.search.notes.unchanged import Baseline, notes_for, saved_name_notes
 from remat_tui.core.search.request import search_request
 from remat_tui.core.search.rows import Row, refused_row, row_of
-from remat_tui.core.search.skips import Skip
-from remat_tui.core.search.structures import structure_candidates, structure_notes
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import RUNS, Config
 from remat_tui.core.setup.policies import as_spec
 from remat_tui.core.trace.analysis import costs_view, row_view
 from remat_tui.core.trace.configured import Cancelled
 from remat_tui.core.trace.traced import Trace, trace_config
-from remat_tui.core.xla import compile_pool, host_memory, shared_runs, step_time
-from remat_tui.core.xla import compiled as compiled_xla
-from remat_tui.core.xla.flop_note import flop_note
-from remat_tui.core.xla.measure import measure as measure_step
-from remat_tui.core.xla.peak_notes import peak_note
+from remat_tui.core.xla.buffers.peak_notes import peak_note
+from remat_tui.core.xla.compile import costs as compiled_xla
+from remat_tui.core.xla.compile import host_memory
+from remat_tui.core.xla.estimates import step_time
+from remat_tui.core.xla.estimates.flop_note import flop_note
+from remat_tui.core.xla.run import pool as compile_pool
+from remat_tui.core.xla.run import shared_runs
+from remat_tui.core.xla.run.measure import measure as measure_step
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:
-    from remat_tui.core.xla.compiled_numbers import Compiled
+    from remat_tui.core.xla.compile.compiled import Compiled
 
 
 @dataclass
@@ -54,7 +57,7 @@ class Comparison(Displayable):
         rows: one `Row` per configuration.
         seconds: how long the comparison took.
         structure_notes: why a scan of the program gets no structure (or no
-            nested one), core/search/structures.py.
+            nested one), `search.configs.structure_grid`.
     """
 
     target_file: str | None
@@ -93,14 +96,14 @@ def compare(
     """Rows for `policies` (outer specs; default: every configuration worth
     comparing, see `candidates`), each with `sites` as the site overrides.
     `measure`: compile each and run it on the device `runs` times (after a
-    warm-up), and rank by the measured time (core/xla/measure.py).
+    warm-up), and rank by the measured time (`xla.run.measure`).
     `on_row` receives each row as soon as it is measured (compiled too), for
     a view to show it at once; notes that weigh rows against each other and
     the Pareto marks come with the Comparison. `skip`: candidates to leave
-    out (core/search/skips.py), never the code as written; a candidate JAX
+    out (`search.configs.skips`), never the code as written; a candidate JAX
     refuses to trace is a row with its error either way. `verify`: run each
     traced row's step against the code as written's on the device
-    (core/search/verified_rows.py); a row whose gradients differ is marked
+    (`search.verified_rows`); a row whose gradients differ is marked
     and never Pareto-optimal."""
     start = time.perf_counter()
     request = search_request(fn, args, kwargs, sites=sites, device=device, compiled=compiled,
@@ -269,7 +272,7 @@ def transpose_flops(baseline: Trace, cancelled: Callable[[], bool] | None = None
 
 def peak_notes(rows: list[Row], base: Config) -> None:
     """Note on each compiled row why its peak moved so much less than its
-    residual bytes against the code as written, when it did (core/search/notes.py)."""
+    residual bytes against the code as written, when it did (`search.notes.unchanged`)."""
     written = next((r for r in rows if r.config == base), None)
     if written is None:
         return
@@ -298,7 +301,7 @@ def candidates(target: Target, baseline: Analysis, base: Config) -> list[Config]
     name saved alone, all names, each offloaded alone, all offloaded), at the
     checkpointed functions when the code has sites, else outer; for code
     with sites, each built-in policy at each checkpointed function; and the
-    structures of its scans (core/search/structures.py); those that decide
+    structures of its scans (`search.configs.structure_grid`); those that decide
     alike once."""
     outer = policies.candidate_specs(target.policies)
     names = [n.name for n in baseline.names]
@@ -317,7 +320,7 @@ def candidates(target: Target, baseline: Analysis, base: Config) -> list[Config]
     else:
         configs += [base.with_policy(spec) for spec in name_specs]
     configs += structure_candidates(target, base)
-    # Spellings of the same decisions are one row, the first (core/search/distinct.py).
+    # Spellings of the same decisions are one row, the first (`search.configs.distinct`).
     return distinct(configs, baseline.sites)
 
 

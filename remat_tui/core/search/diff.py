@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.model import Analysis, Residual
-from remat_tui.core.search.compare import Row, row_of
+from remat_tui.core.search.rows import Row, row_of
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.analysis import costs_view
 from remat_tui.core.trace.configured import as_target

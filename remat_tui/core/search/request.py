@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from remat_tui.core.search.skips import Skip, Skips, parse_skips
+from remat_tui.core.search.configs.skips import Skip, Skips, parse_skips
 from remat_tui.core.setup.config import RUNS, Config
 from remat_tui.core.trace.configured import as_target
-from remat_tui.core.xla.measure import check_measurable
+from remat_tui.core.xla.run.measure import check_measurable
 from remat_tui.registry import Target
 
 

@@ -1,6 +1,7 @@
 """Provides Row: one configuration's costs, a row of compare and suggest's
-answer (core/search/compare.py makes them; notes.py and offload.py judge them,
-so it lives apart from the search that makes it), and `row_of` an analysis."""
+answer (`search.compare` makes them; `search.notes.unchanged` and
+`search.notes.offloads` judge them, so it lives apart from the search that
+makes it), and `row_of` an analysis."""
 
 from __future__ import annotations
 
@@ -68,15 +69,15 @@ class Row:
     # a step time is wanted.
     transpose_flops: int | None = None
     compiled: dict | None = None
-    time: dict | None = None  # the step-time estimate (core/xla/step_time.py), once compiled
-    measured: dict | None = None  # its step run on the device (core/xla/measure.py), on request
+    time: dict | None = None  # the step-time estimate (`xla.estimates.step_time`), once compiled
+    measured: dict | None = None  # its step run on the device (`xla.run.measure`), on request
     pareto: bool = False
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # its compile failed (other than running out of memory)
     refused: bool = False  # its trace failed: no numbers, only `error` (refused_row)
     offload_slower: bool = False  # its offload costs more time than the recompute it saves
     offload_without_host: bool = False  # no host memory to offload to: the bytes stay on device
-    program: str | None = None  # its compiled program's key (core/xla/compile_service.py)
+    program: str | None = None  # its compiled program's key (`xla.compile.service`)
     # With verify: its step run against the code as written's (Contract 18),
     # `Verification.to_dict()`; a row whose gradients differ is never an answer.
     gradients: dict | None = None

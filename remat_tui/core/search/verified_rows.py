@@ -1,10 +1,10 @@
 """Provides `verify_rows`: compare's rows, each run on the device against the
-code as written (core/xla/verify.py, Contract 18), for `compare --verify`.
+code as written (`xla.verify.runs`, Contract 18), for `compare --verify`.
 
 Each row JAX traced is verified; a row it refused has no program to run and
 is left unverified (`gradients` None). The verdict goes to the row as its
 JSON (`Row.gradients`); a row whose gradients differ gets a note naming the
-leaves, and is never Pareto-optimal (compare.py's `mark_pareto`). A step that
+leaves, and is never Pareto-optimal (`search.compare`'s `mark_pareto`). A step that
 raises when run, or does not fit the device, claims nothing: its verdict is
 "not_run", with the reason. A deviceless TPU topology runs nothing, so every
 row is "not_run" (the CLI refuses `--verify` there before any compile).
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from remat_tui.core.setup.devices import device_label
 from remat_tui.core.trace.configured import check_cancelled
-from remat_tui.core.xla.verify import DIFFER, NOT_RUN, SEED, Verification, verify
+from remat_tui.core.xla.verify.runs import DIFFER, NOT_RUN, SEED, Verification, verify
 from remat_tui.errors import RematError
 
 if TYPE_CHECKING:
@@ -36,7 +36,8 @@ def verify_rows(
         check_cancelled(cancelled)
         v = verified(target, row, cancelled)
         row.gradients = v.to_dict()
-        if v.verdict == DIFFER:  # said as suggest says an answer it drops (verified.py)
+        # said as suggest says an answer it drops (`search.suggest.verified`)
+        if v.verdict == DIFFER:
             leaves = ", ".join(f"{x.path} by {x.max_abs:.1e}" for x in v.differing)
             row.notes.append(f"its gradients differ from the code as written's ({leaves}): never ★")
 

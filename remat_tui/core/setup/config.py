@@ -1,7 +1,7 @@
 """Provides Config: what one analysis is asked for, as one immutable value.
 
 The outer policy, the per-site overrides, the device and, where asked, a
-structure (a scan rebuilt as nested or split scans, core/setup/structures.py).
+structure (a scan rebuilt as nested or split scans, `setup.structure_specs`).
 
 Policies are carried parsed (`PolicySpec`): text is parsed once, where it
 enters (the command line, the app's inputs, the API's entry points, the
@@ -25,9 +25,8 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from remat_tui.core.setup import policies
-from remat_tui.core.setup import structures as structure_specs
-from remat_tui.core.setup.structures import Structure
+from remat_tui.core.setup import policies, structure_specs
+from remat_tui.core.setup.structure_specs import Structure
 from remat_tui.errors import RematError
 
 if TYPE_CHECKING:

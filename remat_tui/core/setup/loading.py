@@ -13,8 +13,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from remat_tui import registry
+from remat_tui.core.runtime.usercode import is_users
 from remat_tui.core.setup.usererrors import describe, user_traceback
-from remat_tui.core.usercode import is_users
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -159,12 +159,12 @@ def resolve_arguments(
 
     A factory that declares a parameter named `mesh` is called with the mesh
     the target asks for (`Target.mesh`: `--mesh data=4,model=2`, or `mesh=`
-    in the API), made over those devices (core/setup/meshes.py); where none
+    in the API), made over those devices (`setup.meshes`); where none
     is asked, its default stands, and one without a default is an error
     saying how to ask.
 
     A factory that declares a parameter named `batch` builds the example at
-    that batch size (Contract 10: fit grows it, core/setup/scaling.py); with
+    that batch size (Contract 10: fit grows it, `setup.scaling`); with
     `batch` None it is left to the parameter's default, the example's batch,
     and a `batch` without a default is an error saying so.
     """

@@ -3,7 +3,7 @@ user writes, parsed with `ast`, never `eval`, with "did you mean"), `build`
 (the JAX policy a spec stands for) and `from_jax` (the spec of a policy
 object found in a traced program). The spec itself, a `PolicySpec` whose
 `canonical` spelling is the cache key and what reports print, is
-core/setup/policy_spec.py's; its names are re-exported here, where callers
+`setup.policy_spec`'s; its names are re-exported here, where callers
 look for them.
 """
 

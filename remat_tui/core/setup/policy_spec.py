@@ -2,7 +2,7 @@
 canonical spelling and the Python to paste, what it names and offloads,
 and which spellings make the same decisions (`same_decisions`). Reading
 specs from text and from JAX's policy objects, and building JAX's, is
-core/setup/policies.py's job (which re-exports everything here).
+`setup.policies`'s job (which re-exports everything here).
 """
 
 from __future__ import annotations

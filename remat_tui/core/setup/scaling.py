@@ -1,12 +1,12 @@
 """Provides targets that scale (Contract 10): a target whose `args` (or
 `kwargs`) factory takes a parameter named `batch` can be built at any batch
-size, which fit (core/search/fit.py) grows to find the largest that fits.
+size, which fit (`search.fit.batches`) grows to find the largest that fits.
 
     @remat_tui.target(args=lambda batch=32: (params, jax.ShapeDtypeStruct((batch, 784), f32)))
 
 The parameter's default is the example's batch: what every other view
 analyses, and where fit starts. Without a default there is no example to
-analyse (core/setup/loading.py says so), and fit starts from its smallest
+analyse (`setup.loading` says so), and fit starts from its smallest
 batch. Built at another batch, the arguments are kept as shapes only
 (`jax.ShapeDtypeStruct`, sharding kept): compiling needs nothing more, and a
 factory that makes real arrays does not keep them alive for every batch tried.
@@ -21,7 +21,7 @@ import jax
 import numpy as np
 from jax.tree_util import tree_flatten, tree_map
 
-from remat_tui.core.lru import LRU
+from remat_tui.core.runtime.lru import LRU
 from remat_tui.core.setup.loading import factory_parameter, resolve_arguments
 from remat_tui.errors import RematError
 from remat_tui.registry import Target

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import traceback
 
-from remat_tui.core.usercode import is_users
+from remat_tui.core.runtime.usercode import is_users
 
 
 def user_traceback(exc: BaseException) -> str:

@@ -1,12 +1,12 @@
 """Provides `analyze` (Contracts 4 and 5): one target, one Config -> Analysis,
-and the views of one Trace (core/trace/traced.py) every caller reads:
+and the views of one Trace (`trace.traced`) every caller reads:
 
 - `full_view`: the Analysis with both panes and their line maps (the app,
   the reports);
 - `costs_view`: the same without the panes (diff, the transposition FLOPs);
 - `row_view`: what a row of compare or suggest needs, the backward pass traced
   only when the recompute FLOPs cannot be read from the linear program
-  (core/trace/recomputation.py), or when the program calls back to Python
+  (`trace.recomputation`), or when the program calls back to Python
   (only the backward pass says which calls a configuration runs again: its
   `effects`, issue 43); otherwise `flops["backward"]` is None and the sites
   carry no FLOPs.
@@ -21,12 +21,12 @@ from typing import Any
 
 import jax
 
-from remat_tui.core import collector
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.costs import flops, site_flops
 from remat_tui.core.costs.flops import count_dots
 from remat_tui.core.jaxcompat.callbacks import calls_back
 from remat_tui.core.model import Analysis, Deferred, Flops, JaxprView, Residual
+from remat_tui.core.runtime import collector
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.devices import describe_device, device_set
@@ -35,8 +35,8 @@ from remat_tui.core.trace import applied, effects, linemap, recomputation, story
 from remat_tui.core.trace.call_code import checkpoints_code
 from remat_tui.core.trace.configured import as_target, check_cancelled, target_dir
 from remat_tui.core.trace.names import named_values
+from remat_tui.core.trace.rebuilt_scans import scan_of
 from remat_tui.core.trace.residuals import FoundResidual
-from remat_tui.core.trace.structures import scan_of
 from remat_tui.core.trace.traced import Trace, trace
 from remat_tui.registry import Target
 from remat_tui.version import __version__
@@ -56,14 +56,14 @@ def analyze(
     `policy` on `device`, with `sites` ({site id or function name: spec})
     overriding checkpoints in the code. A `config` replaces policy, sites and
     device at once. A deviceless TPU topology (`tpu:v5e:2x2`) is traced on a
-    local CPU device; core/xla/compiled_analysis.py adds what XLA says of the
+    local CPU device; `xla.compiled_analysis` adds what XLA says of the
     compiled gradient.
 
     `cancelled`, if given, is polled between the expensive steps so a caller
     (the app's worker) can abandon a superseded analysis early.
 
     Python's automatic garbage collection is paused while it traces
-    (core/collector.py: full collections over a heap the trace only adds to
+    (`runtime.collector`: full collections over a heap the trace only adds to
     free nothing and cost up to a third of the call)."""
     target = as_target(fn, args, kwargs)
     config, dev = resolve(target, policy, sites, device, config)
@@ -220,7 +220,7 @@ def _analysis(
 
 def _structure_code(t: Trace) -> tuple[str, str] | None:
     """The code to write for the config's structure, and its helper, if it
-    has one (core/trace/structure_code.py)."""
+    has one (`trace.structure_code`)."""
     structure = t.config.structure
     if structure is None:
         return None
@@ -232,7 +232,7 @@ def _snippet(
     target: Target, spec: policies.PolicySpec, sites: list, plan: dict, structure: tuple | None
 ) -> str:
     """What to paste: the structure's call, if any; at each overridden
-    site's line, its new checkpoint (core/trace/wrappers.py: for a library's
+    site's line, its new checkpoint (`trace.wrappers`: for a library's
     wrapper, its policy or the config string it reads); the outer wrap only
     when an outer policy is set; last, the structure's helper."""
     if not plan and structure is None:

@@ -4,8 +4,8 @@ lists that no checkpoint_name makes (a typo), a name made only where the
 policy does not reach (outside the checkpoint whose policy lists it: in a
 scan around it, or in code under no checkpoint), a policy whose rule does
 not look at names, a site's policy under an outer policy (JAX judges the
-whole body of the outermost checkpoint by its policy, core/trace/rules.py),
-and an offload that moves nothing. core/xla/same_program.py adds, for a
+whole body of the outermost checkpoint by its policy, `trace.rules`),
+and an offload that moves nothing. `xla.compile.same_program` adds, for a
 compiled configuration, whether dropping a name or the outer policy
 compiles to the same program.
 """
@@ -49,7 +49,7 @@ class Applied:
 
 
 def verdicts(t: Trace, names: set[str], host_bytes: int) -> list[Applied]:
-    """What changes nothing in the traced configuration `t` (core/trace/traced.py
+    """What changes nothing in the traced configuration `t` (`trace.traced`
     Trace): `names` are the checkpoint_names its program makes, `host_bytes`
     the residual bytes it offloads."""
     out: list[Applied] = []

@@ -5,7 +5,7 @@ a checkpoint.
 A line a loop runs (a Python loop calling `jax.checkpoint(layer)`, a list
 of `nn.remat(Block)` layers, `eqx.filter_checkpoint` in a loop) applies its
 checkpoint once per call, each call its own site. One policy for every call
-is that line's new policy (core/trace/wrappers.py `site_code`). Calls given
+is that line's new policy (`trace.wrappers` `site_code`). Calls given
 different policies (a `--site` override at one call, the exact search's
 per-call answer) need a policy chosen by the call's index, never a second
 `policy=` on the same line:

@@ -1,6 +1,6 @@
 """Provides the configured function: the target as a Config asks for it (its
 checkpoint sites overridden, the outer policy wrapped around it), which
-core/trace/analysis.py traces and core/xla/lowering.py compiles; and what both take
+`trace.analysis` traces and `xla.compile.lowering` compiles; and what both take
 and raise on the way (`as_target`, `Cancelled`).
 """
 
@@ -34,8 +34,8 @@ def as_target(fn: Target | Callable, args: tuple | None, kwargs: dict | None) ->
 
 
 class Cancelled(Exception):
-    """Raised while tracing (core/trace/traced.py) or making a view of the trace
-    (core/trace/analysis.py) when the caller no longer wants the result."""
+    """Raised while tracing (`trace.traced`) or making a view of the trace
+    (`trace.analysis`) when the caller no longer wants the result."""
 
 
 def check_cancelled(cancelled: Callable[[], bool] | None) -> None:
@@ -47,11 +47,11 @@ def configured_function(
     target: Target, config: Config, flat: FlatArguments, device: jax.Device
 ) -> tuple[Callable, Primal | None, dict]:
     """The target as `config` asks for it, as a function of the traced
-    (args, kwargs) leaves (core/setup/arguments.py): its checkpoint sites
+    (args, kwargs) leaves (`setup.arguments`): its checkpoint sites
     overridden and its structure built (a rewrite of the primal program),
     and the outer policy wrapped around it. Also the primal program (when sites are overridden, a
     structure or an outer policy is set, else None) and the override plan
-    ({site id: spec}). What analysis traces and core/xla/compiled.py compiles."""
+    ({site id: spec}). What analysis traces and `xla.compile.costs` compiles."""
     spec = config.spec
     primal: Primal | None = None
     plan: dict = {}
@@ -72,7 +72,7 @@ def configured_function(
 
 def program_scans(target: Target, config: Config) -> list:
     """The scans of the target's program a structure may rebuild (its primal
-    program's, core/trace/structures.py FoundScan), traced for the config's
+    program's, `trace.rebuilt_scans` FoundScan), traced for the config's
     device (cached with the primal program)."""
     dev = config.jax_device
     flat = flatten_arguments(target.fn, *resolve_arguments(target, device_set(dev)), target.label)
@@ -83,7 +83,7 @@ def program_scans(target: Target, config: Config) -> list:
 
 def flat_function(target: Target, flat: FlatArguments) -> Callable:
     """The target's function of its traced (args, kwargs) leaves, the carried
-    ones put back (core/setup/arguments.py), as JAX's own tools call it."""
+    ones put back (`setup.arguments`), as JAX's own tools call it."""
 
     def flat_fn(*leaves: Any) -> Any:
         a, kw = flat.rebuild(leaves)

@@ -1,5 +1,5 @@
 """Provides FoundScan: a scan of the primal program, and what a structure
-may do with it (core/trace/structures.py finds them; core/trace/structure_code.py
+may do with it (`trace.rebuilt_scans` finds them; `trace.structure_code`
 writes the code for one, so it names the type without importing the finder)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from remat_tui.core.model import Source
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.structures import NESTED, Structure
+from remat_tui.core.setup.structure_specs import NESTED, Structure
 
 
 @dataclass(frozen=True)

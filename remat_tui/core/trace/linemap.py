@@ -4,7 +4,7 @@ From the printer's source map (see jaxcompat.format_jaxpr) we know which
 equation each printed line belongs to. From that: which forward lines define
 residuals, which backward lines read them, which backward lines recompute
 forward work and which bring an offloaded residual back from host memory (the
-equations core/trace/recomputation.py finds), and the user's
+equations `trace.recomputation` finds), and the user's
 source line behind every equation line.
 """
 
@@ -104,7 +104,7 @@ class Readers:
     those equations; each jaxpr's readers indexed once (var -> its
     equations), each call's bodies' inputs once (the equation's operand ->
     the body's inputs bound to it), and each value's answer kept: the panes'
-    marks and the residuals' stories (core/trace/story.py) ask for the same
+    marks and the residuals' stories (`trace.story`) ask for the same
     values."""
 
     def __init__(self, lay: PrintedJaxpr):

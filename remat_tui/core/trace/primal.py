@@ -14,13 +14,13 @@ import numpy as np
 from jax.tree_util import tree_structure, tree_unflatten
 
 from remat_tui.core import jaxcompat as jc
-from remat_tui.core.lru import LRU
+from remat_tui.core.runtime.lru import LRU
 from remat_tui.core.setup.arguments import FlatArguments
 from remat_tui.core.setup.meshes import arguments_mesh
-from remat_tui.core.setup.structures import Structure
+from remat_tui.core.setup.structure_specs import Structure
 from remat_tui.core.setup.usererrors import describe, user_traceback
+from remat_tui.core.trace import rebuilt_scans as structures
 from remat_tui.core.trace import sites as site_lib
-from remat_tui.core.trace import structures
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -48,7 +48,7 @@ class Primal:
 
     @property
     def scans(self) -> list:
-        """The scans a structure may rebuild (core/trace/structures.py
+        """The scans a structure may rebuild (`trace.rebuilt_scans`
         FoundScan), found on first need."""
         if self._scans is None:
             program = jc.open_jaxpr(self.closed)

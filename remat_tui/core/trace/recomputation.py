@@ -9,7 +9,7 @@ by one data-flow walk over either program it can be read from.
   forward work: the pane marks it as a transfer).
 - `from_linear(linear)`: the same count and FLOPs read from the linear program
   `jax.vjp` returns, without tracing the backward pass, where that reading is
-  exact; compare and suggest use it for their rows (core/trace/analysis.py
+  exact; compare and suggest use it for their rows (`trace.analysis`
   `row_view`).
 
 Why the linear program can tell: JAX transposes a checkpoint
@@ -53,7 +53,7 @@ class Recomputation:
     # memory: it reads residuals alone too, but moves a value, recomputes none
     transfer_ids: set[int] = field(default_factory=set)
     count: int = 0  # leaf equations, once per call site (a shared jaxpr per use)
-    # their FLOPs (core/costs/flops.py rules): scan bodies x length, a cond's
+    # their FLOPs (`costs.flops` rules): scan bodies x length, a cond's
     # costliest branch, while bodies once (then exact is False)
     flops: int = 0
     flops_exact: bool = True

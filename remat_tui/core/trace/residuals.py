@@ -36,7 +36,7 @@ def find_residuals(
     device_bytes: Callable[[Any], int | None] = lambda aval: None,
 ) -> list[FoundResidual]:
     """The residuals of a forward `vjp` jaxpr whose last `num_res` outputs are
-    residuals, each with its origin (`origin_of(var)`, core/trace/origins.py)
+    residuals, each with its origin (`origin_of(var)`, `trace.origins`)
     and per-device bytes (`device_bytes(aval)`, per_device_bytes)."""
     res_outvars = jaxpr.outvars[len(jaxpr.outvars) - num_res :]
     names = arg_names or ("unknown",) * len(jaxpr.invars)

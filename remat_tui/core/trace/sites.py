@@ -31,7 +31,7 @@ INLINE = object()  # the override that removes a checkpoint
 class Splice:
     """A rewrite action that replaces an equation by a jaxpr computing the
     same outputs from the same inputs: `make(eqn)` returns it (open, no
-    constants of its own; core/trace/structures.py rebuilds a scan so)."""
+    constants of its own; `trace.rebuilt_scans` rebuilds a scan so)."""
 
     make: Callable
 
@@ -50,7 +50,7 @@ class FoundSite:
 
     def frames(self) -> dict:
         """jaxcompat.frames_key -> the body's equations with those frames:
-        how core/trace/origins.py tells what JAX copied out of this body.
+        how `trace.origins` tells what JAX copied out of this body.
         Read once per primal program, on first need."""
         if self.body is None:
             return {}  # no body, no equations (holds() asks the same)
@@ -77,7 +77,7 @@ def find_sites(
     """Every remat equation in `jaxpr`, in program order (outer before inner).
     A checkpoint no frame of the user's applies (`f3 = jax.checkpoint(f)` at
     module level) is placed at the target file's only jax.checkpoint of
-    its function (core/trace/written_checkpoints.py)."""
+    its function (`trace.written_checkpoints`)."""
     found: list[FoundSite] = []
 
     def walk(

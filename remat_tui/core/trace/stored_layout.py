@@ -1,7 +1,7 @@
 """Provides the one line that converts a Linen nn.scan's stored parameters
 to a structure's layout (Contract 15, issue 43): `conversion`, the
 expression structure_code_flax.py prints for the user to paste, and
-`Conversion`, which `verify` (core/xla/verify.py) evaluates from that very
+`Conversion`, which `verify` (`xla.verify.runs`) evaluates from that very
 text on the stored parameters, so that its check covers the paste.
 
 The layout the Linen helpers keep (linen_helpers.py): `nested_nn_scan`
@@ -25,7 +25,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from remat_tui.core.setup.structures import NESTED, Structure
+from remat_tui.core.setup.structure_specs import NESTED, Structure
 
 
 def conversion(structure: Structure, length: int) -> str:

@@ -1,12 +1,12 @@
 """Provides `Stories`: each residual's story in the jaxprs (Contract 14), the rule
-that saved it (core/trace/rules.py) and the backward equations that read it,
+that saved it (`trace.rules`) and the backward equations that read it,
 with their lines in the backward pane. The equation that made it is its
-origin (Contract 5); what XLA made of it is core/xla/fates.py's.
+origin (Contract 5); what XLA made of it is `xla.fates.residuals`'s.
 
 The readers are the equations of the backward jaxpr that use the residual's
 input variable, followed into the bodies of calls (a checkpoint's
 recomputation reads a residual inside its body): the same walk the pane's
-marks come from (core/trace/linemap.py's `Readers`).
+marks come from (`trace.linemap`'s `Readers`).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from remat_tui.core import collector
 from remat_tui.core import jaxcompat as jc
 from remat_tui.core.jaxcompat import callbacks
 from remat_tui.core.jaxcompat.gathers import gathered_bytes
+from remat_tui.core.runtime import collector
 from remat_tui.core.stories import Made, Reader, Story
 from remat_tui.core.trace import linemap, recomputation
 from remat_tui.core.trace.configured import target_dir
@@ -261,7 +261,7 @@ def _what(eqn: jc.JaxprEqn, entered: tuple = ()) -> tuple:
 def recomputed(t: Trace) -> list[tuple]:
     """(primitive, output aval, the user's frames) of each equation the
     backward pass re-runs (forward work a checkpoint recomputes): what
-    core/xla/fates.py looks for among the forward values XLA keeps, where
+    `xla.fates.residuals` looks for among the forward values XLA keeps, where
     XLA merged the recomputation with the forward computation (CSE)."""
     bwd = t.backward()
     split = t.backward_residuals

@@ -3,7 +3,7 @@
 a structure needs with where and how to call it (for a scan Linen's nn.scan
 made, the Linen form: structure_code_flax.py).
 
-The helpers are the code core/trace/structures.py traces to build a
+The helpers are the code `trace.rebuilt_scans` traces to build a
 structure, so what remat-tui reports of a structure is what this code
 compiles to (tests/unit/test_structures_code.py runs the printed text).
 """
@@ -19,7 +19,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.structures import HELPER_MARK, NESTED, SPLIT, Structure
+from remat_tui.core.setup.structure_specs import HELPER_MARK, NESTED, SPLIT, Structure
 from remat_tui.core.trace.linen_call import read_scan_call
 from remat_tui.core.trace.structure_code_flax import linen_code
 

@@ -10,7 +10,7 @@ structure_code.py's `nested_scan` / `split_scan` make at the JAX level,
 which is what remat-tui traces, analyses and compiles for the structure
 (tests/unit/test_structures_linen.py compiles the printed text and checks).
 The nn.scan's own arguments are read from the user's source
-(core/trace/linen_call.py); what cannot be read is named for the user to copy.
+(`trace.linen_call`); what cannot be read is named for the user to copy.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import os
 from typing import TYPE_CHECKING
 
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.structures import HELPER_MARK, NESTED, Structure
+from remat_tui.core.setup.structure_specs import HELPER_MARK, NESTED, Structure
 from remat_tui.core.trace import stored_layout
 from remat_tui.core.trace.linen_call import ScanCall
 

@@ -1,14 +1,14 @@
 """Provides `Trace`: one configuration of a target traced once, the value every
-view of it reads (core/trace/analysis.py makes the views: the full analysis
+view of it reads (`trace.analysis` makes the views: the full analysis
 with its panes, the costs without them, a row of compare or suggest).
 
 The forward pass of `jax.vjp` (with `return_shape=True`, as JAX's own
 `saved_residuals` does) is traced at once, with its residuals, where they were
 made and the checkpoint sites. The backward pass is traced the first time a
 view asks for it, and kept: a row of compare often reads its recompute FLOPs
-from the linear program instead (core/trace/recomputation.py) and never pays for it.
+from the linear program instead (`trace.recomputation`) and never pays for it.
 
-Checkpoint sites need the primal program (core/trace/sites.py). It is traced only
+Checkpoint sites need the primal program (`trace.sites`). It is traced only
 when the linear program (or the backward pass) shows a checkpoint of the user's,
 or when a site is overridden, and is cached per target and argument shapes: a
 target without sites never pays for it.
@@ -115,7 +115,7 @@ class Trace:
 
     @property
     def sites(self) -> list:
-        """The checkpoint sites found (core/trace/sites.py FoundSite), if any."""
+        """The checkpoint sites found (`trace.sites` FoundSite), if any."""
         return self.primal.sites if self.primal is not None else []
 
 
@@ -136,7 +136,7 @@ def trace(
     cancelled: Callable[[], bool] | None = None,
 ) -> Trace:
     """`config` traced on `dev` (already resolved) with `arguments` built for
-    its device set (core/xla/compiled_analysis.py compiles with the same ones)."""
+    its device set (`xla.compiled_analysis` compiles with the same ones)."""
     start = time.perf_counter()
     here = trace_device(dev)
     flat = flatten_arguments(target.fn, *arguments, target.label)
@@ -179,7 +179,7 @@ def _vjp(
 ) -> tuple[jc.Jaxpr, jc.Linear | None, int, Callable[[], BackwardInputs]]:
     """The forward jaxpr of `jax.vjp(flat_fn)` (opened), its linear program (or
     None) and a function giving what the backward pass is traced from, the
-    first time a view asks for it (core/trace/as_called.py)."""
+    first time a view asks for it (`trace.as_called`)."""
     try:
         closed, (out_shape, vjp_shape) = jax.make_jaxpr(
             lambda *a: jax.vjp(flat_fn, *a), return_shape=True
@@ -216,7 +216,7 @@ def placed_over(leaves: list) -> int:
     """The most devices an argument sharded automatically spans (1: none is
     placed over several): a mesh's size, abstract or not. An argument over a
     mesh of explicit axes is left out: its aval carries its sharding, so
-    every residual's per-device bytes are known (core/trace/residuals.py)."""
+    every residual's per-device bytes are known (`trace.residuals`)."""
     spans = [1]
     for leaf in leaves:
         sharding = getattr(leaf, "sharding", None)

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from remat_tui.core.model import Site, Source, Wrapper
+from remat_tui.core.runtime.usercode import in_library
 from remat_tui.core.setup import policies
 from remat_tui.core.trace import written_checkpoints
-from remat_tui.core.usercode import in_library
 
 # (the folders of a library's files, the names its checkpoint wrappers go by)
 _LIBRARIES = (

@@ -1,11 +1,11 @@
 """Provides `analyze_compiled`: an analysis with what XLA says of its compiled
-gradient (`analysis.compiled`, core/xla/compiled.py), the configuration resolved
+gradient (`analysis.compiled`, `xla.compile.costs`), the configuration resolved
 and the example arguments built once for both; and `linked`: the compiled
 breakdown (Contract 7) tied to what the analysis knows and XLA does not: the
-residual `R#` a buffer at the peak holds (core/xla/fates.py, which also
+residual `R#` a buffer at the peak holds (`xla.fates.residuals`, which also
 tells each residual what XLA made of it), and the
 sentence on why the peak moved so much less than the residual bytes against
-the code as written (core/search/notes.py), which compiles the code as written
+the code as written (`search.notes.unchanged`), which compiles the code as written
 too, and so only when the comparison is asked for (`vs_written`): a report
 compiles one program, its own.
 """
@@ -26,18 +26,20 @@ from remat_tui.core.trace.analysis import full_view, resolve, row_view
 from remat_tui.core.trace.applied import Applied
 from remat_tui.core.trace.configured import as_target
 from remat_tui.core.trace.traced import trace, trace_config
-from remat_tui.core.xla import fates, host_memory, same_program, step_time
-from remat_tui.core.xla.compiled import compile_answer
-from remat_tui.core.xla.measure import check_measurable
-from remat_tui.core.xla.measure import measure as measure_step
-from remat_tui.core.xla.peak_notes import kept_by_xla, peak_note, recomputed_early
+from remat_tui.core.xla.buffers.peak_notes import kept_by_xla, peak_note, recomputed_early
+from remat_tui.core.xla.compile import host_memory, same_program
+from remat_tui.core.xla.compile.costs import compile_answer
+from remat_tui.core.xla.estimates import step_time
+from remat_tui.core.xla.fates import residuals as fates
+from remat_tui.core.xla.run.measure import check_measurable
+from remat_tui.core.xla.run.measure import measure as measure_step
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:
     import jax
 
-    from remat_tui.core.xla.compiled_numbers import Compiled
+    from remat_tui.core.xla.compile.compiled import Compiled
 
 
 def analyze_compiled(
@@ -55,7 +57,7 @@ def analyze_compiled(
 ) -> Analysis:
     """`analyze` (its arguments alike), then the step compiled for the device,
     with where its peak goes and the estimate of its time; `measure`: also
-    run it there `runs` times (core/xla/measure.py); `vs_written`: also
+    run it there `runs` times (`xla.run.measure`); `vs_written`: also
     compile the code as written, and say why the peak moved so much less than
     the residual bytes against it, where it did (`linked`)."""
     target = as_target(fn, args, kwargs)
@@ -88,7 +90,7 @@ def analyze_compiled(
 
 def merged_recompute(memory: dict | None) -> list[Applied]:
     """The verdict where XLA merged the recomputation the policy asks for with
-    the forward computation (core/xla/fates.py found the values it keeps)."""
+    the forward computation (`xla.fates.residuals` found the values it keeps)."""
     merged = (memory or {}).get("merged_recompute") or []
     if not merged:
         return []
@@ -104,7 +106,7 @@ def merged_recompute(memory: dict | None) -> list[Applied]:
 
 
 def estimated(a: Analysis, c: Compiled | None) -> dict | None:
-    """The step-time estimate (core/xla/step_time.py) of `a`'s configuration
+    """The step-time estimate (`xla.estimates.step_time`) of `a`'s configuration
     compiled as `c` (a Compiled), on a chip the table knows; None otherwise."""
     if c is None or not c.fits:
         return None
@@ -131,7 +133,7 @@ def linked(
     vs_written: bool = False,
 ) -> Any:
     """`a.compiled` (its buffers at the peak already naming their residuals:
-    core/xla/fates.py) with (`explanation`) what its `residual` bytes at the
+    `xla.fates.residuals`) with (`explanation`) what its `residual` bytes at the
     peak are when autodiff saves fewer, what its `recomputed` bytes are when
     XLA computed them in the forward part, and, with `vs_written`, why its peak
     moved so much less than its residual bytes against the code as written

@@ -1,0 +1,102 @@
+"""Provides how suggest chooses its answer among the rows it compiled (or
+analysed): `choose`, and what it says of them (`finish_rows`,
+`device_memory`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from remat_tui.core.search.compare import mark_pareto, peak_notes
+from remat_tui.core.search.rows import Row
+from remat_tui.core.setup.config import Config
+from remat_tui.core.xla.estimates import step_time
+
+
+def choose(rows: list[Row], budget: int) -> tuple[Row, bool]:
+    """(the answer, whether it fits): the least cost among the rows that fit
+    the budget (an offload slower than recomputing only if nothing else does;
+    never a row whose run failed, nor an offload with no host memory to go
+    to), else the smallest."""
+    usable = [r for r in rows if not r.offload_without_host] or rows
+    fitting = [r for r in usable if r.fits and r.weighed_bytes <= budget and not r.measure_failed]
+    if fitting:
+        return min(_eligible(fitting), key=lambda r: (r.cost, r.weighed_bytes)), True
+    measured = [r for r in usable if r.error is None] or usable
+    return min(measured, key=lambda r: (r.weighed_bytes, r.cost)), False
+
+
+@dataclass(frozen=True)
+class Within:
+    """The best configuration found, set aside for the code as written,
+    which also fits and whose cost it beats by less than the cost can tell
+    apart (`resolution`, a share of the code as written's cost)."""
+
+    row: Row
+    saving: float  # its cost below the code as written's, a share of that
+    resolution: float
+    source: str  # the cost's source ("estimate" | "measured")
+
+    def to_dict(self) -> dict:
+        return {
+            "configuration": self.row.config.label(),
+            "saving": self.saving,
+            "resolution": self.resolution,
+            "cost_source": self.source,
+        }
+
+
+def within_resolution(best: Row, written: Row, budget: int) -> Within | None:
+    """Where the code as written fits the budget and `best` beats its cost by
+    less than the cost can tell (an estimate: step_time.RESOLUTION; measured:
+    the spread of either row's runs), the change is not worth making: the
+    answer `best` set aside, else None. Recompute FLOPs are exact: never."""
+    if best is written or not (written.fits and written.weighed_bytes <= budget):
+        return None
+    source = best.cost_source
+    if source == "flops" or written.cost_source != source:
+        return None
+    ours, theirs = best.cost[0], written.cost[0]
+    if theirs <= 0 or ours >= theirs:
+        return None
+    resolution = step_time.RESOLUTION if source == "estimate" else _spread(best, written)
+    saving = (theirs - ours) / theirs
+    return Within(best, saving, resolution, source) if saving < resolution else None
+
+
+def _spread(*rows: Row) -> float:
+    """How much measured runs of the same step differed: the largest (median
+    - fastest) / fastest of the rows."""
+    out = 0.0
+    for row in rows:
+        m = row.measured or {}
+        low, mid = m.get("min_seconds"), m.get("median_seconds")
+        if low and mid:
+            out = max(out, (mid - low) / low)
+    return out
+
+
+def finish_rows(rows: list[Row], base: Config) -> None:
+    """The notes that weigh compiled rows against the code as written, and the
+    Pareto marks."""
+    peak_notes(rows, base)
+    mark_pareto(rows)
+
+
+def device_memory(rows: list[Row]) -> int | None:
+    """The device's memory for a program: what XLA said it has when a compile
+    did not fit, else the chip table's figure."""
+    said = [
+        (r.compiled or {})["available_bytes"]
+        for r in rows
+        if (r.compiled or {}).get("available_bytes")
+    ]
+    if said:
+        return max(said)
+    compiled = next((r.compiled for r in rows if r.compiled), None)
+    chip = step_time.chip_of(compiled["device"]) if compiled else None
+    return chip.memory_bytes if chip is not None else None
+
+
+def _eligible(rows: list[Row]) -> list[Row]:
+    """Rows whose offload is not slower than recomputing, unless none is."""
+    return [r for r in rows if not r.offload_slower] or rows
