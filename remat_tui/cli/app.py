@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from remat_tui import __version__
 from remat_tui.cli.commands import SUBCOMMANDS
@@ -62,6 +63,20 @@ def run(opts: argparse.Namespace) -> int:
         return serve(
             path, name, opts.policy, opts.device, port=port, sites=opts.site, mesh=opts.mesh
         )
+    if not _on_a_terminal():
+        raise RematError(
+            "the app needs a terminal, and this output is not one; for output to a pipe or "
+            f"a file run a command, e.g. `remat-tui report {opts.target}` (or --web for a "
+            "browser)."
+        )
     from remat_tui.app.launch import run
 
     return run(path, name, opts.policy, opts.device, sites=opts.site, mesh=opts.mesh)
+
+
+def _on_a_terminal() -> bool:
+    """Whether the app can draw: a terminal on stdin and stdout, or a driver
+    Textual was given (textual-serve's, for --web, runs it over pipes)."""
+    if os.environ.get("TEXTUAL_DRIVER"):
+        return True
+    return sys.stdin.isatty() and sys.stdout.isatty()

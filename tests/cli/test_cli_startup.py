@@ -65,3 +65,22 @@ def test_every_module_in_commands_is_a_command():
         assert callable(module.add_parser) and callable(module.check) and callable(module.run)
     for name in commands.TARGETLESS:
         assert callable(commands.load(name).main)
+
+
+def test_the_app_without_a_terminal_says_so_and_exits_2():
+    """`remat-tui FILE` piped (no terminal to draw on) is one line and exit 2,
+    before JAX loads, where it spun at full CPU with nothing drawn."""
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "mlp.py")
+    env = {k: v for k, v in os.environ.items() if k != "TEXTUAL_DRIVER"}
+    run = subprocess.run(
+        [sys.executable, "-m", "remat_tui", example],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert "the app needs a terminal" in run.stderr and "remat-tui report" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_help_lists_the_commands_in_a_users_order():
+    assert commands.NAMES[: len(commands.WORKFLOW)] == commands.WORKFLOW
+    assert set(commands.NAMES) - set(commands.WORKFLOW) == set(commands.TARGETLESS)

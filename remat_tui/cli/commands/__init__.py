@@ -20,9 +20,16 @@ from types import ModuleType
 TARGETLESS = ("cache",)
 
 
+# The order `--help` lists them in: a user's workflow, look then decide then
+# keep. A command not named here is listed after these, by name.
+WORKFLOW = ("report", "compare", "suggest", "diff", "memory", "fit", "check", "verify")
+
+
 def _names() -> tuple[str, ...]:
     """The modules of this folder, by name, without importing them."""
-    return tuple(sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.ispkg))
+    found = {m.name for m in pkgutil.iter_modules(__path__) if not m.ispkg}
+    first = [name for name in WORKFLOW if name in found]
+    return (*first, *sorted(found - set(first)))
 
 
 NAMES = _names()

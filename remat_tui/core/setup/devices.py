@@ -5,7 +5,7 @@ not attached, to compile for ahead of time (never to run on).
 A topology comes from `jax.experimental.topologies.get_topology_desc`, which
 needs libtpu (`pip install 'remat-tui[tpu]'`). Its devices are compile-only:
 an analysis traces on a local CPU device (`trace_device`: jaxprs do not depend
-on the device) and core/compiled.py compiles for the chips (`device_set`).
+on the device) and `xla.compile.costs` compiles for the chips (`device_set`).
 """
 
 from __future__ import annotations
