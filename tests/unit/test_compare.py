@@ -366,3 +366,28 @@ def test_name_verdicts_match_compares_notes():
     rows = {dict(r.config.sites).get("gelu_block"): r for r in remat_tui.compare(target).rows}
     for name, verdict in verdicts.items():
         assert verdict in rows[f"save_only_these_names({name!r})"].notes
+
+
+def test_a_row_with_the_code_as_writtens_residuals_but_another_peak_says_both():
+    """everything_saveable around examples/mlp.py saves what the code as
+    written saves (JAX's own residual lists agree), yet XLA compiles the
+    wrapped program with more temporaries: the note says both, not
+    "changes nothing" beside a different compiled peak."""
+    (target,) = remat_tui.load_targets(example("mlp.py")).values()
+    args = target.args() if callable(target.args) else target.args
+    written = jax_saved_residuals(target.fn, "as_written", args, {})
+    saveable = jax_saved_residuals(target.fn, "everything_saveable", args, {})
+    c = compare(target, compiled=True)
+    base = next(r for r in c.rows if r.config == Config())
+    row = next(
+        r for r in c.rows if r.config.spec.kind == "everything_saveable" and not r.config.sites
+    )
+    assert [line.split(" from ")[0] for line in written] == [
+        line.split(" from ")[0] for line in saveable
+    ]  # the premise: the same residuals, by JAX
+    assert row.weighed_bytes != base.weighed_bytes  # the premise: compiled apart
+    (note,) = [n for n in row.notes if "the same residuals" in n]
+    assert not note.startswith("changes nothing") and "yet compiled it takes" in note
+    for r in c.rows:  # wherever a row is said to change nothing, its peak is the same
+        if any(n.startswith("changes nothing") for n in r.notes):
+            assert r.weighed_bytes == base.weighed_bytes, r.config.label()

@@ -22,7 +22,12 @@ from remat_tui.core.search.configs.distinct import distinct
 from remat_tui.core.search.configs.skips import Skip
 from remat_tui.core.search.configs.structure_grid import structure_candidates, structure_notes
 from remat_tui.core.search.notes.offloads import judge_offloads
-from remat_tui.core.search.notes.unchanged import Baseline, notes_for, saved_name_notes
+from remat_tui.core.search.notes.unchanged import (
+    Baseline,
+    notes_for,
+    same_yet_compiled_apart,
+    saved_name_notes,
+)
 from remat_tui.core.search.request import search_request
 from remat_tui.core.search.rows import Row, refused_row, row_of
 from remat_tui.core.setup import policies
@@ -283,6 +288,7 @@ def peak_notes(rows: list[Row], base: Config) -> None:
         after = (row.compiled or {}).get("memory")
         if row is written or after is None:
             continue
+        same_yet_compiled_apart(row, written)
         flops = ((written.compiled or {}).get("flops"), (row.compiled or {}).get("flops"))
         note = peak_note(
             before, after, written.saved_bytes, row.saved_bytes, base_label(base), flops=flops

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from remat_tui.core.model import Analysis
 from remat_tui.core.search.configs.distinct import merge_key
 from remat_tui.core.setup import policies
+from remat_tui.core.units import human_bytes
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:
@@ -48,8 +49,29 @@ def notes_for(a: Analysis, baseline: Baseline | None = None) -> list[str]:
         and a.flops["recompute"] == baseline.recompute_flops
     )
     if same and baseline is not None:  # `same` says it is
-        out.insert(0, f"changes nothing: the same residuals and recomputation as {baseline.label}")
+        out.insert(0, SAME + baseline.label)
     return out
+
+
+SAME = "changes nothing: the same residuals and recomputation as "
+
+
+def same_yet_compiled_apart(row: Row, written: Row) -> None:
+    """A row noted as changing nothing (`notes_for`) whose compiled peak is
+    not the code as written's: the note says both, for the traced program
+    is the same but XLA scheduled it apart (a checkpoint wrapping the whole
+    function, say, keeps its own temporaries)."""
+    mine, theirs = row.weighed_bytes, written.weighed_bytes
+    if not (row.compiled and written.compiled) or mine == theirs:
+        return
+    for i, note in enumerate(row.notes):
+        if note.startswith(SAME):
+            than = "more" if mine > theirs else "less"
+            row.notes[i] = (
+                f"the same residuals and recomputation as {note[len(SAME) :]}, yet compiled "
+                f"it takes {human_bytes(abs(mine - theirs))} {than} at its peak: XLA "
+                "schedules the program apart"
+            )
 
 
 def intrinsic_notes(a: Analysis) -> list[str]:
