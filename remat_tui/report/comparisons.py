@@ -32,7 +32,7 @@ COLUMNS = (
 def spanned_devices(rows: Sequence[Row]) -> int:
     """The most devices any row's compiled program spans (1 when none was
     compiled, or none over several devices)."""
-    return max(((r.compiled or {}).get("devices") or 1 for r in rows), default=1)
+    return max((r.compiled.devices or 1 if r.compiled else 1 for r in rows), default=1)
 
 
 def any_measured(rows: Sequence[Row]) -> bool:
@@ -93,30 +93,30 @@ def legend_devices(rows: Sequence[Row]) -> str:
 def peak_cell(row: Row) -> str:
     """The compiled peak; for a compile that ran out of memory, what XLA said
     it needed; for one that failed otherwise, that it failed."""
-    compiled = row.compiled or {}
+    compiled = row.compiled
     if row.refused:
         return "refused"
     if row.error is not None:
         return "compile failed"
-    if not compiled:
+    if compiled is None:
         return ""
-    if not compiled.get("fits", True):
-        needed = compiled.get("needed_bytes")
+    if not compiled.fits:
+        needed = compiled.needed_bytes
         return f"✗ needs {human_bytes(needed)}" if needed else "✗ out of memory"
-    return human_bytes(compiled["peak_bytes"]) if compiled.get("peak_bytes") is not None else ""
+    return human_bytes(compiled.peak_bytes)
 
 
 def row_notes(row: Row) -> list[str]:
     """The row's notes, with why it has no compiled peak when it has none."""
-    compiled = row.compiled or {}
+    compiled = row.compiled
     measured = row.measured or {}
     out = list(row.notes)
     if row.refused:
         out.insert(0, refusal_words(row))
     elif row.error is not None:
         out.insert(0, f"compile failed: {row.failure}")
-    elif compiled and not compiled.get("fits", True):
-        out.insert(0, f"does not fit {compiled.get('device')}: {compiled.get('error')}")
+    elif compiled and not compiled.fits:
+        out.insert(0, f"does not fit {compiled.device}: {compiled.error}")
     elif measured.get("error"):
         out.insert(0, measured["error"].replace("\n", " ").strip())
     return out
@@ -136,7 +136,7 @@ def notes_cell(row: Row) -> str:
 
 def most_at_peak(row: Row) -> str:
     """The category holding the most of the compiled peak (`residual 48%`), or ''."""
-    memory = (row.compiled or {}).get("memory")
+    memory = row.compiled.memory if row.compiled else None
     if not memory or not memory["peak_bytes"]:
         return ""
     category = largest_category(memory)
@@ -214,8 +214,7 @@ def row_cells(row: Row, rank: dict | None = None) -> tuple[str, ...]:
     """One row of the table, COLUMNS' cells (with the `measured` cell when
     `rank` is given: the rows were run)."""
     share = row.recompute_share
-    compiled = row.compiled or {}
-    fitting = compiled.get("fits", True)
+    compiled = row.compiled
     numbers = not row.refused  # a refused row has none: blanks, not zeros
     cells = [
         ("★" if row.pareto else "") + gradients_mark(row) + ("↻" if row.reruns_callbacks else ""),
@@ -224,7 +223,7 @@ def row_cells(row: Row, rank: dict | None = None) -> tuple[str, ...]:
         human_flops(row.recompute_flops) if numbers else "",
         "" if share is None else f"{share:.0%}",
         peak_cell(row),
-        human_bytes(compiled["temp_bytes"]) if compiled and fitting else "",
+        human_bytes(compiled.temp_bytes) if compiled and compiled.fits else "",
         most_at_peak(row),
         time_cell(row),
         config_label(row),
@@ -291,7 +290,7 @@ def compare_legend(rows: Sequence[Row]) -> str:
 def differentiated_legend(rows: Sequence[Row]) -> str:
     """The legend's sentence on what the compiled step differentiates, where
     that is not every argument as in the residual bytes; or ''."""
-    d = next((r.compiled.get("differentiated") for r in rows if r.compiled), None)
+    d = next((r.compiled.differentiated for r in rows if r.compiled), None)
     if not d or d["every_argument"]:
         return ""
     return (

@@ -42,7 +42,7 @@ def render_suggest(s: Suggestion, fmt: str) -> str:
     step = differentiated_legend(s.rows).strip()  # where the step and the residuals differ
     if step:
         lines.insert(3, step)
-    memory = (best.compiled or {}).get("memory")
+    memory = best.compiled.memory if best.compiled else None
     if memory and memory["peak_bytes"]:
         lines.insert(1, f"its peak: {peak_make_up(memory)}; {summary(memory)}")
     if s.budget_above_device and s.device_memory is not None:  # known when above it
@@ -223,8 +223,8 @@ def suggest_headline(s: Suggestion) -> str:
             f"{config_label(best)} at {smallest}{host_words(best)}"
         )
         if not best.fits:
-            compiled = best.compiled or {}
-            why = best.error or f"XLA says: {compiled.get('error')}"
+            said = best.compiled.error if best.compiled else None
+            why = best.error or f"XLA says: {said}"
             head += f" (it does not fit the device either; {why})"
         return head
     time = ""

@@ -286,20 +286,18 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
         table = screen.query_one(DataTable)
         heads = [str(c.label) for c in table.columns.values()]
         peak, temp = heads.index("peak"), heads.index("temp")
-        assert all(r.compiled is not None and r.compiled["fits"] for r in screen.rows)
+        assert all(r.compiled is not None and r.compiled.fits for r in screen.rows)
         for key in table.rows:
             row = screen.rows[int(key.value)]
             cells = table.get_row(key)
-            assert cells[peak] == human_bytes(row.compiled["peak_bytes"])
-            assert cells[temp] == human_bytes(row.compiled["temp_bytes"])
-            assert (
-                row.weighed_bytes == row.compiled["peak_bytes"]
-            )  # what the sort and the chart weigh
+            assert cells[peak] == human_bytes(row.compiled.peak_bytes)
+            assert cells[temp] == human_bytes(row.compiled.temp_bytes)
+            assert row.weighed_bytes == row.compiled.peak_bytes  # what the sort and the chart weigh
         (written,) = [r for r in screen.rows if r.config == app.loaded.shown.config]
-        assert written.compiled["peak_bytes"] == shown.peak_bytes  # the status line's peak
+        assert written.compiled.peak_bytes == shown.peak_bytes  # the status line's peak
         other = next(r for r in screen.rows if r.config.policy == "nothing_saveable")
         assert (
-            other.compiled["peak_bytes"]
+            other.compiled.peak_bytes
             == compile_answer(app.loaded.target, other.config).result.peak_bytes
         )
         status = str(screen.query_one("#compare-status").render())

@@ -50,11 +50,11 @@ def test_compare_goes_on_past_rows_that_do_not_fit_or_fail(failing_for):
     assert [r.config.policy for r in c.rows] == [policies.parse(s).canonical for s in SPECS]
     by = {r.config.policy: r for r in c.rows}
     oom, broken = by["nothing_saveable"], by["dots_saveable"]
-    assert not oom.fits and oom.compiled["needed_bytes"] == 9 * 2**30 and not oom.pareto
+    assert not oom.fits and oom.compiled.needed_bytes == 9 * 2**30 and not oom.pareto
     assert broken.error and "a bug" in broken.error and not broken.fits and not broken.pareto
     assert any(r.pareto for r in c.rows)
     others = [r for r in c.rows if r not in (oom, broken)]
-    assert all(r.fits and r.compiled["peak_bytes"] > 0 for r in others)
+    assert all(r.fits and r.compiled.peak_bytes > 0 for r in others)
     cells = {r.config.policy: comparison_reports.row_cells(r) for r in c.rows}
     assert cells["nothing_saveable"][5] == f"✗ needs {human_bytes(9 * 2**30)}"
     assert cells["dots_saveable"][5] == "compile failed"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from remat_tui.core.model import Analysis
 from remat_tui.core.setup.config import Config
+from remat_tui.core.xla.compile.compiled import Compiled
 
 
 @dataclass
@@ -29,7 +30,8 @@ class Row:
         recompute_flops: forward work the backward pass does again.
         forward_flops: the forward pass's FLOPs.
         saved_bytes: residual bytes beyond the arguments.
-        compiled: XLA's numbers when compiled (`Compiled.to_dict()`), else None.
+        compiled: XLA's numbers when compiled, else None (`Compiled`, without
+            `made`: its `to_dict()` only in the JSON).
         time: the step-time estimate when compiled (`StepTime.to_dict()`).
         measured: the step run on the device (`Measured.to_dict()`).
         pareto: on the Pareto front (★): no other row needs no more memory at
@@ -68,7 +70,7 @@ class Row:
     # configuration of a target, so counted once (`step_flops`); None until
     # a step time is wanted.
     transpose_flops: int | None = None
-    compiled: dict | None = None
+    compiled: Compiled | None = None
     time: dict | None = None  # the step-time estimate (`xla.estimates.step_time`), once compiled
     measured: dict | None = None  # its step run on the device (`xla.run.measure`), on request
     pareto: bool = False
@@ -91,8 +93,8 @@ class Row:
         compile that did not fit, what XLA said it needed), else the residual
         bytes one device holds (the offloaded ones too where the device has
         no host memory for them: all of them, a bound)."""
-        if self.compiled and self.compiled.get("peak_bytes"):
-            return self.compiled["peak_bytes"]
+        if self.compiled and self.compiled.peak_bytes:
+            return self.compiled.peak_bytes
         return self.device_bytes + (self.host_bytes if self.offload_without_host else 0)
 
     @property
@@ -163,7 +165,7 @@ class Row:
         it did not run out of memory), or not compiled."""
         return (
             self.error is None
-            and (self.compiled or {}).get("fits", True)
+            and (self.compiled is None or self.compiled.fits)
             and (self.measured or {}).get("fits", True)
         )
 
@@ -195,7 +197,7 @@ class Row:
             "auto_sharded_devices": self.auto_sharded_devices,
             "recompute_flops": self.recompute_flops,
             "forward_flops": self.forward_flops,
-            "compiled": self.compiled,
+            "compiled": None if self.compiled is None else self.compiled.to_dict(),
             "time": self.time,
             "measured": self.measured,
             "cost_source": self.cost_source,
@@ -212,7 +214,7 @@ class Row:
         }
 
 
-def row_of(a: Analysis, compiled: dict | None = None) -> Row:
+def row_of(a: Analysis, compiled: Compiled | None = None) -> Row:
     flops, t = a.flops, a.totals
     return Row(
         config=a.config,

@@ -347,7 +347,7 @@ def part_peaks(row: Row) -> Values:
     row's memory; both the row's memory where no curve is known (the
     residual measure, a compile without its breakdown)."""
     weighed = row.weighed_bytes
-    memory = (row.compiled or {}).get("memory") or {}
+    memory = (row.compiled.memory if row.compiled else None) or {}
     split, curve = memory.get("backward_from"), memory.get("curve")
     if split is None or not curve:
         return {"forward": weighed, "backward": weighed}

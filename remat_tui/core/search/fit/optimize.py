@@ -36,7 +36,6 @@ from remat_tui.core.setup.scaling import at_batch, example_batch
 from remat_tui.core.trace.configured import Cancelled
 from remat_tui.core.units import count
 from remat_tui.core.xla.compile import service as compile_service
-from remat_tui.core.xla.compile.compiled import Compiled
 
 OPTIMIZED = "the best decisions"  # what the progress line calls the configuration searched
 
@@ -134,7 +133,7 @@ class _Counted:
 def _least_peak(s: Suggestion) -> int | None:
     """The least compiled peak the search at a batch saw (a configuration
     XLA took): where the batch's trend against the budget is."""
-    peaks = [r.compiled["peak_bytes"] for r in s.rows if r.compiled and r.compiled.get("fits")]
+    peaks = [r.compiled.peak_bytes for r in s.rows if r.compiled and r.compiled.fits]
     return min(peaks, default=None)
 
 
@@ -167,10 +166,10 @@ def _row(batch: int, s: Suggestion) -> FitRow:
     if not s.fits or not best.compiled:
         row.not_fit = batch
         if best.compiled:
-            row.probes.append(Probe(batch, False, Compiled.from_dict(best.compiled), "compiled"))
+            row.probes.append(Probe(batch, False, best.compiled, "compiled"))
         return row
     row.batch, row.python, row.measured = batch, best.python, best.measured
-    row.probes.append(Probe(batch, True, Compiled.from_dict(best.compiled), "compiled", best.time))
+    row.probes.append(Probe(batch, True, best.compiled, "compiled", best.time))
     c = s.search
     gap = f"gap {c.gap:.1%}" if c.gap is not None else "gap unknown"
     proven = "proven" if c.proven else "not proven"
