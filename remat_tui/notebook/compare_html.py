@@ -45,8 +45,8 @@ SORT_KEYS = {
     "% fwd": lambda r: r.recompute_share,
     "peak": lambda r: (r.compiled.peak_bytes or r.compiled.needed_bytes) if r.compiled else None,
     "temp": lambda r: r.compiled.temp_bytes if r.compiled else None,
-    "est. step": lambda r: (r.time or {}).get("seconds"),
-    "measured": lambda r: (r.measured or {}).get("min_seconds"),
+    "est. step": lambda r: r.time.seconds if r.time else None,
+    "measured": lambda r: r.measured.min_seconds if r.measured else None,
 }
 ALWAYS = {"", "device", "recompute", "configuration"}  # shown even when empty
 NUMERIC = {"device", "host", "recompute", "% fwd", "peak", "temp", "est. step", "measured"}

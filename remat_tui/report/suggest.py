@@ -228,16 +228,11 @@ def suggest_headline(s: Suggestion) -> str:
             head += f" (it does not fit the device either; {why})"
         return head
     time = ""
-    if best.cost_source == "measured" and best.measured:
-        guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
-        time = (
-            f", {human_seconds(best.measured['min_seconds'])} a step measured on the device{guess}"
-        )
+    if best.measured and best.measured.min_seconds is not None:  # cost_source "measured"
+        guess = f"; estimated ~{human_seconds(best.time.seconds)}" if best.time else ""
+        time = f", {human_seconds(best.measured.min_seconds)} a step measured on the device{guess}"
     elif best.time:
-        time = (
-            f", about {human_seconds(best.time['seconds'])} a step on {best.time['chip']} "
-            "(estimated)"
-        )
+        time = f", about {human_seconds(best.time.seconds)} a step on {best.time.chip} (estimated)"
     return (
         f"{stopped}fits {human_bytes(s.budget)}: {config_label(best)} uses "
         f"{human_bytes(best.weighed_bytes)} ({measure}){host_words(best)}, recomputing "

@@ -159,10 +159,12 @@ def test_the_chart_plots_steps_measured_on_a_chip_the_table_does_not_know():
     from remat_tui.app.screens.compare_chart import draw_compare_chart
     from remat_tui.core.search.rows import Row
     from remat_tui.core.setup.config import Config
+    from remat_tui.core.xla.run.measure import Measured
 
     rows = [
         Row(Config.make(spec), "", device_bytes=nbytes, host_bytes=0, recompute_flops=flops,
-            forward_flops=1, residuals=(), measured={"min_seconds": seconds}, pareto=True)
+            forward_flops=1, residuals=(), measured=Measured(5, seconds, seconds, None),
+            pareto=True)
         for spec, nbytes, flops, seconds in [
             ("nothing_saveable", 2**20, 10**9, 0.004),
             ("everything_saveable", 2**24, 0, 0.002),

@@ -36,6 +36,7 @@ from remat_tui.errors import RematError
 if TYPE_CHECKING:
     from remat_tui.cli.rendering import Rendered
     from remat_tui.core.search.exact.search import Narrowing
+    from remat_tui.core.search.rows import Row
     from remat_tui.registry import Target
 
 
@@ -104,9 +105,7 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
     failed = [r for r in result.rows if r.measure_failed]
 
     def status() -> int:
-        failing = failed_runs(
-            [r.config.label() for r in failed], failed[0].measured if failed else None
-        )
+        failing = failed_runs([r.config.label() for r in failed], _first_error(failed))
         return failing or (130 if result.cancelled else 0)
 
     return render_suggest(result, fmt), [], status
@@ -116,3 +115,9 @@ def _narrowing(n: Narrowing, unit: str) -> None:
     from remat_tui.report.suggest import narrowing_line
 
     print(f"remat-tui: exact search: {narrowing_line(n, unit)}", file=sys.stderr, flush=True)
+
+
+def _first_error(failed: list[Row]) -> str | None:
+    """The first failed run's error, for failed_runs."""
+    measured = failed[0].measured if failed else None
+    return measured.error if measured else None

@@ -232,7 +232,7 @@ def compile_row(
             result, row.program = step.result, step.program
         else:
             result, measured = measure_step(target, row.config, runs, cancelled, run_if=run_if)
-            row.measured = None if measured is None else measured.to_dict()
+            row.measured = measured
     except RematError as exc:
         row.error = exc.message
         return
@@ -254,7 +254,7 @@ def compile_row(
             row.step_flops / per_device,
             host_memory.moved_bytes(result.device, host),
             step_time.StepCounts.of(result),
-        ).to_dict()
+        )
     note = flop_note(row.step_flops / per_device, row.recompute_flops / per_device, result)
     if note is not None:
         row.notes.append(note)

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from remat_tui.core.model import Analysis
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.compile.compiled import Compiled
+from remat_tui.core.xla.estimates.step_time import StepTime
+from remat_tui.core.xla.run.measure import Measured
 
 
 @dataclass
@@ -32,8 +34,8 @@ class Row:
         saved_bytes: residual bytes beyond the arguments.
         compiled: XLA's numbers when compiled, else None (`Compiled`, without
             `made`: its `to_dict()` only in the JSON).
-        time: the step-time estimate when compiled (`StepTime.to_dict()`).
-        measured: the step run on the device (`Measured.to_dict()`).
+        time: the step-time estimate when compiled (`StepTime`).
+        measured: the step run on the device (`Measured`).
         pareto: on the Pareto front (★): no other row needs no more memory at
             no more cost, and less of one.
         notes: sentences on what the row changes, or why it is not worth it.
@@ -71,8 +73,10 @@ class Row:
     # a step time is wanted.
     transpose_flops: int | None = None
     compiled: Compiled | None = None
-    time: dict | None = None  # the step-time estimate (`xla.estimates.step_time`), once compiled
-    measured: dict | None = None  # its step run on the device (`xla.run.measure`), on request
+    time: StepTime | None = (
+        None  # the step-time estimate (`xla.estimates.step_time`), once compiled
+    )
+    measured: Measured | None = None  # its step run on the device (`xla.run.measure`), on request
     pareto: bool = False
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # its compile failed (other than running out of memory)
@@ -112,7 +116,7 @@ class Row:
         """What `cost` is: "measured" (the step run on the device), "estimate"
         (the roofline, once compiled on a chip the table knows) or "flops"
         (the recompute FLOPs)."""
-        if self.measured and self.measured.get("min_seconds") is not None:
+        if self.measured and self.measured.min_seconds is not None:
             return "measured"
         return "estimate" if self.time else "flops"
 
@@ -120,12 +124,10 @@ class Row:
     def cost(self) -> tuple:
         """What ranks rows: the measured step time, else the estimated one,
         else the recompute FLOPs (`cost_source`); host bytes break ties."""
-        measured, time = self.measured or {}, self.time or {}
-        source = self.cost_source  # names one that is there
-        if source == "measured":
-            return (measured["min_seconds"], self.host_bytes)
-        if source == "estimate":
-            return (time["seconds"], self.host_bytes)
+        if self.measured and self.measured.min_seconds is not None:  # cost_source "measured"
+            return (self.measured.min_seconds, self.host_bytes)
+        if self.time:  # "estimate"
+            return (self.time.seconds, self.host_bytes)
         return (self.recompute_flops, self.host_bytes)
 
     @property
@@ -133,12 +135,12 @@ class Row:
         """`cost` before any run: the estimated step time, else the recompute
         FLOPs. What suggest's ordered search prunes with (its bounds are the
         estimate's)."""
-        return (self.time["seconds"] if self.time else self.recompute_flops, self.host_bytes)
+        return (self.time.seconds if self.time else self.recompute_flops, self.host_bytes)
 
     @property
     def measure_failed(self) -> bool:
         """Its step raised when run (not for want of memory): bad input."""
-        return bool(self.measured and self.measured.get("error") and self.measured.get("fits"))
+        return bool(self.measured and self.measured.error and self.measured.fits)
 
     @property
     def gradients_differ(self) -> bool:
@@ -166,7 +168,7 @@ class Row:
         return (
             self.error is None
             and (self.compiled is None or self.compiled.fits)
-            and (self.measured or {}).get("fits", True)
+            and (self.measured is None or self.measured.fits)
         )
 
     @property
@@ -198,8 +200,8 @@ class Row:
             "recompute_flops": self.recompute_flops,
             "forward_flops": self.forward_flops,
             "compiled": None if self.compiled is None else self.compiled.to_dict(),
-            "time": self.time,
-            "measured": self.measured,
+            "time": None if self.time is None else self.time.to_dict(),
+            "measured": None if self.measured is None else self.measured.to_dict(),
             "cost_source": self.cost_source,
             "pareto": self.pareto,
             "notes": list(self.notes),

@@ -68,8 +68,9 @@ def _spread(*rows: Row) -> float:
     - fastest) / fastest of the rows."""
     out = 0.0
     for row in rows:
-        m = row.measured or {}
-        low, mid = m.get("min_seconds"), m.get("median_seconds")
+        if row.measured is None:
+            continue
+        low, mid = row.measured.min_seconds, row.measured.median_seconds
         if low and mid:
             out = max(out, (mid - low) / low)
     return out
