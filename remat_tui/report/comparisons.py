@@ -232,7 +232,7 @@ def row_cells(row: Row, rank: dict | None = None) -> tuple[str, ...]:
 def gradients_mark(row: Row) -> str:
     """With --verify: ✓ its gradients are the code as written's (bitwise or
     within tolerance), ≠ they differ, ? it could not be run; '' unverified."""
-    verdict = (row.gradients or {}).get("verdict")
+    verdict = row.gradients.verdict if row.gradients else None
     return {"equal": "✓", "agree": "✓", "differ": "≠", "not_run": "?"}.get(verdict or "", "")
 
 

@@ -271,7 +271,7 @@ def test_fit_optimize_gives_each_batch_its_best_decisions(targets):
     rates = [r.examples_per_second for r in f.rows]
     assert rates == sorted(rates, reverse=True) and f.rows[0].best
     for row in f.rows:
-        assert row.peak_bytes <= budget and row.search["gap"] is not None
+        assert row.peak_bytes <= budget and row.search.gap is not None
         saved = names_row(row)
         if saved is not None:
             pasted = g.make_scanned(CP.save_only_these_names(*saved), g.PAIR)

@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 
 from remat_tui.core.model import Analysis
 from remat_tui.core.setup.config import Config
+from remat_tui.core.trace.effects import Effect
 from remat_tui.core.xla.compile.compiled import Compiled
 from remat_tui.core.xla.estimates.step_time import StepTime
 from remat_tui.core.xla.run.measure import Measured
+from remat_tui.core.xla.verify.runs import Verification
 
 
 @dataclass
@@ -49,7 +51,7 @@ class Row:
             host memory: the offloaded bytes stay in device memory.
         effects: the program's calls back to Python and whether this
             configuration's backward pass runs each again
-            (`trace.effects.Effect.to_dict()`, issue 43); a row that runs
+            (`trace.effects.Effect`s, issue 43); a row that runs
             one again has a note saying so.
     """
 
@@ -85,10 +87,10 @@ class Row:
     offload_without_host: bool = False  # no host memory to offload to: the bytes stay on device
     program: str | None = None  # its compiled program's key (`xla.compile.service`)
     # With verify: its step run against the code as written's (Contract 18),
-    # `Verification.to_dict()`; a row whose gradients differ is never an answer.
-    gradients: dict | None = None
+    # a `Verification`; a row whose gradients differ is never an answer.
+    gradients: Verification | None = None
     # The calls back to Python and which this configuration runs again (issue 43).
-    effects: list[dict] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
 
     @property
     def weighed_bytes(self) -> int:
@@ -145,14 +147,14 @@ class Row:
     @property
     def gradients_differ(self) -> bool:
         """Verified, its gradients differ from the code as written's."""
-        return (self.gradients or {}).get("verdict") == "differ"
+        return self.gradients is not None and self.gradients.verdict == "differ"
 
     @property
     def reruns_callbacks(self) -> list[str]:
         """The calls back to Python its backward pass runs again (`pure_callback
         at model.py:39`): recomputed, a call reading Python state gives another
         value, and the gradients move."""
-        return [f"{e['kind']} at {e['where']}" for e in self.effects if e["reruns"]]
+        return [f"{e.kind} at {e.where}" for e in self.effects if e.reruns]
 
     @property
     def step_flops(self) -> int | None:
@@ -211,8 +213,8 @@ class Row:
             "offload_without_host": self.offload_without_host,
             "saved_bytes": self.saved_bytes,
             "structure": _structure_dict(self.config),
-            "gradients": self.gradients,
-            "effects": [dict(e) for e in self.effects],
+            "gradients": None if self.gradients is None else self.gradients.to_dict(),
+            "effects": [e.to_dict() for e in self.effects],
         }
 
 
@@ -231,7 +233,7 @@ def row_of(a: Analysis, compiled: Compiled | None = None) -> Row:
         global_host_bytes=_unless(t.global_host_bytes, t.host_bytes),
         auto_sharded_devices=a.auto_sharded_devices,
         compiled=compiled,
-        effects=[e.to_dict() for e in a.effects],
+        effects=list(a.effects),
     )
 
 

@@ -142,8 +142,8 @@ def _verified(row: FitRow, s: Suggestion) -> None:
     answer dropped at this batch because its gradients differ."""
     if s.gradients is None:
         return
-    row.gradients = s.gradients.to_dict()
-    row.verify_failed = [f.to_dict() for f in s.verify_failed]
+    row.gradients = s.gradients
+    row.verify_failed = list(s.verify_failed)
     row.notes += [f"verify: dropped {f.row.config.label()}: its gradients differ from the code "
                   f"as written's ({f.why()})" for f in s.verify_failed]  # fmt: skip
     v = s.gradients
@@ -161,7 +161,7 @@ def _row(batch: int, s: Suggestion) -> FitRow:
     """A batch's row: the exact search's answer there, or nothing fits."""
     best = s.best
     row = FitRow(config=best.config, policy=best.config.policy, complete=not s.cancelled)
-    row.search = s.search.to_dict()
+    row.search = s.search
     _verified(row, s)
     if not s.fits or not best.compiled:
         row.not_fit = batch

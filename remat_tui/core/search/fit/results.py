@@ -13,10 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from remat_tui.core.display import Displayable
+from remat_tui.core.search.exact.certificate import Certificate
+from remat_tui.core.search.suggest.verified import Failed
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.compile.compiled import Compiled
 from remat_tui.core.xla.estimates.step_time import StepTime
 from remat_tui.core.xla.run.measure import Measured
+from remat_tui.core.xla.verify.runs import Verification
 
 
 @dataclass
@@ -84,11 +87,13 @@ class FitRow:
     error: str | None = None  # a compile failed otherwise than for memory
     best: bool = False
     notes: list[str] = field(default_factory=list)
-    search: dict | None = None  # fit --optimize: the exact search's certificate at this batch
+    search: Certificate | None = (
+        None  # fit --optimize: the exact search's certificate at this batch
+    )
     # fit --optimize with verify (Contract 18): the answer's verification
-    # (`Verification.to_dict()`), and the answers dropped at this batch.
-    gradients: dict | None = None
-    verify_failed: list[dict] = field(default_factory=list)
+    # (a `Verification`), and the answers dropped at this batch.
+    gradients: Verification | None = None
+    verify_failed: list[Failed] = field(default_factory=list)
 
     @property
     def at(self) -> Probe | None:
@@ -158,9 +163,9 @@ class FitRow:
             "probes": [p.to_dict() for p in sorted(self.probes, key=lambda p: p.batch)],
             "error": self.error,
             "notes": list(self.notes),
-            "search": self.search,
-            "gradients": self.gradients,
-            "verify_failed": list(self.verify_failed),
+            "search": None if self.search is None else self.search.to_dict(),
+            "gradients": None if self.gradients is None else self.gradients.to_dict(),
+            "verify_failed": [f.to_dict() for f in self.verify_failed],
         }
 
 
