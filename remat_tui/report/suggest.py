@@ -185,10 +185,12 @@ def cost_text(value: float | None, unit: str) -> str:
     return human_seconds(value) if unit == "seconds" else human_flops(value)
 
 
-def narrowing_line(n: Narrowing, unit: str = "seconds") -> str:
+def narrowing_line(n: Narrowing) -> str:
     """The exact search as it narrows: `model of the name decisions: bound
     5.02 ms, best 5.30 ms, gap 5.3% (12 evaluated, round 3)`: the model's
-    bound, over its decisions only (the answer's covers every candidate)."""
+    bound, over its decisions only (the answer's covers every candidate), in
+    the unit its costs carry."""
+    unit = n.unit
     gap = f"gap {n.gap:.1%}" if n.gap is not None else "nothing fits yet"
     best = cost_text(n.best, unit) if n.best is not None else "none"
     return (

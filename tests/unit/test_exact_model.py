@@ -102,6 +102,7 @@ class FakeRow:
     error: str | None = None
     notes: list = field(default_factory=list)
     compiled: SimpleNamespace | None = None
+    cost_unit: str = "seconds"
 
     @property
     def cost(self):

@@ -88,11 +88,10 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
     refuse_topology(opts)
     options = search_options(opts)
     stop = threading.Event()
-    unit = "seconds" if opts.compiled else "flops"
     with interrupts.first_interrupt_stops(stop):
         try:
             result = suggest(target, checks["budget"], cancelled=stop.is_set,
-                             narrowing=lambda n: _narrowing(n, unit), verify=opts.verify,
+                             narrowing=_narrowing, verify=opts.verify,
                              **options)  # fmt: skip
         except Cancelled:
             print("remat-tui: cancelled before any answer was verified", file=sys.stderr)
@@ -111,10 +110,10 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
     return render_suggest(result, fmt), [], status
 
 
-def _narrowing(n: Narrowing, unit: str) -> None:
+def _narrowing(n: Narrowing) -> None:
     from remat_tui.report.suggest import narrowing_line
 
-    print(f"remat-tui: exact search: {narrowing_line(n, unit)}", file=sys.stderr, flush=True)
+    print(f"remat-tui: exact search: {narrowing_line(n)}", file=sys.stderr, flush=True)
 
 
 def _first_error(failed: list[Row]) -> str | None:

@@ -15,6 +15,10 @@ from remat_tui.core.xla.estimates.step_time import StepTime
 from remat_tui.core.xla.run.measure import Measured
 from remat_tui.core.xla.verify.runs import Verification
 
+# What a row's `cost` is counted in, by its `cost_source`: a time, or FLOPs
+# (compiled for a chip the step-time table does not know, there is no estimate).
+COST_UNITS = {"measured": "seconds", "estimate": "seconds", "flops": "flops"}
+
 
 @dataclass
 class Row:
@@ -121,6 +125,11 @@ class Row:
         if self.measured and self.measured.min_seconds is not None:
             return "measured"
         return "estimate" if self.time else "flops"
+
+    @property
+    def cost_unit(self) -> str:
+        """What `cost` is counted in: "seconds" (measured or estimated) or "flops"."""
+        return COST_UNITS[self.cost_source]
 
     @property
     def cost(self) -> tuple:
