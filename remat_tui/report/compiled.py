@@ -12,8 +12,6 @@ from remat_tui.core.model import Analysis, Totals
 from remat_tui.core.setup.labels import device_label_from
 from remat_tui.core.units import human_bytes, human_flops, human_seconds
 from remat_tui.core.xla.estimates.flop_note import flop_note
-from remat_tui.core.xla.estimates.step_time import StepTime
-from remat_tui.core.xla.run.measure import Measured
 from remat_tui.report.phrases import (
     GLOBAL,
     PER_DEVICE_UNKNOWN,
@@ -24,6 +22,8 @@ from remat_tui.report.phrases import (
 
 if TYPE_CHECKING:
     from remat_tui.core.xla.compile.compiled import Compiled
+    from remat_tui.core.xla.estimates.step_time import StepTime
+    from remat_tui.core.xla.run.measure import Measured
 
 EXPLAINED = (
     "The compiled peak is what XLA's program for the step needs at once in one device's "
@@ -171,7 +171,12 @@ def details(a: Analysis) -> list[tuple[str, str]]:
     )
     if note:
         rows.append(("FLOPs, XLA's and remat-tui's", note))
-    if a.time:  # an Analysis keeps its estimate and its runs as their JSON
+    # An Analysis keeps its estimate and its runs as their JSON; imported
+    # here, as their modules import JAX (`remat-tui --help` imports none).
+    from remat_tui.core.xla.estimates.step_time import StepTime
+    from remat_tui.core.xla.run.measure import Measured
+
+    if a.time:
         time = StepTime(**a.time)
         rows.append(("est. step", estimate_words(time)))
         if rates_words(time):

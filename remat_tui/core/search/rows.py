@@ -6,14 +6,17 @@ makes it), and `row_of` an analysis."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from remat_tui.core.model import Analysis
 from remat_tui.core.setup.config import Config
-from remat_tui.core.trace.effects import Effect
-from remat_tui.core.xla.compile.compiled import Compiled
-from remat_tui.core.xla.estimates.step_time import StepTime
-from remat_tui.core.xla.run.measure import Measured
-from remat_tui.core.xla.verify.runs import Verification
+
+if TYPE_CHECKING:  # the records' modules import JAX: `remat-tui --help` imports none
+    from remat_tui.core.trace.effects import Effect
+    from remat_tui.core.xla.compile.compiled import Compiled
+    from remat_tui.core.xla.estimates.step_time import StepTime
+    from remat_tui.core.xla.run.measure import Measured
+    from remat_tui.core.xla.verify.runs import Verification
 
 # What a row's `cost` is counted in, by its `cost_source`: a time, or FLOPs
 # (compiled for a chip the step-time table does not know, there is no estimate).

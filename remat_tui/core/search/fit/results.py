@@ -11,15 +11,18 @@ rank by it, the best marked.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
-from remat_tui.core.search.exact.certificate import Certificate
-from remat_tui.core.search.suggest.verified import Failed
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.compile.compiled import Compiled
-from remat_tui.core.xla.estimates.step_time import StepTime
-from remat_tui.core.xla.run.measure import Measured
-from remat_tui.core.xla.verify.runs import Verification
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.exact.certificate import Certificate
+    from remat_tui.core.search.suggest.verified import Failed
+    from remat_tui.core.xla.estimates.step_time import StepTime
+    from remat_tui.core.xla.run.measure import Measured
+    from remat_tui.core.xla.verify.runs import Verification
 
 
 @dataclass
