@@ -29,12 +29,13 @@ def output_format(opts: argparse.Namespace) -> str:
     return OUTPUT_FORMATS.get(ext, "text")
 
 
-def failed_runs(labels: list[str], measured: dict | None) -> int:
-    """Exit status 2, with a message, when a compiled step raised when run (the
-    report, with every row measured, is written first)."""
+def failed_runs(labels: list[str], error: str | None) -> int:
+    """Exit status 2, with a message (`error`: the first failed run's), when a
+    compiled step raised when run (the report, with every row measured, is
+    written first)."""
     if not labels:
         return 0
-    first = (measured or {}).get("error", "").replace("\n", " ")
+    first = (error or "").replace("\n", " ")
     print(
         f"remat-tui: error: {len(labels)} configuration(s) raised when run on the device "
         f"({', '.join(labels[:3])}{', ...' if len(labels) > 3 else ''}): {first}. The rows "

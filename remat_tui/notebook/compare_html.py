@@ -43,12 +43,10 @@ SORT_KEYS = {
     "host": lambda r: r.host_bytes,
     "recompute": lambda r: r.recompute_flops,
     "% fwd": lambda r: r.recompute_share,
-    "peak": lambda r: (
-        (r.compiled or {}).get("peak_bytes") or (r.compiled or {}).get("needed_bytes")
-    ),
-    "temp": lambda r: (r.compiled or {}).get("temp_bytes"),
-    "est. step": lambda r: (r.time or {}).get("seconds"),
-    "measured": lambda r: (r.measured or {}).get("min_seconds"),
+    "peak": lambda r: (r.compiled.peak_bytes or r.compiled.needed_bytes) if r.compiled else None,
+    "temp": lambda r: r.compiled.temp_bytes if r.compiled else None,
+    "est. step": lambda r: r.time.seconds if r.time else None,
+    "measured": lambda r: r.measured.min_seconds if r.measured else None,
 }
 ALWAYS = {"", "device", "recompute", "configuration"}  # shown even when empty
 NUMERIC = {"device", "host", "recompute", "% fwd", "peak", "temp", "est. step", "measured"}

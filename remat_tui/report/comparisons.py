@@ -32,7 +32,7 @@ COLUMNS = (
 def spanned_devices(rows: Sequence[Row]) -> int:
     """The most devices any row's compiled program spans (1 when none was
     compiled, or none over several devices)."""
-    return max(((r.compiled or {}).get("devices") or 1 for r in rows), default=1)
+    return max((r.compiled.devices or 1 if r.compiled else 1 for r in rows), default=1)
 
 
 def any_measured(rows: Sequence[Row]) -> bool:
@@ -93,32 +93,31 @@ def legend_devices(rows: Sequence[Row]) -> str:
 def peak_cell(row: Row) -> str:
     """The compiled peak; for a compile that ran out of memory, what XLA said
     it needed; for one that failed otherwise, that it failed."""
-    compiled = row.compiled or {}
+    compiled = row.compiled
     if row.refused:
         return "refused"
     if row.error is not None:
         return "compile failed"
-    if not compiled:
+    if compiled is None:
         return ""
-    if not compiled.get("fits", True):
-        needed = compiled.get("needed_bytes")
+    if not compiled.fits:
+        needed = compiled.needed_bytes
         return f"✗ needs {human_bytes(needed)}" if needed else "✗ out of memory"
-    return human_bytes(compiled["peak_bytes"]) if compiled.get("peak_bytes") is not None else ""
+    return human_bytes(compiled.peak_bytes)
 
 
 def row_notes(row: Row) -> list[str]:
     """The row's notes, with why it has no compiled peak when it has none."""
-    compiled = row.compiled or {}
-    measured = row.measured or {}
+    compiled, measured = row.compiled, row.measured
     out = list(row.notes)
     if row.refused:
         out.insert(0, refusal_words(row))
     elif row.error is not None:
         out.insert(0, f"compile failed: {row.failure}")
-    elif compiled and not compiled.get("fits", True):
-        out.insert(0, f"does not fit {compiled.get('device')}: {compiled.get('error')}")
-    elif measured.get("error"):
-        out.insert(0, measured["error"].replace("\n", " ").strip())
+    elif compiled and not compiled.fits:
+        out.insert(0, f"does not fit {compiled.device}: {compiled.error}")
+    elif measured and measured.error:
+        out.insert(0, measured.error.replace("\n", " ").strip())
     return out
 
 
@@ -136,7 +135,7 @@ def notes_cell(row: Row) -> str:
 
 def most_at_peak(row: Row) -> str:
     """The category holding the most of the compiled peak (`residual 48%`), or ''."""
-    memory = (row.compiled or {}).get("memory")
+    memory = row.compiled.memory if row.compiled else None
     if not memory or not memory["peak_bytes"]:
         return ""
     category = largest_category(memory)
@@ -145,7 +144,7 @@ def most_at_peak(row: Row) -> str:
 
 def time_cell(row: Row) -> str:
     """The step-time estimate (`~12.3 ms`: an estimate, and it says so), or ''."""
-    return f"~{human_seconds(row.time['seconds'])}" if row.time else ""
+    return f"~{human_seconds(row.time.seconds)}" if row.time else ""
 
 
 def measured_cell(row: Row, rank: dict | None = None) -> str:
@@ -154,24 +153,20 @@ def measured_cell(row: Row, rank: dict | None = None) -> str:
     m = row.measured
     if not m:
         return ""
-    if m.get("min_seconds") is not None:
+    if m.min_seconds is not None:
         place = f"#{rank[id(row)]} " if rank and id(row) in rank else ""
-        cell = f"{place}{human_seconds(m['min_seconds'])}"
-        if m.get("median_seconds") is not None:
-            cell += f" (median {human_seconds(m['median_seconds'])})"
-        if m.get("peak_bytes") is not None:
-            cell += f", peak {human_bytes(m['peak_bytes'])}"
+        cell = f"{place}{human_seconds(m.min_seconds)}"
+        if m.median_seconds is not None:
+            cell += f" (median {human_seconds(m.median_seconds)})"
+        if m.peak_bytes is not None:
+            cell += f", peak {human_bytes(m.peak_bytes)}"
         return cell
-    return "✗ did not fit when run" if not m.get("fits", True) else "run failed"
+    return "✗ did not fit when run" if not m.fits else "run failed"
 
 
 def measured_ranks(rows: Sequence[Row]) -> dict[int, int]:
     """1 for the fastest measured row, 2 for the next, ... (by id)."""
-    timed = [
-        (m["min_seconds"], r)
-        for r in rows
-        if (m := r.measured) and m.get("min_seconds") is not None
-    ]
+    timed = [(m.min_seconds, r) for r in rows if (m := r.measured) and m.min_seconds is not None]
     timed.sort(key=lambda seconds_row: seconds_row[0])
     return {id(r): i + 1 for i, (_, r) in enumerate(timed)}
 
@@ -182,9 +177,9 @@ def time_legend(rows: Sequence[Row]) -> str:
     timed = next((r.time for r in rows if r.time), None)
     text = ""
     if timed is not None:
-        overlap = "plus" if timed["chip"] == "cpu" else "or, when slower,"
+        overlap = "plus" if timed.chip == "cpu" else "or, when slower,"
         text = (
-            f" est. step: an estimate of one step's time on {timed['chip']} by a roofline "
+            f" est. step: an estimate of one step's time on {timed.chip} by a roofline "
             "model (XLA's FLOPs at peak FLOP/s, its transcendentals at the chip's rate for "
             f"them, {overlap} its bytes accessed at memory bandwidth, plus offloaded bytes "
             "out and back over the host link, plus the bytes a device sends in collectives "
@@ -196,7 +191,7 @@ def time_legend(rows: Sequence[Row]) -> str:
             text += f" Its rates: {rates}."
     measured = [r.measured for r in rows if r.measured]
     if measured:
-        runs = next((m["runs"] for m in measured if m.get("runs")), 0)
+        runs = next((m.runs for m in measured if m.runs), 0)
         text += (
             f" measured: the fastest and the median of {runs} runs of the compiled step on "
             "the device, after a warm-up (#1 the fastest), and the peak memory the device "
@@ -204,8 +199,8 @@ def time_legend(rows: Sequence[Row]) -> str:
             "its cost."
         )
         # Said once for the table: on the CPU no row can have a measured peak.
-        unpeaked = {m["peak_note"] for m in measured if m.get("peak_note") and "min_seconds" in m}
-        if unpeaked and all(m.get("peak_bytes") is None for m in measured):
+        unpeaked = {m.peak_note for m in measured if m.peak_note}
+        if unpeaked and all(m.peak_bytes is None for m in measured):
             text += f" No measured peak: {'; '.join(sorted(unpeaked))}."
     return text
 
@@ -214,8 +209,7 @@ def row_cells(row: Row, rank: dict | None = None) -> tuple[str, ...]:
     """One row of the table, COLUMNS' cells (with the `measured` cell when
     `rank` is given: the rows were run)."""
     share = row.recompute_share
-    compiled = row.compiled or {}
-    fitting = compiled.get("fits", True)
+    compiled = row.compiled
     numbers = not row.refused  # a refused row has none: blanks, not zeros
     cells = [
         ("★" if row.pareto else "") + gradients_mark(row) + ("↻" if row.reruns_callbacks else ""),
@@ -224,7 +218,7 @@ def row_cells(row: Row, rank: dict | None = None) -> tuple[str, ...]:
         human_flops(row.recompute_flops) if numbers else "",
         "" if share is None else f"{share:.0%}",
         peak_cell(row),
-        human_bytes(compiled["temp_bytes"]) if compiled and fitting else "",
+        human_bytes(compiled.temp_bytes) if compiled and compiled.fits else "",
         most_at_peak(row),
         time_cell(row),
         config_label(row),
@@ -238,7 +232,7 @@ def row_cells(row: Row, rank: dict | None = None) -> tuple[str, ...]:
 def gradients_mark(row: Row) -> str:
     """With --verify: ✓ its gradients are the code as written's (bitwise or
     within tolerance), ≠ they differ, ? it could not be run; '' unverified."""
-    verdict = (row.gradients or {}).get("verdict")
+    verdict = row.gradients.verdict if row.gradients else None
     return {"equal": "✓", "agree": "✓", "differ": "≠", "not_run": "?"}.get(verdict or "", "")
 
 
@@ -291,7 +285,7 @@ def compare_legend(rows: Sequence[Row]) -> str:
 def differentiated_legend(rows: Sequence[Row]) -> str:
     """The legend's sentence on what the compiled step differentiates, where
     that is not every argument as in the residual bytes; or ''."""
-    d = next((r.compiled.get("differentiated") for r in rows if r.compiled), None)
+    d = next((r.compiled.differentiated for r in rows if r.compiled), None)
     if not d or d["every_argument"]:
         return ""
     return (

@@ -22,6 +22,8 @@ from remat_tui.report.phrases import (
 
 if TYPE_CHECKING:
     from remat_tui.core.xla.compile.compiled import Compiled
+    from remat_tui.core.xla.estimates.step_time import StepTime
+    from remat_tui.core.xla.run.measure import Measured
 
 EXPLAINED = (
     "The compiled peak is what XLA's program for the step needs at once in one device's "
@@ -169,12 +171,18 @@ def details(a: Analysis) -> list[tuple[str, str]]:
     )
     if note:
         rows.append(("FLOPs, XLA's and remat-tui's", note))
+    # An Analysis keeps its estimate and its runs as their JSON; imported
+    # here, as their modules import JAX (`remat-tui --help` imports none).
+    from remat_tui.core.xla.estimates.step_time import StepTime
+    from remat_tui.core.xla.run.measure import Measured
+
     if a.time:
-        rows.append(("est. step", estimate_words(a.time)))
-        if rates_words(a.time):
-            rows.append(("est. step's rates", rates_words(a.time)))
+        time = StepTime(**a.time)
+        rows.append(("est. step", estimate_words(time)))
+        if rates_words(time):
+            rows.append(("est. step's rates", rates_words(time)))
     if a.measured:
-        rows.append(("measured", measured_words(a.measured)))
+        rows.append(("measured", measured_words(Measured(**a.measured))))
     ran = "run on the device" if a.measured and a.measured.get("runs") else "never run"
     rows += [
         ("saved by autodiff (residuals)", saved(a)),
@@ -275,48 +283,48 @@ def other_spaces(c: Compiled) -> list[tuple[str, str]]:
     return rows
 
 
-def estimate_words(t: dict) -> str:
+def estimate_words(t: StepTime) -> str:
     """`~1.23 ms on cpu (compute 0.5 ms + transcendentals 0.2 ms + memory
     0.4 ms + host 0; roofline, an estimate)`; with the collectives where a
     device sends any (`collectives 0.3 ms for 1.2 MiB sent per device`)."""
     parts = [
-        f"compute {human_seconds(t['compute_seconds'])}",
-        f"transcendentals {human_seconds(t['transcendental_seconds'])}",
-        f"memory {human_seconds(t['memory_seconds'])}",
-        f"host {human_seconds(t['host_seconds'])}",
+        f"compute {human_seconds(t.compute_seconds)}",
+        f"transcendentals {human_seconds(t.transcendental_seconds)}",
+        f"memory {human_seconds(t.memory_seconds)}",
+        f"host {human_seconds(t.host_seconds)}",
     ]
-    if t.get("collective_bytes"):
-        timed = (t.get("interconnect") or {}).get("bytes_per_second")
-        seconds = human_seconds(t["collective_seconds"]) if timed else "not timed"
-        sent = human_bytes(int(t["collective_bytes"]))
+    if t.collective_bytes:
+        timed = t.interconnect.get("bytes_per_second")
+        seconds = human_seconds(t.collective_seconds) if timed else "not timed"
+        sent = human_bytes(int(t.collective_bytes))
         parts.append(f"collectives {seconds} for {sent} sent per device")
-    return f"~{human_seconds(t['seconds'])} on {t['chip']} ({', '.join(parts)}; {t['model']})"
+    return f"~{human_seconds(t.seconds)} on {t.chip} ({', '.join(parts)}; {t.model})"
 
 
-def rates_words(t: dict) -> str:
+def rates_words(t: StepTime) -> str:
     """Where the estimate's rates came from, or '': the CPU's calibration
     (`calibrated on this machine 2026-11-26 14:03 UTC (kept in ...);
     --recalibrate measures again`), or the chip table's published figures."""
-    rates = t.get("rates") or {}
+    rates = t.rates
     source = rates.get("source", "")
     if source and "calibrated_at" in rates:
         source = f"{source}; --recalibrate measures again"
-    if t.get("collective_bytes") and (t.get("interconnect") or {}).get("source"):
-        source = f"{source}; collectives: {t['interconnect']['source']}".lstrip("; ")
+    if t.collective_bytes and t.interconnect.get("source"):
+        source = f"{source}; collectives: {t.interconnect['source']}".lstrip("; ")
     return source
 
 
-def measured_words(m: dict) -> str:
+def measured_words(m: Measured) -> str:
     """`1.21 ms min, 1.25 ms median of 5 runs; peak 1.2 GiB` or why it has none."""
-    if m.get("error"):
-        return m["error"].splitlines()[0]
+    if m.error or m.min_seconds is None or m.median_seconds is None:
+        return (m.error or "not run").splitlines()[0]
     text = (
-        f"{human_seconds(m['min_seconds'])} min, {human_seconds(m['median_seconds'])} median "
-        f"of {m['runs']} runs"
+        f"{human_seconds(m.min_seconds)} min, {human_seconds(m.median_seconds)} median "
+        f"of {m.runs} runs"
     )
-    if m.get("peak_bytes") is not None:
-        return text + f"; peak {human_bytes(m['peak_bytes'])}"
-    return text + f"; no peak figure: {m.get('peak_note')}"
+    if m.peak_bytes is not None:
+        return text + f"; peak {human_bytes(m.peak_bytes)}"
+    return text + f"; no peak figure: {m.peak_note}"
 
 
 def step_words(c: Compiled) -> str:

@@ -112,11 +112,11 @@ def notes(row: FitRow) -> list[str]:
                    else f"search stopped at {row.batch}")  # fmt: skip
     elif row.batch and row.not_fit is not None:
         out.append(f"{row.not_fit} does not fit")
-    measured = row.measured or {}
-    if measured.get("error"):
-        out.append(measured["error"].replace("\n", " ").strip())
-    if measured.get("min_seconds") is not None and row.time:
-        out.append(f"estimated ~{human_seconds(row.time['seconds'])}")
+    measured = row.measured
+    if measured and measured.error:
+        out.append(measured.error.replace("\n", " ").strip())
+    if measured and measured.min_seconds is not None and row.time:
+        out.append(f"estimated ~{human_seconds(row.time.seconds)}")
     return out + list(row.notes)
 
 

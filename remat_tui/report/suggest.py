@@ -42,7 +42,7 @@ def render_suggest(s: Suggestion, fmt: str) -> str:
     step = differentiated_legend(s.rows).strip()  # where the step and the residuals differ
     if step:
         lines.insert(3, step)
-    memory = (best.compiled or {}).get("memory")
+    memory = best.compiled.memory if best.compiled else None
     if memory and memory["peak_bytes"]:
         lines.insert(1, f"its peak: {peak_make_up(memory)}; {summary(memory)}")
     if s.budget_above_device and s.device_memory is not None:  # known when above it
@@ -185,10 +185,12 @@ def cost_text(value: float | None, unit: str) -> str:
     return human_seconds(value) if unit == "seconds" else human_flops(value)
 
 
-def narrowing_line(n: Narrowing, unit: str = "seconds") -> str:
+def narrowing_line(n: Narrowing) -> str:
     """The exact search as it narrows: `model of the name decisions: bound
     5.02 ms, best 5.30 ms, gap 5.3% (12 evaluated, round 3)`: the model's
-    bound, over its decisions only (the answer's covers every candidate)."""
+    bound, over its decisions only (the answer's covers every candidate), in
+    the unit its costs carry."""
+    unit = n.unit
     gap = f"gap {n.gap:.1%}" if n.gap is not None else "nothing fits yet"
     best = cost_text(n.best, unit) if n.best is not None else "none"
     return (
@@ -223,21 +225,16 @@ def suggest_headline(s: Suggestion) -> str:
             f"{config_label(best)} at {smallest}{host_words(best)}"
         )
         if not best.fits:
-            compiled = best.compiled or {}
-            why = best.error or f"XLA says: {compiled.get('error')}"
+            said = best.compiled.error if best.compiled else None
+            why = best.error or f"XLA says: {said}"
             head += f" (it does not fit the device either; {why})"
         return head
     time = ""
-    if best.cost_source == "measured" and best.measured:
-        guess = f"; estimated ~{human_seconds(best.time['seconds'])}" if best.time else ""
-        time = (
-            f", {human_seconds(best.measured['min_seconds'])} a step measured on the device{guess}"
-        )
+    if best.measured and best.measured.min_seconds is not None:  # cost_source "measured"
+        guess = f"; estimated ~{human_seconds(best.time.seconds)}" if best.time else ""
+        time = f", {human_seconds(best.measured.min_seconds)} a step measured on the device{guess}"
     elif best.time:
-        time = (
-            f", about {human_seconds(best.time['seconds'])} a step on {best.time['chip']} "
-            "(estimated)"
-        )
+        time = f", about {human_seconds(best.time.seconds)} a step on {best.time.chip} (estimated)"
     return (
         f"{stopped}fits {human_bytes(s.budget)}: {config_label(best)} uses "
         f"{human_bytes(best.weighed_bytes)} ({measure}){host_words(best)}, recomputing "

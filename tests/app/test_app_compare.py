@@ -159,10 +159,12 @@ def test_the_chart_plots_steps_measured_on_a_chip_the_table_does_not_know():
     from remat_tui.app.screens.compare_chart import draw_compare_chart
     from remat_tui.core.search.rows import Row
     from remat_tui.core.setup.config import Config
+    from remat_tui.core.xla.run.measure import Measured
 
     rows = [
         Row(Config.make(spec), "", device_bytes=nbytes, host_bytes=0, recompute_flops=flops,
-            forward_flops=1, residuals=(), measured={"min_seconds": seconds}, pareto=True)
+            forward_flops=1, residuals=(), measured=Measured(5, seconds, seconds, None),
+            pareto=True)
         for spec, nbytes, flops, seconds in [
             ("nothing_saveable", 2**20, 10**9, 0.004),
             ("everything_saveable", 2**24, 0, 0.002),
@@ -286,20 +288,18 @@ async def test_compare_with_compiling_on_shows_each_rows_peak_and_temp(write_tar
         table = screen.query_one(DataTable)
         heads = [str(c.label) for c in table.columns.values()]
         peak, temp = heads.index("peak"), heads.index("temp")
-        assert all(r.compiled is not None and r.compiled["fits"] for r in screen.rows)
+        assert all(r.compiled is not None and r.compiled.fits for r in screen.rows)
         for key in table.rows:
             row = screen.rows[int(key.value)]
             cells = table.get_row(key)
-            assert cells[peak] == human_bytes(row.compiled["peak_bytes"])
-            assert cells[temp] == human_bytes(row.compiled["temp_bytes"])
-            assert (
-                row.weighed_bytes == row.compiled["peak_bytes"]
-            )  # what the sort and the chart weigh
+            assert cells[peak] == human_bytes(row.compiled.peak_bytes)
+            assert cells[temp] == human_bytes(row.compiled.temp_bytes)
+            assert row.weighed_bytes == row.compiled.peak_bytes  # what the sort and the chart weigh
         (written,) = [r for r in screen.rows if r.config == app.loaded.shown.config]
-        assert written.compiled["peak_bytes"] == shown.peak_bytes  # the status line's peak
+        assert written.compiled.peak_bytes == shown.peak_bytes  # the status line's peak
         other = next(r for r in screen.rows if r.config.policy == "nothing_saveable")
         assert (
-            other.compiled["peak_bytes"]
+            other.compiled.peak_bytes
             == compile_answer(app.loaded.target, other.config).result.peak_bytes
         )
         status = str(screen.query_one("#compare-status").render())

@@ -49,7 +49,7 @@ async def test_compare_with_x_on_runs_every_row_and_ranks_by_it():
         heads = [str(c.label) for c in table.columns.values()]
         assert "measured" in heads and "est. step" in heads
         await pilot.press("t")  # sorted by the step time: the measured one
-        times = [screen.rows[int(k.value)].measured["min_seconds"] for k in table.rows]
+        times = [screen.rows[int(k.value)].measured.min_seconds for k in table.rows]
         assert times == sorted(times)
         # The panel beneath: the estimate's parts and where its rates came
         # from, and what the runs measured.

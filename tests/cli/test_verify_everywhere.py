@@ -188,7 +188,7 @@ def test_the_api_takes_verify_as_the_commands_do():
     assert remat_tui.analyze(target, policy="nothing_saveable").gradients is None
     c = remat_tui.compare(target, policies=["nothing_saveable", "everything_saveable"],
                           verify=True)  # fmt: skip
-    verdicts = {r.config.policy: r.gradients["verdict"] for r in c.rows}
+    verdicts = {r.config.policy: r.gradients.verdict for r in c.rows}
     assert verdicts["nothing_saveable"] == "differ"
     assert verdicts["everything_saveable"] in ("equal", "agree")
     assert not next(r for r in c.rows if r.config.policy == "nothing_saveable").pareto

@@ -29,6 +29,7 @@ from remat_tui.core.search.suggest.pipeline import suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.trace.configured import Cancelled
+from remat_tui.core.xla.estimates.step_time import StepTime
 from remat_tui.report.suggest import render_suggest
 
 sys.path.insert(0, f"{ROOT}/tests/models")
@@ -245,7 +246,7 @@ def test_within_resolution_never_sets_aside_by_flops_or_when_as_written_does_not
         row(Config(sites=(("layer", policies.parse("dots_saveable")),))),
     )
     assert within_resolution(cheaper, written, 1 << 30) is None  # FLOPs are exact
-    written.time, cheaper.time = {"seconds": 1.0}, {"seconds": 0.95}
+    written.time, cheaper.time = (StepTime(s, s, 0.0, 0.0, 0.0, "cpu") for s in (1.0, 0.95))
     assert within_resolution(cheaper, written, 1 << 30) is not None
     assert within_resolution(cheaper, written, written.device_bytes - 1) is None
 

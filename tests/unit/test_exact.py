@@ -165,6 +165,24 @@ def test_a_stop_keeps_the_best_verified_answer(targets, oracle):
     assert "stopped" in render_suggest(got, "text").splitlines()[0]
 
 
+def test_the_narrowing_says_flops_on_a_chip_the_table_does_not_know(targets, monkeypatch):
+    """Compiled for a chip the step-time table does not know (a GPU, say),
+    rows have no estimate and the search's costs are recompute FLOPs: its
+    narrowing carries that unit and its line says FLOPs (the line's unit was
+    guessed from --compiled: seconds, and the FLOPs were printed as times)."""
+    from remat_tui.core.xla.estimates import step_time
+    from remat_tui.report.suggest import narrowing_line
+
+    monkeypatch.setattr(step_time, "chip_of", lambda device: None)
+    heard: list = []
+    got = suggest(targets["knapsack"], 2**40, compiled=True, narrowing=heard.append)
+    assert got.best.compiled is not None and got.best.time is None
+    assert got.best.cost_source == "flops" and got.search.cost == "flops"
+    assert heard and {n.unit for n in heard} == {"flops"}
+    line = narrowing_line(heard[0])
+    assert "FLOP" in line and not re.search(r"\d (s|ms|µs|ns)\b", line), line
+
+
 def residual_lines(fn, args) -> list[str]:
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -271,7 +289,7 @@ def test_fit_optimize_gives_each_batch_its_best_decisions(targets):
     rates = [r.examples_per_second for r in f.rows]
     assert rates == sorted(rates, reverse=True) and f.rows[0].best
     for row in f.rows:
-        assert row.peak_bytes <= budget and row.search["gap"] is not None
+        assert row.peak_bytes <= budget and row.search.gap is not None
         saved = names_row(row)
         if saved is not None:
             pasted = g.make_scanned(CP.save_only_these_names(*saved), g.PAIR)

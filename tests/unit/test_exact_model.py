@@ -9,6 +9,7 @@ bound; a stop keeps the best verified."""
 
 import random
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 
@@ -100,7 +101,8 @@ class FakeRow:
     measure_failed: bool = False
     error: str | None = None
     notes: list = field(default_factory=list)
-    compiled: dict | None = None
+    compiled: SimpleNamespace | None = None
+    cost_unit: str = "seconds"
 
     @property
     def cost(self):
@@ -112,7 +114,9 @@ class FakeRow:
 def fake_row(a, peak, cost, parts):
     """A compiled row whose memory curve has its forward part's peak at step
     0 and its backward part's at step 1."""
-    compiled = {"memory": {"backward_from": 1, "curve": [[0, parts[0]], [1, parts[1]]]}}
+    compiled = SimpleNamespace(
+        memory={"backward_from": 1, "curve": [[0, parts[0]], [1, parts[1]]]}
+    )  # what part_peaks reads of a Compiled
     return FakeRow(peak, cost, residuals=tuple(sorted(a)), compiled=compiled)
 
 

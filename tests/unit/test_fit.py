@@ -290,8 +290,8 @@ def test_measure_runs_the_row_batch():
     budget = by_hand(loss, args, "as_written", 20)
     result = remat_tui.fit(loss, budget, args=args, policies=["as_written"], measure=True, runs=2)
     (row,) = result.rows
-    assert row.cost_source == "measured" and row.measured["runs"] == 2
-    assert row.examples_per_second == pytest.approx(row.batch / row.measured["min_seconds"])
+    assert row.cost_source == "measured" and row.measured.runs == 2
+    assert row.examples_per_second == pytest.approx(row.batch / row.measured.min_seconds)
 
 
 def test_a_batch_parameter_without_a_default():

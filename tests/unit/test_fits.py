@@ -50,11 +50,11 @@ def test_compare_goes_on_past_rows_that_do_not_fit_or_fail(failing_for):
     assert [r.config.policy for r in c.rows] == [policies.parse(s).canonical for s in SPECS]
     by = {r.config.policy: r for r in c.rows}
     oom, broken = by["nothing_saveable"], by["dots_saveable"]
-    assert not oom.fits and oom.compiled["needed_bytes"] == 9 * 2**30 and not oom.pareto
+    assert not oom.fits and oom.compiled.needed_bytes == 9 * 2**30 and not oom.pareto
     assert broken.error and "a bug" in broken.error and not broken.fits and not broken.pareto
     assert any(r.pareto for r in c.rows)
     others = [r for r in c.rows if r not in (oom, broken)]
-    assert all(r.fits and r.compiled["peak_bytes"] > 0 for r in others)
+    assert all(r.fits and r.compiled.peak_bytes > 0 for r in others)
     cells = {r.config.policy: comparison_reports.row_cells(r) for r in c.rows}
     assert cells["nothing_saveable"][5] == f"✗ needs {human_bytes(9 * 2**30)}"
     assert cells["dots_saveable"][5] == "compile failed"
@@ -83,7 +83,7 @@ def cheapest_that_fits(rows, budget):
     fitting = [r for r in fitting if not r.offload_slower] or fitting
 
     def cost(r):
-        return (r.time["seconds"] if r.time else r.recompute_flops, r.host_bytes, r.weighed_bytes)
+        return (r.time.seconds if r.time else r.recompute_flops, r.host_bytes, r.weighed_bytes)
 
     return min(fitting, key=cost)
 
@@ -113,8 +113,8 @@ def test_suggest_compiles_only_what_can_change_its_answer(all_compiled, which):
             if r.offload_without_host:  # never the answer, so never compiled
                 continue
             bound = step_time.lower_bound(chip, r.step_flops, r.host_bytes)
-            assert (bound, r.host_bytes) >= (got.found.time["seconds"], got.found.host_bytes)
-            assert r.time is None or r.time["seconds"] >= bound
+            assert (bound, r.host_bytes) >= (got.found.time.seconds, got.found.host_bytes)
+            assert r.time is None or r.time.seconds >= bound
     d = got.to_dict()
     assert d["compiled_count"] == got.compiled_count and d["skipped"]["count"] == got.skipped
 
@@ -147,8 +147,8 @@ def test_suggest_skips_compiles_that_cannot_beat_the_answer(compute_bound_cpu, m
     everything = pipeline.suggest(target, 2**40, compiled=True, compile_all=True)
     assert got.found.config == cheapest_that_fits(everything.rows, 2**40).config
     assert got.fits and got.skipped > 0 and "estimated slower on cpu" in got.skipped_why
-    assert got.found.time["seconds"] == min(
-        r.time["seconds"] for r in got.rows if r.time and not r.offload_slower
+    assert got.found.time.seconds == min(
+        r.time.seconds for r in got.rows if r.time and not r.offload_slower
     )
     text = suggest_reports.render_suggest(got, "text")
     # (with the programs among them, where some configurations lower to one)

@@ -16,7 +16,9 @@ from remat_tui.core.search.rows import Row
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.policies import PolicySpec
 from remat_tui.core.xla.compile.costs import CompiledStep
+from remat_tui.core.xla.estimates.step_time import StepTime
 from remat_tui.core.xla.run import measure as measure_lib
+from remat_tui.core.xla.run.measure import Measured
 from remat_tui.errors import RematError
 from remat_tui.registry import Target
 
@@ -75,7 +77,7 @@ def test_compare_ranks_by_the_measured_time():
     c = remat_tui.compare(target(), policies=FIVE, measure=True, runs=2)
     for row in c.rows:
         assert row.cost_source == "measured" and row.time is not None
-        assert row.cost[0] == row.measured["min_seconds"]
+        assert row.cost[0] == row.measured.min_seconds
         d = row.to_dict()
         assert d["cost_source"] == "measured" and d["measured"]["runs"] == 2
     assert any(r.pareto for r in c.rows)
@@ -86,8 +88,10 @@ def test_measured_times_decide_the_front_over_the_estimate():
 
     def row(policy, estimate, measured):
         r = Row(Config(PolicySpec(policy, declared=True)), "", 100, 0, 0, 1, ())
-        r.time = {"seconds": estimate}
-        r.measured = {"min_seconds": measured, "fits": True, "error": None}
+        r.time = StepTime(estimate, estimate, 0.0, 0.0, 0.0, "cpu")
+        r.measured = Measured(
+            runs=5, min_seconds=measured, median_seconds=measured, peak_bytes=None
+        )
         return r
 
     a, b = row("a", 1.0, 3.0), row("b", 2.0, 2.0)
@@ -110,8 +114,8 @@ def test_suggest_chooses_by_the_measured_time():
     fitting = [r for r in s.rows if r.fits and r.weighed_bytes <= s.budget]
     assert s.fits and s.measured_count == len(fitting)
     assert all(r.cost_source == "measured" for r in fitting)
-    assert s.found.measured["min_seconds"] == min(
-        r.measured["min_seconds"] for r in fitting if not r.offload_slower
+    assert s.found.measured.min_seconds == min(
+        r.measured.min_seconds for r in fitting if not r.offload_slower
     )
 
 
@@ -137,7 +141,7 @@ def test_a_run_out_of_memory_is_a_row(monkeypatch):
     assert len(c.rows) == 2
     for row in c.rows:
         assert not row.fits and not row.pareto and not row.measure_failed
-        assert row.measured["error"].startswith("did not fit when run")
+        assert row.measured.error.startswith("did not fit when run")
 
 
 def test_the_backends_peak_is_kept_only_when_it_is_this_steps():

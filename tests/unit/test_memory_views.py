@@ -131,13 +131,13 @@ def test_compare_and_suggest_say_what_fills_the_peak():
     c = remat_tui.compare(layers, ARGS, compiled=True, policies=["as_written", "nothing_saveable"])
     column = comparison_reports.COLUMNS.index("most at peak")
     for row in c.rows:
-        memory = row.compiled["memory"]
+        memory = row.compiled.memory
         top = max(CATEGORIES, key=lambda k: memory["by_category"][k])
         assert comparison_reports.row_cells(row)[column].startswith(top)
     (nothing,) = [r for r in c.rows if r.config.policy == "nothing_saveable"]
     assert any(n.startswith("peak unchanged against the code as written") for n in nothing.notes)
     s = remat_tui.suggest(layers, "1GiB", args=ARGS, compiled=True)
-    memory = s.best.compiled["memory"]
+    memory = s.best.compiled.memory
     top = max(CATEGORIES, key=lambda k: memory["by_category"][k])
     share = memory["by_category"][top] / memory["peak_bytes"]
     said = render_suggest(s, "text")

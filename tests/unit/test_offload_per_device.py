@@ -76,7 +76,7 @@ def test_the_host_part_is_one_devices_bytes_over_the_host_link():
         target, policies=["as_written"], sites={"mlp": OFFLOAD}, compiled=True,
         device=DEVICE, mesh=mesh,
     ).rows  # fmt: skip
-    assert row.time["host_seconds"] == pytest.approx(want, rel=1e-12)
+    assert row.time.host_seconds == pytest.approx(want, rel=1e-12)
 
 
 def test_an_offload_is_judged_by_one_devices_bytes(monkeypatch):

@@ -173,7 +173,7 @@ def test_a_structure_that_cannot_be_built_is_a_row_with_why_and_the_search_goes_
     budget = compile_answer(target, Config.make()).result.peak_bytes - 1
     answer = suggest_module.suggest(target, budget=budget, compiled=True)
     assert answer.fits and answer.found.config.structure is None
-    assert answer.found.compiled["peak_bytes"] <= budget
+    assert answer.found.compiled.peak_bytes <= budget
     assert {r.config.label() for r in rows} <= {r.config.label() for r in answer.refused}
 
 

@@ -300,7 +300,7 @@ def test_compare_report_says_whose_bytes_each_column_counts(write_target):
         policies=["as_written", "nothing_saveable"],
         compiled=True,
     )
-    assert {r.compiled["devices"] for r in c.rows} == {4}
+    assert {r.compiled.devices for r in c.rows} == {4}
     for fmt in ("text", "md", "html"):
         out = render_compare(c, fmt)
         assert "device (global)" in out and "peak/device" in out and "temp/device" in out

@@ -95,7 +95,7 @@ def test_a_rows_step_flops_are_its_full_analysis(compiled_rows):
 def test_every_compiled_row_has_an_estimate_on_the_measured_cpu(compiled_rows):
     cpu = chips.measured_cpu()
     for row in compiled_rows:
-        t, c = row.time, row.compiled
+        t, c = row.time.to_dict(), row.compiled.to_dict()  # as the JSON says them
         assert t["chip"] == "cpu" and t["model"] == "roofline"
         # XLA's own counts, each at its rate, scaled by how much XLA's count of
         # the 3-layer scan falls short of remat-tui's (its body counted once).

@@ -51,7 +51,7 @@ def test_suggest_answers_with_a_structure_where_no_policy_fits():
     assert all(r.compiled and r.weighed_bytes > budget for r in by_policy)
     assert s.fits and s.best.config.structure is not None
     assert s.best.weighed_bytes <= budget
-    assert s.best.compiled["peak_bytes"] == s.best.weighed_bytes
+    assert s.best.compiled.peak_bytes == s.best.weighed_bytes
     assert "nested_scan(step, init, xs, groups=" in s.best.python
     text = render_suggest(s, "text")
     assert "def nested_scan(" in text.split("paste:")[1]

@@ -315,7 +315,7 @@ class CompareScreen(Screen[Config | None]):
         """What the memory column, the sort and the chart weigh."""
         if not self.compiled:
             return "residual bytes per device (p in the main screen compiles each row)"
-        steps = {(r.compiled or {}).get("step") for r in self.rows}
+        steps = {r.compiled.step for r in self.rows if r.compiled}
         step = "training step" if "train" in steps else "gradient alone"
         return f"compiled peak per device ({step})"
 

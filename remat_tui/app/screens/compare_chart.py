@@ -68,7 +68,7 @@ def draw_compare_chart(
         ys = [r.cost[0] / y_size for r in rows]
         kind = "measured step" if measured else "est. step"
         # the chip the estimates are for; none on a chip the table does not know
-        chip = next((r.time["chip"] for r in rows if r.time), None)
+        chip = next((r.time.chip for r in rows if r.time), None)
         y_label = f"{kind} ({y_unit}, {chip})" if chip else f"{kind} ({y_unit})"
         y_what = "step time"
     else:

@@ -257,8 +257,7 @@ class SuggestScreen(Screen[Config | None]):
             self.post_message(SuggestProgress(request, analysed, config.label()))
 
         def narrowing(n: Narrowing) -> None:
-            unit = "seconds" if self.compiled else "flops"
-            self.post_message(SuggestNarrowing(request, narrowing_line(n, unit)))
+            self.post_message(SuggestNarrowing(request, narrowing_line(n)))
 
         try:
             # The example arguments built once, not once per configuration searched.

@@ -93,9 +93,7 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
     return (
         render_compare(result, fmt),
         [],
-        lambda: failed_runs(
-            [r.config.label() for r in failed], failed[0].measured if failed else None
-        ),
+        lambda: failed_runs([r.config.label() for r in failed], _first_error(failed)),
     )
 
 
@@ -111,3 +109,9 @@ def _cancelled_comparison(
                        declared=target.policies)  # fmt: skip
     baseline, _ = measure_baseline(target, base, compiled=False)
     return conclude(target, rows, baseline, base, seconds)
+
+
+def _first_error(failed: list[Row]) -> str | None:
+    """The first failed run's error, for failed_runs."""
+    measured = failed[0].measured if failed else None
+    return measured.error if measured else None

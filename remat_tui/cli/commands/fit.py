@@ -147,11 +147,11 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
             f"remat-tui: cancelled: {count(len(result.rows), 'row')} found so far, below",
             file=sys.stderr,
         )
-    failed = [r for r in result.rows if (m := r.measured or {}).get("error") and m["fits"]]
+    failed = [r for r in result.rows if r.measured and r.measured.error and r.measured.fits]
 
     def status() -> int:
         if failed:
-            first = (failed[0].measured or {})["error"].splitlines()[0]
+            first = (failed[0].measured and failed[0].measured.error or "").splitlines()[0]
             print(
                 f"remat-tui: error: {len(failed)} configuration(s) raised when run on the "
                 f"device: {first} The rows are in the "

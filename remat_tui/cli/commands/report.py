@@ -113,7 +113,8 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
     refuse_topology(opts)
     with sharing(opts.verify):  # --measure's first run is --verify's (core/xla/run/shared_runs.py)
         analysis = analysing.analysis(target, opts, opts.compiled, opts.vs_written)
-    failed = [analysis.config.label()] if (analysis.measured or {}).get("error") else []
+    error = analysis.measured.get("error") if analysis.measured else None
+    failed = [analysis.config.label()] if error else []
     if opts.verify:
         from dataclasses import replace
 
@@ -124,9 +125,7 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
     # The verdicts are printed after the report is written.
     def status() -> int:
         return (
-            failed_runs(failed, analysis.measured)
-            or _gates(analysis, checks["limits"])
-            or _differing(analysis)
+            failed_runs(failed, error) or _gates(analysis, checks["limits"]) or _differing(analysis)
         )
 
     return render(analysis, fmt), analysis.warnings, status

@@ -36,6 +36,7 @@ from remat_tui.errors import RematError
 if TYPE_CHECKING:
     from remat_tui.cli.rendering import Rendered
     from remat_tui.core.search.exact.search import Narrowing
+    from remat_tui.core.search.rows import Row
     from remat_tui.registry import Target
 
 
@@ -87,11 +88,10 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
     refuse_topology(opts)
     options = search_options(opts)
     stop = threading.Event()
-    unit = "seconds" if opts.compiled else "flops"
     with interrupts.first_interrupt_stops(stop):
         try:
             result = suggest(target, checks["budget"], cancelled=stop.is_set,
-                             narrowing=lambda n: _narrowing(n, unit), verify=opts.verify,
+                             narrowing=_narrowing, verify=opts.verify,
                              **options)  # fmt: skip
         except Cancelled:
             print("remat-tui: cancelled before any answer was verified", file=sys.stderr)
@@ -104,15 +104,19 @@ def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Ren
     failed = [r for r in result.rows if r.measure_failed]
 
     def status() -> int:
-        failing = failed_runs(
-            [r.config.label() for r in failed], failed[0].measured if failed else None
-        )
+        failing = failed_runs([r.config.label() for r in failed], _first_error(failed))
         return failing or (130 if result.cancelled else 0)
 
     return render_suggest(result, fmt), [], status
 
 
-def _narrowing(n: Narrowing, unit: str) -> None:
+def _narrowing(n: Narrowing) -> None:
     from remat_tui.report.suggest import narrowing_line
 
-    print(f"remat-tui: exact search: {narrowing_line(n, unit)}", file=sys.stderr, flush=True)
+    print(f"remat-tui: exact search: {narrowing_line(n)}", file=sys.stderr, flush=True)
+
+
+def _first_error(failed: list[Row]) -> str | None:
+    """The first failed run's error, for failed_runs."""
+    measured = failed[0].measured if failed else None
+    return measured.error if measured else None

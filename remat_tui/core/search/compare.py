@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
@@ -237,11 +237,11 @@ def compile_row(
             result, row.program = step.result, step.program
         else:
             result, measured = measure_step(target, row.config, runs, cancelled, run_if=run_if)
-            row.measured = None if measured is None else measured.to_dict()
+            row.measured = measured
     except RematError as exc:
         row.error = exc.message
         return
-    row.compiled = result.to_dict()
+    row.compiled = replace(result, made=())  # the numbers: a row never names residuals
     chip = step_time.chip_of(result.device)
     if not result.fits or row.step_flops is None:
         return
@@ -259,7 +259,7 @@ def compile_row(
             row.step_flops / per_device,
             host_memory.moved_bytes(result.device, host),
             step_time.StepCounts.of(result),
-        ).to_dict()
+        )
     note = flop_note(row.step_flops / per_device, row.recompute_flops / per_device, result)
     if note is not None:
         row.notes.append(note)
@@ -281,15 +281,15 @@ def peak_notes(rows: list[Row], base: Config) -> None:
     written = next((r for r in rows if r.config == base), None)
     if written is None:
         return
-    before = (written.compiled or {}).get("memory")
-    if before is None:
+    before = written.compiled.memory if written.compiled else None
+    if written.compiled is None or before is None:
         return
     for row in rows:
-        after = (row.compiled or {}).get("memory")
-        if row is written or after is None:
+        after = row.compiled.memory if row.compiled else None
+        if row is written or row.compiled is None or after is None:
             continue
         same_yet_compiled_apart(row, written)
-        flops = ((written.compiled or {}).get("flops"), (row.compiled or {}).get("flops"))
+        flops = (written.compiled.flops, row.compiled.flops)
         note = peak_note(
             before, after, written.saved_bytes, row.saved_bytes, base_label(base), flops=flops
         )

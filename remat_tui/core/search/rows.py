@@ -6,9 +6,21 @@ makes it), and `row_of` an analysis."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from remat_tui.core.model import Analysis
 from remat_tui.core.setup.config import Config
+
+if TYPE_CHECKING:  # the records' modules import JAX: `remat-tui --help` imports none
+    from remat_tui.core.trace.effects import Effect
+    from remat_tui.core.xla.compile.compiled import Compiled
+    from remat_tui.core.xla.estimates.step_time import StepTime
+    from remat_tui.core.xla.run.measure import Measured
+    from remat_tui.core.xla.verify.runs import Verification
+
+# What a row's `cost` is counted in, by its `cost_source`: a time, or FLOPs
+# (compiled for a chip the step-time table does not know, there is no estimate).
+COST_UNITS = {"measured": "seconds", "estimate": "seconds", "flops": "flops"}
 
 
 @dataclass
@@ -29,9 +41,10 @@ class Row:
         recompute_flops: forward work the backward pass does again.
         forward_flops: the forward pass's FLOPs.
         saved_bytes: residual bytes beyond the arguments.
-        compiled: XLA's numbers when compiled (`Compiled.to_dict()`), else None.
-        time: the step-time estimate when compiled (`StepTime.to_dict()`).
-        measured: the step run on the device (`Measured.to_dict()`).
+        compiled: XLA's numbers when compiled, else None (`Compiled`, without
+            `made`: its `to_dict()` only in the JSON).
+        time: the step-time estimate when compiled (`StepTime`).
+        measured: the step run on the device (`Measured`).
         pareto: on the Pareto front (★): no other row needs no more memory at
             no more cost, and less of one.
         notes: sentences on what the row changes, or why it is not worth it.
@@ -45,7 +58,7 @@ class Row:
             host memory: the offloaded bytes stay in device memory.
         effects: the program's calls back to Python and whether this
             configuration's backward pass runs each again
-            (`trace.effects.Effect.to_dict()`, issue 43); a row that runs
+            (`trace.effects.Effect`s, issue 43); a row that runs
             one again has a note saying so.
     """
 
@@ -68,9 +81,11 @@ class Row:
     # configuration of a target, so counted once (`step_flops`); None until
     # a step time is wanted.
     transpose_flops: int | None = None
-    compiled: dict | None = None
-    time: dict | None = None  # the step-time estimate (`xla.estimates.step_time`), once compiled
-    measured: dict | None = None  # its step run on the device (`xla.run.measure`), on request
+    compiled: Compiled | None = None
+    time: StepTime | None = (
+        None  # the step-time estimate (`xla.estimates.step_time`), once compiled
+    )
+    measured: Measured | None = None  # its step run on the device (`xla.run.measure`), on request
     pareto: bool = False
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # its compile failed (other than running out of memory)
@@ -79,10 +94,10 @@ class Row:
     offload_without_host: bool = False  # no host memory to offload to: the bytes stay on device
     program: str | None = None  # its compiled program's key (`xla.compile.service`)
     # With verify: its step run against the code as written's (Contract 18),
-    # `Verification.to_dict()`; a row whose gradients differ is never an answer.
-    gradients: dict | None = None
+    # a `Verification`; a row whose gradients differ is never an answer.
+    gradients: Verification | None = None
     # The calls back to Python and which this configuration runs again (issue 43).
-    effects: list[dict] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
 
     @property
     def weighed_bytes(self) -> int:
@@ -91,8 +106,8 @@ class Row:
         compile that did not fit, what XLA said it needed), else the residual
         bytes one device holds (the offloaded ones too where the device has
         no host memory for them: all of them, a bound)."""
-        if self.compiled and self.compiled.get("peak_bytes"):
-            return self.compiled["peak_bytes"]
+        if self.compiled and self.compiled.peak_bytes:
+            return self.compiled.peak_bytes
         return self.device_bytes + (self.host_bytes if self.offload_without_host else 0)
 
     @property
@@ -110,20 +125,23 @@ class Row:
         """What `cost` is: "measured" (the step run on the device), "estimate"
         (the roofline, once compiled on a chip the table knows) or "flops"
         (the recompute FLOPs)."""
-        if self.measured and self.measured.get("min_seconds") is not None:
+        if self.measured and self.measured.min_seconds is not None:
             return "measured"
         return "estimate" if self.time else "flops"
+
+    @property
+    def cost_unit(self) -> str:
+        """What `cost` is counted in: "seconds" (measured or estimated) or "flops"."""
+        return COST_UNITS[self.cost_source]
 
     @property
     def cost(self) -> tuple:
         """What ranks rows: the measured step time, else the estimated one,
         else the recompute FLOPs (`cost_source`); host bytes break ties."""
-        measured, time = self.measured or {}, self.time or {}
-        source = self.cost_source  # names one that is there
-        if source == "measured":
-            return (measured["min_seconds"], self.host_bytes)
-        if source == "estimate":
-            return (time["seconds"], self.host_bytes)
+        if self.measured and self.measured.min_seconds is not None:  # cost_source "measured"
+            return (self.measured.min_seconds, self.host_bytes)
+        if self.time:  # "estimate"
+            return (self.time.seconds, self.host_bytes)
         return (self.recompute_flops, self.host_bytes)
 
     @property
@@ -131,24 +149,24 @@ class Row:
         """`cost` before any run: the estimated step time, else the recompute
         FLOPs. What suggest's ordered search prunes with (its bounds are the
         estimate's)."""
-        return (self.time["seconds"] if self.time else self.recompute_flops, self.host_bytes)
+        return (self.time.seconds if self.time else self.recompute_flops, self.host_bytes)
 
     @property
     def measure_failed(self) -> bool:
         """Its step raised when run (not for want of memory): bad input."""
-        return bool(self.measured and self.measured.get("error") and self.measured.get("fits"))
+        return bool(self.measured and self.measured.error and self.measured.fits)
 
     @property
     def gradients_differ(self) -> bool:
         """Verified, its gradients differ from the code as written's."""
-        return (self.gradients or {}).get("verdict") == "differ"
+        return self.gradients is not None and self.gradients.verdict == "differ"
 
     @property
     def reruns_callbacks(self) -> list[str]:
         """The calls back to Python its backward pass runs again (`pure_callback
         at model.py:39`): recomputed, a call reading Python state gives another
         value, and the gradients move."""
-        return [f"{e['kind']} at {e['where']}" for e in self.effects if e["reruns"]]
+        return [f"{e.kind} at {e.where}" for e in self.effects if e.reruns]
 
     @property
     def step_flops(self) -> int | None:
@@ -163,8 +181,8 @@ class Row:
         it did not run out of memory), or not compiled."""
         return (
             self.error is None
-            and (self.compiled or {}).get("fits", True)
-            and (self.measured or {}).get("fits", True)
+            and (self.compiled is None or self.compiled.fits)
+            and (self.measured is None or self.measured.fits)
         )
 
     @property
@@ -195,9 +213,9 @@ class Row:
             "auto_sharded_devices": self.auto_sharded_devices,
             "recompute_flops": self.recompute_flops,
             "forward_flops": self.forward_flops,
-            "compiled": self.compiled,
-            "time": self.time,
-            "measured": self.measured,
+            "compiled": None if self.compiled is None else self.compiled.to_dict(),
+            "time": None if self.time is None else self.time.to_dict(),
+            "measured": None if self.measured is None else self.measured.to_dict(),
             "cost_source": self.cost_source,
             "pareto": self.pareto,
             "notes": list(self.notes),
@@ -207,12 +225,12 @@ class Row:
             "offload_without_host": self.offload_without_host,
             "saved_bytes": self.saved_bytes,
             "structure": _structure_dict(self.config),
-            "gradients": self.gradients,
-            "effects": [dict(e) for e in self.effects],
+            "gradients": None if self.gradients is None else self.gradients.to_dict(),
+            "effects": [e.to_dict() for e in self.effects],
         }
 
 
-def row_of(a: Analysis, compiled: dict | None = None) -> Row:
+def row_of(a: Analysis, compiled: Compiled | None = None) -> Row:
     flops, t = a.flops, a.totals
     return Row(
         config=a.config,
@@ -227,7 +245,7 @@ def row_of(a: Analysis, compiled: dict | None = None) -> Row:
         global_host_bytes=_unless(t.global_host_bytes, t.host_bytes),
         auto_sharded_devices=a.auto_sharded_devices,
         compiled=compiled,
-        effects=[e.to_dict() for e in a.effects],
+        effects=list(a.effects),
     )
 
 

@@ -35,7 +35,7 @@ def verify_rows(
             continue
         check_cancelled(cancelled)
         v = verified(target, row, cancelled)
-        row.gradients = v.to_dict()
+        row.gradients = v
         # said as suggest says an answer it drops (`search.suggest.verified`)
         if v.verdict == DIFFER:
             leaves = ", ".join(f"{x.path} by {x.max_abs:.1e}" for x in v.differing)

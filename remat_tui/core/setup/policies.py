@@ -152,7 +152,9 @@ def build(spec: PolicySpec, declared: dict[str, Callable] | None = None) -> Poli
     if spec.kind == AS_WRITTEN:
         return None
     if spec.declared:
-        return (declared or {})[spec.kind]
+        if declared is None or spec.kind not in declared:  # parse() makes none such
+            raise KeyError(spec.kind)
+        return declared[spec.kind]
     if spec.kind in NAME_LISTS:
         return getattr(cp, spec.kind)(*spec.names)
     if spec.kind == OFFLOAD_NAMES:

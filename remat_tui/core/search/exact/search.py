@@ -45,7 +45,9 @@ ROUNDS_PER_DECISION, ROUNDS_AT_LEAST = 2, 24  # the model's answers compiled bef
 class Narrowing:
     """What the search knows as it narrows: the model's least cost within
     the budget (`bound`), the best verified (`best`), the gap between them
-    (a share of `best`), and how many configurations it has compiled.
+    (a share of `best`), and how many configurations it has compiled;
+    `unit`: what the costs are counted in (the rows' `cost_unit`: "seconds"
+    or "flops"), so that they are said in it.
     The bound is the model's, over its decisions (`of`): the other
     candidates (built-ins, structures) are weighed after it, and the
     answer's bound is over them all."""
@@ -54,6 +56,7 @@ class Narrowing:
     best: float | None
     compiles: int
     round: int
+    unit: str
     of: str = "name decisions"  # what the model decides, in words
 
     @property
@@ -235,8 +238,10 @@ def _converge(
         if narrowing is not None:
             verified = best.cost[0] if best is not None else None
             costs = [c for c in (incumbent, verified) if c is not None]
+            # the model's costs are its rows' (`observe`), so is their unit
+            unit = next((r.cost_unit for r in rows_of.values()), "flops")
             narrowing(Narrowing(solution.bound, min(costs, default=None),
-                                len(rows_of), outcome.rounds, noun + "s"))  # fmt: skip
+                                len(rows_of), outcome.rounds, unit, noun + "s"))  # fmt: skip
         seen = rows_of.get(solution.assignment)
         if seen is not None:
             if within(seen, budget):
@@ -347,7 +352,7 @@ def part_peaks(row: Row) -> Values:
     row's memory; both the row's memory where no curve is known (the
     residual measure, a compile without its breakdown)."""
     weighed = row.weighed_bytes
-    memory = (row.compiled or {}).get("memory") or {}
+    memory = (row.compiled.memory if row.compiled else None) or {}
     split, curve = memory.get("backward_from"), memory.get("curve")
     if split is None or not curve:
         return {"forward": weighed, "backward": weighed}

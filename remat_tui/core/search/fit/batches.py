@@ -293,7 +293,9 @@ class _Search:
         self.chip = step_time.chip_of(dev)
         self.compiles = self.reused = self.stored = 0
         self.counting = threading.Lock()  # configurations may be searched in threads
-        self.times: dict = {}  # a program's key -> its step-time estimate
+        self.times: dict[
+            Hashable, step_time.StepTime
+        ] = {}  # a program's key -> its step-time estimate
 
     def run(self, row: FitRow, index: int, total: int) -> None:
         tried: list[bracket.Tried] = []
@@ -336,7 +338,7 @@ class _Search:
 
     def _estimate(
         self, key: Hashable, scaled: Target, config: Config, compiled: Compiled
-    ) -> tuple[dict | None, str]:
+    ) -> tuple[step_time.StepTime | None, str]:
         """The step-time estimate at this batch, once per program (`key`: the
         same program takes the same time), and the snippet to paste when traced."""
         if self.chip is None:
@@ -357,7 +359,7 @@ class _Search:
             step_flops / devices,
             host_memory.moved_bytes(compiled.device, host),
             step_time.StepCounts.of(compiled),
-        ).to_dict()
+        )
         self.times[key] = estimate
         return estimate, a.python
 
@@ -401,5 +403,5 @@ def _measure_rows(
         except RematError as exc:
             row.notes.append(f"not measured: {exc.message}")
             continue
-        row.measured = None if measured is None else measured.to_dict()
+        row.measured = measured
     return False

@@ -36,7 +36,6 @@ from remat_tui.core.setup.scaling import at_batch, example_batch
 from remat_tui.core.trace.configured import Cancelled
 from remat_tui.core.units import count
 from remat_tui.core.xla.compile import service as compile_service
-from remat_tui.core.xla.compile.compiled import Compiled
 
 OPTIMIZED = "the best decisions"  # what the progress line calls the configuration searched
 
@@ -134,7 +133,7 @@ class _Counted:
 def _least_peak(s: Suggestion) -> int | None:
     """The least compiled peak the search at a batch saw (a configuration
     XLA took): where the batch's trend against the budget is."""
-    peaks = [r.compiled["peak_bytes"] for r in s.rows if r.compiled and r.compiled.get("fits")]
+    peaks = [r.compiled.peak_bytes for r in s.rows if r.compiled and r.compiled.fits]
     return min(peaks, default=None)
 
 
@@ -143,8 +142,8 @@ def _verified(row: FitRow, s: Suggestion) -> None:
     answer dropped at this batch because its gradients differ."""
     if s.gradients is None:
         return
-    row.gradients = s.gradients.to_dict()
-    row.verify_failed = [f.to_dict() for f in s.verify_failed]
+    row.gradients = s.gradients
+    row.verify_failed = list(s.verify_failed)
     row.notes += [f"verify: dropped {f.row.config.label()}: its gradients differ from the code "
                   f"as written's ({f.why()})" for f in s.verify_failed]  # fmt: skip
     v = s.gradients
@@ -162,15 +161,15 @@ def _row(batch: int, s: Suggestion) -> FitRow:
     """A batch's row: the exact search's answer there, or nothing fits."""
     best = s.best
     row = FitRow(config=best.config, policy=best.config.policy, complete=not s.cancelled)
-    row.search = s.search.to_dict()
+    row.search = s.search
     _verified(row, s)
     if not s.fits or not best.compiled:
         row.not_fit = batch
         if best.compiled:
-            row.probes.append(Probe(batch, False, Compiled.from_dict(best.compiled), "compiled"))
+            row.probes.append(Probe(batch, False, best.compiled, "compiled"))
         return row
     row.batch, row.python, row.measured = batch, best.python, best.measured
-    row.probes.append(Probe(batch, True, Compiled.from_dict(best.compiled), "compiled", best.time))
+    row.probes.append(Probe(batch, True, best.compiled, "compiled", best.time))
     c = s.search
     gap = f"gap {c.gap:.1%}" if c.gap is not None else "gap unknown"
     proven = "proven" if c.proven else "not proven"

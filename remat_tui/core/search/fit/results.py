@@ -11,10 +11,18 @@ rank by it, the best marked.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.compile.compiled import Compiled
+
+if TYPE_CHECKING:
+    from remat_tui.core.search.exact.certificate import Certificate
+    from remat_tui.core.search.suggest.verified import Failed
+    from remat_tui.core.xla.estimates.step_time import StepTime
+    from remat_tui.core.xla.run.measure import Measured
+    from remat_tui.core.xla.verify.runs import Verification
 
 
 @dataclass
@@ -25,7 +33,7 @@ class Probe:
     fits: bool  # XLA took it and its peak is within the budget
     compiled: Compiled
     how: str  # `xla.compile.shared`: compiled now, the same program's, or cached
-    time: dict | None = None  # the step-time estimate at this batch, where it fits
+    time: StepTime | None = None  # the step-time estimate at this batch, where it fits
 
     @property
     def peak_bytes(self) -> int | None:
@@ -36,16 +44,16 @@ class Probe:
 
     @property
     def examples_per_second(self) -> float | None:
-        if not self.fits or not self.time or not self.time["seconds"]:
+        if not self.fits or not self.time or not self.time.seconds:
             return None
-        return self.batch / self.time["seconds"]
+        return self.batch / self.time.seconds
 
     def to_dict(self) -> dict:
         return {
             "batch": self.batch,
             "fits": self.fits,
             "peak_bytes": self.peak_bytes,
-            "step_seconds": self.time["seconds"] if self.time else None,
+            "step_seconds": self.time.seconds if self.time else None,
             "examples_per_second": self.examples_per_second,
             "how": self.how,
         }
@@ -64,7 +72,7 @@ class FitRow:
         capped: `batch` is the largest allowed: more may fit.
         complete: the search closed its bracket (False: stopped, or `error`).
         python: the code to paste, for a row that fits.
-        measured: the step run on the device at `batch` (`Measured.to_dict()`).
+        measured: the step run on the device at `batch` (`Measured`).
         error: why a compile failed (other than running out of memory).
         best: the most examples per second.
         notes: sentences, such as why a row was not measured.
@@ -78,15 +86,17 @@ class FitRow:
     capped: bool = False  # the batch is the largest allowed (max_batch): more may fit
     complete: bool = False  # the bracket closed (False: cancelled, or a compile failed)
     python: str = ""  # the code to paste, for a row that fits
-    measured: dict | None = None  # its step run on the device at its batch (measure=True)
+    measured: Measured | None = None  # its step run on the device at its batch (measure=True)
     error: str | None = None  # a compile failed otherwise than for memory
     best: bool = False
     notes: list[str] = field(default_factory=list)
-    search: dict | None = None  # fit --optimize: the exact search's certificate at this batch
+    search: Certificate | None = (
+        None  # fit --optimize: the exact search's certificate at this batch
+    )
     # fit --optimize with verify (Contract 18): the answer's verification
-    # (`Verification.to_dict()`), and the answers dropped at this batch.
-    gradients: dict | None = None
-    verify_failed: list[dict] = field(default_factory=list)
+    # (a `Verification`), and the answers dropped at this batch.
+    gradients: Verification | None = None
+    verify_failed: list[Failed] = field(default_factory=list)
 
     @property
     def at(self) -> Probe | None:
@@ -110,24 +120,22 @@ class FitRow:
         return self.smallest_failing.peak_bytes
 
     @property
-    def time(self) -> dict | None:
+    def time(self) -> StepTime | None:
         return self.at.time if self.at else None
 
     @property
     def cost_source(self) -> str | None:
         """What the step time is: "measured" (run on the device) or "estimate"
         (the roofline); None where there is neither."""
-        if self.measured and self.measured.get("min_seconds") is not None:
+        if self.measured and self.measured.min_seconds is not None:
             return "measured"
         return "estimate" if self.time else None
 
     @property
     def step_seconds(self) -> float | None:
-        measured, time = self.measured or {}, self.time or {}
-        source = self.cost_source  # names one that is there
-        if source == "measured":
-            return measured["min_seconds"]
-        return time["seconds"] if source == "estimate" else None
+        if self.measured and self.measured.min_seconds is not None:  # cost_source "measured"
+            return self.measured.min_seconds
+        return self.time.seconds if self.time else None
 
     @property
     def examples_per_second(self) -> float | None:
@@ -153,14 +161,14 @@ class FitRow:
             "capped": self.capped,
             "complete": self.complete,
             "compiled": at.compiled.to_dict() if at else None,
-            "time": self.time,
-            "measured": self.measured,
+            "time": None if self.time is None else self.time.to_dict(),
+            "measured": None if self.measured is None else self.measured.to_dict(),
             "probes": [p.to_dict() for p in sorted(self.probes, key=lambda p: p.batch)],
             "error": self.error,
             "notes": list(self.notes),
-            "search": self.search,
-            "gradients": self.gradients,
-            "verify_failed": list(self.verify_failed),
+            "search": None if self.search is None else self.search.to_dict(),
+            "gradients": None if self.gradients is None else self.gradients.to_dict(),
+            "verify_failed": [f.to_dict() for f in self.verify_failed],
         }
 
 

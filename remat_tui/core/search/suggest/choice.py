@@ -68,8 +68,9 @@ def _spread(*rows: Row) -> float:
     - fastest) / fastest of the rows."""
     out = 0.0
     for row in rows:
-        m = row.measured or {}
-        low, mid = m.get("min_seconds"), m.get("median_seconds")
+        if row.measured is None:
+            continue
+        low, mid = row.measured.min_seconds, row.measured.median_seconds
         if low and mid:
             out = max(out, (mid - low) / low)
     return out
@@ -85,15 +86,11 @@ def finish_rows(rows: list[Row], base: Config) -> None:
 def device_memory(rows: list[Row]) -> int | None:
     """The device's memory for a program: what XLA said it has when a compile
     did not fit, else the chip table's figure."""
-    said = [
-        (r.compiled or {})["available_bytes"]
-        for r in rows
-        if (r.compiled or {}).get("available_bytes")
-    ]
+    said = [r.compiled.available_bytes for r in rows if r.compiled and r.compiled.available_bytes]
     if said:
         return max(said)
     compiled = next((r.compiled for r in rows if r.compiled), None)
-    chip = step_time.chip_of(compiled["device"]) if compiled else None
+    chip = step_time.chip_of(compiled.device) if compiled else None
     return chip.memory_bytes if chip is not None else None
 
 

@@ -219,7 +219,7 @@ def least_cost(baseline: Row) -> LeastCost:
     baseline compiled: its chip and devices): its step time's lower bound on
     a chip the table knows, else its recompute FLOPs; host bytes break ties."""
     chip = _chip(baseline)
-    devices = (baseline.compiled or {}).get("devices", 1)
+    devices = baseline.compiled.devices if baseline.compiled else 1
 
     def least(row: Row) -> tuple:
         if chip is None or row.step_flops is None:
@@ -238,7 +238,7 @@ def least_cost(baseline: Row) -> LeastCost:
 
 def _chip(baseline: Row) -> Chip | None:
     """The chip the baseline compiled for, where the table knows it."""
-    return step_time.chip_of(baseline.compiled["device"]) if baseline.compiled else None
+    return step_time.chip_of(baseline.compiled.device) if baseline.compiled else None
 
 
 def _why_skipped(chip: Chip | None, slower_offloads_left: bool) -> str:
@@ -257,9 +257,9 @@ def _floor(baseline: Row) -> int | None:
     arguments and its outputs (the same under every policy), which live from
     its start to its end; None without a compile that fit."""
     c = baseline.compiled
-    if not c or not c.get("fits", True):
+    if not c or not c.fits:
         return None
-    return c["argument_bytes"] + c["output_bytes"] - c["alias_bytes"]
+    return c.argument_bytes + c.output_bytes - c.alias_bytes
 
 
 def _answers(row: Row, budget: int) -> bool:

@@ -468,9 +468,8 @@ class _Search:
         )
 
     def _certificate(self, space: Space, best: Row, fits: bool) -> cert.Certificate:
-        source = best.cost_source
-        unit = "flops" if source == "flops" else "seconds"
-        chip = (best.time or {}).get("chip")
+        source, unit = best.cost_source, best.cost_unit
+        chip = best.time.chip if best.time else None
         words = cert.cost_words(source, chip)
         best_cost = best.cost[0] if fits else None
         bounds = [best_cost] if best_cost is not None else []

@@ -76,7 +76,7 @@ RESOLUTION = 0.15
 @dataclass(frozen=True)
 class StepTime:
     """The roofline estimate of one step's time on a chip, per device, in its
-    parts; `Analysis.time` and `Row.time` are its `to_dict()`.
+    parts: `Row.time` and `FitRow.time`; `Analysis.time` is its `to_dict()`.
 
     Attributes:
         seconds: the estimate: on an accelerator max(compute +

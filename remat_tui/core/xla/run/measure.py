@@ -61,8 +61,8 @@ FILL_STD = 0.1  # the spread of the normal values a ShapeDtypeStruct is filled w
 
 @dataclass(frozen=True)
 class Measured:
-    """What running one compiled step took on its device; `Analysis.measured`
-    and `Row.measured` are its `to_dict()`.
+    """What running one compiled step took on its device: `Row.measured` and
+    `FitRow.measured`; `Analysis.measured` is its `to_dict()`.
 
     Attributes:
         runs: timed runs done, after one warm-up.
