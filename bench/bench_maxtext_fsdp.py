@@ -133,12 +133,14 @@ def main() -> None:
 
     for run in (1, 2):
         print(f"run {run}:", flush=True)
-        for name, command in commands():
+        for name in ("compare", "suggest", "fit"):
             if name == "suggest" and budget is None:
                 with open(os.path.join(work, "compare-1.json")) as f:
                     budget = str(budget_from(json.load(f)))
                 print(f"  budget {int(budget):,} B ({int(budget) / GiB:.2f} GiB) per device")
-                name, command = commands()[1]
+            # Built now, not before the loop: suggest's and fit's take the budget
+            # compare's first run gives.
+            command = dict(commands())[name]
             out = os.path.join(work, f"{name}-{run}.json")
             times.setdefault(name, []).append(remat_tui(command, cache, out))
     print(f"load {os.getloadavg()[0]:.1f}", flush=True)

@@ -179,12 +179,16 @@ def test_the_reports_say_where_the_rates_came_from():
     from remat_tui.report.fit import legend
 
     source = "calibrated on this machine 2026-01-02 03:04 UTC (kept in /c/cpu-rates.json)"
-    cpu = {"chip": "cpu", "rates": {"source": source, "calibrated_at": "2026-01-02T03:04:05Z"}}
+
+    def estimate(chip: str, rates: dict) -> step_time.StepTime:
+        return step_time.StepTime(1.0, 1.0, 0.0, 0.0, 0.0, chip, rates=rates)
+
+    cpu = estimate("cpu", {"source": source, "calibrated_at": "2026-01-02T03:04:05Z"})
     row = SimpleNamespace(time=cpu, measured=None)
     said = f"{source}; --recalibrate measures again."
     assert f"Its rates: {said}" in time_legend([row])
     assert f"The estimate's rates: {said}" in legend(SimpleNamespace(rows=[row], optimized=False))
 
-    tpu = {"chip": "tpu v5e", "rates": chips.CHIPS["tpu v5e"].rates_source()}
+    tpu = estimate("tpu v5e", chips.CHIPS["tpu v5e"].rates_source())
     words = time_legend([SimpleNamespace(time=tpu, measured=None)])
     assert "Its rates: published figures for tpu v5e" in words and "--recalibrate" not in words
