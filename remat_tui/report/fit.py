@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
+from remat_tui.core.search.rows import CostSource
 from remat_tui.core.units import count, human_bytes, human_seconds
 from remat_tui.registry import target_label
 from remat_tui.report.compiled import rates_words
@@ -181,7 +182,7 @@ def verdict(f: Fit) -> list[str]:
     best = f.best
     if best is None:
         return ["nothing fits: not even the smallest batch, under any configuration"]
-    how = "measured" if best.cost_source == "measured" else "estimated"
+    how = "measured" if best.cost_source is CostSource.MEASURED else "estimated"
     rate = examples_rate(best.examples_per_second)
     lines = [
         f"best: {row_label(best.config)} at batch {best.batch}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from remat_tui.core.search.rows import CostSource
 from remat_tui.core.units import count, human_bytes, human_flops, human_seconds, told_apart
 from remat_tui.report.comparisons import differentiated_legend, structure_words
 from remat_tui.report.labels import config_label
@@ -98,7 +99,7 @@ def set_aside_words(s: Suggestion) -> str:
     configuration it estimates (or measured) cheaper."""
     w = s.set_aside
     assert w is not None
-    if w.source == "estimate":
+    if w.source is CostSource.ESTIMATE:
         how = (
             f"estimated {w.saving:.1%} faster, within the estimate's resolution "
             f"({w.resolution:.0%}: closer configurations are not reliably ordered); "

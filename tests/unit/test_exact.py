@@ -238,6 +238,8 @@ def test_two_sites_by_residual_bytes_is_the_optimum_of_every_assignment(targets)
     want = min(flops for total, flops, _, _ in table if total <= budget)
     got = suggest(target, budget)
     assert got.fits and got.exact and got.search.method == "model"
+    # the residual measure analyses: the model's assignments are never compiled
+    assert got.search.compiles == 0 and not any(r.compiled for r in got.rows)
     assert got.search.decisions == 6 and "first" in got.best.python + "".join(
         r.python for r in got.rows)  # fmt: skip
     assert got.best.recompute_flops <= want and got.best.device_bytes <= budget

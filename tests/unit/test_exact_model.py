@@ -8,6 +8,7 @@ parts, and pairs of names that interact), in few evaluations, stating its
 bound; a stop keeps the best verified."""
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
@@ -120,6 +121,35 @@ def fake_row(a, peak, cost, parts):
     return FakeRow(peak, cost, residuals=tuple(sorted(a)), compiled=compiled)
 
 
+@dataclass
+class FakeEvaluator:
+    """What search_names asks of its evaluator (suggest's Evaluator): rows
+    from `analyse`, nothing to compile (the rows come compiled), an answer
+    within the budget as suggest's `answers` says; `least`: a row's least
+    cost before compiling, None to evaluate every chain's assignment."""
+
+    analyse: Callable
+    budget: float
+    least: Callable | None = None
+    cancelled: Callable = lambda: False
+    compiling: bool = True
+
+    def compile(self, rows):
+        pass
+
+    def is_answer(self, row):
+        return row.fits and row.weighed_bytes <= self.budget and not row.measure_failed
+
+    def stopped(self):
+        return self.cancelled()
+
+
+def search(space, budget, analyse, least=None, cancelled=lambda: False, **kwargs):
+    """search_names with a FakeEvaluator."""
+    evaluator = FakeEvaluator(analyse, budget, least, cancelled)
+    return search_names(space, evaluator, **kwargs)
+
+
 def fake_search(table: dict, n: int, budget: float, **kwargs):
     """search_names over names n0..n{n-1} as outer-policy decisions, each
     configuration's row read from `table`; returns (outcome, evaluations)."""
@@ -135,7 +165,7 @@ def fake_search(table: dict, n: int, budget: float, **kwargs):
             rows.append(fake_row(a, *table[a]))
         return rows
 
-    outcome = search_names(space, budget, analyse, lambda rows: None, **kwargs)
+    outcome = search(space, budget, analyse, **kwargs)
     # Nothing saved, each decision alone and the greedy chains' prefixes were
     # evaluated first; each later one is an answer of the model's (or a check of it).
     return outcome, len(set(evaluated))
@@ -241,7 +271,7 @@ def test_decisions_that_change_nothing_are_left_out_and_said():
             rows.append(FakeRow(*table[a], residuals=tuple(sorted(a - {2}))))
         return rows
 
-    outcome = search_names(space, 125, analyse, lambda rows: None)
+    outcome = search(space, 125, analyse)
     assert outcome.decisions == 3 and outcome.space == 8
     assert any("change nothing" in why and "save n2" in why for why in outcome.left_out)
     assert outcome.answer.seconds == min(c for p, c in table.values() if p <= 125)
@@ -274,7 +304,7 @@ def test_names_that_take_less_together_than_alone_are_found():
             rows.append(row)
         return rows
 
-    outcome = search_names(space, 140, analyse, lambda rows: None)
+    outcome = search(space, 140, analyse)
     want, _ = brute_force(table, 140)
     assert want == 920  # the premise: n0 and n1 together
     assert outcome.answer.seconds == want and outcome.proven
@@ -406,7 +436,7 @@ def test_chains_left_out_where_they_cannot_be_the_answer():
     def analyse(configs):
         return [fake_row(a, *table[a]) for a in (_assignment(c, names) for c in configs)]
 
-    outcome = search_names(space, budget, analyse, lambda rows: None, least=lambda row: row.cost)
+    outcome = search(space, budget, analyse, least=lambda row: row.cost)
     want, _ = brute_force(table, budget)
     assert outcome.answer.seconds == want and outcome.proven
     first = [frozenset(), *(frozenset([i]) for i in range(n))]

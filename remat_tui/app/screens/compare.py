@@ -44,6 +44,7 @@ from remat_tui.app.screens.table_layout import (
 )
 from remat_tui.app.screens.table_rows import highlighted_config, keyed_index
 from remat_tui.app.widgets.footer import Footer
+from remat_tui.core.search.rows import CostSource
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.core.setup.structure_specs import without_helper
@@ -71,7 +72,7 @@ SORTS = {
     "host": lambda r: (r.refused, r.host_bytes, r.weighed_bytes),
     # measured, else est. step time once compiled (rows with neither, which do
     # not fit, last)
-    "time": lambda r: (r.refused, r.cost_source == "flops", r.cost, r.weighed_bytes),
+    "time": lambda r: (r.refused, r.cost_source is CostSource.FLOPS, r.cost, r.weighed_bytes),
 }
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from textual_plotext import PlotextPlot
 
+from remat_tui.core.search.rows import CostSource
 from remat_tui.core.units import BYTE_UNITS, FLOP_UNITS, axis_unit, human_bytes, parse_size
 from remat_tui.errors import RematError
 
@@ -60,7 +61,7 @@ def draw_compare_chart(
     byte_unit, byte_size = axis_unit(largest, BYTE_UNITS)
     # Once compiled, rows are weighed by their measured, else estimated, step
     # time (★ too): plot that; rows that have neither are left out of the chart.
-    measured = [r for r in rows if r.cost_source == "measured"]
+    measured = [r for r in rows if r.cost_source is CostSource.MEASURED]
     timed = measured or [r for r in rows if r.time]
     if timed:
         rows = timed

@@ -20,9 +20,11 @@ import-linter contract):
   target, the code as written's configuration, the skips, the runs).
 
 A search's path: `suggest.pipeline.suggest` lists its candidates
-(`suggest.candidates`, from `configs`), analyses each into a `rows.Row`
-(`compare`), and compiles them from the least cost up (`suggest.ordered`,
-through core/xla's `compile.service`), or, where the space is too large to
-list, hands the name decisions to `exact.search`; `suggest.choice` picks the
-answer and `exact.certificate` says what it is proven against.
+(`suggest.candidates`, from `configs`) for one `suggest.evaluator.Evaluator`,
+which alone makes and changes the rows (`rows.Row`: analysed by `compare`,
+judged by `notes`, compiled through core/xla's `compile.service`); the
+ordered list compiles them from the least cost up (`suggest.ordered`), or,
+where the space is too large to list, the name decisions go to
+`exact.search`; `suggest.choice` picks the answer and `exact.certificate`
+says what it is proven against.
 """

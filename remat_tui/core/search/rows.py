@@ -6,6 +6,7 @@ makes it), and `row_of` an analysis."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from remat_tui.core.model import Analysis
@@ -18,9 +19,22 @@ if TYPE_CHECKING:  # the records' modules import JAX: `remat-tui --help` imports
     from remat_tui.core.xla.run.measure import Measured
     from remat_tui.core.xla.verify.runs import Verification
 
-# What a row's `cost` is counted in, by its `cost_source`: a time, or FLOPs
-# (compiled for a chip the step-time table does not know, there is no estimate).
-COST_UNITS = {"measured": "seconds", "estimate": "seconds", "flops": "flops"}
+
+class CostSource(StrEnum):
+    """What a row's `cost` is: its step run on the device, the step-time
+    estimate (compiled for a chip the table knows), or its recompute FLOPs.
+    A string in the JSON."""
+
+    MEASURED = "measured"
+    ESTIMATE = "estimate"
+    FLOPS = "flops"
+
+    @property
+    def unit(self) -> str:
+        """What the cost is counted in: "seconds" (measured or estimated) or
+        "flops" (compiled for a chip the table does not know, there is no
+        estimate)."""
+        return "flops" if self is CostSource.FLOPS else "seconds"
 
 
 @dataclass
@@ -121,18 +135,18 @@ class Row:
         return self.device_bytes
 
     @property
-    def cost_source(self) -> str:
-        """What `cost` is: "measured" (the step run on the device), "estimate"
-        (the roofline, once compiled on a chip the table knows) or "flops"
+    def cost_source(self) -> CostSource:
+        """What `cost` is: measured (the step run on the device), estimate
+        (the roofline, once compiled on a chip the table knows) or flops
         (the recompute FLOPs)."""
         if self.measured and self.measured.min_seconds is not None:
-            return "measured"
-        return "estimate" if self.time else "flops"
+            return CostSource.MEASURED
+        return CostSource.ESTIMATE if self.time else CostSource.FLOPS
 
     @property
     def cost_unit(self) -> str:
         """What `cost` is counted in: "seconds" (measured or estimated) or "flops"."""
-        return COST_UNITS[self.cost_source]
+        return self.cost_source.unit
 
     @property
     def cost(self) -> tuple:

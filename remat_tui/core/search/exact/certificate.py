@@ -20,9 +20,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from remat_tui.core.search.exact.search import gap
 from remat_tui.core.search.exact.space import POLICY_DECISIONS_AT_MOST
+from remat_tui.core.search.rows import CostSource
 from remat_tui.core.units import count
 
 if TYPE_CHECKING:
@@ -30,6 +32,47 @@ if TYPE_CHECKING:
     from remat_tui.core.search.exact.space import Space
 
 ENUMERATION, MODEL = "enumeration", "model"
+
+
+class Searched(Protocol):
+    """What suggest's search found, as the certificate reads it (suggest's
+    `Found`)."""
+
+    @property
+    def method(self) -> str:
+        """ENUMERATION (the space listed whole) or MODEL (the exact search
+        beside the candidates listed)."""
+        ...
+
+    @property
+    def names(self) -> NameOutcome | None:
+        """The exact search's outcome, where it ran."""
+        ...
+
+    @property
+    def left_bound(self) -> float | None:
+        """The least cost the listed candidates left uncompiled can have
+        (None: none left)."""
+        ...
+
+    @property
+    def stopped(self) -> bool: ...
+
+    @property
+    def covered(self) -> int:
+        """Splits left uncompiled as saving at least what did not fit."""
+        ...
+
+    @property
+    def compiles(self) -> int: ...
+
+    @property
+    def compiling(self) -> bool: ...
+
+    @property
+    def analysed(self) -> int:
+        """Configurations analysed (besides the exact search's space)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -52,9 +95,44 @@ class Certificate:
     @property
     def gap(self) -> float | None:
         """How far the answer may be from the optimum, as a share of its cost."""
-        if self.best is None or self.bound is None or self.best <= 0:
-            return None
-        return max(self.best - self.bound, 0.0) / self.best
+        return gap(self.best, self.bound)
+
+    @classmethod
+    def of(
+        cls, found: Searched, space: Space, best_cost: float | None, unit: str, cost_words: str
+    ) -> Certificate:
+        """What the answer (its cost `best_cost` where it fits; `unit` and
+        `cost_words` say what the cost is) is proven against, from what the
+        search `found` over `space`: the least cost anything not evaluated
+        can have, the model's bound over its decisions where the exact search
+        ran; proven where nothing stopped it short."""
+        names = found.names
+        bounds = [b for b in (best_cost, found.left_bound) if b is not None]
+        covered = [covered_words(found.covered)] if found.covered else []
+        if found.method == ENUMERATION:
+            # every configuration analysed: what was not compiled is bounded
+            assumptions = enumeration_assumptions(found.compiling, cost_words, found.stopped)
+            return cls(
+                ENUMERATION, unit, min(bounds, default=None if found.stopped else float("inf")),
+                best_cost, found.compiles, not found.stopped,
+                (*assumptions, *covered, *shared_calls_words(space)), space=found.analysed,
+            )  # fmt: skip
+        # The model's bound covers its decisions only once it has solved.
+        bound = None
+        if names is not None and names.bound is not None:
+            bound = min([*bounds, names.bound])
+        said = (
+            model_assumptions(names, space, found.compiling, cost_words) if names else [cost_words]
+        )
+        return cls(
+            MODEL, unit, bound, best_cost, found.compiles,
+            names is not None and names.proven and not found.stopped, (*said, *covered),
+            space=(names.space if names else 0) + found.analysed,
+            decisions=names.decisions if names else 0,
+            rounds=names.rounds if names else 0,
+            interactions=names.interactions if names else 0,
+            noun=space.noun,
+        )  # fmt: skip
 
     @property
     def bound_seconds(self) -> float | None:
@@ -181,9 +259,9 @@ def covered_words(count_left: int) -> str:
 
 def cost_words(source: str, chip: str | None) -> str:
     """What the cost is, in words (a row's `cost_source`)."""
-    if source == "measured":
+    if source is CostSource.MEASURED:
         return "cost: the step's time measured on the device where run, else estimated"
-    if source == "estimate":
+    if source is CostSource.ESTIMATE:
         return f"cost: the estimated step time on {chip} (roofline)"
     return "cost: the recompute FLOPs"
 

@@ -21,14 +21,15 @@ list.
 
 A compile that runs out of memory (or fails) excludes its assignment; a
 decision that does not fit even alone is left out with every assignment
-that takes it. Cancelling (`cancelled()`) keeps the best assignment verified
-so far, with the gap to the model's last bound.
+that takes it. A stop (the evaluator's `stopped()`) keeps the best
+assignment verified so far, with the gap to the model's last bound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from remat_tui.core.search.exact.model import Assignment, Model, Solution, Values
 from remat_tui.core.search.exact.self_check import SelfCheck
@@ -39,6 +40,42 @@ from remat_tui.core.trace.configured import Cancelled
 from remat_tui.core.units import count
 
 ROUNDS_PER_DECISION, ROUNDS_AT_LEAST = 2, 24  # the model's answers compiled before giving up
+
+
+class Evaluates(Protocol):
+    """What the search asks of whoever evaluates its assignments (suggest's
+    `Evaluator`; a test's table of made-up rows)."""
+
+    @property
+    def budget(self) -> int: ...
+
+    @property
+    def compiling(self) -> bool:
+        """Whether assignments are compiled (False: the residual measure,
+        where they are only analysed)."""
+        ...
+
+    @property
+    def least(self) -> Callable[[Row], tuple] | None:
+        """A row's least cost before compiling, in the unit of its cost;
+        None where nothing is compiled."""
+        ...
+
+    def analyse(self, configs: Sequence[Config]) -> list[Row]:
+        """Their rows, without compiling."""
+        ...
+
+    def compile(self, rows: Sequence[Row]) -> None:
+        """Compile those of `rows` not compiled yet, in place."""
+        ...
+
+    def is_answer(self, row: Row) -> bool:
+        """Whether an evaluated row could be the answer (within the budget)."""
+        ...
+
+    def stopped(self) -> bool:
+        """Whether the user asked to stop."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -92,37 +129,26 @@ def gap(best: float | None, bound: float | None) -> float | None:
     return max(best - bound, 0.0) / best
 
 
-def within(row: Row, budget: int) -> bool:
-    """Whether a row is an answer: it fits the device and the budget, and its
-    run (if any) did not fail."""
-    return row.fits and row.weighed_bytes <= budget and not row.measure_failed
-
-
 def search_names(
     space: Space,
-    budget: int,
-    analyse: Callable[[list[Config]], list[Row]],
-    compile_rows: Callable[[list[Row]], None] | None,
-    cancelled: Callable[[], bool] | None = None,
+    evaluator: Evaluates,
     narrowing: Callable[[Narrowing], object] | None = None,
     incumbent: float | None = None,
     max_rounds: int | None = None,
-    least: Callable[[Row], tuple] | None = None,
 ) -> NameOutcome:
-    """Search the decisions of `space` (the module doc). `analyse(configs)`
-    gives their rows uncompiled; `compile_rows(rows)` compiles them in place
-    (None: the residual measure, nothing compiled). `incumbent`: the cost of
-    the best answer found elsewhere, for the gap shown while searching.
-    `least`: a row's least cost before compiling (`search.suggest.ordered`'s
-    `least_cost`), which leaves out the chains that cannot be the answer."""
-    stop = cancelled or (lambda: False)
+    """Search the decisions of `space` (the module doc), evaluating the
+    assignments by `evaluator`. `incumbent`: the cost of the best answer
+    found elsewhere, for the gap shown while searching. `narrowing` hears the
+    bound, best and gap as they narrow; `max_rounds`: the model's answers it
+    compiles before stopping unproven."""
+    stop, budget, analyse = evaluator.stopped, evaluator.budget, evaluator.analyse
+    is_answer = evaluator.is_answer
     rows_of: dict[Assignment, Row] = {}  # assignment -> its row
 
     def evaluate(assignments: list[Assignment]) -> list[Row]:
         rows = analyse([space.config(a) for a in assignments])
         try:
-            if compile_rows is not None:
-                compile_rows(rows)
+            evaluator.compile(rows)
         except Cancelled:  # what compiled before the stop is kept, for the answer
             done = [(a, r) for a, r in zip(assignments, rows, strict=True) if r.compiled or r.error]
             rows_of.update(done)
@@ -159,8 +185,8 @@ def search_names(
             space, rows_of[empty], {i: rows_of[s] for i, s in enumerate(singles)}
         )
         chains = [[c for c in chain if not c & model.forbidden] for chain in chains]
-        prune = least if compile_rows is not None else None  # analysing is cheap: all of it
-        for wave in _chain_waves(chains, budget, rows_of, analyse, space, prune, outcome):
+        # analysing is cheap: every chain's assignment, where nothing is compiled
+        for wave in _chain_waves(chains, is_answer, rows_of, evaluator, space, outcome):
             if stop():
                 break
             predicted = [(model.predict(c), model.unmeasured_pairs(c)) for c in wave]
@@ -180,7 +206,7 @@ def search_names(
             _record(model, solution.assignment, row, outcome, space)
 
         while True:
-            proven = _converge(model, budget, rows_of, outcome, stop, narrowing, incumbent,
+            proven = _converge(model, evaluator, rows_of, outcome, narrowing, incumbent,
                                lambda: outcome.rounds >= rounds_left, compile_answer,
                                space.noun)  # fmt: skip
             if not proven or stop():
@@ -189,7 +215,9 @@ def search_names(
             # still surprise it: compile its best assignment not yet evaluated
             # where the errors it has shown (`search.exact.self_check`) could make it beat
             # the answer; then converge again with what that compile showed.
-            check = self_check.worth_checking(model, budget, list(rows_of), _best(rows_of, budget))
+            check = self_check.worth_checking(
+                model, budget, list(rows_of), _best(rows_of, is_answer)
+            )
             if check is None:
                 break
             if outcome.rounds >= rounds_left:  # a check left undone: not proven, and its bound
@@ -207,18 +235,17 @@ def search_names(
     except Cancelled:
         outcome.cancelled, outcome.proven = True, False
     outcome.rows = list(rows_of.values())
-    outcome.answer = _best(rows_of, budget)
+    outcome.answer = _best(rows_of, is_answer)
     outcome.interactions = model.interactions
-    outcome.assumed = self_check.words(outcome.proven, outcome.answer, compile_rows is not None)
+    outcome.assumed = self_check.words(outcome.proven, outcome.answer, evaluator.compiling)
     return outcome
 
 
 def _converge(
     model: Model,
-    budget: int,
+    evaluator: Evaluates,
     rows_of: dict[Assignment, Row],
     outcome: NameOutcome,
-    stop: Callable[[], bool],
     narrowing: Callable[[Narrowing], object] | None,
     incumbent: float | None,
     out_of_rounds: Callable[[], bool],
@@ -229,8 +256,10 @@ def _converge(
     is an assignment evaluated within the budget (True: proven within the
     model), the model fits nothing (True), or a stop or the rounds end it."""
     while True:
-        best = _best(rows_of, budget)
-        solution = model.solve(budget)  # milliseconds: solved even when stopping, for the bound
+        best = _best(rows_of, evaluator.is_answer)
+        solution = model.solve(
+            evaluator.budget
+        )  # milliseconds: solved even when stopping, for the bound
         if solution is None:  # the model fits nothing: nothing it knows of can
             outcome.bound, outcome.proven = float("inf"), True
             return True
@@ -244,13 +273,15 @@ def _converge(
                                 len(rows_of), outcome.rounds, unit, noun + "s"))  # fmt: skip
         seen = rows_of.get(solution.assignment)
         if seen is not None:
-            if within(seen, budget):
+            if evaluator.is_answer(seen):
                 outcome.proven = True
                 return True
             model.exclude(solution.assignment)  # at the budget's very edge: the compile decides
             continue
         outcome.proven = False
-        if stop():  # before the next compile: the best verified stays, with the gap to the bound
+        if (
+            evaluator.stopped()
+        ):  # before the next compile: the best verified stays, with the gap to the bound
             outcome.cancelled = True
             return False
         if out_of_rounds():
@@ -260,27 +291,28 @@ def _converge(
 
 def _chain_waves(
     chains: list[list[Assignment]],
-    budget: int,
+    is_answer: Callable[[Row], bool],
     rows_of: dict[Assignment, Row],
-    analyse: Callable[[list[Config]], list[Row]],
+    evaluator: Evaluates,
     space: Space,
-    least: Callable[[Row], tuple] | None,
     outcome: NameOutcome,
 ) -> Iterator[list[Assignment]]:
     """The chains' assignments to evaluate, one of each chain at a time
     (shortest first), so that what the shorter ones showed leaves out the
-    longer ones that cannot be the answer (counted in `outcome`): with
-    `least`, one whose least cost before compiling is above the best
-    evaluated answer's cost. A chain over the budget goes on: saving more
-    can lower a compiled peak (XLA schedules the program anew), and what
+    longer ones that cannot be the answer (counted in `outcome`): where
+    assignments are compiled, one whose least cost before compiling is above
+    the best evaluated answer's cost. A chain over the budget goes on: saving
+    more can lower a compiled peak (XLA schedules the program anew), and what
     the chains show of how names interact is what the self-check weighs
     everything not compiled by."""
     left = [list(chain) for chain in chains]
 
+    least = evaluator.least
+
     def worth(assignment: Assignment) -> bool:
-        best = _best(rows_of, budget)
+        best = _best(rows_of, is_answer)
         if least is not None and best is not None:
-            (row,) = analyse([space.config(assignment)])
+            (row,) = evaluator.analyse([space.config(assignment)])
             if least(row) > best.estimated_cost:
                 outcome.chains_slower += 1
                 return False
@@ -362,10 +394,10 @@ def part_peaks(row: Row) -> Values:
     return {"forward": forward + slack, "backward": backward + slack}
 
 
-def _best(rows_of: dict[Assignment, Row], budget: int) -> Row | None:
+def _best(rows_of: dict[Assignment, Row], is_answer: Callable[[Row], bool]) -> Row | None:
     """The best row evaluated that is an answer: least cost, then host
     bytes, then memory."""
-    answers = [r for r in rows_of.values() if within(r, budget)]
+    answers = [r for r in rows_of.values() if is_answer(r)]
     return min(answers, key=lambda r: (r.cost, r.weighed_bytes), default=None)
 
 

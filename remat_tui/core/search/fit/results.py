@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
+from remat_tui.core.search.rows import CostSource
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.compile.compiled import Compiled
 
@@ -124,12 +125,12 @@ class FitRow:
         return self.at.time if self.at else None
 
     @property
-    def cost_source(self) -> str | None:
-        """What the step time is: "measured" (run on the device) or "estimate"
+    def cost_source(self) -> CostSource | None:
+        """What the step time is: measured (run on the device) or estimate
         (the roofline); None where there is neither."""
         if self.measured and self.measured.min_seconds is not None:
-            return "measured"
-        return "estimate" if self.time else None
+            return CostSource.MEASURED
+        return CostSource.ESTIMATE if self.time else None
 
     @property
     def step_seconds(self) -> float | None:

@@ -1,5 +1,4 @@
-"""Provides the configurations suggest weighs, and `Analysed`, which analyses
-each once.
+"""Provides the configurations suggest weighs.
 
 Two ways, by the size of the space (`search.suggest.pipeline`):
 
@@ -20,60 +19,20 @@ Two ways, by the size of the space (`search.suggest.pipeline`):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from remat_tui.core.model import Analysis
-from remat_tui.core.search.compare import evaluate
-from remat_tui.core.search.configs.distinct import merge_key
 from remat_tui.core.search.configs.structure_grid import FINE, structure_candidates
 from remat_tui.core.search.exact.space import Place
-from remat_tui.core.search.rows import Row
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
 from remat_tui.registry import Target
 
 if TYPE_CHECKING:
     from remat_tui.core.places import Site
-    from remat_tui.core.search.suggest.ordered import SearchProgress
 
 ENUMERATE_LIMIT = 64  # configurations listed whole; beyond, the exact search's model
 STATES = ("recompute", "save", "offload")
-
-
-class Analysed:
-    """Rows of configurations, analysed without compiling; configurations
-    that decide alike (`search.configs.distinct`) analysed once, and the same
-    Row given for each."""
-
-    def __init__(
-        self,
-        target: Target,
-        first: Analysis,
-        cancelled: Callable[[], bool] | None,
-        progress: SearchProgress | None,
-    ) -> None:
-        self.target, self.first = target, first
-        self.cancelled, self.progress = cancelled, progress
-        self.rows: dict[tuple, Row] = {}  # what a configuration decides -> its row
-
-    def __call__(self, configs: list[Config]) -> list[Row]:
-        keys = [merge_key(c, self.first.sites) for c in configs]
-        new: dict[tuple, Config] = {}
-        for key, config in zip(keys, configs, strict=True):
-            if key not in self.rows:
-                new.setdefault(key, config)
-        rows = evaluate(self.target, list(new.values()), self.first, False, self.cancelled,
-                        self.progress)  # fmt: skip
-        self.rows.update(zip(new, rows, strict=True))
-        return [self.rows[k] for k in keys]
-
-    def row(self, config: Config) -> Row:
-        """The row of a configuration analysed already (or one that decides alike)."""
-        return self.rows[merge_key(config, self.first.sites)]
-
-    def all(self) -> list[Row]:
-        return list(self.rows.values())
 
 
 def space_size(target: Target, names: list[str], places: list[Place]) -> int:

@@ -1,26 +1,44 @@
 """Provides how suggest chooses its answer among the rows it compiled (or
-analysed): `choose`, and what it says of them (`finish_rows`,
-`device_memory`)."""
+analysed): `answers`, the one test of whether a row could be it, `choose`, and what
+is said of them (`finish_rows`, `device_memory`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from remat_tui.core.search.compare import mark_pareto, peak_notes
-from remat_tui.core.search.rows import Row
+from remat_tui.core.search.rows import CostSource, Row
 from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.estimates import step_time
 
 
-def choose(rows: list[Row], budget: int) -> tuple[Row, bool]:
-    """(the answer, whether it fits): the least cost among the rows that fit
-    the budget (an offload slower than recomputing only if nothing else does;
-    never a row whose run failed, nor an offload with no host memory to go
-    to), else the smallest."""
-    usable = [r for r in rows if not r.offload_without_host] or rows
-    fitting = [r for r in usable if r.fits and r.weighed_bytes <= budget and not r.measure_failed]
+def answers(budget: int) -> Callable[[Row], bool]:
+    """Whether a row could be the answer, for `budget`: the one test suggest
+    and its strategies use. It fits the device and the budget, its run (if
+    any) did not fail, and what it offloads has host memory to go to. (An
+    offload slower than recomputing is an answer, chosen last: `choose`.)"""
+
+    def is_answer(row: Row) -> bool:
+        return (
+            row.fits
+            and row.weighed_bytes <= budget
+            and not row.measure_failed
+            and not row.offload_without_host
+        )
+
+    return is_answer
+
+
+def choose(rows: list[Row], is_answer: Callable[[Row], bool]) -> tuple[Row, bool]:
+    """(the answer, whether it fits): the least cost among the rows
+    `is_answer` accepts (`answers`), an offload slower than recomputing only
+    where no other is; else the smallest (of those with somewhere to put
+    what they offload, and that compiled, where any did)."""
+    fitting = [r for r in rows if is_answer(r)]
     if fitting:
-        return min(_eligible(fitting), key=lambda r: (r.cost, r.weighed_bytes)), True
+        return min(fitting, key=lambda r: (r.offload_slower, r.cost, r.weighed_bytes)), True
+    usable = [r for r in rows if not r.offload_without_host] or rows
     measured = [r for r in usable if r.error is None] or usable
     return min(measured, key=lambda r: (r.weighed_bytes, r.cost)), False
 
@@ -34,7 +52,7 @@ class Within:
     row: Row
     saving: float  # its cost below the code as written's, a share of that
     resolution: float
-    source: str  # the cost's source ("estimate" | "measured")
+    source: CostSource  # the cost's source (estimate or measured)
 
     def to_dict(self) -> dict:
         return {
@@ -53,12 +71,12 @@ def within_resolution(best: Row, written: Row, budget: int) -> Within | None:
     if best is written or not (written.fits and written.weighed_bytes <= budget):
         return None
     source = best.cost_source
-    if source == "flops" or written.cost_source != source:
+    if source is CostSource.FLOPS or written.cost_source != source:
         return None
     ours, theirs = best.cost[0], written.cost[0]
     if theirs <= 0 or ours >= theirs:
         return None
-    resolution = step_time.RESOLUTION if source == "estimate" else _spread(best, written)
+    resolution = step_time.RESOLUTION if source is CostSource.ESTIMATE else _spread(best, written)
     saving = (theirs - ours) / theirs
     return Within(best, saving, resolution, source) if saving < resolution else None
 
@@ -92,8 +110,3 @@ def device_memory(rows: list[Row]) -> int | None:
     compiled = next((r.compiled for r in rows if r.compiled), None)
     chip = step_time.chip_of(compiled.device) if compiled else None
     return chip.memory_bytes if chip is not None else None
-
-
-def _eligible(rows: list[Row]) -> list[Row]:
-    """Rows whose offload is not slower than recomputing, unless none is."""
-    return [r for r in rows if not r.offload_slower] or rows

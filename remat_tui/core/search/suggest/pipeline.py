@@ -16,13 +16,20 @@ the target's own; the structures of its scans (`search.configs.structure_grid`).
 exactly either way (`search.exact.certificate` says what the answer is
 proven against):
 
-- a small space (suggest_candidates.ENUMERATE_LIMIT) is listed whole: every
-  configuration analysed, then compiled from the least cost it can have up,
-  stopping where none left can beat the best that fits
-  (`search.suggest.ordered`);
-- a larger one by the exact search (`search.exact.search`): a model of the name
-  decisions solved exactly and corrected by compiling until its optimum is
-  verified, and the other candidates compiled from their least cost up.
+- a small space (`search.suggest.candidates` ENUMERATE_LIMIT) is listed
+  whole (`enumeration`): every configuration analysed, then compiled from the
+  least cost it can have up, stopping where none left can beat the best that
+  fits (`search.suggest.ordered`);
+- a larger one by the exact search (`modelled`, `search.exact.search`): a
+  model of the name decisions solved exactly and corrected by compiling until
+  its optimum is verified, and the other candidates compiled from their least
+  cost up.
+
+One pipeline either way: every row is made and changed by one `Evaluator`
+(analyse, judge offloads, compile, run); the way of searching only chooses
+what it evaluates and returns what it `Found`; then `conclude` chooses the
+answer (`choose`, with the evaluator's one test of an answer) and says what
+it is proven against (`Certificate.of`).
 
 Cancelling (`cancelled()`, the CLI's Ctrl-C, the app's escape) keeps the
 best answer compiled so far, with the gap left.
@@ -35,41 +42,27 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from remat_tui.core.display import Displayable
-from remat_tui.core.model import Analysis
-from remat_tui.core.search.compare import analysed_row, measure_baseline
-from remat_tui.core.search.configs.skips import Skip, Skips
+from remat_tui.core.search.compare import measure_baseline
+from remat_tui.core.search.configs.skips import Skip
 from remat_tui.core.search.configs.structure_grid import structure_notes
 from remat_tui.core.search.exact import certificate as cert
-from remat_tui.core.search.exact.search import NameOutcome, Narrowing, search_names, within
+from remat_tui.core.search.exact.certificate import ENUMERATION, MODEL
+from remat_tui.core.search.exact.search import NameOutcome, Narrowing, search_names
 from remat_tui.core.search.exact.space import Space
-from remat_tui.core.search.notes.offloads import judge_offloads
 from remat_tui.core.search.request import Request, search_request
 from remat_tui.core.search.rows import Row
 from remat_tui.core.search.suggest.candidates import (  # noqa: F401 (STATES: where tests look)
     ENUMERATE_LIMIT,
     STATES,
-    Analysed,
     enumerated,
     listed,
     space_size,
 )
-from remat_tui.core.search.suggest.choice import (  # noqa: F401 (choose: where callers look)
-    Within,
-    choose,
-    device_memory,
-    finish_rows,
-    within_resolution,
-)
-from remat_tui.core.search.suggest.ordered import (
-    Runner,
-    SearchProgress,
-    compile_baseline,
-    compile_every,
-    compile_in_order,
-    least_cost,
-)
+from remat_tui.core.search.suggest.choice import Within, choose, device_memory, within_resolution
+from remat_tui.core.search.suggest.evaluator import Evaluator, SearchProgress
+from remat_tui.core.search.suggest.ordered import Ordered, compile_all, compile_in_order
 from remat_tui.core.setup import policies
-from remat_tui.core.setup.config import RUNS, Config
+from remat_tui.core.setup.config import RUNS
 from remat_tui.core.setup.devices import device_label
 from remat_tui.core.trace.configured import Cancelled
 from remat_tui.core.xla.compile import host_memory
@@ -236,33 +229,35 @@ def suggest_request(
     verify: bool = False,
 ) -> Suggestion:
     """`suggest` of a request already made (fit's search per batch asks the
-    same at each batch's target)."""
-    target, base, skips, compiled = request.target, request.base, request.skips, request.compiled
-    first, transpose = measure_baseline(target, base, compiled, cancelled)
+    same at each batch's target): the candidates evaluated (`Evaluator`) by
+    one way of searching (`enumeration` or `modelled`), then the answer
+    chosen from what it found (`conclude`), and verified."""
+    target, base = request.target, request.base
+    first, transpose = measure_baseline(target, base, request.compiled, cancelled)
     names = [n.name for n in first.names]
     offload = host_memory.offloads_to_host(base.device)
     space = Space(base, first.sites, names, offload, policies.candidate_specs(target.policies))
     space.keep(
         i
         for i, d in enumerate(space.decisions)
-        if d.policy is None or not skips.drops_at(d.policy, d.place.key, first.sites)
+        if d.policy is None or not request.skips.drops_at(d.policy, d.place.key, first.sites)
     )
-    run = Runner(request.runs, lambda c: c.fits and c.peak_bytes <= budget)
-    search = _Search(target, base, first, budget, compiled, cancelled, progress, transpose, run)
-    search.skips = skips
+    evaluator = Evaluator(target, base, first, budget, request.compiled, request.runs, transpose,
+                          request.skips, cancelled, progress)  # fmt: skip
     with shared_runs.sharing(verify and request.measured):  # measured: verified by its run
         if compile_all or space_size(target, names, space.places) <= ENUMERATE_LIMIT:
-            search.enumerate(space, compile_all)
+            found = enumeration(evaluator, space, compile_all)
         else:
-            search.exact(space, narrowing, max_rounds)
-    answer = search.conclude(space)
+            found = modelled(evaluator, space, narrowing, max_rounds)
+    answer = conclude(evaluator, space, found)
     if not verify:
         return answer
     from remat_tui.core.search.suggest.verified import verified_answer
 
     best, fits, checked, failed = verified_answer(
-        answer.rows, answer.best, answer.fits, answer.baseline, budget, target, cancelled
-    )
+        answer.rows, answer.best, answer.fits, answer.baseline, evaluator.is_answer, target,
+        cancelled,
+    )  # fmt: skip
     if not failed:
         return replace(answer, gradients=checked)
     # Another answer than the search's: no longer its proven optimum.
@@ -270,240 +265,152 @@ def suggest_request(
                    set_aside=None, gradients=checked, verify_failed=tuple(failed))  # fmt: skip
 
 
-class _Search:
-    """One suggest: the candidates analysed once (`Analysed`), compiled
-    (`run`), and what each way of searching found."""
+@dataclass
+class Found:
+    """What one way of searching found (`enumeration`, `modelled`): the rows
+    the answer is chosen from, why the rest were left out, and what the
+    certificate reads (`search.exact.certificate` `Searched`)."""
 
-    def __init__(
-        self,
-        target: Target,
-        base: Config,
-        first: Analysis,
-        budget: int,
-        compiled: bool,
-        cancelled: Callable[[], bool] | None,
-        progress: SearchProgress | None,
-        transpose: int | None,
-        run: Runner,
-    ) -> None:
-        self.target, self.base, self.first = target, base, first
-        self.budget, self.compiled = budget, compiled
-        self.cancelled, self.progress, self.transpose = cancelled, progress, transpose
-        self.analysed = Analysed(target, first, cancelled, progress)
-        self.run = run
-        self.rows: list[Row] = []  # what the answer is chosen from
-        self.reasons: list[str] = []  # why candidates were not compiled
-        self.skipped = 0
-        self.stopped = False
-        self.method = cert.ENUMERATION
-        self.outcome: NameOutcome | None = None  # the exact search's, on the model path
-        self.unpriced: list[Row] = []  # candidates not compiled, weighed by their least cost
-        self.covered: list[Row] = []  # splits saving at least what did not fit: not compiled
-        self.skips = Skips()  # what the user left out (--skip)
-
-    def _kept(self, configs: list[Config]) -> list[Config]:
-        """`configs` less those a --skip drops (never the code as written)."""
-        return [self.base, *self.skips.keep([c for c in configs if c != self.base],
-                                            self.first.sites)]  # fmt: skip
+    method: str
+    rows: list[Row]
+    compiling: bool
+    analysed: int  # configurations analysed (besides the exact search's space)
+    why: list[str] = field(default_factory=list)  # why candidates were left out
+    skipped: int = 0  # how many
+    listed: Ordered | None = None  # the listed candidates compiled, when compiling
+    names: NameOutcome | None = None  # the exact search's, on the model's way
+    least: Callable[[Row], tuple] | None = None  # prices what was left uncompiled
 
     @property
-    def baseline(self) -> Row:
-        """The code as written: analysed first, either way of searching."""
-        return self.analysed.row(self.base)
-
-    def enumerate(self, space: Space, every: bool) -> None:
-        """List the whole space, and compile what can change the answer (or `every`)."""
-        configs = self._kept(
-            enumerated(self.target, self.base, self.first.sites, space.places, space.names)
-        )
-        self.analysed(configs)  # one batch: its progress counts to what is searched
-        baseline = self.baseline
-        everything = self.analysed.all()
-        judge_offloads(self.target, everything, self.first, analysed_row(self.target))
-        homeless = [r for r in everything if r.offload_without_host]
-        self.skipped = len(homeless)
-        if homeless:
-            self.reasons.append(_without_host(len(homeless), self.base.device))
-        if not self.compiled:
-            self.rows = everything
-            return
-        for row in everything:
-            row.transpose_flops = self.transpose
-        wanted = everything if every else [r for r in everything if not r.offload_without_host]
-        try:
-            if every:  # every candidate: what the ordered search is checked against
-                compile_every(self.target, wanted, self.cancelled, self.progress, self.run)
-                done, why = wanted, ""
-            else:
-                done, why, self.covered = compile_in_order(
-                    self.target, wanted, baseline, self.budget, self.cancelled, self.progress,
-                    self.run,
-                )  # fmt: skip
-        except Cancelled:
-            self.stopped = True
-            done, why = [r for r in wanted if r.compiled or r.error], ""
-        if len(done) + len(self.covered) < len(wanted) and why:
-            self.reasons.insert(0, why)
-        self._say_covered()
-        self.skipped = len(everything) - len(done)
-        self.unpriced = [r for r in wanted if r not in done and r not in self.covered]
-        self.rows = done
-
-    def exact(
-        self,
-        space: Space,
-        narrowing: Callable[[Narrowing], object] | None,
-        max_rounds: int | None,
-    ) -> None:
-        """The name decisions by the exact search's model, the rest listed
-        and compiled from their least cost up."""
-        self.method = cert.MODEL
-        others = self.analysed(self._kept(listed(self.target, self.base, self.first.sites)))
-        baseline = self.baseline
-        judge_offloads(self.target, others, self.first, analysed_row(self.target))
-        homeless = [r for r in others if r.offload_without_host]
-        if homeless:
-            self.reasons.append(_without_host(len(homeless), self.base.device))
-        if self.compiled:
-            for row in others:
-                row.transpose_flops = self.transpose
-            why = compile_baseline(self.target, baseline, self.budget, self.cancelled,
-                                   self.progress, self.run)  # fmt: skip
-            if why:  # nothing can fit: said after that one compile
-                self.rows, self.skipped = [baseline], len(self.analysed.all()) - 1
-                self.reasons.insert(0, why)
-                return
-        incumbent = baseline.cost[0] if within(baseline, self.budget) else None
-        least = least_cost(baseline) if self.compiled and baseline.compiled else None
-        self.outcome = search_names(
-            space, self.budget, self._analyse_names, self._compile_rows if self.compiled else None,
-            self.cancelled, narrowing, incumbent, max_rounds, least,
-        )  # fmt: skip
-        self.stopped = self.outcome.cancelled
-        names = self.outcome.rows
-        if not self.compiled:
-            self.rows = _unique([*others, *names])
-            return
-        answers = [r for r in names if within(r, self.budget)]
-        wanted = [r for r in others if not r.offload_without_host]
-        done = [baseline]
-        if not self.stopped:
-            try:
-                done, why, self.covered = compile_in_order(
-                    self.target, wanted, baseline, self.budget, self.cancelled, self.progress,
-                    self.run, known=tuple(answers),
-                )  # fmt: skip
-            except Cancelled:
-                self.stopped, why = True, ""
-                done = [r for r in wanted if r.compiled or r.error]
-            if why and any(r not in done and r not in self.covered and r.compiled is None
-                           for r in wanted):  # fmt: skip
-                self.reasons.insert(0, why)
-            self._say_covered()
-        self.unpriced = [r for r in wanted if r.compiled is None and r.error is None
-                         and r not in self.covered]  # fmt: skip
-        self.skipped = len(self.unpriced) + len(self.covered) + len(homeless)
-        self.rows = _unique([*done, *names])
-
-    def _say_covered(self) -> None:
-        if self.covered:
-            self.reasons.append(cert.covered_words(len(self.covered)))
-
-    def _analyse_names(self, configs: list[Config]) -> list[Row]:
-        """The exact search's rows, analysed, with the transpose FLOPs their
-        least cost and estimate count (measured once, on the code as written)."""
-        rows = self.analysed(configs)
-        if self.compiled:
-            for row in rows:
-                row.transpose_flops = self.transpose
-        return rows
-
-    def _compile_rows(self, rows: list[Row]) -> None:
-        """Compile the exact search's rows not compiled yet."""
-        fresh = [r for r in rows if r.compiled is None and r.error is None]
-        compile_every(self.target, fresh, self.cancelled, self.progress, self.run)
-
-    def conclude(self, space: Space) -> Suggestion:
-        # A name assignment the model reached may still be one a --skip names.
-        kept = set(self.skips.keep([r.config for r in self.rows], self.first.sites))
-        rows = [r for r in self.rows if r.config in kept or r.config == self.base]
-        rows = [r for r in rows if not r.refused]  # said apart (`refused`): no numbers
-        if self.compiled:  # a compile a stop cut short is no answer: only what compiled
-            rows = [r for r in rows if r.compiled is not None or r.error is not None]
-        if self.skips.dropped:
-            self.reasons.append(self.skips.words())
-            self.skipped += len(self.skips.dropped)
-        if not rows:
-            raise Cancelled()  # stopped before anything could be an answer
-        if self.method == cert.MODEL:
-            judge_offloads(self.target, rows, self.first, analysed_row(self.target))
-        finish_rows(rows, self.base)
-        best, fits = choose(rows, self.budget)
-        certificate = self._certificate(space, best, fits)
-        # A change the cost cannot tell from the code as written is not worth
-        # making: the answer is the code as written, the best found said beside.
-        set_aside = within_resolution(best, self.baseline, self.budget) if fits else None
-        if set_aside is not None:
-            best = self.baseline
-        return Suggestion(
-            budget=self.budget,
-            measure="compiled" if self.compiled else "residual",
-            fits=fits,
-            best=best,
-            baseline=self.baseline,
-            exact=certificate.proven,
-            searched=len(self.analysed.all()),
-            rows=rows,
-            compiled_count=len(rows) if self.compiled else 0,
-            measured_count=sum(1 for r in rows if r.measured),
-            skipped=self.skipped,
-            skipped_why="; ".join(self.reasons),
-            device_memory=device_memory(rows) if self.compiled else None,
-            structure_notes=tuple(structure_notes(self.target, self.base)),
-            search=certificate,
-            cancelled=self.stopped,
-            refused=tuple(r for r in self.analysed.all() if r.refused),
-            set_aside=set_aside,
-            target=self.target,
+    def stopped(self) -> bool:
+        return bool(self.listed and self.listed.stopped) or bool(
+            self.names and self.names.cancelled
         )
 
-    def _certificate(self, space: Space, best: Row, fits: bool) -> cert.Certificate:
-        source, unit = best.cost_source, best.cost_unit
-        chip = best.time.chip if best.time else None
-        words = cert.cost_words(source, chip)
-        best_cost = best.cost[0] if fits else None
-        bounds = [best_cost] if best_cost is not None else []
-        if self.unpriced and self.compiled and self.baseline.compiled:
-            least = least_cost(self.baseline)
-            bounds += [least(r)[0] for r in self.unpriced if not r.offload_slower]
-        compiles = len({r.program or ("config", r.config) for r in self.rows if r.compiled})
-        covered = [cert.covered_words(len(self.covered))] if self.covered else []
-        if self.method == cert.ENUMERATION:
-            bound = min(bounds, default=float("inf") if not self.stopped else None)
-            assumptions = cert.enumeration_assumptions(self.compiled, words, self.stopped)
-            return cert.Certificate(
-                cert.ENUMERATION, unit, bound, best_cost, compiles, not self.stopped,
-                (*assumptions, *covered, *cert.shared_calls_words(space)),
-                space=len(self.analysed.all()),
-            )  # fmt: skip
-        outcome = self.outcome
-        name_bound = outcome.bound if outcome is not None else None
-        if name_bound is not None:
-            bounds.append(name_bound)
-        proven = outcome is not None and outcome.proven and not self.stopped
-        bound = min(bounds) if bounds and (proven or name_bound is not None) else None
-        assumptions = (
-            cert.model_assumptions(outcome, space, self.compiled, words)
-            if outcome is not None else [words]
-        )  # fmt: skip
-        return cert.Certificate(
-            cert.MODEL, unit, bound, best_cost, compiles, proven, (*assumptions, *covered),
-            space=(outcome.space if outcome else 0) + len(self.analysed.all()),
-            decisions=outcome.decisions if outcome else 0,
-            rounds=outcome.rounds if outcome else 0,
-            interactions=outcome.interactions if outcome else 0,
-            noun=space.noun,
-        )  # fmt: skip
+    @property
+    def covered(self) -> int:
+        return len(self.listed.covered) if self.listed else 0
+
+    @property
+    def left_bound(self) -> float | None:
+        return self.listed.bound(self.least) if self.listed else None
+
+    @property
+    def compiles(self) -> int:
+        """Programs compiled: configurations that lower to one program count once."""
+        return len({r.program or ("config", r.config) for r in self.rows if r.compiled})
+
+
+def enumeration(evaluator: Evaluator, space: Space, every: bool) -> Found:
+    """The whole space listed and analysed, and compiled from the least cost
+    up (`compile_in_order`), or `every` candidate compiled."""
+    target, base, sites = evaluator.target, evaluator.base, evaluator.first.sites
+    evaluator.analyse(evaluator.kept(enumerated(target, base, sites, space.places, space.names)))
+    everything = evaluator.all()
+    homeless = [r for r in everything if r.offload_without_host]
+    why = [_without_host(len(homeless), base.device)] if homeless else []
+    found = Found(ENUMERATION, everything, evaluator.compiling, len(everything), why, len(homeless))
+    if not evaluator.compiling:
+        return found
+    wanted = everything if every else [r for r in everything if not r.offload_without_host]
+    listed = compile_all(evaluator, wanted) if every else compile_in_order(evaluator, wanted)
+    if listed.why and listed.skipped:
+        found.why.insert(0, listed.why)
+    if listed.covered:
+        found.why.append(cert.covered_words(len(listed.covered)))
+    found.rows, found.listed, found.least = listed.rows, listed, evaluator.least
+    found.skipped = len(everything) - len(listed.rows)
+    return found
+
+
+def modelled(
+    evaluator: Evaluator,
+    space: Space,
+    narrowing: Callable[[Narrowing], object] | None,
+    max_rounds: int | None,
+) -> Found:
+    """The name decisions by the exact search's model (`search_names`), the
+    other candidates listed and compiled from their least cost up, bounded
+    from the start by the model's answers."""
+    target, base = evaluator.target, evaluator.base
+    others = evaluator.analyse(evaluator.kept(listed(target, base, evaluator.first.sites)))
+    baseline = evaluator.baseline
+    homeless = [r for r in others if r.offload_without_host]
+    why = [_without_host(len(homeless), base.device)] if homeless else []
+    if evaluator.compiling:
+        none_can_fit = evaluator.compile_baseline()
+        if none_can_fit:  # said after that one compile
+            analysed = len(evaluator.all())
+            return Found(MODEL, [baseline], True, analysed, [none_can_fit, *why], analysed - 1)
+    incumbent = baseline.cost[0] if evaluator.is_answer(baseline) else None
+    names = search_names(space, evaluator, narrowing, incumbent, max_rounds)
+    analysed = len(evaluator.all())
+    if not evaluator.compiling:
+        return Found(MODEL, _unique([*others, *names.rows]), False, analysed, why, names=names)
+    wanted = [r for r in others if not r.offload_without_host]
+    if names.cancelled:
+        done = Ordered([baseline], wanted, stopped=True)
+    else:
+        answers = [r for r in names.rows if evaluator.is_answer(r)]
+        done = compile_in_order(evaluator, wanted, known=answers)
+    if done.why and done.left:
+        why.insert(0, done.why)
+    if done.covered:
+        why.append(cert.covered_words(len(done.covered)))
+    skipped = len(done.left) + len(done.covered) + len(homeless)
+    return Found(MODEL, _unique([*done.rows, *names.rows]), True, len(evaluator.all()), why,
+                 skipped, done, names, evaluator.least)  # fmt: skip
+
+
+def conclude(evaluator: Evaluator, space: Space, found: Found) -> Suggestion:
+    """The answer among what the search found: chosen (`choose`), with what
+    it is proven against (`Certificate.of`), and set aside for the code as
+    written where the cost cannot tell them apart."""
+    base, baseline, compiling = evaluator.base, evaluator.baseline, evaluator.compiling
+    # A name assignment the model reached may still be one a --skip names.
+    kept = set(evaluator.skips.keep([r.config for r in found.rows], evaluator.first.sites))
+    rows = [r for r in found.rows if r.config in kept or r.config == base]
+    rows = [r for r in rows if not r.refused]  # said apart (`refused`): no numbers
+    if compiling:  # a compile a stop cut short is no answer: only what compiled
+        rows = [r for r in rows if r.compiled is not None or r.error is not None]
+    why, skipped = list(found.why), found.skipped
+    if evaluator.skips.dropped:
+        why.append(evaluator.skips.words())
+        skipped += len(evaluator.skips.dropped)
+    if not rows:
+        raise Cancelled()  # stopped before anything could be an answer
+    evaluator.finish(rows)
+    best, fits = choose(rows, evaluator.is_answer)
+    words = cert.cost_words(best.cost_source, best.time.chip if best.time else None)
+    certificate = cert.Certificate.of(
+        found, space, best.cost[0] if fits else None, best.cost_unit, words
+    )
+    # A change the cost cannot tell from the code as written is not worth
+    # making: the answer is the code as written, the best found said beside.
+    set_aside = within_resolution(best, baseline, evaluator.budget) if fits else None
+    if set_aside is not None:
+        best = baseline
+    return Suggestion(
+        budget=evaluator.budget,
+        measure="compiled" if compiling else "residual",
+        fits=fits,
+        best=best,
+        baseline=baseline,
+        exact=certificate.proven,
+        searched=len(evaluator.all()),
+        rows=rows,
+        compiled_count=len(rows) if compiling else 0,
+        measured_count=sum(1 for r in rows if r.measured),
+        skipped=skipped,
+        skipped_why="; ".join(why),
+        device_memory=device_memory(rows) if compiling else None,
+        structure_notes=tuple(structure_notes(evaluator.target, base)),
+        search=certificate,
+        cancelled=found.stopped,
+        refused=tuple(r for r in evaluator.all() if r.refused),
+        set_aside=set_aside,
+        target=evaluator.target,
+    )
 
 
 def _unique(rows: list[Row]) -> list[Row]:

@@ -53,14 +53,14 @@ def verified_answer(
     best: Row,
     fits: bool,
     baseline: Row,
-    budget: int,
+    is_answer: Callable[[Row], bool],
     target: Target,
     cancelled: Callable[[], bool] | None = None,
 ) -> tuple[Row, bool, Verification, list[Failed]]:
     """(the answer, whether it fits, its verification, the answers dropped
     before it): `best` (which `fits` or not) verified, and while its gradients differ, the next
-    best of `rows` as suggest chooses (module doc); the code as written
-    (`baseline`) where none is left."""
+    best of `rows` as suggest chooses (module doc: `choose` with suggest's
+    `is_answer`); the code as written (`baseline`) where none is left."""
     failed: list[Failed] = []
     while True:
         check_cancelled(cancelled)
@@ -70,4 +70,4 @@ def verified_answer(
         failed.append(Failed(best, v))
         rows = [r for r in rows if r is not best]
         # Nothing left that computes what the code computes: the code as written.
-        best, fits = choose(rows or [baseline], budget)
+        best, fits = choose(rows or [baseline], is_answer)
