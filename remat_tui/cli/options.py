@@ -217,3 +217,14 @@ def refuse_topology(opts: argparse.Namespace) -> None:
             "it compiles here but cannot run a step, so nothing would be verified and nothing "
             "is claimed. Verify on the TPU itself (--device tpu:0), or drop --verify."
         )
+
+
+def size_of(option: str, value: str) -> int:
+    """The bytes an option's SIZE gives (`512MiB`, `1.5e9`); bad input is a
+    RematError naming the option."""
+    from remat_tui.core.units import parse_size
+
+    try:
+        return parse_size(value)
+    except RematError as exc:
+        raise RematError(f"{option}: {exc.message}") from None

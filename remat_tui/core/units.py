@@ -53,6 +53,8 @@ _SIZE_UNITS = {
 
 def parse_size(text: str) -> int:
     """`512MiB`, `2GiB`, `1.5e9`, `4096` -> bytes; a RematError says what was expected."""
+    if text.strip().startswith("-"):
+        raise RematError(f"size {text!r}: a size cannot be negative; give bytes, e.g. 512MiB.")
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
     unit = m.group(2).lower() if m else None
     if m is None or unit not in _SIZE_UNITS:

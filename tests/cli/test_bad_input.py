@@ -195,6 +195,50 @@ def test_cli_bad_input_exits_2_naming_the_cause(remat_tui_cmd, bad, args, cause,
     assert_none_of_our_frames(proc.stderr)
 
 
+COMMAND_LINE_FAILURES = [
+    (
+        "mistyped command",
+        ["sugest", MLP, "--budget", "1MiB"],
+        "'sugest' is not a command, nor a file",
+        "Did you mean `remat-tui suggest`?",
+    ),
+    (
+        "no such command",
+        ["nosuchcmd", MLP],
+        "'nosuchcmd' is not a command, nor a file",
+        "The commands are report, compare, suggest",
+    ),
+    (
+        "negative budget",
+        ["suggest", MLP, "--budget", "-5MiB"],
+        "--budget: size '-5MiB': a size cannot be negative",
+        "e.g. 512MiB",
+    ),
+    (
+        "negative fit budget",
+        ["fit", MLP, "--budget", "-1e9"],
+        "--budget: size '-1e9': a size cannot be negative",
+        "e.g. 512MiB",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "args,cause,remedy",
+    [c[1:] for c in COMMAND_LINE_FAILURES],
+    ids=[c[0] for c in COMMAND_LINE_FAILURES],
+)
+def test_cli_bad_command_line_exits_2_naming_the_cause(remat_tui_cmd, bad, args, cause, remedy):
+    """Words argparse would answer with its own ("unrecognized arguments",
+    "expected one argument"): said as what they are, and what to do."""
+    proc = subprocess.run([remat_tui_cmd, *args], capture_output=True, text=True, timeout=300,
+                          cwd=bad)  # fmt: skip
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("remat-tui: error: ") and proc.stderr.count("\n") == 1
+    assert cause in proc.stderr and remedy in proc.stderr, proc.stderr
+
+
 def unprivileged(cmd: list[str]) -> list[str]:
     """`cmd` so that permission bits bind: as root (CI), through setpriv with the
     capabilities that override them dropped."""

@@ -25,6 +25,7 @@ from remat_tui.cli.options import (
     policy_option,
     refuse_topology,
     site_overrides,
+    size_of,
     skip_option,
     target_options,
     verify_option,
@@ -86,8 +87,6 @@ def add_parser(commands: Commands) -> None:
 
 def check(opts: argparse.Namespace) -> dict:
     """The budget in bytes, and the batch options' sense, before JAX loads."""
-    from remat_tui.core.units import parse_size
-
     check_measure(opts)
     if opts.multiple < 1:
         raise RematError(
@@ -109,10 +108,7 @@ def check(opts: argparse.Namespace) -> dict:
             f"--max-batch {opts.max_batch}: the largest batch to try must be at least "
             f"--multiple ({opts.multiple})."
         )
-    try:
-        return {"budget": parse_size(opts.budget)}
-    except RematError as exc:
-        raise RematError(f"--budget: {exc.message}") from None
+    return {"budget": size_of("--budget", opts.budget)}
 
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:

@@ -15,10 +15,10 @@ from remat_tui.cli.options import (
     compile_options,
     output_options,
     policy_option,
+    size_of,
     structure_option,
     target_options,
 )
-from remat_tui.errors import RematError
 
 if TYPE_CHECKING:
     from remat_tui.cli.rendering import Rendered
@@ -50,14 +50,9 @@ def add_parser(commands: Commands) -> None:
 
 def check(opts: argparse.Namespace) -> dict:
     """--memory-limit in bytes."""
-    from remat_tui.core.units import parse_size
-
     if opts.memory_limit is None:
         return {}
-    try:
-        return {"memory_limit": parse_size(opts.memory_limit)}
-    except RematError as exc:
-        raise RematError(f"--memory-limit: {exc.message}") from None
+    return {"memory_limit": size_of("--memory-limit", opts.memory_limit)}
 
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:

@@ -20,6 +20,7 @@ from remat_tui.cli.options import (
     output_options,
     policy_option,
     refuse_topology,
+    size_of,
     structure_option,
     target_options,
     verify_option,
@@ -86,8 +87,6 @@ def check(opts: argparse.Namespace) -> dict:
 
 def _limits(opts: argparse.Namespace) -> dict[str, int]:
     """The CI gates asked for: {option: bytes}."""
-    from remat_tui.core.units import parse_size
-
     if opts.max_peak_bytes is not None and not opts.compiled:
         raise RematError(
             "--max-peak-bytes needs --compiled: the peak comes from compiling the "
@@ -99,10 +98,7 @@ def _limits(opts: argparse.Namespace) -> dict[str, int]:
         ("--max-peak-bytes", opts.max_peak_bytes),
     ):
         if value is not None:
-            try:
-                limits[option] = parse_size(value)
-            except RematError as exc:
-                raise RematError(f"{option}: {exc.message}") from None
+            limits[option] = size_of(option, value)
     return limits
 
 

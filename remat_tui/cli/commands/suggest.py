@@ -26,6 +26,7 @@ from remat_tui.cli.options import (
     measure_options,
     output_options,
     refuse_topology,
+    size_of,
     skip_option,
     target_options,
     verify_option,
@@ -67,8 +68,6 @@ def add_parser(commands: Commands) -> None:
 
 def check(opts: argparse.Namespace) -> dict:
     """No --policy; the budget in bytes."""
-    from remat_tui.core.units import parse_size
-
     check_measure(opts)
     if opts.policy is not None:
         raise RematError(
@@ -76,7 +75,7 @@ def check(opts: argparse.Namespace) -> dict:
             "sites' itself and takes no --policy. To weigh given outer policies, use "
             f"remat-tui compare --policy {opts.policy} (repeatable); to set a site's, --site."
         )
-    return {"budget": parse_size(opts.budget)}
+    return {"budget": size_of("--budget", opts.budget)}
 
 
 def run(target: Target, opts: argparse.Namespace, fmt: str, checks: dict) -> Rendered:
