@@ -11,7 +11,6 @@ jax loads when a target is analysed and textual only when the app starts.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
@@ -49,6 +48,8 @@ def _not_a_command(word: str, names: tuple[str, ...]) -> None:
     looks_like_a_path = "." in word or "/" in word or os.path.exists(word.split(":")[0])
     if word.startswith("-") or looks_like_a_path:
         return
+    import difflib
+
     near = difflib.get_close_matches(word, names, n=1)
     hint = f"Did you mean `remat-tui {near[0]}`? " if near else ""
     raise RematError(
