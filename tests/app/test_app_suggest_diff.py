@@ -97,7 +97,7 @@ async def test_suggest_equals_the_api_and_opens_what_jax_saves():
 
 
 async def test_a_newer_budget_stops_the_running_search(monkeypatch):
-    import remat_tui.core.search.suggest.candidates as core_suggest  # where suggest analyses
+    import remat_tui.core.search.suggest.evaluator as core_suggest  # where suggest analyses
 
     # Each search waits at its first batch until the newer budget is typed, so
     # the first one is surely running (not merely queued) when it is superseded.
