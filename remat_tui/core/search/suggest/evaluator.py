@@ -76,6 +76,10 @@ class Analysed:
         """The row of a configuration analysed already (or one that decides alike)."""
         return self.rows[merge_key(config, self.first.sites)]
 
+    def known(self, config: Config) -> Row | None:
+        """The row of `config` where one that decides alike was analysed, else None."""
+        return self.rows.get(merge_key(config, self.first.sites))
+
     def all(self) -> list[Row]:
         return list(self.rows.values())
 
@@ -110,6 +114,7 @@ class Evaluator:
         self.is_answer = answers(budget)
         self._analysed = Analysed(target, first, cancelled, progress)
         self._judged: set[int] = set()  # rows judged for their offloads (by id)
+        self._apart = analysed_row(target, cancelled)
 
     def stopped(self) -> bool:
         return bool(self.cancelled and self.cancelled())
@@ -127,11 +132,18 @@ class Evaluator:
         fresh = list({id(r): r for r in rows if id(r) not in self._judged}.values())
         if fresh:
             self._judged.update(id(r) for r in fresh)
-            judge_offloads(self.target, fresh, self.first, analysed_row(self.target))
+            judge_offloads(self.target, fresh, self.first, self._instead)
             if self.compiling:
                 for row in fresh:
                     row.transpose_flops = self.transpose
         return rows
+
+    def _instead(self, config: Config) -> Row:
+        """The row judge_offloads weighs an offload against (the same
+        configuration recomputing instead): one analysed already where there
+        is one, else analysed apart (not a candidate: not counted as searched)."""
+        known = self._analysed.known(config)
+        return known if known is not None else self._apart(config)
 
     @property
     def baseline(self) -> Row:
