@@ -24,7 +24,7 @@ from conftest import ROOT
 
 import remat_tui
 from remat_tui.core.search.compare import analysed_row, compare
-from remat_tui.core.search.suggest.choice import within_resolution
+from remat_tui.core.search.suggest.choice import answers, within_resolution
 from remat_tui.core.search.suggest.pipeline import suggest
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import Config
@@ -245,10 +245,10 @@ def test_within_resolution_never_sets_aside_by_flops_or_when_as_written_does_not
         row(Config()),
         row(Config(sites=(("layer", policies.parse("dots_saveable")),))),
     )
-    assert within_resolution(cheaper, written, 1 << 30) is None  # FLOPs are exact
+    assert within_resolution(cheaper, written, answers(1 << 30)) is None  # FLOPs are exact
     written.time, cheaper.time = (StepTime(s, s, 0.0, 0.0, 0.0, "cpu") for s in (1.0, 0.95))
-    assert within_resolution(cheaper, written, 1 << 30) is not None
-    assert within_resolution(cheaper, written, written.device_bytes - 1) is None
+    assert within_resolution(cheaper, written, answers(1 << 30)) is not None
+    assert within_resolution(cheaper, written, answers(written.device_bytes - 1)) is None
 
 
 def test_a_stop_inside_the_exact_searchs_compiles_keeps_the_best_verified(targets):

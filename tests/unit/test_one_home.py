@@ -192,3 +192,72 @@ def test_the_exact_search_calls_what_its_check_assumed_so():
 
     assert {f.name for f in fields(NameOutcome)} >= {"assumed"}
     assert "error" not in {f.name for f in fields(NameOutcome)}
+
+
+SEARCH = PACKAGE / "core" / "search"
+HOME_OF_ROWS = SEARCH / "suggest" / "evaluator.py"
+# What changes a row in place: each called by the evaluator alone.
+ROW_CHANGERS = {"judge_offloads", "compile_row", "peak_notes", "mark_pareto"}
+
+
+def _row_changes(tree: ast.AST, row_fields: set[str]) -> list[str]:
+    """Where a module assigns a Row's field on anything but itself, appends to
+    a row's notes, or calls what changes rows in place."""
+    found = []
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for t in targets:
+            for leaf in ast.walk(t):
+                on_self = isinstance(leaf, ast.Attribute) and ast.unparse(leaf.value) == "self"
+                if isinstance(leaf, ast.Attribute) and leaf.attr in row_fields and not on_self:
+                    found.append(f"{ast.unparse(leaf)} = (line {node.lineno})")
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ROW_CHANGERS:
+                found.append(f"{name}(...) (line {node.lineno})")
+            if name == "append" and isinstance(func, ast.Attribute):
+                owner = func.value
+                if isinstance(owner, ast.Attribute) and owner.attr == "notes":
+                    found.append(f"{ast.unparse(func)}(...) (line {node.lineno})")
+    return found
+
+
+def test_suggest_changes_its_rows_in_one_place():
+    """Issue 44: suggest's rows are made and changed by its Evaluator alone;
+    the ways of searching (the ordered list, the exact search) and the
+    pipeline only read them."""
+    from remat_tui.core.search.rows import Row
+
+    row_fields = {f.name for f in fields(Row)}
+    where = {}
+    for path in [*(SEARCH / "suggest").glob("*.py"), *(SEARCH / "exact").glob("*.py")]:
+        changes = _row_changes(ast.parse(path.read_text()), row_fields)
+        if changes:
+            where[path.relative_to(PACKAGE).as_posix()] = changes
+    assert set(where) == {HOME_OF_ROWS.relative_to(PACKAGE).as_posix()}, where
+    # the scan sees what it looks for: the evaluator's own changes
+    assert any("transpose_flops" in c for c in where[str(HOME_OF_ROWS.relative_to(PACKAGE))])
+    assert any("judge_offloads" in c for c in where[str(HOME_OF_ROWS.relative_to(PACKAGE))])
+
+
+def test_one_test_of_an_answer():
+    """Issue 44: whether a row could be suggest's answer is written once
+    (`choice.answers`); the exact search, the ordered list and choose ask
+    the evaluator's, and no module compares a row's bytes to the budget
+    itself."""
+    tests = []
+    for path in [*(SEARCH / "suggest").glob("*.py"), *(SEARCH / "exact").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and "weighed_bytes" in ast.unparse(node.left):
+                if any("budget" in ast.unparse(c) for c in node.comparators):
+                    tests.append(f"{path.name}: {ast.unparse(node)}")
+    # answers(), and compile_in_order's "compiled over the budget" (what did not fit)
+    assert sorted(tests) == [
+        "choice.py: row.weighed_bytes <= budget",
+        "ordered.py: row.weighed_bytes > budget",
+    ], tests

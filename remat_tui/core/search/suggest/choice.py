@@ -1,15 +1,13 @@
 """Provides how suggest chooses its answer among the rows it compiled (or
 analysed): `answers`, the one test of whether a row could be it, `choose`, and what
-is said of them (`finish_rows`, `device_memory`)."""
+is said of them (`within_resolution`, `device_memory`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from remat_tui.core.search.compare import mark_pareto, peak_notes
 from remat_tui.core.search.rows import CostSource, Row
-from remat_tui.core.setup.config import Config
 from remat_tui.core.xla.estimates import step_time
 
 
@@ -63,12 +61,12 @@ class Within:
         }
 
 
-def within_resolution(best: Row, written: Row, budget: int) -> Within | None:
+def within_resolution(best: Row, written: Row, is_answer: Callable[[Row], bool]) -> Within | None:
     """Where the code as written fits the budget and `best` beats its cost by
     less than the cost can tell (an estimate: step_time.RESOLUTION; measured:
     the spread of either row's runs), the change is not worth making: the
     answer `best` set aside, else None. Recompute FLOPs are exact: never."""
-    if best is written or not (written.fits and written.weighed_bytes <= budget):
+    if best is written or not is_answer(written):
         return None
     source = best.cost_source
     if source is CostSource.FLOPS or written.cost_source != source:
@@ -92,13 +90,6 @@ def _spread(*rows: Row) -> float:
         if low and mid:
             out = max(out, (mid - low) / low)
     return out
-
-
-def finish_rows(rows: list[Row], base: Config) -> None:
-    """The notes that weigh compiled rows against the code as written, and the
-    Pareto marks."""
-    peak_notes(rows, base)
-    mark_pareto(rows)
 
 
 def device_memory(rows: list[Row]) -> int | None:

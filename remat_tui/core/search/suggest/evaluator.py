@@ -17,11 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from remat_tui.core.search.compare import analysed_row, compile_row, evaluate
+from remat_tui.core.search.compare import (
+    analysed_row,
+    compile_row,
+    evaluate,
+    mark_pareto,
+    peak_notes,
+)
 from remat_tui.core.search.configs.distinct import merge_key
 from remat_tui.core.search.notes.offloads import judge_offloads
 from remat_tui.core.search.rows import Row
-from remat_tui.core.search.suggest.choice import answers, finish_rows
+from remat_tui.core.search.suggest.choice import answers
 from remat_tui.core.setup.config import Config
 from remat_tui.core.units import human_bytes
 from remat_tui.core.xla.compile.host_memory import one_devices_host_bytes
@@ -227,7 +233,8 @@ class Evaluator:
     def finish(self, rows: list[Row]) -> None:
         """The notes that weigh the answer's candidates against the code as
         written, and the Pareto marks."""
-        finish_rows(rows, self.base)
+        peak_notes(rows, self.base)
+        mark_pareto(rows)
 
 
 def _floor(baseline: Row) -> int | None:

@@ -387,7 +387,7 @@ def conclude(evaluator: Evaluator, space: Space, found: Found) -> Suggestion:
     )
     # A change the cost cannot tell from the code as written is not worth
     # making: the answer is the code as written, the best found said beside.
-    set_aside = within_resolution(best, baseline, evaluator.budget) if fits else None
+    set_aside = within_resolution(best, baseline, evaluator.is_answer) if fits else None
     if set_aside is not None:
         best = baseline
     return Suggestion(
