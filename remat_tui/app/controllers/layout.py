@@ -27,7 +27,7 @@ class Layout:
         self.width = width
         self.app.set_class(COMPACT <= width < NARROW, "-narrow")
         self.app.set_class(width < COMPACT, "-compact")
-        for footer in self.app.query(Footer):  # every key still fits on one line
+        for footer in self.app.query(Footer):  # more keys fit; it hides what does not
             footer.compact = width < NARROW
         self._apply()
 
