@@ -36,6 +36,7 @@ def check_footer(app, width: int) -> None:
     assert line[:at].split() == " ".join(map(key_text, shown)).split(), width
     assert line[at:].split() == ["▏^p", "palette"], width
     assert any(key.description == "help" for key in shown), width  # `?` stays
+    assert footer.compact == (width < 120), width  # every screen's, below 120 columns
 
 
 async def test_the_main_screens_footer_shows_whole_keys_at_every_width():

@@ -26,6 +26,7 @@ from textual.widgets import Footer as TextualFooter
 from textual.widgets._footer import FooterKey  # not exported by textual.widgets
 
 KEPT_FIRST = ("help", "quit")  # the App's actions whose keys are hidden last
+COMPACT_BELOW = 120  # columns: narrower, the keys lose their padding, so that more fit
 
 
 def key_width(key: FooterKey) -> int:
@@ -63,6 +64,9 @@ class Footer(TextualFooter):
         self.call_after_refresh(self.fit_keys)
 
     def on_resize(self) -> None:
+        # Each screen's footer on its own: one opened after the terminal last
+        # changed width is as compact as the one beneath it.
+        self.compact = self.size.width < COMPACT_BELOW
         self.call_after_refresh(self.fit_keys)
 
     def watch_compact(self) -> None:  # the keys' padding and margins change
