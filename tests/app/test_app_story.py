@@ -8,6 +8,7 @@ from conftest import ROOT, example, local_devices_only, wait_for
 from test_app import SIZE, press_p_until_compiled, settle, settled_frame
 
 from remat_tui.app.main import RematApp
+from remat_tui.app.widgets.residual_table import ResidualTable
 from remat_tui.app.widgets.story_panel import NOT_COMPILED, StoryPanel
 from remat_tui.report import story
 
@@ -113,6 +114,28 @@ async def test_a_story_taller_than_its_panel_scrolls_to_its_xla_line(write_targe
         await pilot.pause()
         assert _said(app) == told  # the same story, scrolled
         assert any(line.strip(" │").startswith("XLA") for line in drawn(app, panel))
+
+
+async def test_the_selected_row_stays_on_screen_when_the_story_opens():
+    """The panel opens beneath the residual table and shortens it: the last
+    row, selected, was left below the table's bottom edge, out of sight while
+    the panel told its story."""
+    app = RematApp(example("mlp.py"))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        table = app.query_one(ResidualTable)
+        last = len(app.loaded.shown.residuals)
+        await pilot.press("r", "end")
+        await settled_frame(pilot)
+
+        def rows_drawn() -> list[str]:
+            return [line.strip("│ ").split(" ")[0] for line in drawn(app, table)]
+
+        assert f"R{last}" in rows_drawn()
+        await pilot.press("y")
+        await settled_frame(pilot)
+        assert _said(app).startswith(f"R{last} ")
+        assert f"R{last}" in rows_drawn()  # the row the story tells is in view
 
 
 def test_snapshot_story_panel(snap_compare, monkeypatch):

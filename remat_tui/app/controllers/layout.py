@@ -22,13 +22,10 @@ class Layout:
         self.sidebar_wanted: bool | None = None  # None: as the width suggests
 
     def resize(self, width: int) -> None:
-        from textual.widgets import Footer
-
+        # The footers make themselves compact (app/widgets/footer.py).
         self.width = width
         self.app.set_class(COMPACT <= width < NARROW, "-narrow")
         self.app.set_class(width < COMPACT, "-compact")
-        for footer in self.app.query(Footer):  # every key still fits on one line
-            footer.compact = width < NARROW
         self._apply()
 
     @property

@@ -145,6 +145,11 @@ class ResidualTable(LineView, can_focus=True):
         if 0 <= new < len(self.order):
             self.post_message(self.Highlighted(self, self.order[new]))
 
+    def on_resize(self) -> None:
+        # Shorter (the story panel opened beneath it, the terminal shrank): the
+        # selected row, which the story panel tells, stays on screen.
+        self._scroll_to_cursor()
+
     def _scroll_to_cursor(self) -> None:
         height = max(self.scrollable_content_region.height - 1, 1)
         top = self.scroll_offset.y
