@@ -120,11 +120,12 @@ def search_words(s: Suggestion) -> str:
     elif c.method == "model":
         checks = count(c.rounds, "compile") if s.measure == "compiled" else count(
             c.rounds, "analysis", "analyses")  # fmt: skip
-        solved = (
-            "stopped while measuring its decisions, before it was solved"
-            if s.cancelled and c.bound is None
-            else f"solved exactly and checked by {checks} of its answers"
-        )
+        if s.cancelled and c.bound is None:
+            solved = "stopped while measuring its decisions, before it was solved"
+        elif c.rounds:
+            solved = f"solved exactly and checked by {checks} of its answers"
+        else:  # its optimum was among what it had measured: no answer of its own to check
+            solved = "solved exactly, its optimum one of the assignments measured first"
         how = (
             f"exact search: the model of {count(c.decisions, c.noun)} {solved}; "
             f"{s.searched} of {c.space} configurations analysed"
@@ -160,12 +161,12 @@ def proof_lines(s: Suggestion) -> list[str]:
 def proof_words(c: Certificate, cancelled: bool = False, set_aside: bool = False) -> str:
     """`bound 5.08 ms (the least any candidate can cost), answer 5.08 ms: gap
     0.0%, proven optimal within the model`."""
+    where = "within the model" if c.method == "model" else "over the whole space"
     if c.bound == float("inf") and c.best is None:
-        return "nothing in the space can fit the budget (proven within the model)"
+        return f"nothing in the space can fit the budget (proven {where})"
     if c.best is None:
         return "nothing found fits the budget" + (" (stopped)" if cancelled else "")
     gap = c.gap
-    where = "within the model" if c.method == "model" else "over the whole space"
     # The proof is of the best found; where it was set aside for the code as
     # written (within the cost's resolution), it is not the answer.
     best = "the best found (set aside)" if set_aside else "answer"

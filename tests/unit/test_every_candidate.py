@@ -17,6 +17,7 @@ import itertools
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import jax
 import pytest
@@ -320,6 +321,21 @@ def test_nothing_fits_tells_the_budget_from_the_smallest():
     assert told_apart(int(2.25e9), 2_210_756_004) == ["2.10 GiB", "2.06 GiB"]
     assert told_apart(2**30, 2**30 + 5) == ["1,073,741,824 B", "1,073,741,829 B"]
     assert told_apart(2**30, 2**30) == ["1.0 GiB", "1.0 GiB"]
+
+
+def test_nothing_fits_is_proven_over_what_was_searched(targets):
+    """A space listed whole where nothing fits is proven so over the whole
+    space, not "within the model" (there is none); the exact search's, within
+    its model."""
+    from remat_tui.report.suggest import proof_words
+
+    got = suggest(targets["batched"], 1)
+    assert not got.fits and got.search.method == "enumeration"
+    assert proof_words(got.search) == (
+        "nothing in the space can fit the budget (proven over the whole space)"
+    )
+    modelled = replace(got.search, method="model")
+    assert proof_words(modelled).endswith("(proven within the model)")
 
 
 def test_a_checkpoint_applied_at_module_level_is_placed_at_its_line():

@@ -240,6 +240,14 @@ def test_two_sites_by_residual_bytes_is_the_optimum_of_every_assignment(targets)
     assert got.fits and got.exact and got.search.method == "model"
     # the residual measure analyses: the model's assignments are never compiled
     assert got.search.compiles == 0 and not any(r.compiled for r in got.rows)
+    # and says so: nothing it assumed speaks of compiles or of a compiled peak
+    assumed = " ".join(got.search.assumptions)
+    assert "analys" in assumed and "peak" not in assumed, assumed
+    assert not re.search(r"\bcompil(ed|es|ing)\b", assumed), assumed
+    # "checked by 0 analyses of its answers" read as a check that failed
+    from remat_tui.report.suggest import search_words
+
+    assert ("checked by" in search_words(got)) == (got.search.rounds > 0), search_words(got)
     assert got.search.decisions == 6 and "first" in got.best.python + "".join(
         r.python for r in got.rows)  # fmt: skip
     assert got.best.recompute_flops <= want and got.best.device_bytes <= budget

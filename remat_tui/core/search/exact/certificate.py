@@ -182,8 +182,9 @@ def model_assumptions(
     if outcome.chains or outcome.chains_slower:
         out.append(
             f"the {count(len(outcome.chains), 'assignment')} of the greedy chains suggest "
-            "searched before this search (names by recompute removed per byte) compiled "
-            "first: the answer is no worse than that list's"
+            "searched before this search (names by recompute removed per byte) "
+            f"{'compiled' if compiled else 'analysed'} first: the answer is no worse than "
+            "that list's"
             + (" (its order here from each call's effect alone)" if space.per_call else "")
             + _chains_left_out(outcome)
         )

@@ -86,26 +86,28 @@ class SelfCheck:
         if slack is None:
             return ""
         made, making = ("compiled", "compiling") if compiled else ("analysed", "analysing")
+        # what the model's memory is: the compiled peak, or the residual bytes
+        memory, a_memory = ("the peak", "a peak") if compiled else ("the residual bytes",) * 2
         cost, peak = max(slack.cost), max(slack.peak)
         # Shared where the answer costs something (a cost of 0: nothing recomputed).
         whole = answer.cost[0] if answer is not None else 0
         largest = f"{cost / whole:.1%} of the answer's cost" if whole > 0 else f"{cost:.3g}"
         capped = (
             f"the largest error of the {count(self.seen, 'prediction')} checked by {making} "
-            f"({self.largest:.1%} of the cost, {self.over:,.0f} B of the peak)"
+            f"({self.largest:.1%} of the cost, {self.over:,.0f} B of {memory})"
         )
         if not slack.per_pair:
             said = (
                 f"where nothing was {made} (more than {PAIRS_AT_MOST} pairs of decisions, too "
-                f"many to weigh one by one): no assignment assumed to lower the cost or the peak "
+                f"many to weigh one by one): no assignment assumed to lower the cost or {memory} "
                 f"by more than {capped}"
             )
         else:
             said = (
                 f"where nothing was {made}: each pair of decisions never {made} together "
-                "assumed to lower the cost and a peak no more than the smaller of its two "
+                f"assumed to lower the cost and {a_memory} no more than the smaller of its two "
                 f"decisions' largest interaction measured (the largest: {largest}, {peak:,.0f} B "
-                "of a peak)"
+                f"of {a_memory})"
             )
             if self.seen:
                 said += f", and no assignment by more in all than {capped}"
