@@ -248,6 +248,10 @@ def test_two_sites_by_residual_bytes_is_the_optimum_of_every_assignment(targets)
     from remat_tui.report.suggest import search_words
 
     assert ("checked by" in search_words(got)) == (got.search.rounds > 0), search_words(got)
+    # the space is the space's, whatever the search analysed of it at a budget
+    other = suggest(target, sorted(t[0] for t in table)[10])
+    assert other.search.space == got.search.space, (other.search.space, got.search.space)
+    assert got.searched <= got.search.space and other.searched <= other.search.space
     assert got.search.decisions == 6 and "first" in got.best.python + "".join(
         r.python for r in got.rows)  # fmt: skip
     assert got.best.recompute_flops <= want and got.best.device_bytes <= budget

@@ -70,8 +70,9 @@ class Searched(Protocol):
     def compiling(self) -> bool: ...
 
     @property
-    def analysed(self) -> int:
-        """Configurations analysed (besides the exact search's space)."""
+    def candidates(self) -> int:
+        """The candidates listed besides the exact search's space (all of
+        them, listing the space whole)."""
         ...
 
 
@@ -115,7 +116,7 @@ class Certificate:
             return cls(
                 ENUMERATION, unit, min(bounds, default=None if found.stopped else float("inf")),
                 best_cost, found.compiles, not found.stopped,
-                (*assumptions, *covered, *shared_calls_words(space)), space=found.analysed,
+                (*assumptions, *covered, *shared_calls_words(space)), space=found.candidates,
             )  # fmt: skip
         # The model's bound covers its decisions only once it has solved.
         bound = None
@@ -127,7 +128,7 @@ class Certificate:
         return cls(
             MODEL, unit, bound, best_cost, found.compiles,
             names is not None and names.proven and not found.stopped, (*said, *covered),
-            space=(names.space if names else 0) + found.analysed,
+            space=(names.space if names else 0) + found.candidates,
             decisions=names.decisions if names else 0,
             rounds=names.rounds if names else 0,
             interactions=names.interactions if names else 0,

@@ -274,7 +274,7 @@ class Found:
     method: str
     rows: list[Row]
     compiling: bool
-    analysed: int  # configurations analysed (besides the exact search's space)
+    candidates: int  # the candidates listed (besides the exact search's space)
     why: list[str] = field(default_factory=list)  # why candidates were left out
     skipped: int = 0  # how many
     listed: Ordered | None = None  # the listed candidates compiled, when compiling
@@ -340,13 +340,16 @@ def modelled(
     if evaluator.compiling:
         none_can_fit = evaluator.compile_baseline()
         if none_can_fit:  # said after that one compile
-            analysed = len(evaluator.all())
-            return Found(MODEL, [baseline], True, analysed, [none_can_fit, *why], analysed - 1)
+            listed_count = len(_unique(others))
+            return Found(MODEL, [baseline], True, listed_count, [none_can_fit, *why],
+                         len(evaluator.all()) - 1)  # fmt: skip
     incumbent = baseline.cost[0] if evaluator.is_answer(baseline) else None
     names = search_names(space, evaluator, narrowing, incumbent, max_rounds)
-    analysed = len(evaluator.all())
+    # the space: the model's assignments and the others listed, whatever the
+    # search analysed of them (its rows are counted in `searched`)
+    listed_count = len(_unique(others))
     if not evaluator.compiling:
-        return Found(MODEL, _unique([*others, *names.rows]), False, analysed, why, names=names)
+        return Found(MODEL, _unique([*others, *names.rows]), False, listed_count, why, names=names)
     wanted = [r for r in others if not r.offload_without_host]
     if names.cancelled:
         done = Ordered([baseline], wanted, stopped=True)
@@ -358,8 +361,8 @@ def modelled(
     if done.covered:
         why.append(cert.covered_words(len(done.covered)))
     skipped = len(done.left) + len(done.covered) + len(homeless)
-    return Found(MODEL, _unique([*done.rows, *names.rows]), True, len(evaluator.all()), why,
-                 skipped, done, names, evaluator.least)  # fmt: skip
+    return Found(MODEL, _unique([*done.rows, *names.rows]), True, listed_count, why, skipped,
+                 done, names, evaluator.least)  # fmt: skip
 
 
 def conclude(evaluator: Evaluator, space: Space, found: Found) -> Suggestion:
