@@ -141,6 +141,7 @@ class BudgetScreen(ModalScreen[tuple[int, str] | None]):
 class SuggestProgress(Message):
     request: int
     analysed: int
+    compiled: int
     label: str
 
     def can_replace(self, message: Message) -> bool:
@@ -203,6 +204,7 @@ class SuggestScreen(Screen[Config | None]):
         self.suggestion: Suggestion | None = None  # the answer to the current request, once in
         self.started = 0.0
         self.analysed = 0  # configurations analysed so far by the current search
+        self.compiles = 0  # and compiled (each analysed first: counted apart)
         self.current_label = ""  # the configuration it is analysing
         self.narrowed = ""  # the exact search's bound, best and gap, in words
         self.running = False  # a search is under way: its clock moves, escape stops it
@@ -231,7 +233,7 @@ class SuggestScreen(Screen[Config | None]):
         self.request += 1
         self.post_message(BudgetTyped(budget[1]))  # what f offers next, here or on the main screen
         self.suggestion = None
-        self.analysed = 0
+        self.analysed = self.compiles = 0
         self.narrowed = ""
         self.stopping = False
         self.running = True
@@ -249,12 +251,17 @@ class SuggestScreen(Screen[Config | None]):
         from remat_tui.core.trace.configured import Cancelled
         from remat_tui.report.suggest import narrowing_line
 
-        analysed = 0
+        analysed = compiles = 0
 
-        def progress(_i: int, _n: int, config: Config, _stage: str = "") -> None:
-            nonlocal analysed
-            analysed += 1  # suggest analyses in batches: count across them
-            self.post_message(SuggestProgress(request, analysed, config.label()))
+        def progress(_i: int, _n: int, config: Config, stage: str = "") -> None:
+            # suggest analyses and compiles in batches: counted across them,
+            # a compile apart from the analysis of the same configuration
+            nonlocal analysed, compiles
+            if stage == "compiling":
+                compiles += 1
+            else:
+                analysed += 1
+            self.post_message(SuggestProgress(request, analysed, compiles, config.label()))
 
         def narrowing(n: Narrowing) -> None:
             self.post_message(SuggestNarrowing(request, narrowing_line(n)))
@@ -296,6 +303,7 @@ class SuggestScreen(Screen[Config | None]):
 
     def show_progress(self, label: str) -> None:
         what = f" · {label}" if label else ""
+        compiled = f", {self.compiles} compiled" if self.compiles else ""
         narrowed = f"\n{self.narrowed}" if self.narrowed else ""
         keys = (
             "stopping after the compile under way… (escape again goes back)"
@@ -305,19 +313,20 @@ class SuggestScreen(Screen[Config | None]):
         self.query_one("#suggest-status", Static).update(
             Content(
                 f"searching for {LOOKS_FOR[self.ranks()]} within {human_bytes(self.budget[0])} "
-                f"({self.measure()}): {self.analysed} analysed{what}{self.clock()}"
+                f"({self.measure()}): {self.analysed} analysed{compiled}{what}{self.clock()}"
                 f"{narrowed}\n{keys}"
             )
         )
 
     def tick(self) -> None:
-        if self.running and self.is_current and self.analysed:
+        if self.running and self.is_current and (self.analysed or self.compiles):
             self.show_progress(self.current_label)
 
     @on(SuggestProgress)
     def progress(self, message: SuggestProgress) -> None:
         if message.request == self.request and self.running:
-            self.analysed, self.current_label = message.analysed, message.label
+            self.analysed, self.compiles = message.analysed, message.compiled
+            self.current_label = message.label
             self.show_progress(message.label)
 
     @on(SuggestNarrowing)
