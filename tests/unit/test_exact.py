@@ -163,6 +163,11 @@ def test_a_stop_keeps_the_best_verified_answer(targets, oracle):
     # The other candidates, left uncompiled, bound as low as the model or lower.
     assert not c.proven and c.gap >= heard[-1].gap * (1 - 1e-9) and c.gap > 0
     assert "stopped" in render_suggest(got, "text").splitlines()[0]
+    # What it says it searched adds up: each configuration analysed was
+    # compiled or is counted as not compiled, with why.
+    assert got.searched == got.compiled_count + got.skipped, (got.searched, got.compiled_count,
+                                                             got.skipped)  # fmt: skip
+    assert "stopped before they were compiled" in got.skipped_why
 
 
 def test_the_narrowing_says_flops_on_a_chip_the_table_does_not_know(targets, monkeypatch):

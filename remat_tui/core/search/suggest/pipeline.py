@@ -65,6 +65,7 @@ from remat_tui.core.setup import policies
 from remat_tui.core.setup.config import RUNS
 from remat_tui.core.setup.devices import device_label
 from remat_tui.core.trace.configured import Cancelled
+from remat_tui.core.units import count
 from remat_tui.core.xla.compile import host_memory
 from remat_tui.core.xla.run import shared_runs
 from remat_tui.errors import RematError
@@ -360,9 +361,19 @@ def modelled(
         why.insert(0, done.why)
     if done.covered:
         why.append(cert.covered_words(len(done.covered)))
-    skipped = len(done.left) + len(done.covered) + len(homeless)
-    return Found(MODEL, _unique([*done.rows, *names.rows]), True, listed_count, why, skipped,
-                 done, names, evaluator.least)  # fmt: skip
+    rows = _unique([*done.rows, *names.rows])
+    # Every configuration analysed and not among the rows was not compiled (as
+    # listing the space whole counts them): the others left, and of the
+    # model's, the chain steps left out by their least cost and those a stop
+    # cut short.
+    evaluated = {id(r) for r in rows if not r.refused}  # a refused row is said apart
+    skipped = sum(1 for r in evaluator.all() if id(r) not in evaluated)
+    if names.chains_slower:
+        why.append(f"{count(names.chains_slower, 'assignment')} of the greedy chains whose "
+                   "least cost before compiling is above an answer's")  # fmt: skip
+    if names.cancelled or done.stopped:
+        why.append("the rest: stopped before they were compiled")
+    return Found(MODEL, rows, True, listed_count, why, skipped, done, names, evaluator.least)
 
 
 def conclude(evaluator: Evaluator, space: Space, found: Found) -> Suggestion:
@@ -420,10 +431,10 @@ def _unique(rows: list[Row]) -> list[Row]:
     return list({id(r): r for r in rows}.values())
 
 
-def _without_host(count: int, device: str | None) -> str:
+def _without_host(how_many: int, device: str | None) -> str:
     """Why suggest leaves out the configurations that offload where the
     device's compile has no host memory."""
     return (
-        f"{count} offload to host memory, which {device_label(device)}'s compile does "
+        f"{how_many} offload to host memory, which {device_label(device)}'s compile does "
         "not have: the offloaded bytes would stay in device memory"
     )
