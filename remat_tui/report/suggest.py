@@ -161,7 +161,8 @@ def proof_lines(s: Suggestion) -> list[str]:
 def proof_words(c: Certificate, cancelled: bool = False, set_aside: bool = False) -> str:
     """`bound 5.08 ms (the least any candidate can cost), answer 5.08 ms: gap
     0.0%, proven optimal within the model`."""
-    where = "within the model" if c.method == "model" else "over the whole space"
+    # (a model that decided nothing: nothing could fit before it ran)
+    where = "within the model" if c.method == "model" and c.decisions else "over the whole space"
     if c.bound == float("inf") and c.best is None:
         return f"nothing in the space can fit the budget (proven {where})"
     if c.best is None:

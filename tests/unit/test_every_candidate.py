@@ -334,7 +334,7 @@ def test_nothing_fits_is_proven_over_what_was_searched(targets):
     assert proof_words(got.search) == (
         "nothing in the space can fit the budget (proven over the whole space)"
     )
-    modelled = replace(got.search, method="model")
+    modelled = replace(got.search, method="model", decisions=3)
     assert proof_words(modelled).endswith("(proven within the model)")
 
 

@@ -228,6 +228,12 @@ def test_a_budget_below_the_arguments_and_outputs_compiles_one(all_compiled):
     got = pipeline.suggest(target, floor - 1, compiled=True)
     assert not got.fits and got.compiled_count == 1 and got.skipped == got.searched - 1
     assert "none can fit" in got.skipped_why and human_bytes(floor) in got.skipped_why
+    # and that is a proof: nothing can fit, over the whole space (not "nothing found")
+    assert got.exact and got.search.bound == float("inf") and got.search.proven
+    assert (
+        "nothing in the space can fit the budget (proven over the whole space)"
+        in suggest_reports.render_suggest(got, "text")
+    )
     # Every candidate compiled (the module's compile_all: a row's peak and
     # whether it fits the device do not depend on the budget) is above it.
     assert len(all_compiled) == got.searched

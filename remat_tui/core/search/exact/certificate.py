@@ -67,6 +67,12 @@ class Searched(Protocol):
     def compiles(self) -> int: ...
 
     @property
+    def floor(self) -> str:
+        """Why no configuration can fit, where what every one holds is above
+        the budget ('' otherwise)."""
+        ...
+
+    @property
     def compiling(self) -> bool: ...
 
     @property
@@ -108,6 +114,10 @@ class Certificate:
         can have, the model's bound over its decisions where the exact search
         ran; proven where nothing stopped it short."""
         names = found.names
+        if found.floor and best_cost is None:  # proven by one compile: nothing can fit
+            floor = (found.floor, cost_words)
+            return cls(found.method, unit, float("inf"), None, found.compiles, True, floor,
+                       space=found.candidates, noun=space.noun)  # fmt: skip
         bounds = [b for b in (best_cost, found.left_bound) if b is not None]
         covered = [covered_words(found.covered)] if found.covered else []
         if found.method == ENUMERATION:

@@ -42,6 +42,9 @@ class Ordered:
             over the budget saves: taken not to fit, not compiled.
         why: why the rest were not compiled ('' where nothing was left out).
         stopped: a stop (`Cancelled`) ended it.
+        none_can_fit: what every configuration holds (the code as written's
+            arguments and outputs) is above the budget: proven after one
+            compile, and nothing else compiled.
     """
 
     rows: list[Row]
@@ -49,6 +52,7 @@ class Ordered:
     covered: list[Row] = field(default_factory=list)
     why: str = ""
     stopped: bool = False
+    none_can_fit: bool = False
 
     @property
     def left(self) -> list[Row]:
@@ -112,7 +116,7 @@ def _in_order(evaluator: Evaluator, rows: list[Row], known: Sequence[Row]) -> Or
     none_can_fit = evaluator.compile_baseline(len(rows))
     found = Ordered([baseline], rows)
     if none_can_fit:
-        found.why = none_can_fit
+        found.why, found.none_can_fit = none_can_fit, True
         return found
     done, covered, budget = found.rows, found.covered, evaluator.budget
 

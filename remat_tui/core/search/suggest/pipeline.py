@@ -281,6 +281,7 @@ class Found:
     listed: Ordered | None = None  # the listed candidates compiled, when compiling
     names: NameOutcome | None = None  # the exact search's, on the model's way
     least: Callable[[Row], tuple] | None = None  # prices what was left uncompiled
+    floor: str = ""  # why none can fit: what every configuration holds is above the budget
 
     @property
     def stopped(self) -> bool:
@@ -320,6 +321,7 @@ def enumeration(evaluator: Evaluator, space: Space, every: bool) -> Found:
     if listed.covered:
         found.why.append(cert.covered_words(len(listed.covered)))
     found.rows, found.listed, found.least = listed.rows, listed, evaluator.least
+    found.floor = listed.why if listed.none_can_fit else ""
     found.skipped = len(everything) - len(listed.rows)
     return found
 
@@ -343,7 +345,7 @@ def modelled(
         if none_can_fit:  # said after that one compile
             listed_count = len(_unique(others))
             return Found(MODEL, [baseline], True, listed_count, [none_can_fit, *why],
-                         len(evaluator.all()) - 1)  # fmt: skip
+                         len(evaluator.all()) - 1, floor=none_can_fit)  # fmt: skip
     incumbent = baseline.cost[0] if evaluator.is_answer(baseline) else None
     names = search_names(space, evaluator, narrowing, incumbent, max_rounds)
     # the space: the model's assignments and the others listed, whatever the
