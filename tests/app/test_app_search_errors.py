@@ -9,9 +9,10 @@ from conftest import example, wait_for
 from test_app import SIZE, listed_policies, press_p_until_compiled, settle
 
 from remat_tui.app.main import RematApp
+from remat_tui.app.screens.budget import BudgetScreen
 from remat_tui.app.screens.compare import CompareScreen
 from remat_tui.app.screens.fit import FitScreen
-from remat_tui.app.screens.suggest import BudgetScreen, SuggestScreen
+from remat_tui.app.screens.suggest import SuggestScreen
 
 INJECTED = "injected for the test"
 

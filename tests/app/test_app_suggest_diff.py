@@ -12,8 +12,9 @@ from test_app import SIZE, listed_policies, settle
 
 import remat_tui
 from remat_tui.app.main import RematApp
+from remat_tui.app.screens.budget import BudgetScreen
 from remat_tui.app.screens.diff import DiffScreen, short
-from remat_tui.app.screens.suggest import BudgetScreen, SuggestDone, SuggestScreen
+from remat_tui.app.screens.suggest import SuggestDone, SuggestScreen
 from remat_tui.core.setup import policies
 from remat_tui.core.setup.loading import resolve_arguments
 from remat_tui.core.units import human_bytes, human_flops

@@ -126,10 +126,11 @@ class Opening:
         if target is None:
             self.app.notify("nothing is loaded yet", severity="warning")
             return
+        from remat_tui.app.screens.budget import BudgetScreen
         from remat_tui.app.screens.suggest import (
             COMPILED,
+            LOOKS_FOR,
             RESIDUAL,
-            BudgetScreen,
             SuggestScreen,
             ranking,
         )
@@ -158,8 +159,8 @@ class Opening:
         measure = COMPILED if compiled else RESIDUAL
         if not compiled and shown is not None:  # global array sizes, where they are all known
             measure = residual_measure(shown.auto_sharded_devices, shown.sharded)
-        ranks = ranking(compiled, wanted.measured)
-        await self.app.push_screen(BudgetScreen(measure, self.last_budget, hint, ranks), chosen)
+        looks_for = LOOKS_FOR[ranking(compiled, wanted.measured)]
+        await self.app.push_screen(BudgetScreen(measure, looks_for, self.last_budget, hint), chosen)
 
     async def mark(self, scene: Scene) -> None:
         """Mark what is shown as A: v then compares it with whatever is shown."""

@@ -1,6 +1,6 @@
-"""Provides the BudgetScreen (a memory budget typed as 2GiB, 512MiB or 1.5e9)
-and the SuggestScreen: the least-cost configuration whose memory fits that
-budget (core/search/suggest/pipeline.py), with the code to paste at each site and
+"""Provides the SuggestScreen: the least-cost configuration whose memory fits
+a budget (typed in app/screens/budget.py's BudgetScreen; the search is
+core/search/suggest/pipeline.py), with the code to paste at each site and
 what the answer is proven against.
 
 The search analyses and compiles many configurations, so it runs in this
@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.content import Content
 from textual.message import Message
-from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Input, Label, Static
+from textual.screen import Screen
+from textual.widgets import DataTable, Static
 
 from remat_tui.app.arguments import prepared
-from remat_tui.app.screens.budget import BudgetTyped, parse_budget
+from remat_tui.app.screens.budget import BudgetScreen, BudgetTyped
 from remat_tui.app.screens.failure import failure_words
 from remat_tui.app.screens.table_layout import (
     NOTES_MAX,
@@ -95,46 +95,6 @@ def table_layout(
     whole = [whole_label(c) for c in configs]
     layout = lay_out(heads, cells, whole, width, lead=2, trailing=("notes",), cap=NOTES_MAX)
     return layout, cells
-
-
-class BudgetScreen(ModalScreen[tuple[int, str] | None]):
-    """A memory budget; returns (bytes, the text typed). A budget that does not
-    parse is refused here, the dialog kept open."""
-
-    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
-
-    def __init__(self, measure: str, typed: str = "", hint: str = "", ranks: str = "flops"):
-        """`measure`: the memory that must fit; `ranks`: what ranks the rows
-        that fit (a LOOKS_FOR key)."""
-        super().__init__()
-        self.ranks = ranks
-        self.measure = measure
-        self.typed = typed
-        self.hint = hint
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="dialog"):
-            yield Label(f"[b]Suggest: {LOOKS_FOR[self.ranks]} that fits a budget[/b]")
-            yield Static(f"[dim]Memory measured as the {self.measure}. {self.hint}[/dim]")
-            yield Input(value=self.typed, placeholder="e.g. 2GiB, 512MiB, 1.5e9", id="budget")
-            yield Static("", id="budget-error")
-            yield Label("[dim]enter searches · escape cancels[/dim]")
-
-    def on_mount(self) -> None:
-        # Focused now, not at the next refresh (focus() waits for it): keys typed
-        # straight after `f` land in the field (the opener awaits this mount).
-        self.set_focus(self.query_one("#budget", Input))
-
-    @on(Input.Submitted)
-    def submitted(self, event: Input.Submitted) -> None:
-        if not self.is_current:  # a second enter typed before the first closed it
-            return
-        budget, error = parse_budget(event.value)
-        if error is not None:
-            self.query_one("#budget-error", Static).update(Content.styled(error, "$text-error"))
-            return
-        assert budget is not None  # it parsed
-        self.dismiss((budget, event.value.strip()))
 
 
 @dataclass
@@ -437,7 +397,7 @@ class SuggestScreen(Screen[Config | None]):
             smallest = min(r.weighed_bytes for r in s.rows)
             hint += f" Smallest found: {human_bytes(smallest)}; as written: "
             hint += f"{human_bytes(s.baseline.weighed_bytes)}."
-        dialog = BudgetScreen(self.measure(), self.budget[1], hint, self.ranks())
+        dialog = BudgetScreen(self.measure(), LOOKS_FOR[self.ranks()], self.budget[1], hint)
         await self.app.push_screen(dialog, self.search)
 
     def action_stop_or_leave(self) -> None:
